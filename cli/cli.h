@@ -1,0 +1,49 @@
+/*
+ * cli.h — shared pieces of the simsearch command line: subcommand entry
+ * points, exit codes, option parsing helpers and error reporting.
+ *
+ * Exit codes: 0 success, 2 bad usage or bad input, 1 any other failure.
+ * Only the CLI prints; library calls report through ss_diag.
+ */
+#ifndef SS_CLI_H
+#define SS_CLI_H
+
+#include "simsearch.h"
+#include <stdio.h>
+
+enum { SS_EXIT_OK = 0, SS_EXIT_FAIL = 1, SS_EXIT_USAGE = 2 };
+
+/* Subcommands: argv[0] is the subcommand name. */
+int ss_cmd_models(int argc, char **argv);
+int ss_cmd_model(int argc, char **argv);
+int ss_cmd_cost(int argc, char **argv);
+int ss_cmd_topo(int argc, char **argv);
+
+/* Print "simsearch: <msg>" for a failed status and map it to an exit code
+ * (parse/invalid/io/infeasible input: 2; nomem and others: 1). */
+int ss_cli_fail(const ss_diag *d);
+/* Print "simsearch <cmd>: <fmt>" and "try 'simsearch <cmd> --help'"; returns 2. */
+int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Option parsing: `--name VALUE` or `--name=VALUE`. If argv[*i] matches name,
+ * sets *value (advancing *i when the value is the next argument) and
+ * returns 1; returns -1 if the value is missing; 0 if no match. */
+int ss_cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
+/* Parse a positive integer in [lo, hi]; 0 on success, -1 otherwise. */
+int ss_cli_int(const char *s, long long lo, long long hi, long long *out);
+
+/* Load the machine (with --nodes override when nodes > 0) and build the
+ * model for it (batch 0: the model's per-device default times devices). */
+int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m);
+int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_graph **g);
+
+/* Human-friendly numbers: "1.23 G", "456 M"; into buf. */
+const char *ss_cli_si(double v, char *buf, size_t n);
+/* Bytes as "1.50 GiB". */
+const char *ss_cli_bytes(double v, char *buf, size_t n);
+
+#endif

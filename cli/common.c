@@ -1,0 +1,108 @@
+/*
+ * common.c — option parsing, error reporting and loaders shared by the
+ * simsearch subcommands (cli.h).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ss_cli_fail(const ss_diag *d)
+{
+    fprintf(stderr, "simsearch: %s\n", d->msg[0] ? d->msg : ss_status_name(d->status));
+    switch (d->status) {
+    case SS_ERR_PARSE:
+    case SS_ERR_INVALID:
+    case SS_ERR_IO:
+    case SS_ERR_INFEASIBLE:
+        return SS_EXIT_USAGE;
+    default:
+        return SS_EXIT_FAIL;
+    }
+}
+
+int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "simsearch%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\ntry 'simsearch %s%s--help'\n", cmd ? cmd : "", cmd ? " " : "");
+    return SS_EXIT_USAGE;
+}
+
+int ss_cli_opt(int argc, char **argv, int *i, const char *name, const char **value)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0)
+        return 0;
+    if (a[n] == '=') {
+        *value = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *value = argv[++*i];
+    return 1;
+}
+
+int ss_cli_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    if (ss_machine_load_nodes(topology, nodes, m, &d) != SS_OK)
+        return ss_cli_fail(&d);
+    return SS_EXIT_OK;
+}
+
+int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_graph **g)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    if (ss_model_build(spec, batch, n_devices, g, &d) != SS_OK)
+        return ss_cli_fail(&d);
+    return SS_EXIT_OK;
+}
+
+const char *ss_cli_si(double v, char *buf, size_t n)
+{
+    static const char *suf[] = {"", " K", " M", " G", " T", " P", " E"};
+    int k = 0;
+    double a = v < 0 ? -v : v;
+    while (a >= 1000 && k < 6) {
+        a /= 1000;
+        v /= 1000;
+        k++;
+    }
+    snprintf(buf, n, k ? "%.2f%s" : "%.0f%s", v, suf[k]);
+    return buf;
+}
+
+const char *ss_cli_bytes(double v, char *buf, size_t n)
+{
+    static const char *suf[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int k = 0;
+    while (v >= 1024 && k < 5) {
+        v /= 1024;
+        k++;
+    }
+    snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", v, suf[k]);
+    return buf;
+}

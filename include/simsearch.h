@@ -1,0 +1,580 @@
+/*
+ * simsearch.h — the public C API of simsearch.
+ *
+ * simsearch finds a fast parallelization plan for training a deep network on a
+ * cluster without running it there. The layers, bottom up:
+ *   core       errors (ss_diag), allocation hook, graph IR with operator
+ *              semantics, machine model (topology), plans, strict JSON I/O
+ *   models     the model zoo (builders for known networks)
+ *   profiler   per-operator-tile costs (analytic roofline, profile database)
+ *   simulator  task graph + event simulation (see simulator/ headers)
+ *   search     MCMC / ILP plan search (see search/ headers)
+ *
+ * Conventions (DESIGN.md, "House style"):
+ *   - Functions return ss_status; details of a failure go into an ss_diag,
+ *     which keeps the first message. On error nothing the caller owns was
+ *     changed and every out-pointer is left NULL / untouched.
+ *   - Opaque objects have _new/_free pairs; _free(NULL) is a no-op.
+ *   - Plain data (ss_tensor, ss_op, ss_device ...) is read-only to users;
+ *     getters return borrowed pointers that live as long as their container.
+ *   - The library never prints and never exits.
+ */
+#ifndef SIMSEARCH_H
+#define SIMSEARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Errors and diagnostics                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum ss_status {
+    SS_OK = 0,
+    SS_ERR_NOMEM,       /* allocation failed */
+    SS_ERR_INVALID,     /* inconsistent or out-of-range input */
+    SS_ERR_PARSE,       /* malformed file (syntax, unknown key, wrong type) */
+    SS_ERR_IO,          /* file could not be read or written */
+    SS_ERR_INFEASIBLE,  /* plan does not fit (memory) or cannot run */
+    SS_ERR_UNSUPPORTED, /* valid request this build cannot honour (no GPU...) */
+    SS_ERR_INTERRUPTED  /* stopped by the user (SIGINT) */
+} ss_status;
+
+#define SS_DIAG_MSG_MAX 1024
+
+/* Error object. The first error set is kept; later ones are ignored, so the
+ * message names the root cause. Zero-initialise or ss_diag_init() it. */
+typedef struct ss_diag {
+    ss_status status;
+    char msg[SS_DIAG_MSG_MAX];
+} ss_diag;
+
+void ss_diag_init(ss_diag *d);
+/* Record an error (printf-style) unless one is already recorded. d may be NULL.
+ * Returns st so callers can write `return ss_diag_set(d, SS_ERR_..., ...)`. */
+ss_status ss_diag_set(ss_diag *d, ss_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+const char *ss_status_name(ss_status st);
+
+/* ------------------------------------------------------------------ */
+/* Allocation hook (fault tests inject failures through it)            */
+/* ------------------------------------------------------------------ */
+
+typedef struct ss_allocator {
+    void *(*malloc_fn)(size_t n);
+    void *(*realloc_fn)(void *p, size_t n);
+    void (*free_fn)(void *p);
+} ss_allocator;
+
+/* Install an allocator for all library allocations (NULL restores libc).
+ * Also routes jansson's allocations. Not thread-safe; call before use. */
+void ss_set_allocator(const ss_allocator *a);
+void *ss_malloc(size_t n);
+void *ss_calloc(size_t count, size_t size); /* overflow-checked */
+void *ss_realloc(void *p, size_t n);
+void ss_free(void *p);
+char *ss_strdup(const char *s);
+
+/* ------------------------------------------------------------------ */
+/* Data types and dimension kinds                                      */
+/* ------------------------------------------------------------------ */
+
+typedef enum ss_dtype { SS_F32 = 0, SS_F16, SS_BF16, SS_I32, SS_I64, SS_DTYPE_COUNT } ss_dtype;
+
+size_t ss_dtype_size(ss_dtype t);
+const char *ss_dtype_name(ss_dtype t);           /* "f32", "f16", "bf16", "i32", "i64" */
+int ss_dtype_parse(const char *s, ss_dtype *out); /* 0 on success, -1 unknown */
+
+/* FlexFlow's SOAP dims: how an output dim may be split. */
+typedef enum ss_dim_kind {
+    SS_DIM_SAMPLE = 0,  /* batch */
+    SS_DIM_ATTRIBUTE,   /* spatial / sequence */
+    SS_DIM_PARAMETER    /* channel / feature */
+} ss_dim_kind;
+const char *ss_dim_kind_name(ss_dim_kind k);     /* "sample", "attribute", "parameter" */
+
+#define SS_MAX_DIMS 6
+#define SS_MAX_INPUTS 16
+#define SS_MAX_OUTPUTS 8
+#define SS_MAX_WEIGHTS 8
+#define SS_MAX_OPERANDS (SS_MAX_INPUTS + SS_MAX_WEIGHTS)
+#define SS_NAME_MAX 96
+
+/* ------------------------------------------------------------------ */
+/* Graph IR                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct ss_tensor {
+    int id;
+    char name[SS_NAME_MAX];
+    int ndim;
+    int64_t shape[SS_MAX_DIMS];
+    ss_dim_kind kind[SS_MAX_DIMS];
+    ss_dtype dtype;
+    int producer;  /* op id that outputs it; -1 for weights */
+    int is_weight; /* trainable parameter */
+} ss_tensor;
+
+typedef enum ss_op_type {
+    SS_OP_INPUT = 0,     /* graph input: shape/dtype/kinds in attrs, no operands */
+    SS_OP_LINEAR,        /* x[..., in] · W[in, out] (+ b[out]) -> [..., out]; contraction = in */
+    SS_OP_BATCH_MATMUL,  /* A[b..., m, k] · B[b..., k, n] -> [b..., m, n] (trans_a/trans_b); contraction = k */
+    SS_OP_CONV2D,        /* NCHW x, W[O, C/groups, kh, kw] (+ b[O]) -> [N, O, H', W']; contraction = C */
+    SS_OP_POOL2D,        /* NCHW, max or avg */
+    SS_OP_BATCHNORM,     /* NCHW, gamma/beta[C] */
+    SS_OP_LAYERNORM,     /* [..., h], gamma/beta[h] over the last dim */
+    SS_OP_UNARY,         /* relu, gelu, tanh, sigmoid */
+    SS_OP_BINARY,        /* add, mul (same shapes) */
+    SS_OP_SOFTMAX,       /* over attrs.axis */
+    SS_OP_DROPOUT,
+    SS_OP_EMBEDDING,     /* ids[...](i32/i64), W[vocab, dim] -> [..., dim]; contraction = vocab */
+    SS_OP_CONCAT,        /* along attrs.axis */
+    SS_OP_SPLIT,         /* along attrs.axis into attrs.split_sizes */
+    SS_OP_RESHAPE,       /* to attrs.shape (flatten is a reshape) */
+    SS_OP_TRANSPOSE,     /* attrs.perm */
+    SS_OP_LSTM,          /* sequence: x[N,S,in] -> y[N,S,H] (or [N,H] if !return_sequences);
+                            cell: x[N,in], h[N,H], c[N,H] -> h'[N,H], c'[N,H];
+                            W[in+H, 4H], b[4H] */
+    SS_OP_ATTENTION,     /* fused multi-head attention: q,k,v [N,S,E] -> [N,S,E];
+                            Wq,Wk,Wv [E,E], Wo [E,E] (+ biases); contraction = heads */
+    SS_OP_SOFTMAX_CE,    /* softmax cross-entropy: logits[..., V], labels[...] -> loss[...];
+                            contraction = V */
+    SS_OP_TYPE_COUNT
+} ss_op_type;
+
+const char *ss_op_type_name(ss_op_type t);            /* "linear", "conv2d", ... */
+int ss_op_type_parse(const char *s, ss_op_type *out); /* 0 ok, -1 unknown */
+
+typedef enum ss_pool_kind { SS_POOL_MAX = 0, SS_POOL_AVG } ss_pool_kind;
+typedef enum ss_unary_kind { SS_UNARY_RELU = 0, SS_UNARY_GELU, SS_UNARY_TANH, SS_UNARY_SIGMOID } ss_unary_kind;
+typedef enum ss_binary_kind { SS_BINARY_ADD = 0, SS_BINARY_MUL } ss_binary_kind;
+typedef enum ss_lstm_mode { SS_LSTM_SEQUENCE = 0, SS_LSTM_CELL } ss_lstm_mode;
+
+/* Operator attributes: one flat struct; each op type reads its own fields
+ * (listed per field). Unused fields must be zero (ss_op_attrs a = {0}). */
+typedef struct ss_op_attrs {
+    /* input */
+    int ndim; int64_t shape[SS_MAX_DIMS]; ss_dim_kind kind[SS_MAX_DIMS]; ss_dtype dtype;
+    /* reshape uses ndim/shape as the target shape */
+    int64_t out_features;                  /* linear */
+    int use_bias;                          /* linear, conv2d, attention */
+    int trans_a, trans_b;                  /* batch_matmul */
+    int64_t out_channels, groups;          /* conv2d (groups 0 means 1) */
+    int64_t kernel[2], stride[2], pad[2];  /* conv2d, pool2d (stride 0 means 1) */
+    ss_pool_kind pool;                     /* pool2d */
+    ss_unary_kind unary;                   /* unary */
+    ss_binary_kind binary;                 /* binary */
+    int axis;                              /* softmax, concat, split (negative counts from the end) */
+    int n_split; int64_t split_sizes[SS_MAX_OUTPUTS]; /* split */
+    int perm[SS_MAX_DIMS];                 /* transpose */
+    double rate;                           /* dropout */
+    int64_t vocab, dim;                    /* embedding */
+    ss_lstm_mode lstm_mode; int64_t hidden; int return_sequences; /* lstm */
+    int64_t heads; int causal;             /* attention (embed dim from q) */
+} ss_op_attrs;
+
+typedef struct ss_op {
+    int id;
+    char name[SS_NAME_MAX];
+    ss_op_type type;
+    ss_op_attrs attrs;
+    int n_in;  int inputs[SS_MAX_INPUTS];   /* activation tensor ids */
+    int n_out; int outputs[SS_MAX_OUTPUTS]; /* tensor ids */
+    int n_w;   int weights[SS_MAX_WEIGHTS]; /* weight tensor ids (may be shared by ops) */
+} ss_op;
+
+/* Operands of an op are indexed inputs first, then weights:
+ * operand i < n_in is inputs[i], operand n_in + j is weights[j]. */
+
+typedef enum ss_optimizer { SS_OPT_SGD = 0, SS_OPT_SGD_MOMENTUM, SS_OPT_ADAM } ss_optimizer;
+typedef enum ss_precision { SS_PREC_FP32 = 0, SS_PREC_MIXED } ss_precision;
+const char *ss_optimizer_name(ss_optimizer o);     /* "sgd", "sgd_momentum", "adam" */
+int ss_optimizer_parse(const char *s, ss_optimizer *out);
+const char *ss_precision_name(ss_precision p);     /* "fp32", "mixed" */
+int ss_precision_parse(const char *s, ss_precision *out);
+
+typedef struct ss_graph ss_graph;
+
+/* New empty graph named `name` (copied). NULL on allocation failure. */
+ss_graph *ss_graph_new(const char *name);
+void ss_graph_free(ss_graph *g);
+
+/* Description of one op to add. n_w < 0: the op creates its own weights
+ * (named "<op>.weight", "<op>.bias", ...); n_w >= 0: use these existing
+ * weight tensors (shared weights, e.g. unrolled LSTM steps), whose shapes
+ * must match what the op expects. */
+typedef struct ss_op_spec {
+    const char *name;
+    ss_op_type type;
+    ss_op_attrs attrs;
+    int n_in; int inputs[SS_MAX_INPUTS];
+    int n_w;  int weights[SS_MAX_WEIGHTS];
+} ss_op_spec;
+
+/* Add an op: checks operands, infers output shapes/kinds/dtypes, creates the
+ * output tensors ("<op>" for one output, "<op>:<i>" for several) and, if
+ * asked, weights. Returns the new op id (>= 0), or -1 with d set; on error
+ * the graph is unchanged. */
+int ss_graph_add_op(ss_graph *g, const ss_op_spec *spec, ss_diag *d);
+
+/* Convenience: add an op with the given inputs and own weights. */
+int ss_graph_add(ss_graph *g, const char *name, ss_op_type type, const ss_op_attrs *attrs,
+                 int n_in, const int *inputs, ss_diag *d);
+
+const char *ss_graph_name(const ss_graph *g);
+int ss_graph_n_ops(const ss_graph *g);
+int ss_graph_n_tensors(const ss_graph *g);
+const ss_op *ss_graph_op(const ss_graph *g, int id);         /* borrowed, NULL if out of range */
+const ss_tensor *ss_graph_tensor(const ss_graph *g, int id); /* borrowed */
+int ss_graph_find_op(const ss_graph *g, const char *name);     /* id or -1 */
+int ss_graph_find_tensor(const ss_graph *g, const char *name); /* id or -1 */
+/* The first output tensor id of op `op` (convenience for builders). */
+int ss_graph_out(const ss_graph *g, int op);
+
+/* Training settings carried by the model. Batch size is the global batch
+ * (the sample extent of the inputs); the zoo builds graphs with it. */
+void ss_graph_set_training(ss_graph *g, int64_t batch, ss_optimizer opt, ss_precision prec);
+int64_t ss_graph_batch(const ss_graph *g);
+ss_optimizer ss_graph_optimizer(const ss_graph *g);
+ss_precision ss_graph_precision(const ss_graph *g);
+
+/* Ops by id are already in a topological order (an op can only consume
+ * tensors that exist). Consumers of a tensor: */
+int ss_graph_n_consumers(const ss_graph *g, int tensor);
+int ss_graph_consumer(const ss_graph *g, int tensor, int i); /* op id */
+
+/* Full validation: acyclic, shapes consistent (re-inferred), names unique,
+ * references in range. */
+ss_status ss_graph_validate(const ss_graph *g, ss_diag *d);
+
+/* 64-bit fingerprint of structure, shapes, attrs and training settings. */
+uint64_t ss_graph_fingerprint(const ss_graph *g);
+
+/* Totals: trainable parameters (shared weights counted once), forward FLOPs
+ * of one iteration over the whole batch (multiply-add = 2 FLOPs). */
+int64_t ss_graph_parameters(const ss_graph *g);
+double ss_graph_forward_flops(const ss_graph *g);
+
+/* ------------------------------------------------------------------ */
+/* Operator semantics (core/ops.c)                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct ss_range { int64_t lo, hi; } ss_range; /* half-open [lo, hi) */
+
+/* A region of a tensor: one range per dim. */
+typedef struct ss_region {
+    int ndim;
+    ss_range r[SS_MAX_DIMS];
+} ss_region;
+
+/* A tile of an op's work: a region of output 0's index space plus a range of
+ * the contraction dim (the whole extent when the op has none or it is not
+ * split). Other outputs of multi-output ops follow ss_op_output_region. */
+typedef struct ss_tile {
+    ss_region out;
+    ss_range red;
+} ss_tile;
+
+/* The whole op as one tile. */
+void ss_op_full_tile(const ss_graph *g, const ss_op *op, ss_tile *t);
+
+/* Output dims of op (by index into output 0) that may be split: bit i set if
+ * dim i may be split. Kinds come from the output tensor's kind[]. */
+unsigned ss_op_split_mask(const ss_graph *g, const ss_op *op);
+
+/* Extent of the contraction dim whose split yields partial sums, or 0 if the
+ * op has none. */
+int64_t ss_op_contraction(const ss_graph *g, const ss_op *op);
+
+/* THE region function: for tile t of op, the region of operand `operand`
+ * (inputs then weights) that the tile needs. Drives communication volume,
+ * validity of splits and runtime slicing. */
+void ss_op_input_region(const ss_graph *g, const ss_op *op, const ss_tile *t, int operand,
+                        ss_region *out);
+/* Region of output `idx` that tile t produces (idx 0 is t->out). */
+void ss_op_output_region(const ss_graph *g, const ss_op *op, const ss_tile *t, int idx,
+                         ss_region *out);
+
+/* Work of a tile. FLOPs count a multiply-add as 2; bytes are the memory
+ * traffic of a reasonable kernel (read operand regions, write outputs). */
+typedef struct ss_work {
+    double fwd_flops, bwd_flops;  /* bwd = grad wrt inputs + grad wrt weights */
+    double fwd_bytes, bwd_bytes;
+    double saved_bytes;           /* activations kept from forward for backward */
+} ss_work;
+void ss_op_tile_work(const ss_graph *g, const ss_op *op, const ss_tile *t, ss_work *w);
+
+int64_t ss_region_volume(const ss_region *r);
+/* Intersection of a and b into out; returns its volume (0 if empty). */
+int64_t ss_region_intersect(const ss_region *a, const ss_region *b, ss_region *out);
+
+/* ------------------------------------------------------------------ */
+/* Model JSON I/O (core/model_io.c) and the zoo (models/)               */
+/* ------------------------------------------------------------------ */
+
+/* Load a "simsearch-model" JSON file. Errors name path and line:column or the
+ * JSON path. On success *out is a new graph the caller frees. */
+ss_status ss_model_load(const char *path, ss_graph **out, ss_diag *d);
+ss_status ss_model_load_string(const char *json, const char *label, ss_graph **out, ss_diag *d);
+/* Save atomically (temp file + rename). */
+ss_status ss_model_save(const ss_graph *g, const char *path, ss_diag *d);
+/* Serialise to a malloc'd (ss_free) string. */
+ss_status ss_model_to_string(const ss_graph *g, char **out, ss_diag *d);
+
+typedef struct ss_zoo_entry {
+    const char *name;        /* "resnet101" */
+    const char *description;
+    const char *params_help; /* "layers=24,hidden=1024,..." or "" */
+} ss_zoo_entry;
+int ss_zoo_count(void);
+const ss_zoo_entry *ss_zoo_get(int i);
+
+/* Build a model from a spec: "NAME[:key=value,...]" (zoo) or a path to a
+ * model JSON file (anything containing '/' or ending in ".json").
+ * batch > 0 sets the global batch; batch == 0 uses the model default
+ * (per_device_default * n_devices: 64 per device, 256 for alexnet; callers
+ * pass n_devices; 1 if unknown). */
+ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_graph **out,
+                         ss_diag *d);
+
+/* ------------------------------------------------------------------ */
+/* Machine model (core/machine.c, core/topology_io.c)                  */
+/* ------------------------------------------------------------------ */
+
+#define SS_EFF_POINTS 12
+
+typedef struct ss_device_type {
+    char name[SS_NAME_MAX];
+    int is_cpu;
+    double peak_tflops[SS_DTYPE_COUNT]; /* dense peak per compute dtype (f16/bf16: tensor cores) */
+    double mem_gbps;                    /* memory bandwidth GB/s (1e9) */
+    double mem_gib;                     /* capacity GiB (2^30) */
+    double launch_us;                   /* per-kernel launch overhead */
+    /* Efficiency tables: piecewise linear in log10(x); below the first point
+     * the first value, above the last the last. */
+    int n_eff_flops; double eff_flops_x[SS_EFF_POINTS], eff_flops_y[SS_EFF_POINTS]; /* x = FLOPs per kernel */
+    int n_eff_mem;   double eff_mem_x[SS_EFF_POINTS],   eff_mem_y[SS_EFF_POINTS];   /* x = bytes per kernel */
+} ss_device_type;
+
+/* Built-in specs: "K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",
+ * "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM", "H200-SXM", "T4",
+ * "RTX3090", "CPU-core". */
+int ss_devtype_builtin_count(void);
+const ss_device_type *ss_devtype_builtin(int i);
+const ss_device_type *ss_devtype_find_builtin(const char *name);
+/* Efficiency from a table at x (helper for cost models). */
+double ss_devtype_eff(int n, const double *xs, const double *ys, double x);
+
+typedef enum ss_node_kind { SS_NODE_DEVICE = 0, SS_NODE_SWITCH, SS_NODE_NIC } ss_node_kind;
+
+typedef struct ss_device {
+    int id;               /* also its network node id */
+    char name[SS_NAME_MAX];
+    int type;             /* index into device types */
+    int host;             /* index into hosts */
+    int local_rank;       /* index within its host */
+    /* internet peers (0 when not a peer) */
+    double up_gbps, down_gbps; /* GB/s */
+    int accepts_connections;   /* 1 unless a firewalled peer */
+} ss_device;
+
+typedef struct ss_host { char name[SS_NAME_MAX]; } ss_host;
+
+/* Network node: devices come first (node id == device id), then switches and NICs. */
+typedef struct ss_netnode {
+    char name[SS_NAME_MAX];
+    ss_node_kind kind;
+    int host;              /* -1 if not in a host */
+} ss_netnode;
+
+/* A link between two nodes. Full duplex: channel 2*id carries a->b, 2*id+1
+ * carries b->a (bandwidth per direction; gbps_ba may differ for asymmetric
+ * links; 0 means that direction does not exist). */
+typedef struct ss_link {
+    int id;
+    int a, b;                /* node ids */
+    double gbps_ab, gbps_ba; /* GB/s per direction */
+    double latency_us;
+    int estimated;           /* bandwidth was estimated, not measured/specified */
+    char kind[32];           /* "nvlink", "pcie", "infiniband", "ethernet", "internet", ... */
+} ss_link;
+
+typedef struct ss_machine ss_machine;
+
+ss_status ss_machine_load(const char *path, ss_machine **out, ss_diag *d);
+ss_status ss_machine_load_string(const char *json, const char *label, ss_machine **out,
+                                 ss_diag *d);
+/* Like ss_machine_load but overrides a compact topology's node count
+ * (nodes > 0); an explicit topology with nodes > 0 is an error. */
+ss_status ss_machine_load_nodes(const char *path, int nodes, ss_machine **out, ss_diag *d);
+ss_status ss_machine_save(const ss_machine *m, const char *path, ss_diag *d); /* explicit form */
+ss_status ss_machine_to_string(const ss_machine *m, char **out, ss_diag *d);
+void ss_machine_free(ss_machine *m);
+
+const char *ss_machine_name(const ss_machine *m);
+int ss_machine_n_devices(const ss_machine *m);
+int ss_machine_n_hosts(const ss_machine *m);
+int ss_machine_n_types(const ss_machine *m);
+int ss_machine_n_nodes(const ss_machine *m);
+int ss_machine_n_links(const ss_machine *m);
+const ss_device *ss_machine_device(const ss_machine *m, int i);
+const ss_device_type *ss_machine_type(const ss_machine *m, int i);
+const ss_host *ss_machine_host(const ss_machine *m, int i);
+const ss_netnode *ss_machine_node(const ss_machine *m, int i);
+const ss_link *ss_machine_link(const ss_machine *m, int i);
+uint64_t ss_machine_fingerprint(const ss_machine *m);
+
+/* Route from device src to device dst: the channels (2*link + direction)
+ * along the path, in order. *n = 0 for src == dst. Returns SS_ERR_INVALID if
+ * unreachable (e.g. two peers that both refuse connections and no relay).
+ * Routes are precomputed (shortest by latency, then hops); pointer borrowed. */
+ss_status ss_machine_route(const ss_machine *m, int src, int dst, const int **channels, int *n);
+/* Bandwidth (GB/s) of a channel and its latency (us). */
+double ss_machine_channel_gbps(const ss_machine *m, int channel);
+double ss_machine_channel_latency_us(const ss_machine *m, int channel);
+/* Bottleneck bandwidth and summed latency of the route src->dst. */
+double ss_machine_path_gbps(const ss_machine *m, int src, int dst);
+double ss_machine_path_latency_us(const ss_machine *m, int src, int dst);
+
+/* Build a topology of this host with hwloc (profiler/discover.c). */
+ss_status ss_machine_discover(ss_machine **out, ss_diag *d);
+
+/* ------------------------------------------------------------------ */
+/* Plans (core/plan.c, core/plan_io.c, core/plan_gen.c)                */
+/* ------------------------------------------------------------------ */
+
+/* Parallel config of one op: a degree per dim of output 0, a reduction
+ * degree (splits the contraction dim: partial sums), and one device per
+ * tile. Tiles are numbered row-major over (dim 0, ..., dim ndim-1, red):
+ * tile index = ((i0 * deg1 + i1) * ... ) * red + r. Entries may repeat: tiles
+ * on one device run one after another (micro-batching). */
+typedef struct ss_pconfig {
+    int ndim;
+    int deg[SS_MAX_DIMS];
+    int red;
+    int ntiles;      /* = prod(deg) * red */
+    int *devices;    /* ntiles entries */
+    int stage;       /* pipeline stage of the op (0 when not pipelined) */
+} ss_pconfig;
+
+/* Tile `index` of op under config c (ranges balanced: extents need not divide
+ * evenly for the math, but validation requires divisibility). */
+void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, int index,
+                     ss_tile *t);
+
+typedef enum ss_pipe_schedule { SS_PIPE_GPIPE = 0, SS_PIPE_1F1B } ss_pipe_schedule;
+typedef enum ss_queue_policy { SS_QUEUE_FIFO = 0, SS_QUEUE_BACKWARD_FIRST } ss_queue_policy;
+typedef enum ss_sync_mode { SS_SYNC_WAIT_FREE = 0, SS_SYNC_BULK } ss_sync_mode;
+typedef enum ss_recompute { SS_RECOMPUTE_NONE = 0, SS_RECOMPUTE_FULL } ss_recompute;
+
+typedef struct ss_plan_settings {
+    int stages;               /* pipeline stages (1 = none) */
+    int microbatches;         /* per iteration (1 = none) */
+    ss_pipe_schedule schedule;
+    ss_queue_policy queue;
+    ss_sync_mode sync;
+    double bucket_bytes;      /* gradient fusion threshold (0 = one bucket per weight) */
+    int priority;             /* send front layers' gradients first */
+    int reorder_backward;     /* compute first layers' weight grads earlier */
+    ss_recompute recompute;
+} ss_plan_settings;
+
+typedef struct ss_plan ss_plan;
+
+/* A plan for graph g on machine m, every op with a single tile on device 0. */
+ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m);
+void ss_plan_free(ss_plan *p);
+ss_plan *ss_plan_clone(const ss_plan *p);
+/* Copy src into dst (same graph): cheap, reuses dst's storage. */
+ss_status ss_plan_copy(ss_plan *dst, const ss_plan *src);
+
+int ss_plan_n_ops(const ss_plan *p);
+const ss_pconfig *ss_plan_config(const ss_plan *p, int op);
+/* Set op's config (copied). Checks shape (ndim, tile count) only; full
+ * validation is ss_plan_validate. */
+ss_status ss_plan_set_config(ss_plan *p, int op, const ss_pconfig *c, ss_diag *d);
+ss_plan_settings *ss_plan_settings_of(ss_plan *p);
+const ss_plan_settings *ss_plan_settings_get(const ss_plan *p);
+uint64_t ss_plan_model_fingerprint(const ss_plan *p);
+uint64_t ss_plan_topology_fingerprint(const ss_plan *p);
+
+/* Degrees divide dims, split only splittable dims, reduction only where a
+ * contraction exists and divides it, devices in range, tile counts match,
+ * stages consistent. Errors name the op. */
+ss_status ss_plan_validate(const ss_plan *p, const ss_graph *g, const ss_machine *m, ss_diag *d);
+
+ss_status ss_plan_load(const char *path, const ss_graph *g, const ss_machine *m, ss_plan **out,
+                       ss_diag *d);
+ss_status ss_plan_load_string(const char *json, const char *label, const ss_graph *g,
+                              const ss_machine *m, ss_plan **out, ss_diag *d);
+ss_status ss_plan_save(const ss_plan *p, const ss_graph *g, const char *path, ss_diag *d);
+ss_status ss_plan_to_string(const ss_plan *p, const ss_graph *g, char **out, ss_diag *d);
+
+/* Generators. Data parallel over the first n_devices devices (0 = all): the
+ * sample dim split n ways, weights replicated. */
+ss_status ss_plan_data_parallel(const ss_graph *g, const ss_machine *m, int n_devices,
+                                ss_plan **out, ss_diag *d);
+/* Megatron-LM: tensor parallel tp (column/row split of attention and MLP),
+ * pipeline pp (layers evenly over stages), data parallel dp, mb micro-batches
+ * (0 = default: pp > 1 ? 4*pp : 1); tp*pp*dp must equal the device count used. */
+typedef struct ss_megatron_config { int tp, pp, dp, mb; ss_recompute recompute; } ss_megatron_config;
+ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
+                           ss_plan **out, ss_diag *d);
+/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mb=M][,recompute=none|full]" |
+ * a path to a plan JSON. */
+ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
+                            ss_plan **out, ss_diag *d);
+
+/* ------------------------------------------------------------------ */
+/* Costs (profiler/cost.c, profiler/analytic.c)                        */
+/* ------------------------------------------------------------------ */
+
+typedef enum ss_cost_source {
+    SS_COST_ANALYTIC = 0, /* roofline from the device spec */
+    SS_COST_PROFILE,      /* profile database entry */
+    SS_COST_MEASURED      /* live measurement */
+} ss_cost_source;
+const char *ss_cost_source_name(ss_cost_source s); /* "analytic", "profile", "measured" */
+
+typedef struct ss_cost {
+    double fwd_us, bwd_us;   /* time of the tile's forward / backward kernels */
+    ss_work work;            /* FLOPs and bytes */
+    double workspace_bytes;  /* temporary memory while it runs */
+    ss_cost_source source;
+} ss_cost;
+
+/* A cost provider answers for (op, tile, device type) or declines (returns 0).
+ * Providers are asked in the order added; the analytic model is the last
+ * resort and always answers. */
+typedef struct ss_cost_provider {
+    const char *name;
+    void *ctx;
+    int (*lookup)(void *ctx, const ss_graph *g, const ss_op *op, const ss_tile *t,
+                  const ss_device_type *dt, ss_cost *out);
+} ss_cost_provider;
+
+typedef struct ss_costmodel ss_costmodel;
+ss_costmodel *ss_cost_new(const ss_machine *m);
+void ss_cost_free(ss_costmodel *cm);
+ss_status ss_cost_add_provider(ss_costmodel *cm, const ss_cost_provider *p, ss_diag *d);
+/* Cost of tile t of op on a device of type `devtype` (index in m). Cached. */
+ss_status ss_cost_tile(ss_costmodel *cm, const ss_graph *g, const ss_op *op, const ss_tile *t,
+                       int devtype, ss_cost *out);
+/* Time of the optimizer update of n_params parameters on devtype. */
+double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_optimizer opt,
+                         ss_precision prec);
+/* The analytic roofline alone (for providers and tests). */
+void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *op,
+                      const ss_tile *t, ss_cost *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SIMSEARCH_H */

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the Debian packages simsearch needs, if any are missing.
+# Non-interactive and idempotent: when everything is there it only checks.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libjansson-dev libcmocka-dev libhwloc-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "setup: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq </dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
