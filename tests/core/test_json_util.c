@@ -1,0 +1,187 @@
+/*
+ * test_json_util.c — strict JSON helpers: messages name the file and the
+ * place, unknown keys and wrong types are rejected, writes are atomic.
+ */
+#include "testutil.h"
+#include "core/json_util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_syntax_error_has_line_column(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    json_t *j = NULL;
+    assert_int_equal(ss_json_parse_string("{\n  \"a\": 1,\n  \"b\": }", "x.json", &j, &d),
+                     SS_ERR_PARSE);
+    assert_null(j);
+    assert_non_null(strstr(d.msg, "x.json:3:"));
+}
+
+static void test_duplicate_keys_rejected(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    json_t *j = NULL;
+    assert_int_equal(ss_json_parse_string("{\"a\": 1, \"a\": 2}", "dup.json", &j, &d),
+                     SS_ERR_PARSE);
+    assert_non_null(strstr(d.msg, "dup.json"));
+}
+
+static void test_header_and_keys(void **state)
+{
+    (void)state;
+    ss_diag d;
+    json_t *j = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_parse_string("{\"format\":\"simsearch-x\",\"version\":1,\"zz\":0}",
+                                          "h.json", &j, &d),
+                     SS_OK);
+    assert_int_equal(ss_json_check_header("h.json", j, "simsearch-x", 1, &d), SS_OK);
+    static const char *const keys[] = {"format", "version", NULL};
+    assert_int_equal(ss_json_check_keys("h.json", "$", j, keys, &d), SS_ERR_PARSE);
+    assert_non_null(strstr(d.msg, "unknown key \"zz\""));
+    assert_non_null(strstr(d.msg, "h.json: $"));
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_check_header("h.json", j, "simsearch-y", 1, &d), SS_ERR_PARSE);
+    assert_non_null(strstr(d.msg, "$.format"));
+    json_decref(j);
+
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_parse_string("{\"format\":\"simsearch-x\",\"version\":7}", "v.json",
+                                          &j, &d),
+                     SS_OK);
+    assert_int_equal(ss_json_check_header("v.json", j, "simsearch-x", 1, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "$.version"));
+    json_decref(j);
+}
+
+static void test_typed_getters(void **state)
+{
+    (void)state;
+    ss_diag d;
+    json_t *j = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_parse_string("{\"n\": 5, \"x\": 2.5, \"s\": \"hi\", \"b\": true, "
+                                          "\"big\": 1000000000000, \"neg\": -3, \"str\": \"1\"}",
+                                          "t.json", &j, &d),
+                     SS_OK);
+    int64_t n = 0;
+    double x = 0;
+    const char *s = NULL;
+    int b = 0;
+    assert_int_equal(ss_json_get_int("t.json", "$", j, "n", 1, 1, 10, &n, &d), SS_OK);
+    assert_int_equal(n, 5);
+    assert_int_equal(ss_json_get_num("t.json", "$", j, "x", 1, 0, 10, &x, &d), SS_OK);
+    assert_true(x == 2.5);
+    assert_int_equal(ss_json_get_num("t.json", "$", j, "n", 1, 0, 10, &x, &d), SS_OK);
+    assert_true(x == 5.0);
+    assert_int_equal(ss_json_get_str("t.json", "$", j, "s", 1, 8, &s, &d), SS_OK);
+    assert_string_equal(s, "hi");
+    assert_int_equal(ss_json_get_bool("t.json", "$", j, "b", 1, &b, &d), SS_OK);
+    assert_int_equal(b, 1);
+    n = 42;
+    assert_int_equal(ss_json_get_int("t.json", "$", j, "absent", 0, 1, 10, &n, &d), SS_OK);
+    assert_int_equal(n, 42);
+
+    assert_int_equal(ss_json_get_int("t.json", "$.dev", j, "big", 1, 1, 1 << 20, &n, &d),
+                     SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "$.dev.big"));
+    assert_non_null(strstr(d.msg, "out of range"));
+    assert_int_equal(n, 42);
+
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_get_int("t.json", "$", j, "str", 1, 0, 9, &n, &d), SS_ERR_PARSE);
+    assert_non_null(strstr(d.msg, "expected an integer, got a string"));
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_get_int("t.json", "$", j, "missing", 1, 0, 9, &n, &d), SS_ERR_PARSE);
+    assert_non_null(strstr(d.msg, "missing required key \"missing\""));
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_get_num("t.json", "$", j, "neg", 1, 0, 9, &x, &d), SS_ERR_INVALID);
+    json_t *child = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_json_get_child("t.json", "$", j, "s", JSON_ARRAY, 1, &child, &d),
+                     SS_ERR_PARSE);
+    assert_non_null(strstr(d.msg, "expected an array, got a string"));
+    json_decref(j);
+}
+
+static void test_first_error_kept(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_diag_set(&d, SS_ERR_IO, "first %d", 1), SS_ERR_IO);
+    assert_int_equal(ss_diag_set(&d, SS_ERR_PARSE, "second"), SS_ERR_PARSE);
+    assert_int_equal(d.status, SS_ERR_IO);
+    assert_string_equal(d.msg, "first 1");
+    assert_int_equal(ss_diag_set(NULL, SS_ERR_IO, "x"), SS_ERR_IO);
+}
+
+static void test_atomic_write_and_fingerprint(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ss_json_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    ss_diag d;
+    ss_diag_init(&d);
+    json_t *j = json_pack("{s:s, s:i}", "format", "simsearch-x", "version", 1);
+    assert_int_equal(ss_json_write_atomic(path, j, &d), SS_OK);
+    json_t *back = NULL;
+    assert_int_equal(ss_json_parse_file(path, &back, &d), SS_OK);
+    assert_true(json_equal(j, back));
+    json_decref(back);
+    /* A directory that does not exist: error, no file left behind. */
+    assert_int_equal(ss_json_write_atomic("/nonexistent-dir/x.json", j, &d), SS_ERR_IO);
+    assert_non_null(strstr(d.msg, "/nonexistent-dir/x.json"));
+    json_decref(j);
+    remove(path);
+
+    char hex[17];
+    uint64_t fp = 0x0123456789abcdefULL, back_fp = 0;
+    ss_fingerprint_hex(fp, hex);
+    assert_string_equal(hex, "0123456789abcdef");
+    assert_int_equal(ss_fingerprint_parse(hex, &back_fp), 0);
+    assert_true(back_fp == fp);
+    assert_int_equal(ss_fingerprint_parse("xyz", &back_fp), -1);
+    assert_true(ss_fnv_str(SS_FNV_INIT, "a") != ss_fnv_str(SS_FNV_INIT, "b"));
+}
+
+static void test_allocator_hook(void **state)
+{
+    (void)state;
+    ss_test_fail_after(0);
+    assert_null(ss_malloc(16));
+    ss_diag d;
+    ss_diag_init(&d);
+    json_t *j = NULL;
+    assert_int_not_equal(ss_json_parse_string("{\"a\": [1, 2, 3]}", "f.json", &j, &d), SS_OK);
+    assert_null(j);
+    ss_test_fail_after(-1);
+    void *p = ss_calloc(SIZE_MAX / 2, 4);
+    assert_null(p);
+    p = ss_calloc(4, 4);
+    assert_non_null(p);
+    ss_free(p);
+    ss_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_syntax_error_has_line_column),
+        cmocka_unit_test(test_duplicate_keys_rejected),
+        cmocka_unit_test(test_header_and_keys),
+        cmocka_unit_test(test_typed_getters),
+        cmocka_unit_test(test_first_error_kept),
+        cmocka_unit_test(test_atomic_write_and_fingerprint),
+        cmocka_unit_test(test_allocator_hook),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
