@@ -574,6 +574,99 @@ double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_opt
 void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *op,
                       const ss_tile *t, ss_cost *out);
 
+
+/* ------------------------------------------------------------------ */
+/* Simulation (simulator/sim.c, build.c, memory.c, report.c)           */
+/* ------------------------------------------------------------------ */
+
+/* A reusable simulator for one (graph, machine, cost model). ss_sim_run turns
+ * a plan into a task graph (forward/backward tasks per tile, transfers,
+ * partial-sum and gradient collectives, updates), runs the event engine and
+ * sweeps per-device memory with liveness. The simulator keeps its task-graph
+ * arena and scratch between runs, so the search can call ss_sim_run
+ * thousands of times per second without allocating once the arrays have
+ * grown. docs/simulator.md states the model and its formulas. */
+
+typedef struct ss_sim_config {
+    double mem_fraction; /* usable share of each device's memory (0 = 1.0) */
+    int skip_memory;     /* 1: skip the liveness sweep (peaks = static memory only) */
+} ss_sim_config;
+
+#define SS_SIM_CRIT_MAX 8
+
+/* One line of the critical-path summary: the time that tasks of one op and
+ * kind account for on the path. */
+typedef struct ss_sim_crit {
+    char name[SS_NAME_MAX]; /* op name, or "gradients" / "(other)" */
+    char kind[16];          /* ss_task_kind name: "fwd", "bwd", "update", "xfer", "collective", "other" */
+    int n_tasks;            /* tasks of this entry on the path */
+    double us;              /* their summed duration on the path */
+} ss_sim_crit;
+
+/* Result of one simulation. Zero-initialise before the first use; the
+ * per-device arrays (n_devices entries each) are owned by the result, reused
+ * by later runs into the same result and freed by ss_sim_result_clear. */
+typedef struct ss_sim_result {
+    char model[SS_NAME_MAX];
+    char topology[SS_NAME_MAX];
+    int n_devices;
+    int64_t batch;
+    int64_t n_tasks;
+    double iteration_us;
+    double throughput;          /* samples per second: batch / iteration time */
+    double critical_path_us;    /* summed duration of the tasks on the critical path */
+    double *compute_us;         /* per device: compute-stream busy time */
+    double *comm_us;            /* per device: time its transfers/collectives run (engine's rule) */
+    double *idle_us;            /* per device: iteration_us - compute_us */
+    double *peak_memory_bytes;  /* per device: peak over the iteration */
+    double *static_memory_bytes;/* per device: weights + gradients + optimizer state */
+    double *weight_bytes;       /* per device: weights alone */
+    double *capacity_bytes;     /* per device: mem_gib * 2^30 * mem_fraction */
+    int fits;                   /* 1 if every peak <= its capacity */
+    int overflow_device;        /* first (lowest id) device over capacity, -1 if fits */
+    double overflow_bytes;      /* its peak - capacity (0 if fits) */
+    int n_crit;                 /* critical-path summary, largest time first */
+    ss_sim_crit crit[SS_SIM_CRIT_MAX];
+    int cap_devices;            /* private: allocated array entries */
+} ss_sim_result;
+
+typedef struct ss_sim ss_sim;
+
+/* New simulator for graph g on machine m priced by cm (all borrowed: they
+ * must outlive the simulator and not change meanwhile). cfg may be NULL
+ * (defaults). On error *out is NULL. */
+ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                     const ss_sim_config *cfg, ss_sim **out, ss_diag *d);
+void ss_sim_free(ss_sim *s);
+
+/* Simulate one training iteration of plan p (made for the simulator's graph
+ * and machine; run checks tile counts and device ids, full validation is
+ * ss_plan_validate). A plan that does not fit in memory is still SS_OK with
+ * r->fits = 0. On error *r is unchanged. Deterministic: the same plan gives
+ * bit-identical results. */
+ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d);
+
+/* Free a result's arrays and zero it (NULL is a no-op). */
+void ss_sim_result_clear(ss_sim_result *r);
+/* Deep copy src into dst (dst's arrays reused when large enough). On error
+ * dst is unchanged. */
+ss_status ss_sim_result_copy(ss_sim_result *dst, const ss_sim_result *src, ss_diag *d);
+
+/* Number of tasks of the last run's task graph (0 before the first run). */
+int64_t ss_sim_n_tasks(const ss_sim *s);
+
+/* Write the last run as Chrome Trace Event JSON (opens in Perfetto):
+ * one process per device, tasks named after operators. */
+ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d);
+
+/* The result as the simulate JSON object (docs/simulator.md): model,
+ * topology, devices, batch, iteration_time_ms, throughput_samples_per_s,
+ * peak_memory_bytes[], memory_capacity_bytes[], fits, overflow, breakdown,
+ * critical_path, tasks, plan (the label given, may be NULL). *out is an
+ * ss_malloc'd string the caller ss_frees. */
+ss_status ss_sim_result_to_json(const ss_sim_result *r, const char *plan_label, char **out,
+                                ss_diag *d);
+
 #ifdef __cplusplus
 }
 #endif
