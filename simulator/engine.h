@@ -1,0 +1,143 @@
+/*
+ * engine.h — deterministic event-driven simulation of a task graph.
+ *
+ * THE RULES
+ *
+ * 1. Readiness. A task becomes ready when its last predecessor ends; its
+ *    ready time is the maximum end time of its predecessors (0 if none).
+ *
+ * 2. Queues. Every resource (device compute stream, network channel) has a
+ *    ready queue. A ready task enters the queue of each resource it occupies.
+ *    Queues are ordered by one global key per task:
+ *        FIFO policy:            (ready_time, priority, task id)
+ *        backward-first policy:  (is_fwd, ready_time, priority, task id)
+ *    where is_fwd is 1 only for SS_TASK_FWD tasks. Under backward-first a
+ *    device that frees up picks a ready backward (or update, or any non-
+ *    forward) task before any ready forward task: 1F1B. Network channels
+ *    carry no forward tasks (transfers and collectives are not SS_TASK_FWD),
+ *    so on them the backward-first key orders exactly like FIFO: channels are
+ *    always FIFO, as the design asks, while one key serves all queues.
+ *
+ * 3. Starting. A task starts at time t when, at t, it is at the head of the
+ *    queue of every resource it occupies and every one of those resources is
+ *    free. It then holds all of them for its duration (no preemption). A task
+ *    with no resources starts at its ready time.
+ *
+ * 4. Time. The engine keeps a min-heap of completion events (end time, task
+ *    id). At each distinct event time t it first retires EVERY task ending at
+ *    t (freeing resources, releasing successors into queues), and only then
+ *    tries to start tasks on the resources touched at t. So the choice at t
+ *    sees every task ready at t and the key decides; the order in which events
+ *    at the same time are popped cannot change the schedule. Zero-duration
+ *    tasks end at t and are retired in a further round at the same t.
+ *
+ * WHY IT CANNOT DEADLOCK. Suppose at some time no task runs and some tasks
+ * wait in queues. All resources are free. Take the waiting task w with the
+ * smallest key. Keys are one total order over all tasks (rule 2 uses the same
+ * key in every queue), so w is the head of every queue it is in, all its
+ * resources are free, and it starts (rule 3). Hence whenever tasks wait,
+ * something runs, and each running task ends after its finite duration.
+ * Every task is eventually retired unless the graph has a cycle, which the
+ * engine detects (tasks left unfinished when events run out) and reports.
+ * (Per-queue orders that disagree, e.g. backward-first on devices but a
+ * plain FIFO key on channels, could deadlock a task that spans a device and
+ * a channel; the single key is what rules this out.)
+ *
+ * WHY IT IS DETERMINISTIC. The start decision at time t for a free resource r
+ * depends only on r's queue head and the state of that head's resources. If
+ * head h of r starts, it pops from queues of resources that become busy, so it
+ * changes no other free resource's head. Hence the set of tasks started at t
+ * is independent of the order in which touched resources are examined, and
+ * the whole schedule is a pure function of the graph and the policy. The
+ * engine uses no hashing, no pointers as keys, no floating-point sums whose
+ * order could vary: the same graph gives bit-identical start/end arrays.
+ *
+ * OUTPUTS (ss_engine_result, borrowed from the engine until the next run):
+ *   start[t], end[t]          per task, us
+ *   blocker[t]                the task whose end determined t's start: the
+ *                             predecessor that ended last (start == ready) or
+ *                             the task that last held one of t's resources and
+ *                             freed it at t's start; -1 for tasks starting at 0
+ *                             with nothing before them
+ *   blocked_by_resource[t]    1 when blocker[t] is a resource blocker
+ *   busy[r]                   per resource: total time occupied
+ *   makespan                  iteration time: the maximum end (0 if no tasks)
+ *   per device d (n_devices):
+ *     compute_us[d]           busy time of d's compute stream
+ *     comm_us[d]              time at least one channel with an end at d
+ *                             (taskgraph chan_dev) is busy: the union of those
+ *                             channels' busy intervals, overlapped or not
+ *     exposed_comm_us[d]      part of comm_us[d] during which d's compute
+ *                             stream is idle (communication on the critical
+ *                             side for that device)
+ *     idle_us[d]              makespan - compute_us[d] - exposed_comm_us[d]:
+ *                             neither computing nor communicating
+ *   so compute + exposed_comm + idle = makespan for every device.
+ *
+ * The critical path walks blocker[] back from the last-finishing task (ties:
+ * lowest id) to a task with no blocker, and returns it first-to-last.
+ *
+ * DELTA SIMULATION (issue 4). The engine is a pure function of the graph and
+ * keeps per-task start/end/blocker arrays, which a delta engine needs: after
+ * a one-operator change, every task whose start time is earlier than the
+ * earliest time T at which any changed task could become ready or occupy a
+ * resource keeps its schedule exactly, because the decisions before T never
+ * looked at the changed tasks. A delta engine can therefore rebuild the
+ * engine state at T (finished set = tasks with end <= T, running set = tasks
+ * with start < T < end, queue contents = released tasks not yet started)
+ * from these arrays and resume the same event loop from T; the rules above
+ * guarantee the result equals the full run. Runs reuse all work arrays, so
+ * a search that simulates thousands of graphs allocates only while they grow.
+ *
+ * Speed: O((tasks + edges + resource slots) log) with compact arrays, one
+ * binary heap per resource and one event heap; no allocation per task. See
+ * benchmarks/bench_engine.c.
+ */
+#ifndef SS_ENGINE_H
+#define SS_ENGINE_H
+
+#include "simsearch.h"
+#include "simulator/taskgraph.h"
+
+typedef struct ss_engine_config {
+    ss_queue_policy policy;  /* SS_QUEUE_FIFO or SS_QUEUE_BACKWARD_FIRST */
+} ss_engine_config;
+
+typedef struct ss_engine_result {
+    int n_tasks, n_resources, n_devices;
+    double makespan;
+    const double *start, *end;           /* [n_tasks] */
+    const int32_t *blocker;              /* [n_tasks] */
+    const uint8_t *blocked_by_resource;  /* [n_tasks] */
+    const double *busy;                  /* [n_resources] */
+    const double *compute_us, *comm_us, *exposed_comm_us, *idle_us; /* [n_devices] */
+    int64_t n_rounds;                    /* distinct event times processed */
+} ss_engine_result;
+
+typedef struct ss_engine ss_engine;
+
+/* New engine with no work arrays yet. NULL on allocation failure. */
+ss_engine *ss_engine_new(void);
+void ss_engine_free(ss_engine *e);
+
+/* Simulate finalized graph tg under cfg (NULL = FIFO). On success the
+ * results are available through ss_engine_result_of until the next run or
+ * free. Errors: SS_ERR_INVALID (graph not finalized, unknown policy, cycle:
+ * the message names one unfinished task), SS_ERR_NOMEM. After an error the
+ * previous results are no longer valid (ss_engine_result_of returns NULL). */
+ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
+                        ss_diag *d);
+
+/* Results of the last successful run (borrowed), or NULL if none. */
+const ss_engine_result *ss_engine_result_of(const ss_engine *e);
+
+/* The critical path of the last successful run: task ids, first to last, in
+ * an engine-owned buffer valid until the next run or free. *n = 0 for an
+ * empty graph. SS_ERR_INVALID if there is no result; SS_ERR_NOMEM. */
+ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss_diag *d);
+
+/* Fill a public breakdown (include/simsearch.h) for device dev from the
+ * last successful run. Returns SS_ERR_INVALID if none or dev out of range. */
+ss_status ss_engine_breakdown(const ss_engine *e, int dev, ss_sim_breakdown *out, ss_diag *d);
+
+#endif /* SS_ENGINE_H */

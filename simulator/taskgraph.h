@@ -1,0 +1,166 @@
+/*
+ * taskgraph.h — the simulator's task graph: what runs where, for how long,
+ * after what.
+ *
+ * A task is one unit of simulated work: a forward or backward compute kernel
+ * of one tile, a weight update, a point-to-point transfer, a collective, or
+ * anything else a builder needs (a zero-cost join, a barrier). Each task has
+ * a fixed duration and occupies a small set of RESOURCES for that whole time:
+ *
+ *   resource r in [0, n_devices)               device r's compute stream
+ *   resource n_devices + c, c in [0, n_channels) network channel c, where
+ *                                               c = 2*link + direction as in
+ *                                               ss_machine_route (a->b even,
+ *                                               b->a odd)
+ *
+ * A transfer occupies every channel of its route for latency + bytes /
+ * bottleneck bandwidth (cut-through: a multi-hop transfer is not charged
+ * store-and-forward, yet each hop's channel is held, so traffic contends). A
+ * collective occupies every channel its algorithm uses (collective.h). A
+ * task with no resources is a pure dependency node: it starts when its
+ * predecessors are done and never waits for anything else.
+ *
+ * Storage is struct-of-arrays in growable arrays owned by the graph; a
+ * reset keeps all capacity, so a search that rebuilds thousands of graphs per
+ * second allocates only while the graphs still grow. Names are not stored:
+ * tasks carry (kind, op, tile, micro-batch) and whoever prints a task (the
+ * trace) asks a naming callback.
+ *
+ * Life cycle: new -> add tasks and dependencies (any order; an edge may point
+ * to a task with a lower id) -> finalize (builds successor and predecessor
+ * lists in CSR form) -> hand to the engine, any number of times. Adding after
+ * finalize un-finalizes the graph (finalize again). reset -> empty again.
+ *
+ * The struct is open so the engine, the builder and a future delta engine
+ * can read the arrays at full speed; everybody else treats it as read-only
+ * and changes it only through the functions below.
+ *
+ * Invariants after ss_taskgraph_finalize: succ_off/succ and pred_off/pred
+ * describe exactly the added edges (duplicates kept, order: by source id
+ * then insertion order for succ, by target id then insertion order for
+ * pred); npred[t] = pred_off[t+1] - pred_off[t]; every resource id is in
+ * [0, n_resources). Cycles are not rejected here: the engine reports them.
+ */
+#ifndef SS_TASKGRAPH_H
+#define SS_TASKGRAPH_H
+
+#include "simsearch.h"
+
+typedef enum ss_task_kind {
+    SS_TASK_FWD = 0,     /* forward compute of one tile (one micro-batch) */
+    SS_TASK_BWD,         /* backward compute of one tile */
+    SS_TASK_UPDATE,      /* optimizer update of one weight shard */
+    SS_TASK_XFER,        /* point-to-point transfer over a route */
+    SS_TASK_COLLECTIVE,  /* all-reduce, reduce-scatter, all-gather, all-to-all */
+    SS_TASK_OTHER,       /* joins, barriers, anything else */
+    SS_TASK_KIND_COUNT
+} ss_task_kind;
+
+/* "fwd", "bwd", "update", "xfer", "collective", "other". */
+const char *ss_task_kind_name(ss_task_kind k);
+
+/* Description of one task to add. Fields a builder does not use stay 0 / -1. */
+typedef struct ss_task_spec {
+    ss_task_kind kind;
+    double dur_us;       /* >= 0, finite */
+    int priority;        /* lower runs first among equally ready tasks */
+    int op;              /* graph op id, -1 if none */
+    int tile;            /* tile index within the op's config, -1 if none */
+    int mb;              /* micro-batch, -1 if none */
+    int aux;             /* free tag (collective kind/algorithm, weight id ...) */
+    double bytes;        /* bytes moved (transfers, collectives), for traces */
+    int n_res;           /* resources occupied, 0..SS_TASK_MAX_RES */
+    const int *res;      /* n_res resource ids (duplicates are an error) */
+} ss_task_spec;
+
+#define SS_TASK_MAX_RES 4096
+
+typedef struct ss_taskgraph {
+    int n_devices, n_channels, n_resources; /* n_resources = n_devices + n_channels */
+    int n_tasks;
+    int finalized;
+
+    /* per task [n_tasks] */
+    uint8_t *kind;       /* ss_task_kind */
+    double *dur;         /* us */
+    int32_t *prio;
+    int32_t *op, *tile, *mb, *aux;
+    double *bytes;
+    int32_t *res_off;    /* [n_tasks + 1]: resources of t are res[res_off[t] .. res_off[t+1]) */
+    int32_t *res;
+
+    /* edges as added [n_edges] */
+    int n_edges;
+    int32_t *e_from, *e_to;
+
+    /* after finalize: CSR adjacency */
+    int32_t *succ_off;   /* [n_tasks + 1] */
+    int32_t *succ;       /* [n_edges] */
+    int32_t *pred_off;   /* [n_tasks + 1] */
+    int32_t *pred;       /* [n_edges] */
+
+    /* channel ends for per-device breakdowns: chan_dev[2*c] and chan_dev[2*c+1]
+     * are the devices at the two ends of channel c (-1 for a switch/NIC end). */
+    int32_t *chan_dev;   /* [2 * n_channels] */
+
+    /* capacities (private) */
+    int cap_tasks, cap_res, cap_edges, cap_chan;
+} ss_taskgraph;
+
+/* New empty graph over n_devices compute streams and n_channels network
+ * channels (both >= 0). Every channel end starts unmapped (-1). NULL on
+ * allocation failure or negative counts. Free with ss_taskgraph_free. */
+ss_taskgraph *ss_taskgraph_new(int n_devices, int n_channels);
+void ss_taskgraph_free(ss_taskgraph *tg);
+
+/* Empty the graph and set new resource counts, keeping capacity. Channel
+ * ends are reset to -1. On error (NOMEM growing the channel table, negative
+ * counts) the graph is unchanged. */
+ss_status ss_taskgraph_reset(ss_taskgraph *tg, int n_devices, int n_channels, ss_diag *d);
+
+/* Pre-grow capacity (optional; add grows geometrically anyway). */
+ss_status ss_taskgraph_reserve(ss_taskgraph *tg, int tasks, int res, int edges, ss_diag *d);
+
+/* Add a task. Returns its id (ids are 0, 1, 2 ... in order of addition) or
+ * -1 with d set (invalid spec: negative or non-finite duration, resource out
+ * of range or repeated, bad kind; or NOMEM). On error the graph is unchanged. */
+int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *spec, ss_diag *d);
+
+/* Convenience: a task on one resource with op/tile/mb, bytes 0, aux 0. */
+int ss_taskgraph_add1(ss_taskgraph *tg, ss_task_kind kind, int resource, double dur_us,
+                      int priority, int op, int tile, int mb, ss_diag *d);
+
+/* Dependency: `to` may start only after `from` has ended. Both must exist;
+ * from == to is an error. On error the graph is unchanged. */
+ss_status ss_taskgraph_add_dep(ss_taskgraph *tg, int from, int to, ss_diag *d);
+
+/* Record the devices at the ends of channel c (-1 for none). Used for the
+ * per-device communication breakdown and trace placement. */
+ss_status ss_taskgraph_set_channel_ends(ss_taskgraph *tg, int channel, int dev_src,
+                                        int dev_dst, ss_diag *d);
+
+/* Fill every channel's ends from machine m (network node ids below
+ * ss_machine_n_devices are devices). Requires n_devices and n_channels to
+ * match m (n_channels = 2 * links). */
+ss_status ss_taskgraph_map_machine(ss_taskgraph *tg, const ss_machine *m, ss_diag *d);
+
+/* Build the CSR successor and predecessor lists (O(tasks + edges)). Must be
+ * called after the last add and before the engine runs. On NOMEM the graph
+ * stays unfinalized and otherwise unchanged. */
+ss_status ss_taskgraph_finalize(ss_taskgraph *tg, ss_diag *d);
+
+/* Small accessors (graph must be finalized for the adjacency ones). */
+static inline int ss_taskgraph_n_res(const ss_taskgraph *tg, int t)
+{
+    return tg->res_off[t + 1] - tg->res_off[t];
+}
+static inline const int32_t *ss_taskgraph_res(const ss_taskgraph *tg, int t)
+{
+    return tg->res + tg->res_off[t];
+}
+static inline int ss_taskgraph_is_device(const ss_taskgraph *tg, int resource)
+{
+    return resource < tg->n_devices;
+}
+
+#endif /* SS_TASKGRAPH_H */
