@@ -667,19 +667,6 @@ ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d);
 ss_status ss_sim_result_to_json(const ss_sim_result *r, const char *plan_label, char **out,
                                 ss_diag *d);
 
-/* ------------------------------------------------------------------ */
-/* Simulation results (simulator/)                                     */
-/* ------------------------------------------------------------------ */
-
-/* Where one device's iteration time goes (us). compute: its compute stream
- * is busy; comm: at least one network channel at the device is busy
- * (overlapped with compute or not); exposed_comm: the part of comm during
- * which the compute stream is idle; idle: neither.
- * compute_us + exposed_comm_us + idle_us = iteration time. */
-typedef struct ss_sim_breakdown {
-    double compute_us, comm_us, exposed_comm_us, idle_us;
-} ss_sim_breakdown;
-
 #ifdef __cplusplus
 }
 #endif

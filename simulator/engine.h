@@ -68,11 +68,11 @@
  *                             (taskgraph chan_dev) is busy: the union of those
  *                             channels' busy intervals, overlapped or not
  *     exposed_comm_us[d]      part of comm_us[d] during which d's compute
- *                             stream is idle (communication on the critical
- *                             side for that device)
- *     idle_us[d]              makespan - compute_us[d] - exposed_comm_us[d]:
- *                             neither computing nor communicating
- *   so compute + exposed_comm + idle = makespan for every device.
+ *                             stream is idle (communication the device
+ *                             waits on rather than hides)
+ *     idle_us[d]              makespan - compute_us[d], as ss_sim_result
+ *                             defines it (exposed_comm_us[d] <= idle_us[d];
+ *                             idle - exposed_comm is time doing nothing)
  *
  * The critical path walks blocker[] back from the last-finishing task (ties:
  * lowest id) to a task with no blocker, and returns it first-to-last.
@@ -135,9 +135,5 @@ const ss_engine_result *ss_engine_result_of(const ss_engine *e);
  * an engine-owned buffer valid until the next run or free. *n = 0 for an
  * empty graph. SS_ERR_INVALID if there is no result; SS_ERR_NOMEM. */
 ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss_diag *d);
-
-/* Fill a public breakdown (include/simsearch.h) for device dev from the
- * last successful run. Returns SS_ERR_INVALID if none or dev out of range. */
-ss_status ss_engine_breakdown(const ss_engine *e, int dev, ss_sim_breakdown *out, ss_diag *d);
 
 #endif /* SS_ENGINE_H */
