@@ -1,0 +1,367 @@
+/*
+ * plan.c — the ss_plan object: one parallel config per operator, the
+ * pipeline/schedule settings, and the fingerprints of the model and topology
+ * the plan was made for; tiling of an op under a config; plan validation.
+ *
+ * Invariants: cfg[i].devices always points to storage owned by the plan with
+ * room for cap[i] >= cfg[i].ntiles entries; storage only grows, so the
+ * search's many ss_plan_set_config / ss_plan_copy calls reuse memory and
+ * allocate only when a config needs more tiles than the op ever had. A
+ * failed call leaves the plan's contents unchanged.
+ */
+#include "core/plan_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_TILES (1 << 20)
+
+static void copy_name(char *dst, const char *src)
+{
+    snprintf(dst, SS_NAME_MAX, "%s", src ? src : "");
+}
+
+static int out_ndim(const ss_graph *g, const ss_op *op)
+{
+    if (op->n_out < 1)
+        return 0;
+    const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
+    return t ? t->ndim : 0;
+}
+
+/* Make room for n device entries of op i (contents kept). */
+static int reserve(ss_plan *p, int i, int n)
+{
+    if (p->cap[i] >= n)
+        return 0;
+    int c = p->cap[i] ? p->cap[i] : 1;
+    while (c < n)
+        c *= 2;
+    int *d = ss_realloc(p->cfg[i].devices, (size_t)c * sizeof *d);
+    if (!d)
+        return -1;
+    p->cfg[i].devices = d;
+    p->cap[i] = c;
+    return 0;
+}
+
+static ss_plan *alloc_plan(int n_ops)
+{
+    ss_plan *p = ss_calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->n_ops = n_ops;
+    p->cfg = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->cfg);
+    p->cap = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->cap);
+    if (!p->cfg || !p->cap) {
+        ss_plan_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void ss_plan_settings_default(ss_plan_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->stages = 1;
+    s->microbatches = 1;
+    s->schedule = SS_PIPE_GPIPE;
+    s->queue = SS_QUEUE_FIFO;
+    s->sync = SS_SYNC_WAIT_FREE;
+    s->bucket_bytes = 0;
+    s->recompute = SS_RECOMPUTE_NONE;
+}
+
+ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m)
+{
+    if (!g)
+        return NULL;
+    int n = ss_graph_n_ops(g);
+    ss_plan *p = alloc_plan(n);
+    if (!p)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        if (reserve(p, i, 1)) {
+            ss_plan_free(p);
+            return NULL;
+        }
+        ss_pconfig *c = &p->cfg[i];
+        c->ndim = out_ndim(g, ss_graph_op(g, i));
+        for (int k = 0; k < SS_MAX_DIMS; k++)
+            c->deg[k] = 1;
+        c->red = 1;
+        c->ntiles = 1;
+        c->devices[0] = 0;
+        c->stage = 0;
+    }
+    ss_plan_settings_default(&p->settings);
+    p->model_fp = ss_graph_fingerprint(g);
+    copy_name(p->model_name, ss_graph_name(g));
+    if (m) {
+        p->topo_fp = ss_machine_fingerprint(m);
+        copy_name(p->topo_name, ss_machine_name(m));
+        p->n_devices = ss_machine_n_devices(m);
+    }
+    return p;
+}
+
+void ss_plan_free(ss_plan *p)
+{
+    if (!p)
+        return;
+    if (p->cfg)
+        for (int i = 0; i < p->n_ops; i++)
+            ss_free(p->cfg[i].devices);
+    ss_free(p->cfg);
+    ss_free(p->cap);
+    ss_free(p);
+}
+
+ss_status ss_plan_copy(ss_plan *dst, const ss_plan *src)
+{
+    if (!dst || !src || dst->n_ops != src->n_ops)
+        return SS_ERR_INVALID;
+    if (dst == src)
+        return SS_OK;
+    /* Grow first (contents preserved), so a failure changes nothing visible. */
+    for (int i = 0; i < src->n_ops; i++)
+        if (reserve(dst, i, src->cfg[i].ntiles))
+            return SS_ERR_NOMEM;
+    for (int i = 0; i < src->n_ops; i++) {
+        int *keep = dst->cfg[i].devices;
+        dst->cfg[i] = src->cfg[i];
+        dst->cfg[i].devices = keep;
+        memcpy(keep, src->cfg[i].devices, (size_t)src->cfg[i].ntiles * sizeof *keep);
+    }
+    dst->settings = src->settings;
+    dst->model_fp = src->model_fp;
+    dst->topo_fp = src->topo_fp;
+    dst->n_devices = src->n_devices;
+    memcpy(dst->model_name, src->model_name, sizeof dst->model_name);
+    memcpy(dst->topo_name, src->topo_name, sizeof dst->topo_name);
+    return SS_OK;
+}
+
+ss_plan *ss_plan_clone(const ss_plan *p)
+{
+    if (!p)
+        return NULL;
+    ss_plan *q = alloc_plan(p->n_ops);
+    if (!q)
+        return NULL;
+    if (ss_plan_copy(q, p) != SS_OK) {
+        ss_plan_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+int ss_plan_n_ops(const ss_plan *p) { return p ? p->n_ops : 0; }
+
+const ss_pconfig *ss_plan_config(const ss_plan *p, int op)
+{
+    if (!p || op < 0 || op >= p->n_ops)
+        return NULL;
+    return &p->cfg[op];
+}
+
+/* Shape check shared by set_config and the loader: degrees and reduction
+ * >= 1, product == ntiles, not absurdly many tiles. Returns 0 when fine,
+ * else writes a reason into why. */
+static int shape_problem(const ss_pconfig *c, int ndim, char *why, size_t n)
+{
+    if (c->ndim != ndim) {
+        snprintf(why, n, "config has %d dims, the op's output has %d", c->ndim, ndim);
+        return 1;
+    }
+    int64_t prod = 1;
+    for (int k = 0; k < c->ndim; k++) {
+        if (c->deg[k] < 1) {
+            snprintf(why, n, "degree %d of dim %d must be at least 1", c->deg[k], k);
+            return 1;
+        }
+        prod *= c->deg[k];
+        if (prod > MAX_TILES) {
+            snprintf(why, n, "more than %d tiles", MAX_TILES);
+            return 1;
+        }
+    }
+    if (c->red < 1) {
+        snprintf(why, n, "reduction degree %d must be at least 1", c->red);
+        return 1;
+    }
+    prod *= c->red;
+    if (prod > MAX_TILES) {
+        snprintf(why, n, "more than %d tiles", MAX_TILES);
+        return 1;
+    }
+    if (c->ntiles != prod) {
+        snprintf(why, n, "tile count %d does not match the degrees (expected %lld)", c->ntiles,
+                 (long long)prod);
+        return 1;
+    }
+    if (!c->devices) {
+        snprintf(why, n, "no device list");
+        return 1;
+    }
+    return 0;
+}
+
+ss_status ss_plan_set_config(ss_plan *p, int op, const ss_pconfig *c, ss_diag *d)
+{
+    if (!p || !c || op < 0 || op >= p->n_ops)
+        return ss_diag_set(d, SS_ERR_INVALID, "plan: operator %d out of range (plan has %d)", op,
+                           p ? p->n_ops : 0);
+    char why[160];
+    if (shape_problem(c, p->cfg[op].ndim, why, sizeof why))
+        return ss_diag_set(d, SS_ERR_INVALID, "plan: operator %d: %s", op, why);
+    if (reserve(p, op, c->ntiles))
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    ss_pconfig *dst = &p->cfg[op];
+    int *keep = dst->devices;
+    if (keep != c->devices)
+        memmove(keep, c->devices, (size_t)c->ntiles * sizeof *keep);
+    *dst = *c;
+    dst->devices = keep;
+    for (int k = c->ndim; k < SS_MAX_DIMS; k++)
+        dst->deg[k] = 1;
+    return SS_OK;
+}
+
+ss_plan_settings *ss_plan_settings_of(ss_plan *p) { return p ? &p->settings : NULL; }
+const ss_plan_settings *ss_plan_settings_get(const ss_plan *p) { return p ? &p->settings : NULL; }
+uint64_t ss_plan_model_fingerprint(const ss_plan *p) { return p ? p->model_fp : 0; }
+uint64_t ss_plan_topology_fingerprint(const ss_plan *p) { return p ? p->topo_fp : 0; }
+
+void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, int index,
+                     ss_tile *t)
+{
+    ss_op_full_tile(g, op, t);
+    int rest = index;
+    if (c->red > 1) {
+        int r = rest % c->red;
+        rest /= c->red;
+        int64_t lo = t->red.lo, ext = t->red.hi - t->red.lo;
+        t->red.lo = lo + r * ext / c->red;
+        t->red.hi = lo + (r + 1) * ext / c->red;
+    }
+    int nd = c->ndim < t->out.ndim ? c->ndim : t->out.ndim;
+    for (int k = nd - 1; k >= 0; k--) {
+        int deg = c->deg[k];
+        if (deg <= 1)
+            continue;
+        int i = rest % deg;
+        rest /= deg;
+        int64_t lo = t->out.r[k].lo, ext = t->out.r[k].hi - t->out.r[k].lo;
+        t->out.r[k].lo = lo + i * ext / deg;
+        t->out.r[k].hi = lo + (i + 1) * ext / deg;
+    }
+}
+
+/* Settings sanity; prefix names the plan ("plan" or a file). */
+static ss_status check_settings(const ss_plan_settings *s, const char *prefix, ss_diag *d)
+{
+    if (s->stages < 1)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: stages must be at least 1 (got %d)",
+                           prefix, s->stages);
+    if (s->microbatches < 1)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: microbatches must be at least 1 (got %d)", prefix,
+                           s->microbatches);
+    if (!(s->bucket_bytes >= 0) || !isfinite(s->bucket_bytes))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: bucket_bytes must be a finite number >= 0 (got %g)",
+                           prefix, s->bucket_bytes);
+    if ((unsigned)s->schedule > SS_PIPE_1F1B || (unsigned)s->queue > SS_QUEUE_BACKWARD_FIRST ||
+        (unsigned)s->sync > SS_SYNC_BULK || (unsigned)s->recompute > SS_RECOMPUTE_FULL)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute",
+                           prefix);
+    return SS_OK;
+}
+
+ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
+                              const char *prefix, ss_diag *d)
+{
+    const ss_op *op = ss_graph_op(g, i);
+    const ss_pconfig *c = &p->cfg[i];
+    char why[160];
+    if (shape_problem(c, out_ndim(g, op), why, sizeof why))
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: operator \"%s\": %s", prefix, op->name, why);
+    const ss_tensor *out = op->n_out > 0 ? ss_graph_tensor(g, op->outputs[0]) : NULL;
+    unsigned mask = ss_op_split_mask(g, op);
+    for (int k = 0; k < c->ndim; k++) {
+        if (c->deg[k] == 1)
+            continue;
+        if (!(mask & (1u << k)))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\": dim %d (%s) cannot be split (degree %d)",
+                               prefix, op->name, k, ss_dim_kind_name(out->kind[k]), c->deg[k]);
+        if (out->shape[k] % c->deg[k] != 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\": degree %d does not divide dim %d (%lld)",
+                               prefix, op->name, c->deg[k], k, (long long)out->shape[k]);
+    }
+    if (c->red > 1) {
+        int64_t cext = ss_op_contraction(g, op);
+        if (cext <= 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\": reduction degree %d on a %s op, which has "
+                               "no contraction dim",
+                               prefix, op->name, c->red, ss_op_type_name(op->type));
+        if (cext % c->red != 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\": reduction degree %d does not divide the "
+                               "contraction dim (%lld)",
+                               prefix, op->name, c->red, (long long)cext);
+    }
+    for (int t = 0; t < c->ntiles; t++)
+        if (c->devices[t] < 0 || c->devices[t] >= n_devices)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\": device %d of tile %d out of range "
+                               "(the machine has %d devices)",
+                               prefix, op->name, c->devices[t], t, n_devices);
+    if (c->stage < 0 || c->stage >= p->settings.stages)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: operator \"%s\": stage %d out of range (the plan has %d stages)",
+                           prefix, op->name, c->stage, p->settings.stages);
+    for (int j = 0; j < op->n_in; j++) {
+        const ss_tensor *in = ss_graph_tensor(g, op->inputs[j]);
+        if (!in || in->producer < 0 || in->producer >= p->n_ops)
+            continue;
+        const ss_op *prod = ss_graph_op(g, in->producer);
+        if (prod->type == SS_OP_INPUT)
+            continue; /* graph inputs may be fed to any stage */
+        if (p->cfg[in->producer].stage > c->stage)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\" in stage %d consumes \"%s\" from the later "
+                               "stage %d (stages must not decrease along the graph)",
+                               prefix, op->name, c->stage, in->name,
+                               p->cfg[in->producer].stage);
+    }
+    return SS_OK;
+}
+
+ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_machine *m,
+                                const char *prefix, ss_diag *d)
+{
+    if (!p || !g)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: no plan or graph", prefix);
+    if (p->n_ops != ss_graph_n_ops(g))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: the plan has %d operators but model \"%s\" has %d", prefix,
+                           p->n_ops, ss_graph_name(g), ss_graph_n_ops(g));
+    ss_status st = check_settings(&p->settings, prefix, d);
+    if (st)
+        return st;
+    int n_devices = m ? ss_machine_n_devices(m) : p->n_devices;
+    for (int i = 0; i < p->n_ops; i++)
+        if ((st = ss_plan_validate_op(p, g, n_devices, i, prefix, d)) != SS_OK)
+            return st;
+    return SS_OK;
+}
+
+ss_status ss_plan_validate(const ss_plan *p, const ss_graph *g, const ss_machine *m, ss_diag *d)
+{
+    return ss_plan_validate_with(p, g, m, "plan", d);
+}

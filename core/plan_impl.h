@@ -1,0 +1,34 @@
+/*
+ * plan_impl.h — internals shared by core/plan.c, core/plan_io.c and
+ * core/plan_gen.c: the ss_plan struct and validation with a caller-chosen
+ * message prefix (a loader names its file instead of "plan").
+ */
+#ifndef SS_PLAN_IMPL_H
+#define SS_PLAN_IMPL_H
+
+#include "simsearch.h"
+
+struct ss_plan {
+    int n_ops;
+    ss_pconfig *cfg;  /* one per op; devices owned, cap[i] entries allocated */
+    int *cap;
+    ss_plan_settings settings;
+    uint64_t model_fp, topo_fp;
+    char model_name[SS_NAME_MAX];
+    char topo_name[SS_NAME_MAX];
+    int n_devices;    /* of the machine it was made for (0 if none) */
+};
+
+/* Defaults: 1 stage, 1 micro-batch, GPipe, FIFO, wait-free, one bucket per
+ * weight, no priority/reordering/recomputation. */
+void ss_plan_settings_default(ss_plan_settings *s);
+
+/* ss_plan_validate with messages starting "<prefix>: " (a file name). With m
+ * NULL the plan's own device count is used. */
+ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_machine *m,
+                                const char *prefix, ss_diag *d);
+/* Validation of one op's config (p->n_ops must match g). */
+ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
+                              const char *prefix, ss_diag *d);
+
+#endif
