@@ -617,6 +617,7 @@ typedef struct ss_sim_result {
     double critical_path_us;    /* summed duration of the tasks on the critical path */
     double *compute_us;         /* per device: compute-stream busy time */
     double *comm_us;            /* per device: time its transfers/collectives run (engine's rule) */
+    double *exposed_comm_us;    /* per device: part of comm_us while its compute stream idles */
     double *idle_us;            /* per device: iteration_us - compute_us */
     double *peak_memory_bytes;  /* per device: peak over the iteration */
     double *static_memory_bytes;/* per device: weights + gradients + optimizer state */
