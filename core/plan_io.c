@@ -1,0 +1,427 @@
+/*
+ * plan_io.c — plan JSON ("format": "simsearch-plan", "version": 1): load
+ * with strict checking, save atomically, serialise to a string.
+ *
+ * Invariant: a loaded plan is complete and valid for the given graph and
+ * machine — every operator of the graph has a config (the first missing one
+ * is named), no unknown operators, fingerprints match, and ss_plan_validate
+ * passes — otherwise nothing is returned. load(save(p)) == p.
+ * Format reference: docs/plan-format.md.
+ */
+#include "core/json_util.h"
+#include "core/plan_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const schedule_names[] = {"gpipe", "1f1b", NULL};
+static const char *const queue_names[] = {"fifo", "backward_first", NULL};
+static const char *const sync_names[] = {"wait_free", "bulk", NULL};
+static const char *const recompute_names[] = {"none", "full", NULL};
+
+/* ---------------------------------------------------------------- load */
+
+/* Index of s in the NULL-terminated names, or -1. */
+static int find_name(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(names[i], s))
+            return i;
+    return -1;
+}
+
+static ss_status get_enum(const char *file, const json_t *obj, const char *key,
+                          const char *const *names, int *out, ss_diag *d)
+{
+    const char *s = NULL;
+    ss_status st = ss_json_get_str(file, "$.settings", obj, key, 0, 0, &s, d);
+    if (st || !s)
+        return st;
+    int v = find_name(names, s);
+    if (v < 0) {
+        char list[128] = "";
+        size_t used = 0;
+        for (int i = 0; names[i]; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s\"%s\"", i ? " or " : "",
+                                     names[i]);
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: $.settings.%s: unknown value \"%s\" (expected %s)",
+                           file, key, s, list);
+    }
+    *out = v;
+    return SS_OK;
+}
+
+static ss_status load_settings(const char *file, const json_t *obj, ss_plan_settings *s,
+                               ss_diag *d)
+{
+    static const char *const keys[] = {"stages", "microbatches", "schedule", "queue",
+                                       "sync", "bucket_bytes", "priority", "reorder_backward",
+                                       "recompute", NULL};
+    ss_status st = ss_json_check_keys(file, "$.settings", obj, keys, d);
+    if (st)
+        return st;
+    int64_t v;
+    v = s->stages;
+    if ((st = ss_json_get_int(file, "$.settings", obj, "stages", 0, 1, 65536, &v, d)))
+        return st;
+    s->stages = (int)v;
+    v = s->microbatches;
+    if ((st = ss_json_get_int(file, "$.settings", obj, "microbatches", 0, 1, 1 << 20, &v, d)))
+        return st;
+    s->microbatches = (int)v;
+    int e;
+    e = (int)s->schedule;
+    if ((st = get_enum(file, obj, "schedule", schedule_names, &e, d)))
+        return st;
+    s->schedule = (ss_pipe_schedule)e;
+    e = (int)s->queue;
+    if ((st = get_enum(file, obj, "queue", queue_names, &e, d)))
+        return st;
+    s->queue = (ss_queue_policy)e;
+    e = (int)s->sync;
+    if ((st = get_enum(file, obj, "sync", sync_names, &e, d)))
+        return st;
+    s->sync = (ss_sync_mode)e;
+    e = (int)s->recompute;
+    if ((st = get_enum(file, obj, "recompute", recompute_names, &e, d)))
+        return st;
+    s->recompute = (ss_recompute)e;
+    if ((st = ss_json_get_num(file, "$.settings", obj, "bucket_bytes", 0, 0, 1e15,
+                              &s->bucket_bytes, d)))
+        return st;
+    if ((st = ss_json_get_bool(file, "$.settings", obj, "priority", 0, &s->priority, d)))
+        return st;
+    return ss_json_get_bool(file, "$.settings", obj, "reorder_backward", 0, &s->reorder_backward,
+                            d);
+}
+
+/* $.model / $.topology: {"name", "fingerprint"} against the actual one. */
+static ss_status check_identity(const char *file, const json_t *root, const char *key,
+                                const char *what, const char *actual_name, uint64_t actual_fp,
+                                char *name_out, uint64_t *fp_out, ss_diag *d)
+{
+    static const char *const keys[] = {"name", "fingerprint", NULL};
+    char jpath[32];
+    snprintf(jpath, sizeof jpath, "$.%s", key);
+    json_t *obj = NULL;
+    ss_status st = ss_json_get_child(file, "$", root, key, JSON_OBJECT, 1, &obj, d);
+    if (st || (st = ss_json_check_keys(file, jpath, obj, keys, d)))
+        return st;
+    const char *name = NULL, *hex = NULL;
+    if ((st = ss_json_get_str(file, jpath, obj, "name", 1, SS_NAME_MAX, &name, d)) ||
+        (st = ss_json_get_str(file, jpath, obj, "fingerprint", 1, 0, &hex, d)))
+        return st;
+    uint64_t fp;
+    if (ss_fingerprint_parse(hex, &fp))
+        return ss_diag_set(d, SS_ERR_PARSE,
+                           "%s: %s.fingerprint: expected 16 lowercase hex digits, got \"%s\"",
+                           file, jpath, hex);
+    if (actual_name && fp != actual_fp) {
+        char want[17];
+        ss_fingerprint_hex(actual_fp, want);
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "plan %s was made for %s %s (fingerprint %s), not for %s (fingerprint %s)",
+                           file, what, name, hex, actual_name, want);
+    }
+    snprintf(name_out, SS_NAME_MAX, "%s", name);
+    *fp_out = fp;
+    return SS_OK;
+}
+
+/* Read a JSON array of ints into a[0..n) (n = its size, at most max). */
+static ss_status int_array(const char *file, const char *jpath, const json_t *arr, int64_t lo,
+                           int64_t hi, int *a, int max, int *n, ss_diag *d)
+{
+    size_t sz = json_array_size(arr);
+    if ((int64_t)sz > max)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: %s: %zu entries (at most %d)", file, jpath, sz,
+                           max);
+    for (size_t i = 0; i < sz; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v))
+            return ss_diag_set(d, SS_ERR_PARSE, "%s: %s[%zu]: expected an integer, got %s", file,
+                               jpath, i, ss_json_type_name(v));
+        json_int_t x = json_integer_value(v);
+        if (x < lo || x > hi)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: %s[%zu]: value %lld out of range (expected %lld to %lld)", file,
+                               jpath, i, (long long)x, (long long)lo, (long long)hi);
+        a[i] = (int)x;
+    }
+    *n = (int)sz;
+    return SS_OK;
+}
+
+static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id,
+                         const json_t *obj, ss_diag *d)
+{
+    static const char *const keys[] = {"degrees", "reduction", "devices", "stage", NULL};
+    const ss_op *op = ss_graph_op(g, id);
+    char jpath[SS_NAME_MAX + 32];
+    snprintf(jpath, sizeof jpath, "$.operators[\"%s\"]", op->name);
+    ss_status st = ss_json_check_keys(file, jpath, obj, keys, d);
+    if (st)
+        return st;
+    json_t *degs = NULL, *devs = NULL;
+    if ((st = ss_json_get_child(file, jpath, obj, "degrees", JSON_ARRAY, 1, &degs, d)) ||
+        (st = ss_json_get_child(file, jpath, obj, "devices", JSON_ARRAY, 1, &devs, d)))
+        return st;
+    ss_pconfig c = p->cfg[id];
+    char sub[SS_NAME_MAX + 48];
+    int nd = 0;
+    snprintf(sub, sizeof sub, "%s.degrees", jpath);
+    if ((st = int_array(file, sub, degs, 1, 1 << 20, c.deg, SS_MAX_DIMS, &nd, d)))
+        return st;
+    if (nd != c.ndim)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s: %d degrees given, but the output of operator \"%s\" has %d dims",
+                           file, sub, nd, op->name, c.ndim);
+    int64_t red = 1, stage = 0;
+    if ((st = ss_json_get_int(file, jpath, obj, "reduction", 0, 1, 1 << 20, &red, d)) ||
+        (st = ss_json_get_int(file, jpath, obj, "stage", 0, 0, 65535, &stage, d)))
+        return st;
+    c.red = (int)red;
+    c.stage = (int)stage;
+    int64_t want = c.red;
+    for (int k = 0; k < c.ndim; k++) {
+        want *= c.deg[k];
+        if (want > (1 << 20))
+            return ss_diag_set(d, SS_ERR_INVALID, "%s: %s: more than %d tiles", file, jpath,
+                               1 << 20);
+    }
+    size_t ndev = json_array_size(devs);
+    if ((int64_t)ndev != want)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s.devices: tile count mismatch: %zu devices listed, but the "
+                           "degrees and reduction give %lld tiles",
+                           file, jpath, ndev, (long long)want);
+    c.ntiles = (int)want;
+    int *tmp = ss_malloc(ndev * sizeof *tmp);
+    if (!tmp)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    int n = 0;
+    snprintf(sub, sizeof sub, "%s.devices", jpath);
+    st = int_array(file, sub, devs, -(1LL << 31), (1LL << 31) - 1, tmp, (int)ndev, &n, d);
+    if (!st) {
+        c.devices = tmp;
+        st = ss_plan_set_config(p, id, &c, d);
+    }
+    ss_free(tmp);
+    return st;
+}
+
+static ss_status load_root(const char *file, const json_t *root, const ss_graph *g,
+                           const ss_machine *m, ss_plan **out, ss_diag *d)
+{
+    static const char *const keys[] = {"format", "version", "model", "topology",
+                                       "settings", "operators", NULL};
+    ss_status st = ss_json_check_header(file, root, "simsearch-plan", 1, d);
+    if (st || (st = ss_json_check_keys(file, "$", root, keys, d)))
+        return st;
+    char mname[SS_NAME_MAX], tname[SS_NAME_MAX];
+    uint64_t mfp, tfp;
+    if ((st = check_identity(file, root, "model", "model", ss_graph_name(g),
+                             ss_graph_fingerprint(g), mname, &mfp, d)))
+        return st;
+    if ((st = check_identity(file, root, "topology", "topology", m ? ss_machine_name(m) : NULL,
+                             m ? ss_machine_fingerprint(m) : 0, tname, &tfp, d)))
+        return st;
+    json_t *settings = NULL, *ops = NULL;
+    if ((st = ss_json_get_child(file, "$", root, "settings", JSON_OBJECT, 0, &settings, d)) ||
+        (st = ss_json_get_child(file, "$", root, "operators", JSON_OBJECT, 1, &ops, d)))
+        return st;
+    const char *key;
+    json_t *val;
+    json_object_foreach(ops, key, val) {
+        if (ss_graph_find_op(g, key) < 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: $.operators: unknown operator \"%s\" (model \"%s\" has no "
+                               "operator of that name)",
+                               file, key, ss_graph_name(g));
+        if (!json_is_object(val))
+            return ss_diag_set(d, SS_ERR_PARSE, "%s: $.operators[\"%s\"]: expected an object, got %s",
+                               file, key, ss_json_type_name(val));
+    }
+    int n = ss_graph_n_ops(g);
+    for (int i = 0; i < n; i++) {
+        const ss_op *op = ss_graph_op(g, i);
+        if (!json_object_get(ops, op->name))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: $.operators: operator \"%s\" is missing (a plan needs a "
+                               "config for every operator; %d of %d given)",
+                               file, op->name, (int)json_object_size(ops), n);
+    }
+    ss_plan *p = ss_plan_new(g, m);
+    if (!p)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    p->model_fp = mfp;
+    p->topo_fp = tfp;
+    memcpy(p->model_name, mname, sizeof mname);
+    memcpy(p->topo_name, tname, sizeof tname);
+    if (settings)
+        st = load_settings(file, settings, &p->settings, d);
+    for (int i = 0; i < n && !st; i++)
+        st = load_op(file, g, p, i, json_object_get(ops, ss_graph_op(g, i)->name), d);
+    if (!st)
+        st = ss_plan_validate_with(p, g, m, file, d);
+    if (st) {
+        ss_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return SS_OK;
+}
+
+ss_status ss_plan_load(const char *path, const ss_graph *g, const ss_machine *m, ss_plan **out,
+                       ss_diag *d)
+{
+    if (!path || !g || !out)
+        return ss_diag_set(d, SS_ERR_INVALID, "ss_plan_load: missing argument");
+    json_t *root = NULL;
+    ss_status st = ss_json_parse_file(path, &root, d);
+    if (st)
+        return st;
+    st = load_root(path, root, g, m, out, d);
+    json_decref(root);
+    return st;
+}
+
+ss_status ss_plan_load_string(const char *json, const char *label, const ss_graph *g,
+                              const ss_machine *m, ss_plan **out, ss_diag *d)
+{
+    if (!json || !g || !out)
+        return ss_diag_set(d, SS_ERR_INVALID, "ss_plan_load_string: missing argument");
+    if (!label)
+        label = "<plan>";
+    json_t *root = NULL;
+    ss_status st = ss_json_parse_string(json, label, &root, d);
+    if (st)
+        return st;
+    st = load_root(label, root, g, m, out, d);
+    json_decref(root);
+    return st;
+}
+
+/* ---------------------------------------------------------------- save */
+
+/* Set key to v (stolen) on obj; *bad becomes 1 on any failure. */
+static void put(json_t *obj, const char *key, json_t *v, int *bad)
+{
+    if (!v || json_object_set_new(obj, key, v))
+        *bad = 1;
+}
+
+static void push(json_t *arr, json_t *v, int *bad)
+{
+    if (!v || json_array_append_new(arr, v))
+        *bad = 1;
+}
+
+static json_t *identity(const char *name, uint64_t fp, int *bad)
+{
+    char hex[17];
+    ss_fingerprint_hex(fp, hex);
+    json_t *o = json_object();
+    if (!o) {
+        *bad = 1;
+        return NULL;
+    }
+    put(o, "name", json_string(name[0] ? name : "unnamed"), bad);
+    put(o, "fingerprint", json_string(hex), bad);
+    return o;
+}
+
+static json_t *settings_json(const ss_plan_settings *s, int *bad)
+{
+    json_t *o = json_object();
+    if (!o) {
+        *bad = 1;
+        return NULL;
+    }
+    put(o, "stages", json_integer(s->stages), bad);
+    put(o, "microbatches", json_integer(s->microbatches), bad);
+    put(o, "schedule", json_string(schedule_names[s->schedule]), bad);
+    put(o, "queue", json_string(queue_names[s->queue]), bad);
+    put(o, "sync", json_string(sync_names[s->sync]), bad);
+    double b = s->bucket_bytes;
+    put(o, "bucket_bytes", b == floor(b) && b < 9e15 ? json_integer((json_int_t)b) : json_real(b),
+        bad);
+    put(o, "priority", json_boolean(s->priority), bad);
+    put(o, "reorder_backward", json_boolean(s->reorder_backward), bad);
+    put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
+    return o;
+}
+
+static json_t *config_json(const ss_pconfig *c, int *bad)
+{
+    json_t *o = json_object(), *degs = json_array(), *devs = json_array();
+    if (!o || !degs || !devs) {
+        json_decref(o);
+        json_decref(degs);
+        json_decref(devs);
+        *bad = 1;
+        return NULL;
+    }
+    for (int k = 0; k < c->ndim; k++)
+        push(degs, json_integer(c->deg[k]), bad);
+    for (int t = 0; t < c->ntiles; t++)
+        push(devs, json_integer(c->devices[t]), bad);
+    put(o, "degrees", degs, bad);
+    put(o, "reduction", json_integer(c->red), bad);
+    put(o, "devices", devs, bad);
+    put(o, "stage", json_integer(c->stage), bad);
+    return o;
+}
+
+static ss_status to_json(const ss_plan *p, const ss_graph *g, json_t **out, ss_diag *d)
+{
+    if (!p || !g)
+        return ss_diag_set(d, SS_ERR_INVALID, "plan: no plan or graph to save");
+    if (p->n_ops != ss_graph_n_ops(g))
+        return ss_diag_set(d, SS_ERR_INVALID, "plan: the plan has %d operators but model \"%s\" has %d",
+                           p->n_ops, ss_graph_name(g), ss_graph_n_ops(g));
+    int bad = 0;
+    json_t *root = json_object(), *ops = json_object();
+    if (!root || !ops) {
+        json_decref(root);
+        json_decref(ops);
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    }
+    put(root, "format", json_string("simsearch-plan"), &bad);
+    put(root, "version", json_integer(1), &bad);
+    put(root, "model", identity(p->model_name, p->model_fp, &bad), &bad);
+    put(root, "topology", identity(p->topo_name, p->topo_fp, &bad), &bad);
+    put(root, "settings", settings_json(&p->settings, &bad), &bad);
+    for (int i = 0; i < p->n_ops && !bad; i++)
+        put(ops, ss_graph_op(g, i)->name, config_json(&p->cfg[i], &bad), &bad);
+    put(root, "operators", ops, &bad);
+    if (bad) {
+        json_decref(root);
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory while building plan JSON");
+    }
+    *out = root;
+    return SS_OK;
+}
+
+ss_status ss_plan_save(const ss_plan *p, const ss_graph *g, const char *path, ss_diag *d)
+{
+    json_t *root = NULL;
+    ss_status st = to_json(p, g, &root, d);
+    if (st)
+        return st;
+    st = ss_json_write_atomic(path, root, d);
+    json_decref(root);
+    return st;
+}
+
+ss_status ss_plan_to_string(const ss_plan *p, const ss_graph *g, char **out, ss_diag *d)
+{
+    json_t *root = NULL;
+    ss_status st = to_json(p, g, &root, d);
+    if (st)
+        return st;
+    st = ss_json_to_string(root, out, d);
+    json_decref(root);
+    return st;
+}
