@@ -1,0 +1,76 @@
+/*
+ * analytic.c — the analytic roofline cost of an operator tile, the cost
+ * model's last resort (it always answers).
+ *
+ * For each pass (forward, backward) made of k kernels:
+ *   t = k * launch_us + max(F / (peak * eff_flops(F / k)), B / (bw * eff_mem(B / k)))
+ * with F, B the pass's FLOPs and bytes from ss_op_tile_work, peak the device
+ * type's rate for the op's compute dtype (the f32 rate when that is 0), and
+ * the efficiencies read from the device type's size-dependent tables at the
+ * per-kernel size. The forward pass is one kernel; the backward pass is two
+ * kernels (grad wrt input, grad wrt weights) for ops with weights, one for
+ * the others. Passes with no work cost nothing, and views (input, reshape)
+ * cost nothing at all. Invariant: pure function of (device type, op
+ * signature, tile) — the cost model's cache relies on it.
+ */
+#include "simsearch.h"
+
+#include <string.h>
+
+const char *ss_cost_source_name(ss_cost_source s)
+{
+    switch (s) {
+    case SS_COST_ANALYTIC: return "analytic";
+    case SS_COST_PROFILE: return "profile";
+    case SS_COST_MEASURED: return "measured";
+    }
+    return "unknown";
+}
+
+/* Compute dtype of an op: the dtype of its first output (the float type of an
+ * embedding's output, not its integer ids). */
+static ss_dtype compute_dtype(const ss_graph *g, const ss_op *op)
+{
+    if (op->n_out < 1)
+        return SS_F32;
+    const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
+    return t ? t->dtype : SS_F32;
+}
+
+/* Time in us of one pass of k kernels doing flops and bytes. */
+static double pass_us(const ss_device_type *dt, ss_dtype dtype, double flops, double bytes,
+                      int k)
+{
+    if (flops <= 0 && bytes <= 0)
+        return 0;
+    double peak = dt->peak_tflops[dtype];
+    if (!(peak > 0))
+        peak = dt->peak_tflops[SS_F32];
+    double compute = 0, memory = 0;
+    if (flops > 0 && peak > 0) {
+        double eff = ss_devtype_eff(dt->n_eff_flops, dt->eff_flops_x, dt->eff_flops_y, flops / k);
+        if (!(eff > 1e-6))
+            eff = 1e-6;
+        compute = flops / (peak * 1e12 * eff) * 1e6;
+    }
+    if (bytes > 0 && dt->mem_gbps > 0) {
+        double eff = ss_devtype_eff(dt->n_eff_mem, dt->eff_mem_x, dt->eff_mem_y, bytes / k);
+        if (!(eff > 1e-6))
+            eff = 1e-6;
+        memory = bytes / (dt->mem_gbps * 1e9 * eff) * 1e6;
+    }
+    return k * dt->launch_us + (compute > memory ? compute : memory);
+}
+
+void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *op,
+                      const ss_tile *t, ss_cost *out)
+{
+    memset(out, 0, sizeof *out);
+    out->source = SS_COST_ANALYTIC;
+    ss_op_tile_work(g, op, t, &out->work);
+    if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
+        return; /* no kernel: data arrives / a view */
+    ss_dtype dtype = compute_dtype(g, op);
+    out->fwd_us = pass_us(dt, dtype, out->work.fwd_flops, out->work.fwd_bytes, 1);
+    out->bwd_us = pass_us(dt, dtype, out->work.bwd_flops, out->work.bwd_bytes, op->n_w > 0 ? 2 : 1);
+}

@@ -1,0 +1,304 @@
+/*
+ * cost.c — the cost model: a chain of cost providers (profile database, live
+ * measurement, ...) asked in the order added, the analytic roofline as the
+ * last resort, and a cache in front of them all.
+ *
+ * The cache is an open-addressing hash table keyed by the op signature —
+ * device type, op type, every attribute, and the extents and dtypes of the
+ * output tile and of every operand region the tile reads — so two operators
+ * that do the same work on the same kind of device share an entry, whatever
+ * their names or graphs. Invariant: a cached answer is exactly what the
+ * providers/analytic model gave the first time for that signature; providers
+ * must therefore be pure functions of the signature. If the cache cannot
+ * grow (out of memory), answers are still computed, just not remembered.
+ */
+#include "simsearch.h"
+
+#include <string.h>
+
+#define MAX_PROVIDERS 16
+#define KEY_MAX 512
+
+typedef struct entry {
+    uint64_t hash;      /* 0 = empty slot */
+    uint32_t key_off;   /* into the key pool */
+    uint32_t key_len;
+    ss_cost cost;
+} entry;
+
+struct ss_costmodel {
+    const ss_machine *m;
+    int n_prov;
+    ss_cost_provider prov[MAX_PROVIDERS];
+    entry *tab;
+    size_t cap, used;   /* cap is a power of two; used <= cap / 2 */
+    int64_t *pool;
+    size_t pool_len, pool_cap;
+};
+
+ss_costmodel *ss_cost_new(const ss_machine *m)
+{
+    ss_costmodel *cm = ss_calloc(1, sizeof *cm);
+    if (!cm)
+        return NULL;
+    cm->m = m;
+    return cm;
+}
+
+void ss_cost_free(ss_costmodel *cm)
+{
+    if (!cm)
+        return;
+    ss_free(cm->tab);
+    ss_free(cm->pool);
+    ss_free(cm);
+}
+
+ss_status ss_cost_add_provider(ss_costmodel *cm, const ss_cost_provider *p, ss_diag *d)
+{
+    if (!cm || !p || !p->lookup)
+        return ss_diag_set(d, SS_ERR_INVALID, "cost: provider without a lookup function");
+    if (cm->n_prov >= MAX_PROVIDERS)
+        return ss_diag_set(d, SS_ERR_INVALID, "cost: too many providers (at most %d)",
+                           MAX_PROVIDERS);
+    cm->prov[cm->n_prov++] = *p;
+    /* Answers may change with the new provider: forget what was cached. */
+    if (cm->tab)
+        memset(cm->tab, 0, cm->cap * sizeof *cm->tab);
+    cm->used = 0;
+    cm->pool_len = 0;
+    return SS_OK;
+}
+
+/* ------------------------------------------------------------ signature */
+
+typedef struct keybuf {
+    int64_t v[KEY_MAX];
+    int n;
+} keybuf;
+
+static void k1(keybuf *k, int64_t x)
+{
+    if (k->n < KEY_MAX)
+        k->v[k->n++] = x;
+}
+
+static void kdbl(keybuf *k, double x)
+{
+    int64_t b;
+    if (x == 0)
+        x = 0;
+    memcpy(&b, &x, sizeof b);
+    k1(k, b);
+}
+
+static void kregion(keybuf *k, const ss_region *r)
+{
+    k1(k, r->ndim);
+    for (int i = 0; i < r->ndim; i++)
+        k1(k, r->r[i].hi - r->r[i].lo);
+}
+
+static void kattrs(keybuf *k, const ss_op_attrs *a)
+{
+    k1(k, a->ndim);
+    for (int i = 0; i < SS_MAX_DIMS; i++) {
+        k1(k, a->shape[i]);
+        k1(k, a->kind[i]);
+        k1(k, a->perm[i]);
+    }
+    k1(k, a->dtype);
+    k1(k, a->out_features);
+    k1(k, a->use_bias);
+    k1(k, a->trans_a);
+    k1(k, a->trans_b);
+    k1(k, a->out_channels);
+    k1(k, a->groups);
+    for (int i = 0; i < 2; i++) {
+        k1(k, a->kernel[i]);
+        k1(k, a->stride[i]);
+        k1(k, a->pad[i]);
+    }
+    k1(k, a->pool);
+    k1(k, a->unary);
+    k1(k, a->binary);
+    k1(k, a->axis);
+    k1(k, a->n_split);
+    for (int i = 0; i < SS_MAX_OUTPUTS; i++)
+        k1(k, a->split_sizes[i]);
+    kdbl(k, a->rate);
+    k1(k, a->vocab);
+    k1(k, a->dim);
+    k1(k, a->lstm_mode);
+    k1(k, a->hidden);
+    k1(k, a->return_sequences);
+    k1(k, a->heads);
+    k1(k, a->causal);
+}
+
+static void make_key(keybuf *k, const ss_graph *g, const ss_op *op, const ss_tile *t, int devtype)
+{
+    k->n = 0;
+    k1(k, devtype);
+    k1(k, op->type);
+    k1(k, op->n_in);
+    k1(k, op->n_w);
+    k1(k, op->n_out);
+    kattrs(k, &op->attrs);
+    kregion(k, &t->out);
+    k1(k, t->red.hi - t->red.lo);
+    ss_tile full;
+    ss_op_full_tile(g, op, &full);
+    k1(k, t->red.lo == full.red.lo); /* the first reduction slice may add the bias */
+    for (int i = 0; i < op->n_out; i++) {
+        const ss_tensor *o = ss_graph_tensor(g, op->outputs[i]);
+        k1(k, o ? o->dtype : -1);
+    }
+    int n_operands = op->n_in + op->n_w;
+    for (int i = 0; i < n_operands; i++) {
+        int tid = i < op->n_in ? op->inputs[i] : op->weights[i - op->n_in];
+        const ss_tensor *x = ss_graph_tensor(g, tid);
+        ss_region r;
+        ss_op_input_region(g, op, t, i, &r);
+        k1(k, x ? x->dtype : -1);
+        kregion(k, &r);
+    }
+}
+
+static uint64_t key_hash(const keybuf *k)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < k->n; i++) {
+        h ^= (uint64_t)k->v[i];
+        h *= 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    return h ? h : 1;
+}
+
+/* ---------------------------------------------------------------- cache */
+
+static entry *find(ss_costmodel *cm, const keybuf *k, uint64_t h)
+{
+    if (!cm->tab)
+        return NULL;
+    size_t mask = cm->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        entry *e = &cm->tab[i];
+        if (!e->hash)
+            return NULL;
+        if (e->hash == h && e->key_len == (uint32_t)k->n &&
+            !memcmp(cm->pool + e->key_off, k->v, (size_t)k->n * sizeof k->v[0]))
+            return e;
+    }
+}
+
+static int grow_table(ss_costmodel *cm)
+{
+    size_t ncap = cm->cap ? cm->cap * 2 : 1024;
+    entry *nt = ss_calloc(ncap, sizeof *nt);
+    if (!nt)
+        return -1;
+    for (size_t i = 0; i < cm->cap; i++) {
+        entry *e = &cm->tab[i];
+        if (!e->hash)
+            continue;
+        size_t j = e->hash & (ncap - 1);
+        while (nt[j].hash)
+            j = (j + 1) & (ncap - 1);
+        nt[j] = *e;
+    }
+    ss_free(cm->tab);
+    cm->tab = nt;
+    cm->cap = ncap;
+    return 0;
+}
+
+static void insert(ss_costmodel *cm, const keybuf *k, uint64_t h, const ss_cost *c)
+{
+    if ((cm->used + 1) * 2 > cm->cap && grow_table(cm))
+        return;
+    if (cm->pool_len + (size_t)k->n > cm->pool_cap) {
+        size_t ncap = cm->pool_cap ? cm->pool_cap * 2 : 16384;
+        while (ncap < cm->pool_len + (size_t)k->n)
+            ncap *= 2;
+        if (ncap > UINT32_MAX)
+            return;
+        int64_t *np = ss_realloc(cm->pool, ncap * sizeof *np);
+        if (!np)
+            return;
+        cm->pool = np;
+        cm->pool_cap = ncap;
+    }
+    memcpy(cm->pool + cm->pool_len, k->v, (size_t)k->n * sizeof k->v[0]);
+    size_t mask = cm->cap - 1, i = h & mask;
+    while (cm->tab[i].hash)
+        i = (i + 1) & mask;
+    cm->tab[i].hash = h;
+    cm->tab[i].key_off = (uint32_t)cm->pool_len;
+    cm->tab[i].key_len = (uint32_t)k->n;
+    cm->tab[i].cost = *c;
+    cm->pool_len += (size_t)k->n;
+    cm->used++;
+}
+
+/* ---------------------------------------------------------------- lookup */
+
+ss_status ss_cost_tile(ss_costmodel *cm, const ss_graph *g, const ss_op *op, const ss_tile *t,
+                       int devtype, ss_cost *out)
+{
+    if (!cm || !g || !op || !t || !out || !cm->m || devtype < 0 ||
+        devtype >= ss_machine_n_types(cm->m))
+        return SS_ERR_INVALID;
+    keybuf k;
+    make_key(&k, g, op, t, devtype);
+    uint64_t h = key_hash(&k);
+    entry *e = find(cm, &k, h);
+    if (e) {
+        *out = e->cost;
+        return SS_OK;
+    }
+    const ss_device_type *dt = ss_machine_type(cm->m, devtype);
+    ss_cost c;
+    int answered = 0;
+    for (int i = 0; i < cm->n_prov && !answered; i++) {
+        memset(&c, 0, sizeof c);
+        answered = cm->prov[i].lookup(cm->prov[i].ctx, g, op, t, dt, &c) != 0;
+    }
+    if (!answered)
+        ss_cost_analytic(dt, g, op, t, &c);
+    insert(cm, &k, h, &c);
+    *out = c;
+    return SS_OK;
+}
+
+/* Optimizer update: memory bound. Bytes moved per parameter (read + write):
+ *   fp32:  SGD  w read 4 + grad read 4 + w write 4           = 12
+ *          momentum adds the velocity read + write (8)        = 20
+ *          Adam adds m and v, each read + written (16)        = 28
+ *   mixed: the fp32 master weights are updated as above from an fp32 main
+ *          gradient (Megatron-style), and the half-precision copy of the
+ *          weights is written afterwards (2 more bytes):  SGD 14, momentum
+ *          22, Adam 30.
+ * One fused (multi-tensor) kernel: t = launch + bytes / (bw * eff(bytes)). */
+double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_optimizer opt,
+                         ss_precision prec)
+{
+    if (!cm || !cm->m || devtype < 0 || devtype >= ss_machine_n_types(cm->m) || n_params <= 0)
+        return 0;
+    const ss_device_type *dt = ss_machine_type(cm->m, devtype);
+    double per = 12;
+    if (opt == SS_OPT_SGD_MOMENTUM)
+        per += 8;
+    else if (opt == SS_OPT_ADAM)
+        per += 16;
+    if (prec == SS_PREC_MIXED)
+        per += 2;
+    double bytes = per * (double)n_params;
+    if (!(dt->mem_gbps > 0))
+        return dt->launch_us;
+    double eff = ss_devtype_eff(dt->n_eff_mem, dt->eff_mem_x, dt->eff_mem_y, bytes);
+    if (!(eff > 1e-6))
+        eff = 1e-6;
+    return dt->launch_us + bytes / (dt->mem_gbps * 1e9 * eff) * 1e6;
+}
