@@ -152,7 +152,7 @@ static void make_key(keybuf *k, const ss_graph *g, const ss_op *op, const ss_til
     k1(k, t->red.lo == full.red.lo); /* the first reduction slice may add the bias */
     for (int i = 0; i < op->n_out; i++) {
         const ss_tensor *o = ss_graph_tensor(g, op->outputs[i]);
-        k1(k, o ? o->dtype : -1);
+        k1(k, o ? (int64_t)o->dtype : -1);
     }
     int n_operands = op->n_in + op->n_w;
     for (int i = 0; i < n_operands; i++) {
@@ -160,7 +160,7 @@ static void make_key(keybuf *k, const ss_graph *g, const ss_op *op, const ss_til
         const ss_tensor *x = ss_graph_tensor(g, tid);
         ss_region r;
         ss_op_input_region(g, op, t, i, &r);
-        k1(k, x ? x->dtype : -1);
+        k1(k, x ? (int64_t)x->dtype : -1);
         kregion(k, &r);
     }
 }
