@@ -1,0 +1,686 @@
+/*
+ * machine.c — the ss_machine object: accessors, routing and fingerprint.
+ *
+ * Network model: nodes are devices (ids 0..n_devices-1), then switches and
+ * NICs. A link is full duplex: channel 2*l carries a->b, 2*l+1 carries b->a;
+ * a direction of bandwidth 0 does not exist.
+ *
+ * Routing rules (docs/topology-format.md, "Routing"):
+ *   - A route minimises, in this order: the number of devices it passes
+ *     through (devices do not forward traffic while a path over switches and
+ *     NICs exists), the summed latency (compared in integer nanoseconds, so
+ *     equal-latency paths tie exactly), the hop count; remaining ties go to
+ *     the predecessor with the lowest node id. Dijkstra with that
+ *     lexicographic key.
+ *   - Firewalls: two internet peers that both refuse incoming connections
+ *     cannot talk directly. Their traffic is relayed through the device that
+ *     accepts connections with the lowest route latency src->relay->dst (then
+ *     the lowest id); with no such device the pair is unreachable.
+ * Routes are cached per (src, dst) pair in an open-addressing table whose
+ * channel lists live in chunks that never move, so a pointer returned by
+ * ss_machine_route stays valid for the machine's lifetime. Machines of at most
+ * EAGER_DEVICES devices have every route computed at load time, so route
+ * queries on them are read-only (safe from several threads); larger machines
+ * fill the cache on demand (one thread per machine at a time).
+ */
+#include "machine_impl.h"
+#include "json_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EAGER_DEVICES 256
+#define CHUNK_INTS 65536
+#define EMPTY_KEY UINT64_MAX
+
+static const int no_channels[1] = {0};
+
+ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_nodes, int n_links)
+{
+    ss_machine *m = ss_calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->n_types = n_types;
+    m->n_hosts = n_hosts;
+    m->n_devices = n_devices;
+    m->n_nodes = n_nodes;
+    m->n_links = n_links;
+    m->tree_src = -1;
+    m->types = ss_calloc((size_t)n_types, sizeof *m->types);
+    m->hosts = ss_calloc((size_t)n_hosts, sizeof *m->hosts);
+    m->devices = ss_calloc((size_t)n_devices, sizeof *m->devices);
+    m->nodes = ss_calloc((size_t)n_nodes, sizeof *m->nodes);
+    m->links = ss_calloc((size_t)n_links, sizeof *m->links);
+    m->peers = ss_calloc((size_t)n_devices, sizeof *m->peers);
+    if (!m->types || !m->hosts || !m->devices || !m->nodes || !m->links || !m->peers) {
+        ss_machine_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Free a machine and everything it owns; NULL is a no-op. */
+void ss_machine_free(ss_machine *m)
+{
+    if (!m)
+        return;
+    ss_free(m->types);
+    ss_free(m->hosts);
+    ss_free(m->devices);
+    ss_free(m->nodes);
+    ss_free(m->links);
+    ss_free(m->peers);
+    ss_free(m->adj_off);
+    ss_free(m->adj_ch);
+    ss_free(m->slots);
+    for (route_chunk *c = m->chunks, *next; c; c = next) {
+        next = c->next;
+        ss_free(c);
+    }
+    ss_free(m->d_lat);
+    ss_free(m->d_fwd);
+    ss_free(m->d_hops);
+    ss_free(m->d_pred);
+    ss_free(m->heap);
+    ss_free(m->heap_pos);
+    ss_free(m);
+}
+
+/* ---- accessors (borrowed pointers, NULL when out of range) ---- */
+
+const char *ss_machine_name(const ss_machine *m) { return m->name; }
+int ss_machine_n_devices(const ss_machine *m) { return m->n_devices; }
+int ss_machine_n_hosts(const ss_machine *m) { return m->n_hosts; }
+int ss_machine_n_types(const ss_machine *m) { return m->n_types; }
+int ss_machine_n_nodes(const ss_machine *m) { return m->n_nodes; }
+int ss_machine_n_links(const ss_machine *m) { return m->n_links; }
+uint64_t ss_machine_fingerprint(const ss_machine *m) { return m->fingerprint; }
+
+const ss_device *ss_machine_device(const ss_machine *m, int i)
+{
+    return i >= 0 && i < m->n_devices ? &m->devices[i] : NULL;
+}
+
+const ss_device_type *ss_machine_type(const ss_machine *m, int i)
+{
+    return i >= 0 && i < m->n_types ? &m->types[i] : NULL;
+}
+
+const ss_host *ss_machine_host(const ss_machine *m, int i)
+{
+    return i >= 0 && i < m->n_hosts ? &m->hosts[i] : NULL;
+}
+
+const ss_netnode *ss_machine_node(const ss_machine *m, int i)
+{
+    return i >= 0 && i < m->n_nodes ? &m->nodes[i] : NULL;
+}
+
+const ss_link *ss_machine_link(const ss_machine *m, int i)
+{
+    return i >= 0 && i < m->n_links ? &m->links[i] : NULL;
+}
+
+/* ---- channels ---- */
+
+static int ch_from(const ss_machine *m, int c)
+{
+    const ss_link *l = &m->links[c >> 1];
+    return (c & 1) ? l->b : l->a;
+}
+
+static int ch_to(const ss_machine *m, int c)
+{
+    const ss_link *l = &m->links[c >> 1];
+    return (c & 1) ? l->a : l->b;
+}
+
+/* Bandwidth in GB/s of channel c (0 if out of range or nonexistent). */
+double ss_machine_channel_gbps(const ss_machine *m, int channel)
+{
+    if (channel < 0 || channel >= 2 * m->n_links)
+        return 0.0;
+    const ss_link *l = &m->links[channel >> 1];
+    return (channel & 1) ? l->gbps_ba : l->gbps_ab;
+}
+
+/* Latency in us of channel c (both directions share the link's latency). */
+double ss_machine_channel_latency_us(const ss_machine *m, int channel)
+{
+    if (channel < 0 || channel >= 2 * m->n_links)
+        return 0.0;
+    return m->links[channel >> 1].latency_us;
+}
+
+static int64_t lat_ns(const ss_machine *m, int c)
+{
+    return (int64_t)llround(m->links[c >> 1].latency_us * 1000.0);
+}
+
+/* ---- finishing a loaded machine ---- */
+
+static ss_status build_adjacency(ss_machine *m, ss_diag *d)
+{
+    m->adj_off = ss_calloc((size_t)m->n_nodes + 1, sizeof *m->adj_off);
+    m->adj_ch = ss_calloc((size_t)m->n_links * 2, sizeof *m->adj_ch);
+    if (!m->adj_off || !m->adj_ch)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building the network");
+    for (int c = 0; c < 2 * m->n_links; c++)
+        if (ss_machine_channel_gbps(m, c) > 0)
+            m->adj_off[ch_from(m, c) + 1]++;
+    for (int u = 0; u < m->n_nodes; u++)
+        m->adj_off[u + 1] += m->adj_off[u];
+    int *fillp = ss_calloc((size_t)m->n_nodes, sizeof *fillp);
+    if (!fillp)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building the network");
+    for (int c = 0; c < 2 * m->n_links; c++)
+        if (ss_machine_channel_gbps(m, c) > 0) {
+            int u = ch_from(m, c);
+            m->adj_ch[m->adj_off[u] + fillp[u]++] = c;
+        }
+    ss_free(fillp);
+    return SS_OK;
+}
+
+/* Every device must reach device 0 and be reached from it, so that all
+ * pairs are connected through it (firewall rules aside). Two breadth-first
+ * searches from node 0: over channels forwards, then over reversed channels. */
+static ss_status check_connected(ss_machine *m, const char *file, ss_diag *d)
+{
+    if (m->n_devices <= 1)
+        return SS_OK;
+    size_t nn = (size_t)m->n_nodes, nch = (size_t)m->adj_off[m->n_nodes];
+    unsigned char *seen = ss_malloc(nn);
+    int *queue = ss_calloc(nn, sizeof *queue);
+    int *roff = ss_calloc(nn + 1, sizeof *roff);
+    int *rch = ss_calloc(nch + 1, sizeof *rch);
+    int *rfill = ss_calloc(nn, sizeof *rfill);
+    ss_status st = SS_OK;
+    if (!seen || !queue || !roff || !rch || !rfill) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory checking connectivity");
+        goto out;
+    }
+    for (size_t k = 0; k < nch; k++)
+        roff[ch_to(m, m->adj_ch[k]) + 1]++;
+    for (size_t u = 0; u < nn; u++)
+        roff[u + 1] += roff[u];
+    for (size_t k = 0; k < nch; k++) {
+        int v = ch_to(m, m->adj_ch[k]);
+        rch[roff[v] + rfill[v]++] = m->adj_ch[k];
+    }
+    for (int dir = 0; dir < 2 && !st; dir++) {
+        const int *off = dir ? roff : m->adj_off, *chs = dir ? rch : m->adj_ch;
+        int head = 0, tail = 0;
+        memset(seen, 0, nn);
+        seen[0] = 1;
+        queue[tail++] = 0;
+        while (head < tail) {
+            int u = queue[head++];
+            for (int k = off[u]; k < off[u + 1]; k++) {
+                int v = dir ? ch_from(m, chs[k]) : ch_to(m, chs[k]);
+                if (!seen[v]) {
+                    seen[v] = 1;
+                    queue[tail++] = v;
+                }
+            }
+        }
+        for (int i = 1; i < m->n_devices; i++)
+            if (!seen[i]) {
+                st = ss_diag_set(d, SS_ERR_INVALID,
+                                 dir ? "%s: device \"%s\" cannot reach device \"%s\" "
+                                       "(links missing in that direction)"
+                                     : "%s: device \"%s\" is unreachable from device \"%s\" "
+                                       "(no path of links)",
+                                 file, m->devices[i].name, m->devices[0].name);
+                break;
+            }
+    }
+out:
+    ss_free(seen);
+    ss_free(queue);
+    ss_free(roff);
+    ss_free(rch);
+    ss_free(rfill);
+    return st;
+}
+
+static uint64_t compute_fingerprint(const ss_machine *m)
+{
+    uint64_t h = ss_fnv_str(SS_FNV_INIT, "simsearch-topology/1");
+    h = ss_fnv_i64(h, m->n_types);
+    for (int i = 0; i < m->n_types; i++) {
+        const ss_device_type *t = &m->types[i];
+        h = ss_fnv_i64(h, t->is_cpu);
+        for (int k = 0; k < SS_DTYPE_COUNT; k++)
+            h = ss_fnv_f64(h, t->peak_tflops[k]);
+        h = ss_fnv_f64(h, t->mem_gbps);
+        h = ss_fnv_f64(h, t->mem_gib);
+        h = ss_fnv_f64(h, t->launch_us);
+        h = ss_fnv_i64(h, t->n_eff_flops);
+        for (int k = 0; k < t->n_eff_flops; k++) {
+            h = ss_fnv_f64(h, t->eff_flops_x[k]);
+            h = ss_fnv_f64(h, t->eff_flops_y[k]);
+        }
+        h = ss_fnv_i64(h, t->n_eff_mem);
+        for (int k = 0; k < t->n_eff_mem; k++) {
+            h = ss_fnv_f64(h, t->eff_mem_x[k]);
+            h = ss_fnv_f64(h, t->eff_mem_y[k]);
+        }
+    }
+    h = ss_fnv_i64(h, m->n_hosts);
+    h = ss_fnv_i64(h, m->n_devices);
+    for (int i = 0; i < m->n_devices; i++) {
+        const ss_device *dv = &m->devices[i];
+        h = ss_fnv_i64(h, dv->type);
+        h = ss_fnv_i64(h, dv->host);
+        h = ss_fnv_f64(h, dv->up_gbps);
+        h = ss_fnv_f64(h, dv->down_gbps);
+        h = ss_fnv_i64(h, dv->accepts_connections);
+    }
+    h = ss_fnv_i64(h, m->n_nodes);
+    for (int i = m->n_devices; i < m->n_nodes; i++) {
+        h = ss_fnv_i64(h, m->nodes[i].kind);
+        h = ss_fnv_i64(h, m->nodes[i].host);
+    }
+    h = ss_fnv_i64(h, m->n_links);
+    for (int i = 0; i < m->n_links; i++) {
+        const ss_link *l = &m->links[i];
+        h = ss_fnv_i64(h, l->a);
+        h = ss_fnv_i64(h, l->b);
+        h = ss_fnv_f64(h, l->gbps_ab);
+        h = ss_fnv_f64(h, l->gbps_ba);
+        h = ss_fnv_f64(h, l->latency_us);
+        h = ss_fnv_i64(h, l->estimated);
+        h = ss_fnv_str(h, l->kind);
+    }
+    return h;
+}
+
+static ss_status route_pair(ss_machine *m, int src, int dst, const int **ch, int *n, ss_diag *d);
+
+ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
+{
+    int *count = ss_calloc((size_t)m->n_hosts, sizeof *count);
+    if (!count)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    m->n_peers = 0;
+    for (int i = 0; i < m->n_devices; i++) {
+        ss_device *dv = &m->devices[i];
+        dv->id = i;
+        dv->local_rank = count[dv->host]++;
+        if (m->peers[i].is_peer) {
+            const ss_link *l = &m->links[m->peers[i].link];
+            dv->up_gbps = l->a == i ? l->gbps_ab : l->gbps_ba;
+            dv->down_gbps = l->a == i ? l->gbps_ba : l->gbps_ab;
+            m->n_peers++;
+        } else {
+            dv->up_gbps = dv->down_gbps = 0;
+            dv->accepts_connections = 1;
+        }
+    }
+    ss_free(count);
+    for (int i = 0; i < m->n_links; i++)
+        m->links[i].id = i;
+    ss_status st = build_adjacency(m, d);
+    if (st)
+        return st;
+    st = check_connected(m, file, d);
+    if (st)
+        return st;
+    size_t nn = (size_t)m->n_nodes;
+    m->d_lat = ss_calloc(nn, sizeof *m->d_lat);
+    m->d_fwd = ss_calloc(nn, sizeof *m->d_fwd);
+    m->d_hops = ss_calloc(nn, sizeof *m->d_hops);
+    m->d_pred = ss_calloc(nn, sizeof *m->d_pred);
+    m->heap = ss_calloc(nn, sizeof *m->heap);
+    m->heap_pos = ss_calloc(nn, sizeof *m->heap_pos);
+    if (!m->d_lat || !m->d_fwd || !m->d_hops || !m->d_pred || !m->heap || !m->heap_pos)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routing");
+    m->fingerprint = compute_fingerprint(m);
+    if (m->n_devices <= EAGER_DEVICES) {
+        for (int s = 0; s < m->n_devices; s++)
+            for (int t = 0; t < m->n_devices; t++) {
+                const int *ch;
+                int n;
+                st = route_pair(m, s, t, &ch, &n, d);
+                if (st && st != SS_ERR_INVALID) /* unreachable pairs are cached too */
+                    return st;
+            }
+    }
+    return SS_OK;
+}
+
+/* ---- Dijkstra ---- */
+
+/* Is key(u) < key(v)? Keys: (forwards, latency, hops, node id). */
+static int key_less(const ss_machine *m, int u, int v)
+{
+    if (m->d_fwd[u] != m->d_fwd[v])
+        return m->d_fwd[u] < m->d_fwd[v];
+    if (m->d_lat[u] != m->d_lat[v])
+        return m->d_lat[u] < m->d_lat[v];
+    if (m->d_hops[u] != m->d_hops[v])
+        return m->d_hops[u] < m->d_hops[v];
+    return u < v;
+}
+
+static void heap_swap(ss_machine *m, int i, int j)
+{
+    int a = m->heap[i], b = m->heap[j];
+    m->heap[i] = b;
+    m->heap[j] = a;
+    m->heap_pos[b] = i;
+    m->heap_pos[a] = j;
+}
+
+static void sift_up(ss_machine *m, int i)
+{
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (!key_less(m, m->heap[i], m->heap[p]))
+            break;
+        heap_swap(m, i, p);
+        i = p;
+    }
+}
+
+static void sift_down(ss_machine *m, int i, int n)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, s = i;
+        if (l < n && key_less(m, m->heap[l], m->heap[s]))
+            s = l;
+        if (r < n && key_less(m, m->heap[r], m->heap[s]))
+            s = r;
+        if (s == i)
+            break;
+        heap_swap(m, i, s);
+        i = s;
+    }
+}
+
+/* Shortest-path tree from device src into d_pred (channel into each node,
+ * -1 for unreached and src). */
+static void dijkstra(ss_machine *m, int src)
+{
+    if (m->tree_src == src)
+        return;
+    m->tree_src = src;
+    int nn = m->n_nodes, hn = 0;
+    for (int u = 0; u < nn; u++) {
+        m->d_fwd[u] = INT32_MAX;
+        m->d_lat[u] = INT64_MAX;
+        m->d_hops[u] = INT32_MAX;
+        m->d_pred[u] = -1;
+        m->heap_pos[u] = -1; /* -1: not in heap; -2: done */
+    }
+    m->d_fwd[src] = 0;
+    m->d_lat[src] = 0;
+    m->d_hops[src] = 0;
+    m->heap[hn] = src;
+    m->heap_pos[src] = hn++;
+    while (hn > 0) {
+        int u = m->heap[0];
+        heap_swap(m, 0, --hn);
+        m->heap_pos[u] = -2;
+        sift_down(m, 0, hn);
+        int fwd = m->d_fwd[u] + (u != src && u < m->n_devices ? 1 : 0);
+        for (int k = m->adj_off[u]; k < m->adj_off[u + 1]; k++) {
+            int c = m->adj_ch[k], v = ch_to(m, c);
+            if (m->heap_pos[v] == -2)
+                continue;
+            int64_t lat = m->d_lat[u] + lat_ns(m, c);
+            int hops = m->d_hops[u] + 1;
+            int better;
+            if (fwd != m->d_fwd[v])
+                better = fwd < m->d_fwd[v];
+            else if (lat != m->d_lat[v])
+                better = lat < m->d_lat[v];
+            else if (hops != m->d_hops[v])
+                better = hops < m->d_hops[v];
+            else
+                better = m->d_pred[v] >= 0 && u < ch_from(m, m->d_pred[v]);
+            if (!better)
+                continue;
+            m->d_fwd[v] = fwd;
+            m->d_lat[v] = lat;
+            m->d_hops[v] = hops;
+            m->d_pred[v] = c;
+            if (m->heap_pos[v] == -1) {
+                m->heap[hn] = v;
+                m->heap_pos[v] = hn++;
+            }
+            sift_up(m, m->heap_pos[v]);
+        }
+    }
+}
+
+/* ---- route cache ---- */
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static route_slot *slot_find(const ss_machine *m, uint64_t key)
+{
+    if (!m->n_slots)
+        return NULL;
+    size_t mask = m->n_slots - 1;
+    for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+        if (m->slots[i].key == key)
+            return &m->slots[i];
+        if (m->slots[i].key == EMPTY_KEY)
+            return NULL;
+    }
+}
+
+static int slots_grow(ss_machine *m)
+{
+    size_t n = m->n_slots ? 2 * m->n_slots : 1024;
+    route_slot *s = ss_malloc(n * sizeof *s);
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        s[i].key = EMPTY_KEY;
+    for (size_t i = 0; i < m->n_slots; i++) {
+        if (m->slots[i].key == EMPTY_KEY)
+            continue;
+        size_t j = mix(m->slots[i].key) & (n - 1);
+        while (s[j].key != EMPTY_KEY)
+            j = (j + 1) & (n - 1);
+        s[j] = m->slots[i];
+    }
+    ss_free(m->slots);
+    m->slots = s;
+    m->n_slots = n;
+    return 0;
+}
+
+/* Room for k ints in the chunk list; NULL on allocation failure. */
+static int *chunk_take(ss_machine *m, size_t k)
+{
+    route_chunk *c = m->chunks;
+    if (!c || c->cap - c->used < k) {
+        size_t cap = k > CHUNK_INTS ? k : CHUNK_INTS;
+        route_chunk *nc = ss_malloc(sizeof *nc + cap * sizeof(int));
+        if (!nc)
+            return NULL;
+        nc->next = m->chunks;
+        nc->used = 0;
+        nc->cap = cap;
+        m->chunks = nc;
+        c = nc;
+    }
+    int *p = c->data + c->used;
+    c->used += k;
+    return p;
+}
+
+static ss_status store(ss_machine *m, uint64_t key, const int *ch, int n, route_slot **out,
+                       ss_diag *d)
+{
+    if ((m->used_slots + 1) * 2 > m->n_slots && slots_grow(m))
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routes");
+    const int *kept = no_channels;
+    if (n > 0) {
+        int *p = chunk_take(m, (size_t)n);
+        if (!p)
+            return ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routes");
+        memcpy(p, ch, (size_t)n * sizeof *p);
+        kept = p;
+    }
+    size_t mask = m->n_slots - 1, j = mix(key) & mask;
+    while (m->slots[j].key != EMPTY_KEY)
+        j = (j + 1) & mask;
+    m->slots[j].key = key;
+    m->slots[j].ch = kept;
+    m->slots[j].n = n;
+    m->used_slots++;
+    *out = &m->slots[j];
+    return SS_OK;
+}
+
+/* The direct (non-relayed) route src->dst into buf (n_nodes ints);
+ * returns its length or -1 if unreachable. */
+static int direct_route(ss_machine *m, int src, int dst, int *buf)
+{
+    dijkstra(m, src);
+    if (m->d_pred[dst] < 0)
+        return -1;
+    int n = 0;
+    for (int v = dst; v != src; v = ch_from(m, m->d_pred[v]))
+        buf[n++] = m->d_pred[v];
+    for (int i = 0; i < n / 2; i++) {
+        int t = buf[i];
+        buf[i] = buf[n - 1 - i];
+        buf[n - 1 - i] = t;
+    }
+    return n;
+}
+
+static int64_t route_lat_ns(const ss_machine *m, const int *ch, int n)
+{
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += lat_ns(m, ch[i]);
+    return s;
+}
+
+static int refuses(const ss_machine *m, int dev)
+{
+    return m->peers[dev].is_peer && !m->devices[dev].accepts_connections;
+}
+
+static ss_status route_pair(ss_machine *m, int src, int dst, const int **ch, int *n, ss_diag *d)
+{
+    if (src == dst) {
+        *ch = no_channels;
+        *n = 0;
+        return SS_OK;
+    }
+    uint64_t key = (uint64_t)src * (uint64_t)m->n_devices + (uint64_t)dst;
+    route_slot *s = slot_find(m, key);
+    if (!s) {
+        int *buf = ss_calloc((size_t)m->n_nodes * 2 + 2, sizeof *buf);
+        if (!buf)
+            return ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routes");
+        int len = -1;
+        ss_status st = SS_OK;
+        if (refuses(m, src) && refuses(m, dst)) {
+            /* relay through the accepting device with the lowest latency */
+            int best = -1;
+            int64_t best_lat = INT64_MAX;
+            for (int r = 0; r < m->n_devices && !st; r++) {
+                if (r == src || r == dst || refuses(m, r))
+                    continue;
+                const int *c1, *c2;
+                int n1, n2;
+                st = route_pair(m, src, r, &c1, &n1, d);
+                if (!st)
+                    st = route_pair(m, r, dst, &c2, &n2, d);
+                if (st == SS_ERR_INVALID) { /* r unreachable: not a relay */
+                    st = SS_OK;
+                    continue;
+                }
+                if (st)
+                    break;
+                int64_t lat = route_lat_ns(m, c1, n1) + route_lat_ns(m, c2, n2);
+                if (lat < best_lat) {
+                    best_lat = lat;
+                    best = r;
+                }
+            }
+            if (!st && best >= 0) {
+                const int *c1, *c2;
+                int n1, n2;
+                route_pair(m, src, best, &c1, &n1, NULL);
+                route_pair(m, best, dst, &c2, &n2, NULL);
+                memcpy(buf, c1, (size_t)n1 * sizeof *buf);
+                memcpy(buf + n1, c2, (size_t)n2 * sizeof *buf);
+                len = n1 + n2;
+            }
+        } else {
+            len = direct_route(m, src, dst, buf);
+        }
+        if (!st)
+            st = store(m, key, buf, len, &s, d);
+        ss_free(buf);
+        if (st)
+            return st;
+    }
+    if (s->n < 0)
+        return SS_ERR_INVALID;
+    *ch = s->ch;
+    *n = s->n;
+    return SS_OK;
+}
+
+/* Route from device src to device dst: the channels along the path in order
+ * (*n = 0 for src == dst). The pointer is borrowed and stays valid for the
+ * machine's lifetime. Returns SS_ERR_INVALID for out-of-range devices or an
+ * unreachable pair (firewalled peers without a relay), SS_ERR_NOMEM if the
+ * cache cannot grow; on error *channels and *n are untouched. */
+ss_status ss_machine_route(const ss_machine *m, int src, int dst, const int **channels, int *n)
+{
+    if (!m || src < 0 || dst < 0 || src >= m->n_devices || dst >= m->n_devices)
+        return SS_ERR_INVALID;
+    /* The cache is logically part of the (const) answer: filling it does not
+     * change what any query returns. */
+    return route_pair((ss_machine *)m, src, dst, channels, n, NULL);
+}
+
+/* Bottleneck bandwidth (GB/s) of the route src->dst; INFINITY for src == dst,
+ * 0 when unreachable. */
+double ss_machine_path_gbps(const ss_machine *m, int src, int dst)
+{
+    const int *ch;
+    int n;
+    if (ss_machine_route(m, src, dst, &ch, &n) != SS_OK)
+        return 0.0;
+    double bw = INFINITY;
+    for (int i = 0; i < n; i++) {
+        double b = ss_machine_channel_gbps(m, ch[i]);
+        if (b < bw)
+            bw = b;
+    }
+    return bw;
+}
+
+/* Summed latency (us) of the route src->dst; 0 for src == dst, INFINITY when
+ * unreachable. */
+double ss_machine_path_latency_us(const ss_machine *m, int src, int dst)
+{
+    const int *ch;
+    int n;
+    if (ss_machine_route(m, src, dst, &ch, &n) != SS_OK)
+        return INFINITY;
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += ss_machine_channel_latency_us(m, ch[i]);
+    return s;
+}

@@ -1,0 +1,83 @@
+/*
+ * machine_impl.h — the inside of ss_machine, shared by core/machine.c (the
+ * object, routing, fingerprint), core/topology_io.c (the JSON loader and
+ * writer) and profiler/discover.c (which builds a topology document and loads
+ * it through the same path).
+ *
+ * Invariant: a machine handed to a user is complete and immutable except for
+ * its route cache: node ids 0..n_devices-1 are the devices, then switches,
+ * then NICs; every device can reach every other one over channels of nonzero
+ * bandwidth (firewall rules aside); the fingerprint is computed once.
+ */
+#ifndef SS_MACHINE_IMPL_H
+#define SS_MACHINE_IMPL_H
+
+#include "simsearch.h"
+#include <jansson.h>
+
+/* Largest machine we accept: beyond this a typo (10^12 nodes) is more likely
+ * than a real cluster, and route tables would not fit in memory anyway. */
+#define SS_MACHINE_MAX_DEVICES 65536
+#define SS_MACHINE_MAX_NODES (4 * SS_MACHINE_MAX_DEVICES)
+#define SS_MACHINE_MAX_LINKS (16 * SS_MACHINE_MAX_DEVICES)
+
+/* Extra data of an internet peer (kept so that save -> load is exact). */
+typedef struct ss_peer_info {
+    int is_peer;
+    double up_mbps, down_mbps, latency_ms;
+    int link; /* its link to the internet switch */
+} ss_peer_info;
+
+/* A cached route: n >= 0 channels, or n < 0 when unreachable. */
+typedef struct route_slot {
+    uint64_t key; /* src * n_devices + dst, UINT64_MAX when empty */
+    const int *ch;
+    int n;
+} route_slot;
+
+typedef struct route_chunk {
+    struct route_chunk *next;
+    size_t used, cap;
+    int data[];
+} route_chunk;
+
+struct ss_machine {
+    char name[SS_NAME_MAX];
+    int n_types, n_hosts, n_devices, n_nodes, n_links;
+    ss_device_type *types;
+    ss_host *hosts;
+    ss_device *devices;
+    ss_netnode *nodes;
+    ss_link *links;
+    ss_peer_info *peers; /* n_devices entries */
+    int n_peers;
+    /* adjacency: channels leaving node u are adj_ch[adj_off[u] .. adj_off[u+1]) */
+    int *adj_off, *adj_ch;
+    uint64_t fingerprint;
+    /* route cache (filled lazily, or for every pair at load for small machines) */
+    route_slot *slots;
+    size_t n_slots, used_slots;
+    route_chunk *chunks;
+    /* Dijkstra scratch (n_nodes entries each) */
+    int64_t *d_lat;
+    int *d_fwd, *d_hops, *d_pred, *heap, *heap_pos;
+    int tree_src; /* source of the tree in the scratch arrays, -1 if none */
+};
+
+/* Allocate an empty machine with room for the given counts (arrays zeroed;
+ * counts set). NULL on allocation failure. */
+ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_nodes, int n_links);
+
+/* Finish a machine whose arrays are filled: derive local ranks and peer
+ * bandwidths, build adjacency, check every device can reach every other one,
+ * compute the fingerprint and, for small machines, all routes. `file` names
+ * the source in messages. On error the machine is left for the caller to
+ * free. */
+ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d);
+
+/* Load from a parsed document (explicit or compact form; nodes > 0 overrides
+ * a compact node count). root is borrowed. */
+ss_status ss_machine_from_json(const json_t *root, const char *file, int nodes,
+                               ss_machine **out, ss_diag *d);
+
+#endif
