@@ -1,0 +1,361 @@
+/*
+ * mcmc.c — Metropolis–Hastings chains over plans (mcmc.h).
+ *
+ * One search object holds the current plan `cur` (the evaluator's committed
+ * base), the best plan seen, the proposal scratch and the statistics. A
+ * proposal overwrites one op of `cur`, asks the evaluator (changed = op),
+ * and either commits or restores the op's old config, so between proposals
+ * `cur` always equals the evaluator's base. Invariant: `best` is only ever
+ * replaced by a plan that is better under `better()` (fits first, then time,
+ * then overflow), so the best never gets worse.
+ */
+#include "search/mcmc.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct search {
+    const ss_space *sp;
+    const ss_graph *g;
+    const ss_evaluator *ev;
+    const ss_mcmc_config *cfg;
+    ss_rng rng;
+    ss_plan *cur, *best;
+    ss_eval cur_e, best_e;
+    int have_best;
+    ss_pconfig old, prop;     /* scratch configs with their own device buffers */
+    int *nbr;                 /* neighbour op scratch */
+    double beta, p_nbr, t0, next_progress;
+    int64_t budget, patience, restart_after, last_improve;
+    ss_mcmc_stats st;
+    int stopped;
+} search;
+
+double ss_mcmc_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *ss_mcmc_stop_name(ss_mcmc_stop s)
+{
+    switch (s) {
+    case SS_MCMC_STOP_BUDGET: return "budget";
+    case SS_MCMC_STOP_TIME: return "time limit";
+    case SS_MCMC_STOP_PATIENCE: return "no improvement";
+    case SS_MCMC_STOP_USER: return "interrupted";
+    }
+    return "?";
+}
+
+/* Is a strictly better than b? Fitting beats not fitting; among fitting
+ * plans the faster; among overflowing plans the smaller overflow. */
+static int better(const ss_eval *a, const ss_eval *b)
+{
+    if (a->fits != b->fits)
+        return a->fits;
+    if (a->fits)
+        return a->time_us < b->time_us;
+    return a->overflow_bytes < b->overflow_bytes;
+}
+
+/* Metropolis–Hastings acceptance of moving from a to b. */
+static int accept(search *s, const ss_eval *from, const ss_eval *to)
+{
+    if (from->fits && !to->fits)
+        return 0;
+    if (!from->fits && to->fits)
+        return 1;
+    double rel;
+    if (to->fits)
+        rel = (from->time_us - to->time_us) / from->time_us;
+    else
+        rel = (from->overflow_bytes - to->overflow_bytes) / from->overflow_bytes;
+    if (rel >= 0)
+        return 1;
+    return ss_rng_unit(&s->rng) < exp(s->beta * rel);
+}
+
+static int same_config(const ss_pconfig *a, const ss_pconfig *b)
+{
+    if (a->ndim != b->ndim || a->red != b->red || a->ntiles != b->ntiles || a->stage != b->stage)
+        return 0;
+    for (int k = 0; k < a->ndim; k++)
+        if (a->deg[k] != b->deg[k])
+            return 0;
+    return memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
+}
+
+static void copy_config(ss_pconfig *dst, const ss_pconfig *src)
+{
+    int *keep = dst->devices;
+    *dst = *src;
+    dst->devices = keep;
+    memcpy(keep, src->devices, (size_t)src->ntiles * sizeof *keep);
+}
+
+/* Evaluate p through the evaluator; *ok = 0 when the plan cannot run
+ * (INVALID / INFEASIBLE), which is not an error of the search. */
+static ss_status evaluate(search *s, const ss_plan *p, int changed, ss_eval *e, int *ok,
+                          ss_diag *d)
+{
+    ss_diag local;
+    ss_diag_init(&local);
+    s->st.evaluations++;
+    ss_status st = s->ev->eval(s->ev->ctx, p, changed, e, &local);
+    if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) {
+        *ok = 0;
+        s->st.infeasible++;
+        return SS_OK;
+    }
+    if (st != SS_OK)
+        return ss_diag_set(d, st, "%s", local.msg[0] ? local.msg : ss_status_name(st));
+    *ok = 1;
+    if (!e->fits)
+        s->st.infeasible++;
+    return SS_OK;
+}
+
+static void commit(search *s)
+{
+    if (s->ev->commit)
+        s->ev->commit(s->ev->ctx);
+}
+
+static double elapsed(const search *s) { return ss_mcmc_now() - s->t0; }
+
+/* Record cur as best if better. */
+static ss_status note_best(search *s, ss_diag *d)
+{
+    if (s->have_best && !better(&s->cur_e, &s->best_e))
+        return SS_OK;
+    if (ss_plan_copy(s->best, s->cur) != SS_OK)
+        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    s->best_e = s->cur_e;
+    s->have_best = 1;
+    s->st.best_us = s->best_e.fits ? s->best_e.time_us : HUGE_VAL;
+    s->st.best_at_s = elapsed(s);
+    s->st.best_at_proposal = s->st.proposals;
+    s->last_improve = s->st.proposals;
+    return SS_OK;
+}
+
+/* Check the stopping rules; sets s->stopped and the reason. */
+static int should_stop(search *s)
+{
+    if (s->stopped)
+        return 1;
+    ss_mcmc_stop why;
+    if (s->cfg->stop && s->cfg->stop(s->cfg->cb_ctx))
+        why = SS_MCMC_STOP_USER;
+    else if (s->st.proposals >= s->budget)
+        why = SS_MCMC_STOP_BUDGET;
+    else if (s->cfg->time_limit_s > 0 && elapsed(s) >= s->cfg->time_limit_s)
+        why = SS_MCMC_STOP_TIME;
+    else if (s->patience > 0 && s->st.proposals - s->last_improve >= s->patience)
+        why = SS_MCMC_STOP_PATIENCE;
+    else
+        return 0;
+    s->stopped = 1;
+    s->st.stopped_by = why;
+    return 1;
+}
+
+static void progress(search *s)
+{
+    if (!s->cfg->progress)
+        return;
+    double now = elapsed(s);
+    if (now < s->next_progress)
+        return;
+    s->next_progress = now + (s->cfg->progress_every_s > 0 ? s->cfg->progress_every_s : 0.2);
+    s->st.time_s = now;
+    s->st.evals_per_s = now > 0 ? (double)s->st.evaluations / now : 0;
+    s->cfg->progress(s->cfg->cb_ctx, &s->st);
+}
+
+/* Neighbours of op: producers of its inputs and consumers of its outputs. */
+static int neighbours(search *s, int op)
+{
+    const ss_op *o = ss_graph_op(s->g, op);
+    int n = 0, cap = ss_graph_n_ops(s->g);
+    for (int i = 0; i < o->n_in && n < cap; i++) {
+        const ss_tensor *t = ss_graph_tensor(s->g, o->inputs[i]);
+        if (t && t->producer >= 0)
+            s->nbr[n++] = t->producer;
+    }
+    for (int j = 0; j < o->n_out; j++) {
+        int nc = ss_graph_n_consumers(s->g, o->outputs[j]);
+        for (int k = 0; k < nc && n < cap; k++)
+            s->nbr[n++] = ss_graph_consumer(s->g, o->outputs[j], k);
+    }
+    return n;
+}
+
+/* Draw a proposal for op into s->prop (stage kept from the current config). */
+static void propose(search *s, int op)
+{
+    const ss_pconfig *c = ss_plan_config(s->cur, op);
+    int done = 0;
+    if (s->p_nbr > 0 && ss_rng_unit(&s->rng) < s->p_nbr) {
+        int n = neighbours(s, op);
+        if (n > 0) {
+            const ss_pconfig *nc = ss_plan_config(s->cur, s->nbr[ss_rng_below(&s->rng, n)]);
+            if (nc->ndim == c->ndim) {
+                copy_config(&s->prop, nc);
+                done = ss_space_allows(s->sp, op, &s->prop);
+            }
+        }
+    }
+    if (!done)
+        ss_space_random(s->sp, op, &s->rng, &s->prop);
+    s->prop.stage = c->stage;
+}
+
+/* Move cur to plan p (fresh evaluation) and commit it. *ok as evaluate. */
+static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
+{
+    ss_eval e;
+    ss_status st = evaluate(s, p, -1, &e, ok, d);
+    if (st || !*ok)
+        return st;
+    if (p != s->cur && ss_plan_copy(s->cur, p) != SS_OK)
+        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    commit(s);
+    s->cur_e = e;
+    s->st.restarts++;
+    return note_best(s, d);
+}
+
+/* One chain of at most `steps` proposals from cur. With restart_to_best,
+ * the chain jumps back to the best plan when it has not improved on it for
+ * restart_after proposals. */
+static ss_status chain(search *s, int64_t steps, int restart_to_best, ss_diag *d)
+{
+    int n_ops = ss_graph_n_ops(s->g);
+    int64_t end = s->st.proposals + steps;
+    while (s->st.proposals < end && !should_stop(s)) {
+        if (restart_to_best && s->st.proposals - s->last_improve > 0 &&
+            (s->st.proposals - s->last_improve) % s->restart_after == 0) {
+            int ok;
+            ss_status st = jump(s, s->best, &ok, d);
+            if (st)
+                return st;
+        }
+        s->st.proposals++;
+        int op = (int)ss_rng_below(&s->rng, n_ops);
+        propose(s, op);
+        const ss_pconfig *c = ss_plan_config(s->cur, op);
+        if (same_config(c, &s->prop)) {
+            s->st.accepted++;
+            progress(s);
+            continue;
+        }
+        copy_config(&s->old, c);
+        ss_diag sd;
+        ss_diag_init(&sd);
+        if (ss_plan_set_config(s->cur, op, &s->prop, &sd) != SS_OK)
+            return ss_diag_set(d, sd.status, "%s", sd.msg);
+        ss_eval e;
+        int ok;
+        ss_status st = evaluate(s, s->cur, op, &e, &ok, d);
+        if (st)
+            return st;
+        if (ok && accept(s, &s->cur_e, &e)) {
+            commit(s);
+            s->cur_e = e;
+            s->st.accepted++;
+            st = note_best(s, d);
+            if (st)
+                return st;
+        } else if (ss_plan_set_config(s->cur, op, &s->old, &sd) != SS_OK) {
+            return ss_diag_set(d, sd.status, "%s", sd.msg);
+        }
+        progress(s);
+    }
+    return SS_OK;
+}
+
+static void cleanup(search *s)
+{
+    ss_plan_free(s->cur);
+    ss_free(s->old.devices);
+    ss_free(s->prop.devices);
+    ss_free(s->nbr);
+}
+
+ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const *starts,
+                      int n_starts, const ss_mcmc_config *cfg, ss_plan *best,
+                      ss_eval *best_eval, ss_mcmc_stats *stats, ss_diag *d)
+{
+    if (n_starts < 1 || !cfg || cfg->budget < 1 || !ev || !ev->eval)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "search: need at least one start plan, a budget >= 1 and an evaluator");
+    search s;
+    memset(&s, 0, sizeof s);
+    s.sp = sp;
+    s.g = ss_space_graph(sp);
+    s.ev = ev;
+    s.cfg = cfg;
+    ss_rng_seed(&s.rng, cfg->seed);
+    s.budget = cfg->budget;
+    s.beta = cfg->beta > 0 ? cfg->beta : 100.0;
+    s.p_nbr = cfg->p_neighbor < 0 ? 0 : cfg->p_neighbor > 0 ? cfg->p_neighbor : 0.3;
+    s.patience = cfg->patience > 0 ? cfg->patience : cfg->patience < 0 ? 0 : s.budget / 2;
+    s.restart_after = cfg->restart_after > 0 ? cfg->restart_after
+                                             : (s.budget / 20 > 100 ? s.budget / 20 : 100);
+    s.st.best_us = HUGE_VAL;
+    s.t0 = ss_mcmc_now();
+    /* `best` is the caller's: search into a private copy, copy out at the end. */
+    s.best = ss_plan_clone(starts[0]);
+    s.cur = ss_plan_clone(starts[0]);
+    int maxt = ss_space_n_devices(sp) > 0 ? ss_space_n_devices(sp) : 1;
+    for (int i = 0; i < n_starts; i++)
+        for (int op = 0; op < ss_plan_n_ops(starts[i]); op++)
+            if (ss_plan_config(starts[i], op)->ntiles > maxt)
+                maxt = ss_plan_config(starts[i], op)->ntiles;
+    s.old.devices = ss_malloc((size_t)maxt * sizeof(int));
+    s.prop.devices = ss_malloc((size_t)maxt * sizeof(int));
+    s.nbr = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof(int));
+    ss_status st = SS_OK;
+    if (!s.best || !s.cur || !s.old.devices || !s.prop.devices || !s.nbr)
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+
+    /* Exploration: evaluate each start (even after a stop, so the best is
+     * never worse than any start) and run a chain from it. */
+    int64_t share = s.budget / (2 * (int64_t)n_starts);
+    int n_ok = 0;
+    for (int i = 0; st == SS_OK && i < n_starts; i++) {
+        int ok;
+        st = jump(&s, starts[i], &ok, d);
+        n_ok += ok;
+        if (st == SS_OK && ok && share > 0 && !should_stop(&s))
+            st = chain(&s, share, 0, d);
+    }
+    if (st == SS_OK && n_ok == 0)
+        st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
+    /* Exploitation: from the best, restarting there when stuck. */
+    if (st == SS_OK && !should_stop(&s)) {
+        int ok;
+        st = jump(&s, s.best, &ok, d);
+        if (st == SS_OK)
+            st = chain(&s, s.budget - s.st.proposals, 1, d);
+    }
+    if (st == SS_OK && !s.stopped)
+        s.st.stopped_by = SS_MCMC_STOP_BUDGET;
+    s.st.time_s = elapsed(&s);
+    s.st.evals_per_s = s.st.time_s > 0 ? (double)s.st.evaluations / s.st.time_s : 0;
+    if (st == SS_OK && ss_plan_copy(best, s.best) != SS_OK)
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    if (st == SS_OK) {
+        if (best_eval)
+            *best_eval = s.best_e;
+        if (stats)
+            *stats = s.st;
+    }
+    ss_plan_free(s.best);
+    cleanup(&s);
+    return st;
+}

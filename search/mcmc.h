@@ -1,0 +1,110 @@
+/*
+ * mcmc.h — Metropolis–Hastings search over plans (FlexFlow's MCMC).
+ *
+ * THE CHAIN. The state is a plan; a proposal changes ONE operator's parallel
+ * config (a random candidate of the space, or the config of a neighbouring
+ * operator when that config is valid for it: aligning producer and consumer
+ * removes transfers). The proposal is judged by an evaluator (a plan ->
+ * iteration time and whether it fits in memory); with cost = iteration time,
+ *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
+ * so beta is scale-free (beta = 100: a plan 1% slower is accepted with
+ * probability e^-1). Memory is a hard constraint: from a plan that fits, a
+ * plan that does not fit is always rejected; from a plan that does not fit
+ * (a start that overflows), a plan that fits is always accepted and among
+ * plans that do not fit the smaller overflow wins.
+ *
+ * THE SCHEDULE. Every start plan is evaluated first. Then one chain runs from
+ * each start in turn (exploration: half the budget, split evenly), and the
+ * rest of the budget runs a chain from the best plan found so far
+ * (exploitation), restarting from the global best whenever the chain has not
+ * improved on it for `restart_after` proposals. The search stops when the
+ * proposal budget is spent, the time limit passes, the best plan has not
+ * improved for `patience` proposals (default: half the budget), or the stop
+ * callback says so (SIGINT). Chains run one after another, so an evaluator
+ * with incremental state (delta simulation) only ever sees single-op moves
+ * from its committed base, or fresh plans at chain starts and restarts.
+ *
+ * DETERMINISM. Every random choice comes from one xoshiro256** stream seeded
+ * by cfg->seed. Same seed, same starts, same budget and no time limit or stop
+ * => the same best plan, bit for bit.
+ */
+#ifndef SS_SEARCH_MCMC_H
+#define SS_SEARCH_MCMC_H
+
+#include "simsearch.h"
+#include "search/space.h"
+
+/* What an evaluator says about a plan. */
+typedef struct ss_eval {
+    double time_us;         /* predicted iteration time (> 0) */
+    int fits;               /* 1 if it fits in memory */
+    double overflow_bytes;  /* when !fits: how far over capacity (> 0) */
+} ss_eval;
+
+/* Plan evaluator. The BASE is the last plan committed. eval(p, changed):
+ * changed >= 0 promises that p equals the base except for op `changed`;
+ * changed == -1 means p is arbitrary (chain start, restart). commit makes the
+ * plan of the last successful eval the new base (may be NULL for evaluators
+ * without state). An eval returning SS_ERR_INVALID or SS_ERR_INFEASIBLE means
+ * "this plan cannot run" (e.g. no route between two devices): the proposal is
+ * rejected and the search goes on; any other error stops the search. */
+typedef struct ss_evaluator {
+    void *ctx;
+    ss_status (*eval)(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d);
+    void (*commit)(void *ctx);
+} ss_evaluator;
+
+typedef enum ss_mcmc_stop {
+    SS_MCMC_STOP_BUDGET = 0,  /* proposal budget spent */
+    SS_MCMC_STOP_TIME,        /* time limit */
+    SS_MCMC_STOP_PATIENCE,    /* no improvement for `patience` proposals */
+    SS_MCMC_STOP_USER         /* stop callback (SIGINT) */
+} ss_mcmc_stop;
+const char *ss_mcmc_stop_name(ss_mcmc_stop s); /* "budget", "time limit", ... */
+
+typedef struct ss_mcmc_stats {
+    int64_t proposals;     /* single-op moves proposed */
+    int64_t accepted;      /* moves accepted (including no-op moves) */
+    int64_t evaluations;   /* evaluator calls */
+    int64_t infeasible;    /* evaluations that did not fit or could not run */
+    int64_t restarts;      /* chain starts + restarts from the best */
+    double time_s;         /* wall time of the search */
+    double evals_per_s;
+    double best_us;        /* iteration time of the best plan (HUGE_VAL if none fits) */
+    double best_at_s;      /* when the best plan was found */
+    int64_t best_at_proposal;
+    ss_mcmc_stop stopped_by;
+} ss_mcmc_stats;
+
+typedef struct ss_mcmc_config {
+    int64_t budget;          /* proposals in all (>= 1) */
+    double time_limit_s;     /* 0: no limit */
+    uint64_t seed;
+    double beta;             /* 0: default 100 */
+    int64_t patience;        /* 0: budget / 2; < 0: never */
+    int64_t restart_after;   /* 0: max(100, budget / 20) */
+    double p_neighbor;       /* share of neighbour-alignment proposals (< 0: 0; 0: default 0.3) */
+    /* Optional callbacks (cb_ctx passed to both). stop: polled before every
+     * proposal, nonzero stops the search with SS_MCMC_STOP_USER. progress:
+     * called about every progress_every_s seconds (0: 0.2 s). */
+    int (*stop)(void *cb_ctx);
+    void (*progress)(void *cb_ctx, const ss_mcmc_stats *st);
+    void *cb_ctx;
+    double progress_every_s;
+} ss_mcmc_config;
+
+/* Run the search from n_starts >= 1 start plans (plans of the space's graph).
+ * On success `best` (a plan of the same graph, overwritten) holds the best
+ * plan seen: the fastest that fits, or, if none fits, the one with the
+ * smallest overflow; *best_eval its evaluation; *stats the statistics
+ * (stats may be NULL). A stop by the user is SS_OK with stopped_by ==
+ * SS_MCMC_STOP_USER. Errors: an evaluator error other than INVALID /
+ * INFEASIBLE, every start failing to evaluate, NOMEM; then best is unchanged. */
+ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const *starts,
+                      int n_starts, const ss_mcmc_config *cfg, ss_plan *best,
+                      ss_eval *best_eval, ss_mcmc_stats *stats, ss_diag *d);
+
+/* Current wall clock in seconds (monotonic), for callers timing searches. */
+double ss_mcmc_now(void);
+
+#endif /* SS_SEARCH_MCMC_H */
