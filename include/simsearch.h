@@ -524,11 +524,16 @@ ss_status ss_plan_data_parallel(const ss_graph *g, const ss_machine *m, int n_de
 /* Megatron-LM: tensor parallel tp (column/row split of attention and MLP),
  * pipeline pp (layers evenly over stages), data parallel dp, mb micro-batches
  * (0 = default: pp > 1 ? 4*pp : 1); tp*pp*dp must equal the device count used. */
-typedef struct ss_megatron_config { int tp, pp, dp, mb; ss_recompute recompute; } ss_megatron_config;
+typedef struct ss_megatron_config {
+    int tp, pp, dp, mb;
+    ss_recompute recompute;
+    int sp; /* sequence parallelism: ops after partial sums split their sequence dim tp ways */
+} ss_megatron_config;
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
-/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mb=M][,recompute=none|full]" |
- * a path to a plan JSON. */
+/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mb=M][,recompute=none|full][,sp=0|1]"
+ * (tp, pp default 1; dp defaults to devices / (tp*pp)) | a path to a plan JSON
+ * (contains '/' or ends in ".json"). Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);
 

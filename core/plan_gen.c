@@ -1,0 +1,718 @@
+/*
+ * plan_gen.c — built-in plan generators: data parallel, Megatron-LM style
+ * tensor + pipeline + data parallel, and plan specs ("data-parallel",
+ * "megatron:tp=..,pp=..,dp=..", or a plan file).
+ *
+ * Data parallel over n devices: every op whose output 0 has a splittable
+ * sample dim with an extent divisible by n splits it n ways, tile i on
+ * device i; ops without such a dim (or with an indivisible extent) stay whole
+ * on device 0.
+ *
+ * Megatron: tensor parallelism is found structurally, not from op names.
+ * Walking the ops in order, each activation tensor gets a tp state: NONE
+ * (whole, on the first device of the TP group), TP (split over the group;
+ * the region of tile 0 is remembered), PARTIAL (partial sums over the group)
+ * or SEQ (sequence parallel split). A linear whose input is not TP-split
+ * becomes column-parallel (its last output dim split tp); an op with a
+ * TP-split input takes the first config — an output dim split tp, or red = tp
+ * — for which the input region of its tile 0 equals the producer's tile-0
+ * region of that input (this makes reshape/split/transpose/batch_matmul/
+ * softmax/dropout/gelu follow the heads split, and row-parallel linears get
+ * red = tp); consumers of partial sums are not split (or with sp=1 split
+ * along their sequence dim). The embedding with the largest vocabulary is
+ * vocab-parallel (red = tp); fused attention splits its heads (red = tp).
+ * Pipeline stages cut the op list where one activation crosses; when the
+ * model has repeated layers (a repeated run of segments), layers are spread
+ * evenly over the stages (prefix in the first, suffix in the last),
+ * otherwise cuts balance forward FLOPs. Graph inputs take the stage of their
+ * first consumer. Device of a tile = stage*(tp*dp) + dp_rank*tp + tp_rank,
+ * the sample dim split dp*mb with each dp rank's device repeated mb times.
+ */
+#include "core/json_util.h"
+#include "core/plan_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const ss_tensor *out0(const ss_graph *g, const ss_op *op)
+{
+    return op->n_out > 0 ? ss_graph_tensor(g, op->outputs[0]) : NULL;
+}
+
+/* The splittable sample dim of op's output 0, or -1. */
+static int sample_dim(const ss_graph *g, const ss_op *op)
+{
+    const ss_tensor *o = out0(g, op);
+    if (!o)
+        return -1;
+    unsigned mask = ss_op_split_mask(g, op);
+    for (int k = 0; k < o->ndim; k++)
+        if (o->kind[k] == SS_DIM_SAMPLE && (mask & (1u << k)))
+            return k;
+    return -1;
+}
+
+static ss_status check_devices(const ss_machine *m, int want, const char *what, ss_diag *d)
+{
+    if (!m)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: no machine", what);
+    int have = ss_machine_n_devices(m);
+    if (want > have)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: needs %d devices but topology \"%s\" has %d",
+                           what, want, ss_machine_name(m), have);
+    return SS_OK;
+}
+
+ss_status ss_plan_data_parallel(const ss_graph *g, const ss_machine *m, int n_devices,
+                                ss_plan **out, ss_diag *d)
+{
+    if (!g || !out)
+        return ss_diag_set(d, SS_ERR_INVALID, "data-parallel: missing graph");
+    if (n_devices < 0)
+        return ss_diag_set(d, SS_ERR_INVALID, "data-parallel: negative device count %d",
+                           n_devices);
+    int n = n_devices ? n_devices : (m ? ss_machine_n_devices(m) : 1);
+    ss_status st = check_devices(m, n, "data-parallel", d);
+    if (st)
+        return st;
+    ss_plan *p = ss_plan_new(g, m);
+    int *devs = ss_malloc((size_t)n * sizeof *devs);
+    if (!p || !devs) {
+        ss_plan_free(p);
+        ss_free(devs);
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        devs[i] = i;
+    for (int i = 0; i < p->n_ops && !st; i++) {
+        const ss_op *op = ss_graph_op(g, i);
+        int k = sample_dim(g, op);
+        if (n == 1 || k < 0 || out0(g, op)->shape[k] % n != 0)
+            continue;
+        ss_pconfig c = p->cfg[i];
+        c.deg[k] = n;
+        c.ntiles = n;
+        c.devices = devs;
+        st = ss_plan_set_config(p, i, &c, d);
+    }
+    ss_free(devs);
+    if (st) {
+        ss_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return SS_OK;
+}
+
+/* ------------------------------------------------------------ pipeline */
+
+typedef struct gen {
+    const ss_graph *g;
+    ss_megatron_config c;
+    int sp;
+    int n_ops;
+    int *stage;       /* per op */
+    int *tpdim;       /* per op: output dim split tp, -1 none */
+    int *tpred;       /* per op: red = tp */
+    int *seqdim;      /* per op: dim split tp for sequence parallelism, -1 none */
+    int *state;       /* per tensor */
+    ss_region *reg;   /* per tensor: tile-0 region when TP/SEQ */
+} gen;
+
+enum { ST_NONE = 0, ST_TP, ST_PARTIAL, ST_SEQ };
+
+static uint64_t op_signature(const ss_graph *g, const ss_op *op)
+{
+    uint64_t h = ss_fnv_i64(SS_FNV_INIT, op->type);
+    for (int i = 0; i < op->n_out; i++) {
+        const ss_tensor *t = ss_graph_tensor(g, op->outputs[i]);
+        h = ss_fnv_i64(h, t->dtype);
+        for (int k = 0; k < t->ndim; k++)
+            h = ss_fnv_i64(h, t->shape[k]);
+    }
+    for (int i = 0; i < op->n_w; i++) {
+        const ss_tensor *t = ss_graph_tensor(g, op->weights[i]);
+        for (int k = 0; k < t->ndim; k++)
+            h = ss_fnv_i64(h, t->shape[k]);
+    }
+    return h;
+}
+
+/* Assign g->stage[] for pp stages. */
+static ss_status assign_stages(gen *G, ss_diag *d)
+{
+    const ss_graph *g = G->g;
+    int n = G->n_ops, pp = G->c.pp;
+    ss_status st = SS_OK;
+    int *ord = ss_malloc((size_t)(n + 1) * sizeof *ord);      /* non-input ops */
+    int *pos = ss_malloc((size_t)(n + 1) * sizeof *pos);      /* op -> index in ord */
+    int *live = ss_calloc((size_t)(n + 1), sizeof *live);     /* crossing after ord[i] */
+    int *segend = ss_malloc((size_t)(n + 1) * sizeof *segend);/* segment j ends at ord idx */
+    uint64_t *sig = ss_malloc((size_t)(n + 1) * sizeof *sig);
+    double *flops = ss_calloc((size_t)(n + 1), sizeof *flops); /* cumulative per segment */
+    int *segstage = ss_malloc((size_t)(n + 1) * sizeof *segstage);
+    if (!ord || !pos || !live || !segend || !sig || !flops || !segstage) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        pos[i] = -1;
+        if (ss_graph_op(g, i)->type != SS_OP_INPUT) {
+            pos[i] = m;
+            ord[m++] = i;
+        }
+    }
+    if (pp == 1 || m == 0) {
+        for (int i = 0; i < n; i++)
+            G->stage[i] = 0;
+        goto out;
+    }
+    /* Activations crossing each boundary (after ord[j]). */
+    for (int j = 0; j < m; j++) {
+        const ss_op *op = ss_graph_op(g, ord[j]);
+        for (int o = 0; o < op->n_out; o++) {
+            int t = op->outputs[o], last = j;
+            for (int c = 0; c < ss_graph_n_consumers(g, t); c++) {
+                int q = pos[ss_graph_consumer(g, t, c)];
+                if (q > last)
+                    last = q;
+            }
+            for (int b = j; b < last; b++)
+                live[b]++;
+        }
+    }
+    /* Segments end at boundaries with at most one live activation. */
+    int nseg = 0;
+    double cum = 0;
+    uint64_t h = SS_FNV_INIT;
+    for (int j = 0; j < m; j++) {
+        const ss_op *op = ss_graph_op(g, ord[j]);
+        ss_tile t;
+        ss_work w;
+        ss_op_full_tile(g, op, &t);
+        ss_op_tile_work(g, op, &t, &w);
+        cum += w.fwd_flops;
+        h = ss_fnv_i64(h, (int64_t)op_signature(g, op));
+        if (live[j] <= 1 || j == m - 1) {
+            segend[nseg] = j;
+            sig[nseg] = h;
+            flops[nseg] = cum;
+            nseg++;
+            h = SS_FNV_INIT;
+        }
+    }
+    /* Longest run of a repeated block of k segments: the layers. */
+    int best_cov = 0, best_s = 0, best_k = 0, best_r = 0;
+    for (int k = 1; k <= 8; k++)
+        for (int s = 0; s + 2 * k <= nseg; s++) {
+            int r = 1;
+            while (s + (r + 1) * k <= nseg) {
+                int same = 1;
+                for (int i = 0; i < k && same; i++)
+                    same = sig[s + r * k + i] == sig[s + i];
+                if (!same)
+                    break;
+                r++;
+            }
+            if (r >= 2 && r * k > best_cov) {
+                best_cov = r * k;
+                best_s = s;
+                best_k = k;
+                best_r = r;
+            }
+        }
+    if (best_cov) {
+        if (best_r < pp) {
+            st = ss_diag_set(d, SS_ERR_INVALID,
+                             "megatron: pp=%d is more than the %d layers of model \"%s\"", pp,
+                             best_r, ss_graph_name(g));
+            goto out;
+        }
+        for (int j = 0; j < nseg; j++) {
+            if (j < best_s)
+                segstage[j] = 0;
+            else if (j >= best_s + best_r * best_k)
+                segstage[j] = pp - 1;
+            else
+                segstage[j] = (int)((int64_t)((j - best_s) / best_k) * pp / best_r);
+        }
+    } else {
+        if (nseg < pp) {
+            st = ss_diag_set(d, SS_ERR_INVALID,
+                             "megatron: pp=%d but model \"%s\" can be cut into at most %d stages",
+                             pp, ss_graph_name(g), nseg);
+            goto out;
+        }
+        /* Cut after segment cut[s-1] closest to s/pp of the FLOPs. */
+        double total = flops[nseg - 1];
+        int prev = -1, seg = 0;
+        for (int s = 1; s < pp; s++) {
+            double target = total * s / pp;
+            int lo = prev + 1, hi = nseg - 1 - (pp - s); /* leave a segment per later stage */
+            int bestj = lo;
+            for (int j = lo; j <= hi; j++) {
+                double dj = flops[j] - target, db = flops[bestj] - target;
+                if ((dj < 0 ? -dj : dj) < (db < 0 ? -db : db))
+                    bestj = j;
+            }
+            for (; seg <= bestj; seg++)
+                segstage[seg] = s - 1;
+            prev = bestj;
+        }
+        for (; seg < nseg; seg++)
+            segstage[seg] = pp - 1;
+    }
+    for (int j = 0, s = 0; j < m; j++) {
+        while (segend[s] < j)
+            s++;
+        G->stage[ord[j]] = segstage[s];
+    }
+    /* Graph inputs: the stage of their first consumer. */
+    for (int i = 0; i < n; i++) {
+        if (pos[i] >= 0)
+            continue;
+        const ss_op *op = ss_graph_op(g, i);
+        int stg = pp - 1, any = 0;
+        for (int o = 0; o < op->n_out; o++)
+            for (int c = 0; c < ss_graph_n_consumers(g, op->outputs[o]); c++) {
+                int s2 = G->stage[ss_graph_consumer(g, op->outputs[o], c)];
+                if (s2 < stg)
+                    stg = s2;
+                any = 1;
+            }
+        G->stage[i] = any ? stg : 0;
+    }
+out:
+    ss_free(ord);
+    ss_free(pos);
+    ss_free(live);
+    ss_free(segend);
+    ss_free(sig);
+    ss_free(flops);
+    ss_free(segstage);
+    return st;
+}
+
+/* ------------------------------------------------------ tensor parallel */
+
+static int region_eq(const ss_region *a, const ss_region *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int k = 0; k < a->ndim; k++)
+        if (a->r[k].lo != b->r[k].lo || a->r[k].hi != b->r[k].hi)
+            return 0;
+    return 1;
+}
+
+/* Tile 0 of op under a config splitting dim (or red when dim < 0) tp ways. */
+static void tile0(const gen *G, const ss_op *op, int dim, int red, ss_tile *t)
+{
+    int devs[1] = {0};
+    ss_pconfig c = {0};
+    const ss_tensor *o = out0(G->g, op);
+    c.ndim = o ? o->ndim : 0;
+    for (int k = 0; k < SS_MAX_DIMS; k++)
+        c.deg[k] = 1;
+    c.red = 1;
+    if (dim >= 0)
+        c.deg[dim] = G->c.tp;
+    if (red)
+        c.red = G->c.tp;
+    c.ntiles = G->c.tp;
+    c.devices = devs;
+    ss_pconfig_tile(G->g, op, &c, 0, t);
+}
+
+/* Record op's outputs as split (state) under tile t. */
+static void mark_outputs(gen *G, const ss_op *op, const ss_tile *t, int state)
+{
+    for (int o = 0; o < op->n_out; o++) {
+        int tid = op->outputs[o];
+        ss_region r;
+        ss_op_output_region(G->g, op, t, o, &r);
+        const ss_tensor *x = ss_graph_tensor(G->g, tid);
+        int whole = 1;
+        for (int k = 0; k < x->ndim && k < r.ndim; k++)
+            if (r.r[k].lo != 0 || r.r[k].hi != x->shape[k])
+                whole = 0;
+        G->state[tid] = whole ? ST_NONE : state;
+        G->reg[tid] = r;
+    }
+}
+
+static void mark_all(gen *G, const ss_op *op, int state)
+{
+    for (int o = 0; o < op->n_out; o++)
+        G->state[op->outputs[o]] = state;
+}
+
+/* Does candidate (dim or red) match every input of op in state `want`? */
+static int matches(const gen *G, const ss_op *op, int dim, int red, int want)
+{
+    ss_tile t;
+    tile0(G, op, dim, red, &t);
+    for (int i = 0; i < op->n_in; i++) {
+        int tid = op->inputs[i];
+        if (G->state[tid] != want)
+            continue;
+        ss_region r;
+        ss_op_input_region(G->g, op, &t, i, &r);
+        if (!region_eq(&r, &G->reg[tid]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Try to follow the split of op's inputs in state want; 1 if done. */
+static int follow(gen *G, int id, int want)
+{
+    const ss_op *op = ss_graph_op(G->g, id);
+    const ss_tensor *o = out0(G->g, op);
+    if (!o)
+        return 0;
+    unsigned mask = ss_op_split_mask(G->g, op);
+    int tp = G->c.tp;
+    for (int k = 0; k < o->ndim; k++) {
+        if (!(mask & (1u << k)) || o->shape[k] % tp != 0 || o->kind[k] == SS_DIM_SAMPLE)
+            continue;
+        if (want == ST_SEQ && o->kind[k] != SS_DIM_ATTRIBUTE)
+            continue;
+        if (matches(G, op, k, 0, want)) {
+            ss_tile t;
+            tile0(G, op, k, 0, &t);
+            if (want == ST_SEQ)
+                G->seqdim[id] = k;
+            else
+                G->tpdim[id] = k;
+            mark_outputs(G, op, &t, want);
+            return 1;
+        }
+    }
+    int64_t cext = ss_op_contraction(G->g, op);
+    if (want == ST_TP && cext > 0 && cext % tp == 0 && matches(G, op, -1, 1, want)) {
+        G->tpred[id] = 1;
+        mark_all(G, op, ST_PARTIAL);
+        return 1;
+    }
+    return 0;
+}
+
+static int largest_vocab(const ss_graph *g)
+{
+    int64_t v = 0;
+    for (int i = 0; i < ss_graph_n_ops(g); i++) {
+        const ss_op *op = ss_graph_op(g, i);
+        if (op->type == SS_OP_EMBEDDING && op->attrs.vocab > v)
+            v = op->attrs.vocab;
+    }
+    return (int)(v > 0x7fffffff ? 0x7fffffff : v);
+}
+
+static ss_status assign_tp(gen *G, ss_diag *d)
+{
+    const ss_graph *g = G->g;
+    int tp = G->c.tp;
+    int64_t vmax = largest_vocab(g);
+    for (int id = 0; id < G->n_ops; id++) {
+        const ss_op *op = ss_graph_op(g, id);
+        const ss_tensor *o = out0(g, op);
+        G->tpdim[id] = G->seqdim[id] = -1;
+        G->tpred[id] = 0;
+        mark_all(G, op, ST_NONE);
+        if (tp == 1 || !o || op->type == SS_OP_INPUT)
+            continue;
+        int has[4] = {0};
+        for (int i = 0; i < op->n_in; i++)
+            has[G->state[op->inputs[i]]] = 1;
+        if (op->type == SS_OP_EMBEDDING && op->attrs.vocab == vmax) {
+            if (op->attrs.vocab % tp)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "megatron: tp=%d does not divide the vocabulary (%lld) of "
+                                   "embedding \"%s\"",
+                                   tp, (long long)op->attrs.vocab, op->name);
+            G->tpred[id] = 1;
+            mark_all(G, op, ST_PARTIAL);
+        } else if (op->type == SS_OP_ATTENTION && !has[ST_TP]) {
+            if (op->attrs.heads % tp)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "megatron: tp=%d does not divide the %lld heads of \"%s\"", tp,
+                                   (long long)op->attrs.heads, op->name);
+            G->tpred[id] = 1;
+            mark_all(G, op, ST_PARTIAL);
+        } else if (op->type == SS_OP_LINEAR && !has[ST_TP]) {
+            int k = o->ndim - 1;
+            if (o->shape[k] % tp)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "megatron: tp=%d does not divide the %lld output features of "
+                                   "linear \"%s\"",
+                                   tp, (long long)o->shape[k], op->name);
+            ss_tile t;
+            tile0(G, op, k, 0, &t);
+            G->tpdim[id] = k;
+            mark_outputs(G, op, &t, ST_TP);
+        } else if (has[ST_TP]) {
+            if (!follow(G, id, ST_TP))
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "megatron: tp=%d: %s \"%s\" cannot follow the tensor-parallel "
+                                   "split of its input (tp must divide the number of heads and "
+                                   "the hidden size)",
+                                   tp, ss_op_type_name(op->type), op->name);
+        } else if (G->sp && (has[ST_PARTIAL] || has[ST_SEQ])) {
+            if (!(has[ST_SEQ] && follow(G, id, ST_SEQ))) {
+                /* Reduce-scatter of partial sums: split the first sequence dim. */
+                unsigned mask = ss_op_split_mask(g, op);
+                for (int k = 0; k < o->ndim; k++)
+                    if (o->kind[k] == SS_DIM_ATTRIBUTE && (mask & (1u << k)) &&
+                        o->shape[k] % tp == 0) {
+                        ss_tile t;
+                        tile0(G, op, k, 0, &t);
+                        G->seqdim[id] = k;
+                        mark_outputs(G, op, &t, ST_SEQ);
+                        break;
+                    }
+            }
+        }
+    }
+    return SS_OK;
+}
+
+/* Build op's final config into c (devices into devs, room for ntiles). */
+static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int *cap)
+{
+    const ss_op *op = ss_graph_op(G->g, id);
+    const ss_tensor *o = out0(G->g, op);
+    int tp = G->c.tp, dp = G->c.dp, mb = G->c.mb;
+    int nd = o ? o->ndim : 0;
+    memset(c, 0, sizeof *c);
+    c->ndim = nd;
+    for (int k = 0; k < SS_MAX_DIMS; k++)
+        c->deg[k] = 1;
+    c->red = 1;
+    int sdim = sample_dim(G->g, op);
+    if (sdim >= 0 && o->shape[sdim] % (dp * mb) != 0)
+        sdim = -1;
+    if (sdim >= 0)
+        c->deg[sdim] = dp * mb;
+    int tdim = G->tpdim[id] >= 0 ? G->tpdim[id] : G->seqdim[id];
+    if (tdim >= 0 && tdim == sdim) {
+        c->deg[sdim] = 1;
+        sdim = -1;
+    }
+    if (tdim >= 0)
+        c->deg[tdim] = tp;
+    if (G->tpred[id])
+        c->red = tp;
+    c->ntiles = c->red;
+    for (int k = 0; k < nd; k++)
+        c->ntiles *= c->deg[k];
+    c->stage = G->stage[id];
+    if (c->ntiles > *cap) {
+        int *nd2 = ss_realloc(*devs, (size_t)c->ntiles * sizeof *nd2);
+        if (!nd2)
+            return -1;
+        *devs = nd2;
+        *cap = c->ntiles;
+    }
+    for (int t = 0; t < c->ntiles; t++) {
+        int rest = t, r = 0, dpr = 0, tpr = 0;
+        if (c->red > 1) {
+            r = rest % c->red;
+            rest /= c->red;
+            tpr = r;
+        }
+        for (int k = nd - 1; k >= 0; k--) {
+            int i = rest % c->deg[k];
+            rest /= c->deg[k];
+            if (k == sdim)
+                dpr = i / mb;
+            else if (k == tdim)
+                tpr = i;
+        }
+        (*devs)[t] = c->stage * tp * dp + dpr * tp + tpr;
+    }
+    c->devices = *devs;
+    return 0;
+}
+
+ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *cfg,
+                           ss_plan **out, ss_diag *d)
+{
+    if (!g || !cfg || !out)
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: missing argument");
+    ss_megatron_config c = *cfg;
+    if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.mb < 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: tp, pp and dp must be at least 1 and mb at least 0 (got "
+                           "tp=%d pp=%d dp=%d mb=%d)",
+                           c.tp, c.pp, c.dp, c.mb);
+    if (c.mb == 0)
+        c.mb = c.pp > 1 ? 4 * c.pp : 1;
+    if ((int64_t)c.tp * c.pp * c.dp > (1 << 20) || (int64_t)c.dp * c.mb > (1 << 20))
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: tp*pp*dp or dp*mb is absurdly large");
+    ss_status st = check_devices(m, c.tp * c.pp * c.dp, "megatron", d);
+    if (st)
+        return st;
+    int64_t batch = ss_graph_batch(g);
+    if (batch > 0 && batch % ((int64_t)c.dp * c.mb) != 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: the global batch %lld is not divisible by dp*mb = %d*%d",
+                           (long long)batch, c.dp, c.mb);
+    gen G = {0};
+    G.g = g;
+    G.c = c;
+    G.sp = c.sp;
+    G.n_ops = ss_graph_n_ops(g);
+    int nt = ss_graph_n_tensors(g);
+    size_t no = (size_t)(G.n_ops + 1), ntn = (size_t)(nt + 1);
+    G.stage = ss_calloc(no, sizeof *G.stage);
+    G.tpdim = ss_calloc(no, sizeof *G.tpdim);
+    G.tpred = ss_calloc(no, sizeof *G.tpred);
+    G.seqdim = ss_calloc(no, sizeof *G.seqdim);
+    G.state = ss_calloc(ntn, sizeof *G.state);
+    G.reg = ss_calloc(ntn, sizeof *G.reg);
+    ss_plan *p = ss_plan_new(g, m);
+    int *devs = NULL, cap = 0;
+    if (!G.stage || !G.tpdim || !G.tpred || !G.seqdim || !G.state || !G.reg || !p) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((st = assign_stages(&G, d)) || (st = assign_tp(&G, d)))
+        goto out;
+    p->settings.stages = c.pp;
+    p->settings.microbatches = c.mb;
+    p->settings.schedule = SS_PIPE_1F1B;
+    p->settings.queue = c.pp > 1 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
+    p->settings.recompute = c.recompute;
+    for (int i = 0; i < G.n_ops && !st; i++) {
+        ss_pconfig pc;
+        if (megatron_config(&G, i, &pc, &devs, &cap)) {
+            st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+            break;
+        }
+        st = ss_plan_set_config(p, i, &pc, d);
+    }
+    if (!st)
+        st = ss_plan_validate_with(p, g, m, "megatron", d);
+out:
+    ss_free(G.stage);
+    ss_free(G.tpdim);
+    ss_free(G.tpred);
+    ss_free(G.seqdim);
+    ss_free(G.state);
+    ss_free(G.reg);
+    ss_free(devs);
+    if (st) {
+        ss_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return SS_OK;
+}
+
+/* ---------------------------------------------------------------- specs */
+
+static ss_status parse_int(const char *spec, const char *key, const char *val, int lo, int hi,
+                           int *out, ss_diag *d)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < lo || v > hi)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "plan spec \"%s\": bad value \"%s\" for %s (expected an integer "
+                           "from %d to %d)",
+                           spec, val, key, lo, hi);
+    *out = (int)v;
+    return SS_OK;
+}
+
+static ss_status parse_megatron(const char *spec, const char *params, const ss_machine *m,
+                                ss_megatron_config *c, ss_diag *d)
+{
+    memset(c, 0, sizeof *c);
+    c->tp = c->pp = 1;
+    int dp_given = 0;
+    char buf[256];
+    if (strlen(params) >= sizeof buf)
+        return ss_diag_set(d, SS_ERR_INVALID, "plan spec \"%s\": too long", spec);
+    snprintf(buf, sizeof buf, "%s", params);
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "plan spec \"%s\": expected key=value, got \"%s\"", spec, kv);
+        *eq = '\0';
+        const char *key = kv, *val = eq + 1;
+        ss_status st = SS_OK;
+        int tmp;
+        if (!strcmp(key, "tp"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->tp, d);
+        else if (!strcmp(key, "pp"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->pp, d);
+        else if (!strcmp(key, "dp")) {
+            st = parse_int(spec, key, val, 1, 1 << 20, &c->dp, d);
+            dp_given = 1;
+        } else if (!strcmp(key, "mb"))
+            st = parse_int(spec, key, val, 1, 1 << 20, &c->mb, d);
+        else if (!strcmp(key, "sp")) {
+            st = parse_int(spec, key, val, 0, 1, &tmp, d);
+            c->sp = tmp;
+        } else if (!strcmp(key, "recompute")) {
+            if (!strcmp(val, "none"))
+                c->recompute = SS_RECOMPUTE_NONE;
+            else if (!strcmp(val, "full"))
+                c->recompute = SS_RECOMPUTE_FULL;
+            else
+                st = ss_diag_set(d, SS_ERR_INVALID,
+                                 "plan spec \"%s\": bad value \"%s\" for recompute (expected "
+                                 "none or full)",
+                                 spec, val);
+        } else
+            st = ss_diag_set(d, SS_ERR_INVALID,
+                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, mb, "
+                             "recompute, sp)",
+                             spec, key);
+        if (st)
+            return st;
+    }
+    if (!dp_given) {
+        int n = m ? ss_machine_n_devices(m) : 1;
+        int tpp = c->tp * c->pp;
+        if (n % tpp != 0 || n < tpp)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "plan spec \"%s\": dp not given and tp*pp = %d does not divide "
+                               "the %d devices",
+                               spec, tpp, n);
+        c->dp = n / tpp;
+    }
+    return SS_OK;
+}
+
+ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
+                            ss_plan **out, ss_diag *d)
+{
+    if (!spec || !*spec)
+        return ss_diag_set(d, SS_ERR_INVALID, "plan spec: empty");
+    size_t len = strlen(spec);
+    if (strchr(spec, '/') || (len > 5 && !strcmp(spec + len - 5, ".json")))
+        return ss_plan_load(spec, g, m, out, d);
+    if (!strcmp(spec, "data-parallel"))
+        return ss_plan_data_parallel(g, m, 0, out, d);
+    if (!strncmp(spec, "megatron", 8) && (spec[8] == ':' || spec[8] == '\0')) {
+        ss_megatron_config c;
+        ss_status st = parse_megatron(spec, spec[8] ? spec + 9 : "", m, &c, d);
+        if (st)
+            return st;
+        return ss_plan_megatron(g, m, &c, out, d);
+    }
+    return ss_diag_set(d, SS_ERR_INVALID,
+                       "plan spec \"%s\": unknown (expected data-parallel, "
+                       "megatron:tp=T,pp=P,dp=D[,mb=M][,recompute=none|full][,sp=0|1], or a "
+                       "plan file path)",
+                       spec);
+}
