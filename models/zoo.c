@@ -1,0 +1,483 @@
+/*
+ * zoo.c — the model zoo registry, model spec parsing and the builder helpers
+ * shared by the family files (cnn.c, rnn.c, transformer.c, mlp.c).
+ *
+ * A spec is "NAME[:key=value,...]" (a zoo family with integer parameters) or
+ * a path to a model JSON file (anything containing '/' or ending in ".json").
+ * Invariant: a family builder only runs on a spec whose every key is known,
+ * given once, an integer, within its range and consistent with the others;
+ * whatever fails later (an impossible shape) is reported by the graph and
+ * wrapped with the spec. On any error no graph is returned.
+ */
+#include "zoo.h"
+
+#include "core/model_io.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Builder helpers                                                     */
+/* ------------------------------------------------------------------ */
+
+const char *zb_name(zb *b, const char *fmt, ...)
+{
+    char *buf = b->names[b->next_name];
+    b->next_name = (b->next_name + 1) % 4;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof b->names[0], fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+int zb_add(zb *b, const char *name, ss_op_type type, const ss_op_attrs *a, int n_in,
+           const int *in, int n_w, const int *w)
+{
+    if (b->err)
+        return -1;
+    ss_op_spec s;
+    memset(&s, 0, sizeof s);
+    s.name = name;
+    s.type = type;
+    s.attrs = *a;
+    if (n_in < 0 || n_in > SS_MAX_INPUTS || n_w > SS_MAX_WEIGHTS) {
+        b->err = 1;
+        ss_diag_set(b->d, SS_ERR_INVALID, "operator %s: too many operands", name);
+        return -1;
+    }
+    s.n_in = n_in;
+    for (int i = 0; i < n_in; i++) {
+        if (in[i] < 0) {
+            b->err = 1;
+            ss_diag_set(b->d, SS_ERR_INVALID, "operator %s: missing input %d", name, i);
+            return -1;
+        }
+        s.inputs[i] = in[i];
+    }
+    s.n_w = n_w;
+    for (int i = 0; i < n_w; i++)
+        s.weights[i] = w[i];
+    int id = ss_graph_add_op(b->g, &s, b->d);
+    if (id < 0)
+        b->err = 1;
+    return id;
+}
+
+int zb_out(zb *b, int op, int i)
+{
+    if (op < 0 || b->err)
+        return -1;
+    const ss_op *o = ss_graph_op(b->g, op);
+    return o && i < o->n_out ? o->outputs[i] : -1;
+}
+
+int zb_weight(zb *b, int op, int i)
+{
+    if (op < 0 || b->err)
+        return -1;
+    const ss_op *o = ss_graph_op(b->g, op);
+    return o && i < o->n_w ? o->weights[i] : -1;
+}
+
+static int add1(zb *b, const char *name, ss_op_type type, const ss_op_attrs *a, int n_in,
+                const int *in)
+{
+    return zb_out(b, zb_add(b, name, type, a, n_in, in, -1, NULL), 0);
+}
+
+int zb_input(zb *b, const char *name, int ndim, const int64_t *shape, const ss_dim_kind *kinds,
+             ss_dtype dt)
+{
+    ss_op_attrs a = {0};
+    a.ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        a.shape[i] = shape[i];
+        a.kind[i] = kinds[i];
+    }
+    a.dtype = dt;
+    return add1(b, name, SS_OP_INPUT, &a, 0, NULL);
+}
+
+int zb_linear(zb *b, const char *name, int x, int64_t out, int bias)
+{
+    ss_op_attrs a = {0};
+    a.out_features = out;
+    a.use_bias = bias;
+    return add1(b, name, SS_OP_LINEAR, &a, 1, &x);
+}
+
+int zb_conv(zb *b, const char *name, int x, int64_t out, int64_t kh, int64_t kw, int64_t sh,
+            int64_t sw, int64_t ph, int64_t pw, int bias)
+{
+    ss_op_attrs a = {0};
+    a.out_channels = out;
+    a.groups = 1;
+    a.kernel[0] = kh;
+    a.kernel[1] = kw;
+    a.stride[0] = sh;
+    a.stride[1] = sw;
+    a.pad[0] = ph;
+    a.pad[1] = pw;
+    a.use_bias = bias;
+    return add1(b, name, SS_OP_CONV2D, &a, 1, &x);
+}
+
+int zb_pool(zb *b, const char *name, int x, ss_pool_kind kind, int64_t k, int64_t s, int64_t p)
+{
+    ss_op_attrs a = {0};
+    a.pool = kind;
+    a.kernel[0] = a.kernel[1] = k;
+    a.stride[0] = a.stride[1] = s;
+    a.pad[0] = a.pad[1] = p;
+    return add1(b, name, SS_OP_POOL2D, &a, 1, &x);
+}
+
+int zb_unary(zb *b, const char *name, int x, ss_unary_kind u)
+{
+    ss_op_attrs a = {0};
+    a.unary = u;
+    return add1(b, name, SS_OP_UNARY, &a, 1, &x);
+}
+
+int zb_binary(zb *b, const char *name, int x, int y, ss_binary_kind k)
+{
+    ss_op_attrs a = {0};
+    a.binary = k;
+    int in[2] = {x, y};
+    return add1(b, name, SS_OP_BINARY, &a, 2, in);
+}
+
+int zb_norm(zb *b, const char *name, int x, ss_op_type type)
+{
+    ss_op_attrs a = {0};
+    return add1(b, name, type, &a, 1, &x);
+}
+
+int zb_softmax(zb *b, const char *name, int x, int axis)
+{
+    ss_op_attrs a = {0};
+    a.axis = axis;
+    return add1(b, name, SS_OP_SOFTMAX, &a, 1, &x);
+}
+
+int zb_dropout(zb *b, const char *name, int x, double rate)
+{
+    ss_op_attrs a = {0};
+    a.rate = rate;
+    return add1(b, name, SS_OP_DROPOUT, &a, 1, &x);
+}
+
+int zb_reshape(zb *b, const char *name, int x, int ndim, const int64_t *shape)
+{
+    ss_op_attrs a = {0};
+    a.ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        a.shape[i] = shape[i];
+    return add1(b, name, SS_OP_RESHAPE, &a, 1, &x);
+}
+
+int zb_transpose(zb *b, const char *name, int x, int ndim, const int *perm)
+{
+    ss_op_attrs a = {0};
+    for (int i = 0; i < ndim; i++)
+        a.perm[i] = perm[i];
+    return add1(b, name, SS_OP_TRANSPOSE, &a, 1, &x);
+}
+
+int zb_concat(zb *b, const char *name, int n, const int *xs, int axis)
+{
+    ss_op_attrs a = {0};
+    a.axis = axis;
+    return add1(b, name, SS_OP_CONCAT, &a, n, xs);
+}
+
+int zb_embedding(zb *b, const char *name, int ids, int64_t vocab, int64_t dim, int table)
+{
+    ss_op_attrs a = {0};
+    a.vocab = vocab;
+    a.dim = dim;
+    a.dtype = b->act;
+    return zb_out(b, zb_add(b, name, SS_OP_EMBEDDING, &a, 1, &ids, table >= 0 ? 1 : -1, &table),
+                  0);
+}
+
+int zb_softmax_ce(zb *b, const char *name, int logits, int labels)
+{
+    ss_op_attrs a = {0};
+    int in[2] = {logits, labels};
+    return add1(b, name, SS_OP_SOFTMAX_CE, &a, 2, in);
+}
+
+/* ------------------------------------------------------------------ */
+/* Registry                                                            */
+/* ------------------------------------------------------------------ */
+
+#define MAX_KEYS 8
+
+typedef struct zoo_key {
+    const char *key;
+    int64_t def, lo, hi;
+} zoo_key;
+
+typedef struct zoo_family {
+    ss_zoo_entry pub;
+    int64_t per_device_batch;
+    zoo_key keys[MAX_KEYS]; /* terminated by key == NULL */
+    void (*build)(zb *b, int64_t batch, const int64_t *p);
+    ss_dtype act;
+    ss_optimizer opt;
+    ss_precision prec;
+} zoo_family;
+
+#define K_LAYERS(def, hi) {"layers", def, 1, hi}
+#define BIG (INT64_C(1) << 20)
+
+static const zoo_family families[] = {
+    {{"alexnet", "AlexNet (torchvision single tower), ImageNet 224x224, 61.1M parameters",
+      "classes=1000,image=224"},
+     256,
+     {{"classes", 1000, 2, 1 << 24}, {"image", 224, 63, 4096}},
+     ss_zoo_build_alexnet, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+    {{"inception_v3", "Inception-v3 without the aux head, ImageNet 299x299, 23.8M parameters",
+      "classes=1000,image=299"},
+     64,
+     {{"classes", 1000, 2, 1 << 24}, {"image", 299, 75, 4096}},
+     ss_zoo_build_inception_v3, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+    {{"resnet101", "ResNet-101 (v1.5 bottlenecks), ImageNet 224x224, 44.5M parameters",
+      "classes=1000,image=224"},
+     64,
+     {{"classes", 1000, 2, 1 << 24}, {"image", 224, 32, 4096}},
+     ss_zoo_build_resnet101, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+    {{"rnntc", "RNN text classifier: embedding + 4 LSTM layers unrolled over 40 steps",
+      "steps=40,layers=4,hidden=1024,vocab=10000,classes=2"},
+     64,
+     {{"steps", 40, 1, 1000}, K_LAYERS(4, 64), {"hidden", 1024, 1, BIG},
+      {"vocab", 10000, 2, 1 << 24}, {"classes", 2, 2, 1 << 24}},
+     ss_zoo_build_rnntc, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+    {{"rnnlm", "RNN language model: 2 LSTM layers unrolled over 40 steps, 10k vocabulary",
+      "steps=40,layers=2,hidden=1024,vocab=10000"},
+     64,
+     {{"steps", 40, 1, 1000}, K_LAYERS(2, 64), {"hidden", 1024, 1, BIG},
+      {"vocab", 10000, 2, 1 << 24}},
+     ss_zoo_build_rnnlm, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+    {{"nmt", "LSTM encoder-decoder with attention (2+2 layers, 40 steps, 32k vocabulary)",
+      "steps=40,layers=2,hidden=1024,vocab=32000"},
+     64,
+     {{"steps", 40, 1, 1000}, K_LAYERS(2, 64), {"hidden", 1024, 1, BIG},
+      {"vocab", 32000, 2, 1 << 24}},
+     ss_zoo_build_nmt, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+    {{"bert", "BERT (large by default) with the masked-LM head, Megatron-style ops",
+      "layers=24,hidden=1024,heads=16,seq=512,vocab=30522,fused=0"},
+     64,
+     {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG}, {"heads", 16, 1, 4096},
+      {"seq", 512, 1, BIG}, {"vocab", 30522, 2, 1 << 24}, {"fused", 0, 0, 1}},
+     ss_zoo_build_bert, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED},
+    {{"gpt", "GPT decoder (Megatron-LM layout, tied LM head), GPT-2 medium-like defaults",
+      "layers=24,hidden=1024,heads=16,seq=1024,vocab=51200,fused=0"},
+     64,
+     {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG}, {"heads", 16, 1, 4096},
+      {"seq", 1024, 1, BIG}, {"vocab", 51200, 2, 1 << 24}, {"fused", 0, 0, 1}},
+     ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED},
+    {{"mlp", "Multi-layer perceptron: 'layers' hidden linear+relu layers and a classifier",
+      "layers=3,hidden=1024,in=1024,classes=10"},
+     64,
+     {K_LAYERS(3, 1024), {"hidden", 1024, 1, BIG}, {"in", 1024, 1, BIG},
+      {"classes", 10, 2, 1 << 24}},
+     ss_zoo_build_mlp, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+};
+
+#define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
+
+/* The number of zoo families. */
+int ss_zoo_count(void) { return N_FAMILIES; }
+
+/* Family i (0 <= i < ss_zoo_count()), or NULL out of range; static storage. */
+const ss_zoo_entry *ss_zoo_get(int i)
+{
+    return i >= 0 && i < N_FAMILIES ? &families[i].pub : NULL;
+}
+
+static const zoo_family *find_family(const char *name, size_t len)
+{
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (strlen(families[i].pub.name) == len && !strncmp(families[i].pub.name, name, len))
+            return &families[i];
+    return NULL;
+}
+
+static int n_keys(const zoo_family *f)
+{
+    int n = 0;
+    while (n < MAX_KEYS && f->keys[n].key)
+        n++;
+    return n;
+}
+
+static void key_list(const zoo_family *f, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n_keys(f) && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", f->keys[i].key);
+}
+
+/* Parse the "key=value,..." part of spec (after the colon) into p[]. */
+static ss_status parse_params(const char *spec, const zoo_family *f, const char *s, int64_t *p,
+                              ss_diag *d)
+{
+    int nk = n_keys(f);
+    int seen[MAX_KEYS] = {0};
+    for (int i = 0; i < nk; i++)
+        p[i] = f->keys[i].def;
+    if (!*s)
+        return ss_diag_set(d, SS_ERR_INVALID, "model spec '%s': empty parameter list after ':'",
+                           spec);
+    while (*s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *eq = memchr(s, '=', len);
+        if (!eq)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "model spec '%s': expected key=value, got '%.*s'", spec, (int)len,
+                               s);
+        size_t klen = (size_t)(eq - s);
+        int k = -1;
+        for (int i = 0; i < nk; i++)
+            if (strlen(f->keys[i].key) == klen && !strncmp(f->keys[i].key, s, klen))
+                k = i;
+        if (k < 0) {
+            char list[256];
+            key_list(f, list, sizeof list);
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "model spec '%s': unknown key '%.*s' for %s (keys: %s)", spec,
+                               (int)klen, s, f->pub.name, list);
+        }
+        if (seen[k])
+            return ss_diag_set(d, SS_ERR_INVALID, "model spec '%s': key '%s' given twice", spec,
+                               f->keys[k].key);
+        seen[k] = 1;
+        char val[32];
+        size_t vlen = len - klen - 1;
+        if (vlen == 0 || vlen >= sizeof val)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "model spec '%s': %s: expected an integer, got '%.*s'", spec,
+                               f->keys[k].key, (int)vlen, eq + 1);
+        memcpy(val, eq + 1, vlen);
+        val[vlen] = '\0';
+        char *stop;
+        errno = 0;
+        long long v = strtoll(val, &stop, 10);
+        if (errno || *stop || stop == val)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "model spec '%s': %s: expected an integer, got '%s'", spec,
+                               f->keys[k].key, val);
+        if (v < f->keys[k].lo || v > f->keys[k].hi)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "model spec '%s': %s=%lld out of range (expected %lld to %lld)",
+                               spec, f->keys[k].key, v, (long long)f->keys[k].lo,
+                               (long long)f->keys[k].hi);
+        p[k] = v;
+        s = end ? end + 1 : s + len;
+        if (end && !*s)
+            return ss_diag_set(d, SS_ERR_INVALID, "model spec '%s': trailing ','", spec);
+    }
+    return SS_OK;
+}
+
+static int key_index(const zoo_family *f, const char *key)
+{
+    for (int i = 0; i < n_keys(f); i++)
+        if (!strcmp(f->keys[i].key, key))
+            return i;
+    return -1;
+}
+
+/* Cross-key consistency (ranges are checked by parse_params). */
+static ss_status check_params(const char *spec, const zoo_family *f, const int64_t *p,
+                              ss_diag *d)
+{
+    int h = key_index(f, "hidden"), n = key_index(f, "heads");
+    if (h >= 0 && n >= 0 && p[h] % p[n] != 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': hidden=%lld is not divisible by heads=%lld", spec,
+                           (long long)p[h], (long long)p[n]);
+    return SS_OK;
+}
+
+static int is_path(const char *spec)
+{
+    size_t n = strlen(spec);
+    return strchr(spec, '/') || (n >= 5 && !strcmp(spec + n - 5, ".json"));
+}
+
+/* See simsearch.h. Zoo specs build a fresh graph; a model file is loaded with
+ * its own batch unless batch > 0 overrides it (ss_model_load_batch). n_devices
+ * only matters for zoo specs with batch == 0. */
+ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_graph **out,
+                         ss_diag *d)
+{
+    if (!spec || !*spec)
+        return ss_diag_set(d, SS_ERR_INVALID, "empty model spec");
+    if (batch < 0)
+        return ss_diag_set(d, SS_ERR_INVALID, "model '%s': batch %lld must be positive", spec,
+                           (long long)batch);
+    if (is_path(spec))
+        return ss_model_load_batch(spec, batch, out, d);
+    const char *colon = strchr(spec, ':');
+    size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+    const zoo_family *f = find_family(spec, nlen);
+    if (!f) {
+        char list[256];
+        size_t used = 0;
+        for (int i = 0; i < N_FAMILIES && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                     families[i].pub.name);
+        return ss_diag_set(d, SS_ERR_INVALID, "unknown model '%.*s' (zoo: %s; or a path to a "
+                           "model JSON file)", (int)nlen, spec, list);
+    }
+    int64_t p[MAX_KEYS];
+    for (int i = 0; i < MAX_KEYS; i++)
+        p[i] = i < n_keys(f) ? f->keys[i].def : 0;
+    if (colon) {
+        ss_status st = parse_params(spec, f, colon + 1, p, d);
+        if (st)
+            return st;
+    }
+    ss_status st = check_params(spec, f, p, d);
+    if (st)
+        return st;
+    if (batch == 0) {
+        if (n_devices < 1 || n_devices > (1 << 24))
+            return ss_diag_set(d, SS_ERR_INVALID, "model '%s': device count %d out of range",
+                               spec, n_devices);
+        batch = f->per_device_batch * n_devices;
+    }
+    if (batch > (INT64_C(1) << 32))
+        return ss_diag_set(d, SS_ERR_INVALID, "model '%s': batch %lld is absurdly large", spec,
+                           (long long)batch);
+    ss_graph *g = ss_graph_new(f->pub.name);
+    if (!g)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building model '%s'", spec);
+    ss_diag local;
+    ss_diag_init(&local);
+    zb b;
+    memset(&b, 0, sizeof b);
+    b.g = g;
+    b.d = &local;
+    b.act = f->act;
+    f->build(&b, batch, p);
+    if (b.err) {
+        ss_graph_free(g);
+        if (local.status == SS_ERR_NOMEM)
+            return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building model '%s'", spec);
+        return ss_diag_set(d, local.status ? local.status : SS_ERR_INVALID, "model '%s': %s",
+                           spec, local.msg);
+    }
+    ss_graph_set_training(g, batch, f->opt, f->prec);
+    *out = g;
+    return SS_OK;
+}
