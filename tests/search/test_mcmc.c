@@ -1,0 +1,442 @@
+/*
+ * test_mcmc.c — the Metropolis–Hastings search against a toy evaluator whose
+ * optimum is found by exhaustive enumeration (search/mcmc.h).
+ *
+ * The toy model (3 ops: x -> fc1, x -> fc2, 4 devices):
+ *   load[d]  = sum over tiles on d of work(op) / T  (x: 4, fc1: 40, fc2: 40;
+ *              a tile of a red-split op costs 1.25x)
+ *   penalty  = 4 per edge (x->fc1, x->fc2) whose consumer config differs from
+ *              the producer's (degrees, reduction or devices) or has red > 1
+ *   time     = max_d load[d] + penalties
+ *   memory   = per device, fc1 and fc2 each hold 24 / (deg[1] * red) weight
+ *              elements per tile; capacity 30.
+ * Data parallelism (deg0 = 4 everywhere) holds 24 + 24 = 48 > 30 elements
+ * per device: it does not fit. Best by hand: x (2,2), fc1 and fc2 (2,2,1) on
+ * the same 4 devices: load 1 + 10 + 10 = 21, no penalty, memory 12 + 12 = 24.
+ * Nothing beats 21: the total work 84 over 4 devices is already 21.
+ */
+#include "testutil.h"
+#include "search/mcmc.h"
+
+#include <math.h>
+#include <string.h>
+
+static ss_graph *branch_graph(void)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = ss_graph_new("branch");
+    ss_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.ndim = 2;
+    a.shape[0] = 8;
+    a.shape[1] = 6;
+    a.kind[0] = SS_DIM_SAMPLE;
+    a.kind[1] = SS_DIM_PARAMETER;
+    a.dtype = SS_F32;
+    int x = ss_graph_add(g, "x", SS_OP_INPUT, &a, 0, NULL, &d);
+    memset(&a, 0, sizeof a);
+    a.out_features = 4;
+    int in = ss_graph_out(g, x);
+    assert_int_equal(ss_graph_add(g, "fc1", SS_OP_LINEAR, &a, 1, &in, &d), 1);
+    assert_int_equal(ss_graph_add(g, "fc2", SS_OP_LINEAR, &a, 1, &in, &d), 2);
+    ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
+    return g;
+}
+
+static int same(const ss_pconfig *a, const ss_pconfig *b)
+{
+    if (a->ndim != b->ndim || a->red != b->red || a->ntiles != b->ntiles)
+        return 0;
+    for (int k = 0; k < a->ndim; k++)
+        if (a->deg[k] != b->deg[k])
+            return 0;
+    return !memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof(int));
+}
+
+static void toy_cost(const ss_plan *p, ss_eval *e)
+{
+    static const double work[3] = {4, 40, 40};
+    double load[4] = {0}, mem[4] = {0}, pen = 0;
+    for (int op = 0; op < 3; op++) {
+        const ss_pconfig *c = ss_plan_config(p, op);
+        for (int t = 0; t < c->ntiles; t++) {
+            load[c->devices[t]] += work[op] / c->ntiles * (c->red > 1 ? 1.25 : 1.0);
+            if (op > 0)
+                mem[c->devices[t]] += 24.0 / (c->deg[1] * c->red);
+        }
+        if (op > 0 && (!same(c, ss_plan_config(p, 0)) || c->red > 1))
+            pen += 4;
+    }
+    double mx = 0, over = 0;
+    for (int d = 0; d < 4; d++) {
+        mx = load[d] > mx ? load[d] : mx;
+        over = mem[d] - 30 > over ? mem[d] - 30 : over;
+    }
+    e->time_us = mx + pen;
+    e->fits = over <= 0;
+    e->overflow_bytes = over;
+}
+
+/* The evaluator also checks the contract: with changed >= 0, p differs from
+ * the committed base in op `changed` only. */
+typedef struct toy {
+    ss_plan *base, *pending;
+    int has_base;
+    long evals, contract_violations;
+    int invalid_dev3;   /* fc1 anywhere on device 3 -> SS_ERR_INVALID */
+    long fail_at;       /* eval number that returns SS_ERR_NOMEM (-1 never) */
+    int constant;       /* every plan costs 1 */
+} toy;
+
+static ss_status toy_eval(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+{
+    toy *t = ctx;
+    t->evals++;
+    if (t->fail_at >= 0 && t->evals > t->fail_at)
+        return ss_diag_set(d, SS_ERR_NOMEM, "toy: out of memory");
+    if (changed >= 0) {
+        if (!t->has_base)
+            t->contract_violations++;
+        for (int op = 0; op < 3 && t->has_base; op++)
+            if (op != changed &&
+                !same(ss_plan_config(p, op), ss_plan_config(t->base, op)))
+                t->contract_violations++;
+    }
+    ss_plan_copy(t->pending, p);
+    if (t->invalid_dev3) {
+        const ss_pconfig *c = ss_plan_config(p, 1);
+        for (int k = 0; k < c->ntiles; k++)
+            if (c->devices[k] == 3)
+                return ss_diag_set(d, SS_ERR_INVALID, "toy: no route");
+    }
+    if (t->constant) {
+        out->time_us = 1;
+        out->fits = 1;
+        out->overflow_bytes = 0;
+        return SS_OK;
+    }
+    toy_cost(p, out);
+    return SS_OK;
+}
+
+static void toy_commit(void *ctx)
+{
+    toy *t = ctx;
+    ss_plan_copy(t->base, t->pending);
+    t->has_base = 1;
+}
+
+typedef struct fixture {
+    ss_graph *g;
+    ss_space *sp;
+    ss_plan *dp, *rnd, *best;
+    toy t;
+    ss_evaluator ev;
+} fixture;
+
+static void setup_fx(fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    f->g = branch_graph();
+    ss_space_opts o = {4, 0};
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_space_new(f->g, &o, &f->sp, &d), SS_OK);
+    /* Data-parallel start: sample dim split 4 ways on devices 0..3. */
+    f->dp = ss_plan_new(f->g, NULL);
+    int devs[4] = {0, 1, 2, 3};
+    ss_pconfig c;
+    memset(&c, 0, sizeof c);
+    c.ndim = 2;
+    c.deg[0] = 4;
+    c.deg[1] = 1;
+    c.red = 1;
+    c.ntiles = 4;
+    c.devices = devs;
+    for (int op = 0; op < 3; op++)
+        assert_int_equal(ss_plan_set_config(f->dp, op, &c, &d), SS_OK);
+    f->rnd = ss_plan_new(f->g, NULL);
+    ss_rng r;
+    ss_rng_seed(&r, 99);
+    assert_int_equal(ss_space_random_plan(f->sp, &r, f->rnd, &d), SS_OK);
+    f->best = ss_plan_new(f->g, NULL);
+    f->t.base = ss_plan_new(f->g, NULL);
+    f->t.pending = ss_plan_new(f->g, NULL);
+    f->t.fail_at = -1;
+    f->ev.ctx = &f->t;
+    f->ev.eval = toy_eval;
+    f->ev.commit = toy_commit;
+}
+
+static void teardown_fx(fixture *f)
+{
+    ss_plan_free(f->dp);
+    ss_plan_free(f->rnd);
+    ss_plan_free(f->best);
+    ss_plan_free(f->t.base);
+    ss_plan_free(f->t.pending);
+    ss_space_free(f->sp);
+    ss_graph_free(f->g);
+}
+
+/* Exhaustive optimum over all 14 * 21 * 21 = 6,174 plans of the space. */
+static double exhaustive_best(fixture *f)
+{
+    ss_plan *p = ss_plan_new(f->g, NULL);
+    int devs[4];
+    ss_pconfig c;
+    c.devices = devs;
+    ss_diag d;
+    ss_diag_init(&d);
+    double best = HUGE_VAL;
+    int64_t n0 = ss_space_n_candidates(f->sp, 0), n1 = ss_space_n_candidates(f->sp, 1);
+    assert_int_equal(n0 * n1 * n1, 6174);
+    for (int64_t i = 0; i < n0; i++) {
+        ss_space_candidate(f->sp, 0, i, &c);
+        ss_plan_set_config(p, 0, &c, &d);
+        for (int64_t j = 0; j < n1; j++) {
+            ss_space_candidate(f->sp, 1, j, &c);
+            ss_plan_set_config(p, 1, &c, &d);
+            for (int64_t k = 0; k < n1; k++) {
+                ss_space_candidate(f->sp, 2, k, &c);
+                ss_plan_set_config(p, 2, &c, &d);
+                ss_eval e;
+                toy_cost(p, &e);
+                if (e.fits && e.time_us < best)
+                    best = e.time_us;
+            }
+        }
+    }
+    ss_plan_free(p);
+    return best;
+}
+
+static void test_finds_exhaustive_optimum(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    double opt = exhaustive_best(&f);
+    assert_true(opt == 21.0); /* the hand derivation above */
+
+    ss_eval dp_e;
+    toy_cost(f.dp, &dp_e);
+    assert_false(dp_e.fits); /* 48 > 30 */
+
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 4000;
+    cfg.seed = 1;
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        cfg.seed = seed;
+        ss_eval be;
+        ss_mcmc_stats st;
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+        assert_true(be.fits);
+        assert_true(be.time_us == opt);
+        ss_eval check;
+        toy_cost(f.best, &check);
+        assert_true(check.time_us == opt && check.fits);
+        assert_int_equal(f.t.contract_violations, 0);
+        assert_true(st.proposals <= cfg.budget);
+        assert_true(st.accepted > 0 && st.accepted <= st.proposals);
+        assert_true(st.evaluations <= st.proposals + 64);
+        assert_true(st.best_us == opt);
+        assert_true(st.restarts >= 3); /* two starts + the exploitation chain */
+    }
+    teardown_fx(&f);
+}
+
+static void test_deterministic(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 600; /* short: the two runs must agree even before converging */
+    cfg.seed = 12345;
+    ss_plan *other = ss_plan_new(f.g, NULL);
+    ss_mcmc_stats s1, s2;
+    ss_eval e1, e2;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &e1, &s1, &d), SS_OK);
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, other, &e2, &s2, &d), SS_OK);
+    for (int op = 0; op < 3; op++)
+        assert_true(same(ss_plan_config(f.best, op), ss_plan_config(other, op)));
+    assert_true(e1.time_us == e2.time_us);
+    assert_int_equal(s1.proposals, s2.proposals);
+    assert_int_equal(s1.accepted, s2.accepted);
+    assert_int_equal(s1.evaluations, s2.evaluations);
+    ss_plan_free(other);
+    teardown_fx(&f);
+}
+
+static int stop_after;
+static int stop_cb(void *ctx)
+{
+    (void)ctx;
+    return --stop_after < 0;
+}
+
+static int n_progress;
+static void progress_cb(void *ctx, const ss_mcmc_stats *st)
+{
+    (void)ctx;
+    assert_true(st->proposals >= 0);
+    n_progress++;
+}
+
+static void test_stopping_rules(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    ss_mcmc_stats st;
+    ss_eval be;
+    ss_diag d;
+    ss_diag_init(&d);
+
+    /* User stop after 50 polls: SS_OK, best still at least as good as the
+     * best start (the random start fits or DP's overflow is reported). */
+    cfg.budget = 100000;
+    cfg.seed = 3;
+    cfg.stop = stop_cb;
+    cfg.progress = progress_cb;
+    cfg.progress_every_s = 1e-9;
+    stop_after = 50;
+    n_progress = 0;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    assert_int_equal(st.stopped_by, SS_MCMC_STOP_USER);
+    assert_true(st.proposals <= 50);
+    assert_true(n_progress > 0);
+    assert_string_equal(ss_mcmc_stop_name(st.stopped_by), "interrupted");
+
+    /* Patience: every plan costs the same, so the best is set by the first
+     * start at proposal 0 and never improves: the search stops exactly at
+     * budget / 2 proposals. */
+    cfg.stop = NULL;
+    cfg.progress = NULL;
+    cfg.budget = 1000;
+    f.t.constant = 1;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    assert_int_equal(st.stopped_by, SS_MCMC_STOP_PATIENCE);
+    assert_int_equal(st.proposals, 500);
+    f.t.constant = 0;
+
+    /* Budget. */
+    cfg.budget = 300;
+    cfg.patience = -1;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    assert_int_equal(st.stopped_by, SS_MCMC_STOP_BUDGET);
+    assert_int_equal(st.proposals, 300);
+
+    /* Time limit already over: the starts are still evaluated, no chain. */
+    cfg.budget = 100000;
+    cfg.time_limit_s = 1e-12;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    assert_int_equal(st.stopped_by, SS_MCMC_STOP_TIME);
+    assert_int_equal(st.proposals, 0);
+    assert_int_equal(st.evaluations, 2);
+    teardown_fx(&f);
+}
+
+/* Plans the evaluator cannot run are rejected and the search goes on; a
+ * fatal evaluator error stops it and leaves `best` untouched. */
+static void test_invalid_and_errors(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 3000;
+    cfg.seed = 5;
+    ss_mcmc_stats st;
+    ss_eval be;
+    ss_diag d;
+    ss_diag_init(&d);
+    f.t.invalid_dev3 = 1;
+    /* Both starts use device 3 for fc1: no start can run. */
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d),
+                     SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "no start plan"));
+    ss_diag_init(&d);
+    /* Add a start with every op on device 0 (ss_plan_new's default). */
+    ss_plan *single = ss_plan_new(f.g, NULL);
+    ss_plan *starts3[3] = {f.dp, f.rnd, single};
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts3, 3, &cfg, f.best, &be, &st, &d), SS_OK);
+    ss_plan_free(single);
+    const ss_pconfig *c = ss_plan_config(f.best, 1);
+    for (int k = 0; k < c->ntiles; k++)
+        assert_int_not_equal(c->devices[k], 3);
+    assert_true(st.infeasible > 0);
+    assert_int_equal(d.status, SS_OK);
+    f.t.invalid_dev3 = 0;
+
+    /* Fatal error at the 10th evaluation. */
+    ss_plan *before = ss_plan_clone(f.best);
+    f.t.evals = 0;
+    f.t.fail_at = 10;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d),
+                     SS_ERR_NOMEM);
+    assert_non_null(strstr(d.msg, "toy: out of memory"));
+    for (int op = 0; op < 3; op++)
+        assert_true(same(ss_plan_config(before, op), ss_plan_config(f.best, op)));
+    ss_plan_free(before);
+
+    /* Bad arguments. */
+    ss_diag_init(&d);
+    cfg.budget = 0;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d),
+                     SS_ERR_INVALID);
+    teardown_fx(&f);
+}
+
+/* Allocation failures inside the search: clean NOMEM, no leak. */
+static void test_nomem(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 200;
+    cfg.seed = 8;
+    for (long k = 0; k < 200; k++) {
+        ss_mcmc_stats st;
+        ss_eval be;
+        ss_diag d;
+        ss_diag_init(&d);
+        ss_test_fail_after(k);
+        ss_status s = ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d);
+        ss_test_fail_after(-1);
+        if (s == SS_OK)
+            break;
+        assert_int_equal(s, SS_ERR_NOMEM);
+    }
+    teardown_fx(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_finds_exhaustive_optimum),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_stopping_rules),
+        cmocka_unit_test(test_invalid_and_errors),
+        cmocka_unit_test(test_nomem),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
