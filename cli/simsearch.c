@@ -16,6 +16,8 @@ typedef struct command {
 static const command commands[] = {
     {"models", ss_cmd_models, "list the model zoo"},
     {"model", ss_cmd_model, "summarise one model; export it to JSON"},
+    {"cost", ss_cmd_cost, "price every operator of a model on one device"},
+    {"plan", ss_cmd_plan, "build or load a plan, validate and summarise it"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,225 @@
+/*
+ * cmd_cost.c — `simsearch cost`: the cost of every operator of a model on
+ * one device.
+ *
+ * What is priced: each op's tile under the data-parallel plan over all the
+ * topology's devices (tile 0, i.e. one device's share of the global batch;
+ * ops that data parallelism cannot split are priced whole), on the first
+ * device type of the topology or the one named by --device-type (a type of
+ * the topology, else a built-in spec, priced analytically).
+ */
+#include "cli.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: simsearch cost --model SPEC --topology FILE [--nodes N] [--batch N]\n"
+            "                      [--device-type NAME] [--json]\n\n"
+            "Per-operator cost on one device: each op's data-parallel tile (one device's\n"
+            "share of the global batch) on the topology's first device type.\n\n"
+            "  --model SPEC        zoo model NAME[:key=value,...] or a model JSON file\n"
+            "  --topology FILE     topology JSON\n"
+            "  --nodes N           override the node count of a compact topology\n"
+            "  --batch N           global batch (default: 64 per device, 256 for alexnet)\n"
+            "  --device-type NAME  price on this device type (in the topology or built in)\n"
+            "  --json              one JSON object instead of the table\n"
+            "Columns: op, type, output shape (of the tile), GFLOPs forward, forward and\n"
+            "backward time (us), MB moved (forward + backward), cost source.\n");
+}
+
+typedef struct opts {
+    const char *model, *topology, *devtype;
+    long long nodes, batch;
+    int json;
+} opts;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help(stdout);
+            return -1;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--device-type", &o->devtype))) {
+            if (r < 0)
+                return ss_cli_usage_error("cost", "%s needs a value", argv[i]);
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
+                return ss_cli_usage_error("cost", "--nodes needs a positive integer");
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
+                return ss_cli_usage_error("cost", "--batch needs a positive integer");
+            continue;
+        }
+        return ss_cli_usage_error("cost", "unknown argument '%s'", argv[i]);
+    }
+    if (!o->model || !o->topology)
+        return ss_cli_usage_error("cost", "--model and --topology are required");
+    return 0;
+}
+
+static void shape_str(const ss_tile *t, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < t->out.ndim && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", k ? "x" : "",
+                                 (long long)(t->out.r[k].hi - t->out.r[k].lo));
+}
+
+static json_t *shape_json(const ss_tile *t)
+{
+    json_t *a = json_array();
+    for (int k = 0; a && k < t->out.ndim; k++)
+        json_array_append_new(a, json_integer(t->out.r[k].hi - t->out.r[k].lo));
+    return a;
+}
+
+static int run(const opts *o, ss_machine *m, ss_graph *g)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    int devtype = 0;
+    const ss_device_type *dt = NULL;
+    if (o->devtype) {
+        for (int i = 0; i < ss_machine_n_types(m); i++)
+            if (!strcmp(ss_machine_type(m, i)->name, o->devtype)) {
+                devtype = i;
+                dt = ss_machine_type(m, i);
+            }
+        if (!dt && !(dt = ss_devtype_find_builtin(o->devtype)))
+            return ss_cli_usage_error("cost", "unknown device type '%s'", o->devtype);
+        if (dt != ss_machine_type(m, devtype))
+            devtype = -1; /* built-in, not in the topology: analytic only */
+    } else {
+        if (ss_machine_n_types(m) < 1)
+            return ss_cli_usage_error("cost", "topology has no device types");
+        dt = ss_machine_type(m, 0);
+    }
+    ss_plan *p = NULL;
+    if (ss_plan_data_parallel(g, m, 0, &p, &d) != SS_OK)
+        return ss_cli_fail(&d);
+    ss_costmodel *cm = ss_cost_new(m);
+    if (!cm) {
+        ss_plan_free(p);
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+    json_t *root = NULL, *ops = NULL;
+    if (o->json) {
+        root = json_object();
+        ops = json_array();
+    }
+    int n = ss_graph_n_ops(g);
+    double sum_f = 0, sum_b = 0, sum_flops = 0, sum_bytes = 0;
+    if (!o->json)
+        printf("%-32s %-13s %-20s %10s %11s %11s %10s  %s\n", "op", "type", "output (tile)",
+               "GFLOPs fwd", "fwd us", "bwd us", "MB moved", "source");
+    for (int i = 0; i < n; i++) {
+        const ss_op *op = ss_graph_op(g, i);
+        ss_tile t;
+        ss_cost c;
+        ss_pconfig_tile(g, op, ss_plan_config(p, i), 0, &t);
+        if (devtype >= 0)
+            ss_cost_tile(cm, g, op, &t, devtype, &c);
+        else
+            ss_cost_analytic(dt, g, op, &t, &c);
+        double bytes = c.work.fwd_bytes + c.work.bwd_bytes;
+        sum_f += c.fwd_us;
+        sum_b += c.bwd_us;
+        sum_flops += c.work.fwd_flops;
+        sum_bytes += bytes;
+        char shape[64];
+        shape_str(&t, shape, sizeof shape);
+        if (o->json) {
+            json_t *e = json_object();
+            json_object_set_new(e, "name", json_string(op->name));
+            json_object_set_new(e, "type", json_string(ss_op_type_name(op->type)));
+            json_object_set_new(e, "output_shape", shape_json(&t));
+            json_object_set_new(e, "fwd_flops", json_real(c.work.fwd_flops));
+            json_object_set_new(e, "bwd_flops", json_real(c.work.bwd_flops));
+            json_object_set_new(e, "fwd_us", json_real(c.fwd_us));
+            json_object_set_new(e, "bwd_us", json_real(c.bwd_us));
+            json_object_set_new(e, "bytes", json_real(bytes));
+            json_object_set_new(e, "source", json_string(ss_cost_source_name(c.source)));
+            json_array_append_new(ops, e);
+        } else {
+            printf("%-32.32s %-13s %-20.20s %10.3f %11.1f %11.1f %10.2f  %s\n", op->name,
+                   ss_op_type_name(op->type), shape, c.work.fwd_flops / 1e9, c.fwd_us, c.bwd_us,
+                   bytes / 1e6, ss_cost_source_name(c.source));
+        }
+    }
+    int64_t params = ss_graph_parameters(g);
+    int per_dev = ss_machine_n_devices(m);
+    if (o->json) {
+        json_object_set_new(root, "model", json_string(ss_graph_name(g)));
+        json_object_set_new(root, "topology", json_string(ss_machine_name(m)));
+        json_object_set_new(root, "device_type", json_string(dt->name));
+        json_object_set_new(root, "batch", json_integer(ss_graph_batch(g)));
+        json_object_set_new(root, "devices", json_integer(per_dev));
+        json_object_set_new(root, "tile", json_string("data-parallel tile 0 (one device's share)"));
+        json_object_set_new(root, "operators", ops);
+        json_t *tot = json_object();
+        json_object_set_new(tot, "fwd_us", json_real(sum_f));
+        json_object_set_new(tot, "bwd_us", json_real(sum_b));
+        json_object_set_new(tot, "fwd_flops", json_real(sum_flops));
+        json_object_set_new(tot, "bytes", json_real(sum_bytes));
+        json_object_set_new(tot, "parameters", json_integer(params));
+        json_object_set_new(root, "totals", tot);
+        char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (s) {
+            printf("%s\n", s);
+            free(s);
+        }
+        json_decref(root);
+    } else {
+        char b1[32], b2[32];
+        printf("\ntotal: forward %.1f us, backward %.1f us, forward %sFLOPs per device, "
+               "%.1f MB moved; %s parameters\n",
+               sum_f, sum_b, ss_cli_si(sum_flops, b1, sizeof b1), sum_bytes / 1e6,
+               ss_cli_si((double)params, b2, sizeof b2));
+        printf("model %s, batch %lld over %d devices (%lld per device), device type %s\n",
+               ss_graph_name(g), (long long)ss_graph_batch(g), per_dev,
+               (long long)(ss_graph_batch(g) / (per_dev ? per_dev : 1)), dt->name);
+    }
+    ss_cost_free(cm);
+    ss_plan_free(p);
+    return SS_EXIT_OK;
+}
+
+int ss_cmd_cost(int argc, char **argv)
+{
+    opts o;
+    int r = parse(argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    if ((r = ss_cli_load_machine(o.topology, (int)o.nodes, &m)))
+        return r;
+    if ((r = ss_cli_build_model(o.model, o.batch, ss_machine_n_devices(m), &g))) {
+        ss_machine_free(m);
+        return r;
+    }
+    r = run(&o, m, g);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    return r;
+}

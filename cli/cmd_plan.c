@@ -1,0 +1,237 @@
+/*
+ * cmd_plan.c — `simsearch plan`: build (data-parallel, megatron:...) or load
+ * a plan for a model on a topology, validate it, summarise it (ops by split
+ * kind, devices used, pipeline stages) and optionally write it as JSON.
+ */
+#include "cli.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: simsearch plan --model SPEC --topology FILE --plan SPEC [--nodes N]\n"
+            "                      [--batch N] [--out FILE] [--json]\n\n"
+            "Build or load a plan, validate it and summarise it.\n\n"
+            "  --model SPEC     zoo model NAME[:key=value,...] or a model JSON file\n"
+            "  --topology FILE  topology JSON\n"
+            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mb=M]\n"
+            "                   [,recompute=none|full][,sp=0|1] | a plan JSON file\n"
+            "  --nodes N        override the node count of a compact topology\n"
+            "  --batch N        global batch (default: 64 per device, 256 for alexnet)\n"
+            "  --out FILE       write the plan as JSON (atomically)\n"
+            "  --json           print the summary as one JSON object\n");
+}
+
+typedef struct opts {
+    const char *model, *topology, *plan, *out;
+    long long nodes, batch;
+    int json;
+} opts;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help(stdout);
+            return -1;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--plan", &o->plan)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--out", &o->out))) {
+            if (r < 0)
+                return ss_cli_usage_error("plan", "%s needs a value", argv[i]);
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
+                return ss_cli_usage_error("plan", "--nodes needs a positive integer");
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
+                return ss_cli_usage_error("plan", "--batch needs a positive integer");
+            continue;
+        }
+        return ss_cli_usage_error("plan", "unknown argument '%s'", argv[i]);
+    }
+    if (!o->model || !o->topology || !o->plan)
+        return ss_cli_usage_error("plan", "--model, --topology and --plan are required");
+    return 0;
+}
+
+/* Split kind of a config as a bit set: 1 sample, 2 attribute, 4 parameter,
+ * 8 reduction; 0 unsplit. */
+static unsigned split_kind(const ss_graph *g, const ss_op *op, const ss_pconfig *c)
+{
+    unsigned k = 0;
+    const ss_tensor *t = op->n_out ? ss_graph_tensor(g, op->outputs[0]) : NULL;
+    for (int i = 0; t && i < c->ndim; i++)
+        if (c->deg[i] > 1)
+            k |= 1u << t->kind[i];
+    if (c->red > 1)
+        k |= 8;
+    return k;
+}
+
+static void kind_name(unsigned k, char *buf, size_t n)
+{
+    static const char *names[] = {"sample", "attribute", "parameter", "reduction"};
+    size_t used = 0;
+    buf[0] = '\0';
+    if (!k) {
+        snprintf(buf, n, "unsplit");
+        return;
+    }
+    for (int i = 0; i < 4; i++)
+        if (k & (1u << i))
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "+" : "", names[i]);
+}
+
+static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const ss_machine *m)
+{
+    int n = ss_plan_n_ops(p), nd = ss_machine_n_devices(m);
+    const ss_plan_settings *s = ss_plan_settings_get(p);
+    int kinds[16] = {0};
+    char *used = calloc((size_t)nd + 1, 1);
+    int *stage_ops = calloc((size_t)s->stages, sizeof *stage_ops);
+    int *stage_dev = calloc((size_t)s->stages, sizeof *stage_dev);
+    char *stage_seen = calloc((size_t)s->stages * (size_t)(nd + 1), 1);
+    if (!used || !stage_ops || !stage_dev || !stage_seen) {
+        free(used);
+        free(stage_ops);
+        free(stage_dev);
+        free(stage_seen);
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+    int n_used = 0, max_tiles = 0;
+    for (int i = 0; i < n; i++) {
+        const ss_pconfig *c = ss_plan_config(p, i);
+        kinds[split_kind(g, ss_graph_op(g, i), c)]++;
+        stage_ops[c->stage]++;
+        if (c->ntiles > max_tiles)
+            max_tiles = c->ntiles;
+        for (int t = 0; t < c->ntiles; t++) {
+            int dv = c->devices[t];
+            if (!used[dv]) {
+                used[dv] = 1;
+                n_used++;
+            }
+            char *seen = &stage_seen[(size_t)c->stage * (size_t)(nd + 1) + (size_t)dv];
+            if (!*seen) {
+                *seen = 1;
+                stage_dev[c->stage]++;
+            }
+        }
+    }
+    static const char *sched[] = {"gpipe", "1f1b"}, *queue[] = {"fifo", "backward_first"},
+                      *sync[] = {"wait_free", "bulk"}, *recomp[] = {"none", "full"};
+    char kn[64];
+    if (o->json) {
+        json_t *root = json_object(), *jk = json_object(), *js = json_array();
+        json_object_set_new(root, "model", json_string(ss_graph_name(g)));
+        json_object_set_new(root, "topology", json_string(ss_machine_name(m)));
+        json_object_set_new(root, "batch", json_integer(ss_graph_batch(g)));
+        json_object_set_new(root, "plan", json_string(o->plan));
+        json_object_set_new(root, "operators", json_integer(n));
+        json_object_set_new(root, "devices_used", json_integer(n_used));
+        json_object_set_new(root, "devices", json_integer(nd));
+        json_object_set_new(root, "max_tiles", json_integer(max_tiles));
+        for (unsigned k = 0; k < 16; k++)
+            if (kinds[k]) {
+                kind_name(k, kn, sizeof kn);
+                json_object_set_new(jk, kn, json_integer(kinds[k]));
+            }
+        json_object_set_new(root, "split_kinds", jk);
+        for (int st = 0; st < s->stages; st++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "operators", json_integer(stage_ops[st]));
+            json_object_set_new(e, "devices", json_integer(stage_dev[st]));
+            json_array_append_new(js, e);
+        }
+        json_object_set_new(root, "stages", js);
+        json_object_set_new(root, "microbatches", json_integer(s->microbatches));
+        json_object_set_new(root, "schedule", json_string(sched[s->schedule]));
+        json_object_set_new(root, "queue", json_string(queue[s->queue]));
+        json_object_set_new(root, "sync", json_string(sync[s->sync]));
+        json_object_set_new(root, "bucket_bytes", json_real(s->bucket_bytes));
+        json_object_set_new(root, "recompute", json_string(recomp[s->recompute]));
+        if (o->out)
+            json_object_set_new(root, "written", json_string(o->out));
+        char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (txt) {
+            printf("%s\n", txt);
+            free(txt);
+        }
+        json_decref(root);
+    } else {
+        printf("plan %s for model %s (batch %lld) on %s: valid\n", o->plan, ss_graph_name(g),
+               (long long)ss_graph_batch(g), ss_machine_name(m));
+        printf("operators: %d, devices used: %d of %d, at most %d tiles per op\n", n, n_used, nd,
+               max_tiles);
+        printf("split kinds:");
+        for (unsigned k = 0; k < 16; k++)
+            if (kinds[k]) {
+                kind_name(k, kn, sizeof kn);
+                printf(" %s %d", kn, kinds[k]);
+                printf(";");
+            }
+        printf("\n");
+        printf("pipeline: %d stage%s, %d micro-batch%s, schedule %s, queue %s\n", s->stages,
+               s->stages == 1 ? "" : "s", s->microbatches, s->microbatches == 1 ? "" : "es",
+               sched[s->schedule], queue[s->queue]);
+        for (int st = 0; s->stages > 1 && st < s->stages; st++)
+            printf("  stage %d: %d operators on %d devices\n", st, stage_ops[st], stage_dev[st]);
+        printf("gradient sync: %s, bucket %.0f bytes, priority %s, reorder backward %s; "
+               "recompute %s\n",
+               sync[s->sync], s->bucket_bytes, s->priority ? "on" : "off",
+               s->reorder_backward ? "on" : "off", recomp[s->recompute]);
+        if (o->out)
+            printf("written to %s\n", o->out);
+    }
+    free(used);
+    free(stage_ops);
+    free(stage_dev);
+    free(stage_seen);
+    return SS_EXIT_OK;
+}
+
+int ss_cmd_plan(int argc, char **argv)
+{
+    opts o;
+    int r = parse(argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    if ((r = ss_cli_load_machine(o.topology, (int)o.nodes, &m)))
+        return r;
+    if ((r = ss_cli_build_model(o.model, o.batch, ss_machine_n_devices(m), &g)))
+        goto out;
+    if (ss_plan_from_spec(o.plan, g, m, &p, &d) != SS_OK ||
+        ss_plan_validate(p, g, m, &d) != SS_OK ||
+        (o.out && ss_plan_save(p, g, o.out, &d) != SS_OK)) {
+        r = ss_cli_fail(&d);
+        goto out;
+    }
+    r = summarise(&o, p, g, m);
+out:
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    return r;
+}
