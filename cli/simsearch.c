@@ -18,6 +18,7 @@ static const command commands[] = {
     {"model", ss_cmd_model, "summarise one model; export it to JSON"},
     {"cost", ss_cmd_cost, "price every operator of a model on one device"},
     {"plan", ss_cmd_plan, "build or load a plan, validate and summarise it"},
+    {"topo", ss_cmd_topo, "summarise a topology file, or discover this host"},
 };
 
 static void usage(FILE *f)
