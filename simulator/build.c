@@ -1,0 +1,1040 @@
+/*
+ * build.c — model + plan + machine + costs -> task graph and memory
+ * intervals (build.h has the rules, docs/simulator.md the long form).
+ *
+ * One run makes eight passes: tiles and forward tasks; partial-sum units;
+ * forward data dependencies and transfers; backward tasks; backward
+ * dependencies and gradient transfers; micro-batch gating; weight gradients
+ * (memory, shards, buckets, all-reduces, updates); memory intervals. Every
+ * scratch array is owned by the builder and only grows, so repeated runs
+ * allocate nothing once warmed up. Invariant: task ids recorded in the
+ * scratch arrays always refer to tasks already added to tg.
+ */
+#include "simulator/build.h"
+#include "simulator/collective.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MB_CLAMP 1023
+
+typedef struct tileinfo {
+    ss_tile t;
+    int op, dev, devtype;
+    int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
+    int mb;       /* micro-batch index, -1 if the tile spans several */
+    int ordinal;  /* index among this op's tiles on the same device */
+    double fwd_us, bwd_us, saved, ws;
+} tileinfo;
+
+typedef struct unitinfo {
+    int op, first, red; /* tiles first .. first + red - 1 (global indices) */
+    int ready;          /* task consumers wait for */
+    int entry;          /* backward entry for gradients from outside, -1 until made */
+    int n_unique;       /* distinct devices */
+    int xhead;          /* first transfer from this unit, -1 if none */
+} unitinfo;
+
+typedef struct xferinfo {
+    int tensor, unit, dev, src;
+    ss_region reg;
+    double bytes;
+    int task, btask; /* forward transfer; its gradient transfer (-1 until made) */
+    int last_user;   /* global tile index of the last consumer */
+    int next;        /* next transfer from the same unit */
+} xferinfo;
+
+typedef struct pairinfo {
+    int unit, tile, xfer; /* consumer tile reads unit (xfer -1: same device) */
+} pairinfo;
+
+typedef struct wentry {
+    int w, dev, op, tile, task;
+    ss_region reg;
+} wentry;
+
+typedef struct shard {
+    int first, count; /* entries in the region-sorted wentry array */
+    int w;
+    int64_t params;
+    double bytes;
+    int dev_off, n_dev; /* distinct devices in b->ipool */
+    int minop, maxop;
+} shard;
+
+struct ss_builder {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    ss_plan_settings set;
+    ss_queue_policy policy;
+    ss_build_stats st;
+    int n_ops, n_dev;
+
+    tileinfo *tiles;
+    int n_tiles, cap_tiles;
+    int *tile_base, *unit_base; /* [n_ops + 1] */
+    int cap_tb, cap_ub;
+    unitinfo *units;
+    int n_units, cap_units;
+    xferinfo *xf;
+    int n_xf, cap_xf;
+    pairinfo *pairs;
+    int n_pairs, cap_pairs;
+    wentry *we;
+    int n_we, cap_we;
+    shard *sh;
+    int n_sh, cap_sh;
+    int *order;
+    int cap_order;
+    struct okey *okeys;
+    int cap_okeys;
+    int *ipool;
+    int n_ipool, cap_ipool;
+    int *res;
+    int cap_res;
+    int *gate; /* scratch per device (x micro-batch) */
+    int cap_gate;
+    ss_region *regs;
+    int cap_regs;
+    ss_coll_result coll;
+};
+
+static int grow(void **p, int *cap, int need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    int nc = *cap ? *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    void *n = ss_realloc(*p, (size_t)nc * size);
+    if (!n)
+        return -1;
+    *p = n;
+    *cap = nc;
+    return 0;
+}
+
+#define GROW(b, arr, cap, need, d)                                                           \
+    do {                                                                                     \
+        if (grow((void **)&(b)->arr, &(b)->cap, (need), sizeof(*(b)->arr)))                  \
+            return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
+    } while (0)
+
+ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm)
+{
+    ss_builder *b = ss_calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->g = g;
+    b->m = m;
+    b->cm = cm;
+    return b;
+}
+
+void ss_build_free(ss_builder *b)
+{
+    if (!b)
+        return;
+    ss_free(b->tiles);
+    ss_free(b->tile_base);
+    ss_free(b->unit_base);
+    ss_free(b->units);
+    ss_free(b->xf);
+    ss_free(b->pairs);
+    ss_free(b->we);
+    ss_free(b->sh);
+    ss_free(b->order);
+    ss_free(b->okeys);
+    ss_free(b->ipool);
+    ss_free(b->res);
+    ss_free(b->gate);
+    ss_free(b->regs);
+    ss_coll_result_clear(&b->coll);
+    ss_free(b);
+}
+
+ss_queue_policy ss_build_policy(const ss_builder *b)
+{
+    return b->policy;
+}
+
+const ss_build_stats *ss_build_stats_of(const ss_builder *b)
+{
+    return &b->st;
+}
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int op, int tile,
+                    int mb, int aux, double bytes, int n_res, const int *res, ss_diag *d)
+{
+    ss_task_spec s;
+    s.kind = kind;
+    s.dur_us = dur;
+    s.priority = prio;
+    s.op = op;
+    s.tile = tile;
+    s.mb = mb;
+    s.aux = aux;
+    s.bytes = bytes;
+    s.n_res = n_res;
+    s.res = res;
+    return ss_taskgraph_add(tg, &s, d);
+}
+
+static int64_t volume(const ss_region *r)
+{
+    int64_t v = 1;
+    for (int i = 0; i < r->ndim; i++)
+        v *= r->r[i].hi > r->r[i].lo ? r->r[i].hi - r->r[i].lo : 0;
+    return v;
+}
+
+static int region_cmp(const ss_region *a, const ss_region *b)
+{
+    if (a->ndim != b->ndim)
+        return a->ndim < b->ndim ? -1 : 1;
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->r[i].lo != b->r[i].lo)
+            return a->r[i].lo < b->r[i].lo ? -1 : 1;
+        if (a->r[i].hi != b->r[i].hi)
+            return a->r[i].hi < b->r[i].hi ? -1 : 1;
+    }
+    return 0;
+}
+
+static int prio_fwd(int op, int mb)
+{
+    return op * (MB_CLAMP + 1) + (mb < 0 ? 0 : mb > MB_CLAMP ? MB_CLAMP : mb);
+}
+
+static int prio_bwd(const ss_builder *b, int op, int mb)
+{
+    return (b->n_ops + (b->n_ops - 1 - op)) * (MB_CLAMP + 1) +
+           (mb < 0 ? 0 : mb > MB_CLAMP ? MB_CLAMP : mb);
+}
+
+static int is_member(const ss_builder *b, const unitinfo *u, int dev)
+{
+    for (int r = 0; r < u->red; r++)
+        if (b->tiles[u->first + r].dev == dev)
+            return 1;
+    return 0;
+}
+
+/* Bytes of every output region of a unit (all outputs of its op). */
+static double unit_out_bytes(const ss_builder *b, const unitinfo *u)
+{
+    const ss_op *op = ss_graph_op(b->g, u->op);
+    double bytes = 0;
+    for (int k = 0; k < op->n_out; k++) {
+        ss_region r;
+        ss_op_output_region(b->g, op, &b->tiles[u->first].t, k, &r);
+        bytes += (double)volume(&r) *
+                 (double)ss_dtype_size(ss_graph_tensor(b->g, op->outputs[k])->dtype);
+    }
+    return bytes;
+}
+
+/* Point-to-point transfer task src -> dst of `bytes`. */
+static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, double bytes, int op,
+                        int aux, int prio, ss_diag *d)
+{
+    const int *ch = NULL;
+    int n = 0;
+    if (ss_machine_route(b->m, src, dst, &ch, &n) != SS_OK)
+        return (ss_diag_set(d, SS_ERR_INVALID,
+                            "simulate: no route from device %d to device %d for a transfer "
+                            "of operator \"%s\"",
+                            src, dst, ss_graph_op(b->g, op)->name),
+                -1);
+    if (grow((void **)&b->res, &b->cap_res, n, sizeof(int)))
+        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    for (int i = 0; i < n; i++)
+        b->res[i] = b->n_dev + ch[i];
+    double gbps = ss_machine_path_gbps(b->m, src, dst);
+    double dur = ss_machine_path_latency_us(b->m, src, dst);
+    if (gbps > 0)
+        dur += bytes / (gbps * 1e3);
+    return add_task(tg, SS_TASK_XFER, dur, prio, op, -1, -1, aux, bytes, n, b->res, d);
+}
+
+/* Collective of `kind` over devs[0..n) (distinct). */
+static int add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, const int *devs,
+                          int n, double bytes, int op, int tile, int aux, int prio, ss_diag *d)
+{
+    if (ss_coll_cost(b->m, kind, devs, n, bytes, NULL, &b->coll, d) != SS_OK)
+        return -1;
+    if (grow((void **)&b->res, &b->cap_res, b->coll.n_channels, sizeof(int)))
+        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    for (int i = 0; i < b->coll.n_channels; i++)
+        b->res[i] = b->n_dev + b->coll.channels[i];
+    return add_task(tg, SS_TASK_COLLECTIVE, b->coll.time_us, prio, op, tile, -1, aux, bytes,
+                    b->coll.n_channels, b->res, d);
+}
+
+/* Distinct devices of a unit into b->ipool scratch at the end (not kept). */
+static int unit_devices(ss_builder *b, const unitinfo *u, int **out, ss_diag *d)
+{
+    if (grow((void **)&b->ipool, &b->cap_ipool, b->n_ipool + u->red, sizeof(int)))
+        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    int *dv = b->ipool + b->n_ipool, n = 0;
+    for (int r = 0; r < u->red; r++) {
+        int dev = b->tiles[u->first + r].dev, seen = 0;
+        for (int k = 0; k < n && !seen; k++)
+            seen = dv[k] == dev;
+        if (!seen)
+            dv[n++] = dev;
+    }
+    *out = dv;
+    return n;
+}
+
+static int sample_dim(const ss_tensor *t)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->kind[i] == SS_DIM_SAMPLE)
+            return i;
+    return -1;
+}
+
+/* ---- pass 1: tiles and forward tasks ---------------------------------- */
+
+static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    int total = 0, units = 0;
+    GROW(b, tile_base, cap_tb, b->n_ops + 1, d);
+    GROW(b, unit_base, cap_ub, b->n_ops + 1, d);
+    for (int o = 0; o < b->n_ops; o++) {
+        const ss_pconfig *c = ss_plan_config(p, o);
+        const ss_op *op = ss_graph_op(g, o);
+        if (!c || c->ntiles < 1 || c->red < 1 || c->ntiles % c->red)
+            return ss_diag_set(d, SS_ERR_INVALID, "simulate: operator \"%s\" has a bad config",
+                               op->name);
+        for (int i = 0; i < c->ntiles; i++)
+            if (c->devices[i] < 0 || c->devices[i] >= b->n_dev)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "simulate: operator \"%s\" tile %d on device %d, but the "
+                                   "machine has %d devices",
+                                   op->name, i, c->devices[i], b->n_dev);
+        b->tile_base[o] = total;
+        b->unit_base[o] = units;
+        total += c->ntiles;
+        units += c->ntiles / c->red;
+    }
+    b->tile_base[b->n_ops] = total;
+    b->unit_base[b->n_ops] = units;
+    GROW(b, tiles, cap_tiles, total, d);
+    GROW(b, units, cap_units, units, d);
+    GROW(b, gate, cap_gate, b->n_dev, d);
+    b->n_tiles = total;
+    b->n_units = units;
+    int M = b->set.microbatches > 1 ? b->set.microbatches : 1;
+    for (int o = 0; o < b->n_ops; o++) {
+        const ss_pconfig *c = ss_plan_config(p, o);
+        const ss_op *op = ss_graph_op(g, o);
+        const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
+        int sd = sample_dim(out0);
+        int64_t ext = sd >= 0 ? out0->shape[sd] : 0;
+        for (int k = 0; k < b->n_dev; k++)
+            b->gate[k] = 0;
+        for (int i = 0; i < c->ntiles; i++) {
+            tileinfo *ti = &b->tiles[b->tile_base[o] + i];
+            ss_pconfig_tile(g, op, c, i, &ti->t);
+            ti->op = o;
+            ti->dev = c->devices[i];
+            ti->devtype = ss_machine_device(b->m, ti->dev)->type;
+            ti->ordinal = b->gate[ti->dev]++;
+            ti->mb = -1;
+            if (M == 1) {
+                ti->mb = 0;
+            } else if (sd >= 0 && ext % M == 0) {
+                int64_t chunk = ext / M, lo = ti->t.out.r[sd].lo, hi = ti->t.out.r[sd].hi;
+                if (hi > lo && lo / chunk == (hi - 1) / chunk)
+                    ti->mb = (int)(lo / chunk);
+            }
+            if (op->type == SS_OP_INPUT) {
+                ti->fwd_us = ti->bwd_us = ti->saved = ti->ws = 0;
+            } else {
+                ss_cost cost;
+                ss_status st = ss_cost_tile(b->cm, g, op, &ti->t, ti->devtype, &cost);
+                if (st != SS_OK)
+                    return ss_diag_set(d, st, "simulate: no cost for operator \"%s\"", op->name);
+                ti->fwd_us = cost.fwd_us;
+                ti->bwd_us = cost.bwd_us;
+                ti->saved = cost.work.saved_bytes;
+                ti->ws = cost.workspace_bytes;
+            }
+            int mbn = ti->mb >= 0 ? ti->mb : ti->ordinal;
+            ti->fwd = add_task(tg, SS_TASK_FWD, ti->fwd_us, prio_fwd(o, mbn), o, i, mbn, 0, 0, 1,
+                               &ti->dev, d);
+            if (ti->fwd < 0)
+                return d ? d->status : SS_ERR_INVALID;
+            ti->bwd = -1;
+            b->st.fwd++;
+        }
+    }
+    return SS_OK;
+}
+
+/* ---- pass 2: partial-sum units ----------------------------------------- */
+
+static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
+{
+    for (int o = 0; o < b->n_ops; o++) {
+        const ss_pconfig *c = ss_plan_config(p, o);
+        int R = c->red;
+        for (int k = 0; k < c->ntiles / R; k++) {
+            unitinfo *u = &b->units[b->unit_base[o] + k];
+            u->op = o;
+            u->first = b->tile_base[o] + k * R;
+            u->red = R;
+            u->entry = -1;
+            u->xhead = -1;
+            if (R == 1) {
+                u->ready = b->tiles[u->first].fwd;
+                u->n_unique = 1;
+                continue;
+            }
+            int *dv;
+            int n = unit_devices(b, u, &dv, d);
+            if (n < 0)
+                return d ? d->status : SS_ERR_NOMEM;
+            u->n_unique = n;
+            int prio = prio_fwd(o, b->tiles[u->first].mb);
+            if (n == 1) {
+                u->ready = add_task(tg, SS_TASK_OTHER, 0, prio, o, k, -1, 0, 0, 0, NULL, d);
+            } else {
+                u->ready = add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, unit_out_bytes(b, u),
+                                          o, k, SS_BUILD_COLL_PARTIAL, prio, d);
+                b->st.coll_partial++;
+            }
+            if (u->ready < 0)
+                return d ? d->status : SS_ERR_NOMEM;
+            for (int r = 0; r < R; r++)
+                if (ss_taskgraph_add_dep(tg, b->tiles[u->first + r].fwd, u->ready, d) != SS_OK)
+                    return d->status;
+        }
+    }
+    return SS_OK;
+}
+
+/* ---- pass 3: forward data dependencies and transfers ------------------- */
+
+static int find_xfer(const ss_builder *b, const unitinfo *u, int tensor, int dev,
+                     const ss_region *reg)
+{
+    for (int x = u->xhead; x >= 0; x = b->xf[x].next)
+        if (b->xf[x].tensor == tensor && b->xf[x].dev == dev && !region_cmp(&b->xf[x].reg, reg))
+            return x;
+    return -1;
+}
+
+static ss_status pass_fwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    for (int o = 0; o < b->n_ops; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        for (int i = 0; i < op->n_in; i++) {
+            int tid = op->inputs[i];
+            const ss_tensor *T = ss_graph_tensor(g, tid);
+            int q = T->producer;
+            if (q < 0)
+                continue;
+            const ss_op *qop = ss_graph_op(g, q);
+            int k = 0;
+            while (k < qop->n_out && qop->outputs[k] != tid)
+                k++;
+            double dsz = (double)ss_dtype_size(T->dtype);
+            for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
+                tileinfo *tj = &b->tiles[j];
+                ss_region need;
+                ss_op_input_region(g, op, &tj->t, i, &need);
+                if (volume(&need) == 0)
+                    continue;
+                for (int uu = b->unit_base[q]; uu < b->unit_base[q + 1]; uu++) {
+                    unitinfo *u = &b->units[uu];
+                    ss_region have, ov;
+                    ss_op_output_region(g, qop, &b->tiles[u->first].t, k, &have);
+                    if (ss_region_intersect(&need, &have, &ov) <= 0)
+                        continue;
+                    GROW(b, pairs, cap_pairs, b->n_pairs + 1, d);
+                    pairinfo *pr = &b->pairs[b->n_pairs++];
+                    pr->unit = uu;
+                    pr->tile = j;
+                    pr->xfer = -1;
+                    if (is_member(b, u, tj->dev)) {
+                        if (ss_taskgraph_add_dep(tg, u->ready, tj->fwd, d) != SS_OK)
+                            return d->status;
+                        continue;
+                    }
+                    int x = find_xfer(b, u, tid, tj->dev, &ov);
+                    if (x < 0) {
+                        GROW(b, xf, cap_xf, b->n_xf + 1, d);
+                        x = b->n_xf;
+                        xferinfo *X = &b->xf[x];
+                        X->tensor = tid;
+                        X->unit = uu;
+                        X->dev = tj->dev;
+                        X->src = b->tiles[u->first].dev;
+                        X->reg = ov;
+                        X->bytes = (double)volume(&ov) * dsz;
+                        X->btask = -1;
+                        X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, q, 0,
+                                               prio_fwd(o, tj->mb), d);
+                        if (X->task < 0)
+                            return d ? d->status : SS_ERR_INVALID;
+                        X->next = u->xhead;
+                        u->xhead = x;
+                        b->n_xf++;
+                        b->st.xfer_fwd++;
+                        if (ss_taskgraph_add_dep(tg, u->ready, X->task, d) != SS_OK)
+                            return d->status;
+                    }
+                    b->xf[x].last_user = j;
+                    pr->xfer = x;
+                    if (ss_taskgraph_add_dep(tg, b->xf[x].task, tj->fwd, d) != SS_OK)
+                        return d->status;
+                }
+            }
+        }
+    }
+    return SS_OK;
+}
+
+/* ---- passes 4 and 5: backward tasks, dependencies, gradient transfers --- */
+
+static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    int recompute = b->set.recompute == SS_RECOMPUTE_FULL;
+    for (int j = 0; j < b->n_tiles; j++) {
+        tileinfo *t = &b->tiles[j];
+        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT)
+            continue;
+        int mbn = t->mb >= 0 ? t->mb : t->ordinal;
+        double dur = t->bwd_us + (recompute ? t->fwd_us : 0);
+        t->bwd = add_task(tg, SS_TASK_BWD, dur, prio_bwd(b, t->op, mbn), t->op,
+                          j - b->tile_base[t->op], mbn, 0, 0, 1, &t->dev, d);
+        if (t->bwd < 0)
+            return d ? d->status : SS_ERR_NOMEM;
+        b->st.bwd++;
+        if (ss_taskgraph_add_dep(tg, t->fwd, t->bwd, d) != SS_OK)
+            return d->status;
+    }
+    return SS_OK;
+}
+
+/* The task gradients from outside a unit feed: its tile's backward (red = 1)
+ * or a join (+ broadcast to its devices) before every member's backward. */
+static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
+{
+    unitinfo *u = &b->units[uu];
+    if (u->entry >= 0)
+        return u->entry;
+    if (u->red == 1)
+        return u->entry = b->tiles[u->first].bwd;
+    int prio = prio_bwd(b, u->op, b->tiles[u->first].mb);
+    int k = uu - b->unit_base[u->op];
+    int join = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
+    if (join < 0)
+        return -1;
+    int last = join;
+    if (u->n_unique > 1) {
+        int *dv;
+        int n = unit_devices(b, u, &dv, d);
+        if (n < 0)
+            return -1;
+        last = add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, unit_out_bytes(b, u), u->op, k,
+                              SS_BUILD_COLL_BCAST, prio, d);
+        if (last < 0 || ss_taskgraph_add_dep(tg, join, last, d) != SS_OK)
+            return -1;
+        b->st.coll_bcast++;
+    }
+    for (int r = 0; r < u->red; r++)
+        if (ss_taskgraph_add_dep(tg, last, b->tiles[u->first + r].bwd, d) != SS_OK)
+            return -1;
+    return u->entry = join;
+}
+
+static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    for (int k = 0; k < b->n_pairs; k++) {
+        const pairinfo *pr = &b->pairs[k];
+        unitinfo *u = &b->units[pr->unit];
+        if (ss_graph_op(b->g, u->op)->type == SS_OP_INPUT)
+            continue;
+        const tileinfo *tj = &b->tiles[pr->tile];
+        if (pr->xfer < 0) {
+            for (int r = 0; r < u->red; r++)
+                if (b->tiles[u->first + r].dev == tj->dev &&
+                    ss_taskgraph_add_dep(tg, tj->bwd, b->tiles[u->first + r].bwd, d) != SS_OK)
+                    return d->status;
+            continue;
+        }
+        xferinfo *X = &b->xf[pr->xfer];
+        if (X->btask < 0) {
+            const tileinfo *src = &b->tiles[u->first];
+            int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1,
+                                 prio_bwd(b, u->op, src->mb), d);
+            if (y < 0)
+                return d ? d->status : SS_ERR_INVALID;
+            X = &b->xf[pr->xfer];
+            X->btask = y;
+            b->st.xfer_bwd++;
+            int entry = unit_entry(b, tg, pr->unit, d);
+            if (entry < 0 || ss_taskgraph_add_dep(tg, y, entry, d) != SS_OK)
+                return d && d->status != SS_OK ? d->status : SS_ERR_NOMEM;
+        }
+        if (ss_taskgraph_add_dep(tg, tj->bwd, X->btask, d) != SS_OK)
+            return d->status;
+    }
+    return SS_OK;
+}
+
+/* ---- pass 6: micro-batch program order (GPipe) and 1F1B in-flight limit - */
+
+static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, ss_diag *d)
+{
+    int M = b->set.microbatches;
+    b->st.microbatch_gating = 0;
+    if (M <= 1)
+        return SS_OK;
+    for (int j = 0; j < b->n_tiles; j++)
+        if (b->tiles[j].mb < 0 && ss_graph_op(b->g, b->tiles[j].op)->type != SS_OP_INPUT)
+            return SS_OK; /* a tile spans several micro-batches: no program order */
+    int nd = b->n_dev;
+    /* gate: [nd*M] last forward, [nd*M] first backward, [nd] device stage */
+    GROW(b, gate, cap_gate, 2 * nd * M + nd, d);
+    int *lastf = b->gate, *firstb = b->gate + nd * M, *stage = b->gate + 2 * nd * M;
+    for (int k = 0; k < 2 * nd * M; k++)
+        b->gate[k] = -1;
+    for (int k = 0; k < nd; k++)
+        stage[k] = b->set.stages;
+    for (int j = 0; j < b->n_tiles; j++) { /* op order: last write = latest op */
+        const tileinfo *t = &b->tiles[j];
+        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT)
+            continue;
+        lastf[t->dev * M + t->mb] = t->fwd;
+        if (firstb[t->dev * M + t->mb] < 0)
+            firstb[t->dev * M + t->mb] = t->bwd;
+        int s = ss_plan_config(p, t->op)->stage;
+        if (s < stage[t->dev])
+            stage[t->dev] = s;
+    }
+    int f1b = b->set.schedule == SS_PIPE_1F1B;
+    for (int j = 0; j < b->n_tiles; j++) {
+        const tileinfo *t = &b->tiles[j];
+        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT || t->mb == 0)
+            continue;
+        int prev = lastf[t->dev * M + t->mb - 1];
+        if (prev >= 0 && prev != t->fwd && ss_taskgraph_add_dep(tg, prev, t->fwd, d) != SS_OK)
+            return d->status;
+        if (f1b) {
+            int warm = b->set.stages - stage[t->dev];
+            if (warm < 1)
+                warm = 1;
+            if (t->mb >= warm) {
+                int fb = firstb[t->dev * M + t->mb - warm];
+                if (fb >= 0 && ss_taskgraph_add_dep(tg, fb, t->fwd, d) != SS_OK)
+                    return d->status;
+            }
+        }
+    }
+    b->st.microbatch_gating = 1;
+    return SS_OK;
+}
+
+/* ---- pass 7: weight gradients: memory, shards, buckets, updates --------- */
+
+static int cmp_we_dev(const void *pa, const void *pb)
+{
+    const wentry *a = pa, *b = pb;
+    if (a->w != b->w)
+        return a->w < b->w ? -1 : 1;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    int c = region_cmp(&a->reg, &b->reg);
+    if (c)
+        return c;
+    return a->task < b->task ? -1 : a->task > b->task;
+}
+
+static int cmp_we_reg(const void *pa, const void *pb)
+{
+    const wentry *a = pa, *b = pb;
+    if (a->w != b->w)
+        return a->w < b->w ? -1 : 1;
+    int c = region_cmp(&a->reg, &b->reg);
+    if (c)
+        return c;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    return a->task < b->task ? -1 : a->task > b->task;
+}
+
+/* Shards in backward order: latest op first, then weight id, then region. */
+typedef struct okey {
+    int maxop, w, first, idx;
+} okey;
+
+static int cmp_okey(const void *pa, const void *pb)
+{
+    const okey *a = pa, *b = pb;
+    if (a->maxop != b->maxop)
+        return a->maxop > b->maxop ? -1 : 1;
+    if (a->w != b->w)
+        return a->w < b->w ? -1 : 1;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+static ss_status collect_weights(ss_builder *b, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    b->n_we = 0;
+    for (int j = 0; j < b->n_tiles; j++) {
+        const tileinfo *t = &b->tiles[j];
+        const ss_op *op = ss_graph_op(g, t->op);
+        if (op->type == SS_OP_INPUT)
+            continue;
+        for (int k = 0; k < op->n_w; k++) {
+            ss_region reg;
+            ss_op_input_region(g, op, &t->t, op->n_in + k, &reg);
+            if (volume(&reg) == 0)
+                continue;
+            GROW(b, we, cap_we, b->n_we + 1, d);
+            wentry *e = &b->we[b->n_we++];
+            e->w = op->weights[k];
+            e->dev = t->dev;
+            e->op = t->op;
+            e->tile = j;
+            e->task = t->bwd;
+            e->reg = reg;
+        }
+    }
+    return SS_OK;
+}
+
+static ss_status weight_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    if (b->n_we > 1)
+        qsort(b->we, (size_t)b->n_we, sizeof(wentry), cmp_we_dev);
+    for (int a = 0; a < b->n_we;) {
+        int e = a;
+        while (e < b->n_we && b->we[e].w == b->we[a].w && b->we[e].dev == b->we[a].dev)
+            e++;
+        GROW(b, regs, cap_regs, e - a, d);
+        int n = 0;
+        for (int k = a; k < e; k++)
+            if (n == 0 || region_cmp(&b->regs[n - 1], &b->we[k].reg))
+                b->regs[n++] = b->we[k].reg;
+        int64_t params = ss_memory_region_union(b->regs, n);
+        if (params < 0)
+            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory counting weights");
+        ss_memory_add_params(mm, b->we[a].dev, params, ss_graph_tensor(g, b->we[a].w)->dtype,
+                             ss_graph_optimizer(g), ss_graph_precision(g));
+        a = e;
+    }
+    return SS_OK;
+}
+
+static ss_status make_shards(ss_builder *b, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    if (b->n_we > 1)
+        qsort(b->we, (size_t)b->n_we, sizeof(wentry), cmp_we_reg);
+    b->n_sh = 0;
+    b->n_ipool = 0;
+    for (int a = 0; a < b->n_we;) {
+        int e = a;
+        while (e < b->n_we && b->we[e].w == b->we[a].w && !region_cmp(&b->we[e].reg, &b->we[a].reg))
+            e++;
+        GROW(b, sh, cap_sh, b->n_sh + 1, d);
+        GROW(b, ipool, cap_ipool, b->n_ipool + (e - a), d);
+        shard *s = &b->sh[b->n_sh++];
+        s->first = a;
+        s->count = e - a;
+        s->w = b->we[a].w;
+        s->params = volume(&b->we[a].reg);
+        double gb;
+        ss_memory_param_bytes(ss_graph_tensor(g, s->w)->dtype, ss_graph_optimizer(g),
+                              ss_graph_precision(g), NULL, &gb, NULL);
+        s->bytes = (double)s->params * gb;
+        s->dev_off = b->n_ipool;
+        s->n_dev = 0;
+        s->minop = s->maxop = b->we[a].op;
+        for (int k = a; k < e; k++) {
+            if (s->n_dev == 0 || b->ipool[b->n_ipool - 1] != b->we[k].dev) {
+                b->ipool[b->n_ipool++] = b->we[k].dev; /* sorted by dev within a shard */
+                s->n_dev++;
+            }
+            if (b->we[k].op < s->minop)
+                s->minop = b->we[k].op;
+            if (b->we[k].op > s->maxop)
+                s->maxop = b->we[k].op;
+        }
+        a = e;
+    }
+    b->st.shards = b->n_sh;
+    return SS_OK;
+}
+
+static int same_devs(const ss_builder *b, const shard *x, const shard *y)
+{
+    return x->n_dev == y->n_dev &&
+           !memcmp(b->ipool + x->dev_off, b->ipool + y->dev_off, (size_t)x->n_dev * sizeof(int));
+}
+
+/* Updates of shard s on each of its devices, after `after` (a collective) or,
+ * when after < 0, after the shard's own backward tasks on that device. */
+static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, int after,
+                             ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    for (int k = 0; k < s->n_dev; k++) {
+        int dev = b->ipool[s->dev_off + k];
+        int type = ss_machine_device(b->m, dev)->type;
+        double us = ss_cost_update_us(b->cm, type, s->params, ss_graph_optimizer(g),
+                                      ss_graph_precision(g));
+        int u = add_task(tg, SS_TASK_UPDATE, us, 3 * b->n_ops * (MB_CLAMP + 1) + s->minop,
+                         s->minop, -1, -1, s->w, 0, 1, &dev, d);
+        if (u < 0)
+            return d->status;
+        b->st.updates++;
+        if (after >= 0) {
+            if (ss_taskgraph_add_dep(tg, after, u, d) != SS_OK)
+                return d->status;
+            continue;
+        }
+        for (int e = s->first; e < s->first + s->count; e++)
+            if (b->we[e].dev == dev && ss_taskgraph_add_dep(tg, b->we[e].task, u, d) != SS_OK)
+                return d->status;
+    }
+    return SS_OK;
+}
+
+/* Close bucket order[lo..hi): one all-reduce over the (common) device set
+ * after the shards' backward tasks (or the bulk barrier), then updates. */
+static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, int barrier,
+                              ss_diag *d)
+{
+    const shard *s0 = &b->sh[b->order[lo]];
+    double bytes = 0;
+    int minop = s0->minop, maxop = s0->maxop;
+    for (int k = lo; k < hi; k++) {
+        const shard *s = &b->sh[b->order[k]];
+        bytes += s->bytes;
+        if (s->minop < minop)
+            minop = s->minop;
+        if (s->maxop > maxop)
+            maxop = s->maxop;
+    }
+    int prio = 2 * b->n_ops * (MB_CLAMP + 1) +
+               (b->set.priority ? minop : b->n_ops - 1 - maxop);
+    int bucket = b->st.buckets++;
+    int c = add_collective(b, tg, SS_COLL_ALLREDUCE, b->ipool + s0->dev_off, s0->n_dev, bytes,
+                           s0->minop, bucket, SS_BUILD_COLL_GRAD, prio, d);
+    if (c < 0)
+        return d->status;
+    b->st.coll_grad++;
+    if (barrier >= 0) {
+        if (ss_taskgraph_add_dep(tg, barrier, c, d) != SS_OK)
+            return d->status;
+    } else {
+        for (int k = lo; k < hi; k++) {
+            const shard *s = &b->sh[b->order[k]];
+            for (int e = s->first; e < s->first + s->count; e++)
+                if (ss_taskgraph_add_dep(tg, b->we[e].task, c, d) != SS_OK)
+                    return d->status;
+        }
+    }
+    for (int k = lo; k < hi; k++) {
+        ss_status st = add_updates(b, tg, &b->sh[b->order[k]], c, d);
+        if (st != SS_OK)
+            return st;
+    }
+    return SS_OK;
+}
+
+static ss_status pass_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
+{
+    ss_status st;
+    if ((st = collect_weights(b, d)) != SS_OK || (st = weight_memory(b, mm, d)) != SS_OK ||
+        (st = make_shards(b, d)) != SS_OK)
+        return st;
+    GROW(b, order, cap_order, b->n_sh, d);
+    GROW(b, okeys, cap_okeys, b->n_sh, d);
+    for (int k = 0; k < b->n_sh; k++)
+        b->okeys[k] = (okey){b->sh[k].maxop, b->sh[k].w, b->sh[k].first, k};
+    if (b->n_sh > 1)
+        qsort(b->okeys, (size_t)b->n_sh, sizeof(okey), cmp_okey);
+    for (int k = 0; k < b->n_sh; k++)
+        b->order[k] = b->okeys[k].idx;
+    int barrier = -1;
+    if (b->set.sync == SS_SYNC_BULK) {
+        barrier = add_task(tg, SS_TASK_OTHER, 0, 2 * b->n_ops * (MB_CLAMP + 1), -1, -1, -1, 0, 0,
+                           0, NULL, d);
+        if (barrier < 0)
+            return d->status;
+        for (int j = 0; j < b->n_tiles; j++)
+            if (b->tiles[j].bwd >= 0 &&
+                ss_taskgraph_add_dep(tg, b->tiles[j].bwd, barrier, d) != SS_OK)
+                return d->status;
+    }
+    int open = -1; /* first shard of the open bucket in order[] */
+    double open_bytes = 0;
+    for (int k = 0; k < b->n_sh; k++) {
+        const shard *s = &b->sh[b->order[k]];
+        if (open >= 0 && (!same_devs(b, &b->sh[b->order[open]], s) ||
+                          !(b->set.bucket_bytes > 0) || open_bytes >= b->set.bucket_bytes)) {
+            if ((st = close_bucket(b, tg, open, k, barrier, d)) != SS_OK)
+                return st;
+            open = -1;
+        }
+        if (s->n_dev == 1) {
+            if ((st = add_updates(b, tg, s, barrier, d)) != SS_OK)
+                return st;
+            continue;
+        }
+        if (open < 0) {
+            open = k;
+            open_bytes = 0;
+        }
+        open_bytes += s->bytes;
+    }
+    if (open >= 0 && (st = close_bucket(b, tg, open, b->n_sh, barrier, d)) != SS_OK)
+        return st;
+    return SS_OK;
+}
+
+/* ---- pass 8: memory intervals ------------------------------------------ */
+
+static ss_status mem_add(ss_memory *mm, int dev, ss_mem_kind kind, double bytes, int t0, int e0,
+                         int t1, int e1, ss_diag *d)
+{
+    ss_mem_interval iv;
+    iv.device = dev;
+    iv.kind = kind;
+    iv.bytes = bytes;
+    iv.alloc.task = t0;
+    iv.alloc.at_end = e0;
+    iv.release.task = t1;
+    iv.release.at_end = e1;
+    return ss_memory_add(mm, &iv, d);
+}
+
+static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
+{
+    int recompute = b->set.recompute == SS_RECOMPUTE_FULL;
+    ss_status st;
+    for (int j = 0; j < b->n_tiles; j++) {
+        const tileinfo *t = &b->tiles[j];
+        if (t->bwd < 0)
+            continue;
+        if (recompute)
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, t->saved, t->bwd, 0, t->bwd, 1, d);
+        else
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, t->saved, t->fwd, 0, t->bwd, 1, d);
+        if (st != SS_OK || (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, t->ws, t->fwd, 0, t->fwd,
+                                         1, d)) != SS_OK ||
+            (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, t->ws, t->bwd, 0, t->bwd, 1, d)) != SS_OK)
+            return st;
+    }
+    for (int x = 0; x < b->n_xf; x++) {
+        const xferinfo *X = &b->xf[x];
+        const tileinfo *user = &b->tiles[X->last_user];
+        /* received input: until its consumer's forward ends, or kept as a
+         * checkpoint until the consumer's backward ends with recompute */
+        if (recompute && user->bwd >= 0)
+            st = mem_add(mm, X->dev, SS_MEM_BUFFER, X->bytes, X->task, 0, user->bwd, 1, d);
+        else
+            st = mem_add(mm, X->dev, SS_MEM_BUFFER, X->bytes, X->task, 0, user->fwd, 1, d);
+        if (st != SS_OK)
+            return st;
+        if (X->btask >= 0) {
+            const tileinfo *src = &b->tiles[b->units[X->unit].first];
+            if (src->bwd >= 0 && (st = mem_add(mm, X->src, SS_MEM_BUFFER, X->bytes, X->btask, 0,
+                                               src->bwd, 1, d)) != SS_OK)
+                return st;
+        }
+    }
+    return SS_OK;
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_memory *mm,
+                       ss_diag *dd)
+{
+    ss_diag local;
+    ss_diag *d = dd ? dd : &local;
+    if (!dd)
+        ss_diag_init(&local);
+    b->n_ops = ss_graph_n_ops(b->g);
+    b->n_dev = ss_machine_n_devices(b->m);
+    if (ss_plan_n_ops(p) != b->n_ops)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: the plan has %d operators but model \"%s\" has %d",
+                           ss_plan_n_ops(p), ss_graph_name(b->g), b->n_ops);
+    b->set = *ss_plan_settings_get(p);
+    if (b->set.stages < 1)
+        b->set.stages = 1;
+    if (b->set.microbatches < 1)
+        b->set.microbatches = 1;
+    b->policy = (b->set.queue == SS_QUEUE_BACKWARD_FIRST || b->set.schedule == SS_PIPE_1F1B)
+                    ? SS_QUEUE_BACKWARD_FIRST
+                    : SS_QUEUE_FIFO;
+    memset(&b->st, 0, sizeof b->st);
+    b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = 0;
+    ss_status st;
+    if ((st = ss_taskgraph_reset(tg, b->n_dev, 2 * ss_machine_n_links(b->m), d)) != SS_OK ||
+        (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||
+        (st = ss_memory_reset(mm, b->n_dev, d)) != SS_OK)
+        return st;
+    if ((st = pass_tiles(b, p, tg, d)) != SS_OK || (st = pass_units(b, p, tg, d)) != SS_OK ||
+        (st = pass_fwd_deps(b, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
+        (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
+        (st = pass_weights(b, tg, mm, d)) != SS_OK || (st = pass_memory(b, mm, d)) != SS_OK)
+        return st;
+    return ss_taskgraph_finalize(tg, d);
+}
+
+/* ---- naming ------------------------------------------------------------- */
+
+void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, size_t n)
+{
+    const ss_builder *b = ctx;
+    int op = tg->op[task];
+    const char *name = op >= 0 && op < ss_graph_n_ops(b->g) ? ss_graph_op(b->g, op)->name : "";
+    switch ((ss_task_kind)tg->kind[task]) {
+    case SS_TASK_FWD:
+    case SS_TASK_BWD:
+        snprintf(buf, n, "%s %s t%d mb%d", ss_task_kind_name((ss_task_kind)tg->kind[task]), name,
+                 tg->tile[task], tg->mb[task]);
+        break;
+    case SS_TASK_UPDATE: {
+        int w = tg->aux[task];
+        const ss_tensor *t = w >= 0 && w < ss_graph_n_tensors(b->g) ? ss_graph_tensor(b->g, w)
+                                                                      : NULL;
+        snprintf(buf, n, "update %s", t ? t->name : name);
+        break;
+    }
+    case SS_TASK_XFER:
+        snprintf(buf, n, "%s %s", tg->aux[task] ? "grad xfer" : "xfer", name);
+        break;
+    case SS_TASK_COLLECTIVE:
+        if (tg->aux[task] == SS_BUILD_COLL_GRAD)
+            snprintf(buf, n, "allreduce grads bucket %d (%s ...)", tg->tile[task], name);
+        else if (tg->aux[task] == SS_BUILD_COLL_PARTIAL)
+            snprintf(buf, n, "allreduce partial sums %s", name);
+        else
+            snprintf(buf, n, "broadcast output grad %s", name);
+        break;
+    default:
+        snprintf(buf, n, "join %s", name);
+        break;
+    }
+}

@@ -1,0 +1,109 @@
+/*
+ * build.h — the task-graph builder: model + plan + machine + costs -> the
+ * task graph the engine schedules and the memory intervals the liveness
+ * sweep counts. docs/simulator.md is the long form of the rules below.
+ *
+ * Tasks
+ *   forward / backward  one per tile of every op (ss_pconfig_tile), on the
+ *                       tile's device, durations from ss_cost_tile. Graph
+ *                       inputs (SS_OP_INPUT) get a zero-length forward task
+ *                       and no backward. With recompute = full the backward
+ *                       also pays the tile's forward time.
+ *   units               tiles of one op that share an output region and
+ *                       differ only in their reduction range form a unit
+ *                       (red = 1: each tile is its own unit). A unit with
+ *                       red > 1 holds partial sums: an all-reduce among its
+ *                       devices (a join if they are all one device) makes the
+ *                       output whole before any consumer reads it.
+ *   transfers           for every consumer tile and producer unit whose
+ *                       output region overlaps the region the tile needs
+ *                       (ss_op_input_region), a transfer of the overlap bytes
+ *                       from the unit's first device along ss_machine_route
+ *                       when the consumer's device is not one of the unit's
+ *                       devices, else a plain dependency. A transfer of the
+ *                       same region of the same tensor to the same device is
+ *                       made once and shared. Backward: each forward transfer
+ *                       has a gradient transfer of the same bytes the other
+ *                       way, after every consumer backward that used it.
+ *                       Gradients reaching a partial-sum unit from outside
+ *                       are broadcast to its devices (an all-gather of the
+ *                       unit's output bytes).
+ *   weight gradients    per weight tensor, tiles needing the same weight
+ *                       region on different devices are replicas: one
+ *                       all-reduce per bucket (collective.h picks ring / tree
+ *                       / hierarchical). Wait-free: a bucket starts when the
+ *                       last backward contributing to it ends; bulk: after
+ *                       every backward. Buckets fuse consecutive shards (in
+ *                       backward order) with the same device set until they
+ *                       reach settings.bucket_bytes (0: one per shard).
+ *                       Then one update task per shard per device.
+ *   pipelines           with settings.microbatches M > 1 every tile whose
+ *                       sample range lies within one of M equal batch chunks
+ *                       gets that micro-batch index; if every non-input tile
+ *                       has one, each device runs micro-batch k+1's forward
+ *                       only after its last forward of micro-batch k (the
+ *                       per-device program order of GPipe); with the 1F1B
+ *                       schedule a device of stage s also starts micro-batch
+ *                       k's forward only after its backward of micro-batch
+ *                       k - (stages - s) (at most stages - s in flight).
+ *   priorities          forward in topological order, backward in reverse,
+ *                       micro-batch as tie-break; gradient all-reduces back
+ *                       layers first, or front layers first with
+ *                       settings.priority.
+ *
+ * Memory intervals (memory.h): activations (ss_work.saved_bytes) from the
+ * forward's start to the backward's end (recompute: only during the
+ * backward, plus the received inputs kept as checkpoints until the consumer's
+ * backward ends); receive buffers from the transfer's start to the end of
+ * the task that consumes them; kernel workspace while a task runs; weights,
+ * gradients and optimizer state per distinct weight region a device holds
+ * (union of the regions its tiles need, shared weights counted once).
+ *
+ * The builder keeps its scratch arrays across runs (the search calls it
+ * thousands of times); g, m and cm are borrowed for its lifetime.
+ */
+#ifndef SS_BUILD_H
+#define SS_BUILD_H
+
+#include "simsearch.h"
+#include "simulator/memory.h"
+#include "simulator/taskgraph.h"
+
+/* Collective task tags (ss_taskgraph.aux of SS_TASK_COLLECTIVE tasks). */
+enum {
+    SS_BUILD_COLL_GRAD = 0,    /* gradient all-reduce of a bucket (tile = bucket index) */
+    SS_BUILD_COLL_PARTIAL = 1, /* all-reduce of partial sums (op = producer) */
+    SS_BUILD_COLL_BCAST = 2    /* output gradient to a partial-sum unit's devices */
+};
+
+typedef struct ss_build_stats {
+    int fwd, bwd, xfer_fwd, xfer_bwd, coll_partial, coll_bcast, coll_grad, updates;
+    int buckets, shards;
+    int microbatch_gating; /* 1 if micro-batch program order was applied */
+} ss_build_stats;
+
+typedef struct ss_builder ss_builder;
+
+/* New builder for graph g on machine m priced by cm (borrowed). NULL on
+ * allocation failure. */
+ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm);
+void ss_build_free(ss_builder *b);
+
+/* Build plan p's task graph into tg (reset first) and its memory into mm
+ * (reset first), and finalize tg. Errors: SS_ERR_INVALID (tile count or
+ * device out of range, unreachable device pair), NOMEM, cost errors. On
+ * error tg and mm hold a partial build (reset them before reuse). */
+ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_memory *mm,
+                       ss_diag *d);
+
+/* Queue policy the engine should use for the last built plan (backward-first
+ * for 1F1B or when the plan asks for it). */
+ss_queue_policy ss_build_policy(const ss_builder *b);
+const ss_build_stats *ss_build_stats_of(const ss_builder *b);
+
+/* Name task t of the last build ("fwd fc1 t2 mb0", "xfer fc1 -> gpu3",
+ * "allreduce grads bucket 3 (fc1.weight ...)"); an ss_trace_namer: ctx is the
+ * builder. */
+void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, size_t n);
+
+#endif /* SS_BUILD_H */

@@ -1,0 +1,262 @@
+/*
+ * sim.c — the public simulator (ss_sim_* in simsearch.h): build the task
+ * graph of a plan (build.c), schedule it (engine.c), sweep memory with
+ * liveness (memory.c) and summarise the result.
+ *
+ * An ss_sim owns one builder, task graph, engine and memory tracker and
+ * reuses them run after run, so a search that calls ss_sim_run thousands of
+ * times a second allocates only while the arrays still grow. Invariant:
+ * s->ran is 1 only while tg and the engine hold the last successful run
+ * (what ss_sim_write_trace draws).
+ */
+#include "simulator/build.h"
+#include "simulator/engine.h"
+#include "simulator/memory.h"
+#include "simulator/report.h"
+#include "simulator/taskgraph.h"
+#include "simulator/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct critkey {
+    int kind, op;
+    double us;
+    int n;
+} critkey;
+
+struct ss_sim {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    ss_sim_config cfg;
+    ss_builder *b;
+    ss_taskgraph *tg;
+    ss_memory *mm;
+    ss_engine *e;
+    double *peak;
+    int cap_peak;
+    critkey *ck;
+    int cap_ck;
+    int ran;
+};
+
+ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                     const ss_sim_config *cfg, ss_sim **out, ss_diag *d)
+{
+    *out = NULL;
+    if (!g || !m || !cm)
+        return ss_diag_set(d, SS_ERR_INVALID, "simulate: graph, machine and cost model needed");
+    if (cfg && (!(cfg->mem_fraction >= 0) || cfg->mem_fraction > 1))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: mem_fraction must be in (0, 1] (0 = 1), got %g",
+                           cfg->mem_fraction);
+    ss_sim *s = ss_calloc(1, sizeof *s);
+    if (!s)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    s->g = g;
+    s->m = m;
+    s->cm = cm;
+    if (cfg)
+        s->cfg = *cfg;
+    if (!(s->cfg.mem_fraction > 0))
+        s->cfg.mem_fraction = 1.0;
+    s->b = ss_build_new(g, m, cm);
+    s->tg = ss_taskgraph_new(ss_machine_n_devices(m), 2 * ss_machine_n_links(m));
+    s->mm = ss_memory_new();
+    s->e = ss_engine_new();
+    if (!s->b || !s->tg || !s->mm || !s->e) {
+        ss_sim_free(s);
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    }
+    *out = s;
+    return SS_OK;
+}
+
+void ss_sim_free(ss_sim *s)
+{
+    if (!s)
+        return;
+    ss_build_free(s->b);
+    ss_taskgraph_free(s->tg);
+    ss_memory_free(s->mm);
+    ss_engine_free(s->e);
+    ss_free(s->peak);
+    ss_free(s->ck);
+    ss_free(s);
+}
+
+int64_t ss_sim_n_tasks(const ss_sim *s)
+{
+    return s && s->ran ? s->tg->n_tasks : 0;
+}
+
+static int cmp_ck_key(const void *pa, const void *pb)
+{
+    const critkey *a = pa, *b = pb;
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    return a->op < b->op ? -1 : a->op > b->op;
+}
+
+static int cmp_ck_time(const void *pa, const void *pb)
+{
+    const critkey *a = pa, *b = pb;
+    if (a->us != b->us)
+        return a->us > b->us ? -1 : 1;
+    return cmp_ck_key(pa, pb);
+}
+
+static void crit_name(const ss_sim *s, const critkey *k, ss_sim_crit *c)
+{
+    const char *name;
+    if (k->kind == SS_TASK_COLLECTIVE && k->op == -2)
+        name = "gradients";
+    else if (k->op >= 0 && k->op < ss_graph_n_ops(s->g))
+        name = ss_graph_op(s->g, k->op)->name;
+    else
+        name = "(barrier)";
+    snprintf(c->name, sizeof c->name, "%s", name);
+    snprintf(c->kind, sizeof c->kind, "%s", ss_task_kind_name((ss_task_kind)k->kind));
+    c->us = k->us;
+    c->n_tasks = k->n;
+}
+
+/* Summarise the critical path into out[] (largest share first; the tail
+ * beyond SS_SIM_CRIT_MAX - 1 entries folds into "(other)"). */
+static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double *len,
+                                ss_diag *d)
+{
+    const int32_t *path;
+    int n;
+    ss_status st = ss_engine_critical_path(s->e, &path, &n, d);
+    if (st != SS_OK)
+        return st;
+    if (n > s->cap_ck) {
+        critkey *k = ss_realloc(s->ck, (size_t)n * sizeof *k);
+        if (!k)
+            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+        s->ck = k;
+        s->cap_ck = n;
+    }
+    const ss_taskgraph *tg = s->tg;
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        int t = path[i];
+        critkey *k = &s->ck[i];
+        k->kind = tg->kind[t];
+        k->op = tg->op[t];
+        if (k->kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD)
+            k->op = -2; /* all gradient buckets count as one line */
+        k->us = tg->dur[t];
+        k->n = 1;
+        total += tg->dur[t];
+    }
+    *len = total;
+    int m = 0;
+    if (n > 0) {
+        qsort(s->ck, (size_t)n, sizeof(critkey), cmp_ck_key);
+        for (int i = 0; i < n; i++) {
+            if (m > 0 && !cmp_ck_key(&s->ck[m - 1], &s->ck[i])) {
+                s->ck[m - 1].us += s->ck[i].us;
+                s->ck[m - 1].n++;
+            } else {
+                s->ck[m++] = s->ck[i];
+            }
+        }
+        qsort(s->ck, (size_t)m, sizeof(critkey), cmp_ck_time);
+    }
+    int keep = m <= SS_SIM_CRIT_MAX ? m : SS_SIM_CRIT_MAX - 1;
+    for (int i = 0; i < keep; i++)
+        crit_name(s, &s->ck[i], &out[i]);
+    if (keep < m) {
+        ss_sim_crit *o = &out[keep];
+        snprintf(o->name, sizeof o->name, "(other)");
+        snprintf(o->kind, sizeof o->kind, "mixed");
+        o->us = 0;
+        o->n_tasks = 0;
+        for (int i = keep; i < m; i++) {
+            o->us += s->ck[i].us;
+            o->n_tasks += s->ck[i].n;
+        }
+        keep++;
+    }
+    *n_out = keep;
+    return SS_OK;
+}
+
+ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
+{
+    ss_diag local;
+    ss_diag *d = dd ? dd : &local;
+    ss_diag_init(&local);
+    int nd = ss_machine_n_devices(s->m);
+    s->ran = 0;
+    ss_status st = ss_build_run(s->b, p, s->tg, s->mm, d);
+    if (st != SS_OK)
+        return st;
+    ss_engine_config ec = {ss_build_policy(s->b)};
+    if ((st = ss_engine_run(s->e, s->tg, &ec, d)) != SS_OK)
+        return st;
+    const ss_engine_result *er = ss_engine_result_of(s->e);
+    if (nd > s->cap_peak) {
+        double *pk = ss_realloc(s->peak, (size_t)nd * sizeof(double));
+        if (!pk)
+            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+        s->peak = pk;
+        s->cap_peak = nd;
+    }
+    if (s->cfg.skip_memory) {
+        for (int i = 0; i < nd; i++)
+            s->peak[i] = ss_memory_static_bytes(s->mm, i);
+    } else if ((st = ss_memory_sweep(s->mm, er->start, er->end, s->peak, d)) != SS_OK) {
+        return st;
+    }
+    ss_sim_crit crit[SS_SIM_CRIT_MAX];
+    int n_crit = 0;
+    double crit_us = 0;
+    if ((st = summarise_path(s, crit, &n_crit, &crit_us, d)) != SS_OK)
+        return st;
+    if ((st = ss_sim_result_reserve(r, nd, d)) != SS_OK)
+        return st;
+    /* from here on nothing fails: fill the result */
+    snprintf(r->model, sizeof r->model, "%s", ss_graph_name(s->g));
+    snprintf(r->topology, sizeof r->topology, "%s", ss_machine_name(s->m));
+    r->n_devices = nd;
+    r->batch = ss_graph_batch(s->g);
+    r->n_tasks = s->tg->n_tasks;
+    r->iteration_us = er->makespan;
+    r->throughput = er->makespan > 0 ? (double)r->batch / (er->makespan * 1e-6) : 0;
+    r->critical_path_us = crit_us;
+    r->fits = 1;
+    r->overflow_device = -1;
+    r->overflow_bytes = 0;
+    for (int i = 0; i < nd; i++) {
+        const ss_device_type *dt = ss_machine_type(s->m, ss_machine_device(s->m, i)->type);
+        r->compute_us[i] = er->compute_us[i];
+        r->comm_us[i] = er->comm_us[i];
+        r->exposed_comm_us[i] = er->exposed_comm_us[i];
+        r->idle_us[i] = er->idle_us[i];
+        r->peak_memory_bytes[i] = s->peak[i];
+        r->static_memory_bytes[i] = ss_memory_static_bytes(s->mm, i);
+        r->weight_bytes[i] = ss_memory_weight_bytes(s->mm, i);
+        r->capacity_bytes[i] = dt->mem_gib * 1073741824.0 * s->cfg.mem_fraction;
+        if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
+            r->fits = 0;
+            r->overflow_device = i;
+            r->overflow_bytes = r->peak_memory_bytes[i] - r->capacity_bytes[i];
+        }
+    }
+    r->n_crit = n_crit;
+    memcpy(r->crit, crit, sizeof crit);
+    s->ran = 1;
+    return SS_OK;
+}
+
+ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d)
+{
+    if (!s || !s->ran)
+        return ss_diag_set(d, SS_ERR_INVALID, "trace: no simulation has run yet");
+    ss_trace_opts o = {s->m, ss_build_task_name, s->b};
+    return ss_trace_write(path, s->tg, ss_engine_result_of(s->e), &o, d);
+}
