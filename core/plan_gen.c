@@ -21,6 +21,11 @@
  * red = tp); consumers of partial sums are not split (or with sp=1 split
  * along their sequence dim). The embedding with the largest vocabulary is
  * vocab-parallel (red = tp); fused attention splits its heads (red = tp).
+ * A vocabulary tp does not divide stays whole (embedding and LM head). When
+ * a column split cannot be followed downstream (a dense layer feeding a
+ * LayerNorm over its features, as in BERT's MLM head), that linear is left
+ * whole and the walk restarts; a reshape that cannot follow is an error (tp
+ * does not divide the heads).
  * Pipeline stages cut the op list where one activation crosses; when the
  * model has repeated layers (a repeated run of segments), layers are spread
  * evenly over the stages (prefix in the first, suffix in the last),
@@ -117,7 +122,9 @@ typedef struct gen {
     int *tpdim;       /* per op: output dim split tp, -1 none */
     int *tpred;       /* per op: red = tp */
     int *seqdim;      /* per op: dim split tp for sequence parallelism, -1 none */
+    char *nocol;      /* per op: linear not to be made column-parallel */
     int *state;       /* per tensor */
+    int *origin;      /* per tensor: column-parallel linear its TP split comes from */
     ss_region *reg;   /* per tensor: tile-0 region when TP/SEQ */
 } gen;
 
@@ -412,7 +419,27 @@ static int largest_vocab(const ss_graph *g)
     return (int)(v > 0x7fffffff ? 0x7fffffff : v);
 }
 
-static ss_status assign_tp(gen *G, ss_diag *d)
+/* Origin of op's first TP-split input (the column-parallel linear that
+ * started the split), or -1. */
+static int input_origin(const gen *G, const ss_op *op)
+{
+    for (int i = 0; i < op->n_in; i++)
+        if (G->state[op->inputs[i]] == ST_TP)
+            return G->origin[op->inputs[i]];
+    return -1;
+}
+
+static void set_origin(gen *G, const ss_op *op, int origin)
+{
+    for (int o = 0; o < op->n_out; o++)
+        G->origin[op->outputs[o]] = origin;
+}
+
+/* One pass over the ops. Returns SS_OK, an error, or SS_ERR_INTERRUPTED
+ * (internal: retry) after marking a column-parallel linear whose split
+ * cannot be followed downstream (e.g. a dense layer feeding a LayerNorm over
+ * its features) as not to be split. */
+static ss_status assign_tp_once(gen *G, ss_diag *d)
 {
     const ss_graph *g = G->g;
     int tp = G->c.tp;
@@ -423,19 +450,18 @@ static ss_status assign_tp(gen *G, ss_diag *d)
         G->tpdim[id] = G->seqdim[id] = -1;
         G->tpred[id] = 0;
         mark_all(G, op, ST_NONE);
+        set_origin(G, op, -1);
         if (tp == 1 || !o || op->type == SS_OP_INPUT)
             continue;
         int has[4] = {0};
         for (int i = 0; i < op->n_in; i++)
             has[G->state[op->inputs[i]]] = 1;
         if (op->type == SS_OP_EMBEDDING && op->attrs.vocab == vmax) {
-            if (op->attrs.vocab % tp)
-                return ss_diag_set(d, SS_ERR_INVALID,
-                                   "megatron: tp=%d does not divide the vocabulary (%lld) of "
-                                   "embedding \"%s\"",
-                                   tp, (long long)op->attrs.vocab, op->name);
-            G->tpred[id] = 1;
-            mark_all(G, op, ST_PARTIAL);
+            /* vocab-parallel; a vocabulary tp does not divide stays whole */
+            if (op->attrs.vocab % tp == 0) {
+                G->tpred[id] = 1;
+                mark_all(G, op, ST_PARTIAL);
+            }
         } else if (op->type == SS_OP_ATTENTION && !has[ST_TP]) {
             if (op->attrs.heads % tp)
                 return ss_diag_set(d, SS_ERR_INVALID,
@@ -445,22 +471,35 @@ static ss_status assign_tp(gen *G, ss_diag *d)
             mark_all(G, op, ST_PARTIAL);
         } else if (op->type == SS_OP_LINEAR && !has[ST_TP]) {
             int k = o->ndim - 1;
-            if (o->shape[k] % tp)
+            if (G->nocol[id])
+                continue;
+            if (o->shape[k] % tp) {
+                if (o->shape[k] == vmax)
+                    continue; /* LM head over a vocabulary tp does not divide */
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "megatron: tp=%d does not divide the %lld output features of "
-                                   "linear \"%s\"",
+                                   "linear \"%s\" (tp must divide the hidden size)",
                                    tp, (long long)o->shape[k], op->name);
+            }
             ss_tile t;
             tile0(G, op, k, 0, &t);
             G->tpdim[id] = k;
             mark_outputs(G, op, &t, ST_TP);
+            set_origin(G, op, id);
         } else if (has[ST_TP]) {
-            if (!follow(G, id, ST_TP))
+            int origin = input_origin(G, op);
+            if (follow(G, id, ST_TP)) {
+                set_origin(G, op, origin);
+                continue;
+            }
+            if (op->type == SS_OP_RESHAPE || origin < 0)
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "megatron: tp=%d: %s \"%s\" cannot follow the tensor-parallel "
                                    "split of its input (tp must divide the number of heads and "
                                    "the hidden size)",
                                    tp, ss_op_type_name(op->type), op->name);
+            G->nocol[origin] = 1;
+            return SS_ERR_INTERRUPTED;
         } else if (G->sp && (has[ST_PARTIAL] || has[ST_SEQ])) {
             if (!(has[ST_SEQ] && follow(G, id, ST_SEQ))) {
                 /* Reduce-scatter of partial sums: split the first sequence dim. */
@@ -478,6 +517,15 @@ static ss_status assign_tp(gen *G, ss_diag *d)
         }
     }
     return SS_OK;
+}
+
+static ss_status assign_tp(gen *G, ss_diag *d)
+{
+    ss_status st;
+    for (int round = 0; round <= G->n_ops; round++)
+        if ((st = assign_tp_once(G, d)) != SS_ERR_INTERRUPTED)
+            return st;
+    return ss_diag_set(d, SS_ERR_INVALID, "megatron: no consistent tensor-parallel split");
 }
 
 /* Build op's final config into c (devices into devs, room for ntiles). */
@@ -573,10 +621,13 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     G.tpred = ss_calloc(no, sizeof *G.tpred);
     G.seqdim = ss_calloc(no, sizeof *G.seqdim);
     G.state = ss_calloc(ntn, sizeof *G.state);
+    G.origin = ss_calloc(ntn, sizeof *G.origin);
+    G.nocol = ss_calloc(no, sizeof *G.nocol);
     G.reg = ss_calloc(ntn, sizeof *G.reg);
     ss_plan *p = ss_plan_new(g, m);
     int *devs = NULL, cap = 0;
-    if (!G.stage || !G.tpdim || !G.tpred || !G.seqdim || !G.state || !G.reg || !p) {
+    if (!G.stage || !G.tpdim || !G.tpred || !G.seqdim || !G.state || !G.origin || !G.nocol || !G.reg ||
+        !p) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -603,6 +654,8 @@ out:
     ss_free(G.tpred);
     ss_free(G.seqdim);
     ss_free(G.state);
+    ss_free(G.origin);
+    ss_free(G.nocol);
     ss_free(G.reg);
     ss_free(devs);
     if (st) {
