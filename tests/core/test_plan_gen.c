@@ -1,0 +1,354 @@
+/*
+ * test_plan_gen.c — plan generators (core/plan_gen.c): data parallel,
+ * Megatron (structural tensor parallelism, pipeline stages, device
+ * numbering, micro-batches, sequence parallelism) and plan specs.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ss_machine *load_p100x16(void)
+{
+    ss_machine *m = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    if (ss_machine_load(ss_test_path("topologies/p100x16.json"), &m, &d) != SS_OK)
+        fail_msg("%s", d.msg);
+    return m;
+}
+
+static ss_graph *build(const char *spec, int64_t batch, int n)
+{
+    ss_graph *g = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    if (ss_model_build(spec, batch, n, &g, &d) != SS_OK)
+        fail_msg("%s", d.msg);
+    return g;
+}
+
+static const ss_pconfig *cfg_of(const ss_plan *p, const ss_graph *g, const char *name)
+{
+    int id = ss_graph_find_op(g, name);
+    if (id < 0)
+        fail_msg("no op %s", name);
+    return ss_plan_config(p, id);
+}
+
+/* Degrees as a string "8x1x2/r1" for compact assertions. */
+static const char *shape(const ss_pconfig *c)
+{
+    static char buf[64];
+    size_t u = 0;
+    for (int k = 0; k < c->ndim; k++)
+        u += (size_t)snprintf(buf + u, sizeof buf - u, "%s%d", k ? "x" : "", c->deg[k]);
+    snprintf(buf + u, sizeof buf - u, "/r%d", c->red);
+    return buf;
+}
+
+static void test_data_parallel(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("mlp", 0, 16); /* batch 64*16 = 1024 */
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_data_parallel(g, m, 4, &p, &d), SS_OK);
+    for (int i = 0; i < ss_graph_n_ops(g); i++) {
+        const ss_pconfig *c = ss_plan_config(p, i);
+        assert_int_equal(c->ntiles, 4);
+        assert_int_equal(c->deg[0], 4);
+        assert_int_equal(c->red, 1);
+        for (int t = 0; t < 4; t++)
+            assert_int_equal(c->devices[t], t);
+    }
+    assert_string_equal(shape(cfg_of(p, g, "fc1")), "4x1/r1");
+    assert_int_equal(ss_plan_validate(p, g, m, &d), SS_OK);
+    ss_plan_free(p);
+    /* 0 = all 16 devices */
+    assert_int_equal(ss_plan_data_parallel(g, m, 0, &p, &d), SS_OK);
+    assert_int_equal(cfg_of(p, g, "out")->ntiles, 16);
+    assert_int_equal(cfg_of(p, g, "out")->devices[15], 15);
+    ss_plan_free(p);
+    /* more devices than the machine has */
+    assert_int_equal(ss_plan_data_parallel(g, m, 17, &p, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "needs 17 devices"));
+    ss_graph_free(g);
+
+    /* batch 6 on 4 devices: not divisible, everything stays on device 0 */
+    g = build("mlp", 6, 4);
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_data_parallel(g, m, 4, &p, &d), SS_OK);
+    for (int i = 0; i < ss_graph_n_ops(g); i++) {
+        assert_int_equal(ss_plan_config(p, i)->ntiles, 1);
+        assert_int_equal(ss_plan_config(p, i)->devices[0], 0);
+    }
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+/* The acceptance case of the brief: gpt 2 layers, tp=2, pp=2, dp=1. */
+static void test_megatron_gpt(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1000", 16, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_megatron_config mc = {.tp = 2, .pp = 2, .dp = 1, .mb = 0};
+    assert_int_equal(ss_plan_megatron(g, m, &mc, &p, &d), SS_OK);
+    const ss_plan_settings *s = ss_plan_settings_get(p);
+    assert_int_equal(s->stages, 2);
+    assert_int_equal(s->microbatches, 8); /* default 4 * pp */
+    assert_int_equal(s->schedule, SS_PIPE_1F1B);
+    assert_int_equal(s->queue, SS_QUEUE_BACKWARD_FIRST);
+    /* sample dim split dp*mb = 8; tp split 2 */
+    /* column parallel: qkv and fc1 split their output features */
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.qkv")), "8x1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l1.mlp.fc1")), "8x1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.mlp.gelu")), "8x1x2/r1");
+    /* heads split through reshape / split / transpose / batch_matmul */
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.qkv_reshape")), "8x1x2x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.q_t")), "8x2x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.scores")), "8x2x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l1.attn.softmax")), "8x2x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l1.attn.context")), "8x2x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.merge")), "8x1x2/r1");
+    /* row parallel: partial sums */
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.proj")), "8x1x1/r2");
+    assert_string_equal(shape(cfg_of(p, g, "l1.mlp.fc2")), "8x1x1/r2");
+    /* after partial sums: whole, first device of the TP group */
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.residual")), "8x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.ln2")), "8x1x1/r1");
+    /* vocab-parallel embedding, column-parallel head, loss red = tp */
+    assert_string_equal(shape(cfg_of(p, g, "embed.tokens")), "8x1x1/r2");
+    assert_string_equal(shape(cfg_of(p, g, "embed.positions")), "8x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "lm_head")), "8x1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "loss")), "8x1/r2");
+    /* stages: embedding + layer 0 on stage 0, layer 1 + head on stage 1 */
+    assert_int_equal(cfg_of(p, g, "embed.tokens")->stage, 0);
+    assert_int_equal(cfg_of(p, g, "tokens")->stage, 0);
+    assert_int_equal(cfg_of(p, g, "l0.ln1")->stage, 0);
+    assert_int_equal(cfg_of(p, g, "l0.mlp.residual")->stage, 0);
+    assert_int_equal(cfg_of(p, g, "l1.ln1")->stage, 1);
+    assert_int_equal(cfg_of(p, g, "l1.mlp.residual")->stage, 1);
+    assert_int_equal(cfg_of(p, g, "lm_head")->stage, 1);
+    assert_int_equal(cfg_of(p, g, "loss")->stage, 1);
+    assert_int_equal(cfg_of(p, g, "labels")->stage, 1); /* its only consumer is the loss */
+    /* devices = pp_rank*(tp*dp) + dp_rank*tp + tp_rank: stage 0 -> {0,1}, stage 1 -> {2,3};
+     * tile t of an 8x1x2 config: tp_rank = t % 2 */
+    const ss_pconfig *c = cfg_of(p, g, "l0.attn.qkv");
+    for (int t = 0; t < c->ntiles; t++)
+        assert_int_equal(c->devices[t], t % 2);
+    c = cfg_of(p, g, "l1.mlp.fc2"); /* red is the innermost index */
+    for (int t = 0; t < c->ntiles; t++)
+        assert_int_equal(c->devices[t], 2 + t % 2);
+    c = cfg_of(p, g, "l1.ln2");
+    for (int t = 0; t < c->ntiles; t++)
+        assert_int_equal(c->devices[t], 2);
+    assert_int_equal(ss_plan_validate(p, g, m, &d), SS_OK);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+/* dp=2, mb=2: sample degree 4, each dp rank's device repeated mb times;
+ * tp=2 pp=2 uses 8 devices: stage 1 starts at device 4. */
+static void test_megatron_dp_mb(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("gpt:layers=4,hidden=256,heads=4,seq=64,vocab=1000", 16, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mb=2,recompute=full", g, m, &p,
+                                       &d), SS_OK);
+    assert_int_equal(ss_plan_settings_get(p)->microbatches, 2);
+    assert_int_equal(ss_plan_settings_get(p)->recompute, SS_RECOMPUTE_FULL);
+    /* layers 0,1 on stage 0 and 2,3 on stage 1 */
+    assert_int_equal(cfg_of(p, g, "l1.mlp.residual")->stage, 0);
+    assert_int_equal(cfg_of(p, g, "l2.ln1")->stage, 1);
+    const ss_pconfig *c = cfg_of(p, g, "l0.mlp.fc1"); /* 4x1x2 */
+    assert_string_equal(shape(c), "4x1x2/r1");
+    static const int want0[8] = {0, 1, 0, 1, 2, 3, 2, 3};
+    for (int t = 0; t < 8; t++)
+        assert_int_equal(c->devices[t], want0[t]);
+    c = cfg_of(p, g, "l3.ln1"); /* stage 1, whole: dp ranks 0,0,1,1 -> 4,4,6,6 */
+    static const int want1[4] = {4, 4, 6, 6};
+    for (int t = 0; t < 4; t++)
+        assert_int_equal(c->devices[t], want1[t]);
+    ss_plan_free(p);
+
+    /* sequence parallel: ops after partial sums split the sequence dim */
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=1,dp=2,sp=1", g, m, &p, &d), SS_OK);
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.residual")), "2x2x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.ln2")), "2x2x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.mlp.fc1")), "2x1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l0.mlp.fc2")), "2x1x1/r2");
+    assert_int_equal(ss_plan_settings_get(p)->queue, SS_QUEUE_FIFO);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+/* BERT's MLM head (dense -> gelu -> LayerNorm) cannot stay column split:
+ * the dense layer is left whole, the decoder is column parallel. */
+static void test_megatron_bert_head(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("bert:layers=2,hidden=256,heads=4,seq=32,vocab=1000", 8, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=1,dp=1", g, m, &p, &d), SS_OK);
+    assert_string_equal(shape(cfg_of(p, g, "mlm.dense")), "1x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "mlm.ln")), "1x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "mlm.decoder")), "1x1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "l1.attn.qkv")), "1x1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "loss")), "1x1/r2");
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void expect_spec_error(const char *spec, const char *model, const char *want)
+{
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build(model, 16, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_status st = ss_plan_from_spec(spec, g, m, &p, &d);
+    if (st == SS_OK)
+        fail_msg("spec %s accepted", spec);
+    assert_null(p);
+    if (!strstr(d.msg, want))
+        fail_msg("message '%s' lacks '%s'", d.msg, want);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void test_spec_errors(void **state)
+{
+    (void)state;
+    const char *gpt = "gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1000";
+    expect_spec_error("megatron:tp=2,xx=3", gpt, "unknown key \"xx\"");
+    expect_spec_error("megatron:tp=two", gpt, "bad value \"two\" for tp");
+    expect_spec_error("megatron:tp=2,recompute=some", gpt, "bad value \"some\" for recompute");
+    expect_spec_error("megatron:tp=2,sp=2", gpt, "bad value \"2\" for sp");
+    expect_spec_error("megatron:tp", gpt, "expected key=value");
+    expect_spec_error("zero-bubble", gpt, "plan spec \"zero-bubble\": unknown");
+    expect_spec_error("megatron:tp=4,pp=2,dp=4", gpt, "needs 32 devices");
+    expect_spec_error("megatron:tp=3,pp=1", gpt, "dp not given");
+    expect_spec_error("megatron:tp=8,pp=2,dp=1", gpt, "tp must divide the number of heads");
+    expect_spec_error("megatron:tp=1,pp=3,dp=1,mb=1", gpt, "pp=3 is more than the 2 layers");
+    expect_spec_error("megatron:tp=1,pp=1,dp=1,mb=3", gpt, "not divisible by dp*mb");
+    expect_spec_error("/nonexistent/plan.json", gpt, "cannot open");
+}
+
+/* Defaults: megatron without dp uses every device; pp=1 -> mb 1, FIFO. */
+static void test_spec_defaults(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1000", 64, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=4", g, m, &p, &d), SS_OK);
+    const ss_pconfig *c = cfg_of(p, g, "l0.mlp.fc1"); /* dp = 16/4 = 4 */
+    assert_string_equal(shape(c), "4x1x4/r1");
+    assert_int_equal(c->devices[15], 15);
+    assert_int_equal(ss_plan_settings_get(p)->microbatches, 1);
+    assert_int_equal(ss_plan_settings_get(p)->stages, 1);
+    ss_plan_free(p);
+    assert_int_equal(ss_plan_from_spec("data-parallel", g, m, &p, &d), SS_OK);
+    assert_string_equal(shape(cfg_of(p, g, "l0.mlp.fc1")), "16x1x1/r1");
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+/* Non-transformer models: pipeline cuts balance FLOPs and every plan is
+ * valid. */
+static void test_megatron_other_models(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    static const char *models[] = {"mlp", "alexnet", "rnnlm:steps=4"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        ss_graph *g = build(models[i], 64, 16);
+        ss_plan *p = NULL;
+        ss_diag d;
+        ss_diag_init(&d);
+        if (ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mb=2", g, m, &p, &d) != SS_OK)
+            fail_msg("%s: %s", models[i], d.msg);
+        assert_int_equal(ss_plan_validate(p, g, m, &d), SS_OK);
+        int seen[2] = {0, 0};
+        for (int k = 0; k < ss_plan_n_ops(p); k++)
+            seen[ss_plan_config(p, k)->stage]++;
+        assert_true(seen[0] > 0 && seen[1] > 0);
+        ss_plan_free(p);
+        ss_graph_free(g);
+    }
+    /* mlp: fc1 column parallel, fc2 row parallel */
+    ss_graph *g = build("mlp", 64, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=1,dp=1", g, m, &p, &d), SS_OK);
+    assert_string_equal(shape(cfg_of(p, g, "fc1")), "1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "relu1")), "1x2/r1");
+    assert_string_equal(shape(cfg_of(p, g, "fc2")), "1x1/r2");
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void test_gen_alloc_failures(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1000", 16, 16);
+    int ok = 0;
+    for (long n = 0; n < 400 && !ok; n++) {
+        ss_plan *p = NULL;
+        ss_diag d;
+        ss_diag_init(&d);
+        ss_test_fail_after(n);
+        ss_status st = ss_plan_from_spec("megatron:tp=2,pp=2,dp=1", g, m, &p, &d);
+        ss_test_fail_after(-1);
+        if (st == SS_OK) {
+            ok = 1;
+            ss_plan_free(p);
+        } else {
+            assert_int_equal(st, SS_ERR_NOMEM);
+            assert_null(p);
+        }
+    }
+    assert_true(ok);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_megatron_gpt),
+        cmocka_unit_test(test_megatron_dp_mb),
+        cmocka_unit_test(test_megatron_bert_head),
+        cmocka_unit_test(test_spec_errors),
+        cmocka_unit_test(test_spec_defaults),
+        cmocka_unit_test(test_megatron_other_models),
+        cmocka_unit_test(test_gen_alloc_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
