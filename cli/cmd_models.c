@@ -123,7 +123,7 @@ int ss_cmd_models(int argc, char **argv)
             printf("\n  }%s\n", i + 1 < n ? "," : "");
         } else {
             char pb[32];
-            printf("%-13s %12s %14.2f %6lld  %-9s %s\n", e->name,
+            printf("%-13s %12s %14.3f %6lld  %-9s %s\n", e->name,
                    ss_cli_si((double)s.parameters, pb, sizeof pb), s.flops_per_sample / 1e9,
                    (long long)s.batch, ss_precision_name(ss_graph_precision(g)), e->description);
         }

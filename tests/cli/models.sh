@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `simsearch models` and `simsearch model`: the zoo listing (table and JSON),
+# one-model summaries, export + reload with the same fingerprint, batch
+# handling, and exit codes for bad usage and bad input.
+set -u
+bin=${SS_BINARY:?}
+src=${SS_SOURCE_DIR:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # check DESCRIPTION CONDITION...
+  local what=$1; shift
+  if "$@"; then :; else echo "FAIL: $what"; fail=$((fail + 1)); fi
+}
+field() { # field NAME FILE -> value of "NAME": in a JSON summary
+  sed -n "s/^ *\"$1\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}$/\1/p" "$2" | head -n 1
+}
+
+"$bin" models >"$tmp/models.txt"; rc=$?
+check "models exits 0" [ $rc -eq 0 ]
+for m in alexnet inception_v3 resnet101 rnntc rnnlm nmt bert gpt mlp; do
+  check "models lists $m" grep -q "^$m " "$tmp/models.txt"
+done
+
+"$bin" models --json >"$tmp/models.json"; rc=$?
+check "models --json exits 0" [ $rc -eq 0 ]
+check "models --json has 9 entries" [ "$(grep -c '"forward_flops_per_sample"' "$tmp/models.json")" -eq 9 ]
+check "models --json has parameters" grep -q '"parameters": 44549160,' "$tmp/models.json"
+check "models --json resnet101 batch" grep -q '"batch": 64,' "$tmp/models.json"
+check "models --json alexnet batch 256" grep -q '"batch": 256,' "$tmp/models.json"
+if command -v python3 >/dev/null; then
+  check "models --json is valid JSON" python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert len(a)==9 and all("name" in e and "parameters" in e for e in a)' "$tmp/models.json"
+fi
+
+spec='gpt:layers=2,hidden=64,heads=4,seq=16,vocab=100'
+"$bin" model "$spec" --batch 4 --json >"$tmp/gpt.json"; rc=$?
+check "model --json exits 0" [ $rc -eq 0 ]
+check "model --json batch" [ "$(field batch "$tmp/gpt.json")" = 4 ]
+check "model --json precision" [ "$(field precision "$tmp/gpt.json")" = mixed ]
+check "model --json optimizer" [ "$(field optimizer "$tmp/gpt.json")" = adam ]
+# 2 layers x (12*64^2 + 13*64) + (100 + 16)*64 + final LayerNorm 2*64
+check "model --json parameters" [ "$(field parameters "$tmp/gpt.json")" = $((2 * (12 * 64 * 64 + 13 * 64) + 116 * 64 + 128)) ]
+
+"$bin" model "$spec" --batch 4 --export "$tmp/gpt-export.json" >"$tmp/human.txt"; rc=$?
+check "model --export exits 0" [ $rc -eq 0 ]
+check "model human output" grep -q '^parameters' "$tmp/human.txt"
+check "export written" [ -s "$tmp/gpt-export.json" ]
+"$bin" model "$tmp/gpt-export.json" --json >"$tmp/reload.json"; rc=$?
+check "reload exits 0" [ $rc -eq 0 ]
+check "reload has the same fingerprint" [ "$(field fingerprint "$tmp/gpt.json")" = "$(field fingerprint "$tmp/reload.json")" ]
+"$bin" model "$tmp/gpt-export.json" --batch 8 --json >"$tmp/rebatch.json"; rc=$?
+check "rebatched file exits 0" [ $rc -eq 0 ]
+"$bin" model "$spec" --batch 8 --json >"$tmp/gpt8.json"
+check "rebatched file equals the zoo model at that batch" [ "$(field fingerprint "$tmp/rebatch.json")" = "$(field fingerprint "$tmp/gpt8.json")" ]
+
+"$bin" model mlp --devices 4 --json >"$tmp/mlp.json"
+check "default batch is 64 per device" [ "$(field batch "$tmp/mlp.json")" = 256 ]
+
+expect_exit() { # expect_exit CODE PATTERN ARGS...
+  local code=$1 pat=$2; shift 2
+  local err
+  err=$("$bin" "$@" 2>&1 >/dev/null </dev/null)
+  local rc=$?
+  check "simsearch $* exits $code (got $rc)" [ $rc -eq "$code" ]
+  [ -n "$pat" ] && check "simsearch $*: message has '$pat' (got: $err)" grep -qF -- "$pat" <<<"$err"
+}
+expect_exit 2 "unknown model 'nosuch'" model nosuch
+expect_exit 2 "layers=0 out of range" model gpt:layers=0
+expect_exit 2 "not divisible by heads" model gpt:hidden=1000
+expect_exit 2 "missing the model" model
+expect_exit 2 "--batch" model mlp --batch 0
+expect_exit 2 "unknown option" model mlp --bogus
+expect_exit 2 "unknown argument" models --bogus
+expect_exit 2 "/nonexistent-dir/m.json" model mlp --export /nonexistent-dir/m.json
+expect_exit 2 "no/such/file.json" model no/such/file.json
+"$bin" model --help >/dev/null; check "model --help exits 0" [ $? -eq 0 ]
+"$bin" models --help >/dev/null; check "models --help exits 0" [ $? -eq 0 ]
+
+echo "models cli: $fail failure(s)"
+[ $fail -eq 0 ]
