@@ -373,6 +373,8 @@ int ss_graph_add(ss_graph *g, const char *name, ss_op_type type, const ss_op_att
 /* Accessors                                                           */
 /* ------------------------------------------------------------------ */
 
+/* Getters: borrowed pointers valid until the next ss_graph_add_op (which may
+ * grow the arrays) or ss_graph_free; out-of-range ids give NULL / -1. */
 const char *ss_graph_name(const ss_graph *g) { return g->name; }
 int ss_graph_n_ops(const ss_graph *g) { return g->n_ops; }
 int ss_graph_n_tensors(const ss_graph *g) { return g->n_tensors; }
@@ -404,6 +406,7 @@ int ss_graph_out(const ss_graph *g, int op)
     return (o && o->n_out > 0) ? o->outputs[0] : -1;
 }
 
+/* Training settings carried with the model (also part of the fingerprint). */
 void ss_graph_set_training(ss_graph *g, int64_t batch, ss_optimizer opt, ss_precision prec)
 {
     g->batch = batch;

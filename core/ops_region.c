@@ -40,6 +40,7 @@ static void full_region(const ss_tensor *t, ss_region *r)
         r->r[i] = rng(0, t->shape[i]);
 }
 
+/* Element count of a region; empty ranges (hi <= lo) give 0. */
 int64_t ss_region_volume(const ss_region *r)
 {
     int64_t v = 1;
@@ -48,6 +49,8 @@ int64_t ss_region_volume(const ss_region *r)
     return v;
 }
 
+/* Intersection of a and b (same ndim; otherwise empty with ndim 0). Empty
+ * dims are stored as lo == hi. Returns the volume. out may alias a or b. */
 int64_t ss_region_intersect(const ss_region *a, const ss_region *b, ss_region *out)
 {
     ss_region o;
