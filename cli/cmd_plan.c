@@ -180,12 +180,12 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
                (long long)ss_graph_batch(g), ss_machine_name(m));
         printf("operators: %d, devices used: %d of %d, at most %d tiles per op\n", n, n_used, nd,
                max_tiles);
-        printf("split kinds:");
-        for (unsigned k = 0; k < 16; k++)
+        printf("operators by split kind:");
+        for (unsigned k = 0, first = 1; k < 16; k++)
             if (kinds[k]) {
                 kind_name(k, kn, sizeof kn);
-                printf(" %s %d", kn, kinds[k]);
-                printf(";");
+                printf("%s %s %d", first ? "" : ",", kn, kinds[k]);
+                first = 0;
             }
         printf("\n");
         printf("pipeline: %d stage%s, %d micro-batch%s, schedule %s, queue %s\n", s->stages,

@@ -121,8 +121,12 @@ static ss_status check_identity(const char *file, const json_t *root, const char
         char want[17];
         ss_fingerprint_hex(actual_fp, want);
         return ss_diag_set(d, SS_ERR_INVALID,
-                           "plan %s was made for %s %s (fingerprint %s), not for %s (fingerprint %s)",
-                           file, what, name, hex, actual_name, want);
+                           "plan %s was made for %s %s (fingerprint %s), not for %s (fingerprint "
+                           "%s)%s",
+                           file, what, name, hex, actual_name, want,
+                           strcmp(name, actual_name) ? ""
+                                                     : ": same name, but its structure, sizes or "
+                                                       "settings differ");
     }
     snprintf(name_out, SS_NAME_MAX, "%s", name);
     *fp_out = fp;
