@@ -1,6 +1,7 @@
 /*
- * graph.c — the graph IR container: growable arrays of ops and tensors, a
- * consumer list per tensor, and name -> id hash maps for ops and tensors.
+ * graph.c — the graph IR container: ops and tensors in chunked arrays (so
+ * borrowed pointers never move), a consumer list per tensor, and name -> id
+ * hash maps for ops and tensors.
  *
  * Invariants: ops are stored in id order, which is a topological order (an op
  * only consumes tensors that existed when it was added); tensor ids index the
@@ -32,13 +33,24 @@ typedef struct conslist {
     int n, cap;
 } conslist;
 
+/* Ops and tensors live in fixed-size chunks that never move, so pointers
+ * handed out by ss_graph_op / ss_graph_tensor stay valid while ops are
+ * added (only the table of chunk pointers is reallocated). */
+#define CHUNK_BITS 8
+#define CHUNK (1 << CHUNK_BITS)
+
+typedef struct chunks {
+    void **chunk;
+    int n, cap; /* chunks allocated, table capacity */
+} chunks;
+
 struct ss_graph {
     char *name;
-    ss_op *ops;
-    int n_ops, cap_ops;
-    ss_tensor *tensors;
+    chunks ops;
+    int n_ops;
+    chunks tensors;
     conslist *cons; /* parallel to tensors */
-    int n_tensors, cap_tensors;
+    int n_tensors, cap_cons;
     namemap op_names, tensor_names;
     int64_t batch;
     ss_optimizer opt;
@@ -51,8 +63,18 @@ struct ss_graph {
 
 static uint64_t hash_str(const char *s) { return ss_fnv_str(SS_FNV_INIT, s); }
 
-static const char *op_name_of(const ss_graph *g, int id) { return g->ops[id].name; }
-static const char *tensor_name_of(const ss_graph *g, int id) { return g->tensors[id].name; }
+static ss_op *OP(const ss_graph *g, int id)
+{
+    return &((ss_op *)g->ops.chunk[id >> CHUNK_BITS])[id & (CHUNK - 1)];
+}
+
+static ss_tensor *TEN(const ss_graph *g, int id)
+{
+    return &((ss_tensor *)g->tensors.chunk[id >> CHUNK_BITS])[id & (CHUNK - 1)];
+}
+
+static const char *op_name_of(const ss_graph *g, int id) { return OP(g, id)->name; }
+static const char *tensor_name_of(const ss_graph *g, int id) { return TEN(g, id)->name; }
 
 typedef const char *(*name_fn)(const ss_graph *g, int id);
 
@@ -133,8 +155,12 @@ void ss_graph_free(ss_graph *g)
     for (int i = 0; i < g->n_tensors; i++)
         ss_free(g->cons[i].op);
     ss_free(g->cons);
-    ss_free(g->tensors);
-    ss_free(g->ops);
+    for (int i = 0; i < g->tensors.n; i++)
+        ss_free(g->tensors.chunk[i]);
+    ss_free(g->tensors.chunk);
+    for (int i = 0; i < g->ops.n; i++)
+        ss_free(g->ops.chunk[i]);
+    ss_free(g->ops.chunk);
     ss_free(g->op_names.slot);
     ss_free(g->tensor_names.slot);
     ss_free(g->name);
@@ -157,23 +183,18 @@ static int grow(void **arr, int *cap, int need, size_t elem)
     return 0;
 }
 
-/* Grow the tensor arrays (tensors + consumer lists) together. */
-static int grow_tensors(ss_graph *g, int need)
+/* Ensure chunk storage for `need` items of elem bytes. Chunks allocated
+ * before a failure stay (spare capacity); nothing visible changes. */
+static int reserve_chunks(chunks *c, int need, size_t elem)
 {
-    if (need <= g->cap_tensors)
-        return 0;
-    int nc = g->cap_tensors ? g->cap_tensors : 16;
-    while (nc < need)
-        nc *= 2;
-    ss_tensor *t = ss_realloc(g->tensors, (size_t)nc * sizeof *t);
-    if (!t)
-        return -1;
-    g->tensors = t;
-    conslist *c = ss_realloc(g->cons, (size_t)nc * sizeof *c);
-    if (!c)
-        return -1; /* tensors grew, capacity not recorded: still consistent */
-    g->cons = c;
-    g->cap_tensors = nc;
+    while ((int64_t)c->n * CHUNK < need) {
+        if (grow((void **)&c->chunk, &c->cap, c->n + 1, sizeof(void *)))
+            return -1;
+        void *p = ss_malloc((size_t)CHUNK * elem);
+        if (!p)
+            return -1;
+        c->chunk[c->n++] = p;
+    }
     return 0;
 }
 
@@ -303,8 +324,9 @@ int ss_graph_add_op(ss_graph *g, const ss_op_spec *spec, ss_diag *d)
             }
     }
     /* Reserve everything. */
-    if (grow((void **)&g->ops, &g->cap_ops, g->n_ops + 1, sizeof(ss_op)) ||
-        grow_tensors(g, g->n_tensors + n_new) ||
+    if (reserve_chunks(&g->ops, g->n_ops + 1, sizeof(ss_op)) ||
+        reserve_chunks(&g->tensors, g->n_tensors + n_new, sizeof(ss_tensor)) ||
+        grow((void **)&g->cons, &g->cap_cons, g->n_tensors + n_new, sizeof(conslist)) ||
         map_reserve(g, &g->op_names, op_name_of, 1) ||
         map_reserve(g, &g->tensor_names, tensor_name_of, (size_t)n_new))
         goto nomem;
@@ -314,7 +336,7 @@ int ss_graph_add_op(ss_graph *g, const ss_op_spec *spec, ss_diag *d)
             goto nomem;
     }
     /* Commit: no allocation below. */
-    ss_op *op = &g->ops[id];
+    ss_op *op = OP(g, id);
     memset(op, 0, sizeof *op);
     op->id = id;
     snprintf(op->name, sizeof op->name, "%s", name);
@@ -329,7 +351,7 @@ int ss_graph_add_op(ss_graph *g, const ss_op_spec *spec, ss_diag *d)
     for (int j = 0; j < sh.n_w; j++)
         op->weights[j] = own ? base + sh.n_out + j : spec->weights[j];
     for (int k = 0; k < n_new; k++) {
-        g->tensors[base + k] = nt[k];
+        *TEN(g, base + k) = nt[k];
         g->cons[base + k] = (conslist){NULL, 0, 0};
     }
     g->n_tensors += n_new;
@@ -373,20 +395,20 @@ int ss_graph_add(ss_graph *g, const char *name, ss_op_type type, const ss_op_att
 /* Accessors                                                           */
 /* ------------------------------------------------------------------ */
 
-/* Getters: borrowed pointers valid until the next ss_graph_add_op (which may
- * grow the arrays) or ss_graph_free; out-of-range ids give NULL / -1. */
+/* Getters: borrowed pointers valid until ss_graph_free (adding ops never
+ * moves existing ops or tensors); out-of-range ids give NULL / -1. */
 const char *ss_graph_name(const ss_graph *g) { return g->name; }
 int ss_graph_n_ops(const ss_graph *g) { return g->n_ops; }
 int ss_graph_n_tensors(const ss_graph *g) { return g->n_tensors; }
 
 const ss_op *ss_graph_op(const ss_graph *g, int id)
 {
-    return (g && id >= 0 && id < g->n_ops) ? &g->ops[id] : NULL;
+    return (g && id >= 0 && id < g->n_ops) ? OP(g, id) : NULL;
 }
 
 const ss_tensor *ss_graph_tensor(const ss_graph *g, int id)
 {
-    return (g && id >= 0 && id < g->n_tensors) ? &g->tensors[id] : NULL;
+    return (g && id >= 0 && id < g->n_tensors) ? TEN(g, id) : NULL;
 }
 
 int ss_graph_find_op(const ss_graph *g, const char *name)
@@ -506,12 +528,12 @@ static ss_status validate_op(const ss_graph *g, const ss_op *op, int id, ss_diag
         return ss_diag_set(d, SS_ERR_INVALID, "op '%s' (%s): has %d outputs and %d weights, "
                            "expected %d and %d", op->name, tn, op->n_out, op->n_w, sh.n_out, sh.n_w);
     for (int k = 0; k < op->n_out; k++)
-        if (!same_tensor_desc(&sh.out[k], &g->tensors[op->outputs[k]]))
+        if (!same_tensor_desc(&sh.out[k], TEN(g, op->outputs[k])))
             return ss_diag_set(d, SS_ERR_INVALID, "op '%s' (%s): output '%s' does not match the "
                                "inferred shape, kinds or dtype", op->name, tn,
-                               g->tensors[op->outputs[k]].name);
+                               TEN(g, op->outputs[k])->name);
     for (int j = 0; j < op->n_w; j++) {
-        const ss_tensor *w = &g->tensors[op->weights[j]];
+        const ss_tensor *w = TEN(g, op->weights[j]);
         int ok = w->ndim == sh.w[j].ndim && w->dtype == sh.w[j].dtype;
         for (int i = 0; ok && i < w->ndim; i++)
             ok = w->shape[i] == sh.w[j].shape[i];
@@ -527,7 +549,7 @@ static ss_status validate_op(const ss_graph *g, const ss_op *op, int id, ss_diag
 ss_status ss_graph_validate(const ss_graph *g, ss_diag *d)
 {
     for (int i = 0; i < g->n_tensors; i++) {
-        const ss_tensor *t = &g->tensors[i];
+        const ss_tensor *t = TEN(g, i);
         if (t->id != i)
             return ss_diag_set(d, SS_ERR_INVALID, "tensor '%s': id %d stored at index %d", t->name, t->id, i);
         if (t->producer < -1 || t->producer >= g->n_ops)
@@ -538,7 +560,7 @@ ss_status ss_graph_validate(const ss_graph *g, ss_diag *d)
     if (st == SS_OK)
         st = check_unique(g, g->n_tensors, tensor_name_of, "tensor", d);
     for (int i = 0; i < g->n_ops && st == SS_OK; i++)
-        st = validate_op(g, &g->ops[i], i, d);
+        st = validate_op(g, OP(g, i), i, d);
     return st;
 }
 
@@ -592,7 +614,7 @@ uint64_t ss_graph_fingerprint(const ss_graph *g)
     h = fnv_int(h, g->n_ops);
     h = fnv_int(h, g->n_tensors);
     for (int i = 0; i < g->n_tensors; i++) {
-        const ss_tensor *t = &g->tensors[i];
+        const ss_tensor *t = TEN(g, i);
         h = ss_fnv_str(h, t->name);
         h = fnv_int(h, t->ndim);
         for (int k = 0; k < t->ndim; k++) {
@@ -604,7 +626,7 @@ uint64_t ss_graph_fingerprint(const ss_graph *g)
         h = fnv_int(h, t->is_weight);
     }
     for (int i = 0; i < g->n_ops; i++) {
-        const ss_op *op = &g->ops[i];
+        const ss_op *op = OP(g, i);
         h = ss_fnv_str(h, op->name);
         h = fnv_int(h, op->type);
         h = hash_attrs(h, &op->attrs);
@@ -629,7 +651,7 @@ int64_t ss_graph_parameters(const ss_graph *g)
 {
     int64_t n = 0;
     for (int i = 0; i < g->n_tensors; i++) {
-        const ss_tensor *t = &g->tensors[i];
+        const ss_tensor *t = TEN(g, i);
         if (!t->is_weight)
             continue;
         int64_t v = 1;
@@ -647,8 +669,8 @@ double ss_graph_forward_flops(const ss_graph *g)
     for (int i = 0; i < g->n_ops; i++) {
         ss_tile t;
         ss_work w;
-        ss_op_full_tile(g, &g->ops[i], &t);
-        ss_op_tile_work(g, &g->ops[i], &t, &w);
+        ss_op_full_tile(g, OP(g, i), &t);
+        ss_op_tile_work(g, OP(g, i), &t, &w);
         f += w.fwd_flops;
     }
     return f;

@@ -336,12 +336,19 @@ static void test_many_ops(void **state)
     (void)state;
     ss_graph *g = ss_graph_new("deep");
     int h = input2(g, "x", 2, 3);
+    const ss_op *first = ss_graph_op(g, 0);
+    const ss_tensor *tx = ss_graph_tensor(g, h);
     char nm[32];
     for (int i = 0; i < 500; i++) {
         snprintf(nm, sizeof nm, "r%d", i);
         h = relu(g, nm, h);
     }
     assert_int_equal(ss_graph_n_ops(g), 501);
+    /* borrowed pointers survive growth */
+    assert_ptr_equal(first, ss_graph_op(g, 0));
+    assert_ptr_equal(tx, ss_graph_tensor(g, 0));
+    assert_string_equal(first->name, "x");
+    assert_int_equal(ss_graph_n_consumers(g, 0), 1);
     for (int i = 0; i < 500; i += 37) {
         snprintf(nm, sizeof nm, "r%d", i);
         assert_int_equal(ss_graph_find_op(g, nm), i + 1);
@@ -356,7 +363,8 @@ static void test_many_ops(void **state)
 static void test_fault_injection(void **state)
 {
     (void)state;
-    static const int pads[3] = {0, 7, 11}; /* no growth; tensor growth; op growth */
+    /* no growth; a new tensor chunk (256) and name-table growth; a new op chunk */
+    static const int pads[3] = {0, 247, 251};
     for (int pass = 0; pass < 3; pass++) {
         ss_graph *g = mlp(0.1);
         {
