@@ -270,7 +270,7 @@ static const zoo_family families[] = {
      {{"steps", 40, 1, 1000}, K_LAYERS(2, 64), {"hidden", 1024, 1, BIG},
       {"vocab", 32000, 2, 1 << 24}},
      ss_zoo_build_nmt, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
-    {{"bert", "BERT (large by default) with the masked-LM head, Megatron-style ops",
+    {{"bert", "BERT (large by default, seq 512) with the masked-LM head, Megatron-style ops",
       "layers=24,hidden=1024,heads=16,seq=512,vocab=30522,fused=0"},
      64,
      {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG}, {"heads", 16, 1, 4096},
@@ -371,7 +371,9 @@ static ss_status parse_params(const char *spec, const zoo_family *f, const char 
         char *stop;
         errno = 0;
         long long v = strtoll(val, &stop, 10);
-        if (errno || *stop || stop == val)
+        int digit = (val[0] >= '0' && val[0] <= '9') ||
+                    (val[0] == '-' && val[1] >= '0' && val[1] <= '9');
+        if (errno || *stop || stop == val || !digit)
             return ss_diag_set(d, SS_ERR_INVALID,
                                "model spec '%s': %s: expected an integer, got '%s'", spec,
                                f->keys[k].key, val);

@@ -278,6 +278,8 @@ static void test_spec_errors(void **state)
         {"gpt:hidden=1000", "hidden=1000 is not divisible by heads=16"},
         {"gpt:foo=1", "unknown key 'foo' for gpt"},
         {"gpt:layers=abc", "layers: expected an integer, got 'abc'"},
+        {"gpt:layers= 4", "layers: expected an integer, got ' 4'"},
+        {"gpt:layers=4x", "layers: expected an integer, got '4x'"},
         {"gpt:layers=2,layers=3", "key 'layers' given twice"},
         {"gpt:", "empty parameter list"},
         {"gpt:layers", "expected key=value"},
