@@ -673,6 +673,68 @@ ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d);
 ss_status ss_sim_result_to_json(const ss_sim_result *r, const char *plan_label, char **out,
                                 ss_diag *d);
 
+
+/* ------------------------------------------------------------------ */
+/* Plan search (search/driver.c; docs/search.md)                       */
+/* ------------------------------------------------------------------ */
+
+/* Metropolis-Hastings over the SOAP space (every op's degrees over its
+ * sample, attribute, parameter and reduction dims, and its device list),
+ * judged by the simulator, with exact delta simulation. Chains start from
+ * data parallelism, the expert plan and random plans. Same seed, same
+ * budget and no time limit => the same plan. */
+
+typedef struct ss_search_progress {
+    int64_t proposals, accepted, evaluations;
+    double best_us;          /* best iteration time so far (HUGE_VAL if none fits) */
+    double elapsed_s, evals_per_s;
+} ss_search_progress;
+
+typedef struct ss_search_config {
+    int64_t budget;          /* proposals in all (0: 20000) */
+    double time_limit_s;     /* 0: no limit */
+    uint64_t seed;
+    int random_starts;       /* random start plans besides DP and expert (0: 2, < 0: none) */
+    int full_simulation;     /* 1: evaluate with ss_sim_run only (no delta simulation) */
+    double beta;             /* acceptance sharpness (0: default, see search/mcmc.h) */
+    /* Optional callbacks (cb_ctx passed to both): stop is polled before
+     * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
+    int (*stop)(void *cb_ctx);
+    void (*progress)(void *cb_ctx, const ss_search_progress *p);
+    void *cb_ctx;
+} ss_search_config;
+
+typedef struct ss_search_result {
+    ss_plan *best, *data_parallel, *expert; /* owned by the result */
+    ss_sim_result best_sim, dp_sim, expert_sim; /* full simulations of the three */
+    char expert_label[128];
+    double speedup_vs_dp, speedup_vs_expert; /* baseline time / best time */
+    int64_t proposals, accepted, evaluations, infeasible, restarts;
+    double time_s, evals_per_s, best_found_at_s;
+    double log10_space;      /* log10 of the number of plans in the space */
+    int delta;               /* 1 if delta simulation judged the proposals */
+    int interrupted;         /* stopped by the stop callback */
+    char stopped_by[32];     /* "budget", "time limit", "no improvement", "interrupted" */
+} ss_search_result;
+
+/* Search a plan for g on m priced by cm. cfg may be NULL (defaults). r must
+ * be zero-initialised (or cleared); on success it owns three plans and three
+ * simulation results (ss_search_result_clear frees them). An interrupted
+ * search is SS_OK with r->interrupted = 1 and the best plan so far. On error
+ * r is left cleared. */
+ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                        const ss_search_config *cfg, ss_search_result *r, ss_diag *d);
+void ss_search_result_clear(ss_search_result *r);
+
+/* The result as JSON: {"best": simulate fields, "baselines": {"data_parallel":
+ * ..., "expert": ...}, "expert_plan", "speedup_vs_data_parallel",
+ * "speedup_vs_expert", "search": {proposals, accepted, evaluations,
+ * infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
+ * interrupted, delta, log10_space_size}, "plan_file"}. plan_file may be NULL.
+ * *out is an ss_malloc'd string. */
+ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file, char **out,
+                                   ss_diag *d);
+
 #ifdef __cplusplus
 }
 #endif
