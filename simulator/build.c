@@ -23,8 +23,7 @@ typedef struct tileinfo {
     ss_tile t;
     int op, dev, devtype;
     int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
-    int mb;       /* micro-batch index, -1 if the tile spans several */
-    int ordinal;  /* index among this op's tiles on the same device */
+    int mb;       /* micro-batch: rank of its sample range among the op's tiles on its device */
     double fwd_us, bwd_us, saved, ws;
 } tileinfo;
 
@@ -98,6 +97,9 @@ struct ss_builder {
     int cap_gate;
     ss_region *regs;
     int cap_regs;
+    int gating_ok; /* every data edge links tiles of the same micro-batch */
+    struct mbkey *mbk;
+    int cap_mbk;
     ss_coll_result coll;
 };
 
@@ -151,6 +153,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->res);
     ss_free(b->gate);
     ss_free(b->regs);
+    ss_free(b->mbk);
     ss_coll_result_clear(&b->coll);
     ss_free(b);
 }
@@ -302,6 +305,22 @@ static int sample_dim(const ss_tensor *t)
 
 /* ---- pass 1: tiles and forward tasks ---------------------------------- */
 
+typedef struct mbkey {
+    int dev;
+    int64_t lo;
+    int idx;
+} mbkey;
+
+static int cmp_mbkey(const void *pa, const void *pb)
+{
+    const mbkey *a = pa, *b = pb;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    if (a->lo != b->lo)
+        return a->lo < b->lo ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
 static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
 {
     const ss_graph *g = b->g;
@@ -329,33 +348,35 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     b->unit_base[b->n_ops] = units;
     GROW(b, tiles, cap_tiles, total, d);
     GROW(b, units, cap_units, units, d);
-    GROW(b, gate, cap_gate, b->n_dev, d);
     b->n_tiles = total;
     b->n_units = units;
-    int M = b->set.microbatches > 1 ? b->set.microbatches : 1;
     for (int o = 0; o < b->n_ops; o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
         const ss_op *op = ss_graph_op(g, o);
         const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
         int sd = sample_dim(out0);
-        int64_t ext = sd >= 0 ? out0->shape[sd] : 0;
-        for (int k = 0; k < b->n_dev; k++)
-            b->gate[k] = 0;
+        GROW(b, mbk, cap_mbk, c->ntiles, d);
         for (int i = 0; i < c->ntiles; i++) {
             tileinfo *ti = &b->tiles[b->tile_base[o] + i];
             ss_pconfig_tile(g, op, c, i, &ti->t);
             ti->op = o;
             ti->dev = c->devices[i];
             ti->devtype = ss_machine_device(b->m, ti->dev)->type;
-            ti->ordinal = b->gate[ti->dev]++;
-            ti->mb = -1;
-            if (M == 1) {
-                ti->mb = 0;
-            } else if (sd >= 0 && ext % M == 0) {
-                int64_t chunk = ext / M, lo = ti->t.out.r[sd].lo, hi = ti->t.out.r[sd].hi;
-                if (hi > lo && lo / chunk == (hi - 1) / chunk)
-                    ti->mb = (int)(lo / chunk);
-            }
+            b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? ti->t.out.r[sd].lo : 0, i};
+        }
+        /* micro-batch = rank of the tile's sample offset among the distinct
+         * offsets of this op's tiles on the same device */
+        if (c->ntiles > 1)
+            qsort(b->mbk, (size_t)c->ntiles, sizeof(struct mbkey), cmp_mbkey);
+        for (int k = 0, rank = 0; k < c->ntiles; k++) {
+            if (k > 0 && b->mbk[k].dev != b->mbk[k - 1].dev)
+                rank = 0;
+            else if (k > 0 && b->mbk[k].lo != b->mbk[k - 1].lo)
+                rank++;
+            b->tiles[b->tile_base[o] + b->mbk[k].idx].mb = rank;
+        }
+        for (int i = 0; i < c->ntiles; i++) {
+            tileinfo *ti = &b->tiles[b->tile_base[o] + i];
             if (op->type == SS_OP_INPUT) {
                 ti->fwd_us = ti->bwd_us = ti->saved = ti->ws = 0;
             } else {
@@ -368,9 +389,8 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
                 ti->saved = cost.work.saved_bytes;
                 ti->ws = cost.workspace_bytes;
             }
-            int mbn = ti->mb >= 0 ? ti->mb : ti->ordinal;
-            ti->fwd = add_task(tg, SS_TASK_FWD, ti->fwd_us, prio_fwd(o, mbn), o, i, mbn, 0, 0, 1,
-                               &ti->dev, d);
+            ti->fwd = add_task(tg, SS_TASK_FWD, ti->fwd_us, prio_fwd(o, ti->mb), o, i, ti->mb, 0,
+                               0, 1, &ti->dev, d);
             if (ti->fwd < 0)
                 return d ? d->status : SS_ERR_INVALID;
             ti->bwd = -1;
@@ -466,6 +486,10 @@ static ss_status pass_fwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
                     pr->unit = uu;
                     pr->tile = j;
                     pr->xfer = -1;
+                    if (qop->type != SS_OP_INPUT)
+                        for (int r = 0; r < u->red; r++)
+                            if (b->tiles[u->first + r].mb != tj->mb)
+                                b->gating_ok = 0;
                     if (is_member(b, u, tj->dev)) {
                         if (ss_taskgraph_add_dep(tg, u->ready, tj->fwd, d) != SS_OK)
                             return d->status;
@@ -514,10 +538,9 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         tileinfo *t = &b->tiles[j];
         if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT)
             continue;
-        int mbn = t->mb >= 0 ? t->mb : t->ordinal;
         double dur = t->bwd_us + (recompute ? t->fwd_us : 0);
-        t->bwd = add_task(tg, SS_TASK_BWD, dur, prio_bwd(b, t->op, mbn), t->op,
-                          j - b->tile_base[t->op], mbn, 0, 0, 1, &t->dev, d);
+        t->bwd = add_task(tg, SS_TASK_BWD, dur, prio_bwd(b, t->op, t->mb), t->op,
+                          j - b->tile_base[t->op], t->mb, 0, 0, 1, &t->dev, d);
         if (t->bwd < 0)
             return d ? d->status : SS_ERR_NOMEM;
         b->st.bwd++;
@@ -602,9 +625,8 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
     b->st.microbatch_gating = 0;
     if (M <= 1)
         return SS_OK;
-    for (int j = 0; j < b->n_tiles; j++)
-        if (b->tiles[j].mb < 0 && ss_graph_op(b->g, b->tiles[j].op)->type != SS_OP_INPUT)
-            return SS_OK; /* a tile spans several micro-batches: no program order */
+    if (!b->gating_ok)
+        return SS_OK; /* some data edge crosses micro-batches: no program order */
     int nd = b->n_dev;
     /* gate: [nd*M] last forward, [nd*M] first backward, [nd] device stage */
     GROW(b, gate, cap_gate, 2 * nd * M + nd, d);
@@ -615,7 +637,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
         stage[k] = b->set.stages;
     for (int j = 0; j < b->n_tiles; j++) { /* op order: last write = latest op */
         const tileinfo *t = &b->tiles[j];
-        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT)
+        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT || t->mb >= M)
             continue;
         lastf[t->dev * M + t->mb] = t->fwd;
         if (firstb[t->dev * M + t->mb] < 0)
@@ -627,7 +649,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
     int f1b = b->set.schedule == SS_PIPE_1F1B;
     for (int j = 0; j < b->n_tiles; j++) {
         const tileinfo *t = &b->tiles[j];
-        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT || t->mb == 0)
+        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT || t->mb == 0 || t->mb >= M)
             continue;
         int prev = lastf[t->dev * M + t->mb - 1];
         if (prev >= 0 && prev != t->fwd && ss_taskgraph_add_dep(tg, prev, t->fwd, d) != SS_OK)
@@ -988,6 +1010,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
                     ? SS_QUEUE_BACKWARD_FIRST
                     : SS_QUEUE_FIFO;
     memset(&b->st, 0, sizeof b->st);
+    b->gating_ok = 1;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = 0;
     ss_status st;
     if ((st = ss_taskgraph_reset(tg, b->n_dev, 2 * ss_machine_n_links(b->m), d)) != SS_OK ||

@@ -37,15 +37,18 @@
  *                       backward order) with the same device set until they
  *                       reach settings.bucket_bytes (0: one per shard).
  *                       Then one update task per shard per device.
- *   pipelines           with settings.microbatches M > 1 every tile whose
- *                       sample range lies within one of M equal batch chunks
- *                       gets that micro-batch index; if every non-input tile
- *                       has one, each device runs micro-batch k+1's forward
- *                       only after its last forward of micro-batch k (the
- *                       per-device program order of GPipe); with the 1F1B
- *                       schedule a device of stage s also starts micro-batch
- *                       k's forward only after its backward of micro-batch
- *                       k - (stages - s) (at most stages - s in flight).
+ *   pipelines           a tile's micro-batch is the rank of its sample offset
+ *                       among its op's tiles on the same device (Megatron's
+ *                       dp*mb sample split gives 0..mb-1 on every device).
+ *                       With settings.microbatches M > 1, and when every data
+ *                       edge links tiles of the same micro-batch (graph inputs
+ *                       aside; this also rules out cycles), each device runs
+ *                       micro-batch k+1's forward only after its last forward
+ *                       of micro-batch k (the per-device program order of
+ *                       GPipe); with the 1F1B schedule a device of stage s
+ *                       also starts micro-batch k's forward only after its
+ *                       last backward of micro-batch k - (stages - s) (at
+ *                       most stages - s micro-batches in flight).
  *   priorities          forward in topological order, backward in reverse,
  *                       micro-batch as tie-break; gradient all-reduces back
  *                       layers first, or front layers first with

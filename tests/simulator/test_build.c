@@ -1,0 +1,447 @@
+/*
+ * test_build.c — the task-graph builder on small real models and machines
+ * with round numbers (tests/data/sim/): the tasks it makes, their durations
+ * and the schedule the engine gives them, derived by hand below.
+ *
+ * Device type "unit-gpu" (every topology here): 1 TFLOP/s f32, 1000 GB/s
+ * memory, launch 0, flat efficiency 1. A linear layer x[N,1000] . W[1000,1000]
+ * costs forward 2*N*1e6 FLOPs = 2N us, backward twice that = 4N us (the
+ * memory term is always smaller: e.g. N = 64 moves ~4.5 MB = 4.5 us < 128).
+ * An SGD update of 1e6 fp32 parameters moves 12 B/param = 12 MB: 12 us.
+ * A transfer of s bytes over a route takes latency + s / bandwidth.
+ */
+#include "testutil.h"
+#include "simulator/build.h"
+#include "simulator/engine.h"
+#include "simulator/taskgraph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fix {
+    ss_graph *g;
+    ss_machine *m;
+    ss_costmodel *cm;
+    ss_plan *p;
+    ss_builder *b;
+    ss_taskgraph *tg;
+    ss_memory *mm;
+    ss_engine *e;
+    const ss_engine_result *r;
+} fix;
+
+static void setup(fix *f, const char *model, const char *topo)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    char path[4096];
+    memset(f, 0, sizeof *f);
+    snprintf(path, sizeof path, "%s", ss_test_path(model));
+    assert_int_equal(ss_model_load(path, &f->g, &d), SS_OK);
+    snprintf(path, sizeof path, "%s", ss_test_path(topo));
+    assert_int_equal(ss_machine_load(path, &f->m, &d), SS_OK);
+    f->cm = ss_cost_new(f->m);
+    f->p = ss_plan_new(f->g, f->m);
+    f->b = ss_build_new(f->g, f->m, f->cm);
+    f->tg = ss_taskgraph_new(0, 0);
+    f->mm = ss_memory_new();
+    f->e = ss_engine_new();
+    assert_true(f->cm && f->p && f->b && f->tg && f->mm && f->e);
+}
+
+static void teardown(fix *f)
+{
+    ss_engine_free(f->e);
+    ss_memory_free(f->mm);
+    ss_taskgraph_free(f->tg);
+    ss_build_free(f->b);
+    ss_plan_free(f->p);
+    ss_cost_free(f->cm);
+    ss_machine_free(f->m);
+    ss_graph_free(f->g);
+}
+
+/* Set op `name`'s config: degree deg0 on dim 0 (sample), red, devices. */
+static void set_cfg(fix *f, const char *name, int deg0, int red, const int *devs, int stage)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    int op = ss_graph_find_op(f->g, name);
+    assert_true(op >= 0);
+    ss_pconfig c = *ss_plan_config(f->p, op);
+    for (int k = 0; k < SS_MAX_DIMS; k++)
+        c.deg[k] = 1;
+    c.deg[0] = deg0;
+    c.red = red;
+    c.ntiles = deg0 * red;
+    c.devices = (int *)devs;
+    c.stage = stage;
+    assert_int_equal(ss_plan_set_config(f->p, op, &c, &d), SS_OK);
+}
+
+static void run(fix *f)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(f->p, f->g, f->m, &d), SS_OK);
+    assert_int_equal(ss_build_run(f->b, f->p, f->tg, f->mm, &d), SS_OK);
+    ss_engine_config ec = {ss_build_policy(f->b)};
+    assert_int_equal(ss_engine_run(f->e, f->tg, &ec, &d), SS_OK);
+    f->r = ss_engine_result_of(f->e);
+    assert_non_null(f->r);
+}
+
+/* The n-th task (0-based) of kind k (and op, unless op < 0). */
+static int find_task(const fix *f, ss_task_kind k, const char *op, int nth)
+{
+    int id = op ? ss_graph_find_op(f->g, op) : -1;
+    for (int t = 0; t < f->tg->n_tasks; t++)
+        if (f->tg->kind[t] == k && (id < 0 || f->tg->op[t] == id) && nth-- == 0)
+            return t;
+    return -1;
+}
+
+#define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-6 * (1 + fabs((double)(b))))
+
+/*
+ * chain2 (x -> fc1 -> fc2, batch 64) on "pair" (gpu0 -- gpu1: 10 GB/s, 5 us),
+ * x and fc1 on gpu0, fc2 on gpu1.
+ *   fwd fc1 [0, 128]; transfer of fc1's output 64*1000*4 = 256000 B:
+ *   5 + 256000 / 1e4 = 30.6 us [128, 158.6]; fwd fc2 [158.6, 286.6];
+ *   bwd fc2 [286.6, 542.6]; gradient back 30.6 us [542.6, 573.2];
+ *   bwd fc1 [573.2, 829.2]; update fc1 12 us -> iteration 841.2 us.
+ * Tasks: 3 fwd (x, fc1, fc2), 2 bwd, 1 + 1 transfers, 2 updates, no collectives.
+ */
+static void test_two_devices_chain(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d0[] = {0}, d1[] = {1};
+    set_cfg(&f, "x", 1, 1, d0, 0);
+    set_cfg(&f, "fc1", 1, 1, d0, 0);
+    set_cfg(&f, "fc2", 1, 1, d1, 0);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->fwd, 3);
+    assert_int_equal(st->bwd, 2);
+    assert_int_equal(st->xfer_fwd, 1);
+    assert_int_equal(st->xfer_bwd, 1);
+    assert_int_equal(st->updates, 2);
+    assert_int_equal(st->coll_grad + st->coll_partial + st->coll_bcast, 0);
+    assert_int_equal(f.tg->n_tasks, 9);
+    int x = find_task(&f, SS_TASK_XFER, "fc1", 0);
+    assert_true(x >= 0);
+    NEAR(f.tg->dur[x], 30.6);
+    NEAR(f.tg->bytes[x], 256000);
+    NEAR(f.r->start[x], 128);
+    int b1 = find_task(&f, SS_TASK_BWD, "fc1", 0);
+    NEAR(f.r->start[b1], 573.2);
+    NEAR(f.r->makespan, 841.2);
+    /* activations: fc1 keeps its input x (64*1000*4 = 256000 B) from its
+     * forward until its backward ends; static = 1e6 params * (4 + 4) B */
+    double peak[2];
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_memory_sweep(f.mm, f.r->start, f.r->end, peak, &d), SS_OK);
+    assert_true(ss_memory_static_bytes(f.mm, 0) == 8e6);
+    assert_true(ss_memory_weight_bytes(f.mm, 1) == 4e6);
+    assert_true(peak[0] >= 8e6 + 256000);
+    /* naming */
+    char name[128];
+    ss_build_task_name(f.b, f.tg, x, name, sizeof name);
+    assert_string_equal(name, "xfer fc1");
+    ss_build_task_name(f.b, f.tg, b1, name, sizeof name);
+    assert_string_equal(name, "bwd fc1 t0 mb0");
+    teardown(&f);
+}
+
+/*
+ * Contention: branches (xa -> fa -> ga, xb -> fb -> gb) on "star3": gpu0 and
+ * gpu2 reach a switch at 1000 GB/s / 0 us, the switch reaches gpu1 at
+ * 10 GB/s / 5 us. fa on gpu0, fb on gpu2, ga and gb on gpu1. Both forwards
+ * end at 128; both outputs (256000 B each) must cross sw -> gpu1: each
+ * transfer takes 5 + 25.6 = 30.6 us, so the first runs [128, 158.6] and the
+ * second waits: [158.6, 189.2], ending at 2x the first's duration after 128.
+ * gpu1: fwd ga [158.6, 286.6], fwd gb [286.6, 414.6] (ready at 189.2, before
+ * bwd ga at 286.6), bwd ga [414.6, 670.6], bwd gb [670.6, 926.6];
+ * gradients back: to gpu0 [670.6, 701.2], to gpu2 [926.6, 957.2];
+ * bwd fb on gpu2 [957.2, 1213.2], update fb [1213.2, 1225.2].
+ */
+static void test_link_contention(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/branches.json", "tests/data/sim/star3.json");
+    static const int d0[] = {0}, d1[] = {1}, d2[] = {2};
+    set_cfg(&f, "xa", 1, 1, d0, 0);
+    set_cfg(&f, "fa", 1, 1, d0, 0);
+    set_cfg(&f, "xb", 1, 1, d2, 0);
+    set_cfg(&f, "fb", 1, 1, d2, 0);
+    set_cfg(&f, "ga", 1, 1, d1, 0);
+    set_cfg(&f, "gb", 1, 1, d1, 0);
+    run(&f);
+    int xa = find_task(&f, SS_TASK_XFER, "fa", 0), xb = find_task(&f, SS_TASK_XFER, "fb", 0);
+    assert_true(xa >= 0 && xb >= 0);
+    NEAR(f.tg->dur[xa], 30.6);
+    NEAR(f.tg->dur[xb], 30.6);
+    NEAR(f.r->start[xa], 128);
+    NEAR(f.r->end[xa], 158.6);
+    NEAR(f.r->start[xb], 158.6);
+    NEAR(f.r->end[xb] - 128, 2 * 30.6);
+    NEAR(f.r->makespan, 1225.2);
+    teardown(&f);
+}
+
+/*
+ * Data parallel: chain2 over "ring4" (gpu0-gpu1-gpu2-gpu3-gpu0, 10 GB/s,
+ * 1 us per link). Each device: 16 samples, fwd 32 us per layer, bwd 64.
+ * fwd fc1 [0,32], fc2 [32,64], bwd fc2 [64,128], bwd fc1 [128,192].
+ * Gradient of each weight: 1e6 * 4 B = 4e6 B. Ring all-reduce over n = 4
+ * (collective.h): launch 6 + 2(n-1) * 1 us + 2(n-1)/n * S/B
+ *   = 6 + 6 + 1.5 * 4e6 / 1e4 = 612 us (tree: 6 + 4 + 800 = 810, slower).
+ * Wait-free, one bucket per weight: fc2's starts at 128 [128, 740], fc1's
+ * waits for the links [740, 1352], update fc1 12 us -> 1364.
+ * One fused bucket (bucket_bytes 1e9): 8e6 B, 6 + 6 + 1200 = 1212 us from
+ * 192 -> 1404, then two updates -> 1428.
+ * Bulk sync with priority (front layers first): both all-reduces wait for
+ * the barrier at 192; fc1's goes first [192, 804], fc2's [804, 1416], 1428.
+ */
+static void test_data_parallel_ring(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/ring4.json");
+    ss_plan_free(f.p);
+    f.p = NULL;
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 4, &f.p, &d), SS_OK);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->fwd, 12);
+    assert_int_equal(st->bwd, 8);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    assert_int_equal(st->coll_grad, 2);
+    assert_int_equal(st->updates, 8);
+    int c2 = find_task(&f, SS_TASK_COLLECTIVE, "fc2", 0);
+    int c1 = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    assert_true(c1 >= 0 && c2 >= 0);
+    NEAR(f.tg->dur[c2], 612);
+    NEAR(f.tg->bytes[c2], 4e6);
+    /* a ring all-reduce occupies both directions of all 4 links */
+    assert_int_equal(ss_taskgraph_n_res(f.tg, c2), 8);
+    NEAR(f.r->start[c2], 128);
+    NEAR(f.r->start[c1], 740);
+    NEAR(f.r->makespan, 1364);
+
+    ss_plan_settings_of(f.p)->bucket_bytes = 1e9;
+    run(&f);
+    assert_int_equal(ss_build_stats_of(f.b)->coll_grad, 1);
+    int c = find_task(&f, SS_TASK_COLLECTIVE, NULL, 0);
+    NEAR(f.tg->dur[c], 1212);
+    NEAR(f.r->start[c], 192);
+    NEAR(f.r->makespan, 1428);
+
+    ss_plan_settings_of(f.p)->bucket_bytes = 0;
+    ss_plan_settings_of(f.p)->sync = SS_SYNC_BULK;
+    ss_plan_settings_of(f.p)->priority = 1;
+    run(&f);
+    c2 = find_task(&f, SS_TASK_COLLECTIVE, "fc2", 0);
+    c1 = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    NEAR(f.r->start[c1], 192);
+    NEAR(f.r->start[c2], 804);
+    NEAR(f.r->makespan, 1428);
+    teardown(&f);
+}
+
+/*
+ * Partial sums: chain2 on "pair"; fc1 on gpu0; fc2 split on its contraction
+ * dim (red = 2): tile 0 (inputs 0..499) on gpu0, tile 1 (500..999) on gpu1.
+ * Tile 1 needs fc1's output columns 500..999: 64*500*4 = 128000 B,
+ * 5 + 12.8 = 17.8 us. The two partial outputs (64*1000*4 = 256000 B) are
+ * all-reduced over n = 2: ring 6 + 2*1*5 + 2*(1/2)*25.6 = 41.6 us (tree
+ * 6 + 10 + 51.2 = 67.2). Weights: each fc2 tile needs its own 500 rows: two
+ * shards on one device each, no gradient collective. Static memory (SGD,
+ * 8 B/param): gpu0 (1e6 + 5e5) * 8 = 1.2e7, gpu1 5e5 * 8 = 4e6.
+ */
+static void test_partial_sums(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d0[] = {0}, d01[] = {0, 1};
+    set_cfg(&f, "x", 1, 1, d0, 0);
+    set_cfg(&f, "fc1", 1, 1, d0, 0);
+    set_cfg(&f, "fc2", 1, 2, d01, 0);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->coll_partial, 1);
+    assert_int_equal(st->coll_grad, 0);
+    assert_int_equal(st->shards, 3);
+    assert_int_equal(st->xfer_fwd, 1);
+    assert_int_equal(st->xfer_bwd, 1);
+    int x = find_task(&f, SS_TASK_XFER, "fc1", 0);
+    NEAR(f.tg->dur[x], 17.8);
+    int c = find_task(&f, SS_TASK_COLLECTIVE, "fc2", 0);
+    NEAR(f.tg->dur[c], 41.6);
+    /* the all-reduce waits for both partial forwards */
+    int f0 = find_task(&f, SS_TASK_FWD, "fc2", 0), f1 = find_task(&f, SS_TASK_FWD, "fc2", 1);
+    assert_true(f.r->start[c] >= f.r->end[f0] && f.r->start[c] >= f.r->end[f1]);
+    assert_true(ss_memory_static_bytes(f.mm, 0) == 1.2e7);
+    assert_true(ss_memory_static_bytes(f.mm, 1) == 4e6);
+    teardown(&f);
+}
+
+/*
+ * 4-stage pipeline, 8 micro-batches: chain4 on "line4" (links 1e6 GB/s,
+ * 0 us: transfers of 8*1000*4 B take 3.2e-5 us). Stage s = fc(s+1) on gpu s,
+ * each op split 8 ways on the sample dim on its own device. Per micro-batch:
+ * fwd 16 us, bwd 32 us. GPipe: (m + p - 1) * (tf + tb) = 11 * 48 = 528 us
+ * before the updates (12 us each, on each device after its last backward:
+ * gpu0's is the last) -> ~540 us; each device is busy m * 48 = 384 us of
+ * the 528, so the bubble is (p - 1)/(m + p - 1) = 3/11.
+ * The micro-batch index of every tile is its rank on its device (0..7).
+ */
+static void pipeline_plan(fix *f, ss_pipe_schedule sched)
+{
+    static const int dv[4][8] = {{0, 0, 0, 0, 0, 0, 0, 0},
+                                 {1, 1, 1, 1, 1, 1, 1, 1},
+                                 {2, 2, 2, 2, 2, 2, 2, 2},
+                                 {3, 3, 3, 3, 3, 3, 3, 3}};
+    ss_plan_settings *s = ss_plan_settings_of(f->p);
+    s->stages = 4;
+    s->microbatches = 8;
+    s->schedule = sched;
+    set_cfg(f, "x", 8, 1, dv[0], 0);
+    set_cfg(f, "fc1", 8, 1, dv[0], 0);
+    set_cfg(f, "fc2", 8, 1, dv[1], 1);
+    set_cfg(f, "fc3", 8, 1, dv[2], 2);
+    set_cfg(f, "fc4", 8, 1, dv[3], 3);
+}
+
+/* Most forwards of one device started but whose backward has not ended. */
+static int max_in_flight(const fix *f, int dev)
+{
+    int best = 0;
+    for (int t = 0; t < f->tg->n_tasks; t++) {
+        if (f->tg->kind[t] != SS_TASK_FWD || f->tg->res[f->tg->res_off[t]] != dev)
+            continue;
+        double at = f->r->start[t];
+        int n = 0;
+        for (int u = 0; u < f->tg->n_tasks; u++) {
+            if (f->tg->kind[u] != SS_TASK_FWD || f->tg->res[f->tg->res_off[u]] != dev ||
+                f->tg->op[u] != f->tg->op[t])
+                continue;
+            int bw = find_task(f, SS_TASK_BWD, ss_graph_op(f->g, f->tg->op[u])->name,
+                               f->tg->tile[u]);
+            if (bw < 0)
+                break; /* graph inputs have no backward */
+            if (f->r->start[u] <= at && f->r->end[bw] > at)
+                n++;
+        }
+        if (n > best)
+            best = n;
+    }
+    return best;
+}
+
+static void test_pipeline_bubble(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain4.json", "tests/data/sim/line4.json");
+    pipeline_plan(&f, SS_PIPE_GPIPE);
+    run(&f);
+    assert_int_equal(ss_build_stats_of(f.b)->microbatch_gating, 1);
+    int last_bwd = find_task(&f, SS_TASK_BWD, "fc1", 7);
+    double span = 0;
+    for (int t = 0; t < f.tg->n_tasks; t++)
+        if (f.tg->kind[t] == SS_TASK_BWD && f.r->end[t] > span)
+            span = f.r->end[t];
+    assert_true(fabs(span - 528) < 1e-2);
+    assert_true(fabs(f.r->end[last_bwd] - 528) < 1e-2);
+    for (int dev = 0; dev < 4; dev++) {
+        double busy = f.r->busy[dev] - 12; /* less the update */
+        assert_true(fabs(busy - 384) < 1e-6);
+        assert_true(fabs((span - busy) / span - 3.0 / 11.0) < 1e-4);
+    }
+    assert_true(fabs(f.r->makespan - 540) < 1e-2);
+    /* GPipe keeps all 8 micro-batches of stage 0 in flight */
+    assert_int_equal(max_in_flight(&f, 0), 8);
+
+    /* 1F1B: same time, at most p - s micro-batches in flight on stage s */
+    pipeline_plan(&f, SS_PIPE_1F1B);
+    run(&f);
+    assert_int_equal(ss_build_policy(f.b), SS_QUEUE_BACKWARD_FIRST);
+    assert_true(fabs(f.r->makespan - 540) < 1e-2);
+    for (int dev = 0; dev < 4; dev++) {
+        assert_true(max_in_flight(&f, dev) <= 4 - dev);
+    }
+    assert_int_equal(max_in_flight(&f, 0), 4);
+    teardown(&f);
+}
+
+static void test_bad_device(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d5[] = {5};
+    set_cfg(&f, "fc2", 1, 1, d5, 0);
+    assert_int_equal(ss_build_run(f.b, f.p, f.tg, f.mm, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "fc2"));
+    teardown(&f);
+}
+
+/* Every allocation failure is reported as NOMEM, never a crash or a leak. */
+static void test_fault_injection(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/ring4.json");
+    ss_plan_free(f.p);
+    f.p = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 4, &f.p, &d), SS_OK);
+    int ok = 0;
+    for (long k = 0; k < 2000 && !ok; k++) {
+        ss_builder *b = NULL;
+        ss_taskgraph *tg = NULL;
+        ss_memory *mm = NULL;
+        ss_test_fail_after(k);
+        b = ss_build_new(f.g, f.m, f.cm);
+        tg = ss_taskgraph_new(0, 0);
+        mm = ss_memory_new();
+        ss_status st = SS_ERR_NOMEM;
+        ss_diag_init(&d);
+        if (b && tg && mm)
+            st = ss_build_run(b, f.p, tg, mm, &d);
+        ss_test_fail_after(-1);
+        if (st == SS_OK)
+            ok = 1;
+        else
+            assert_int_equal(st, SS_ERR_NOMEM);
+        ss_build_free(b);
+        ss_taskgraph_free(tg);
+        ss_memory_free(mm);
+    }
+    assert_true(ok);
+    teardown(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_devices_chain), cmocka_unit_test(test_link_contention),
+        cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_partial_sums),
+        cmocka_unit_test(test_pipeline_bubble),   cmocka_unit_test(test_bad_device),
+        cmocka_unit_test(test_fault_injection),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
