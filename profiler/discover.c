@@ -64,8 +64,28 @@ static const char *guess_type(const char *model)
     return NULL;
 }
 
+/* The model line of the NVIDIA driver's description of a PCI device
+ * ("Model: NVIDIA H100 80GB HBM3"), into buf; NULL without the driver. */
+static const char *driver_model(hwloc_obj_t pci, char *buf, size_t n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%04x:%02x:%02x.%x/information",
+             (unsigned)pci->attr->pcidev.domain, (unsigned)pci->attr->pcidev.bus,
+             (unsigned)pci->attr->pcidev.dev, (unsigned)pci->attr->pcidev.func);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    const char *found = NULL;
+    while (!found && fgets(buf, (int)n, f))
+        if (strncmp(buf, "Model:", 6) == 0)
+            found = buf + 6;
+    fclose(f);
+    return found;
+}
+
 static const char *gpu_type(hwloc_obj_t pci)
 {
+    char model[256];
     for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
         const char *t = guess_type(hwloc_obj_get_info_by_name(c, "GPUModel"));
         if (t)
@@ -77,6 +97,8 @@ static const char *gpu_type(hwloc_obj_t pci)
     for (size_t i = 0; !t && i < sizeof pci_ids / sizeof pci_ids[0]; i++)
         if (pci->attr->pcidev.device_id == pci_ids[i].id)
             t = pci_ids[i].type;
+    if (!t)
+        t = guess_type(driver_model(pci, model, sizeof model));
     return t;
 }
 
@@ -228,6 +250,12 @@ ss_status ss_machine_discover(ss_machine **out, ss_diag *d)
     if (hwloc_topology_init(&topo) != 0)
         return ss_diag_set(d, SS_ERR_IO, "discover: hwloc cannot initialise");
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    /* The Linux component reads PCI devices from sysfs; the libpciaccess
+     * ("pci") component would duplicate that and leaks, and the OpenCL / GL
+     * components would start GPU drivers we do not need. */
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
+    hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
         return ss_diag_set(d, SS_ERR_IO, "discover: hwloc cannot read this host's topology");
