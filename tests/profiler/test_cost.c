@@ -99,7 +99,7 @@ static void cost_of(fixture *f, const ss_device_type *dt, int op, ss_cost *c)
     ss_cost_analytic(dt, f->g, o, &t, c);
 }
 
-#define NEAR(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-9)
+#define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-9 * fabs((double)(b)) + 1e-9)
 
 /* Compute bound: 2*1024*4096*4096 FLOPs at 10 TFLOP/s x 0.5; bytes
  * (x 16 MiB + W 64 MiB + y 16 MiB = 100663296) at 500 GB/s x 0.8 take only
