@@ -43,7 +43,7 @@ typedef struct kind_stat {
 
 typedef struct pair_stat {
     int sampled;
-    long long pairs, unreachable;
+    long long pairs, unreachable, relayed;
     int min_a, min_b, max_a, max_b;
     double min_gbps, max_gbps;
     int un_a[MAX_LISTED], un_b[MAX_LISTED];
@@ -63,6 +63,8 @@ static void pair_visit(const ss_machine *m, int a, int b, pair_stat *ps)
         ps->unreachable++;
         return;
     }
+    if (!ss_machine_device(m, a)->accepts_connections && !ss_machine_device(m, b)->accepts_connections)
+        ps->relayed++;
     if (ps->min_a < 0 || g < ps->min_gbps) {
         ps->min_gbps = g;
         ps->min_a = a;
@@ -189,6 +191,9 @@ static void print_text(const ss_machine *m, const kind_stat *ks, int nk, const p
     } else {
         printf("  every pair is reachable\n");
     }
+    if (ps->relayed)
+        printf("  relayed: %lld pairs of firewalled peers go through a peer that accepts connections\n",
+               ps->relayed);
 }
 
 static int print_json(const ss_machine *m, const kind_stat *ks, int nk, const pair_stat *ps)
@@ -245,6 +250,7 @@ static int print_json(const ss_machine *m, const kind_stat *ks, int nk, const pa
                                                          ps->max_gbps));
     }
     json_object_set_new(o, "unreachable_pairs", json_integer(ps->unreachable));
+    json_object_set_new(o, "relayed_pairs", json_integer(ps->relayed));
     json_object_set_new(o, "unreachable_examples", un);
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(o);
