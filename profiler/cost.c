@@ -17,7 +17,6 @@
 #include <string.h>
 
 #define MAX_PROVIDERS 16
-#define KEY_MAX 512
 
 typedef struct entry {
     uint64_t hash;      /* 0 = empty slot */
@@ -72,87 +71,72 @@ ss_status ss_cost_add_provider(ss_costmodel *cm, const ss_cost_provider *p, ss_d
 
 /* ------------------------------------------------------------ signature */
 
+/* Upper bound of a key's length: 6 header values, 30 for the attributes,
+ * 9 for the tile, the output dtypes and 8 per operand (dtype + region). */
+#define KEY_MAX (6 + 30 + 9 + SS_MAX_OUTPUTS + 8 * SS_MAX_OPERANDS)
+
 typedef struct keybuf {
     int64_t v[KEY_MAX];
     int n;
 } keybuf;
 
-static void k1(keybuf *k, int64_t x)
-{
-    if (k->n < KEY_MAX)
-        k->v[k->n++] = x;
-}
-
-static void kdbl(keybuf *k, double x)
-{
-    int64_t b;
-    if (x == 0)
-        x = 0;
-    memcpy(&b, &x, sizeof b);
-    k1(k, b);
-}
+#define K1(k, x) ((k)->v[(k)->n++] = (int64_t)(x))
 
 static void kregion(keybuf *k, const ss_region *r)
 {
-    k1(k, r->ndim);
+    K1(k, r->ndim);
     for (int i = 0; i < r->ndim; i++)
-        k1(k, r->r[i].hi - r->r[i].lo);
+        K1(k, r->r[i].hi - r->r[i].lo);
 }
 
+/* All attribute fields; small ones packed together (each fits its bits). */
 static void kattrs(keybuf *k, const ss_op_attrs *a)
 {
-    k1(k, a->ndim);
     for (int i = 0; i < SS_MAX_DIMS; i++) {
-        k1(k, a->shape[i]);
-        k1(k, a->kind[i]);
-        k1(k, a->perm[i]);
+        K1(k, a->shape[i]);
+        K1(k, (int64_t)a->kind[i] | (int64_t)(a->perm[i] & 0xffff) << 8);
     }
-    k1(k, a->dtype);
-    k1(k, a->out_features);
-    k1(k, a->use_bias);
-    k1(k, a->trans_a);
-    k1(k, a->trans_b);
-    k1(k, a->out_channels);
-    k1(k, a->groups);
+    K1(k, (int64_t)(a->ndim & 0xff) | (int64_t)a->dtype << 8 | (int64_t)(a->axis & 0xffff) << 16 |
+              (int64_t)(a->n_split & 0xffff) << 32);
+    K1(k, (int64_t)(a->use_bias != 0) | (int64_t)(a->trans_a != 0) << 1 |
+              (int64_t)(a->trans_b != 0) << 2 | (int64_t)(a->return_sequences != 0) << 3 |
+              (int64_t)(a->causal != 0) << 4 | (int64_t)a->pool << 8 | (int64_t)a->unary << 16 |
+              (int64_t)a->binary << 24 | (int64_t)a->lstm_mode << 32);
+    K1(k, a->out_features);
+    K1(k, a->out_channels);
+    K1(k, a->groups);
     for (int i = 0; i < 2; i++) {
-        k1(k, a->kernel[i]);
-        k1(k, a->stride[i]);
-        k1(k, a->pad[i]);
+        K1(k, a->kernel[i]);
+        K1(k, a->stride[i] | a->pad[i] << 32);
     }
-    k1(k, a->pool);
-    k1(k, a->unary);
-    k1(k, a->binary);
-    k1(k, a->axis);
-    k1(k, a->n_split);
-    for (int i = 0; i < SS_MAX_OUTPUTS; i++)
-        k1(k, a->split_sizes[i]);
-    kdbl(k, a->rate);
-    k1(k, a->vocab);
-    k1(k, a->dim);
-    k1(k, a->lstm_mode);
-    k1(k, a->hidden);
-    k1(k, a->return_sequences);
-    k1(k, a->heads);
-    k1(k, a->causal);
+    if (a->n_split > 0)
+        for (int i = 0; i < SS_MAX_OUTPUTS; i++)
+            K1(k, a->split_sizes[i]);
+    double rate = a->rate == 0 ? 0 : a->rate;
+    int64_t bits;
+    memcpy(&bits, &rate, sizeof bits);
+    K1(k, bits);
+    K1(k, a->vocab);
+    K1(k, a->dim);
+    K1(k, a->hidden);
+    K1(k, a->heads);
 }
 
 static void make_key(keybuf *k, const ss_graph *g, const ss_op *op, const ss_tile *t, int devtype)
 {
     k->n = 0;
-    k1(k, devtype);
-    k1(k, op->type);
-    k1(k, op->n_in);
-    k1(k, op->n_w);
-    k1(k, op->n_out);
+    K1(k, devtype);
+    K1(k, op->type);
+    K1(k, op->n_in | op->n_w << 8 | op->n_out << 16);
     kattrs(k, &op->attrs);
     kregion(k, &t->out);
-    k1(k, t->red.hi - t->red.lo);
+    K1(k, t->red.hi - t->red.lo);
     ss_tile full;
     ss_op_full_tile(g, op, &full);
-    k1(k, t->red.lo == full.red.lo); /* the first reduction slice may add the bias */
+    K1(k, t->red.lo == full.red.lo); /* the first reduction slice may add the bias */
     for (int i = 0; i < op->n_out; i++) {
         const ss_tensor *o = ss_graph_tensor(g, op->outputs[i]);
-        k1(k, o ? (int64_t)o->dtype : -1);
+        K1(k, o ? (int64_t)o->dtype : -1);
     }
     int n_operands = op->n_in + op->n_w;
     for (int i = 0; i < n_operands; i++) {
@@ -160,19 +144,26 @@ static void make_key(keybuf *k, const ss_graph *g, const ss_op *op, const ss_til
         const ss_tensor *x = ss_graph_tensor(g, tid);
         ss_region r;
         ss_op_input_region(g, op, t, i, &r);
-        k1(k, x ? (int64_t)x->dtype : -1);
+        K1(k, x ? (int64_t)x->dtype : -1);
         kregion(k, &r);
     }
 }
 
+/* Two interleaved multiply-add chains (independent, so they pipeline). */
 static uint64_t key_hash(const keybuf *k)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (int i = 0; i < k->n; i++) {
-        h ^= (uint64_t)k->v[i];
-        h *= 1099511628211ULL;
-        h ^= h >> 29;
+    uint64_t a = 0x9e3779b97f4a7c15ULL, b = 0xc2b2ae3d27d4eb4fULL;
+    int i = 0;
+    for (; i + 1 < k->n; i += 2) {
+        a = (a ^ (uint64_t)k->v[i]) * 0x100000001b3ULL;
+        b = (b ^ (uint64_t)k->v[i + 1]) * 0x9e3779b97f4a7c15ULL;
     }
+    if (i < k->n)
+        a = (a ^ (uint64_t)k->v[i]) * 0x100000001b3ULL;
+    uint64_t h = a ^ (b >> 31) ^ (b << 33) ^ (uint64_t)k->n;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 32;
     return h ? h : 1;
 }
 
