@@ -316,7 +316,7 @@ ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices
                                prefix, op->name, c->red, (long long)cext);
     }
     for (int t = 0; t < c->ntiles; t++)
-        if (c->devices[t] < 0 || c->devices[t] >= n_devices)
+        if (c->devices[t] < 0 || (n_devices > 0 && c->devices[t] >= n_devices))
             return ss_diag_set(d, SS_ERR_INVALID,
                                "%s: operator \"%s\": device %d of tile %d out of range "
                                "(the machine has %d devices)",

@@ -24,7 +24,8 @@ struct ss_plan {
 void ss_plan_settings_default(ss_plan_settings *s);
 
 /* ss_plan_validate with messages starting "<prefix>: " (a file name). With m
- * NULL the plan's own device count is used. */
+ * NULL the plan's own device count is used; when that is unknown too (a plan
+ * made without a machine), device indices are only checked to be >= 0. */
 ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_machine *m,
                                 const char *prefix, ss_diag *d);
 /* Validation of one op's config (p->n_ops must match g). */
