@@ -14,6 +14,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"search", ss_cmd_search, "find a fast plan (the default command)"},
     {"models", ss_cmd_models, "list the model zoo"},
     {"model", ss_cmd_model, "summarise one model; export it to JSON"},
     {"cost", ss_cmd_cost, "price every operator of a model on one device"},
@@ -41,6 +42,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return SS_EXIT_OK;
     }
+    if (!strncmp(argv[1], "--", 2)) /* options only: the plan search */
+        return ss_cmd_search(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 1, argv + 1);

@@ -710,18 +710,21 @@ typedef struct ss_search_result {
     char expert_label[128];
     double speedup_vs_dp, speedup_vs_expert; /* baseline time / best time */
     int64_t proposals, accepted, evaluations, infeasible, restarts;
-    double time_s, evals_per_s, best_found_at_s;
+    int64_t pruned;          /* proposals rejected by the compute lower bound, unsimulated */
+    double time_s, evals_per_s, best_found_at_s; /* evals_per_s: simulations per second */
     double log10_space;      /* log10 of the number of plans in the space */
     int delta;               /* 1 if delta simulation judged the proposals */
     int interrupted;         /* stopped by the stop callback */
     char stopped_by[32];     /* "budget", "time limit", "no improvement", "interrupted" */
+    ss_sim *sim;             /* owned: its last run is best_sim (for ss_sim_write_trace) */
 } ss_search_result;
 
 /* Search a plan for g on m priced by cm. cfg may be NULL (defaults). r must
  * be zero-initialised (or cleared); on success it owns three plans and three
  * simulation results (ss_search_result_clear frees them). An interrupted
  * search is SS_OK with r->interrupted = 1 and the best plan so far. On error
- * r is left cleared. */
+ * r is left cleared. r->sim is the simulator whose last run is the best plan,
+ * for ss_sim_write_trace. */
 ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                         const ss_search_config *cfg, ss_search_result *r, ss_diag *d);
 void ss_search_result_clear(ss_search_result *r);
@@ -729,7 +732,7 @@ void ss_search_result_clear(ss_search_result *r);
 /* The result as JSON: {"best": simulate fields, "baselines": {"data_parallel":
  * ..., "expert": ...}, "expert_plan", "speedup_vs_data_parallel",
  * "speedup_vs_expert", "search": {proposals, accepted, evaluations,
- * infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
+ * pruned, infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
  * interrupted, delta, log10_space_size}, "plan_file"}. plan_file may be NULL.
  * *out is an ss_malloc'd string. */
 ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file, char **out,

@@ -61,8 +61,9 @@ static int better(const ss_eval *a, const ss_eval *b)
     return a->overflow_bytes < b->overflow_bytes;
 }
 
-/* Metropolis–Hastings acceptance of moving from a to b. */
-static int accept(search *s, const ss_eval *from, const ss_eval *to)
+/* Metropolis–Hastings acceptance of moving from a to b, with the uniform u
+ * drawn before the evaluation. */
+static int accept(search *s, const ss_eval *from, const ss_eval *to, double u)
 {
     if (from->fits && !to->fits)
         return 0;
@@ -75,7 +76,7 @@ static int accept(search *s, const ss_eval *from, const ss_eval *to)
         rel = (from->overflow_bytes - to->overflow_bytes) / from->overflow_bytes;
     if (rel >= 0)
         return 1;
-    return ss_rng_unit(&s->rng) < exp(s->beta * rel);
+    return u < exp(s->beta * rel);
 }
 
 static int same_config(const ss_pconfig *a, const ss_pconfig *b)
@@ -115,6 +116,24 @@ static ss_status evaluate(search *s, const ss_plan *p, int changed, ss_eval *e, 
     *ok = 1;
     if (!e->fits)
         s->st.infeasible++;
+    return SS_OK;
+}
+
+/* Lower bound of p through the evaluator (0 when it has none). */
+static ss_status bound(search *s, const ss_plan *p, int changed, double *lb, ss_diag *d)
+{
+    *lb = 0;
+    if (!s->ev->bound)
+        return SS_OK;
+    ss_diag local;
+    ss_diag_init(&local);
+    ss_status st = s->ev->bound(s->ev->ctx, p, changed, lb, &local);
+    if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) {
+        *lb = 0;
+        return SS_OK;
+    }
+    if (st)
+        return ss_diag_set(d, st, "%s", local.msg[0] ? local.msg : ss_status_name(st));
     return SS_OK;
 }
 
@@ -218,7 +237,11 @@ static void propose(search *s, int op)
 static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 {
     ss_eval e;
-    ss_status st = evaluate(s, p, -1, &e, ok, d);
+    double lb;
+    ss_status st = bound(s, p, -1, &lb, d);
+    if (st)
+        return st;
+    st = evaluate(s, p, -1, &e, ok, d);
     if (st || !*ok)
         return st;
     if (p != s->cur && ss_plan_copy(s->cur, p) != SS_OK)
@@ -245,9 +268,17 @@ static ss_status chain(search *s, int64_t steps, int restart_to_best, ss_diag *d
                 return st;
         }
         s->st.proposals++;
-        int op = (int)ss_rng_below(&s->rng, n_ops);
-        propose(s, op);
-        const ss_pconfig *c = ss_plan_config(s->cur, op);
+        /* Redraw moves that would change nothing (a neighbour already
+         * aligned, an op with one candidate), a few times. */
+        int op = 0;
+        const ss_pconfig *c = NULL;
+        for (int tries = 0; tries < 8; tries++) {
+            op = (int)ss_rng_below(&s->rng, n_ops);
+            propose(s, op);
+            c = ss_plan_config(s->cur, op);
+            if (!same_config(c, &s->prop))
+                break;
+        }
         if (same_config(c, &s->prop)) {
             s->st.accepted++;
             progress(s);
@@ -258,12 +289,23 @@ static ss_status chain(search *s, int64_t steps, int restart_to_best, ss_diag *d
         ss_diag_init(&sd);
         if (ss_plan_set_config(s->cur, op, &s->prop, &sd) != SS_OK)
             return ss_diag_set(d, sd.status, "%s", sd.msg);
-        ss_eval e;
-        int ok;
-        ss_status st = evaluate(s, s->cur, op, &e, &ok, d);
+        double u = ss_rng_unit(&s->rng), lb;
+        ss_status st = bound(s, s->cur, op, &lb, d);
         if (st)
             return st;
-        if (ok && accept(s, &s->cur_e, &e)) {
+        if (s->cur_e.fits && lb > s->cur_e.time_us * (1 - log(u) / s->beta)) {
+            s->st.pruned++;
+            if (ss_plan_set_config(s->cur, op, &s->old, &sd) != SS_OK)
+                return ss_diag_set(d, sd.status, "%s", sd.msg);
+            progress(s);
+            continue;
+        }
+        ss_eval e;
+        int ok;
+        st = evaluate(s, s->cur, op, &e, &ok, d);
+        if (st)
+            return st;
+        if (ok && accept(s, &s->cur_e, &e, u)) {
             commit(s);
             s->cur_e = e;
             s->st.accepted++;

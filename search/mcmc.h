@@ -8,7 +8,9 @@
  * iteration time and whether it fits in memory); with cost = iteration time,
  *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
  * so beta is scale-free (beta = 100: a plan 1% slower is accepted with
- * probability e^-1). Memory is a hard constraint: from a plan that fits, a
+ * probability e^-1). The uniform u of the test is drawn before the
+ * evaluation, so a lower bound can reject a move without simulating it and
+ * the chain stays the same (search/bound.h). Memory is a hard constraint: from a plan that fits, a
  * plan that does not fit is always rejected; from a plan that does not fit
  * (a start that overflows), a plan that fits is always accepted and among
  * plans that do not fit the smaller overflow wins.
@@ -52,6 +54,11 @@ typedef struct ss_evaluator {
     void *ctx;
     ss_status (*eval)(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d);
     void (*commit)(void *ctx);
+    /* Optional: a lower bound (us) of p's iteration time, same `changed`
+     * protocol; commit also makes its plan the base. When the bound already
+     * exceeds the acceptance threshold the move is rejected without eval
+     * (the same decision eval would give: see search/bound.h). */
+    ss_status (*bound)(void *ctx, const ss_plan *p, int changed, double *lb, ss_diag *d);
 } ss_evaluator;
 
 typedef enum ss_mcmc_stop {
@@ -65,11 +72,12 @@ const char *ss_mcmc_stop_name(ss_mcmc_stop s); /* "budget", "time limit", ... */
 typedef struct ss_mcmc_stats {
     int64_t proposals;     /* single-op moves proposed */
     int64_t accepted;      /* moves accepted (including no-op moves) */
-    int64_t evaluations;   /* evaluator calls */
+    int64_t evaluations;   /* evaluator calls (simulations) */
+    int64_t pruned;        /* moves rejected by the lower bound, without eval */
     int64_t infeasible;    /* evaluations that did not fit or could not run */
     int64_t restarts;      /* chain starts + restarts from the best */
     double time_s;         /* wall time of the search */
-    double evals_per_s;
+    double evals_per_s;    /* evaluations per second */
     double best_us;        /* iteration time of the best plan (HUGE_VAL if none fits) */
     double best_at_s;      /* when the best plan was found */
     int64_t best_at_proposal;

@@ -350,6 +350,60 @@ static void test_stopping_rules(void **state)
     teardown_fx(&f);
 }
 
+/* The toy's lower bound: the largest device load without penalties (<= the
+ * toy time). A bound is stateless here, so committing needs nothing. */
+static ss_status toy_bound(void *ctx, const ss_plan *p, int changed, double *lb, ss_diag *d)
+{
+    (void)ctx;
+    (void)changed;
+    (void)d;
+    static const double work[3] = {4, 40, 40};
+    double load[4] = {0}, mx = 0;
+    for (int op = 0; op < 3; op++) {
+        const ss_pconfig *c = ss_plan_config(p, op);
+        for (int t = 0; t < c->ntiles; t++)
+            load[c->devices[t]] += work[op] / c->ntiles * (c->red > 1 ? 1.25 : 1.0);
+    }
+    for (int k = 0; k < 4; k++)
+        mx = load[k] > mx ? load[k] : mx;
+    *lb = mx;
+    return SS_OK;
+}
+
+/* With a lower bound the chain is exactly the same (same best plan, same
+ * proposals and acceptances), with fewer evaluator calls. */
+static void test_bound_same_chain(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 3000;
+    cfg.seed = 77;
+    cfg.patience = -1;
+    ss_mcmc_stats s1, s2;
+    ss_eval e1, e2;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &e1, &s1, &d), SS_OK);
+    ss_plan *other = ss_plan_new(f.g, NULL);
+    f.ev.bound = toy_bound;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, other, &e2, &s2, &d), SS_OK);
+    for (int op = 0; op < 3; op++)
+        assert_true(same(ss_plan_config(f.best, op), ss_plan_config(other, op)));
+    assert_true(e1.time_us == e2.time_us);
+    assert_int_equal(s1.proposals, s2.proposals);
+    assert_int_equal(s1.accepted, s2.accepted);
+    assert_int_equal(s1.pruned, 0);
+    assert_true(s2.pruned > 0);
+    assert_int_equal(s2.evaluations + s2.pruned, s1.evaluations);
+    assert_int_equal(f.t.contract_violations, 0);
+    ss_plan_free(other);
+    teardown_fx(&f);
+}
+
 /* Plans the evaluator cannot run are rejected and the search goes on; a
  * fatal evaluator error stops it and leaves `best` untouched. */
 static void test_invalid_and_errors(void **state)
@@ -435,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_finds_exhaustive_optimum),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_stopping_rules),
+        cmocka_unit_test(test_bound_same_chain),
         cmocka_unit_test(test_invalid_and_errors),
         cmocka_unit_test(test_nomem),
     };

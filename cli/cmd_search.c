@@ -1,0 +1,283 @@
+/*
+ * cmd_search.c — `simsearch [search] --topology FILE ...`: the main job.
+ * Finds a fast plan with the MCMC search (ss_search_run), writes it as plan
+ * JSON, prints a table of data parallelism, the expert plan and the best
+ * plan found (or one JSON object with --json).
+ *
+ * Ctrl-C: a SIGINT handler sets a flag that the search polls before every
+ * proposal; the search stops, and the best plan so far is still written and
+ * printed (exit status 0, the report says "interrupted"). A second Ctrl-C
+ * during the report falls back to the default action. The one-line progress
+ * display goes to stderr only when stderr is a terminal.
+ */
+#include "cli.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The default model: the one whose best plan beats data parallelism by the
+ * widest margin on the shipped clusters (benchmarks/RESULTS.md, "Search"). */
+#define DEFAULT_MODEL "nmt"
+#define DEFAULT_OUT "plan.json"
+#define DEFAULT_TIME_LIMIT 10.0
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
+            "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
+            "                 [--trace FILE] [--json] [--full-sim]\n\n"
+            "Search a parallelization plan (MCMC over every operator's split and placement,\n"
+            "judged by the simulator) and compare it with data parallelism and the expert\n"
+            "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
+            "  --topology FILE   topology JSON (required)\n"
+            "  --model SPEC      zoo model NAME[:key=value,...] or a model JSON file\n"
+            "                    (default: " DEFAULT_MODEL ")\n"
+            "  --nodes N         override the node count of a compact topology\n"
+            "  --batch N         global batch (default: 64 per device, 256 for alexnet)\n"
+            "  --budget N        proposals in all (default 20000)\n"
+            "  --time-limit S    stop after S seconds (default %g; 0: no limit)\n"
+            "  --seed N          random seed (default 1); same seed and budget, no time\n"
+            "                    limit reached => the same plan\n"
+            "  --out FILE        where to write the best plan (default ./" DEFAULT_OUT ")\n"
+            "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
+            "  --json            print one JSON object instead of the table\n"
+            "  --full-sim        judge every proposal with the full simulator (no delta)\n",
+            DEFAULT_TIME_LIMIT);
+}
+
+typedef struct opts {
+    const char *model, *topology, *out, *trace;
+    long long nodes, batch, budget, seed;
+    double time_limit;
+    int json, full_sim;
+} opts;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = DEFAULT_MODEL;
+    o->out = DEFAULT_OUT;
+    o->seed = 1;
+    o->time_limit = DEFAULT_TIME_LIMIT;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help(stdout);
+            return -1;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--full-sim")) {
+            o->full_sim = 1;
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
+            if (r < 0)
+                return ss_cli_usage_error("search", "%s needs a value", argv[i]);
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
+                return ss_cli_usage_error("search", "--nodes needs a positive integer");
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
+                return ss_cli_usage_error("search", "--batch needs a positive integer");
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--budget", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->budget))
+                return ss_cli_usage_error("search", "--budget needs a positive integer");
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--seed", &v))) {
+            if (r < 0 || ss_cli_int(v, 0, (1LL << 62), &o->seed))
+                return ss_cli_usage_error("search", "--seed needs a non-negative integer");
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--time-limit", &v))) {
+            char *end = NULL;
+            double t = r < 0 ? -1 : strtod(v, &end);
+            if (r < 0 || !end || *end || end == v || !(t >= 0) || t > 1e7)
+                return ss_cli_usage_error("search",
+                                          "--time-limit needs a number of seconds >= 0");
+            o->time_limit = t;
+            continue;
+        }
+        return ss_cli_usage_error("search", "unknown argument '%s'", argv[i]);
+    }
+    if (!o->topology)
+        return ss_cli_usage_error("search", "--topology is required");
+    return 0;
+}
+
+/* ---- Ctrl-C and progress ---------------------------------------------------- */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static int stop_cb(void *ctx)
+{
+    (void)ctx;
+    return interrupted != 0;
+}
+
+static void progress_cb(void *ctx, const ss_search_progress *p)
+{
+    (void)ctx;
+    if (isfinite(p->best_us))
+        fprintf(stderr, "\r  best %.2f ms/iter | %lld proposals | %.0f evals/s | %.1f s   ",
+                p->best_us / 1000, (long long)p->proposals, p->evals_per_s, p->elapsed_s);
+    else
+        fprintf(stderr, "\r  no plan fits yet | %lld proposals | %.0f evals/s | %.1f s   ",
+                (long long)p->proposals, p->evals_per_s, p->elapsed_s);
+    fflush(stderr);
+}
+
+/* ---- report ------------------------------------------------------------------ */
+
+static double max_peak(const ss_sim_result *r)
+{
+    double m = 0;
+    for (int i = 0; i < r->n_devices; i++)
+        if (r->peak_memory_bytes[i] > m)
+            m = r->peak_memory_bytes[i];
+    return m;
+}
+
+static void row(const char *name, const ss_sim_result *r, const ss_sim_result *dp)
+{
+    char mem[32];
+    printf("  %-14s %10.2f ms %12.1f %11s %8.2fx%s\n", name, r->iteration_us / 1000,
+           r->throughput, ss_cli_bytes(max_peak(r), mem, sizeof mem),
+           r->iteration_us > 0 ? dp->iteration_us / r->iteration_us : 0,
+           r->fits ? "" : "  DOES NOT FIT");
+}
+
+static void print_human(const ss_search_result *r, const char *out_path, const char *trace)
+{
+    const ss_sim_result *b = &r->best_sim;
+    printf("simsearch: %s on %s (%d devices, global batch %lld)\n", b->model, b->topology,
+           b->n_devices, (long long)b->batch);
+    if (r->interrupted)
+        printf("search interrupted (Ctrl-C): the best plan found so far\n");
+    printf("\n  %-14s %13s %12s %11s %9s\n", "plan", "time/iter", "samples/s", "peak mem",
+           "speedup");
+    row("data parallel", &r->dp_sim, &r->dp_sim);
+    row("expert", &r->expert_sim, &r->dp_sim);
+    row("best found", b, &r->dp_sim);
+    printf("\n  expert plan: %s\n", r->expert_label);
+    printf("  speedup of the best plan: %.2fx over data parallel, %.2fx over expert\n",
+           r->speedup_vs_dp, r->speedup_vs_expert);
+    printf("  search: %lld proposals (%lld rejected by the compute bound), %lld accepted,\n"
+           "          %lld simulations (%.0f/s, %s), %.2f s, stopped by %s\n",
+           (long long)r->proposals, (long long)r->pruned, (long long)r->accepted,
+           (long long)r->evaluations, r->evals_per_s,
+           r->delta ? "delta simulation" : "full simulation", r->time_s, r->stopped_by);
+    printf("  best found after %.2f s; plan space about 10^%.0f plans\n", r->best_found_at_s,
+           r->log10_space);
+    if (b->n_crit > 0) {
+        printf("  critical path of the best plan:");
+        for (int i = 0; i < b->n_crit && i < 3; i++)
+            printf("%s %s %s %.2f ms", i ? "," : "", b->crit[i].name, b->crit[i].kind,
+                   b->crit[i].us / 1000);
+        printf("\n");
+    }
+    printf("\nplan written to %s", out_path);
+    if (trace)
+        printf(", trace to %s", trace);
+    printf("\n(simsearch simulate --plan %s ... predicts it again)\n", out_path);
+}
+
+static int run(const opts *o)
+{
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    int rc = ss_cli_load_machine(o->topology, (int)o->nodes, &m);
+    if (rc)
+        return rc;
+    rc = ss_cli_build_model(o->model, o->batch, ss_machine_n_devices(m), &g);
+    if (rc) {
+        ss_machine_free(m);
+        return rc;
+    }
+    ss_costmodel *cm = ss_cost_new(m);
+    if (!cm) {
+        ss_graph_free(g);
+        ss_machine_free(m);
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+
+    ss_search_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = o->budget;
+    cfg.time_limit_s = o->time_limit;
+    cfg.seed = (uint64_t)o->seed;
+    cfg.full_simulation = o->full_sim;
+    cfg.stop = stop_cb;
+    cfg.progress = isatty(STDERR_FILENO) ? progress_cb : NULL;
+
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old);
+
+    ss_search_result r;
+    memset(&r, 0, sizeof r);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_status st = ss_search_run(g, m, cm, &cfg, &r, &d);
+    sigaction(SIGINT, &old, NULL);
+    if (cfg.progress)
+        fprintf(stderr, "\r%78s\r", "");
+    if (st == SS_OK)
+        st = ss_plan_save(r.best, g, o->out, &d);
+    if (st == SS_OK && o->trace)
+        st = ss_sim_write_trace(r.sim, o->trace, &d);
+    if (st == SS_OK) {
+        if (o->json) {
+            char *js = NULL;
+            st = ss_search_result_to_json(&r, o->out, &js, &d);
+            if (st == SS_OK) {
+                printf("%s\n", js);
+                ss_free(js);
+            }
+        } else {
+            print_human(&r, o->out, o->trace);
+        }
+    }
+    rc = st == SS_OK ? SS_EXIT_OK : ss_cli_fail(&d);
+    ss_search_result_clear(&r);
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    return rc;
+}
+
+int ss_cmd_search(int argc, char **argv)
+{
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? SS_EXIT_OK : rc;
+    return run(&o);
+}

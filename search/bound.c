@@ -1,0 +1,135 @@
+/*
+ * bound.c — incremental per-device compute lower bound (bound.h).
+ *
+ * base[op * n_dev + dev] is op's compute time on dev under the committed
+ * plan and load[dev] their sum over ops (recomputed from base at every
+ * commit, so no rounding drift accumulates). A one-op evaluation fills row[]
+ * for the changed op; a full evaluation fills the whole pend[] matrix.
+ */
+#include "search/bound.h"
+
+#include <string.h>
+
+struct ss_bound {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    int n_ops, n_dev;
+    double *base, *pend, *load, *row;
+    int pend_op;    /* -1: pend holds a full matrix; >= 0: row holds that op */
+    int have_pend;
+};
+
+ss_status ss_bound_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, ss_bound **out,
+                       ss_diag *d)
+{
+    ss_bound *b = ss_calloc(1, sizeof *b);
+    if (!b)
+        return ss_diag_set(d, SS_ERR_NOMEM, "search bound: out of memory");
+    b->g = g;
+    b->m = m;
+    b->cm = cm;
+    b->n_ops = ss_graph_n_ops(g);
+    b->n_dev = ss_machine_n_devices(m);
+    size_t cells = (size_t)b->n_ops * (size_t)b->n_dev + 1;
+    b->base = ss_calloc(cells, sizeof *b->base);
+    b->pend = ss_calloc(cells, sizeof *b->pend);
+    b->load = ss_calloc((size_t)b->n_dev + 1, sizeof *b->load);
+    b->row = ss_calloc((size_t)b->n_dev + 1, sizeof *b->row);
+    if (!b->base || !b->pend || !b->load || !b->row) {
+        ss_bound_free(b);
+        return ss_diag_set(d, SS_ERR_NOMEM, "search bound: out of memory");
+    }
+    *out = b;
+    return SS_OK;
+}
+
+void ss_bound_free(ss_bound *b)
+{
+    if (!b)
+        return;
+    ss_free(b->base);
+    ss_free(b->pend);
+    ss_free(b->load);
+    ss_free(b->row);
+    ss_free(b);
+}
+
+/* Op `o`'s per-device compute time under p into row[n_dev]. */
+static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_diag *d)
+{
+    memset(row, 0, (size_t)b->n_dev * sizeof *row);
+    const ss_op *op = ss_graph_op(b->g, o);
+    if (op->type == SS_OP_INPUT)
+        return SS_OK;
+    const ss_pconfig *c = ss_plan_config(p, o);
+    int recompute = ss_plan_settings_get(p)->recompute == SS_RECOMPUTE_FULL;
+    for (int i = 0; i < c->ntiles; i++) {
+        int dev = c->devices[i];
+        if (dev < 0 || dev >= b->n_dev)
+            return ss_diag_set(d, SS_ERR_INVALID, "search bound: operator \"%s\" on device %d",
+                               op->name, dev);
+        ss_tile t;
+        ss_cost cost;
+        ss_pconfig_tile(b->g, op, c, i, &t);
+        ss_status st = ss_cost_tile(b->cm, b->g, op, &t, ss_machine_device(b->m, dev)->type, &cost);
+        if (st)
+            return ss_diag_set(d, st, "search bound: no cost for operator \"%s\"", op->name);
+        row[dev] += cost.fwd_us + cost.bwd_us + (recompute ? cost.fwd_us : 0);
+    }
+    return SS_OK;
+}
+
+ss_status ss_bound_eval(ss_bound *b, const ss_plan *p, int changed, double *lb, ss_diag *d)
+{
+    b->have_pend = 0;
+    double mx = 0;
+    if (changed >= 0) {
+        ss_status st = op_row(b, p, changed, b->row, d);
+        if (st)
+            return st;
+        const double *old = b->base + (size_t)changed * b->n_dev;
+        for (int k = 0; k < b->n_dev; k++) {
+            double v = b->load[k] - old[k] + b->row[k];
+            if (v > mx)
+                mx = v;
+        }
+    } else {
+        for (int o = 0; o < b->n_ops; o++) {
+            ss_status st = op_row(b, p, o, b->pend + (size_t)o * b->n_dev, d);
+            if (st)
+                return st;
+        }
+        for (int k = 0; k < b->n_dev; k++) {
+            double v = 0;
+            for (int o = 0; o < b->n_ops; o++)
+                v += b->pend[(size_t)o * b->n_dev + k];
+            if (v > mx)
+                mx = v;
+        }
+    }
+    b->pend_op = changed;
+    b->have_pend = 1;
+    *lb = mx * (1 - 1e-9);
+    return SS_OK;
+}
+
+void ss_bound_commit(ss_bound *b)
+{
+    if (!b->have_pend)
+        return;
+    if (b->pend_op >= 0) {
+        memcpy(b->base + (size_t)b->pend_op * b->n_dev, b->row, (size_t)b->n_dev * sizeof *b->row);
+    } else {
+        double *t = b->base;
+        b->base = b->pend;
+        b->pend = t;
+    }
+    for (int k = 0; k < b->n_dev; k++) {
+        double v = 0;
+        for (int o = 0; o < b->n_ops; o++)
+            v += b->base[(size_t)o * b->n_dev + k];
+        b->load[k] = v;
+    }
+    b->have_pend = 0;
+}

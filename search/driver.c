@@ -1,0 +1,318 @@
+/*
+ * driver.c — the public plan search (ss_search_* in simsearch.h): baselines,
+ * start plans, the evaluator, the MCMC run and the final report.
+ *
+ * Flow: simulate data parallelism and the expert plan (full simulation);
+ * build the search space; run the MCMC from DP, the expert plan and random
+ * plans, each proposal judged by the evaluator (delta simulation unless
+ * cfg->full_simulation); re-simulate the best plan with the full simulator,
+ * so every number reported comes from ss_sim_run. Invariant: on error the
+ * result is cleared, on success it owns its three plans and results.
+ */
+#include "search/bound.h"
+#include "search/expert.h"
+#include "search/mcmc.h"
+#include "search/space.h"
+#include "simulator/delta.h"
+#include "simulator/report.h"
+#include "core/json_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- evaluators ---------------------------------------------------------- */
+
+typedef struct full_eval {
+    ss_sim *sim;
+    ss_sim_result r;
+} full_eval;
+
+static ss_status full_eval_fn(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+{
+    (void)changed;
+    full_eval *f = ctx;
+    ss_status st = ss_sim_run(f->sim, p, &f->r, d);
+    if (st)
+        return st;
+    out->time_us = f->r.iteration_us;
+    out->fits = f->r.fits;
+    out->overflow_bytes = f->r.overflow_bytes;
+    return SS_OK;
+}
+
+static ss_status delta_eval_fn(void *ctx, const ss_plan *p, int changed, ss_eval *out,
+                               ss_diag *d)
+{
+    ss_delta *dl = ctx;
+    ss_delta_eval e;
+    ss_status st = ss_delta_run(dl, p, changed, &e, d);
+    if (st)
+        return st;
+    out->time_us = e.iteration_us;
+    out->fits = e.fits;
+    out->overflow_bytes = e.overflow_bytes;
+    return SS_OK;
+}
+
+static void delta_commit_fn(void *ctx) { ss_delta_commit(ctx); }
+
+/* The search's evaluator: an inner evaluator (delta or full) plus the
+ * compute lower bound, committed together. */
+typedef struct bounded {
+    ss_evaluator inner;
+    ss_bound *bnd;
+} bounded;
+
+static ss_status bounded_eval(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+{
+    bounded *b = ctx;
+    return b->inner.eval(b->inner.ctx, p, changed, out, d);
+}
+
+static void bounded_commit(void *ctx)
+{
+    bounded *b = ctx;
+    if (b->inner.commit)
+        b->inner.commit(b->inner.ctx);
+    ss_bound_commit(b->bnd);
+}
+
+static ss_status bounded_bound(void *ctx, const ss_plan *p, int changed, double *lb, ss_diag *d)
+{
+    bounded *b = ctx;
+    return ss_bound_eval(b->bnd, p, changed, lb, d);
+}
+
+/* ---- callbacks ------------------------------------------------------------ */
+
+typedef struct cb_bridge {
+    const ss_search_config *cfg;
+} cb_bridge;
+
+static int bridge_stop(void *ctx)
+{
+    const cb_bridge *b = ctx;
+    return b->cfg->stop && b->cfg->stop(b->cfg->cb_ctx);
+}
+
+static void bridge_progress(void *ctx, const ss_mcmc_stats *st)
+{
+    const cb_bridge *b = ctx;
+    if (!b->cfg->progress)
+        return;
+    ss_search_progress p;
+    p.proposals = st->proposals;
+    p.accepted = st->accepted;
+    p.evaluations = st->evaluations;
+    p.best_us = st->best_us;
+    p.elapsed_s = st->time_s;
+    p.evals_per_s = st->evals_per_s;
+    b->cfg->progress(b->cfg->cb_ctx, &p);
+}
+
+/* ---- the search ----------------------------------------------------------- */
+
+void ss_search_result_clear(ss_search_result *r)
+{
+    if (!r)
+        return;
+    ss_plan_free(r->best);
+    ss_plan_free(r->data_parallel);
+    ss_plan_free(r->expert);
+    ss_sim_result_clear(&r->best_sim);
+    ss_sim_result_clear(&r->dp_sim);
+    ss_sim_result_clear(&r->expert_sim);
+    ss_sim_free(r->sim);
+    memset(r, 0, sizeof *r);
+}
+
+static double speedup(const ss_sim_result *base, const ss_sim_result *best)
+{
+    return best->iteration_us > 0 ? base->iteration_us / best->iteration_us : 0;
+}
+
+ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                        const ss_search_config *cfg_in, ss_search_result *r, ss_diag *d)
+{
+    ss_search_config cfg;
+    if (cfg_in)
+        cfg = *cfg_in;
+    else
+        memset(&cfg, 0, sizeof cfg);
+    if (cfg.budget <= 0)
+        cfg.budget = 20000;
+    int n_random = cfg.random_starts == 0 ? 2 : cfg.random_starts < 0 ? 0 : cfg.random_starts;
+    if (n_random > 64)
+        n_random = 64;
+    memset(r, 0, sizeof *r);
+
+    ss_sim *sim = NULL;
+    ss_delta *dl = NULL;
+    ss_space *sp = NULL;
+    full_eval fe;
+    memset(&fe, 0, sizeof fe);
+    ss_plan *starts[2 + 64] = {0};
+    int n_starts = 0;
+    ss_status st = ss_sim_new(g, m, cm, NULL, &sim, d);
+    if (st)
+        return st;
+    fe.sim = sim;
+    ss_evaluator full = {&fe, full_eval_fn, NULL, NULL};
+
+    /* Baselines. */
+    st = ss_plan_data_parallel(g, m, 0, &r->data_parallel, d);
+    if (!st)
+        st = ss_sim_run(sim, r->data_parallel, &r->dp_sim, d);
+    if (!st)
+        st = ss_expert_plan(g, m, &full, &r->expert, r->expert_label, sizeof r->expert_label, d);
+    if (!st)
+        st = ss_sim_run(sim, r->expert, &r->expert_sim, d);
+
+    /* Space and start plans: DP, expert, random. */
+    ss_space_opts so = {ss_machine_n_devices(m), 0};
+    if (!st)
+        st = ss_space_new(g, &so, &sp, d);
+    if (!st) {
+        r->log10_space = ss_space_log10_size(sp);
+        starts[n_starts++] = r->data_parallel;
+        starts[n_starts++] = r->expert;
+        ss_rng rng;
+        ss_rng_seed(&rng, cfg.seed ^ 0x5eed5eed5eed5eedULL);
+        for (int i = 0; i < n_random && !st; i++) {
+            ss_plan *p = ss_plan_clone(r->data_parallel);
+            if (!p) {
+                st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+                break;
+            }
+            starts[n_starts++] = p;
+            st = ss_space_random_plan(sp, &rng, p, d);
+        }
+    }
+
+    /* Evaluator: delta simulation unless asked for full simulation. */
+    ss_evaluator ev = full;
+    if (!st && !cfg.full_simulation) {
+        st = ss_delta_new(g, m, cm, &dl, d);
+        if (!st) {
+            ev.ctx = dl;
+            ev.eval = delta_eval_fn;
+            ev.commit = delta_commit_fn;
+            r->delta = 1;
+        }
+    }
+
+    bounded bd = {ev, NULL};
+    if (!st)
+        st = ss_bound_new(g, m, cm, &bd.bnd, d);
+    ss_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound};
+
+    /* The chains. */
+    cb_bridge br = {&cfg};
+    ss_mcmc_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.budget = cfg.budget;
+    mc.time_limit_s = cfg.time_limit_s;
+    mc.seed = cfg.seed;
+    mc.beta = cfg.beta;
+    mc.stop = bridge_stop;
+    mc.progress = bridge_progress;
+    mc.cb_ctx = &br;
+    mc.progress_every_s = 0.2;
+    ss_mcmc_stats ms;
+    ss_eval be;
+    if (!st) {
+        r->best = ss_plan_clone(r->data_parallel);
+        if (!r->best)
+            st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    }
+    if (!st)
+        st = ss_mcmc_run(sp, &bev, starts, n_starts, &mc, r->best, &be, &ms, d);
+
+    /* The best plan, judged by the full simulator (its trace is the last run). */
+    if (!st)
+        st = ss_sim_run(sim, r->best, &r->best_sim, d);
+    if (!st) {
+        r->speedup_vs_dp = speedup(&r->dp_sim, &r->best_sim);
+        r->speedup_vs_expert = speedup(&r->expert_sim, &r->best_sim);
+        r->proposals = ms.proposals;
+        r->accepted = ms.accepted;
+        r->evaluations = ms.evaluations;
+        r->pruned = ms.pruned;
+        r->infeasible = ms.infeasible;
+        r->restarts = ms.restarts;
+        r->time_s = ms.time_s;
+        r->evals_per_s = ms.evals_per_s;
+        r->best_found_at_s = ms.best_at_s;
+        r->interrupted = ms.stopped_by == SS_MCMC_STOP_USER;
+        snprintf(r->stopped_by, sizeof r->stopped_by, "%s", ss_mcmc_stop_name(ms.stopped_by));
+    }
+    for (int i = 2; i < n_starts; i++)
+        ss_plan_free(starts[i]);
+    ss_space_free(sp);
+    ss_bound_free(bd.bnd);
+    ss_delta_free(dl);
+    ss_sim_result_clear(&fe.r);
+    if (st) {
+        ss_sim_free(sim);
+        ss_search_result_clear(r);
+        return st;
+    }
+    r->sim = sim;
+    return SS_OK;
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file, char **out,
+                                   ss_diag *d)
+{
+    json_t *o = json_object();
+    json_t *best = ss_sim_result_json(&r->best_sim, plan_file);
+    json_t *dp = ss_sim_result_json(&r->dp_sim, "data-parallel");
+    json_t *ex = ss_sim_result_json(&r->expert_sim, r->expert_label);
+    json_t *base = json_object(), *srch = json_object();
+    int bad = !o || !best || !dp || !ex || !base || !srch;
+    if (!bad) {
+        bad |= json_object_set_new(o, "best", best);
+        best = NULL;
+        bad |= json_object_set_new(base, "data_parallel", dp);
+        dp = NULL;
+        bad |= json_object_set_new(base, "expert", ex);
+        ex = NULL;
+        bad |= json_object_set_new(o, "baselines", base);
+        base = NULL;
+        bad |= json_object_set_new(o, "expert_plan", json_string(r->expert_label));
+        bad |= json_object_set_new(o, "speedup_vs_data_parallel", json_real(r->speedup_vs_dp));
+        bad |= json_object_set_new(o, "speedup_vs_expert", json_real(r->speedup_vs_expert));
+        bad |= json_object_set_new(srch, "proposals", json_integer(r->proposals));
+        bad |= json_object_set_new(srch, "accepted", json_integer(r->accepted));
+        bad |= json_object_set_new(srch, "evaluations", json_integer(r->evaluations));
+        bad |= json_object_set_new(srch, "pruned", json_integer(r->pruned));
+        bad |= json_object_set_new(srch, "infeasible", json_integer(r->infeasible));
+        bad |= json_object_set_new(srch, "restarts", json_integer(r->restarts));
+        bad |= json_object_set_new(srch, "time_s", json_real(r->time_s));
+        bad |= json_object_set_new(srch, "evals_per_s", json_real(r->evals_per_s));
+        bad |= json_object_set_new(srch, "best_found_at_s", json_real(r->best_found_at_s));
+        bad |= json_object_set_new(srch, "stopped_by", json_string(r->stopped_by));
+        bad |= json_object_set_new(srch, "interrupted", json_boolean(r->interrupted));
+        bad |= json_object_set_new(srch, "delta", json_boolean(r->delta));
+        bad |= json_object_set_new(srch, "log10_space_size", json_real(r->log10_space));
+        bad |= json_object_set_new(o, "search", srch);
+        srch = NULL;
+        bad |= json_object_set_new(o, "plan_file",
+                                   plan_file ? json_string(plan_file) : json_null());
+    }
+    json_decref(best);
+    json_decref(dp);
+    json_decref(ex);
+    json_decref(base);
+    json_decref(srch);
+    if (bad) {
+        json_decref(o);
+        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory writing JSON");
+    }
+    ss_status st = ss_json_to_string(o, out, d);
+    json_decref(o);
+    return st;
+}
