@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# End-to-end checks of `simsearch cost` and `simsearch plan`: help, exit
+# codes, the table and its totals, JSON output, and plan --out round trips.
+set -u
+src=${SS_SOURCE_DIR:?}
+bin=${SS_BINARY:?}
+cd "$src"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # description, condition (already evaluated: 0 = ok)
+  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=$((fail + 1)); else echo "ok: $1"; fi
+}
+topo=topologies/p100x16.json
+
+"$bin" cost --help >"$tmp/h" 2>&1; check "cost --help exits 0" $?
+grep -q "usage: simsearch cost" "$tmp/h"; check "cost --help prints usage" $?
+"$bin" plan --help >"$tmp/h" 2>&1; check "plan --help exits 0" $?
+
+"$bin" cost --model mlp >/dev/null 2>&1; [ $? -eq 2 ]; check "cost without --topology exits 2" $?
+"$bin" cost --model mlp --topology $topo --bogus >/dev/null 2>&1; [ $? -eq 2 ]; check "cost unknown option exits 2" $?
+"$bin" cost --model nosuchmodel --topology $topo >/dev/null 2>&1; [ $? -eq 2 ]; check "cost bad model exits 2" $?
+"$bin" cost --model mlp --topology $topo --device-type NoSuchGPU >/dev/null 2>&1; [ $? -eq 2 ]; check "cost bad device type exits 2" $?
+
+"$bin" cost --model inception_v3 --topology $topo >"$tmp/t" 2>"$tmp/e"; check "cost inception_v3 exits 0" $?
+grep -q "^total: forward" "$tmp/t"; check "cost prints totals" $?
+grep -q "conv2d" "$tmp/t" && grep -q "analytic" "$tmp/t"; check "cost table has conv2d rows with a source" $?
+
+# mlp on 16 P100s: each device gets 64 samples; fc1 is 64x1024x1024 -> 0.134 GFLOPs
+"$bin" cost --model mlp --topology $topo >"$tmp/m" 2>&1; check "cost mlp exits 0" $?
+grep -E "^fc1 +linear +64x1024 +0\.134 " "$tmp/m" >/dev/null; check "cost mlp fc1 row: 64x1024 tile, 0.134 GFLOPs" $?
+
+"$bin" cost --model mlp --topology $topo --json >"$tmp/j" 2>&1; check "cost --json exits 0" $?
+python3 - "$tmp/j" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ops = d["operators"]
+assert d["model"] == "mlp" and d["devices"] == 16 and d["batch"] == 1024
+fc1 = [o for o in ops if o["name"] == "fc1"][0]
+assert fc1["output_shape"] == [64, 1024], fc1
+assert abs(fc1["fwd_flops"] - (2 * 64 * 1024 * 1024 + 64 * 1024)) < 1, fc1
+assert abs(sum(o["fwd_us"] for o in ops) - d["totals"]["fwd_us"]) < 1e-6
+assert d["totals"]["parameters"] > 3000000
+EOF
+check "cost --json: fields, fc1 FLOPs, totals add up" $?
+
+"$bin" cost --model mlp --topology $topo --device-type A100-SXM4-80GB >"$tmp/a" 2>&1; check "cost with a built-in device type" $?
+grep -q "device type A100-SXM4-80GB" "$tmp/a"; check "cost names the device type" $?
+
+"$bin" plan --model mlp --topology $topo --plan data-parallel --out "$tmp/dp.json" >"$tmp/p" 2>&1; check "plan data-parallel --out exits 0" $?
+grep -q "devices used: 16 of 16" "$tmp/p"; check "plan summary: 16 devices used" $?
+"$bin" plan --model mlp --topology $topo --plan "$tmp/dp.json" >/dev/null 2>&1; check "written plan loads back" $?
+python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a!=b)' \
+  "$tmp/dp.json" tests/data/plans/mlp_p100x16_dp.json; check "written plan equals the fixture" $?
+"$bin" plan --model mlp --batch 512 --topology $topo --plan "$tmp/dp.json" >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]; check "plan for another batch refused (exit 2)" $?
+grep -q "was made for model mlp" "$tmp/e"; check "refusal names the model" $?
+
+spec=megatron:tp=2,pp=2,dp=4
+gpt=gpt:layers=4,hidden=256,heads=4,seq=64,vocab=1000
+"$bin" plan --model $gpt --topology $topo --plan $spec --json --out "$tmp/m.json" >"$tmp/mj" 2>&1; check "plan megatron --json exits 0" $?
+python3 - "$tmp/mj" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["devices_used"] == 16 and len(d["stages"]) == 2 and d["microbatches"] == 8, d
+assert d["split_kinds"].get("sample+reduction", 0) == 2 * 4 + 2, d["split_kinds"]
+EOF
+check "megatron summary: 2 stages, 8 micro-batches, 10 reduction-split ops" $?
+"$bin" plan --model $gpt --topology $topo --plan "$tmp/m.json" >/dev/null 2>&1; check "megatron plan loads back" $?
+"$bin" plan --model $gpt --topology $topo --plan megatron:tp=2,zz=1 >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]; check "bad megatron key exits 2" $?
+grep -q 'unknown key "zz"' "$tmp/e"; check "bad key is named" $?
+"$bin" plan --model $gpt --topology $topo --plan megatron:tp=4,pp=4,dp=4 >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]; check "too many devices exits 2" $?
+
+echo "cost/plan CLI: $fail failed"
+[ "$fail" -eq 0 ]
