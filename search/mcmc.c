@@ -24,8 +24,15 @@ typedef struct search {
     ss_plan *cur, *best;
     ss_eval cur_e, best_e;
     int have_best;
-    ss_pconfig old, prop;     /* scratch configs with their own device buffers */
+    ss_pconfig prop;          /* proposal scratch with its own device buffer */
     int *nbr;                 /* neighbour op scratch */
+    int *grp_off, *grp;       /* ops sharing a weight: members of op's group are
+                                 grp[grp_off[gid[op]] .. grp_off[gid[op] + 1]) */
+    int *gid;
+    ss_pconfig *gold;         /* saved configs of a group move */
+    int *gold_dev, *moved;
+    int n_moved, maxt;
+    double p_group;
     double beta, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
@@ -252,6 +259,44 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
     return note_best(s, d);
 }
 
+/* Apply s->prop to op, and with a group move to every op sharing op's
+ * first weight that may take it; the old configs are saved in gold[]. */
+static ss_status apply_move(search *s, int op, int group, ss_diag *d)
+{
+    ss_diag sd;
+    ss_diag_init(&sd);
+    s->n_moved = 0;
+    int lo = group ? s->grp_off[s->gid[op]] : 0, hi = group ? s->grp_off[s->gid[op] + 1] : 1;
+    for (int k = lo; k < hi; k++) {
+        int o = group ? s->grp[k] : op;
+        const ss_pconfig *c = ss_plan_config(s->cur, o);
+        if (o != op && (!ss_space_allows(s->sp, o, &s->prop) || same_config(c, &s->prop)))
+            continue;
+        ss_pconfig *g = &s->gold[s->n_moved];
+        g->devices = s->gold_dev + (size_t)s->n_moved * s->maxt;
+        copy_config(g, c);
+        int stage = s->prop.stage;
+        s->prop.stage = c->stage;
+        ss_status st = ss_plan_set_config(s->cur, o, &s->prop, &sd);
+        s->prop.stage = stage;
+        if (st)
+            return ss_diag_set(d, sd.status, "%s", sd.msg);
+        s->moved[s->n_moved++] = o;
+    }
+    return SS_OK;
+}
+
+static ss_status undo_move(search *s, ss_diag *d)
+{
+    ss_diag sd;
+    ss_diag_init(&sd);
+    for (int k = 0; k < s->n_moved; k++)
+        if (ss_plan_set_config(s->cur, s->moved[k], &s->gold[k], &sd) != SS_OK)
+            return ss_diag_set(d, sd.status, "%s", sd.msg);
+    s->n_moved = 0;
+    return SS_OK;
+}
+
 /* One chain of at most `steps` proposals from cur. With restart_to_best,
  * the chain jumps back to the best plan when it has not improved on it for
  * restart_after proposals. */
@@ -284,46 +329,95 @@ static ss_status chain(search *s, int64_t steps, int restart_to_best, ss_diag *d
             progress(s);
             continue;
         }
-        copy_config(&s->old, c);
-        ss_diag sd;
-        ss_diag_init(&sd);
-        if (ss_plan_set_config(s->cur, op, &s->prop, &sd) != SS_OK)
-            return ss_diag_set(d, sd.status, "%s", sd.msg);
-        double u = ss_rng_unit(&s->rng), lb;
-        ss_status st = bound(s, s->cur, op, &lb, d);
+        int gsize = s->grp_off[s->gid[op] + 1] - s->grp_off[s->gid[op]];
+        int group = gsize > 1 && ss_rng_unit(&s->rng) < s->p_group;
+        ss_status st = apply_move(s, op, group, d);
         if (st)
+            return st;
+        int changed = s->n_moved == 1 ? op : -1;
+        double u = ss_rng_unit(&s->rng), lb;
+        if ((st = bound(s, s->cur, changed, &lb, d)) != SS_OK)
             return st;
         if (s->cur_e.fits && lb > s->cur_e.time_us * (1 - log(u) / s->beta)) {
             s->st.pruned++;
-            if (ss_plan_set_config(s->cur, op, &s->old, &sd) != SS_OK)
-                return ss_diag_set(d, sd.status, "%s", sd.msg);
+            if ((st = undo_move(s, d)) != SS_OK)
+                return st;
             progress(s);
             continue;
         }
         ss_eval e;
         int ok;
-        st = evaluate(s, s->cur, op, &e, &ok, d);
-        if (st)
+        if ((st = evaluate(s, s->cur, changed, &e, &ok, d)) != SS_OK)
             return st;
         if (ok && accept(s, &s->cur_e, &e, u)) {
             commit(s);
             s->cur_e = e;
             s->st.accepted++;
-            st = note_best(s, d);
-            if (st)
+            if ((st = note_best(s, d)) != SS_OK)
                 return st;
-        } else if (ss_plan_set_config(s->cur, op, &s->old, &sd) != SS_OK) {
-            return ss_diag_set(d, sd.status, "%s", sd.msg);
+        } else if ((st = undo_move(s, d)) != SS_OK) {
+            return st;
         }
         progress(s);
     }
     return SS_OK;
 }
 
+/* Groups of ops sharing their first weight (unrolled RNN steps, tied
+ * embeddings): gid[op] indexes grp_off; ops without weights are alone. */
+static ss_status make_groups(search *s, ss_diag *d)
+{
+    int n = ss_graph_n_ops(s->g), nt = ss_graph_n_tensors(s->g);
+    int *first = ss_malloc(((size_t)nt + 1) * sizeof *first);
+    s->gid = ss_malloc(((size_t)n + 1) * sizeof *s->gid);
+    s->grp_off = ss_calloc((size_t)n + 2, sizeof *s->grp_off);
+    s->grp = ss_malloc(((size_t)n + 1) * sizeof *s->grp);
+    s->moved = ss_malloc(((size_t)n + 1) * sizeof *s->moved);
+    s->gold = ss_calloc((size_t)n + 1, sizeof *s->gold);
+    if (!first || !s->gid || !s->grp_off || !s->grp || !s->moved || !s->gold) {
+        ss_free(first);
+        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    }
+    for (int t = 0; t < nt; t++)
+        first[t] = -1;
+    int ng = 0, gmax = 1;
+    for (int o = 0; o < n; o++) {
+        const ss_op *op = ss_graph_op(s->g, o);
+        if (op->n_w > 0 && first[op->weights[0]] >= 0) {
+            s->gid[o] = s->gid[first[op->weights[0]]];
+        } else {
+            s->gid[o] = ng++;
+            if (op->n_w > 0)
+                first[op->weights[0]] = o;
+        }
+        s->grp_off[s->gid[o] + 1]++;
+    }
+    ss_free(first);
+    for (int g = 0; g < ng; g++) {
+        if (s->grp_off[g + 1] > gmax)
+            gmax = s->grp_off[g + 1];
+        s->grp_off[g + 1] += s->grp_off[g];
+    }
+    int *fill = s->moved; /* scratch: next slot per group */
+    for (int g = 0; g < ng; g++)
+        fill[g] = s->grp_off[g];
+    for (int o = 0; o < n; o++)
+        s->grp[fill[s->gid[o]]++] = o;
+    s->gold_dev = ss_malloc((size_t)gmax * (size_t)s->maxt * sizeof *s->gold_dev);
+    if (!s->gold_dev)
+        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    return SS_OK;
+}
+
 static void cleanup(search *s)
 {
+    ss_free(s->gid);
+    ss_free(s->grp_off);
+    ss_free(s->grp);
+    ss_free(s->moved);
+    ss_free(s->gold);
+    ss_free(s->gold_dev);
     ss_plan_free(s->cur);
-    ss_free(s->old.devices);
     ss_free(s->prop.devices);
     ss_free(s->nbr);
 }
@@ -345,6 +439,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.budget = cfg->budget;
     s.beta = cfg->beta > 0 ? cfg->beta : 100.0;
     s.p_nbr = cfg->p_neighbor < 0 ? 0 : cfg->p_neighbor > 0 ? cfg->p_neighbor : 0.3;
+    s.p_group = cfg->p_group < 0 ? 0 : cfg->p_group > 0 ? cfg->p_group : 0.5;
     s.patience = cfg->patience > 0 ? cfg->patience : cfg->patience < 0 ? 0 : s.budget / 2;
     s.restart_after = cfg->restart_after > 0 ? cfg->restart_after
                                              : (s.budget / 20 > 100 ? s.budget / 20 : 100);
@@ -358,12 +453,14 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
         for (int op = 0; op < ss_plan_n_ops(starts[i]); op++)
             if (ss_plan_config(starts[i], op)->ntiles > maxt)
                 maxt = ss_plan_config(starts[i], op)->ntiles;
-    s.old.devices = ss_malloc((size_t)maxt * sizeof(int));
     s.prop.devices = ss_malloc((size_t)maxt * sizeof(int));
     s.nbr = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof(int));
     ss_status st = SS_OK;
-    if (!s.best || !s.cur || !s.old.devices || !s.prop.devices || !s.nbr)
+    s.maxt = maxt;
+    if (!s.best || !s.cur || !s.prop.devices || !s.nbr)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    if (st == SS_OK)
+        st = make_groups(&s, d);
 
     /* Exploration: evaluate each start (even after a stop, so the best is
      * never worse than any start) and run a chain from it. */

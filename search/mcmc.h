@@ -4,7 +4,9 @@
  * THE CHAIN. The state is a plan; a proposal changes ONE operator's parallel
  * config (a random candidate of the space, or the config of a neighbouring
  * operator when that config is valid for it: aligning producer and consumer
- * removes transfers). The proposal is judged by an evaluator (a plan ->
+ * removes transfers). A group move gives the same config to every op that
+ * shares the chosen op's first weight (the unrolled steps of an RNN layer,
+ * tied embeddings): only then can a shared weight stop being replicated. The proposal is judged by an evaluator (a plan ->
  * iteration time and whether it fits in memory); with cost = iteration time,
  *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
  * so beta is scale-free (beta = 100: a plan 1% slower is accepted with
@@ -92,6 +94,7 @@ typedef struct ss_mcmc_config {
     int64_t patience;        /* 0: budget / 2; < 0: never */
     int64_t restart_after;   /* 0: max(100, budget / 20) */
     double p_neighbor;       /* share of neighbour-alignment proposals (< 0: 0; 0: default 0.3) */
+    double p_group;          /* share of group moves for ops sharing weights (< 0: 0; 0: 0.5) */
     /* Optional callbacks (cb_ctx passed to both). stop: polled before every
      * proposal, nonzero stops the search with SS_MCMC_STOP_USER. progress:
      * called about every progress_every_s seconds (0: 0.2 s). */
