@@ -72,6 +72,11 @@ double ss_coll_hier_us(int nodes, int per_node, double bytes, double intra_gbps,
                        double intra_lat_us, double inter_gbps, double inter_lat_us,
                        double launch_us);
 
+/* Point-to-point transfer over a route (cut-through): latency summed over
+ * the hops plus bytes over the bottleneck bandwidth. 0 bytes costs 0 (no
+ * message is sent). */
+double ss_p2p_us(double bytes, double gbps, double lat_us);
+
 typedef struct ss_coll_config {
     double launch_us;   /* per-call overhead (NCCL kernel launch + setup), e.g. 6 */
     unsigned algos;     /* bit (1u << ss_coll_algo) allowed; 0 = all */

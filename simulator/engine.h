@@ -29,7 +29,11 @@
  *    tries to start tasks on the resources touched at t. So the choice at t
  *    sees every task ready at t and the key decides; the order in which events
  *    at the same time are popped cannot change the schedule. Zero-duration
- *    tasks end at t and are retired in a further round at the same t.
+ *    tasks (free transfers, joins) are run to closure first: while one can
+ *    start at t it starts, ends at t and is retired, releasing its successors
+ *    at t; only then do positive-duration tasks start. So a zero-cost task in
+ *    a chain is transparent: it never lets a later-keyed task win a resource
+ *    that its successor, ready at the same t, would have won.
  *
  * WHY IT CANNOT DEADLOCK. Suppose at some time no task runs and some tasks
  * wait in queues. All resources are free. Take the waiting task w with the

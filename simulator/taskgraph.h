@@ -38,8 +38,9 @@
  * Invariants after ss_taskgraph_finalize: succ_off/succ and pred_off/pred
  * describe exactly the added edges (duplicates kept, order: by source id
  * then insertion order for succ, by target id then insertion order for
- * pred); npred[t] = pred_off[t+1] - pred_off[t]; every resource id is in
- * [0, n_resources). Cycles are not rejected here: the engine reports them.
+ * pred); t's predecessor count is pred_off[t+1] - pred_off[t]; every
+ * resource id is in [0, n_resources). Cycles are not rejected here: the
+ * engine reports them.
  */
 #ifndef SS_TASKGRAPH_H
 #define SS_TASKGRAPH_H
@@ -145,8 +146,8 @@ ss_status ss_taskgraph_set_channel_ends(ss_taskgraph *tg, int channel, int dev_s
 ss_status ss_taskgraph_map_machine(ss_taskgraph *tg, const ss_machine *m, ss_diag *d);
 
 /* Build the CSR successor and predecessor lists (O(tasks + edges)). Must be
- * called after the last add and before the engine runs. On NOMEM the graph
- * stays unfinalized and otherwise unchanged. */
+ * called after the last add and before the engine runs. Allocates nothing
+ * (add sized the arrays), so it cannot fail today; callers still check. */
 ss_status ss_taskgraph_finalize(ss_taskgraph *tg, ss_diag *d);
 
 /* Small accessors (graph must be finalized for the adjacency ones). */

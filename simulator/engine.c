@@ -1,0 +1,527 @@
+/*
+ * engine.c — the event-driven list scheduler (rules and proofs in engine.h).
+ *
+ * Data: one binary heap per resource, all carved out of one slot array
+ * (resource r's heap lives at slots[qoff[r] .. qoff[r+1]), sized by how many
+ * tasks use r, so it can never overflow); one binary heap of completion
+ * events; per-task and per-resource arrays grown on demand and reused by
+ * every run. Invariant between rounds: holder[r] is the running task on r or
+ * -1; a task is in r's heap iff it is released, not started, and uses r.
+ */
+#include "simulator/engine.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Queue entry: key (cls, ready, pk) with pk = prio * 2^32 + id. */
+typedef struct qent {
+    double ready;
+    int64_t pk;
+    int32_t cls;
+    int32_t id;
+} qent;
+
+typedef struct event {
+    double t;
+    int32_t id;
+} event;
+
+struct ss_engine {
+    int valid;
+    ss_engine_result res;
+    /* per task */
+    int cap_tasks;
+    double *start, *end, *ready;
+    int32_t *blocker, *left;
+    uint8_t *by_res;
+    event *ev;
+    /* per resource */
+    int cap_res;
+    double *busy;
+    int32_t *holder, *last, *qoff, *qn, *touched;
+    uint8_t *is_touched;
+    /* queue slots */
+    int cap_slots;
+    qent *slots;
+    /* per device */
+    int cap_dev;
+    double *compute, *comm, *exposed, *idle, *last_t;
+    int32_t *ncomm;
+    uint8_t *computing;
+    /* critical path */
+    int cap_path;
+    int32_t *path;
+};
+
+static inline int qless(const qent *a, const qent *b)
+{
+    if (a->cls != b->cls)
+        return a->cls < b->cls;
+    if (a->ready != b->ready)
+        return a->ready < b->ready;
+    return a->pk < b->pk;
+}
+
+static inline void qpush(qent *h, int32_t *n, qent e)
+{
+    int i = (*n)++;
+    while (i > 0) {
+        int p = (i - 1) >> 1;
+        if (!qless(&e, &h[p]))
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+static inline void qpop(qent *h, int32_t *n)
+{
+    int m = --(*n);
+    if (m == 0)
+        return;
+    qent e = h[m];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= m)
+            break;
+        if (c + 1 < m && qless(&h[c + 1], &h[c]))
+            c++;
+        if (!qless(&h[c], &e))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = e;
+}
+
+static inline int eless(const event *a, const event *b)
+{
+    return a->t < b->t || (a->t == b->t && a->id < b->id);
+}
+
+static inline void epush(event *h, int *n, event e)
+{
+    int i = (*n)++;
+    while (i > 0) {
+        int p = (i - 1) >> 1;
+        if (!eless(&e, &h[p]))
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+static inline void epop(event *h, int *n)
+{
+    int m = --(*n);
+    if (m == 0)
+        return;
+    event e = h[m];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= m)
+            break;
+        if (c + 1 < m && eless(&h[c + 1], &h[c]))
+            c++;
+        if (!eless(&h[c], &e))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = e;
+}
+
+ss_engine *ss_engine_new(void) { return ss_calloc(1, sizeof(ss_engine)); }
+
+void ss_engine_free(ss_engine *e)
+{
+    if (!e)
+        return;
+    ss_free(e->start);
+    ss_free(e->end);
+    ss_free(e->ready);
+    ss_free(e->blocker);
+    ss_free(e->left);
+    ss_free(e->by_res);
+    ss_free(e->ev);
+    ss_free(e->busy);
+    ss_free(e->holder);
+    ss_free(e->last);
+    ss_free(e->qoff);
+    ss_free(e->qn);
+    ss_free(e->touched);
+    ss_free(e->is_touched);
+    ss_free(e->slots);
+    ss_free(e->compute);
+    ss_free(e->comm);
+    ss_free(e->exposed);
+    ss_free(e->idle);
+    ss_free(e->last_t);
+    ss_free(e->ncomm);
+    ss_free(e->computing);
+    ss_free(e->path);
+    ss_free(e);
+}
+
+static int grow(void **p, size_t sz, size_t n)
+{
+    void *q = ss_realloc(*p, (n ? n : 1) * sz);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+#define GROW(field, n) grow((void **)&e->field, sizeof *e->field, (size_t)(n))
+
+/* Make room for a graph of this size. Arrays that grew stay grown on error;
+ * the caps move only when every array of a group has its size. */
+static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
+{
+    if (tasks > e->cap_tasks) {
+        if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) ||
+            GROW(blocker, tasks) || GROW(left, tasks) || GROW(by_res, tasks) ||
+            GROW(ev, tasks))
+            return -1;
+        e->cap_tasks = tasks;
+    }
+    if (res > e->cap_res) {
+        if (GROW(busy, res) || GROW(holder, res) || GROW(last, res) || GROW(qoff, res + 1) ||
+            GROW(qn, res) || GROW(touched, res) || GROW(is_touched, res))
+            return -1;
+        e->cap_res = res;
+    }
+    if (slots > e->cap_slots) {
+        if (GROW(slots, slots))
+            return -1;
+        e->cap_slots = slots;
+    }
+    if (devs > e->cap_dev) {
+        if (GROW(compute, devs) || GROW(comm, devs) || GROW(exposed, devs) ||
+            GROW(idle, devs) || GROW(last_t, devs) || GROW(ncomm, devs) ||
+            GROW(computing, devs))
+            return -1;
+        e->cap_dev = devs;
+    }
+    return 0;
+}
+
+/* Run state shared by the helpers of one ss_engine_run. */
+typedef struct run {
+    ss_engine *e;
+    const ss_taskgraph *tg;
+    int bf; /* backward-first */
+    int nev;
+    int ntouched;
+    int64_t retired;
+} run;
+
+static inline void touch(run *s, int r)
+{
+    ss_engine *e = s->e;
+    if (!e->is_touched[r]) {
+        e->is_touched[r] = 1;
+        e->touched[s->ntouched++] = r;
+    }
+}
+
+/* Device d's communication/compute state is about to change at time t:
+ * account the interval since its last change under the old state. */
+static inline void dev_mark(ss_engine *e, int dev, double t)
+{
+    double dt = t - e->last_t[dev];
+    if (dt > 0) {
+        if (e->ncomm[dev] > 0) {
+            e->comm[dev] += dt;
+            if (!e->computing[dev])
+                e->exposed[dev] += dt;
+        }
+        e->last_t[dev] = t;
+    }
+}
+
+/* Channel resource r (>= n_devices) starts (delta +1) or stops (-1) at t. */
+static inline void chan_change(run *s, int r, double t, int delta)
+{
+    const ss_taskgraph *tg = s->tg;
+    ss_engine *e = s->e;
+    int c = r - tg->n_devices;
+    int a = tg->chan_dev[2 * c], b = tg->chan_dev[2 * c + 1];
+    if (a >= 0) {
+        dev_mark(e, a, t);
+        e->ncomm[a] += delta;
+    }
+    if (b >= 0 && b != a) {
+        dev_mark(e, b, t);
+        e->ncomm[b] += delta;
+    }
+}
+
+static void start_task(run *s, int h, double t)
+{
+    ss_engine *e = s->e;
+    const ss_taskgraph *tg = s->tg;
+    int lo = tg->res_off[h], hi = tg->res_off[h + 1];
+    double dur = tg->dur[h];
+    if (t > e->ready[h]) {
+        /* Waited for a resource: the blocker is the task that freed one of
+         * them last (at t, see engine.c's proof in engine.h). */
+        int best = -1;
+        double best_end = -1;
+        for (int i = lo; i < hi; i++) {
+            int p = e->last[tg->res[i]];
+            if (p >= 0 && e->end[p] > best_end) {
+                best_end = e->end[p];
+                best = p;
+            }
+        }
+        e->blocker[h] = best;
+        e->by_res[h] = 1;
+    }
+    for (int i = lo; i < hi; i++) {
+        int r = tg->res[i];
+        qpop(e->slots + e->qoff[r], &e->qn[r]);
+        e->holder[r] = h;
+        e->last[r] = h;
+        e->busy[r] += dur;
+        if (r < tg->n_devices) {
+            dev_mark(e, r, t);
+            e->computing[r] = 1;
+        } else {
+            chan_change(s, r, t, +1);
+        }
+    }
+    e->start[h] = t;
+    e->end[h] = t + dur;
+    event ev = {t + dur, h};
+    epush(e->ev, &s->nev, ev);
+}
+
+static inline void release(run *s, int t_id, double t)
+{
+    ss_engine *e = s->e;
+    const ss_taskgraph *tg = s->tg;
+    e->ready[t_id] = t;
+    int lo = tg->res_off[t_id], hi = tg->res_off[t_id + 1];
+    if (lo == hi) {
+        start_task(s, t_id, t);
+        return;
+    }
+    qent q;
+    q.ready = t;
+    q.pk = (int64_t)tg->prio[t_id] * ((int64_t)1 << 32) + t_id;
+    q.cls = s->bf && tg->kind[t_id] == SS_TASK_FWD;
+    q.id = t_id;
+    for (int i = lo; i < hi; i++) {
+        int r = tg->res[i];
+        qpush(e->slots + e->qoff[r], &e->qn[r], q);
+        touch(s, r);
+    }
+}
+
+static void retire(run *s, int h, double t)
+{
+    ss_engine *e = s->e;
+    const ss_taskgraph *tg = s->tg;
+    s->retired++;
+    for (int i = tg->res_off[h]; i < tg->res_off[h + 1]; i++) {
+        int r = tg->res[i];
+        e->holder[r] = -1;
+        if (r < tg->n_devices) {
+            dev_mark(e, r, t);
+            e->computing[r] = 0;
+        } else {
+            chan_change(s, r, t, -1);
+        }
+        touch(s, r);
+    }
+    for (int i = tg->succ_off[h]; i < tg->succ_off[h + 1]; i++) {
+        int v = tg->succ[i];
+        if (--e->left[v] == 0) {
+            e->blocker[v] = h;
+            e->by_res[v] = 0;
+            release(s, v, t);
+        }
+    }
+}
+
+/* Start whatever can start on the touched resources (rule 3). With
+ * zero_only, start only zero-duration tasks and keep the resources whose head
+ * has a positive duration touched for the final pass at this time. */
+static void dispatch(run *s, double now, int zero_only)
+{
+    ss_engine *e = s->e;
+    const ss_taskgraph *tg = s->tg;
+    int keep = 0;
+    for (int k = 0; k < s->ntouched; k++) {
+        int r = e->touched[k];
+        if (e->holder[r] >= 0 || e->qn[r] == 0) {
+            e->is_touched[r] = 0;
+            continue;
+        }
+        const qent *top = &e->slots[e->qoff[r]];
+        int h = top->id;
+        if (zero_only && tg->dur[h] > 0) {
+            e->touched[keep++] = r;
+            continue;
+        }
+        e->is_touched[r] = 0;
+        int ok = 1;
+        for (int i = tg->res_off[h]; i < tg->res_off[h + 1] && ok; i++) {
+            int r2 = tg->res[i];
+            if (r2 == r)
+                continue;
+            if (e->holder[r2] >= 0 || e->qn[r2] == 0 || e->slots[e->qoff[r2]].id != h)
+                ok = 0;
+        }
+        if (ok)
+            start_task(s, h, now);
+    }
+    s->ntouched = keep;
+}
+
+/* Settle time `now`: retire everything ending now, then run zero-duration
+ * tasks to closure (they take no time, so everything they release is ready
+ * now too and competes on equal terms), then start positive-duration tasks
+ * (rule 4). Starting a positive task never creates an event at `now`. */
+static void settle(run *s, double now)
+{
+    ss_engine *e = s->e;
+    for (;;) {
+        while (s->nev > 0 && e->ev[0].t == now) {
+            int h = e->ev[0].id;
+            epop(e->ev, &s->nev);
+            retire(s, h, now);
+        }
+        dispatch(s, now, 1);
+        if (!(s->nev > 0 && e->ev[0].t == now))
+            break;
+    }
+    dispatch(s, now, 0);
+}
+
+ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
+                        ss_diag *d)
+{
+    e->valid = 0;
+    ss_queue_policy pol = cfg ? cfg->policy : SS_QUEUE_FIFO;
+    if (pol != SS_QUEUE_FIFO && pol != SS_QUEUE_BACKWARD_FIRST)
+        return ss_diag_set(d, SS_ERR_INVALID, "engine: unknown queue policy %d", (int)pol);
+    if (!tg->finalized)
+        return ss_diag_set(d, SS_ERR_INVALID, "engine: task graph not finalized");
+    int n = tg->n_tasks, nr = tg->n_resources, nd = tg->n_devices;
+    int nslots = tg->res_off[n];
+    if (reserve(e, n, nr, nslots, nd))
+        return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for %d tasks", n);
+
+    /* Queue partition: resource r gets as many slots as tasks that use it. */
+    memset(e->qoff, 0, ((size_t)nr + 1) * sizeof *e->qoff);
+    for (int i = 0; i < nslots; i++)
+        e->qoff[tg->res[i] + 1]++;
+    for (int r = 0; r < nr; r++)
+        e->qoff[r + 1] += e->qoff[r];
+    for (int r = 0; r < nr; r++) {
+        e->qn[r] = 0;
+        e->busy[r] = 0;
+        e->holder[r] = -1;
+        e->last[r] = -1;
+        e->is_touched[r] = 0;
+    }
+    for (int v = 0; v < nd; v++) {
+        e->comm[v] = 0;
+        e->exposed[v] = 0;
+        e->last_t[v] = 0;
+        e->ncomm[v] = 0;
+        e->computing[v] = 0;
+    }
+    for (int t = 0; t < n; t++) {
+        e->left[t] = tg->pred_off[t + 1] - tg->pred_off[t];
+        e->blocker[t] = -1;
+        e->by_res[t] = 0;
+        e->start[t] = -1;
+        e->end[t] = -1;
+    }
+
+    run s = {e, tg, pol == SS_QUEUE_BACKWARD_FIRST, 0, 0, 0};
+    for (int t = 0; t < n; t++)
+        if (e->left[t] == 0)
+            release(&s, t, 0.0);
+    int64_t rounds = 1;
+    settle(&s, 0.0);
+    while (s.nev > 0) {
+        rounds++;
+        settle(&s, e->ev[0].t);
+    }
+    if (s.retired != n) {
+        int bad = -1;
+        for (int t = 0; t < n && bad < 0; t++)
+            if (e->end[t] < 0)
+                bad = t;
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "engine: dependency cycle: %lld of %d tasks never ran (first: task %d, %s op %d tile %d)",
+                           (long long)(n - s.retired), n, bad,
+                           ss_task_kind_name((ss_task_kind)tg->kind[bad]), tg->op[bad],
+                           tg->tile[bad]);
+    }
+
+    double makespan = 0;
+    for (int t = 0; t < n; t++)
+        if (e->end[t] > makespan)
+            makespan = e->end[t];
+    for (int v = 0; v < nd; v++) {
+        dev_mark(e, v, makespan);
+        e->compute[v] = e->busy[v];
+        e->idle[v] = makespan - e->busy[v];
+    }
+    ss_engine_result *r = &e->res;
+    r->n_tasks = n;
+    r->n_resources = nr;
+    r->n_devices = nd;
+    r->makespan = makespan;
+    r->start = e->start;
+    r->end = e->end;
+    r->blocker = e->blocker;
+    r->blocked_by_resource = e->by_res;
+    r->busy = e->busy;
+    r->compute_us = e->compute;
+    r->comm_us = e->comm;
+    r->exposed_comm_us = e->exposed;
+    r->idle_us = e->idle;
+    r->n_rounds = rounds;
+    e->valid = 1;
+    return SS_OK;
+}
+
+const ss_engine_result *ss_engine_result_of(const ss_engine *e)
+{
+    return e && e->valid ? &e->res : NULL;
+}
+
+ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss_diag *d)
+{
+    if (!e->valid)
+        return ss_diag_set(d, SS_ERR_INVALID, "engine: no simulation result");
+    int nt = e->res.n_tasks;
+    int last = -1;
+    for (int t = 0; t < nt; t++)
+        if (last < 0 || e->end[t] > e->end[last])
+            last = t;
+    int len = 0;
+    for (int t = last; t >= 0; t = e->blocker[t])
+        len++;
+    if (len > e->cap_path) {
+        if (GROW(path, len))
+            return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for the critical path");
+        e->cap_path = len;
+    }
+    int i = len;
+    for (int t = last; t >= 0; t = e->blocker[t])
+        e->path[--i] = t;
+    *path = e->path;
+    *n = len;
+    return SS_OK;
+}
