@@ -46,7 +46,8 @@ ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_node
     m->n_devices = n_devices;
     m->n_nodes = n_nodes;
     m->n_links = n_links;
-    m->tree_src = -1;
+    for (int i = 0; i < SS_MACHINE_TREES; i++)
+        m->trees[i].src = -1;
     m->types = ss_calloc((size_t)n_types, sizeof *m->types);
     m->hosts = ss_calloc((size_t)n_hosts, sizeof *m->hosts);
     m->devices = ss_calloc((size_t)n_devices, sizeof *m->devices);
@@ -78,12 +79,16 @@ void ss_machine_free(ss_machine *m)
         next = c->next;
         ss_free(c);
     }
-    ss_free(m->d_lat);
-    ss_free(m->d_fwd);
-    ss_free(m->d_hops);
-    ss_free(m->d_pred);
-    ss_free(m->heap);
-    ss_free(m->heap_pos);
+    for (int i = 0; i < SS_MACHINE_TREES; i++) {
+        ss_sptree *t = &m->trees[i];
+        ss_free(t->lat);
+        ss_free(t->fwd);
+        ss_free(t->hops);
+        ss_free(t->pred);
+        ss_free(t->heap);
+        ss_free(t->pos);
+        ss_free(t->stamp);
+    }
     ss_free(m);
 }
 
@@ -328,15 +333,6 @@ ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
     st = check_connected(m, file, d);
     if (st)
         return st;
-    size_t nn = (size_t)m->n_nodes;
-    m->d_lat = ss_calloc(nn, sizeof *m->d_lat);
-    m->d_fwd = ss_calloc(nn, sizeof *m->d_fwd);
-    m->d_hops = ss_calloc(nn, sizeof *m->d_hops);
-    m->d_pred = ss_calloc(nn, sizeof *m->d_pred);
-    m->heap = ss_calloc(nn, sizeof *m->heap);
-    m->heap_pos = ss_calloc(nn, sizeof *m->heap_pos);
-    if (!m->d_lat || !m->d_fwd || !m->d_hops || !m->d_pred || !m->heap || !m->heap_pos)
-        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routing");
     m->fingerprint = compute_fingerprint(m);
     if (m->n_devices <= EAGER_DEVICES) {
         for (int s = 0; s < m->n_devices; s++)
@@ -354,104 +350,153 @@ ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
 /* ---- Dijkstra ---- */
 
 /* Is key(u) < key(v)? Keys: (forwards, latency, hops, node id). */
-static int key_less(const ss_machine *m, int u, int v)
+static int key_less(const ss_sptree *t, int u, int v)
 {
-    if (m->d_fwd[u] != m->d_fwd[v])
-        return m->d_fwd[u] < m->d_fwd[v];
-    if (m->d_lat[u] != m->d_lat[v])
-        return m->d_lat[u] < m->d_lat[v];
-    if (m->d_hops[u] != m->d_hops[v])
-        return m->d_hops[u] < m->d_hops[v];
+    if (t->fwd[u] != t->fwd[v])
+        return t->fwd[u] < t->fwd[v];
+    if (t->lat[u] != t->lat[v])
+        return t->lat[u] < t->lat[v];
+    if (t->hops[u] != t->hops[v])
+        return t->hops[u] < t->hops[v];
     return u < v;
 }
 
-static void heap_swap(ss_machine *m, int i, int j)
+static void heap_swap(ss_sptree *t, int i, int j)
 {
-    int a = m->heap[i], b = m->heap[j];
-    m->heap[i] = b;
-    m->heap[j] = a;
-    m->heap_pos[b] = i;
-    m->heap_pos[a] = j;
+    int a = t->heap[i], b = t->heap[j];
+    t->heap[i] = b;
+    t->heap[j] = a;
+    t->pos[b] = i;
+    t->pos[a] = j;
 }
 
-static void sift_up(ss_machine *m, int i)
+static void sift_up(ss_sptree *t, int i)
 {
     while (i > 0) {
         int p = (i - 1) / 2;
-        if (!key_less(m, m->heap[i], m->heap[p]))
+        if (!key_less(t, t->heap[i], t->heap[p]))
             break;
-        heap_swap(m, i, p);
+        heap_swap(t, i, p);
         i = p;
     }
 }
 
-static void sift_down(ss_machine *m, int i, int n)
+static void sift_down(ss_sptree *t, int i)
 {
     for (;;) {
         int l = 2 * i + 1, r = l + 1, s = i;
-        if (l < n && key_less(m, m->heap[l], m->heap[s]))
+        if (l < t->hn && key_less(t, t->heap[l], t->heap[s]))
             s = l;
-        if (r < n && key_less(m, m->heap[r], m->heap[s]))
+        if (r < t->hn && key_less(t, t->heap[r], t->heap[s]))
             s = r;
         if (s == i)
             break;
-        heap_swap(m, i, s);
+        heap_swap(t, i, s);
         i = s;
     }
 }
 
-/* Shortest-path tree from device src into d_pred (channel into each node,
- * -1 for unreached and src). */
-static void dijkstra(ss_machine *m, int src)
+/* The tree of source src: an existing one, or the least recently used slot
+ * restarted from src. NULL on allocation failure. */
+static ss_sptree *tree_for(ss_machine *m, int src)
 {
-    if (m->tree_src == src)
-        return;
-    m->tree_src = src;
-    int nn = m->n_nodes, hn = 0;
-    for (int u = 0; u < nn; u++) {
-        m->d_fwd[u] = INT32_MAX;
-        m->d_lat[u] = INT64_MAX;
-        m->d_hops[u] = INT32_MAX;
-        m->d_pred[u] = -1;
-        m->heap_pos[u] = -1; /* -1: not in heap; -2: done */
+    ss_sptree *t = NULL;
+    for (int i = 0; i < SS_MACHINE_TREES && !t; i++)
+        if (m->trees[i].src == src)
+            t = &m->trees[i];
+    if (!t) {
+        t = &m->trees[0];
+        for (int i = 1; i < SS_MACHINE_TREES; i++)
+            if (m->trees[i].used < t->used)
+                t = &m->trees[i];
+        size_t nn = (size_t)m->n_nodes;
+        /* arrays a failed attempt left allocated are kept for the next one */
+        if (!t->lat)
+            t->lat = ss_calloc(nn, sizeof *t->lat);
+        if (!t->fwd)
+            t->fwd = ss_calloc(nn, sizeof *t->fwd);
+        if (!t->hops)
+            t->hops = ss_calloc(nn, sizeof *t->hops);
+        if (!t->pred)
+            t->pred = ss_calloc(nn, sizeof *t->pred);
+        if (!t->heap)
+            t->heap = ss_calloc(nn, sizeof *t->heap);
+        if (!t->pos)
+            t->pos = ss_calloc(nn, sizeof *t->pos);
+        if (!t->stamp)
+            t->stamp = ss_calloc(nn, sizeof *t->stamp);
+        if (!t->lat || !t->fwd || !t->hops || !t->pred || !t->heap || !t->pos || !t->stamp)
+            return NULL; /* the slot keeps its old tree, or stays unused */
+        if (++t->gen == 0) { /* wrapped: clear the stamps once */
+            memset(t->stamp, 0, nn * sizeof *t->stamp);
+            t->gen = 1;
+        }
+        t->src = src;
+        t->stamp[src] = t->gen;
+        t->pred[src] = -1;
+        t->fwd[src] = 0;
+        t->lat[src] = 0;
+        t->hops[src] = 0;
+        t->heap[0] = src;
+        t->pos[src] = 0;
+        t->hn = 1;
     }
-    m->d_fwd[src] = 0;
-    m->d_lat[src] = 0;
-    m->d_hops[src] = 0;
-    m->heap[hn] = src;
-    m->heap_pos[src] = hn++;
-    while (hn > 0) {
-        int u = m->heap[0];
-        heap_swap(m, 0, --hn);
-        m->heap_pos[u] = -2;
-        sift_down(m, 0, hn);
-        int fwd = m->d_fwd[u] + (u != src && u < m->n_devices ? 1 : 0);
+    t->used = ++m->tick;
+    return t;
+}
+
+/* Grow tree t until dst is settled (or the frontier is empty). A settled
+ * node's key and predecessor are final: every node that could offer it an
+ * equal key has a strictly smaller key (hops grow by one per channel), so it
+ * was settled first; the lowest-id optimal predecessor wins ties. */
+static void touch(ss_sptree *t, int v)
+{
+    if (t->stamp[v] == t->gen)
+        return;
+    t->stamp[v] = t->gen;
+    t->fwd[v] = INT32_MAX;
+    t->lat[v] = INT64_MAX;
+    t->hops[v] = INT32_MAX;
+    t->pred[v] = -1;
+    t->pos[v] = -1;
+}
+
+static void grow_until(const ss_machine *m, ss_sptree *t, int dst)
+{
+    touch(t, dst);
+    while (t->hn > 0 && t->pos[dst] != -2) {
+        int u = t->heap[0];
+        heap_swap(t, 0, --t->hn);
+        t->pos[u] = -2;
+        sift_down(t, 0);
+        int fwd = t->fwd[u] + (u != t->src && u < m->n_devices ? 1 : 0);
         for (int k = m->adj_off[u]; k < m->adj_off[u + 1]; k++) {
             int c = m->adj_ch[k], v = ch_to(m, c);
-            if (m->heap_pos[v] == -2)
+            touch(t, v);
+            if (t->pos[v] == -2)
                 continue;
-            int64_t lat = m->d_lat[u] + lat_ns(m, c);
-            int hops = m->d_hops[u] + 1;
+            int64_t lat = t->lat[u] + lat_ns(m, c);
+            int hops = t->hops[u] + 1;
             int better;
-            if (fwd != m->d_fwd[v])
-                better = fwd < m->d_fwd[v];
-            else if (lat != m->d_lat[v])
-                better = lat < m->d_lat[v];
-            else if (hops != m->d_hops[v])
-                better = hops < m->d_hops[v];
+            if (fwd != t->fwd[v])
+                better = fwd < t->fwd[v];
+            else if (lat != t->lat[v])
+                better = lat < t->lat[v];
+            else if (hops != t->hops[v])
+                better = hops < t->hops[v];
             else
-                better = m->d_pred[v] >= 0 && u < ch_from(m, m->d_pred[v]);
+                better = t->pred[v] >= 0 && u < ch_from(m, t->pred[v]);
             if (!better)
                 continue;
-            m->d_fwd[v] = fwd;
-            m->d_lat[v] = lat;
-            m->d_hops[v] = hops;
-            m->d_pred[v] = c;
-            if (m->heap_pos[v] == -1) {
-                m->heap[hn] = v;
-                m->heap_pos[v] = hn++;
+            t->fwd[v] = fwd;
+            t->lat[v] = lat;
+            t->hops[v] = hops;
+            t->pred[v] = c;
+            if (t->pos[v] == -1) {
+                t->heap[t->hn] = v;
+                t->pos[v] = t->hn++;
             }
-            sift_up(m, m->heap_pos[v]);
+            sift_up(t, t->pos[v]);
         }
     }
 }
@@ -546,19 +591,22 @@ static ss_status store(ss_machine *m, uint64_t key, const int *ch, int n, route_
 }
 
 /* The direct (non-relayed) route src->dst into buf (n_nodes ints);
- * returns its length or -1 if unreachable. */
+ * returns its length, -1 if unreachable, -2 on allocation failure. */
 static int direct_route(ss_machine *m, int src, int dst, int *buf)
 {
-    dijkstra(m, src);
-    if (m->d_pred[dst] < 0)
+    ss_sptree *t = tree_for(m, src);
+    if (!t)
+        return -2;
+    grow_until(m, t, dst);
+    if (t->pred[dst] < 0)
         return -1;
     int n = 0;
-    for (int v = dst; v != src; v = ch_from(m, m->d_pred[v]))
-        buf[n++] = m->d_pred[v];
+    for (int v = dst; v != src; v = ch_from(m, t->pred[v]))
+        buf[n++] = t->pred[v];
     for (int i = 0; i < n / 2; i++) {
-        int t = buf[i];
+        int tmp = buf[i];
         buf[i] = buf[n - 1 - i];
-        buf[n - 1 - i] = t;
+        buf[n - 1 - i] = tmp;
     }
     return n;
 }
@@ -626,6 +674,8 @@ static ss_status route_pair(ss_machine *m, int src, int dst, const int **ch, int
             }
         } else {
             len = direct_route(m, src, dst, buf);
+            if (len == -2)
+                st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routes");
         }
         if (!st)
             st = store(m, key, buf, len, &s, d);

@@ -41,6 +41,21 @@ typedef struct route_chunk {
     int data[];
 } route_chunk;
 
+/* A (partial) shortest-path tree from one source: per node the key
+ * (forwards, latency in ns, hops), the channel into it, and the heap of the
+ * frontier. pos[v]: heap index, -1 not reached, -2 settled. Restarting a
+ * tree bumps gen instead of clearing n_nodes entries. */
+#define SS_MACHINE_TREES 4
+typedef struct ss_sptree {
+    int src;              /* -1: slot unused */
+    unsigned long used;   /* LRU stamp */
+    int hn;               /* frontier size */
+    unsigned gen;         /* nodes with stamp[v] != gen are unreached */
+    unsigned *stamp;
+    int64_t *lat;
+    int *fwd, *hops, *pred, *heap, *pos;
+} ss_sptree;
+
 struct ss_machine {
     char name[SS_NAME_MAX];
     int n_types, n_hosts, n_devices, n_nodes, n_links;
@@ -58,10 +73,10 @@ struct ss_machine {
     route_slot *slots;
     size_t n_slots, used_slots;
     route_chunk *chunks;
-    /* Dijkstra scratch (n_nodes entries each) */
-    int64_t *d_lat;
-    int *d_fwd, *d_hops, *d_pred, *heap, *heap_pos;
-    int tree_src; /* source of the tree in the scratch arrays, -1 if none */
+    /* Shortest-path trees of the last few sources, kept between queries and
+     * grown only until the asked destination is settled (resumable). */
+    ss_sptree trees[SS_MACHINE_TREES];
+    unsigned long tick;
 };
 
 /* Allocate an empty machine with room for the given counts (arrays zeroed;
