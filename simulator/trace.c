@@ -1,0 +1,194 @@
+/*
+ * trace.c — streamed Chrome Trace Event JSON writer (layout in trace.h).
+ *
+ * Invariant: the output is written to a temporary file in the target's
+ * directory and renamed over the target only after every byte was written
+ * and the file closed without error; any failure removes the temporary
+ * file. Every string goes through esc(), every number is finite and printed
+ * with %.17g, so the text is always valid JSON.
+ */
+#include "simulator/trace.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Write s as a JSON string literal. */
+static void esc(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void default_name(void *ctx, const ss_taskgraph *tg, int t, char *buf, size_t n)
+{
+    (void)ctx;
+    int len = snprintf(buf, n, "%s", ss_task_kind_name((ss_task_kind)tg->kind[t]));
+    if (tg->op[t] >= 0 && len >= 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, " op%d", tg->op[t]);
+    if (tg->tile[t] >= 0 && len >= 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, " tile%d", tg->tile[t]);
+    if (tg->mb[t] >= 0 && len >= 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, " mb%d", tg->mb[t]);
+}
+
+/* Process of channel c: its source device, else its destination device,
+ * else the network process (n_devices). */
+static int chan_pid(const ss_taskgraph *tg, int c)
+{
+    int a = tg->chan_dev[2 * c], b = tg->chan_dev[2 * c + 1];
+    return a >= 0 ? a : b >= 0 ? b : tg->n_devices;
+}
+
+static void meta(FILE *f, int *first, int pid, int tid, const char *what, const char *name)
+{
+    fputs(*first ? "\n" : ",\n", f);
+    *first = 0;
+    fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", pid,
+            tid, what);
+    esc(f, name);
+    fputs("}}", f);
+}
+
+static void write_meta(FILE *f, int *first, const ss_taskgraph *tg, const ss_machine *m,
+                       const uint8_t *used)
+{
+    char buf[3 * SS_NAME_MAX + 64];
+    int network = 0;
+    for (int c = 0; c < tg->n_channels; c++)
+        if (used[c] && chan_pid(tg, c) == tg->n_devices)
+            network = 1;
+    for (int v = 0; v < tg->n_devices; v++) {
+        if (m) {
+            const ss_device *dv = ss_machine_device(m, v);
+            snprintf(buf, sizeof buf, "%s (%s)", dv->name, ss_machine_host(m, dv->host)->name);
+        } else {
+            snprintf(buf, sizeof buf, "device%d", v);
+        }
+        meta(f, first, v, 0, "process_name", buf);
+        meta(f, first, v, 0, "thread_name", "compute");
+        fputs(",\n", f);
+        fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"process_sort_index\","
+                   "\"args\":{\"sort_index\":%d}}", v, v);
+    }
+    if (network)
+        meta(f, first, tg->n_devices, 0, "process_name", "network");
+    for (int c = 0; c < tg->n_channels; c++) {
+        if (!used[c])
+            continue;
+        if (m) {
+            const ss_link *l = ss_machine_link(m, c / 2);
+            int src = c % 2 ? l->b : l->a, dst = c % 2 ? l->a : l->b;
+            snprintf(buf, sizeof buf, "link %s %s->%s", l->kind, ss_machine_node(m, src)->name,
+                     ss_machine_node(m, dst)->name);
+        } else {
+            snprintf(buf, sizeof buf, "channel %d", c);
+        }
+        meta(f, first, chan_pid(tg, c), 1 + c, "thread_name", buf);
+    }
+}
+
+static void write_event(FILE *f, int *first, const ss_taskgraph *tg, const ss_engine_result *r,
+                        int t, int pid, int tid, const char *name)
+{
+    fputs(*first ? "\n" : ",\n", f);
+    *first = 0;
+    fputs("{\"ph\":\"X\",\"name\":", f);
+    esc(f, name);
+    fprintf(f, ",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.17g,\"dur\":%.17g,",
+            ss_task_kind_name((ss_task_kind)tg->kind[t]), pid, tid, r->start[t],
+            r->end[t] - r->start[t]);
+    fprintf(f, "\"args\":{\"task\":%d,\"op\":%d,\"tile\":%d,\"mb\":%d,\"bytes\":%.17g}}", t,
+            tg->op[t], tg->tile[t], tg->mb[t], isfinite(tg->bytes[t]) ? tg->bytes[t] : 0.0);
+}
+
+ss_status ss_trace_write(const char *path, const ss_taskgraph *tg, const ss_engine_result *r,
+                         const ss_trace_opts *opts, ss_diag *d)
+{
+    const ss_machine *m = opts ? opts->m : NULL;
+    ss_trace_namer namer = opts && opts->name ? opts->name : default_name;
+    void *ctx = opts ? opts->ctx : NULL;
+    if (!r || r->n_tasks != tg->n_tasks || r->n_resources != tg->n_resources)
+        return ss_diag_set(d, SS_ERR_INVALID, "trace %s: result does not match the task graph",
+                           path);
+    if (m && (ss_machine_n_devices(m) != tg->n_devices ||
+              2 * ss_machine_n_links(m) != tg->n_channels))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "trace %s: machine has %d devices and %d channels, task graph %d and %d",
+                           path, ss_machine_n_devices(m), 2 * ss_machine_n_links(m),
+                           tg->n_devices, tg->n_channels);
+    uint8_t *used = ss_calloc((size_t)tg->n_channels + 1, 1);
+    size_t plen = strlen(path);
+    char *tmp = ss_malloc(plen + 16);
+    if (!used || !tmp) {
+        ss_free(used);
+        ss_free(tmp);
+        return ss_diag_set(d, SS_ERR_NOMEM, "trace %s: out of memory", path);
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        ss_free(used);
+        ss_free(tmp);
+        return ss_diag_set(d, SS_ERR_IO, "trace %s: cannot write: %s", path, strerror(err));
+    }
+    for (int t = 0; t < tg->n_tasks; t++)
+        for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++)
+            if (tg->res[i] >= tg->n_devices)
+                used[tg->res[i] - tg->n_devices] = 1;
+
+    int first = 1;
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
+    write_meta(f, &first, tg, m, used);
+    char name[256];
+    for (int t = 0; t < tg->n_tasks; t++) {
+        if (tg->res_off[t] == tg->res_off[t + 1])
+            continue;
+        name[0] = '\0';
+        namer(ctx, tg, t, name, sizeof name);
+        name[sizeof name - 1] = '\0';
+        for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++) {
+            int res = tg->res[i];
+            if (res < tg->n_devices)
+                write_event(f, &first, tg, r, t, res, 0, name);
+            else
+                write_event(f, &first, tg, r, t, chan_pid(tg, res - tg->n_devices),
+                            1 + res - tg->n_devices, name);
+        }
+    }
+    fputs("\n]}\n", f);
+    int bad = ferror(f);
+    int err = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    ss_free(used);
+    if (bad || rename(tmp, path) != 0) {
+        if (!bad)
+            err = errno;
+        unlink(tmp);
+        ss_free(tmp);
+        return ss_diag_set(d, SS_ERR_IO, "trace %s: write failed: %s", path, strerror(err));
+    }
+    ss_free(tmp);
+    return SS_OK;
+}
