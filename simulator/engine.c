@@ -21,6 +21,19 @@ typedef struct qent {
     int32_t id;
 } qent;
 
+/* Per-task run state, packed so that releasing a successor touches one
+ * cache line instead of one per array. */
+typedef struct tinfo {
+    double ready;
+    double dur;
+    int32_t left;    /* predecessors not yet ended */
+    int32_t res_lo;  /* resources: tg->res[res_lo .. res_lo + nres) */
+    int32_t prio;
+    uint16_t nres;
+    uint8_t cls;     /* 1: forward under backward-first */
+    uint8_t pad;
+} tinfo;
+
 typedef struct event {
     double t;
     int32_t id;
@@ -31,8 +44,9 @@ struct ss_engine {
     ss_engine_result res;
     /* per task */
     int cap_tasks;
-    double *start, *end, *ready;
-    int32_t *blocker, *left;
+    double *start, *end;
+    tinfo *ti;
+    int32_t *blocker;
     uint8_t *by_res;
     event *ev;
     /* per resource */
@@ -143,9 +157,8 @@ void ss_engine_free(ss_engine *e)
         return;
     ss_free(e->start);
     ss_free(e->end);
-    ss_free(e->ready);
+    ss_free(e->ti);
     ss_free(e->blocker);
-    ss_free(e->left);
     ss_free(e->by_res);
     ss_free(e->ev);
     ss_free(e->busy);
@@ -183,8 +196,8 @@ static int grow(void **p, size_t sz, size_t n)
 static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
 {
     if (tasks > e->cap_tasks) {
-        if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) ||
-            GROW(blocker, tasks) || GROW(left, tasks) || GROW(by_res, tasks) ||
+        if (GROW(start, tasks) || GROW(end, tasks) || GROW(ti, tasks) ||
+            GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(ev, tasks))
             return -1;
         e->cap_tasks = tasks;
@@ -214,7 +227,6 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
 typedef struct run {
     ss_engine *e;
     const ss_taskgraph *tg;
-    int bf; /* backward-first */
     int nev;
     int ntouched;
     int64_t retired;
@@ -265,9 +277,10 @@ static void start_task(run *s, int h, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    int lo = tg->res_off[h], hi = tg->res_off[h + 1];
-    double dur = tg->dur[h];
-    if (t > e->ready[h]) {
+    const tinfo *ti = &e->ti[h];
+    int lo = ti->res_lo, hi = lo + ti->nres;
+    double dur = ti->dur;
+    if (t > ti->ready) {
         /* Waited for a resource: the blocker is the task that freed one of
          * them last (at t, see engine.c's proof in engine.h). */
         int best = -1;
@@ -305,16 +318,17 @@ static inline void release(run *s, int t_id, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    e->ready[t_id] = t;
-    int lo = tg->res_off[t_id], hi = tg->res_off[t_id + 1];
+    tinfo *ti = &e->ti[t_id];
+    ti->ready = t;
+    int lo = ti->res_lo, hi = lo + ti->nres;
     if (lo == hi) {
         start_task(s, t_id, t);
         return;
     }
     qent q;
     q.ready = t;
-    q.pk = (int64_t)tg->prio[t_id] * ((int64_t)1 << 32) + t_id;
-    q.cls = s->bf && tg->kind[t_id] == SS_TASK_FWD;
+    q.pk = (int64_t)ti->prio * ((int64_t)1 << 32) + t_id;
+    q.cls = ti->cls;
     q.id = t_id;
     for (int i = lo; i < hi; i++) {
         int r = tg->res[i];
@@ -328,7 +342,8 @@ static void retire(run *s, int h, double t)
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
     s->retired++;
-    for (int i = tg->res_off[h]; i < tg->res_off[h + 1]; i++) {
+    int lo = e->ti[h].res_lo, hi = lo + e->ti[h].nres;
+    for (int i = lo; i < hi; i++) {
         int r = tg->res[i];
         e->holder[r] = -1;
         if (r < tg->n_devices) {
@@ -341,7 +356,7 @@ static void retire(run *s, int h, double t)
     }
     for (int i = tg->succ_off[h]; i < tg->succ_off[h + 1]; i++) {
         int v = tg->succ[i];
-        if (--e->left[v] == 0) {
+        if (--e->ti[v].left == 0) {
             e->blocker[v] = h;
             e->by_res[v] = 0;
             release(s, v, t);
@@ -365,13 +380,14 @@ static void dispatch(run *s, double now, int zero_only)
         }
         const qent *top = &e->slots[e->qoff[r]];
         int h = top->id;
-        if (zero_only && tg->dur[h] > 0) {
+        const tinfo *ti = &e->ti[h];
+        if (zero_only && ti->dur > 0) {
             e->touched[keep++] = r;
             continue;
         }
         e->is_touched[r] = 0;
         int ok = 1;
-        for (int i = tg->res_off[h]; i < tg->res_off[h + 1] && ok; i++) {
+        for (int i = ti->res_lo; i < ti->res_lo + ti->nres && ok; i++) {
             int r2 = tg->res[i];
             if (r2 == r)
                 continue;
@@ -439,16 +455,24 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
         e->computing[v] = 0;
     }
     for (int t = 0; t < n; t++) {
-        e->left[t] = tg->pred_off[t + 1] - tg->pred_off[t];
+        tinfo *ti = &e->ti[t];
+        ti->ready = 0;
+        ti->dur = tg->dur[t];
+        ti->left = tg->pred_off[t + 1] - tg->pred_off[t];
+        ti->res_lo = tg->res_off[t];
+        ti->nres = (uint16_t)(tg->res_off[t + 1] - tg->res_off[t]);
+        ti->prio = tg->prio[t];
+        ti->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
+        ti->pad = 0;
         e->blocker[t] = -1;
         e->by_res[t] = 0;
         e->start[t] = -1;
         e->end[t] = -1;
     }
 
-    run s = {e, tg, pol == SS_QUEUE_BACKWARD_FIRST, 0, 0, 0};
+    run s = {e, tg, 0, 0, 0};
     for (int t = 0; t < n; t++)
-        if (e->left[t] == 0)
+        if (e->ti[t].left == 0)
             release(&s, t, 0.0);
     int64_t rounds = 1;
     settle(&s, 0.0);
