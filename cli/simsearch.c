@@ -20,6 +20,7 @@ static const command commands[] = {
     {"cost", ss_cmd_cost, "price every operator of a model on one device"},
     {"plan", ss_cmd_plan, "build or load a plan, validate and summarise it"},
     {"topo", ss_cmd_topo, "summarise a topology file, or discover this host"},
+    {"simulate", ss_cmd_simulate, "predict iteration time and memory of a plan"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,212 @@
+/*
+ * cmd_simulate.c — `simsearch simulate`: predict the iteration time,
+ * throughput, per-device breakdown and peak memory of one plan, say whether
+ * it fits, summarise the critical path, and optionally write a Perfetto
+ * trace. A plan that does not fit is a successful answer (exit 0) with a
+ * "DOES NOT FIT" line; bad input exits 2, anything else 1.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void help(FILE *f)
+{
+    fprintf(f,
+            "usage: simsearch simulate --model SPEC --topology FILE --plan SPEC [--nodes N]\n"
+            "                          [--batch N] [--trace FILE] [--json]\n\n"
+            "Predict one training iteration of a plan: time, throughput, compute /\n"
+            "communication / idle per device, peak memory per device, whether it fits,\n"
+            "and the critical path.\n\n"
+            "  --model SPEC     zoo model NAME[:key=value,...] or a model JSON file\n"
+            "  --topology FILE  topology JSON\n"
+            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mb=M]\n"
+            "                   [,recompute=none|full] | a plan JSON file\n"
+            "  --nodes N        override the node count of a compact topology\n"
+            "  --batch N        global batch (default: 64 per device, 256 for alexnet)\n"
+            "  --trace FILE     write the simulated timeline as Chrome Trace JSON (Perfetto)\n"
+            "  --json           print the result as one JSON object\n\n"
+            "Exit status: 0 success (also when the plan does not fit: see \"fits\"),\n"
+            "2 bad usage or input, 1 other failures.\n");
+}
+
+typedef struct opts {
+    const char *model, *topology, *plan, *trace;
+    long long nodes, batch;
+    int json;
+} opts;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help(stdout);
+            return -1;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--plan", &o->plan)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
+            if (r < 0)
+                return ss_cli_usage_error("simulate", "%s needs a value", argv[i]);
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
+                return ss_cli_usage_error("simulate", "--nodes needs a positive integer");
+            continue;
+        }
+        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
+            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
+                return ss_cli_usage_error("simulate", "--batch needs a positive integer");
+            continue;
+        }
+        return ss_cli_usage_error("simulate", "unknown argument '%s'", argv[i]);
+    }
+    if (!o->model || !o->topology || !o->plan)
+        return ss_cli_usage_error("simulate", "--model, --topology and --plan are required");
+    return 0;
+}
+
+static double pct(double part, double whole)
+{
+    return whole > 0 ? 100.0 * part / whole : 0;
+}
+
+/* Peak memory lines: every device when few, else min / max / the fullest. */
+static void print_memory(const ss_sim_result *r)
+{
+    char a[32], b[32];
+    int n = r->n_devices;
+    if (n <= 8) {
+        for (int i = 0; i < n; i++)
+            printf("  device %-3d peak %s of %s (static %s)\n", i,
+                   ss_cli_bytes(r->peak_memory_bytes[i], a, sizeof a),
+                   ss_cli_bytes(r->capacity_bytes[i], b, sizeof b),
+                   ss_cli_bytes(r->static_memory_bytes[i], (char[32]){0}, 32));
+        return;
+    }
+    int lo = 0, hi = 0, full = 0;
+    for (int i = 1; i < n; i++) {
+        if (r->peak_memory_bytes[i] < r->peak_memory_bytes[lo])
+            lo = i;
+        if (r->peak_memory_bytes[i] > r->peak_memory_bytes[hi])
+            hi = i;
+        if (r->peak_memory_bytes[i] / r->capacity_bytes[i] >
+            r->peak_memory_bytes[full] / r->capacity_bytes[full])
+            full = i;
+    }
+    printf("  lowest  device %-4d %s\n", lo, ss_cli_bytes(r->peak_memory_bytes[lo], a, sizeof a));
+    printf("  highest device %-4d %s\n", hi, ss_cli_bytes(r->peak_memory_bytes[hi], a, sizeof a));
+    printf("  fullest device %-4d %s of %s (%.0f%%)\n", full,
+           ss_cli_bytes(r->peak_memory_bytes[full], a, sizeof a),
+           ss_cli_bytes(r->capacity_bytes[full], b, sizeof b),
+           pct(r->peak_memory_bytes[full], r->capacity_bytes[full]));
+}
+
+static void print_human(const opts *o, const ss_sim_result *r)
+{
+    char a[32], b[32];
+    double it = r->iteration_us, comp = 0, comm = 0, exposed = 0, idle = 0;
+    for (int i = 0; i < r->n_devices; i++) {
+        comp += r->compute_us[i];
+        comm += r->comm_us[i];
+        exposed += r->exposed_comm_us[i];
+        idle += r->idle_us[i];
+    }
+    int n = r->n_devices > 0 ? r->n_devices : 1;
+    comp /= n;
+    comm /= n;
+    exposed /= n;
+    idle /= n;
+    printf("model      %s (batch %lld)\n", r->model, (long long)r->batch);
+    printf("topology   %s, %d devices\n", r->topology, r->n_devices);
+    printf("plan       %s\n", o->plan);
+    printf("iteration  %.3f ms   throughput %s samples/s   (%lld tasks)\n", it / 1e3,
+           ss_cli_si(r->throughput, a, sizeof a), (long long)r->n_tasks);
+    printf("per device (mean): compute %.1f%%, communication %.1f%% (exposed %.1f%%), "
+           "idle %.1f%%\n",
+           pct(comp, it), pct(comm, it), pct(exposed, it), pct(idle, it));
+    printf("peak memory:\n");
+    print_memory(r);
+    if (r->fits) {
+        printf("fits       yes\n");
+    } else {
+        int dv = r->overflow_device;
+        printf("DOES NOT FIT: device %d needs %s but has %s (over by %s)\n", dv,
+               ss_cli_bytes(r->peak_memory_bytes[dv], a, sizeof a),
+               ss_cli_bytes(r->capacity_bytes[dv], b, sizeof b),
+               ss_cli_bytes(r->overflow_bytes, (char[32]){0}, 32));
+    }
+    printf("critical path (%.3f ms of busy tasks):\n", r->critical_path_us / 1e3);
+    for (int i = 0; i < r->n_crit; i++)
+        printf("  %5.1f%%  %-10s %s (%d task%s)\n", pct(r->crit[i].us, it), r->crit[i].kind,
+               r->crit[i].name, r->crit[i].n_tasks, r->crit[i].n_tasks == 1 ? "" : "s");
+    if (o->trace)
+        printf("trace written to %s\n", o->trace);
+}
+
+int ss_cmd_simulate(int argc, char **argv)
+{
+    opts o;
+    int r = parse(argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    ss_plan *p = NULL;
+    ss_costmodel *cm = NULL;
+    ss_sim *sim = NULL;
+    ss_sim_result res = {0};
+    char *txt = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    if ((r = ss_cli_load_machine(o.topology, (int)o.nodes, &m)))
+        return r;
+    if ((r = ss_cli_build_model(o.model, o.batch, ss_machine_n_devices(m), &g)))
+        goto out;
+    if (ss_plan_from_spec(o.plan, g, m, &p, &d) != SS_OK ||
+        ss_plan_validate(p, g, m, &d) != SS_OK) {
+        r = ss_cli_fail(&d);
+        goto out;
+    }
+    cm = ss_cost_new(m);
+    if (!cm) {
+        ss_diag_set(&d, SS_ERR_NOMEM, "out of memory");
+        r = ss_cli_fail(&d);
+        goto out;
+    }
+    if (ss_sim_new(g, m, cm, NULL, &sim, &d) != SS_OK || ss_sim_run(sim, p, &res, &d) != SS_OK ||
+        (o.trace && ss_sim_write_trace(sim, o.trace, &d) != SS_OK)) {
+        r = ss_cli_fail(&d);
+        goto out;
+    }
+    if (o.json) {
+        if (ss_sim_result_to_json(&res, o.plan, &txt, &d) != SS_OK) {
+            r = ss_cli_fail(&d);
+            goto out;
+        }
+        fputs(txt, stdout);
+        if (txt[0] && txt[strlen(txt) - 1] != '\n')
+            fputc('\n', stdout);
+    } else {
+        print_human(&o, &res);
+    }
+    r = SS_EXIT_OK;
+out:
+    ss_free(txt);
+    ss_sim_result_clear(&res);
+    ss_sim_free(sim);
+    ss_cost_free(cm);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    return r;
+}

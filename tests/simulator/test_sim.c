@@ -1,0 +1,487 @@
+/*
+ * test_sim.c — the public simulator (ss_sim_*): golden iteration times on
+ * the round-number fixtures of tests/data/sim (derivations in the comments,
+ * see also test_build.c), memory feasibility, the JSON result, traces,
+ * determinism, and invariants over random valid plans of zoo models.
+ *
+ * Fixture device "unit-gpu": 1 TFLOP/s, 1000 GB/s, launch 0, flat
+ * efficiency. Linear 1000x1000 over N samples: fwd 2N us, bwd 4N us; SGD
+ * update of 1e6 fp32 params: 12 B/param / 1000 GB/s = 12 us.
+ */
+#include "testutil.h"
+#include "core/json_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct fix {
+    ss_graph *g;
+    ss_machine *m;
+    ss_costmodel *cm;
+    ss_sim *sim;
+} fix;
+
+static void setup_g(fix *f, ss_graph *g, const char *topo, const ss_sim_config *cfg)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    char path[4096];
+    memset(f, 0, sizeof *f);
+    f->g = g;
+    snprintf(path, sizeof path, "%s", ss_test_path(topo));
+    assert_int_equal(ss_machine_load(path, &f->m, &d), SS_OK);
+    f->cm = ss_cost_new(f->m);
+    assert_non_null(f->cm);
+    assert_int_equal(ss_sim_new(f->g, f->m, f->cm, cfg, &f->sim, &d), SS_OK);
+}
+
+static void setup(fix *f, const char *model, const char *topo, const ss_sim_config *cfg)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", ss_test_path(model));
+    assert_int_equal(ss_model_load(path, &g, &d), SS_OK);
+    setup_g(f, g, topo, cfg);
+}
+
+static void teardown(fix *f)
+{
+    ss_sim_free(f->sim);
+    ss_cost_free(f->cm);
+    ss_machine_free(f->m);
+    ss_graph_free(f->g);
+}
+
+static void place(ss_plan *p, const ss_graph *g, const char *name, int dev)
+{
+    int op = ss_graph_find_op(g, name);
+    assert_true(op >= 0);
+    ss_pconfig c = *ss_plan_config(p, op);
+    c.devices = &dev;
+    assert_int_equal(ss_plan_set_config(p, op, &c, NULL), SS_OK);
+}
+
+#define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-6 * (1 + fabs((double)(b))))
+
+/*
+ * chain2 entirely on gpu0 of "pair": fwd 128 + 128, bwd 256 + 256, two
+ * updates 12 + 12 = 792 us, gpu1 idle all along. Throughput 64 / 792 us.
+ */
+static void test_one_device_chain(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json", NULL);
+    ss_plan *p = ss_plan_new(f.g, f.m);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    NEAR(r.iteration_us, 792);
+    NEAR(r.compute_us[0], 792);
+    NEAR(r.compute_us[1], 0);
+    NEAR(r.idle_us[1], 792);
+    NEAR(r.throughput, 64 / 792e-6);
+    assert_int_equal(r.n_devices, 2);
+    assert_int_equal(r.batch, 64);
+    assert_int_equal(r.n_tasks, 7); /* 3 fwd, 2 bwd, 2 updates */
+    assert_int_equal(ss_sim_n_tasks(f.sim), 7);
+    assert_string_equal(r.model, "chain2");
+    assert_string_equal(r.topology, "pair");
+    /* the whole run is one chain: the critical path is every task */
+    NEAR(r.critical_path_us, 792);
+    double sum = 0;
+    for (int i = 0; i < r.n_crit; i++)
+        sum += r.crit[i].us;
+    NEAR(sum, 792);
+    /* largest line first: a backward of 256 us */
+    assert_string_equal(r.crit[0].kind, "bwd");
+    NEAR(r.crit[0].us, 256);
+    /* memory: static 2e6 params * 8 B; peak adds fc1's and fc2's saved
+     * inputs (256000 B each) which coexist from fc2's forward until fc2's
+     * backward ends, so 16e6 + 512000 at least. */
+    NEAR(r.static_memory_bytes[0], 16e6);
+    NEAR(r.weight_bytes[0], 8e6);
+    assert_true(r.peak_memory_bytes[0] >= 16e6 + 512000);
+    NEAR(r.peak_memory_bytes[1], 0);
+    NEAR(r.capacity_bytes[0], 16.0 * 1073741824.0);
+    assert_int_equal(r.fits, 1);
+    assert_int_equal(r.overflow_device, -1);
+    ss_sim_result_clear(&r);
+    ss_sim_result_clear(&r); /* twice is fine */
+    ss_sim_result_clear(NULL);
+    ss_plan_free(p);
+    teardown(&f);
+}
+
+/* Two devices over the 10 GB/s / 5 us link: 841.2 us (test_build.c has the
+ * timeline); the 30.6 us transfers each way sit on the critical path. */
+static void test_two_devices_chain(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json", NULL);
+    ss_plan *p = ss_plan_new(f.g, f.m);
+    place(p, f.g, "fc2", 1);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    NEAR(r.iteration_us, 841.2);
+    NEAR(r.compute_us[0], 128 + 256 + 12);
+    NEAR(r.compute_us[1], 128 + 256 + 12);
+    /* the link carries 2 * 30.6 us: both devices see it */
+    NEAR(r.comm_us[0], 61.2);
+    NEAR(r.comm_us[1], 61.2);
+    int xfer = 0;
+    for (int i = 0; i < r.n_crit; i++)
+        if (!strcmp(r.crit[i].kind, "xfer")) {
+            NEAR(r.crit[i].us, 61.2);
+            xfer = 1;
+        }
+    assert_true(xfer);
+    assert_true(r.critical_path_us <= r.iteration_us + 1e-9);
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    teardown(&f);
+}
+
+/* Data parallel over the 4-device ring: 1364 us (ring all-reduce of 4e6 B:
+ * 6 + 6 + 1.5 * 400 = 612 us each, derivation in test_build.c). */
+static void test_data_parallel_ring(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/ring4.json", NULL);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 4, &p, &d), SS_OK);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    NEAR(r.iteration_us, 1364);
+    for (int i = 0; i < 4; i++) {
+        NEAR(r.compute_us[i], 32 + 32 + 64 + 64 + 12 + 12);
+        NEAR(r.comm_us[i], 1224);
+        /* each device holds the full weights: 2e6 * 8 B static */
+        NEAR(r.static_memory_bytes[i], 16e6);
+    }
+    int grads = 0;
+    for (int i = 0; i < r.n_crit; i++)
+        if (!strcmp(r.crit[i].name, "gradients"))
+            grads = 1;
+    assert_true(grads);
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    teardown(&f);
+}
+
+/* A plan over capacity: with mem_fraction 1e-6 each 16 GiB device offers
+ * 17179.87 B, far below the 16 MB of static memory: fits = 0, the first
+ * overflowing device is 0, overflow = peak - capacity. Still SS_OK. */
+static void test_does_not_fit(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_sim_config cfg = {1e-6, 0};
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json", &cfg);
+    ss_plan *p = ss_plan_new(f.g, f.m);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    assert_int_equal(r.fits, 0);
+    assert_int_equal(r.overflow_device, 0);
+    NEAR(r.capacity_bytes[0], 16.0 * 1073741824.0 * 1e-6);
+    NEAR(r.overflow_bytes, r.peak_memory_bytes[0] - r.capacity_bytes[0]);
+    /* JSON says so too */
+    char *txt = NULL;
+    assert_int_equal(ss_sim_result_to_json(&r, "mine", &txt, &d), SS_OK);
+    json_t *j = json_loads(txt, 0, NULL);
+    assert_non_null(j);
+    assert_true(json_is_false(json_object_get(j, "fits")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "overflow"), "device")),
+                     0);
+    json_decref(j);
+    ss_free(txt);
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    teardown(&f);
+
+    ss_sim *s = NULL;
+    ss_sim_config bad = {2.0, 0};
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_new(f.g, f.m, f.cm, &bad, &s, &d), SS_ERR_INVALID);
+    assert_null(s);
+}
+
+static void test_json_and_trace(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json", NULL);
+    char path[] = "/tmp/ss_test_sim_traceXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    /* no run yet: no trace */
+    assert_int_equal(ss_sim_write_trace(f.sim, path, &d), SS_ERR_INVALID);
+    ss_plan *p = ss_plan_new(f.g, f.m);
+    place(p, f.g, "fc2", 1);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    char *txt = NULL;
+    assert_int_equal(ss_sim_result_to_json(&r, "plan.json", &txt, &d), SS_OK);
+    json_error_t err;
+    json_t *j = json_loads(txt, 0, &err);
+    assert_non_null(j);
+    static const char *keys[] = {"model", "topology", "devices", "batch", "iteration_time_ms",
+                                 "throughput_samples_per_s", "peak_memory_bytes",
+                                 "memory_capacity_bytes", "fits", "breakdown", "critical_path",
+                                 "tasks", "plan"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        assert_non_null(json_object_get(j, keys[i]));
+    NEAR(json_real_value(json_object_get(j, "iteration_time_ms")), 0.8412);
+    assert_int_equal(json_array_size(json_object_get(j, "peak_memory_bytes")), 2);
+    json_t *bd = json_object_get(j, "breakdown");
+    NEAR(json_real_value(json_object_get(bd, "compute_ms")), 0.396);
+    NEAR(json_real_value(json_object_get(bd, "communication_ms")), 0.0612);
+    assert_int_equal(
+        json_array_size(json_object_get(json_object_get(bd, "per_device"), "idle_ms")), 2);
+    assert_string_equal(json_string_value(json_object_get(j, "plan")), "plan.json");
+    json_decref(j);
+    ss_free(txt);
+
+    assert_int_equal(ss_sim_write_trace(f.sim, path, &d), SS_OK);
+    j = json_load_file(path, 0, &err);
+    assert_non_null(j);
+    json_t *ev = json_object_get(j, "traceEvents");
+    assert_true(json_is_array(ev));
+    int named = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        const char *n = json_string_value(json_object_get(json_array_get(ev, i), "name"));
+        if (n && !strcmp(n, "xfer fc1"))
+            named = 1;
+    }
+    assert_true(named);
+    json_decref(j);
+    unlink(path);
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    teardown(&f);
+}
+
+/* Results copy deeply; a failing run leaves the result unchanged. */
+static void test_copy_and_faults(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/ring4.json", NULL);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 4, &p, &d), SS_OK);
+    ss_sim_result r = {0}, c = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    assert_int_equal(ss_sim_result_copy(&c, &r, &d), SS_OK);
+    assert_true(c.compute_us != r.compute_us);
+    assert_memory_equal(c.peak_memory_bytes, r.peak_memory_bytes, 4 * sizeof(double));
+    NEAR(c.iteration_us, r.iteration_us);
+    assert_int_equal(c.n_crit, r.n_crit);
+    double keep = r.iteration_us;
+    int ok = 0;
+    for (long k = 0; k < 3000 && !ok; k++) {
+        ss_sim *s = NULL;
+        ss_sim_result t = {0};
+        ss_test_fail_after(k);
+        ss_diag_init(&d);
+        ss_status st = ss_sim_new(f.g, f.m, f.cm, NULL, &s, &d);
+        if (st == SS_OK)
+            st = ss_sim_run(s, p, &t, &d);
+        if (st == SS_OK)
+            st = ss_sim_run(s, p, &r, &d); /* reuses r's arrays: no allocation */
+        ss_test_fail_after(-1);
+        if (st == SS_OK) {
+            ok = 1;
+            NEAR(t.iteration_us, keep);
+        } else {
+            assert_int_equal(st, SS_ERR_NOMEM);
+            assert_null(t.compute_us); /* unchanged on error */
+        }
+        NEAR(r.iteration_us, keep);
+        ss_sim_result_clear(&t);
+        ss_sim_free(s);
+    }
+    assert_true(ok);
+    ss_sim_result_clear(&r);
+    ss_sim_result_clear(&c);
+    ss_plan_free(p);
+    teardown(&f);
+}
+
+/* ---- invariants on random valid plans of zoo models ---------------------- */
+
+static uint64_t rng = 88172645463325252ULL;
+static unsigned rnd(unsigned n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (unsigned)(rng % n);
+}
+
+/* A random valid config per op: one splittable dim (or the contraction) split
+ * 2 or 4 ways when it divides, tiles on random devices among the first nd;
+ * an op whose random config does not validate stays on one random device. */
+static ss_plan *random_plan(const ss_graph *g, const ss_machine *m, int nd)
+{
+    ss_plan *p = ss_plan_new(g, m);
+    assert_non_null(p);
+    int devs[16];
+    for (int o = 0; o < ss_graph_n_ops(g); o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
+        ss_pconfig c = *ss_plan_config(p, o);
+        ss_pconfig one = c;
+        int deg = 1 + (int)rnd(2) * (1 + (int)rnd(2) * 2); /* 1, 2 or 4 */
+        unsigned mask = ss_op_split_mask(g, op);
+        int dim = (int)rnd((unsigned)t->ndim + 1);
+        if (dim < t->ndim && (mask & (1u << dim)) && t->shape[dim] % deg == 0) {
+            c.deg[dim] = deg;
+        } else if (ss_op_contraction(g, op) > 0 && ss_op_contraction(g, op) % deg == 0 &&
+                   rnd(3) == 0) {
+            c.red = deg;
+        }
+        c.ntiles = 1;
+        for (int k = 0; k < c.ndim; k++)
+            c.ntiles *= c.deg[k];
+        c.ntiles *= c.red;
+        for (int k = 0; k < c.ntiles; k++)
+            devs[k] = (int)rnd((unsigned)nd);
+        c.devices = devs;
+        int dev1 = (int)rnd((unsigned)nd);
+        one.devices = &dev1;
+        assert_int_equal(ss_plan_set_config(p, o, &c, NULL), SS_OK);
+        if (ss_plan_validate(p, g, m, NULL) != SS_OK)
+            assert_int_equal(ss_plan_set_config(p, o, &one, NULL), SS_OK);
+    }
+    assert_int_equal(ss_plan_validate(p, g, m, NULL), SS_OK);
+    return p;
+}
+
+static void check_invariants(const ss_sim_result *r)
+{
+    for (int i = 0; i < r->n_devices; i++) {
+        assert_true(r->iteration_us + 1e-6 >= r->compute_us[i]);
+        assert_true(r->iteration_us + 1e-6 >= r->comm_us[i]);
+        assert_true(r->exposed_comm_us[i] <= r->idle_us[i] + 1e-6);
+        assert_true(r->peak_memory_bytes[i] >= r->static_memory_bytes[i]);
+        assert_true(r->static_memory_bytes[i] >= r->weight_bytes[i]);
+    }
+    assert_true(r->iteration_us + 1e-6 >= r->critical_path_us);
+    assert_true(r->iteration_us > 0);
+}
+
+static void invariants_for(const char *spec, int64_t batch, int plans)
+{
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build(spec, batch, 4, &g, &d), SS_OK);
+    setup_g(&f, g, "topologies/p100x16.json", NULL);
+    int64_t total_params = ss_graph_parameters(g);
+    for (int k = 0; k < plans; k++) {
+        ss_plan *p = random_plan(g, f.m, 4);
+        ss_sim_result a = {0}, b = {0};
+        ss_diag_init(&d);
+        assert_int_equal(ss_sim_run(f.sim, p, &a, &d), SS_OK);
+        check_invariants(&a);
+        /* every parameter lives on at least one device */
+        double w = 0;
+        for (int i = 0; i < a.n_devices; i++)
+            w += a.weight_bytes[i];
+        assert_true(w >= 2.0 * (double)total_params - 1e-6);
+        /* determinism: same plan, same numbers, bit for bit */
+        assert_int_equal(ss_sim_run(f.sim, p, &b, &d), SS_OK);
+        assert_true(a.iteration_us == b.iteration_us);
+        assert_int_equal(a.n_tasks, b.n_tasks);
+        assert_memory_equal(a.peak_memory_bytes, b.peak_memory_bytes,
+                            (size_t)a.n_devices * sizeof(double));
+        assert_memory_equal(a.compute_us, b.compute_us, (size_t)a.n_devices * sizeof(double));
+        assert_memory_equal(a.comm_us, b.comm_us, (size_t)a.n_devices * sizeof(double));
+        ss_sim_result_clear(&a);
+        ss_sim_result_clear(&b);
+        ss_plan_free(p);
+    }
+    /* data parallel on one device = sum of its compute tasks plus updates */
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(g, f.m, 1, &p, &d), SS_OK);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    double sum = 0;
+    int type = ss_machine_device(f.m, 0)->type;
+    for (int o = 0; o < ss_graph_n_ops(g); o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        if (op->type == SS_OP_INPUT)
+            continue;
+        ss_tile t;
+        ss_cost c;
+        ss_op_full_tile(g, op, &t);
+        assert_int_equal(ss_cost_tile(f.cm, g, op, &t, type, &c), SS_OK);
+        sum += c.fwd_us + c.bwd_us;
+    }
+    for (int t = 0; t < ss_graph_n_tensors(g); t++) {
+        const ss_tensor *w = ss_graph_tensor(g, t);
+        if (!w->is_weight)
+            continue;
+        int64_t n = 1;
+        for (int k = 0; k < w->ndim; k++)
+            n *= w->shape[k];
+        sum += ss_cost_update_us(f.cm, type, n, ss_graph_optimizer(g), ss_graph_precision(g));
+    }
+    assert_true(fabs(r.iteration_us - sum) < 1e-6 * sum);
+    assert_true(fabs(r.compute_us[0] - sum) < 1e-6 * sum);
+    for (int i = 1; i < r.n_devices; i++)
+        assert_true(r.compute_us[i] == 0);
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    teardown(&f);
+}
+
+static void test_invariants_mlp(void **state)
+{
+    (void)state;
+    invariants_for("mlp", 16, 12);
+}
+
+static void test_invariants_gpt(void **state)
+{
+    (void)state;
+    invariants_for("gpt:layers=2,hidden=128,heads=4,seq=64,vocab=512", 8, 8);
+}
+
+static void test_invariants_alexnet(void **state)
+{
+    (void)state;
+    invariants_for("alexnet", 8, 4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_device_chain),  cmocka_unit_test(test_two_devices_chain),
+        cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_does_not_fit),
+        cmocka_unit_test(test_json_and_trace),     cmocka_unit_test(test_copy_and_faults),
+        cmocka_unit_test(test_invariants_mlp),     cmocka_unit_test(test_invariants_gpt),
+        cmocka_unit_test(test_invariants_alexnet),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
