@@ -29,7 +29,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
             "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
-            "                 [--trace FILE] [--json] [--full-sim]\n\n"
+            "                 [--trace FILE] [--json] [--delta]\n\n"
             "Search a parallelization plan (MCMC over every operator's split and placement,\n"
             "judged by the simulator) and compare it with data parallelism and the expert\n"
             "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
@@ -45,7 +45,8 @@ static void help(FILE *f)
             "  --out FILE        where to write the best plan (default ./" DEFAULT_OUT ")\n"
             "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
             "  --json            print one JSON object instead of the table\n"
-            "  --full-sim        judge every proposal with the full simulator (no delta)\n",
+            "  --delta           judge proposals by delta simulation (same numbers as the\n"
+            "                    full simulator; see docs/search.md for when it pays)\n",
             DEFAULT_TIME_LIMIT);
 }
 
@@ -53,7 +54,7 @@ typedef struct opts {
     const char *model, *topology, *out, *trace;
     long long nodes, batch, budget, seed;
     double time_limit;
-    int json, full_sim;
+    int json, delta;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
@@ -74,8 +75,8 @@ static int parse(int argc, char **argv, opts *o)
             o->json = 1;
             continue;
         }
-        if (!strcmp(argv[i], "--full-sim")) {
-            o->full_sim = 1;
+        if (!strcmp(argv[i], "--delta")) {
+            o->delta = 1;
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
@@ -230,7 +231,7 @@ static int run(const opts *o)
     cfg.budget = o->budget;
     cfg.time_limit_s = o->time_limit;
     cfg.seed = (uint64_t)o->seed;
-    cfg.full_simulation = o->full_sim;
+    cfg.use_delta = o->delta;
     cfg.stop = stop_cb;
     cfg.progress = isatty(STDERR_FILENO) ? progress_cb : NULL;
 

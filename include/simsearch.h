@@ -680,7 +680,7 @@ ss_status ss_sim_result_to_json(const ss_sim_result *r, const char *plan_label, 
 
 /* Metropolis-Hastings over the SOAP space (every op's degrees over its
  * sample, attribute, parameter and reduction dims, and its device list),
- * judged by the simulator, with exact delta simulation. Chains start from
+ * judged by the simulator (full or exact delta simulation). Chains start from
  * data parallelism, the expert plan and random plans. Same seed, same
  * budget and no time limit => the same plan. */
 
@@ -695,7 +695,8 @@ typedef struct ss_search_config {
     double time_limit_s;     /* 0: no limit */
     uint64_t seed;
     int random_starts;       /* random start plans besides DP and expert (0: 2, < 0: none) */
-    int full_simulation;     /* 1: evaluate with ss_sim_run only (no delta simulation) */
+    int use_delta;           /* 1: judge proposals by delta simulation (simulator/delta.h),
+                                0: by ss_sim_run; both give identical numbers */
     double beta;             /* acceptance sharpness (0: default, see search/mcmc.h) */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
      * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */

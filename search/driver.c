@@ -4,9 +4,10 @@
  *
  * Flow: simulate data parallelism and the expert plan (full simulation);
  * build the search space; run the MCMC from DP, the expert plan and random
- * plans, each proposal judged by the evaluator (delta simulation unless
- * cfg->full_simulation); re-simulate the best plan with the full simulator,
- * so every number reported comes from ss_sim_run. Invariant: on error the
+ * plans, each proposal judged by the evaluator (ss_sim_run, or delta
+ * simulation with cfg->use_delta) unless the compute lower bound already
+ * rejects it; re-simulate the best plan with the full simulator, so every
+ * number reported comes from ss_sim_run. Invariant: on error the
  * result is cleared, on success it owns its three plans and results.
  */
 #include "search/bound.h"
@@ -190,9 +191,9 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         }
     }
 
-    /* Evaluator: delta simulation unless asked for full simulation. */
+    /* Evaluator: the full simulator, or delta simulation if asked. */
     ss_evaluator ev = full;
-    if (!st && !cfg.full_simulation) {
+    if (!st && cfg.use_delta) {
         st = ss_delta_new(g, m, cm, &dl, d);
         if (!st) {
             ev.ctx = dl;
