@@ -206,7 +206,7 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
     printf("\n(simsearch simulate --plan %s ... predicts it again)\n", out_path);
 }
 
-static int run(const opts *o)
+static int run(const opts *o, struct sigaction *old)
 {
     ss_machine *m = NULL;
     ss_graph *g = NULL;
@@ -235,19 +235,12 @@ static int run(const opts *o)
     cfg.stop = stop_cb;
     cfg.progress = isatty(STDERR_FILENO) ? progress_cb : NULL;
 
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old);
-
     ss_search_result r;
     memset(&r, 0, sizeof r);
     ss_diag d;
     ss_diag_init(&d);
     ss_status st = ss_search_run(g, m, cm, &cfg, &r, &d);
-    sigaction(SIGINT, &old, NULL);
+    sigaction(SIGINT, old, NULL); /* a second Ctrl-C now ends the program */
     if (cfg.progress)
         fprintf(stderr, "\r%78s\r", "");
     if (st == SS_OK)
@@ -280,5 +273,15 @@ int ss_cmd_search(int argc, char **argv)
     int rc = parse(argc, argv, &o);
     if (rc)
         return rc < 0 ? SS_EXIT_OK : rc;
-    return run(&o);
+    /* Catch Ctrl-C from the start (loading a big model takes a moment); the
+     * search polls the flag, so an early Ctrl-C stops it at once. */
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old);
+    rc = run(&o, &old);
+    sigaction(SIGINT, &old, NULL);
+    return rc;
 }

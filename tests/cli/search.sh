@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The plan search end to end: `simsearch --topology ...` (no subcommand) and
+# `simsearch search ...` print the report and write a plan that
+# `simsearch simulate --plan` loads and predicts identically; --json has the
+# documented fields; the same seed writes the same plan byte for byte;
+# --trace writes Chrome Trace JSON; Ctrl-C (SIGINT) during a long search
+# still writes a valid plan and prints the report; bad usage exits 2.
+set -u
+src=${SS_SOURCE_DIR:?}
+bin=${SS_BINARY:?}
+cd "$src"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+topo=topologies/p100x16.json
+check() { # check DESCRIPTION EXPECTED_RC COMMAND...
+  local what=$1 want=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "FAIL $what: exit $rc, expected $want"
+    head -5 "$tmp/out" "$tmp/err"
+    fail=$((fail + 1))
+    return 1
+  fi
+  return 0
+}
+
+# 1. --json, no subcommand: the fields the issue asks for.
+if check "search --json" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 400 \
+    --time-limit 0 --seed 7 --out "$tmp/a.json" --json; then
+  cp "$tmp/out" "$tmp/search.json"
+  python3 - "$tmp/search.json" <<'PY' || { echo "FAIL search --json fields"; fail=$((fail + 1)); }
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ["best", "baselines", "speedup_vs_data_parallel", "speedup_vs_expert", "search"]:
+    assert k in d, k
+for k in ["iteration_time_ms", "throughput_samples_per_s", "peak_memory_bytes", "fits"]:
+    assert k in d["best"], k
+    assert k in d["baselines"]["data_parallel"], k
+    assert k in d["baselines"]["expert"], k
+for k in ["proposals", "accepted", "time_s", "evals_per_s"]:
+    assert k in d["search"], k
+assert 0 < d["search"]["proposals"] <= 400
+dp = d["baselines"]["data_parallel"]["iteration_time_ms"]
+best = d["best"]["iteration_time_ms"]
+assert best <= dp * (1 + 1e-12), (best, dp)
+assert abs(d["speedup_vs_data_parallel"] - dp / best) < 1e-9 * dp / best
+assert len(d["best"]["peak_memory_bytes"]) == 4
+PY
+fi
+
+# 2. Determinism: the `search` subcommand, same seed => the same plan file.
+check "search subcommand" 0 "$bin" search --topology $topo --nodes 1 --model mlp --budget 400 \
+  --time-limit 0 --seed 7 --out "$tmp/b.json"
+if ! cmp -s "$tmp/a.json" "$tmp/b.json"; then
+  echo "FAIL determinism: same seed, different plan files"
+  fail=$((fail + 1))
+fi
+# the human report
+for want in "data parallel" "expert" "best found" "plan written to $tmp/b.json" "proposals"; do
+  grep -q -- "$want" "$tmp/out" || { echo "FAIL report lacks '$want'"; fail=$((fail + 1)); }
+done
+
+# 3. The written plan loads into simulate and gives the same prediction.
+if check "simulate the plan" 0 "$bin" simulate --topology $topo --nodes 1 --model mlp \
+    --plan "$tmp/a.json" --json; then
+  python3 - "$tmp/search.json" "$tmp/out" <<'PY' || { echo "FAIL simulate != search"; fail=$((fail + 1)); }
+import json, sys
+s = json.load(open(sys.argv[1]))["best"]
+r = json.load(open(sys.argv[2]))
+assert r["iteration_time_ms"] == s["iteration_time_ms"], (r["iteration_time_ms"], s["iteration_time_ms"])
+assert r["peak_memory_bytes"] == s["peak_memory_bytes"]
+PY
+fi
+
+# 4. --trace and --delta.
+check "search --trace --delta" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 200 \
+  --time-limit 0 --seed 3 --out "$tmp/c.json" --trace "$tmp/trace.json" --delta
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 0' \
+  "$tmp/trace.json" || { echo "FAIL trace is not Chrome Trace JSON"; fail=$((fail + 1)); }
+grep -q "delta simulation" "$tmp/out" || { echo "FAIL --delta not reported"; fail=$((fail + 1)); }
+
+# 5. Ctrl-C: a long search, SIGINT after about a second.
+"$bin" --topology $topo --model alexnet --budget 100000000 --time-limit 120 --seed 1 \
+  --out "$tmp/int.json" >"$tmp/int.out" 2>"$tmp/int.err" &
+pid=$!
+sleep 1.5
+kill -INT $pid
+wait $pid
+rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL SIGINT: exit $rc, expected 0"
+  head -5 "$tmp/int.out" "$tmp/int.err"
+  fail=$((fail + 1))
+fi
+grep -q "interrupted" "$tmp/int.out" || { echo "FAIL SIGINT: report does not say interrupted"; fail=$((fail + 1)); }
+grep -q "best found" "$tmp/int.out" || { echo "FAIL SIGINT: no report"; fail=$((fail + 1)); }
+check "SIGINT plan loads in simulate" 0 "$bin" simulate --topology $topo --model alexnet \
+  --plan "$tmp/int.json"
+
+# 6. Bad usage and bad input exit 2 with a message.
+check "no topology" 2 "$bin" search --model mlp
+check "unknown option" 2 "$bin" --topology $topo --frobnicate
+check "zero budget" 2 "$bin" --topology $topo --budget 0
+check "negative time limit" 2 "$bin" --topology $topo --time-limit -1
+check "unknown model" 2 "$bin" --topology $topo --model nosuchmodel
+check "missing topology file" 2 "$bin" --topology "$tmp/none.json" --model mlp
+grep -q "none.json" "$tmp/err" || { echo "FAIL missing topology: message does not name the file"; fail=$((fail + 1)); }
+check "help" 0 "$bin" search --help
+grep -q -- "--time-limit" "$tmp/out" || { echo "FAIL help lacks --time-limit"; fail=$((fail + 1)); }
+
+if [ "$fail" -ne 0 ]; then
+  echo "search.sh: $fail failure(s)"
+  exit 1
+fi
+echo "search.sh: all checks passed"
