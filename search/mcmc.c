@@ -32,8 +32,9 @@ typedef struct search {
     ss_pconfig *gold;         /* saved configs of a group move */
     int *gold_dev, *moved;
     int n_moved, maxt;
-    double p_group;
-    double beta, p_nbr, t0, next_progress;
+    int *targets;
+    double p_group, p_segment;
+    double beta, beta_now, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
     int stopped;
@@ -83,7 +84,7 @@ static int accept(search *s, const ss_eval *from, const ss_eval *to, double u)
         rel = (from->overflow_bytes - to->overflow_bytes) / from->overflow_bytes;
     if (rel >= 0)
         return 1;
-    return u < exp(s->beta * rel);
+    return u < exp(s->beta_now * rel);
 }
 
 static int same_config(const ss_pconfig *a, const ss_pconfig *b)
@@ -259,16 +260,55 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
     return note_best(s, d);
 }
 
-/* Apply s->prop to op, and with a group move to every op sharing op's
- * first weight that may take it; the old configs are saved in gold[]. */
-static ss_status apply_move(search *s, int op, int group, ss_diag *d)
+enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
+#define SEGMENT_MAX 8
+
+/* Ops a move touches, into s->targets: op alone; every op sharing op's
+ * first weight (group); or a chain through op along single-consumer edges,
+ * each step taken with probability 3/4, at most SEGMENT_MAX each way. */
+static int move_targets(search *s, int op, int kind)
+{
+    int n = 0;
+    if (kind == MOVE_GROUP) {
+        for (int k = s->grp_off[s->gid[op]]; k < s->grp_off[s->gid[op] + 1]; k++)
+            s->targets[n++] = s->grp[k];
+        return n;
+    }
+    s->targets[n++] = op;
+    if (kind != MOVE_SEGMENT)
+        return n;
+    int cur = op;
+    for (int k = 0; k < SEGMENT_MAX && ss_rng_unit(&s->rng) < 0.75; k++) {
+        int t = ss_graph_out(s->g, cur);
+        if (ss_graph_n_consumers(s->g, t) != 1)
+            break;
+        cur = ss_graph_consumer(s->g, t, 0);
+        s->targets[n++] = cur;
+    }
+    cur = op;
+    for (int k = 0; k < SEGMENT_MAX && ss_rng_unit(&s->rng) < 0.75; k++) {
+        const ss_op *o = ss_graph_op(s->g, cur);
+        if (o->n_in < 1)
+            break;
+        int prod = ss_graph_tensor(s->g, o->inputs[0])->producer;
+        if (prod < 0 || ss_graph_n_consumers(s->g, ss_graph_out(s->g, prod)) != 1)
+            break;
+        cur = prod;
+        s->targets[n++] = cur;
+    }
+    return n;
+}
+
+/* Apply s->prop to the move's ops that may take it (op itself always); the
+ * old configs are saved in gold[] for undo_move. */
+static ss_status apply_move(search *s, int op, int kind, ss_diag *d)
 {
     ss_diag sd;
     ss_diag_init(&sd);
     s->n_moved = 0;
-    int lo = group ? s->grp_off[s->gid[op]] : 0, hi = group ? s->grp_off[s->gid[op] + 1] : 1;
-    for (int k = lo; k < hi; k++) {
-        int o = group ? s->grp[k] : op;
+    int n = move_targets(s, op, kind);
+    for (int k = 0; k < n; k++) {
+        int o = s->targets[k];
         const ss_pconfig *c = ss_plan_config(s->cur, o);
         if (o != op && (!ss_space_allows(s->sp, o, &s->prop) || same_config(c, &s->prop)))
             continue;
@@ -330,15 +370,19 @@ static ss_status chain(search *s, int64_t steps, int restart_to_best, ss_diag *d
             continue;
         }
         int gsize = s->grp_off[s->gid[op] + 1] - s->grp_off[s->gid[op]];
-        int group = gsize > 1 && ss_rng_unit(&s->rng) < s->p_group;
-        ss_status st = apply_move(s, op, group, d);
+        int kind = MOVE_ONE;
+        if (gsize > 1 && ss_rng_unit(&s->rng) < s->p_group)
+            kind = MOVE_GROUP;
+        else if (ss_rng_unit(&s->rng) < s->p_segment)
+            kind = MOVE_SEGMENT;
+        ss_status st = apply_move(s, op, kind, d);
         if (st)
             return st;
         int changed = s->n_moved == 1 ? op : -1;
         double u = ss_rng_unit(&s->rng), lb;
         if ((st = bound(s, s->cur, changed, &lb, d)) != SS_OK)
             return st;
-        if (s->cur_e.fits && lb > s->cur_e.time_us * (1 - log(u) / s->beta)) {
+        if (s->cur_e.fits && lb > s->cur_e.time_us * (1 - log(u) / s->beta_now)) {
             s->st.pruned++;
             if ((st = undo_move(s, d)) != SS_OK)
                 return st;
@@ -373,8 +417,9 @@ static ss_status make_groups(search *s, ss_diag *d)
     s->grp_off = ss_calloc((size_t)n + 2, sizeof *s->grp_off);
     s->grp = ss_malloc(((size_t)n + 1) * sizeof *s->grp);
     s->moved = ss_malloc(((size_t)n + 1) * sizeof *s->moved);
+    s->targets = ss_malloc(((size_t)n + 2 * SEGMENT_MAX + 2) * sizeof *s->targets);
     s->gold = ss_calloc((size_t)n + 1, sizeof *s->gold);
-    if (!first || !s->gid || !s->grp_off || !s->grp || !s->moved || !s->gold) {
+    if (!first || !s->gid || !s->grp_off || !s->grp || !s->moved || !s->gold || !s->targets) {
         ss_free(first);
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     }
@@ -403,6 +448,8 @@ static ss_status make_groups(search *s, ss_diag *d)
         fill[g] = s->grp_off[g];
     for (int o = 0; o < n; o++)
         s->grp[fill[s->gid[o]]++] = o;
+    if (gmax < 2 * SEGMENT_MAX + 1)
+        gmax = 2 * SEGMENT_MAX + 1;
     s->gold_dev = ss_malloc((size_t)gmax * (size_t)s->maxt * sizeof *s->gold_dev);
     if (!s->gold_dev)
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
@@ -415,6 +462,7 @@ static void cleanup(search *s)
     ss_free(s->grp_off);
     ss_free(s->grp);
     ss_free(s->moved);
+    ss_free(s->targets);
     ss_free(s->gold);
     ss_free(s->gold_dev);
     ss_plan_free(s->cur);
@@ -440,6 +488,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.beta = cfg->beta > 0 ? cfg->beta : 100.0;
     s.p_nbr = cfg->p_neighbor < 0 ? 0 : cfg->p_neighbor > 0 ? cfg->p_neighbor : 0.3;
     s.p_group = cfg->p_group < 0 ? 0 : cfg->p_group > 0 ? cfg->p_group : 0.5;
+    s.p_segment = cfg->p_segment < 0 ? 0 : cfg->p_segment > 0 ? cfg->p_segment : 0.25;
     s.patience = cfg->patience > 0 ? cfg->patience : cfg->patience < 0 ? 0 : s.budget / 2;
     s.restart_after = cfg->restart_after > 0 ? cfg->restart_after
                                              : (s.budget / 20 > 100 ? s.budget / 20 : 100);
@@ -470,12 +519,14 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
         int ok;
         st = jump(&s, starts[i], &ok, d);
         n_ok += ok;
+        s.beta_now = s.beta / 8; /* exploration runs hotter */
         if (st == SS_OK && ok && share > 0 && !should_stop(&s))
             st = chain(&s, share, 0, d);
     }
     if (st == SS_OK && n_ok == 0)
         st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
     /* Exploitation: from the best, restarting there when stuck. */
+    s.beta_now = s.beta;
     if (st == SS_OK && !should_stop(&s)) {
         int ok;
         st = jump(&s, s.best, &ok, d);

@@ -6,7 +6,11 @@
  * operator when that config is valid for it: aligning producer and consumer
  * removes transfers). A group move gives the same config to every op that
  * shares the chosen op's first weight (the unrolled steps of an RNN layer,
- * tied embeddings): only then can a shared weight stop being replicated. The proposal is judged by an evaluator (a plan ->
+ * tied embeddings): only then can a shared weight stop being replicated. A
+ * segment move gives it to a chain of ops through the chosen one (along
+ * edges with a single consumer, random length): conv -> relu -> pool or
+ * fc -> relu -> dropout change together instead of paying transfers between
+ * every intermediate state. The proposal is judged by an evaluator (a plan ->
  * iteration time and whether it fits in memory); with cost = iteration time,
  *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
  * so beta is scale-free (beta = 100: a plan 1% slower is accepted with
@@ -18,7 +22,8 @@
  * plans that do not fit the smaller overflow wins.
  *
  * THE SCHEDULE. Every start plan is evaluated first. Then one chain runs from
- * each start in turn (exploration: half the budget, split evenly), and the
+ * each start in turn (exploration: half the budget, split evenly, at an
+ * eighth of beta so it can cross worse plans), and the
  * rest of the budget runs a chain from the best plan found so far
  * (exploitation), restarting from the global best whenever the chain has not
  * improved on it for `restart_after` proposals. The search stops when the
@@ -95,6 +100,7 @@ typedef struct ss_mcmc_config {
     int64_t restart_after;   /* 0: max(100, budget / 20) */
     double p_neighbor;       /* share of neighbour-alignment proposals (< 0: 0; 0: default 0.3) */
     double p_group;          /* share of group moves for ops sharing weights (< 0: 0; 0: 0.5) */
+    double p_segment;        /* share of segment moves (< 0: 0; 0: 0.25) */
     /* Optional callbacks (cb_ctx passed to both). stop: polled before every
      * proposal, nonzero stops the search with SS_MCMC_STOP_USER. progress:
      * called about every progress_every_s seconds (0: 0.2 s). */
