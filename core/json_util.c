@@ -201,11 +201,71 @@ ss_status ss_json_get_child(const char *file, const char *jpath, const json_t *o
     return SS_OK;
 }
 
+/* Rewrite, in place, every real number token of a JSON text to the shortest
+ * decimal form that parses back to the same double ("0.1", not
+ * "0.10000000000000001"); a real keeps a '.' or an exponent so it stays a
+ * real. Tokens only get shorter, so the text is compacted as it goes. */
+static void shorten_reals(char *text)
+{
+    char *w = text;
+    const char *r = text;
+    int in_str = 0;
+    while (*r) {
+        char c = *r;
+        if (in_str) {
+            *w++ = *r++;
+            if (c == '\\' && *r)
+                *w++ = *r++;
+            else if (c == '"')
+                in_str = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+            *w++ = *r++;
+            continue;
+        }
+        if (c != '-' && (c < '0' || c > '9')) {
+            *w++ = *r++;
+            continue;
+        }
+        size_t n = strspn(r, "0123456789+-.eE");
+        int is_real = memchr(r, '.', n) || memchr(r, 'e', n) || memchr(r, 'E', n);
+        if (!is_real || n >= 64) {
+            memmove(w, r, n);
+            w += n;
+            r += n;
+            continue;
+        }
+        char tok[64], best[64];
+        memcpy(tok, r, n);
+        tok[n] = '\0';
+        double v = strtod(tok, NULL);
+        for (int p = 1; p <= 17; p++) {
+            snprintf(best, sizeof best, "%.*g", p, v);
+            if (strtod(best, NULL) == v)
+                break;
+        }
+        if (!strpbrk(best, ".eEn"))
+            strcat(best, ".0");
+        size_t m = strlen(best);
+        if (m > n) { /* cannot happen for %.17g input; keep the original */
+            memcpy(best, tok, n + 1);
+            m = n;
+        }
+        memcpy(w, best, m);
+        w += m;
+        r += n;
+    }
+    *w = '\0';
+}
+
 ss_status ss_json_to_string(const json_t *root, char **out, ss_diag *d)
 {
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     if (!s)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory while writing JSON");
+    shorten_reals(s);
     *out = s; /* allocated through the hook (json_set_alloc_funcs) */
     return SS_OK;
 }

@@ -153,6 +153,36 @@ static void test_atomic_write_and_fingerprint(void **state)
     assert_true(ss_fnv_str(SS_FNV_INIT, "a") != ss_fnv_str(SS_FNV_INIT, "b"));
 }
 
+static void test_reals_shortest_exact(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    double vals[] = {0.1, 1.0 / 3.0, 2.2940483093261719, -1e-7, 12.5, 1e300, 3.0};
+    json_t *arr = json_array();
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
+        json_array_append_new(arr, json_real(vals[i]));
+    json_t *root = json_pack("{s:s, s:o}", "name", "na\"me 0.10000000000000001", "x", arr);
+    char *text = NULL;
+    assert_int_equal(ss_json_to_string(root, &text, &d), SS_OK);
+    assert_non_null(strstr(text, "0.1,"));
+    assert_null(strstr(text, "0.10000000000000001,"));
+    assert_non_null(strstr(text, "na\\\"me 0.10000000000000001")); /* strings untouched */
+    assert_non_null(strstr(text, "12.5"));
+    assert_non_null(strstr(text, "3.0"));
+    json_t *back = NULL;
+    assert_int_equal(ss_json_parse_string(text, "r.json", &back, &d), SS_OK);
+    json_t *barr = json_object_get(back, "x");
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        json_t *v = json_array_get(barr, i);
+        assert_true(json_is_real(v));
+        assert_true(json_real_value(v) == vals[i]);
+    }
+    json_decref(back);
+    json_decref(root);
+    ss_free(text);
+}
+
 static void test_allocator_hook(void **state)
 {
     (void)state;
@@ -181,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_typed_getters),
         cmocka_unit_test(test_first_error_kept),
         cmocka_unit_test(test_atomic_write_and_fingerprint),
+        cmocka_unit_test(test_reals_shortest_exact),
         cmocka_unit_test(test_allocator_hook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
