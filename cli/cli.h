@@ -39,6 +39,24 @@ int ss_cli_opt(int argc, char **argv, int *i, const char *name, const char **val
 /* Parse a positive integer in [lo, hi]; 0 on success, -1 otherwise. */
 int ss_cli_int(const char *s, long long lo, long long hi, long long *out);
 
+/* Options shared by the commands that take a model on a topology. */
+typedef struct ss_cli_common {
+    const char *model, *topology, *plan;
+    long long nodes, batch;
+    int json;
+} ss_cli_common;
+
+/* If argv[*i] is one of --model, --topology, --plan (when want_plan),
+ * --nodes, --batch or --json, store it in c (advancing *i past a value) and
+ * return 1; 0 if it is none of them; on a missing or bad value print a usage
+ * error for `cmd` and return -1. */
+int ss_cli_common_opt(const char *cmd, int argc, char **argv, int *i, ss_cli_common *c,
+                      int want_plan);
+/* Load the topology (with --nodes), then build the model for its device
+ * count (with --batch) and, when c->plan is set and p is not NULL, the plan
+ * (validated). Returns an exit code; on failure nothing is left allocated. */
+int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_plan **p);
+
 /* Load the machine (with --nodes override when nodes > 0) and build the
  * model for it (batch 0: the model's per-device default times devices). */
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m);

@@ -32,45 +32,32 @@ static void help(FILE *f)
 }
 
 typedef struct opts {
-    const char *model, *topology, *devtype;
-    long long nodes, batch;
-    int json;
+    ss_cli_common c;
+    const char *devtype;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             help(stdout);
             return -1;
         }
-        if (!strcmp(argv[i], "--json")) {
-            o->json = 1;
+        if ((r = ss_cli_common_opt("cost", argc, argv, &i, &o->c, 0))) {
+            if (r < 0)
+                return SS_EXIT_USAGE;
             continue;
         }
-        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--device-type", &o->devtype))) {
+        if ((r = ss_cli_opt(argc, argv, &i, "--device-type", &o->devtype))) {
             if (r < 0)
                 return ss_cli_usage_error("cost", "%s needs a value", argv[i]);
             continue;
         }
-        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
-                return ss_cli_usage_error("cost", "--nodes needs a positive integer");
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
-                return ss_cli_usage_error("cost", "--batch needs a positive integer");
-            continue;
-        }
         return ss_cli_usage_error("cost", "unknown argument '%s'", argv[i]);
     }
-    if (!o->model || !o->topology)
+    if (!o->c.model || !o->c.topology)
         return ss_cli_usage_error("cost", "--model and --topology are required");
     return 0;
 }
@@ -123,13 +110,13 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
         return SS_EXIT_FAIL;
     }
     json_t *root = NULL, *ops = NULL;
-    if (o->json) {
+    if (o->c.json) {
         root = json_object();
         ops = json_array();
     }
     int n = ss_graph_n_ops(g);
     double sum_f = 0, sum_b = 0, sum_flops = 0, sum_bytes = 0;
-    if (!o->json)
+    if (!o->c.json)
         printf("%-32s %-13s %-20s %10s %11s %11s %10s  %s\n", "op", "type", "output (tile)",
                "GFLOPs fwd", "fwd us", "bwd us", "MB moved", "source");
     for (int i = 0; i < n; i++) {
@@ -148,7 +135,7 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
         sum_bytes += bytes;
         char shape[64];
         shape_str(&t, shape, sizeof shape);
-        if (o->json) {
+        if (o->c.json) {
             json_t *e = json_object();
             json_object_set_new(e, "name", json_string(op->name));
             json_object_set_new(e, "type", json_string(ss_op_type_name(op->type)));
@@ -168,7 +155,7 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
     }
     int64_t params = ss_graph_parameters(g);
     int per_dev = ss_machine_n_devices(m);
-    if (o->json) {
+    if (o->c.json) {
         json_object_set_new(root, "model", json_string(ss_graph_name(g)));
         json_object_set_new(root, "topology", json_string(ss_machine_name(m)));
         json_object_set_new(root, "device_type", json_string(dt->name));
@@ -212,12 +199,8 @@ int ss_cmd_cost(int argc, char **argv)
         return r < 0 ? SS_EXIT_OK : r;
     ss_machine *m = NULL;
     ss_graph *g = NULL;
-    if ((r = ss_cli_load_machine(o.topology, (int)o.nodes, &m)))
+    if ((r = ss_cli_common_load(&o.c, &m, &g, NULL)))
         return r;
-    if ((r = ss_cli_build_model(o.model, o.batch, ss_machine_n_devices(m), &g))) {
-        ss_machine_free(m);
-        return r;
-    }
     r = run(&o, m, g);
     ss_graph_free(g);
     ss_machine_free(m);

@@ -26,46 +26,32 @@ static void help(FILE *f)
 }
 
 typedef struct opts {
-    const char *model, *topology, *plan, *out;
-    long long nodes, batch;
-    int json;
+    ss_cli_common c;
+    const char *out;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             help(stdout);
             return -1;
         }
-        if (!strcmp(argv[i], "--json")) {
-            o->json = 1;
+        if ((r = ss_cli_common_opt("plan", argc, argv, &i, &o->c, 1))) {
+            if (r < 0)
+                return SS_EXIT_USAGE;
             continue;
         }
-        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--plan", &o->plan)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--out", &o->out))) {
+        if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out))) {
             if (r < 0)
                 return ss_cli_usage_error("plan", "%s needs a value", argv[i]);
             continue;
         }
-        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
-                return ss_cli_usage_error("plan", "--nodes needs a positive integer");
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
-                return ss_cli_usage_error("plan", "--batch needs a positive integer");
-            continue;
-        }
         return ss_cli_usage_error("plan", "unknown argument '%s'", argv[i]);
     }
-    if (!o->model || !o->topology || !o->plan)
+    if (!o->c.model || !o->c.topology || !o->c.plan)
         return ss_cli_usage_error("plan", "--model, --topology and --plan are required");
     return 0;
 }
@@ -138,12 +124,12 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
     static const char *sched[] = {"gpipe", "1f1b"}, *queue[] = {"fifo", "backward_first"},
                       *sync[] = {"wait_free", "bulk"}, *recomp[] = {"none", "full"};
     char kn[64];
-    if (o->json) {
+    if (o->c.json) {
         json_t *root = json_object(), *jk = json_object(), *js = json_array();
         json_object_set_new(root, "model", json_string(ss_graph_name(g)));
         json_object_set_new(root, "topology", json_string(ss_machine_name(m)));
         json_object_set_new(root, "batch", json_integer(ss_graph_batch(g)));
-        json_object_set_new(root, "plan", json_string(o->plan));
+        json_object_set_new(root, "plan", json_string(o->c.plan));
         json_object_set_new(root, "operators", json_integer(n));
         json_object_set_new(root, "devices_used", json_integer(n_used));
         json_object_set_new(root, "devices", json_integer(nd));
@@ -176,7 +162,7 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         }
         json_decref(root);
     } else {
-        printf("plan %s for model %s (batch %lld) on %s: valid\n", o->plan, ss_graph_name(g),
+        printf("plan %s for model %s (batch %lld) on %s: valid\n", o->c.plan, ss_graph_name(g),
                (long long)ss_graph_batch(g), ss_machine_name(m));
         printf("operators: %d, devices used: %d of %d, at most %d tiles per op\n", n, n_used, nd,
                max_tiles);
@@ -218,13 +204,9 @@ int ss_cmd_plan(int argc, char **argv)
     ss_plan *p = NULL;
     ss_diag d;
     ss_diag_init(&d);
-    if ((r = ss_cli_load_machine(o.topology, (int)o.nodes, &m)))
+    if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
         return r;
-    if ((r = ss_cli_build_model(o.model, o.batch, ss_machine_n_devices(m), &g)))
-        goto out;
-    if (ss_plan_from_spec(o.plan, g, m, &p, &d) != SS_OK ||
-        ss_plan_validate(p, g, m, &d) != SS_OK ||
-        (o.out && ss_plan_save(p, g, o.out, &d) != SS_OK)) {
+    if (o.out && ss_plan_save(p, g, o.out, &d) != SS_OK) {
         r = ss_cli_fail(&d);
         goto out;
     }

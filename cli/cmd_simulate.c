@@ -31,46 +31,32 @@ static void help(FILE *f)
 }
 
 typedef struct opts {
-    const char *model, *topology, *plan, *trace;
-    long long nodes, batch;
-    int json;
+    ss_cli_common c;
+    const char *trace;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             help(stdout);
             return -1;
         }
-        if (!strcmp(argv[i], "--json")) {
-            o->json = 1;
+        if ((r = ss_cli_common_opt("simulate", argc, argv, &i, &o->c, 1))) {
+            if (r < 0)
+                return SS_EXIT_USAGE;
             continue;
         }
-        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--plan", &o->plan)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
+        if ((r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
             if (r < 0)
                 return ss_cli_usage_error("simulate", "%s needs a value", argv[i]);
             continue;
         }
-        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
-                return ss_cli_usage_error("simulate", "--nodes needs a positive integer");
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
-                return ss_cli_usage_error("simulate", "--batch needs a positive integer");
-            continue;
-        }
         return ss_cli_usage_error("simulate", "unknown argument '%s'", argv[i]);
     }
-    if (!o->model || !o->topology || !o->plan)
+    if (!o->c.model || !o->c.topology || !o->c.plan)
         return ss_cli_usage_error("simulate", "--model, --topology and --plan are required");
     return 0;
 }
@@ -128,7 +114,7 @@ static void print_human(const opts *o, const ss_sim_result *r)
     idle /= n;
     printf("model      %s (batch %lld)\n", r->model, (long long)r->batch);
     printf("topology   %s, %d devices\n", r->topology, r->n_devices);
-    printf("plan       %s\n", o->plan);
+    printf("plan       %s\n", o->c.plan);
     printf("iteration  %.3f ms   throughput %s samples/s   (%lld tasks)\n", it / 1e3,
            ss_cli_si(r->throughput, a, sizeof a), (long long)r->n_tasks);
     printf("per device (mean): compute %.1f%%, communication %.1f%% (exposed %.1f%%), "
@@ -168,15 +154,8 @@ int ss_cmd_simulate(int argc, char **argv)
     char *txt = NULL;
     ss_diag d;
     ss_diag_init(&d);
-    if ((r = ss_cli_load_machine(o.topology, (int)o.nodes, &m)))
+    if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
         return r;
-    if ((r = ss_cli_build_model(o.model, o.batch, ss_machine_n_devices(m), &g)))
-        goto out;
-    if (ss_plan_from_spec(o.plan, g, m, &p, &d) != SS_OK ||
-        ss_plan_validate(p, g, m, &d) != SS_OK) {
-        r = ss_cli_fail(&d);
-        goto out;
-    }
     cm = ss_cost_new(m);
     if (!cm) {
         ss_diag_set(&d, SS_ERR_NOMEM, "out of memory");
@@ -188,8 +167,8 @@ int ss_cmd_simulate(int argc, char **argv)
         r = ss_cli_fail(&d);
         goto out;
     }
-    if (o.json) {
-        if (ss_sim_result_to_json(&res, o.plan, &txt, &d) != SS_OK) {
+    if (o.c.json) {
+        if (ss_sim_result_to_json(&res, o.c.plan, &txt, &d) != SS_OK) {
             r = ss_cli_fail(&d);
             goto out;
         }

@@ -81,6 +81,67 @@ int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_grap
     return SS_EXIT_OK;
 }
 
+int ss_cli_common_opt(const char *cmd, int argc, char **argv, int *i, ss_cli_common *c,
+                      int want_plan)
+{
+    const char *v = NULL;
+    int r;
+    if (!strcmp(argv[*i], "--json")) {
+        c->json = 1;
+        return 1;
+    }
+    if ((r = ss_cli_opt(argc, argv, i, "--model", &c->model)) ||
+        (r = ss_cli_opt(argc, argv, i, "--topology", &c->topology)) ||
+        (want_plan && (r = ss_cli_opt(argc, argv, i, "--plan", &c->plan)))) {
+        if (r < 0) {
+            ss_cli_usage_error(cmd, "%s needs a value", argv[*i]);
+            return -1;
+        }
+        return 1;
+    }
+    if ((r = ss_cli_opt(argc, argv, i, "--nodes", &v))) {
+        if (r < 0 || ss_cli_int(v, 1, 1 << 20, &c->nodes)) {
+            ss_cli_usage_error(cmd, "--nodes needs an integer from 1 to %d", 1 << 20);
+            return -1;
+        }
+        return 1;
+    }
+    if ((r = ss_cli_opt(argc, argv, i, "--batch", &v))) {
+        if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &c->batch)) {
+            ss_cli_usage_error(cmd, "--batch needs an integer from 1 to 2^40");
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_plan **p)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    int r = ss_cli_load_machine(c->topology, (int)c->nodes, m);
+    if (r)
+        return r;
+    if ((r = ss_cli_build_model(c->model, c->batch, ss_machine_n_devices(*m), g))) {
+        ss_machine_free(*m);
+        *m = NULL;
+        return r;
+    }
+    if (p && c->plan &&
+        (ss_plan_from_spec(c->plan, *g, *m, p, &d) != SS_OK ||
+         ss_plan_validate(*p, *g, *m, &d) != SS_OK)) {
+        ss_plan_free(*p);
+        ss_graph_free(*g);
+        ss_machine_free(*m);
+        *p = NULL;
+        *g = NULL;
+        *m = NULL;
+        return ss_cli_fail(&d);
+    }
+    return SS_EXIT_OK;
+}
+
 const char *ss_cli_si(double v, char *buf, size_t n)
 {
     static const char *suf[] = {"", " K", " M", " G", " T", " P", " E"};
