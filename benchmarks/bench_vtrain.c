@@ -1,0 +1,755 @@
+/*
+ * bench_vtrain.c — prediction accuracy against measured Megatron-LM runs
+ * (benchmarks/RESULTS.md, "Simulator accuracy"; docs/calibration.md).
+ *
+ * The data: vTrain's ground_truth_single.csv (MIT licence, KAIST), 1,440
+ * GPT training iterations measured on 2-8 A100-SXM4 GPUs of one node.
+ * Setup, from vTrain's validation configs (config/validation/single/)
+ * and model code: fp16 mixed precision with Adam, activation checkpointing
+ * on (use_checkpoint: true), Megatron's non-interleaved 1F1B schedule,
+ * sequence 1024, GPT-2 vocabulary 50,257 padded the Megatron way to a
+ * multiple of 128 * tp, global / (micro * dp) micro-batches per iteration.
+ * Every row becomes "gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V" with the
+ * global batch, a Megatron plan {tp, pp, dp, micro-batches, recompute=full}
+ * on the first tp*pp*dp devices of an 8-GPU NVSwitch node, and one
+ * ss_sim_run; the prediction is its iteration time.
+ *
+ * Calibration (--calibrate) fits only general parameters of the device type
+ * and fabric — the compute-efficiency table (vs FLOPs per kernel), the
+ * memory-efficiency table (vs bytes per kernel), the kernel launch overhead
+ * and the NVSwitch bandwidth — never anything per configuration: coordinate
+ * descent minimising the mean absolute percentage error on a fixed, seeded
+ * random half of the rows; the other half is held out. Parameters enter the
+ * simulator the way a user would give them: as a device-type override in a
+ * topology JSON, so what is calibrated is exactly what a topology can state.
+ *
+ * Usage (the topology names the GPU type and NVSwitch bandwidth to start from):
+ *   bench_vtrain [--csv FILE] [--topology FILE] [--seed N]
+ *                [--markdown FILE] [--predictions FILE]
+ *                [--calibrate [--rounds N]] [--limit N]
+ * Prints a summary to stdout; --markdown writes the report section.
+ * Invariant: the split, the predictions and the report are deterministic
+ * (same inputs and seed, same bytes).
+ */
+#include "simsearch.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_CSV "../shared/data/vtrain_ground_truth_single.csv"
+#define GPT_VOCAB 50257
+#define NODE_GPUS 8
+
+typedef struct row {
+    int gpus, gbatch, mbatch, hidden, heads, layers, seq, tp, dp, pp;
+    double measured_ms;
+    double predicted_ms;
+    int train;    /* 1: in the calibration half */
+    int graph;    /* index into the graph cache */
+    ss_plan *plan;
+} row;
+
+/* Graphs depend on (layers, hidden, heads, seq, vocab, batch) only: many rows
+ * share one, so they are built once. */
+typedef struct gkey {
+    int layers, hidden, heads, seq, vocab, batch;
+} gkey;
+
+typedef struct bench {
+    row *rows;
+    int n;
+    gkey *keys;
+    ss_graph **graphs;
+    int n_graphs, cap_graphs;
+} bench;
+
+/* The calibrated quantities. x positions of the tables stay those of the
+ * starting device type; only the efficiencies move. */
+typedef struct params {
+    int nf, nm;
+    double fx[SS_EFF_POINTS], fy[SS_EFF_POINTS];
+    double mx[SS_EFF_POINTS], my[SS_EFF_POINTS];
+    double launch_us;
+    double gbps;     /* NVSwitch bandwidth per GPU and direction */
+} params;
+
+static const char *devname = "A100-SXM4-40GB";
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ data */
+
+static int load_csv(const char *path, bench *b)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "bench_vtrain: cannot open %s\n", path);
+        return -1;
+    }
+    char line[512];
+    int cap = 0, lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        row r;
+        memset(&r, 0, sizeof r);
+        if (sscanf(line, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lf", &r.gpus, &r.gbatch, &r.mbatch,
+                   &r.hidden, &r.heads, &r.layers, &r.seq, &r.tp, &r.dp, &r.pp,
+                   &r.measured_ms) != 11 ||
+            r.tp * r.dp * r.pp != r.gpus || r.gpus > NODE_GPUS || r.mbatch < 1 ||
+            r.gbatch % (r.mbatch * r.dp) != 0 || !(r.measured_ms > 0)) {
+            fprintf(stderr, "bench_vtrain: %s:%d: bad row\n", path, lineno);
+            fclose(f);
+            return -1;
+        }
+        if (b->n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            row *nr = realloc(b->rows, (size_t)cap * sizeof *nr);
+            if (!nr) {
+                fclose(f);
+                return -1;
+            }
+            b->rows = nr;
+        }
+        b->rows[b->n++] = r;
+    }
+    fclose(f);
+    return b->n > 0 ? 0 : -1;
+}
+
+/* Megatron-LM pads the vocabulary to a multiple of
+ * make-vocab-size-divisible-by (128) times the tensor-parallel degree. */
+static int padded_vocab(int tp)
+{
+    int q = 128 * tp;
+    return (GPT_VOCAB + q - 1) / q * q;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* A fixed random half (Fisher-Yates on indices, seeded) is the training half. */
+static int split(bench *b, uint64_t seed)
+{
+    int *ix = malloc((size_t)b->n * sizeof *ix);
+    if (!ix)
+        return -1;
+    for (int i = 0; i < b->n; i++)
+        ix[i] = i;
+    for (int i = b->n - 1; i > 0; i--) {
+        int j = (int)(splitmix(&seed) % (uint64_t)(i + 1));
+        int t = ix[i];
+        ix[i] = ix[j];
+        ix[j] = t;
+    }
+    for (int i = 0; i < b->n; i++)
+        b->rows[ix[i]].train = i < b->n / 2;
+    free(ix);
+    return 0;
+}
+
+static int graph_for(bench *b, const gkey *k, ss_diag *d)
+{
+    for (int i = 0; i < b->n_graphs; i++)
+        if (memcmp(&b->keys[i], k, sizeof *k) == 0)
+            return i;
+    if (b->n_graphs == b->cap_graphs) {
+        int nc = b->cap_graphs ? 2 * b->cap_graphs : 64;
+        gkey *nk = realloc(b->keys, (size_t)nc * sizeof *nk);
+        if (!nk)
+            return -1;
+        b->keys = nk;
+        ss_graph **ng = realloc(b->graphs, (size_t)nc * sizeof *ng);
+        if (!ng)
+            return -1;
+        b->graphs = ng;
+        b->cap_graphs = nc;
+    }
+    char spec[256];
+    snprintf(spec, sizeof spec, "gpt:layers=%d,hidden=%d,heads=%d,seq=%d,vocab=%d", k->layers,
+             k->hidden, k->heads, k->seq, k->vocab);
+    ss_graph *g;
+    if (ss_model_build(spec, k->batch, NODE_GPUS, &g, d))
+        return -1;
+    b->keys[b->n_graphs] = *k;
+    b->graphs[b->n_graphs] = g;
+    return b->n_graphs++;
+}
+
+/* Graph and Megatron plan of every row (plans are made on machine m; they
+ * name device ids only, so they run on any 8-GPU variant of it). */
+static int prepare(bench *b, const ss_machine *m, ss_diag *d)
+{
+    for (int i = 0; i < b->n; i++) {
+        row *r = &b->rows[i];
+        gkey k = {r->layers, r->hidden, r->heads, r->seq, padded_vocab(r->tp), r->gbatch};
+        r->graph = graph_for(b, &k, d);
+        if (r->graph < 0)
+            return -1;
+        ss_megatron_config c = {r->tp, r->pp, r->dp, r->gbatch / (r->mbatch * r->dp),
+                                SS_RECOMPUTE_FULL, 0};
+        if (ss_plan_megatron(b->graphs[r->graph], m, &c, &r->plan, d))
+            return -1;
+    }
+    return 0;
+}
+
+static void bench_free(bench *b)
+{
+    for (int i = 0; i < b->n; i++)
+        ss_plan_free(b->rows[i].plan);
+    for (int i = 0; i < b->n_graphs; i++)
+        ss_graph_free(b->graphs[i]);
+    free(b->rows);
+    free(b->keys);
+    free(b->graphs);
+}
+
+/* -------------------------------------------------------------- machine */
+
+static void params_from(params *p, const ss_device_type *dt, double gbps)
+{
+    memset(p, 0, sizeof *p);
+    p->nf = dt->n_eff_flops;
+    p->nm = dt->n_eff_mem;
+    memcpy(p->fx, dt->eff_flops_x, sizeof p->fx);
+    memcpy(p->fy, dt->eff_flops_y, sizeof p->fy);
+    memcpy(p->mx, dt->eff_mem_x, sizeof p->mx);
+    memcpy(p->my, dt->eff_mem_y, sizeof p->my);
+    p->launch_us = dt->launch_us;
+    p->gbps = gbps;
+}
+
+static size_t put_table(char *s, size_t cap, const double *x, const double *y, int n)
+{
+    size_t k = 0;
+    for (int i = 0; i < n && k < cap; i++)
+        k += (size_t)snprintf(s + k, cap - k, "%s[%.6g, %.6g]", i ? ", " : "", x[i], y[i]);
+    return k;
+}
+
+/* One node of 8 GPUs of type devname on NVSwitch, the device type overridden
+ * with p's tables and launch overhead. */
+static int make_machine(const params *p, ss_machine **m, ss_diag *d)
+{
+    char ft[1024], mt[1024], js[4096];
+    put_table(ft, sizeof ft, p->fx, p->fy, p->nf);
+    put_table(mt, sizeof mt, p->mx, p->my, p->nm);
+    snprintf(js, sizeof js,
+             "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"vtrain-a100x8\",\n"
+             " \"device_types\": [{\"name\": \"%s\", \"launch_us\": %.6g,\n"
+             "   \"eff_flops\": [%s],\n   \"eff_mem\": [%s]}],\n"
+             " \"compact\": {\"nodes\": 1, \"devices_per_node\": %d, \"device_type\": \"%s\",\n"
+             "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": 1.0}}}\n",
+             devname, p->launch_us, ft, mt, NODE_GPUS, devname, p->gbps);
+    return ss_machine_load_string(js, "vtrain-a100x8", m, d) ? -1 : 0;
+}
+
+/* Predict the rows with want(row) (train = 1, test = 0, all = -1). */
+static int predict(bench *b, const params *p, int want, ss_diag *d)
+{
+    ss_machine *m = NULL;
+    if (make_machine(p, &m, d))
+        return -1;
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_sim_result res;
+    memset(&res, 0, sizeof res);
+    int rc = cm ? 0 : -1;
+    for (int i = 0; i < b->n && !rc; i++) {
+        row *r = &b->rows[i];
+        if (want >= 0 && r->train != want)
+            continue;
+        ss_sim *s = NULL;
+        ss_sim_config cfg = {0, 1}; /* memory is not what is measured here */
+        if (ss_sim_new(b->graphs[r->graph], m, cm, &cfg, &s, d) ||
+            ss_sim_run(s, r->plan, &res, d))
+            rc = -1;
+        else
+            r->predicted_ms = res.iteration_us / 1e3;
+        ss_sim_free(s);
+    }
+    ss_sim_result_clear(&res);
+    ss_cost_free(cm);
+    ss_machine_free(m);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- stats */
+
+typedef struct stats {
+    int n;
+    double mean, median, p90, max; /* absolute percentage error, % */
+    double bias;                   /* mean signed error (predicted - measured) / measured, % */
+    double spearman, pearson;
+} stats;
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double ape(const row *r) { return fabs(r->predicted_ms - r->measured_ms) / r->measured_ms * 100; }
+
+static const double *sort_key;
+static int cmp_ix(const void *a, const void *b)
+{
+    double x = sort_key[*(const int *)a], y = sort_key[*(const int *)b];
+    return (x > y) - (x < y);
+}
+
+/* Ranks 1..n, ties get their mean rank. */
+static void ranks(const double *v, int n, int *ix, double *rk)
+{
+    for (int i = 0; i < n; i++)
+        ix[i] = i;
+    sort_key = v;
+    qsort(ix, (size_t)n, sizeof *ix, cmp_ix);
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && v[ix[j + 1]] == v[ix[i]])
+            j++;
+        for (int k = i; k <= j; k++)
+            rk[ix[k]] = (i + j) / 2.0 + 1;
+        i = j + 1;
+    }
+}
+
+static double pearson(const double *x, const double *y, int n)
+{
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    for (int i = 0; i < n; i++) {
+        mx += x[i];
+        my += y[i];
+    }
+    mx /= n;
+    my /= n;
+    for (int i = 0; i < n; i++) {
+        sxy += (x[i] - mx) * (y[i] - my);
+        sxx += (x[i] - mx) * (x[i] - mx);
+        syy += (y[i] - my) * (y[i] - my);
+    }
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : 0;
+}
+
+/* Statistics over rows selected by sel(row, ctx). */
+typedef int (*selector)(const row *r, const void *ctx);
+
+static int sel_half(const row *r, const void *ctx)
+{
+    int want = *(const int *)ctx;
+    return want < 0 || r->train == want;
+}
+
+static void compute(const bench *b, selector sel, const void *ctx, stats *s)
+{
+    memset(s, 0, sizeof *s);
+    double *e = malloc((size_t)b->n * sizeof *e), *x = malloc((size_t)b->n * sizeof *x),
+           *y = malloc((size_t)b->n * sizeof *y), *rx = malloc((size_t)b->n * sizeof *rx),
+           *ry = malloc((size_t)b->n * sizeof *ry);
+    int *ix = malloc((size_t)b->n * sizeof *ix);
+    if (!e || !x || !y || !rx || !ry || !ix)
+        goto out;
+    for (int i = 0; i < b->n; i++) {
+        const row *r = &b->rows[i];
+        if (!sel(r, ctx))
+            continue;
+        e[s->n] = ape(r);
+        x[s->n] = r->predicted_ms;
+        y[s->n] = r->measured_ms;
+        s->mean += e[s->n];
+        s->bias += (r->predicted_ms - r->measured_ms) / r->measured_ms * 100;
+        s->n++;
+    }
+    if (s->n == 0)
+        goto out;
+    s->mean /= s->n;
+    s->bias /= s->n;
+    s->pearson = pearson(x, y, s->n);
+    ranks(x, s->n, ix, rx);
+    ranks(y, s->n, ix, ry);
+    s->spearman = pearson(rx, ry, s->n);
+    qsort(e, (size_t)s->n, sizeof *e, cmp_d);
+    s->median = s->n % 2 ? e[s->n / 2] : (e[s->n / 2 - 1] + e[s->n / 2]) / 2;
+    s->p90 = e[(int)(0.9 * (s->n - 1))];
+    s->max = e[s->n - 1];
+out:
+    free(e);
+    free(x);
+    free(y);
+    free(rx);
+    free(ry);
+    free(ix);
+}
+
+static double train_mape(const bench *b)
+{
+    int want = 1;
+    stats s;
+    compute(b, sel_half, &want, &s);
+    return s.mean;
+}
+
+/* ---------------------------------------------------------- calibration */
+
+/* Coordinate k of p: efficiencies of the FLOPs table, then of the memory
+ * table, then launch_us, then gbps. */
+static int n_coords(const params *p) { return p->nf + p->nm + 2; }
+
+static double *coord(params *p, int k)
+{
+    if (k < p->nf)
+        return &p->fy[k];
+    k -= p->nf;
+    if (k < p->nm)
+        return &p->my[k];
+    return k == p->nm ? &p->launch_us : &p->gbps;
+}
+
+static const char *coord_name(const params *p, int k, char *buf, size_t cap)
+{
+    if (k < p->nf)
+        snprintf(buf, cap, "eff_flops@%.0e", p->fx[k]);
+    else if (k < p->nf + p->nm)
+        snprintf(buf, cap, "eff_mem@%.0e", p->mx[k - p->nf]);
+    else
+        snprintf(buf, cap, "%s", k == p->nf + p->nm ? "launch_us" : "nvswitch_gbps");
+    return buf;
+}
+
+/* Efficiencies in (0, 1] and non-decreasing with size; launch 0.5..20 us;
+ * bandwidth 30..300 GB/s (the line rate). */
+static int valid(const params *p)
+{
+    for (int i = 0; i < p->nf; i++)
+        if (!(p->fy[i] > 0.002 && p->fy[i] <= 1) || (i && p->fy[i] < p->fy[i - 1]))
+            return 0;
+    for (int i = 0; i < p->nm; i++)
+        if (!(p->my[i] > 0.02 && p->my[i] <= 1) || (i && p->my[i] < p->my[i - 1]))
+            return 0;
+    return p->launch_us >= 0.5 && p->launch_us <= 20 && p->gbps >= 30 && p->gbps <= 300;
+}
+
+/* Coordinate descent on the training half's MAPE: every round tries each
+ * coordinate times (1 +- step), keeps the best, and repeats that coordinate
+ * while it improves; the step halves every round. */
+static int calibrate(bench *b, params *p, int rounds, ss_diag *d)
+{
+    if (predict(b, p, 1, d))
+        return -1;
+    double best = train_mape(b);
+    double step = 0.4;
+    char nm[64];
+    for (int round = 0; round < rounds; round++, step /= 2) {
+        for (int k = 0; k < n_coords(p); k++) {
+            for (int improved = 1; improved;) {
+                improved = 0;
+                double orig = *coord(p, k), best_v = orig;
+                for (int dir = -1; dir <= 1; dir += 2) {
+                    *coord(p, k) = orig * (1 + dir * step);
+                    if (!valid(p))
+                        continue;
+                    if (predict(b, p, 1, d))
+                        return -1;
+                    double e = train_mape(b);
+                    if (e < best - 1e-9) {
+                        best = e;
+                        best_v = *coord(p, k);
+                        improved = 1;
+                    }
+                }
+                *coord(p, k) = best_v;
+            }
+            fprintf(stderr, "  round %d step %.3f %-20s = %-8.4g train MAPE %.3f%%\n", round, step,
+                    coord_name(p, k, nm, sizeof nm), *coord(p, k), best);
+        }
+    }
+    return 0;
+}
+
+static void print_params(FILE *f, const params *p)
+{
+    fprintf(f, "eff_flops (FLOPs per kernel -> efficiency):");
+    for (int i = 0; i < p->nf; i++)
+        fprintf(f, " %.0e:%.3f", p->fx[i], p->fy[i]);
+    fprintf(f, "\neff_mem (bytes per kernel -> efficiency):");
+    for (int i = 0; i < p->nm; i++)
+        fprintf(f, " %.0e:%.3f", p->mx[i], p->my[i]);
+    fprintf(f, "\nlaunch_us %.3f, nvswitch %.1f GB/s per direction\n", p->launch_us, p->gbps);
+}
+
+/* --------------------------------------------------------------- report */
+
+static int sel_class(const row *r, const void *ctx)
+{
+    const int *c = ctx;
+    return r->tp == c[0] && r->pp == c[1] && r->dp == c[2];
+}
+
+static int sel_model(const row *r, const void *ctx)
+{
+    const int *c = ctx;
+    return r->hidden == c[0] && r->layers == c[1];
+}
+
+static void stats_line(FILE *f, const char *label, const stats *s)
+{
+    fprintf(f, "| %s | %d | %.2f | %.2f | %.2f | %.2f | %+.2f | %.3f | %.3f |\n", label, s->n,
+            s->mean, s->median, s->p90, s->max, s->bias, s->spearman, s->pearson);
+}
+
+static const char *stats_head =
+    "| rows | n | MAPE % | median APE % | p90 APE % | max APE % | bias % | Spearman | Pearson |\n"
+    "|---|---|---|---|---|---|---|---|---|\n";
+
+static int has_int3(const int *v, int n, const int *c)
+{
+    for (int i = 0; i < n; i++)
+        if (v[3 * i] == c[0] && v[3 * i + 1] == c[1] && v[3 * i + 2] == c[2])
+            return 1;
+    return 0;
+}
+
+static int cmp_int3(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    for (int i = 0; i < 3; i++)
+        if (x[i] != y[i])
+            return (x[i] > y[i]) - (x[i] < y[i]);
+    return 0;
+}
+
+static void report(FILE *f, const bench *b)
+{
+    stats s;
+    int all = -1, tr = 1, te = 0;
+    fprintf(f, "Overall (%d rows; calibration half = seeded random 50%%):\n\n%s", b->n, stats_head);
+    compute(b, sel_half, &all, &s);
+    stats_line(f, "all", &s);
+    compute(b, sel_half, &tr, &s);
+    stats_line(f, "calibration half", &s);
+    compute(b, sel_half, &te, &s);
+    stats_line(f, "held-out half", &s);
+
+    /* by (tp, pp, dp) */
+    int *cls = malloc((size_t)b->n * 3 * sizeof *cls), nc = 0;
+    if (!cls)
+        return;
+    for (int i = 0; i < b->n; i++) {
+        int c[3] = {b->rows[i].tp, b->rows[i].pp, b->rows[i].dp};
+        if (!has_int3(cls, nc, c)) {
+            memcpy(cls + 3 * nc, c, sizeof c);
+            nc++;
+        }
+    }
+    qsort(cls, (size_t)nc, 3 * sizeof *cls, cmp_int3);
+    fprintf(f, "\nBy parallelism (tp, pp, dp), all rows:\n\n%s", stats_head);
+    for (int i = 0; i < nc; i++) {
+        char lab[64];
+        snprintf(lab, sizeof lab, "tp=%d pp=%d dp=%d", cls[3 * i], cls[3 * i + 1], cls[3 * i + 2]);
+        compute(b, sel_class, cls + 3 * i, &s);
+        stats_line(f, lab, &s);
+    }
+    /* by model (hidden, layers) */
+    nc = 0;
+    for (int i = 0; i < b->n; i++) {
+        int c[3] = {b->rows[i].hidden, b->rows[i].layers, 0};
+        if (!has_int3(cls, nc, c)) {
+            memcpy(cls + 3 * nc, c, sizeof c);
+            nc++;
+        }
+    }
+    qsort(cls, (size_t)nc, 3 * sizeof *cls, cmp_int3);
+    fprintf(f, "\nBy model size, all rows:\n\n%s", stats_head);
+    for (int i = 0; i < nc; i++) {
+        char lab[64];
+        int h = cls[3 * i], l = cls[3 * i + 1];
+        double mparams = (12.0 * l * h * h + 13.0 * l * h + (GPT_VOCAB + 1024.0) * h) / 1e6;
+        snprintf(lab, sizeof lab, "h=%d L=%d (%.0fM)", h, l, mparams);
+        compute(b, sel_model, cls + 3 * i, &s);
+        stats_line(f, lab, &s);
+    }
+    free(cls);
+
+    /* worst 10 */
+    int *ix = malloc((size_t)b->n * sizeof *ix);
+    double *e = malloc((size_t)b->n * sizeof *e);
+    if (ix && e) {
+        for (int i = 0; i < b->n; i++) {
+            ix[i] = i;
+            e[i] = -ape(&b->rows[i]);
+        }
+        sort_key = e;
+        qsort(ix, (size_t)b->n, sizeof *ix, cmp_ix);
+        fprintf(f, "\nWorst 10 rows:\n\n| GPUs | global | micro | hidden | layers | tp | pp | dp "
+                   "| measured ms | predicted ms | error %% |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (int k = 0; k < 10 && k < b->n; k++) {
+            const row *r = &b->rows[ix[k]];
+            fprintf(f, "| %d | %d | %d | %d | %d | %d | %d | %d | %.1f | %.1f | %+.1f |\n",
+                    r->gpus, r->gbatch, r->mbatch, r->hidden, r->layers, r->tp, r->pp, r->dp,
+                    r->measured_ms, r->predicted_ms,
+                    (r->predicted_ms - r->measured_ms) / r->measured_ms * 100);
+        }
+    }
+    free(ix);
+    free(e);
+}
+
+static void summary(FILE *f, const char *label, const bench *b)
+{
+    stats s[3];
+    int w[3] = {-1, 1, 0};
+    for (int i = 0; i < 3; i++)
+        compute(b, sel_half, &w[i], &s[i]);
+    fprintf(f, "%s: MAPE all %.2f%% (median %.2f, max %.1f, bias %+.2f), calibration half %.2f%%, "
+               "held-out %.2f%%; Spearman %.3f, Pearson %.3f\n",
+            label, s[0].mean, s[0].median, s[0].max, s[0].bias, s[1].mean, s[2].mean,
+            s[0].spearman, s[0].pearson);
+}
+
+/* Every row with its prediction, as CSV (for plots and analysis). */
+static int write_predictions(const char *path, const bench *b)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_vtrain: cannot write %s\n", path);
+        return -1;
+    }
+    fprintf(f, "gpus,global_batch,micro_batch,hidden,heads,layers,seq,tp,dp,pp,measured_ms,"
+               "predicted_ms,error_pct,half\n");
+    for (int i = 0; i < b->n; i++) {
+        const row *r = &b->rows[i];
+        fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.2f,%s\n", r->gpus, r->gbatch,
+                r->mbatch, r->hidden, r->heads, r->layers, r->seq, r->tp, r->dp, r->pp,
+                r->measured_ms, r->predicted_ms,
+                (r->predicted_ms - r->measured_ms) / r->measured_ms * 100,
+                r->train ? "calibration" : "held-out");
+    }
+    return fclose(f) ? -1 : 0;
+}
+
+/* ----------------------------------------------------------------- main */
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: bench_vtrain [--csv FILE] [--topology FILE] [--seed N] "
+                    "[--markdown FILE] [--predictions FILE] [--calibrate [--rounds N]] [--limit N]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *csv = DEFAULT_CSV, *topo = "benchmarks/vtrain-a100x8.json", *md = NULL, *pred = NULL;
+    uint64_t seed = 2024;
+    int cal = 0, rounds = 4, limit = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--calibrate"))
+            cal = 1;
+        else if (!v)
+            return usage();
+        else if (!strcmp(a, "--csv"))
+            csv = v, i++;
+        else if (!strcmp(a, "--topology"))
+            topo = v, i++;
+        else if (!strcmp(a, "--markdown"))
+            md = v, i++;
+        else if (!strcmp(a, "--predictions"))
+            pred = v, i++;
+        else if (!strcmp(a, "--seed"))
+            seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--rounds"))
+            rounds = atoi(v), i++;
+        else if (!strcmp(a, "--limit"))
+            limit = atoi(v), i++;
+        else
+            return usage();
+    }
+    bench b;
+    memset(&b, 0, sizeof b);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    int rc = 1;
+    if (load_csv(csv, &b))
+        goto out;
+    if (limit > 0 && limit < b.n)
+        b.n = limit;
+    if (ss_machine_load(topo, &m, &d) || ss_machine_n_devices(m) != NODE_GPUS ||
+        ss_machine_n_links(m) < 1) {
+        fprintf(stderr, "bench_vtrain: %s: %s\n", topo, d.msg[0] ? d.msg : "need 8 GPUs");
+        goto out;
+    }
+    const ss_device_type *dt = ss_machine_type(m, ss_machine_device(m, 0)->type);
+    devname = dt->name;
+    params p;
+    params_from(&p, dt, ss_machine_link(m, 0)->gbps_ab);
+    double t0 = now_s();
+    if (split(&b, seed) || prepare(&b, m, &d)) {
+        fprintf(stderr, "bench_vtrain: %s\n", d.msg);
+        goto out;
+    }
+    double t_prep = now_s() - t0;
+    t0 = now_s();
+    if (predict(&b, &p, -1, &d)) {
+        fprintf(stderr, "bench_vtrain: %s\n", d.msg);
+        goto out;
+    }
+    double t_pred = now_s() - t0;
+    printf("device %s, %d rows, %d graphs; models and plans built in %.2f s, rows predicted "
+           "in %.2f s\n",
+           devname, b.n, b.n_graphs, t_prep, t_pred);
+    print_params(stdout, &p);
+    summary(stdout, "as given", &b);
+    if (cal) {
+        t0 = now_s();
+        if (calibrate(&b, &p, rounds, &d) || predict(&b, &p, -1, &d)) {
+            fprintf(stderr, "bench_vtrain: %s\n", d.msg);
+            goto out;
+        }
+        printf("calibrated in %.1f s (%d rounds, seed %llu):\n", now_s() - t0, rounds,
+               (unsigned long long)seed);
+        print_params(stdout, &p);
+        summary(stdout, "calibrated", &b);
+    }
+    if (md) {
+        FILE *f = fopen(md, "w");
+        if (!f) {
+            fprintf(stderr, "bench_vtrain: cannot write %s\n", md);
+            goto out;
+        }
+        fprintf(f, "Device %s (%s), %d rows, split seed %llu, all rows predicted in %.2f s.\n",
+                devname, topo, b.n, (unsigned long long)seed, t_pred);
+        fprintf(f, "Parameters: ");
+        print_params(f, &p);
+        fprintf(f, "\n");
+        report(f, &b);
+        fclose(f);
+    } else {
+        printf("\n");
+        report(stdout, &b);
+    }
+    if (pred && write_predictions(pred, &b))
+        goto out;
+    rc = 0;
+out:
+    ss_machine_free(m);
+    bench_free(&b);
+    return rc;
+}
