@@ -13,8 +13,9 @@
  *       model topology dp_ms expert_ms best_ms speedup_dp speedup_expert
  *       proposals simulations evals_per_s best_found_at_s
  *   bench_search trace MODEL TOPOLOGY SECONDS SEED
- *       the best-so-far curve of one search: "t best_ms" lines, to measure
- *       the time to come within 1% of a longer search's best.
+ *       the best-so-far curve of one search: "t best_ms" lines on stdout (to
+ *       measure the time to come within 1% of a longer search's best), and
+ *       "proposals simulations dp_ms expert_ms" on stderr.
  */
 #include "simsearch.h"
 #include "search/space.h"
@@ -170,8 +171,12 @@ static int bench_run(const char *model, const char *topo, double secs, uint64_t 
         fprintf(stderr, "bench_search: %s\n", d.msg);
         return 1;
     }
-    if (trace)
+    if (trace) {
         printf("%.3f %.4f\n", r.time_s, r.best_sim.iteration_us / 1000);
+        fprintf(stderr, "%lld %lld %.4f %.4f\n", (long long)r.proposals,
+                (long long)r.evaluations, r.dp_sim.iteration_us / 1000,
+                r.expert_sim.iteration_us / 1000);
+    }
     else
         printf("%s %s %.3f %.3f %.3f %.3f %.3f %lld %lld %.0f %.2f\n", model, ss_machine_name(m),
                r.dp_sim.iteration_us / 1000, r.expert_sim.iteration_us / 1000,

@@ -337,14 +337,16 @@ static ss_status undo_move(search *s, ss_diag *d)
     return SS_OK;
 }
 
-/* One chain of at most `steps` proposals from cur. With restart_to_best,
+/* One chain of at most `steps` proposals from cur, until `deadline` seconds
+ * into the search. With restart_to_best,
  * the chain jumps back to the best plan when it has not improved on it for
  * restart_after proposals. */
-static ss_status chain(search *s, int64_t steps, int restart_to_best, ss_diag *d)
+static ss_status chain(search *s, int64_t steps, double deadline, int restart_to_best,
+                       ss_diag *d)
 {
     int n_ops = ss_graph_n_ops(s->g);
     int64_t end = s->st.proposals + steps;
-    while (s->st.proposals < end && !should_stop(s)) {
+    while (s->st.proposals < end && !should_stop(s) && elapsed(s) < deadline) {
         if (restart_to_best && s->st.proposals - s->last_improve > 0 &&
             (s->st.proposals - s->last_improve) % s->restart_after == 0) {
             int ok;
@@ -511,27 +513,47 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     if (st == SS_OK)
         st = make_groups(&s, d);
 
-    /* Exploration: evaluate each start (even after a stop, so the best is
-     * never worse than any start) and run a chain from it. */
-    int64_t share = s.budget / (2 * (int64_t)n_starts);
-    int n_ok = 0;
+    /* Evaluate every start first (even after a stop, so the best is never
+     * worse than any start). */
+    char *ok_start = st == SS_OK ? ss_calloc((size_t)n_starts, 1) : NULL;
+    if (st == SS_OK && !ok_start)
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    int n_ok = 0, at = -1; /* at: the start the evaluator's base holds */
     for (int i = 0; st == SS_OK && i < n_starts; i++) {
         int ok;
         st = jump(&s, starts[i], &ok, d);
+        ok_start[i] = (char)ok;
         n_ok += ok;
-        s.beta_now = s.beta / 8; /* exploration runs hotter */
-        if (st == SS_OK && ok && share > 0 && !should_stop(&s))
-            st = chain(&s, share, 0, d);
+        if (ok)
+            at = i;
     }
     if (st == SS_OK && n_ok == 0)
         st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
+    /* Exploration: a hotter chain from each start, with an equal share of
+     * the budget and of the time limit. */
+    int64_t share = s.budget / (2 * (int64_t)n_starts);
+    s.beta_now = s.beta / 8;
+    for (int i = 0; st == SS_OK && i < n_starts && share > 0 && !should_stop(&s); i++) {
+        if (!ok_start[i])
+            continue;
+        int ok = 1;
+        if (at != i) /* the base must be this start (its own evaluation again) */
+            st = jump(&s, starts[i], &ok, d);
+        at = -1;
+        double deadline = cfg->time_limit_s > 0
+                              ? cfg->time_limit_s * (double)(i + 1) / (2.0 * n_starts)
+                              : HUGE_VAL;
+        if (st == SS_OK && ok)
+            st = chain(&s, share, deadline, 0, d);
+    }
+    ss_free(ok_start);
     /* Exploitation: from the best, restarting there when stuck. */
     s.beta_now = s.beta;
     if (st == SS_OK && !should_stop(&s)) {
         int ok;
         st = jump(&s, s.best, &ok, d);
         if (st == SS_OK)
-            st = chain(&s, s.budget - s.st.proposals, 1, d);
+            st = chain(&s, s.budget - s.st.proposals, HUGE_VAL, 1, d);
     }
     if (st == SS_OK && !s.stopped)
         s.st.stopped_by = SS_MCMC_STOP_BUDGET;

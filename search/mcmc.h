@@ -22,8 +22,8 @@
  * plans that do not fit the smaller overflow wins.
  *
  * THE SCHEDULE. Every start plan is evaluated first. Then one chain runs from
- * each start in turn (exploration: half the budget, split evenly, at an
- * eighth of beta so it can cross worse plans), and the
+ * each start in turn (exploration: half the budget and half the time limit,
+ * split evenly, at an eighth of beta so it can cross worse plans), and the
  * rest of the budget runs a chain from the best plan found so far
  * (exploitation), restarting from the global best whenever the chain has not
  * improved on it for `restart_after` proposals. The search stops when the
