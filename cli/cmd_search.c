@@ -20,7 +20,7 @@
 
 /* The default model: the one whose best plan beats data parallelism by the
  * widest margin on the shipped clusters (benchmarks/RESULTS.md, "Search"). */
-#define DEFAULT_MODEL "nmt"
+#define DEFAULT_MODEL "rnntc"
 #define DEFAULT_OUT "plan.json"
 #define DEFAULT_TIME_LIMIT 10.0
 

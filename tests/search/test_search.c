@@ -246,6 +246,51 @@ static void test_json_and_stop(void **state)
     ss_machine_free(m);
 }
 
+/* Allocation failures anywhere in the search (sampled over every allocation
+ * a small search makes): a clean NOMEM (or an error naming the failure), the
+ * result left cleared, nothing leaked (the sanitizer build checks that). */
+static void test_nomem(void **state)
+{
+    (void)state;
+    ss_machine *m = four_p100();
+    ss_graph *g = tiny(64, 256, 256, 64);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_search_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 60;
+    cfg.seed = 9;
+    cfg.use_delta = 1;
+    ss_search_result r;
+    memset(&r, 0, sizeof r);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_test_fail_after(-1);
+    (void)ss_test_alloc_count();
+    ss_test_fail_after(1L << 40); /* count only */
+    assert_int_equal(ss_search_run(g, m, cm, &cfg, &r, &d), SS_OK);
+    long total = ss_test_alloc_count();
+    ss_test_fail_after(-1);
+    ss_search_result_clear(&r);
+    assert_true(total > 10);
+    long step = total / 150 + 1;
+    for (long k = 0; k < total; k += step) {
+        ss_diag_init(&d);
+        ss_test_fail_after(k);
+        ss_status st = ss_search_run(g, m, cm, &cfg, &r, &d);
+        ss_test_fail_after(-1);
+        if (st == SS_OK) {
+            ss_search_result_clear(&r);
+            continue;
+        }
+        assert_int_not_equal(d.msg[0], '\0');
+        assert_null(r.best);
+        assert_null(r.sim);
+    }
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_exhaustive_optimum_delta),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_json_and_stop),
+        cmocka_unit_test(test_nomem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
