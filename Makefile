@@ -18,7 +18,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/simsearch --topology $(TOPOLOGY)
+	./$(BUILD)/simsearch --topology $(TOPOLOGY) --out $(BUILD)/plan.json
 
 test-fast: build
 	cd $(BUILD) && ctest --no-tests=error --output-on-failure -j $(JOBS)
