@@ -590,6 +590,14 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (ss_graph_op(b->g, u->op)->type == SS_OP_INPUT)
             continue;
         const tileinfo *tj = &b->tiles[pr->tile];
+        if (pr->xfer < 0 && u->red > 1 && u->n_unique > 1) {
+            /* a member of a unit spread over several devices: every member
+             * needs this gradient, so it goes through the unit's entry */
+            int entry = unit_entry(b, tg, pr->unit, d);
+            if (entry < 0 || ss_taskgraph_add_dep(tg, tj->bwd, entry, d) != SS_OK)
+                return d && d->status != SS_OK ? d->status : SS_ERR_NOMEM;
+            continue;
+        }
         if (pr->xfer < 0) {
             for (int r = 0; r < u->red; r++)
                 if (b->tiles[u->first + r].dev == tj->dev &&

@@ -384,6 +384,223 @@ static void test_pipeline_bubble(void **state)
     teardown(&f);
 }
 
+/*
+ * F1 regression: the gradient of a partial-sum unit spread over several
+ * devices reaches every member. chain2 on "pair"; x and fc1's tile 0 on
+ * gpu0, fc1 split on its contraction (red = 2) over gpu0 and gpu1, fc2 whole
+ * on gpu0 (a member of fc1's unit).
+ *   fwd fc1 t0 [0, 64] (half the contraction: 2*64*500*1000 FLOPs);
+ *   x[:, 500:] to gpu1: 128000 B, 5 + 12.8 = 17.8 us [0, 17.8];
+ *   fwd fc1 t1 [17.8, 81.8]; all-reduce of 256000 B over 2: 41.6 us
+ *   [81.8, 123.4]; fwd fc2 [123.4, 251.4]; bwd fc2 [251.4, 507.4].
+ * Before the fix bwd fc1 t1 on gpu1 ran at [81.8, 209.8], long before the
+ * gradient of its output existed. Now the gradient goes from gpu0 to gpu1
+ * first: bwd fc1 t1 starts when that collective ends, after bwd fc2.
+ */
+static void test_partial_grad_reaches_members(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d0[] = {0}, d01[] = {0, 1};
+    set_cfg(&f, "x", 1, 1, d0, 0);
+    set_cfg(&f, "fc1", 1, 2, d01, 0);
+    set_cfg(&f, "fc2", 1, 1, d0, 0);
+    run(&f);
+    int ar = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    int bc = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 1);
+    int b0 = find_task(&f, SS_TASK_BWD, "fc1", 0), b1 = find_task(&f, SS_TASK_BWD, "fc1", 1);
+    int b2 = find_task(&f, SS_TASK_BWD, "fc2", 0);
+    assert_true(ar >= 0 && bc >= 0 && b0 >= 0 && b1 >= 0 && b2 >= 0);
+    NEAR(f.r->start[ar], 81.8);
+    NEAR(f.r->end[ar], 123.4);
+    NEAR(f.r->end[b2], 507.4);
+    NEAR(f.r->start[bc], 507.4);
+    NEAR(f.r->start[b1], f.r->end[bc]);
+    NEAR(f.r->start[b0], f.r->end[bc]);
+    assert_int_equal(ss_build_stats_of(f.b)->coll_bcast, 1);
+    teardown(&f);
+}
+
+/* ---- invariants over random plans --------------------------------------- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static unsigned rnd(unsigned n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (unsigned)(rng % n);
+}
+
+/* A random valid config per op: one splittable dim, or the contraction
+ * (red > 1, half of the time), split 2 or 4 ways, tiles on random devices
+ * among the first nd; a config that does not validate falls back to one
+ * random device. */
+static void random_plan(fix *f, int nd)
+{
+    int devs[64];
+    for (int o = 0; o < ss_graph_n_ops(f->g); o++) {
+        const ss_op *op = ss_graph_op(f->g, o);
+        const ss_tensor *t = ss_graph_tensor(f->g, op->outputs[0]);
+        ss_pconfig c = *ss_plan_config(f->p, o);
+        for (int k = 0; k < SS_MAX_DIMS; k++)
+            c.deg[k] = 1;
+        c.red = 1;
+        c.stage = 0;
+        ss_pconfig one = c;
+        int deg = 2 + 2 * (int)rnd(2), dim = (int)rnd((unsigned)t->ndim);
+        int64_t K = ss_op_contraction(f->g, op);
+        if (K > 0 && K % deg == 0 && rnd(2) == 0)
+            c.red = deg;
+        else if ((ss_op_split_mask(f->g, op) & (1u << dim)) && t->shape[dim] % deg == 0)
+            c.deg[dim] = deg;
+        c.ntiles = c.red;
+        for (int k = 0; k < c.ndim; k++)
+            c.ntiles *= c.deg[k];
+        for (int k = 0; k < c.ntiles; k++)
+            devs[k] = (int)rnd((unsigned)nd);
+        c.devices = devs;
+        int dev1 = (int)rnd((unsigned)nd);
+        one.ntiles = 1;
+        one.devices = &dev1;
+        assert_int_equal(ss_plan_set_config(f->p, o, &c, NULL), SS_OK);
+        if (ss_plan_validate(f->p, f->g, f->m, NULL) != SS_OK)
+            assert_int_equal(ss_plan_set_config(f->p, o, &one, NULL), SS_OK);
+    }
+}
+
+/*
+ * Data flow in the schedule, checked from the plan alone (not from the
+ * builder's bookkeeping): for every consumer tile j and every producer tile
+ * k whose output region overlaps what j reads, fwd k ends before fwd j
+ * starts and bwd j ends before bwd k starts (the gradient of k's output
+ * needs j's backward, whatever transfers and collectives carry it); every
+ * tile's forward ends before its backward starts. Returns the number of
+ * producer/consumer tile pairs checked.
+ */
+static long check_dataflow(const fix *f)
+{
+    const ss_graph *g = f->g;
+    int n = ss_graph_n_ops(g);
+    int *base = calloc((size_t)n + 1, sizeof(int));
+    assert_non_null(base);
+    for (int o = 0; o < n; o++)
+        base[o + 1] = base[o] + ss_plan_config(f->p, o)->ntiles;
+    int *fw = malloc((size_t)base[n] * sizeof(int)), *bw = malloc((size_t)base[n] * sizeof(int));
+    assert_true(fw && bw);
+    for (int j = 0; j < base[n]; j++)
+        fw[j] = bw[j] = -1;
+    for (int t = 0; t < f->tg->n_tasks; t++) {
+        if (f->tg->kind[t] == SS_TASK_FWD)
+            fw[base[f->tg->op[t]] + f->tg->tile[t]] = t;
+        else if (f->tg->kind[t] == SS_TASK_BWD)
+            bw[base[f->tg->op[t]] + f->tg->tile[t]] = t;
+    }
+    const double *s = f->r->start, *e = f->r->end;
+    for (int j = 0; j < base[n]; j++) {
+        assert_true(fw[j] >= 0);
+        if (bw[j] >= 0)
+            assert_true(s[bw[j]] >= e[fw[j]] - 1e-9);
+    }
+    long checked = 0;
+    for (int o = 0; o < n; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        const ss_pconfig *c = ss_plan_config(f->p, o);
+        for (int i = 0; i < op->n_in; i++) {
+            int q = ss_graph_tensor(g, op->inputs[i])->producer;
+            if (q < 0)
+                continue;
+            const ss_op *qop = ss_graph_op(g, q);
+            const ss_pconfig *qc = ss_plan_config(f->p, q);
+            int k = 0;
+            while (qop->outputs[k] != op->inputs[i])
+                k++;
+            for (int j = 0; j < c->ntiles; j++) {
+                ss_tile tj, tk;
+                ss_region need, have, ov;
+                ss_pconfig_tile(g, op, c, j, &tj);
+                ss_op_input_region(g, op, &tj, i, &need);
+                for (int t = 0; t < qc->ntiles; t++) {
+                    ss_pconfig_tile(g, qop, qc, t, &tk);
+                    ss_op_output_region(g, qop, &tk, k, &have);
+                    if (ss_region_intersect(&need, &have, &ov) <= 0)
+                        continue;
+                    int cj = base[o] + j, pk = base[q] + t;
+                    assert_true(s[fw[cj]] >= e[fw[pk]] - 1e-9);
+                    if (bw[cj] >= 0 && bw[pk] >= 0) {
+                        if (s[bw[pk]] < e[bw[cj]] - 1e-9)
+                            fail_msg("bwd %s t%d starts at %g before bwd %s t%d ends at %g",
+                                     qop->name, t, s[bw[pk]], op->name, j, e[bw[cj]]);
+                        checked++;
+                    }
+                }
+            }
+        }
+    }
+    free(base);
+    free(fw);
+    free(bw);
+    return checked;
+}
+
+static void setup_zoo(fix *f, const char *spec, int64_t batch, const char *topo)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    memset(f, 0, sizeof *f);
+    assert_int_equal(ss_model_build(spec, batch, 1, &f->g, &d), SS_OK);
+    assert_int_equal(ss_machine_load(ss_test_path(topo), &f->m, &d), SS_OK);
+    f->cm = ss_cost_new(f->m);
+    f->p = ss_plan_new(f->g, f->m);
+    f->b = ss_build_new(f->g, f->m, f->cm);
+    f->tg = ss_taskgraph_new(0, 0);
+    f->mm = ss_memory_new();
+    f->e = ss_engine_new();
+    assert_true(f->cm && f->p && f->b && f->tg && f->mm && f->e);
+}
+
+/* Random plans (red > 1 spread over several devices among them) and
+ * Megatron plans with and without sequence parallelism. */
+static void test_dataflow_invariants(void **state)
+{
+    (void)state;
+    static const char *models[] = {"gpt:layers=2,hidden=128,heads=4,seq=64,vocab=512", "mlp"};
+    static const char *megatron[] = {"megatron:tp=2,pp=1,dp=2",
+                                     "megatron:tp=4,pp=1,dp=1,sp=1",
+                                     "megatron:tp=2,pp=2,dp=1,mb=4",
+                                     "megatron:tp=2,pp=2,dp=1,mb=2,sp=1,recompute=full"};
+    long checked = 0;
+    int spread = 0;
+    for (int mi = 0; mi < 2; mi++) {
+        fix f;
+        setup_zoo(&f, models[mi], 16, "topologies/p100x16.json");
+        for (int k = 0; k < 30; k++) {
+            random_plan(&f, 4);
+            if (k % 3 == 1) {
+                ss_plan_settings_of(f.p)->queue = SS_QUEUE_BACKWARD_FIRST;
+            } else {
+                ss_plan_settings_of(f.p)->queue = SS_QUEUE_FIFO;
+            }
+            run(&f);
+            checked += check_dataflow(&f);
+            spread += ss_build_stats_of(f.b)->coll_partial;
+        }
+        for (int k = 0; mi == 0 && k < 4; k++) {
+            ss_diag d;
+            ss_diag_init(&d);
+            ss_plan_free(f.p);
+            f.p = NULL;
+            assert_int_equal(ss_plan_from_spec(megatron[k], f.g, f.m, &f.p, &d), SS_OK);
+            run(&f);
+            checked += check_dataflow(&f);
+        }
+        teardown(&f);
+    }
+    assert_true(spread > 20); /* partial sums on several devices were exercised */
+    assert_true(checked > 1000);
+}
+
 static void test_bad_device(void **state)
 {
     (void)state;
@@ -442,6 +659,8 @@ int main(void)
         cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_partial_sums),
         cmocka_unit_test(test_pipeline_bubble),   cmocka_unit_test(test_bad_device),
         cmocka_unit_test(test_fault_injection),
+        cmocka_unit_test(test_partial_grad_reaches_members),
+        cmocka_unit_test(test_dataflow_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
