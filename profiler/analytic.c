@@ -3,13 +3,19 @@
  * model's last resort (it always answers).
  *
  * For each pass (forward, backward) made of k kernels:
- *   t = k * launch_us + max(F / (peak * eff_flops(F / k)), B / (bw * eff_mem(B / k)))
+ *   t = max(k * launch_us, max(F / (peak * eff_flops(F / k)), B / (bw * eff_mem(B / k))))
  * with F, B the pass's FLOPs and bytes from ss_op_tile_work, peak the device
  * type's rate for the op's compute dtype (the f32 rate when that is 0), and
  * the efficiencies read from the device type's size-dependent tables at the
  * per-kernel size. The forward pass is one kernel; the backward pass is two
  * kernels (grad wrt input, grad wrt weights) for ops with weights, one for
- * the others. Passes with no work cost nothing, and views (input, reshape)
+ * the others. The launch overhead is a floor, not an addend: launches are
+ * asynchronous, so the host issues the next kernel while the GPU runs this
+ * one, and only kernels shorter than the host's per-kernel dispatch time
+ * (framework + driver, launch_us) wait for it; the GPU-side start-up cost of
+ * a kernel is in the efficiency tables' small sizes. (Calibrated against
+ * measured Megatron-LM runs, docs/calibration.md: the additive form
+ * overpredicts large micro-batches and underpredicts small ones.) Passes with no work cost nothing, and views (input, reshape)
  * cost nothing at all. Invariant: pure function of (device type, op
  * signature, tile) — the cost model's cache relies on it.
  */
@@ -59,7 +65,8 @@ static double pass_us(const ss_device_type *dt, ss_dtype dtype, double flops, do
             eff = 1e-6;
         memory = bytes / (dt->mem_gbps * 1e9 * eff) * 1e6;
     }
-    return k * dt->launch_us + (compute > memory ? compute : memory);
+    double t = compute > memory ? compute : memory, floor = k * dt->launch_us;
+    return t > floor ? t : floor;
 }
 
 void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *op,

@@ -1,7 +1,8 @@
 /*
  * test_cost.c — the analytic roofline (profiler/analytic.c) checked by hand
  * on a toy device (10 TFLOP/s f32, 40 bf16, 500 GB/s, 5 us launch, flat
- * efficiencies 0.5 compute / 0.8 memory), and the cost model
+ * efficiencies 0.5 compute / 0.8 memory; the launch overhead is a floor per
+ * kernel, max(k * launch, roofline time)), and the cost model
  * (profiler/cost.c): provider order and fallback, the cache, update costs.
  */
 #include "testutil.h"
@@ -103,7 +104,8 @@ static void cost_of(fixture *f, const ss_device_type *dt, int op, ss_cost *c)
 
 /* Compute bound: 2*1024*4096*4096 FLOPs at 10 TFLOP/s x 0.5; bytes
  * (x 16 MiB + W 64 MiB + y 16 MiB = 100663296) at 500 GB/s x 0.8 take only
- * 251.7 us. Backward: twice the FLOPs in 2 kernels, 2 launches. */
+ * 251.7 us. Backward: twice the FLOPs in 2 kernels; both far above the
+ * launch floor (5 us per kernel), which therefore adds nothing. */
 static void test_gemm_compute_bound(void **state)
 {
     fixture *f = *state;
@@ -112,41 +114,43 @@ static void test_gemm_compute_bound(void **state)
     double flops = 2.0 * 1024 * 4096 * 4096;
     assert_true(c.work.fwd_flops == flops);
     assert_true(c.work.fwd_bytes == 100663296.0);
-    NEAR(c.fwd_us, 5 + flops / (10e12 * 0.5) * 1e6); /* 6876.95 us */
-    NEAR(c.bwd_us, 2 * 5 + 2 * flops / (10e12 * 0.5) * 1e6);
+    NEAR(c.fwd_us, flops / (10e12 * 0.5) * 1e6); /* 6871.95 us */
+    NEAR(c.bwd_us, 2 * flops / (10e12 * 0.5) * 1e6);
     assert_int_equal(c.source, SS_COST_ANALYTIC);
     /* bf16 uses its own peak (40): 4x faster compute; bytes halve */
     cost_of(f, f->dt, f->gemm16, &c);
-    NEAR(c.fwd_us, 5 + flops / (40e12 * 0.5) * 1e6);
+    NEAR(c.fwd_us, flops / (40e12 * 0.5) * 1e6);
     /* a type without a bf16 rate falls back to f32's */
     ss_device_type no16 = *f->dt;
     no16.peak_tflops[SS_BF16] = 0;
     cost_of(f, &no16, f->gemm16, &c);
-    NEAR(c.fwd_us, 5 + flops / (10e12 * 0.5) * 1e6);
+    NEAR(c.fwd_us, flops / (10e12 * 0.5) * 1e6);
 }
 
 /* Memory bound: relu over 4096x4096 f32 reads and writes 64 MiB each:
  * 134217728 B / (500 GB/s x 0.8) = 335.54432 us, vs 16.8 MFLOP / 5 TFLOP/s
- * = 3.4 us. Backward moves twice the bytes, one kernel (no weights). */
+ * = 3.4 us. Backward moves twice the bytes, one kernel (no weights). Both
+ * exceed the 5 us launch floor. */
 static void test_elementwise_memory_bound(void **state)
 {
     fixture *f = *state;
     ss_cost c;
     cost_of(f, f->dt, f->relu_big, &c);
     assert_true(c.work.fwd_bytes == 134217728.0);
-    NEAR(c.fwd_us, 5 + 335.54432);
-    NEAR(c.bwd_us, 5 + 2 * 335.54432);
+    NEAR(c.fwd_us, 335.54432);
+    NEAR(c.bwd_us, 2 * 335.54432);
 }
 
-/* Launch bound: a 4x4 relu is all launch overhead (128 B, 16 FLOPs). A
- * reshape is a view: no kernel, 0 us. */
+/* Launch bound: a 4x4 relu (128 B, 16 FLOPs: 0.00032 us of memory time)
+ * takes the launch floor, exactly 5 us forward and 5 us backward (one
+ * kernel each). A reshape is a view: no kernel, 0 us. */
 static void test_tiny_and_view(void **state)
 {
     fixture *f = *state;
     ss_cost c;
     cost_of(f, f->dt, f->relu_tiny, &c);
-    NEAR(c.fwd_us, 5 + 128 / (500e9 * 0.8) * 1e6);
-    assert_true(c.fwd_us < 5.001);
+    NEAR(c.fwd_us, 5);
+    NEAR(c.bwd_us, 5);
     cost_of(f, f->dt, f->reshape, &c);
     assert_true(c.fwd_us == 0 && c.bwd_us == 0);
 }
@@ -154,7 +158,9 @@ static void test_tiny_and_view(void **state)
 /* Efficiency is read at the per-kernel size, log-linearly: with points
  * (1e6, 0.1) and (1e10, 0.5), a 1e8-FLOP kernel gets 0.3. The 100x500x1000
  * GEMM does 1e8 FLOPs forward (33.33 us at 10 TFLOP/s x 0.3; its 2.6 MB take
- * 6.5 us) and 2e8 backward in two 1e8 kernels. */
+ * 6.5 us) and 2e8 backward in two 1e8 kernels (66.67 us); both above the
+ * launch floors (5 and 10 us). With a 40 us launch the forward is floored
+ * at 40 us and the backward at 2 x 40 = 80 us. */
 static void test_efficiency_per_kernel(void **state)
 {
     fixture *f = *state;
@@ -167,8 +173,12 @@ static void test_efficiency_per_kernel(void **state)
     ss_cost c;
     cost_of(f, &dt, f->mid, &c);
     assert_true(c.work.fwd_flops == 1e8);
-    NEAR(c.fwd_us, 5 + 1e8 / (10e12 * 0.3) * 1e6);
-    NEAR(c.bwd_us, 10 + 2e8 / (10e12 * 0.3) * 1e6);
+    NEAR(c.fwd_us, 1e8 / (10e12 * 0.3) * 1e6);
+    NEAR(c.bwd_us, 2e8 / (10e12 * 0.3) * 1e6);
+    dt.launch_us = 40;
+    cost_of(f, &dt, f->mid, &c);
+    NEAR(c.fwd_us, 40);
+    NEAR(c.bwd_us, 80);
 }
 
 /* ---------------------------------------------------------- cost model */
@@ -267,7 +277,7 @@ static void test_cache(void **state)
     /* a different tile is a different entry, and equals the uncached value */
     tile_cost(f, cm, f->relu_big, 2, &c1);
     assert_int_equal(a.calls, 3);
-    NEAR(c1.fwd_us, 5 + 335.54432 / 2);
+    NEAR(c1.fwd_us, 335.54432 / 2); /* half the bytes, above the 5 us floor */
     /* many entries: the table grows and still answers every one */
     for (int rep = 0; rep < 2; rep++)
         for (int k = 1; k <= 2048; k++) {
@@ -277,7 +287,8 @@ static void test_cache(void **state)
             t.out.r[1].hi = k;
             ss_cost c;
             assert_int_equal(ss_cost_tile(cm, f->g, o, &t, 0, &c), SS_OK);
-            NEAR(c.fwd_us, 5 + (2.0 * 4096 * k * 4) / (500e9 * 0.8) * 1e6);
+            /* 0.08192 us per column: floored at 5 us below 62 columns */
+            NEAR(c.fwd_us, fmax(5, (2.0 * 4096 * k * 4) / (500e9 * 0.8) * 1e6));
         }
     assert_int_equal(a.calls, 3 + 2048);
     /* a cached lookup is fast (well under a microsecond in optimized builds;
