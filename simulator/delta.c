@@ -36,32 +36,19 @@
  */
 #include "simulator/delta.h"
 #include "simulator/build.h"
+#include "simulator/engine.h"
 #include "simulator/memory.h"
 #include "simulator/taskgraph.h"
 
 #include <math.h>
 #include <string.h>
 
-typedef struct qent {
-    double ready;
-    int64_t pk;
-    int32_t cls;
-    int32_t id;
-} qent;
-
-typedef struct event {
-    double t;
-    int32_t id;
-} event;
-
-/* One evaluated plan: its graph, memory and schedule. */
+/* One evaluated plan: its graph, memory and schedule (the engine's result). */
 typedef struct state {
     ss_taskgraph *tg;
     ss_memory *mm;
-    double *start, *end, *ready;
-    int cap;
+    ss_engine *e;
     ss_queue_policy policy;
-    double makespan;
     int valid;
 } state;
 
@@ -87,12 +74,9 @@ struct ss_delta {
     double *lb;
     int32_t *order, *indeg;
     int cap_new, cap_old;
-    /* engine scratch */
-    int32_t *qoff, *qn, *holder, *touched, *left;
-    uint8_t *is_touched;
-    qent *slots;
-    event *ev;
-    int cap_res, cap_slots, cap_ev, cap_left;
+    /* the state to resume from, per new task */
+    double *from_start, *from_end;
+    int cap_from;
     ss_delta_stats stats;
 };
 
@@ -176,9 +160,7 @@ static void state_free(state *s)
 {
     ss_taskgraph_free(s->tg);
     ss_memory_free(s->mm);
-    ss_free(s->start);
-    ss_free(s->end);
-    ss_free(s->ready);
+    ss_engine_free(s->e);
 }
 
 void ss_delta_free(ss_delta *dl)
@@ -202,14 +184,8 @@ void ss_delta_free(ss_delta *dl)
     ss_free(dl->lb);
     ss_free(dl->order);
     ss_free(dl->indeg);
-    ss_free(dl->qoff);
-    ss_free(dl->qn);
-    ss_free(dl->holder);
-    ss_free(dl->touched);
-    ss_free(dl->left);
-    ss_free(dl->is_touched);
-    ss_free(dl->slots);
-    ss_free(dl->ev);
+    ss_free(dl->from_start);
+    ss_free(dl->from_end);
     ss_free(dl);
 }
 
@@ -228,11 +204,12 @@ ss_status ss_delta_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     for (int i = 0; i < 2; i++) {
         dl->st[i].tg = ss_taskgraph_new(dl->n_dev, nch);
         dl->st[i].mm = ss_memory_new();
+        dl->st[i].e = ss_engine_new();
     }
     dl->peak = ss_calloc((size_t)dl->n_dev + 1, sizeof *dl->peak);
     dl->cap_bytes = ss_calloc((size_t)dl->n_dev + 1, sizeof *dl->cap_bytes);
     if (!dl->b || !dl->st[0].tg || !dl->st[1].tg || !dl->st[0].mm || !dl->st[1].mm ||
-        !dl->peak || !dl->cap_bytes) {
+        !dl->st[0].e || !dl->st[1].e || !dl->peak || !dl->cap_bytes) {
         ss_delta_free(dl);
         return nomem(d);
     }
@@ -242,307 +219,6 @@ ss_status ss_delta_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     dl->base = 0;
     dl->cur = 1;
     *out = dl;
-    return SS_OK;
-}
-
-/* ---- the event loop (engine.h's rules) ---------------------------------------- */
-
-static inline int qless(const qent *a, const qent *b)
-{
-    if (a->cls != b->cls)
-        return a->cls < b->cls;
-    if (a->ready != b->ready)
-        return a->ready < b->ready;
-    return a->pk < b->pk;
-}
-
-static inline void qpush(qent *h, int32_t *n, qent e)
-{
-    int i = (*n)++;
-    while (i > 0) {
-        int p = (i - 1) >> 1;
-        if (!qless(&e, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = e;
-}
-
-static inline void qpop(qent *h, int32_t *n)
-{
-    int m = --(*n);
-    if (m == 0)
-        return;
-    qent e = h[m];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= m)
-            break;
-        if (c + 1 < m && qless(&h[c + 1], &h[c]))
-            c++;
-        if (!qless(&h[c], &e))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = e;
-}
-
-static inline int eless(const event *a, const event *b)
-{
-    return a->t < b->t || (a->t == b->t && a->id < b->id);
-}
-
-static inline void epush(event *h, int *n, event e)
-{
-    int i = (*n)++;
-    while (i > 0) {
-        int p = (i - 1) >> 1;
-        if (!eless(&e, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = e;
-}
-
-static inline void epop(event *h, int *n)
-{
-    int m = --(*n);
-    if (m == 0)
-        return;
-    event e = h[m];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= m)
-            break;
-        if (c + 1 < m && eless(&h[c + 1], &h[c]))
-            c++;
-        if (!eless(&h[c], &e))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = e;
-}
-
-typedef struct loop {
-    ss_delta *dl;
-    const ss_taskgraph *tg;
-    state *s;
-    int bf, nev, ntouched;
-    int64_t retired, simulated;
-} loop;
-
-static inline void touch(loop *L, int r)
-{
-    ss_delta *dl = L->dl;
-    if (!dl->is_touched[r]) {
-        dl->is_touched[r] = 1;
-        dl->touched[L->ntouched++] = r;
-    }
-}
-
-static void start_task(loop *L, int h, double t)
-{
-    ss_delta *dl = L->dl;
-    const ss_taskgraph *tg = L->tg;
-    for (int i = tg->res_off[h]; i < tg->res_off[h + 1]; i++) {
-        int r = tg->res[i];
-        qpop(dl->slots + dl->qoff[r], &dl->qn[r]);
-        dl->holder[r] = h;
-    }
-    L->s->start[h] = t;
-    L->s->end[h] = t + tg->dur[h];
-    L->simulated++;
-    event e = {t + tg->dur[h], h};
-    epush(dl->ev, &L->nev, e);
-}
-
-static void enqueue(loop *L, int id)
-{
-    ss_delta *dl = L->dl;
-    const ss_taskgraph *tg = L->tg;
-    qent q;
-    q.ready = L->s->ready[id];
-    q.pk = (int64_t)tg->prio[id] * ((int64_t)1 << 32) + id;
-    q.cls = L->bf && tg->kind[id] == SS_TASK_FWD;
-    q.id = id;
-    for (int i = tg->res_off[id]; i < tg->res_off[id + 1]; i++) {
-        int r = tg->res[i];
-        qpush(dl->slots + dl->qoff[r], &dl->qn[r], q);
-        touch(L, r);
-    }
-}
-
-static void release(loop *L, int id, double t)
-{
-    L->s->ready[id] = t;
-    if (L->tg->res_off[id] == L->tg->res_off[id + 1])
-        start_task(L, id, t);
-    else
-        enqueue(L, id);
-}
-
-static void retire(loop *L, int h, double t)
-{
-    ss_delta *dl = L->dl;
-    const ss_taskgraph *tg = L->tg;
-    L->retired++;
-    for (int i = tg->res_off[h]; i < tg->res_off[h + 1]; i++) {
-        int r = tg->res[i];
-        dl->holder[r] = -1;
-        touch(L, r);
-    }
-    for (int i = tg->succ_off[h]; i < tg->succ_off[h + 1]; i++) {
-        int v = tg->succ[i];
-        if (--dl->left[v] == 0)
-            release(L, v, t);
-    }
-}
-
-/* Start whatever can start on the touched resources (rule 3). With
- * zero_only, only zero-duration heads start and resources whose head takes
- * time stay touched for the final pass at this time (engine.c). */
-static void dispatch(loop *L, double now, int zero_only)
-{
-    ss_delta *dl = L->dl;
-    const ss_taskgraph *tg = L->tg;
-    int keep = 0;
-    for (int k = 0; k < L->ntouched; k++) {
-        int r = dl->touched[k];
-        if (dl->holder[r] >= 0 || dl->qn[r] == 0) {
-            dl->is_touched[r] = 0;
-            continue;
-        }
-        int h = dl->slots[dl->qoff[r]].id;
-        if (zero_only && tg->dur[h] > 0) {
-            dl->touched[keep++] = r;
-            continue;
-        }
-        dl->is_touched[r] = 0;
-        int ok = 1;
-        for (int i = tg->res_off[h]; i < tg->res_off[h + 1] && ok; i++) {
-            int r2 = tg->res[i];
-            if (r2 == r)
-                continue;
-            if (dl->holder[r2] >= 0 || dl->qn[r2] == 0 || dl->slots[dl->qoff[r2]].id != h)
-                ok = 0;
-        }
-        if (ok)
-            start_task(L, h, now);
-    }
-    L->ntouched = keep;
-}
-
-/* Settle time `now`: retire everything ending now, run zero-duration tasks
- * to closure, then start positive-duration tasks (engine.c's rule 4). */
-static void settle(loop *L, double now)
-{
-    ss_delta *dl = L->dl;
-    for (;;) {
-        while (L->nev > 0 && dl->ev[0].t == now) {
-            int h = dl->ev[0].id;
-            epop(dl->ev, &L->nev);
-            retire(L, h, now);
-        }
-        dispatch(L, now, 1);
-        if (!(L->nev > 0 && dl->ev[0].t == now))
-            break;
-    }
-    dispatch(L, now, 0);
-}
-
-static ss_status engine_reserve(ss_delta *dl, const ss_taskgraph *tg, ss_diag *d)
-{
-    int n = tg->n_tasks, nr = tg->n_resources, nslots = tg->res_off[n];
-    if (grow((void **)&dl->qoff, &dl->cap_res, nr + 1, sizeof *dl->qoff))
-        return nomem(d);
-    int cr = dl->cap_res;
-    if (grow2((void **)&dl->qn, 0, cr, sizeof *dl->qn) ||
-        grow2((void **)&dl->holder, 0, cr, sizeof *dl->holder) ||
-        grow2((void **)&dl->touched, 0, cr, sizeof *dl->touched) ||
-        grow2((void **)&dl->is_touched, 0, cr, sizeof *dl->is_touched))
-        return nomem(d);
-    if (grow((void **)&dl->slots, &dl->cap_slots, nslots + 1, sizeof *dl->slots) ||
-        grow((void **)&dl->ev, &dl->cap_ev, n + 1, sizeof *dl->ev) ||
-        grow((void **)&dl->left, &dl->cap_left, n + 1, sizeof *dl->left))
-        return nomem(d);
-    memset(dl->qoff, 0, ((size_t)nr + 1) * sizeof *dl->qoff);
-    for (int i = 0; i < nslots; i++)
-        dl->qoff[tg->res[i] + 1]++;
-    for (int r = 0; r < nr; r++)
-        dl->qoff[r + 1] += dl->qoff[r];
-    for (int r = 0; r < nr; r++) {
-        dl->qn[r] = 0;
-        dl->holder[r] = -1;
-        dl->is_touched[r] = 0;
-    }
-    return SS_OK;
-}
-
-/* Run s's graph from the state at the start of the round at time T: tasks
- * with s->start[t] >= 0 started before T (and keep their times); the rest
- * are unscheduled (start -1). T = 0 with nothing started is a full run. */
-static ss_status run_from(ss_delta *dl, state *s, double T, int64_t *simulated, ss_diag *d)
-{
-    const ss_taskgraph *tg = s->tg;
-    int n = tg->n_tasks;
-    ss_status st = engine_reserve(dl, tg, d);
-    if (st)
-        return st;
-    loop L = {dl, tg, s, s->policy == SS_QUEUE_BACKWARD_FIRST, 0, 0, 0, 0};
-    /* Running tasks hold their resources and have their completion event;
-     * finished ones are retired. */
-    for (int t = 0; t < n; t++) {
-        if (s->start[t] < 0)
-            continue;
-        if (s->end[t] < T) {
-            L.retired++;
-            continue;
-        }
-        for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++)
-            dl->holder[tg->res[i]] = t;
-        event e = {s->end[t], t};
-        epush(dl->ev, &L.nev, e);
-    }
-    /* Predecessors not yet retired; released tasks wait in the queues. */
-    for (int t = 0; t < n; t++) {
-        if (s->start[t] >= 0)
-            continue;
-        int left = 0;
-        double ready = 0;
-        for (int i = tg->pred_off[t]; i < tg->pred_off[t + 1]; i++) {
-            int p = tg->pred[i];
-            if (s->start[p] < 0 || s->end[p] >= T)
-                left++;
-            else if (s->end[p] > ready)
-                ready = s->end[p];
-        }
-        dl->left[t] = left;
-        if (left == 0) {
-            s->ready[t] = ready;
-            if (tg->res_off[t] == tg->res_off[t + 1] && T > 0)
-                return SS_ERR_UNSUPPORTED; /* cannot happen with a sound T*: run in full */
-            release(&L, t, ready);
-        }
-    }
-    settle(&L, T);
-    while (L.nev > 0)
-        settle(&L, dl->ev[0].t);
-    if (L.retired != n)
-        return ss_diag_set(d, SS_ERR_INVALID,
-                           "delta simulation: dependency cycle: %lld of %d tasks never ran",
-                           (long long)(n - L.retired), n);
-    double mk = 0;
-    for (int t = 0; t < n; t++)
-        if (s->end[t] > mk)
-            mk = s->end[t];
-    s->makespan = mk;
-    *simulated = L.simulated;
     return SS_OK;
 }
 
@@ -584,6 +260,7 @@ static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, doubl
                            ss_diag *d)
 {
     const ss_taskgraph *old = os->tg, *nw = ns->tg;
+    const ss_engine_result *ob = ss_engine_result_of(os->e);
     int n = nw->n_tasks, no = old->n_tasks;
     if (!dl->idx_valid && build_index(dl, old, d) != SS_OK)
         return d->status;
@@ -665,8 +342,8 @@ static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, doubl
             dl->used[dl->map[t]] = 1;
     double T = INFINITY;
     for (int x = 0; x < no; x++)
-        if (!dl->used[x] && os->ready[x] < T)
-            T = os->ready[x];
+        if (!dl->used[x] && ob->ready[x] < T)
+            T = ob->ready[x];
     /* 4. lower bounds of dirty tasks' ready times, in topological order of
      *    the dirty subgraph (Kahn over dirty tasks only). */
     int nq = 0;
@@ -686,7 +363,7 @@ static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, doubl
         double r = 0;
         for (int i = nw->pred_off[t]; i < nw->pred_off[t + 1]; i++) {
             int p = nw->pred[i];
-            double e = dl->dirty[p] ? dl->lb[p] + nw->dur[p] : os->end[dl->map[p]];
+            double e = dl->dirty[p] ? dl->lb[p] + nw->dur[p] : ob->end[dl->map[p]];
             if (e > r)
                 r = e;
         }
@@ -704,20 +381,11 @@ static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, doubl
         ndirty += dl->dirty[t];
     if (nq < ndirty) /* a cycle among dirty tasks: let the full loop report it */
         T = 0;
-    *tstar = isfinite(T) ? T : os->makespan;
+    *tstar = isfinite(T) ? T : ob->makespan;
     return SS_OK;
 }
 
 /* ---- runs ------------------------------------------------------------------- */
-
-static ss_status reserve_state(state *s, int n, ss_diag *d)
-{
-    if (grow((void **)&s->start, &s->cap, n + 1, sizeof *s->start) ||
-        grow2((void **)&s->end, 0, s->cap, sizeof *s->end) ||
-        grow2((void **)&s->ready, 0, s->cap, sizeof *s->ready))
-        return nomem(d);
-    return SS_OK;
-}
 
 ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eval *out,
                        ss_diag *d)
@@ -733,41 +401,41 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
     if (st)
         return st;
     ns->policy = ss_build_policy(dl->b);
+    ss_engine_config ec = {ns->policy};
     int n = ns->tg->n_tasks;
-    if ((st = reserve_state(ns, n, d)) != SS_OK)
-        return st;
-    for (int t = 0; t < n; t++)
-        ns->start[t] = ns->end[t] = ns->ready[t] = -1;
-    double T = 0;
     int delta = changed >= 0 && os->valid && os->policy == ns->policy;
     if (delta) {
+        double T = 0;
         if ((st = map_tasks(dl, os, ns, &T, d)) != SS_OK)
             return st;
+        if (grow((void **)&dl->from_start, &dl->cap_from, n + 1, sizeof *dl->from_start) ||
+            grow2((void **)&dl->from_end, 0, dl->cap_from, sizeof *dl->from_end))
+            return nomem(d);
+        const ss_engine_result *ob = ss_engine_result_of(os->e);
         for (int t = 0; t < n; t++) {
-            if (dl->dirty[t])
-                continue;
             int x = dl->map[t];
-            if (os->start[x] < T) {
-                ns->start[t] = os->start[x];
-                ns->end[t] = os->end[x];
-                ns->ready[t] = os->ready[x];
-            }
+            int keep = !dl->dirty[t] && ob->start[x] < T;
+            dl->from_start[t] = keep ? ob->start[x] : -1;
+            dl->from_end[t] = keep ? ob->end[x] : -1;
         }
+        ss_engine_state from = {T, dl->from_start, dl->from_end};
+        ss_diag dr;
+        ss_diag_init(&dr);
+        st = ss_engine_resume(ns->e, ns->tg, &ec, &from, &dr);
+        if (st == SS_ERR_NOMEM)
+            return ss_diag_set(d, st, "%s", dr.msg);
+        /* A state the engine refuses cannot come from a sound T*; should it
+         * ever happen, the full run below still gives the exact answer. */
+        delta = st == SS_OK;
+        dl->stats.refused += !delta;
     }
-    int64_t simulated = 0;
-    st = run_from(dl, ns, T, &simulated, d);
-    if (st == SS_ERR_UNSUPPORTED) {
-        for (int t = 0; t < n; t++)
-            ns->start[t] = ns->end[t] = ns->ready[t] = -1;
-        delta = 0;
-        st = run_from(dl, ns, 0, &simulated, d);
-    }
-    if (st)
+    if (!delta && (st = ss_engine_run(ns->e, ns->tg, &ec, d)) != SS_OK)
         return st;
-    if ((st = ss_memory_sweep(ns->mm, ns->start, ns->end, dl->peak, d)) != SS_OK)
+    const ss_engine_result *er = ss_engine_result_of(ns->e);
+    if ((st = ss_memory_sweep(ns->mm, er->start, er->end, dl->peak, d)) != SS_OK)
         return st;
     ns->valid = 1;
-    out->iteration_us = ns->makespan;
+    out->iteration_us = er->makespan;
     out->fits = 1;
     out->overflow_bytes = 0;
     out->overflow_device = -1;
@@ -787,7 +455,7 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
     else
         dl->stats.full_runs++;
     dl->stats.tasks_total += n;
-    dl->stats.tasks_resimulated += simulated;
+    dl->stats.tasks_resimulated += er->n_started;
     dl->have_pending = 1;
     return SS_OK;
 }

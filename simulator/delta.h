@@ -28,6 +28,8 @@ typedef struct ss_delta_stats {
     int64_t runs, full_runs, delta_runs;
     int64_t tasks_total;        /* tasks in the graphs evaluated */
     int64_t tasks_resimulated;  /* tasks the delta runs re-simulated */
+    int64_t refused;            /* delta runs whose resume state the engine refused
+                                 * (then run in full; 0 unless T* is unsound) */
 } ss_delta_stats;
 
 /* New delta simulator for g on m priced by cm (borrowed). */

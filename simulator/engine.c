@@ -44,7 +44,7 @@ struct ss_engine {
     ss_engine_result res;
     /* per task */
     int cap_tasks;
-    double *start, *end;
+    double *start, *end, *ready;
     tinfo *ti;
     int32_t *blocker;
     uint8_t *by_res;
@@ -157,6 +157,7 @@ void ss_engine_free(ss_engine *e)
         return;
     ss_free(e->start);
     ss_free(e->end);
+    ss_free(e->ready);
     ss_free(e->ti);
     ss_free(e->blocker);
     ss_free(e->by_res);
@@ -196,7 +197,7 @@ static int grow(void **p, size_t sz, size_t n)
 static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
 {
     if (tasks > e->cap_tasks) {
-        if (GROW(start, tasks) || GROW(end, tasks) || GROW(ti, tasks) ||
+        if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) || GROW(ti, tasks) ||
             GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(ev, tasks))
             return -1;
@@ -229,7 +230,7 @@ typedef struct run {
     const ss_taskgraph *tg;
     int nev;
     int ntouched;
-    int64_t retired;
+    int64_t retired, started;
 } run;
 
 static inline void touch(run *s, int r)
@@ -310,6 +311,7 @@ static void start_task(run *s, int h, double t)
     }
     e->start[h] = t;
     e->end[h] = t + dur;
+    s->started++;
     event ev = {t + dur, h};
     epush(e->ev, &s->nev, ev);
 }
@@ -420,8 +422,10 @@ static void settle(run *s, double now)
     dispatch(s, now, 0);
 }
 
-ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
-                        ss_diag *d)
+/* Check the arguments and size and reset every work array for tg (every
+ * task unstarted with all its predecessors outstanding). */
+static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
+                         ss_diag *d)
 {
     e->valid = 0;
     ss_queue_policy pol = cfg ? cfg->policy : SS_QUEUE_FIFO;
@@ -469,55 +473,158 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
         e->start[t] = -1;
         e->end[t] = -1;
     }
+    return SS_OK;
+}
 
-    run s = {e, tg, 0, 0, 0};
-    for (int t = 0; t < n; t++)
-        if (e->ti[t].left == 0)
-            release(&s, t, 0.0);
+/* Run rounds from time t0 until no event is left, then check that every
+ * task ran and fill the result (the breakdown only when `full`). */
+static ss_status finish(run *s, double t0, int full, ss_diag *d)
+{
+    ss_engine *e = s->e;
+    const ss_taskgraph *tg = s->tg;
+    int n = tg->n_tasks, nd = tg->n_devices;
     int64_t rounds = 1;
-    settle(&s, 0.0);
-    while (s.nev > 0) {
+    settle(s, t0);
+    while (s->nev > 0) {
         rounds++;
-        settle(&s, e->ev[0].t);
+        settle(s, e->ev[0].t);
     }
-    if (s.retired != n) {
+    if (s->retired != n) {
         int bad = -1;
         for (int t = 0; t < n && bad < 0; t++)
             if (e->end[t] < 0)
                 bad = t;
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: dependency cycle: %lld of %d tasks never ran (first: task %d, %s op %d tile %d)",
-                           (long long)(n - s.retired), n, bad,
+                           (long long)(n - s->retired), n, bad,
                            ss_task_kind_name((ss_task_kind)tg->kind[bad]), tg->op[bad],
                            tg->tile[bad]);
     }
 
     double makespan = 0;
-    for (int t = 0; t < n; t++)
+    for (int t = 0; t < n; t++) {
         if (e->end[t] > makespan)
             makespan = e->end[t];
-    for (int v = 0; v < nd; v++) {
-        dev_mark(e, v, makespan);
-        e->compute[v] = e->busy[v];
-        e->idle[v] = makespan - e->busy[v];
+        e->ready[t] = e->ti[t].ready;
     }
     ss_engine_result *r = &e->res;
+    memset(r, 0, sizeof *r);
+    if (full) {
+        for (int v = 0; v < nd; v++) {
+            dev_mark(e, v, makespan);
+            e->compute[v] = e->busy[v];
+            e->idle[v] = makespan - e->busy[v];
+        }
+        r->busy = e->busy;
+        r->compute_us = e->compute;
+        r->comm_us = e->comm;
+        r->exposed_comm_us = e->exposed;
+        r->idle_us = e->idle;
+    }
     r->n_tasks = n;
-    r->n_resources = nr;
+    r->n_resources = tg->n_resources;
     r->n_devices = nd;
     r->makespan = makespan;
     r->start = e->start;
     r->end = e->end;
+    r->ready = e->ready;
     r->blocker = e->blocker;
     r->blocked_by_resource = e->by_res;
-    r->busy = e->busy;
-    r->compute_us = e->compute;
-    r->comm_us = e->comm;
-    r->exposed_comm_us = e->exposed;
-    r->idle_us = e->idle;
     r->n_rounds = rounds;
+    r->n_started = s->started;
+    r->resumed = !full;
     e->valid = 1;
     return SS_OK;
+}
+
+ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
+                        ss_diag *d)
+{
+    ss_status st = prepare(e, tg, cfg, d);
+    if (st != SS_OK)
+        return st;
+    run s = {e, tg, 0, 0, 0, 0};
+    for (int t = 0; t < tg->n_tasks; t++)
+        if (e->ti[t].left == 0)
+            release(&s, t, 0.0);
+    return finish(&s, 0.0, 1, d);
+}
+
+ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
+                           const ss_engine_state *from, ss_diag *d)
+{
+    ss_status st = prepare(e, tg, cfg, d);
+    if (st != SS_OK)
+        return st;
+    int n = tg->n_tasks;
+    double T = from->t;
+    const double *fs = from->start, *fe = from->end;
+    if (!(T >= 0) || !isfinite(T))
+        return ss_diag_set(d, SS_ERR_INVALID, "engine: resume time %g is not a finite time >= 0",
+                           T);
+    run s = {e, tg, 0, 0, 0, 0};
+    /* Tasks that started before T keep their times: those that ended
+     * before T are retired, the others hold their resources and have their
+     * completion event. */
+    for (int t = 0; t < n; t++) {
+        if (fs[t] < 0)
+            continue;
+        if (!(fs[t] < T) || fe[t] != fs[t] + tg->dur[t])
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "engine: resume state: task %d starts at %g, ends at %g (duration %g, resume time %g)",
+                               t, fs[t], fe[t], tg->dur[t], T);
+        e->start[t] = fs[t];
+        e->end[t] = fe[t];
+        const tinfo *ti = &e->ti[t];
+        for (int i = ti->res_lo; i < ti->res_lo + ti->nres; i++) {
+            int r = tg->res[i];
+            if (fe[t] >= T) {
+                if (e->holder[r] >= 0)
+                    return ss_diag_set(d, SS_ERR_INVALID,
+                                       "engine: resume state: tasks %d and %d both hold resource %d at %g",
+                                       e->holder[r], t, r, T);
+                e->holder[r] = t;
+            }
+        }
+        if (fe[t] < T) {
+            s.retired++;
+        } else {
+            event ev = {fe[t], t};
+            epush(e->ev, &s.nev, ev);
+        }
+    }
+    /* Remaining predecessor counts and ready times (rule 1); tasks whose
+     * predecessors have all ended wait in the queues. */
+    for (int t = 0; t < n; t++) {
+        tinfo *ti = &e->ti[t];
+        int left = 0;
+        double ready = 0;
+        for (int i = tg->pred_off[t]; i < tg->pred_off[t + 1]; i++) {
+            int p = tg->pred[i];
+            if (e->start[p] < 0 || e->end[p] >= T)
+                left++;
+            else if (e->end[p] > ready)
+                ready = e->end[p];
+        }
+        if (e->start[t] >= 0) {
+            if (left > 0 || ready > e->start[t])
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "engine: resume state: task %d starts at %g before its predecessors end",
+                                   t, e->start[t]);
+            ti->ready = ready;
+            ti->left = 0;
+            continue;
+        }
+        ti->left = left;
+        if (left > 0)
+            continue;
+        if (ti->nres == 0 && ready < T)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "engine: resume state: task %d (no resources) was ready at %g but did not start before %g",
+                               t, ready, T);
+        release(&s, t, ready);
+    }
+    return finish(&s, T, 0, d);
 }
 
 const ss_engine_result *ss_engine_result_of(const ss_engine *e)
@@ -529,6 +636,9 @@ ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss
 {
     if (!e->valid)
         return ss_diag_set(d, SS_ERR_INVALID, "engine: no simulation result");
+    if (e->res.resumed)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "engine: no critical path after a resumed run (blockers of kept tasks unknown)");
     int nt = e->res.n_tasks;
     int last = -1;
     for (int t = 0; t < nt; t++)

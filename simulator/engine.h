@@ -58,6 +58,7 @@
  *
  * OUTPUTS (ss_engine_result, borrowed from the engine until the next run):
  *   start[t], end[t]          per task, us
+ *   ready[t]                  per task: when its last predecessor ended (rule 1)
  *   blocker[t]                the task whose end determined t's start: the
  *                             predecessor that ended last (start == ready) or
  *                             the task that last held one of t's resources and
@@ -81,17 +82,29 @@
  * The critical path walks blocker[] back from the last-finishing task (ties:
  * lowest id) to a task with no blocker, and returns it first-to-last.
  *
- * DELTA SIMULATION (issue 4). The engine is a pure function of the graph and
- * keeps per-task start/end/blocker arrays, which a delta engine needs: after
- * a one-operator change, every task whose start time is earlier than the
- * earliest time T at which any changed task could become ready or occupy a
- * resource keeps its schedule exactly, because the decisions before T never
- * looked at the changed tasks. A delta engine can therefore rebuild the
- * engine state at T (finished set = tasks with end <= T, running set = tasks
- * with start < T < end, queue contents = released tasks not yet started)
- * from these arrays and resume the same event loop from T; the rules above
- * guarantee the result equals the full run. Runs reuse all work arrays, so
- * a search that simulates thousands of graphs allocates only while they grow.
+ * RESUMING (delta simulation, issue 4). The schedule is a pure function of
+ * the graph, so a run can be resumed from the state at the start of the
+ * round at some time T, given which tasks started before T and when
+ * (ss_engine_resume): tasks with end < T are retired, tasks with
+ * start < T <= end hold their resources and have their completion events,
+ * tasks whose predecessors have all retired wait in the queues with ready
+ * time = their predecessors' latest end, and every other task waits for its
+ * remaining predecessors. From that state the same rounds as ss_engine_run
+ * (rules 1-4) run to the end, so start, end, ready and makespan are bit for
+ * bit the full run's — provided the given state IS the full run's state at
+ * T: every task that starts before T in the full run is given, with its
+ * times, and no other. A delta simulator gets such a state from the
+ * previous plan's schedule: after a one-operator change, every unchanged
+ * task whose start is earlier than the earliest time T at which any changed
+ * task could become ready (or a removed task was ready) keeps its schedule
+ * exactly, because the decisions before T never looked at the changed tasks
+ * (simulator/delta.c). The engine checks what it can cheaply (each given
+ * task starts before T, after its predecessors, for its duration; no two
+ * hold one resource; no zero-resource task left ready before T) and returns
+ * SS_ERR_INVALID otherwise; a state that passes these checks but is not the
+ * full run's gives some other valid schedule, not the full run's. Runs reuse
+ * all work arrays, so a search that simulates thousands of graphs allocates
+ * only while they grow.
  *
  * Speed: O((tasks + edges + resource slots) log) with compact arrays, one
  * binary heap per resource and one event heap; no allocation per task. See
@@ -110,13 +123,23 @@ typedef struct ss_engine_config {
 typedef struct ss_engine_result {
     int n_tasks, n_resources, n_devices;
     double makespan;
-    const double *start, *end;           /* [n_tasks] */
-    const int32_t *blocker;              /* [n_tasks] */
-    const uint8_t *blocked_by_resource;  /* [n_tasks] */
-    const double *busy;                  /* [n_resources] */
-    const double *compute_us, *comm_us, *exposed_comm_us, *idle_us; /* [n_devices] */
+    const double *start, *end, *ready;   /* [n_tasks] */
+    const int32_t *blocker;              /* [n_tasks]; full runs only (see below) */
+    const uint8_t *blocked_by_resource;  /* [n_tasks]; full runs only */
+    const double *busy;                  /* [n_resources]; NULL after a resume */
+    const double *compute_us, *comm_us, *exposed_comm_us, *idle_us; /* [n_devices]; NULL after a resume */
     int64_t n_rounds;                    /* distinct event times processed */
+    int64_t n_started;                   /* tasks this call started (n_tasks for a full run) */
+    int resumed;                         /* 1: produced by ss_engine_resume */
 } ss_engine_result;
+
+/* A state to resume from: per task of the graph (by id), start[t] >= 0 for
+ * the tasks that started before t (end[t] = start[t] + duration), start[t]
+ * < 0 for all others (end[t] is then ignored). Borrowed for the call. */
+typedef struct ss_engine_state {
+    double t;
+    const double *start, *end;
+} ss_engine_state;
 
 typedef struct ss_engine ss_engine;
 
@@ -131,6 +154,18 @@ void ss_engine_free(ss_engine *e);
  * previous results are no longer valid (ss_engine_result_of returns NULL). */
 ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
                         ss_diag *d);
+
+/* Resume the simulation of finalized graph tg under cfg from the state
+ * `from` (RESUMING above): the result's start, end, ready and makespan equal
+ * ss_engine_run's when `from` is that run's state at from->t. The
+ * per-resource and per-device breakdowns (busy, compute_us ...) are NULL
+ * and blocker[] is -1 for tasks given in `from` (and not guaranteed to be
+ * the full run's for the others), so ss_engine_critical_path refuses a
+ * resumed result. Errors: as ss_engine_run, plus SS_ERR_INVALID for a state
+ * that fails the checks above (the message names the task). After an error
+ * the previous results are no longer valid. */
+ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
+                           const ss_engine_state *from, ss_diag *d);
 
 /* Results of the last successful run (borrowed), or NULL if none. */
 const ss_engine_result *ss_engine_result_of(const ss_engine *e);

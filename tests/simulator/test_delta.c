@@ -128,6 +128,7 @@ static void walk(const walk_case *wc, uint64_t seed, totals *tot)
     tot->tasks_total += ds->tasks_total;
     tot->tasks_resim += ds->tasks_resimulated;
     assert_true(ds->delta_runs > 0);
+    assert_int_equal(ds->refused, 0);
     assert_true(ds->tasks_resimulated < ds->tasks_total);
 
     test_free(buf);

@@ -563,6 +563,150 @@ static void test_determinism(void **state)
     ss_taskgraph_free(g2);
 }
 
+/* ---- resume ---- */
+
+/* State of run r at time T: the tasks that started before T. */
+static void state_at(const ss_engine_result *r, int n, double T, double *st, double *en)
+{
+    for (int t = 0; t < n; t++) {
+        st[t] = r->start[t] < T ? r->start[t] : -1;
+        en[t] = r->start[t] < T ? r->end[t] : -1;
+    }
+}
+
+/* Chain A (10 us) -> B (5 us) on device 0, C (3 us, prio 1) on device 0
+ * with no predecessors. Full run: A [0, 10) (C waits: A's priority 0 wins
+ * at t = 0), then at 10 both B (ready 10) and C (ready 0) wait: C's key
+ * (ready 0) is smaller, so C [10, 13), B [13, 18). Resume at T = 10 from
+ * {A started at 0}: A is running with its end event at 10, C is queued
+ * with ready 0, B is blocked on A; the resumed rounds start C at 10 and B
+ * at 13: the same schedule, 2 tasks started, makespan 18, ready[B] = 10. */
+static void test_resume_golden(void **state)
+{
+    (void)state;
+    ss_taskgraph *tg = ss_taskgraph_new(1, 0);
+    ss_engine *e = ss_engine_new();
+    int a = add1(tg, SS_TASK_FWD, 0, 10, 0);
+    int b = add1(tg, SS_TASK_FWD, 0, 5, 0);
+    int c = add1(tg, SS_TASK_FWD, 0, 3, 1);
+    dep(tg, a, b);
+    const ss_engine_result *r = run(e, tg, SS_QUEUE_FIFO);
+    assert_true(r->start[c] == 10 && r->start[b] == 13 && r->makespan == 18);
+    assert_int_equal(r->n_started, 3);
+    assert_int_equal(r->resumed, 0);
+    double st[3] = {0, -1, -1}, en[3] = {10, -1, -1};
+    ss_engine_state from = {10, st, en};
+    ss_diag d = {0};
+    ss_engine_config cfg = {SS_QUEUE_FIFO};
+    assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_OK);
+    r = ss_engine_result_of(e);
+    assert_true(r->start[a] == 0 && r->end[a] == 10);
+    assert_true(r->start[c] == 10 && r->end[c] == 13);
+    assert_true(r->start[b] == 13 && r->end[b] == 18);
+    assert_true(r->ready[b] == 10 && r->ready[c] == 0 && r->ready[a] == 0);
+    assert_true(r->makespan == 18);
+    assert_int_equal(r->n_started, 2);
+    assert_int_equal(r->resumed, 1);
+    assert_null(r->busy);
+    assert_null(r->compute_us);
+    const int32_t *path;
+    int np;
+    assert_int_equal(ss_engine_critical_path(e, &path, &np, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "resumed"));
+    ss_engine_free(e);
+    ss_taskgraph_free(tg);
+}
+
+/* On random DAGs under both policies, resuming from the full run's own
+ * state at T gives bit-identical start, end, ready and makespan for T = 0,
+ * every 7th distinct start time, and past the end; and it starts exactly
+ * the tasks that start at or after T. */
+static void test_resume_equals_run(void **state)
+{
+    (void)state;
+    ss_engine *e = ss_engine_new(), *e2 = ss_engine_new();
+    ss_taskgraph *tg = ss_taskgraph_new(4, 6);
+    ss_diag d = {0};
+    long checked = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        int nd = 1 + rep % 4, nc = (rep * 5) % 7;
+        assert_int_equal(ss_taskgraph_reset(tg, nd, nc, &d), SS_OK);
+        random_graph(tg, 300 + rep * 50, 7000 + (uint64_t)rep);
+        ss_engine_config cfg = {rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO};
+        const ss_engine_result *full = run(e, tg, cfg.policy);
+        int n = tg->n_tasks;
+        double *st = malloc((size_t)n * sizeof *st), *en = malloc((size_t)n * sizeof *en);
+        double *times = malloc(((size_t)n + 2) * sizeof *times);
+        int nt = 0;
+        times[nt++] = 0;
+        for (int t = 0; t < n; t += 7)
+            times[nt++] = full->start[t];
+        times[nt++] = full->makespan + 1;
+        for (int k = 0; k < nt; k++) {
+            double T = times[k];
+            state_at(full, n, T, st, en);
+            ss_engine_state from = {T, st, en};
+            if (ss_engine_resume(e2, tg, &cfg, &from, &d) != SS_OK)
+                fail_msg("rep %d T %g: %s", rep, T, d.msg);
+            const ss_engine_result *r = ss_engine_result_of(e2);
+            assert_memory_equal(r->start, full->start, (size_t)n * sizeof(double));
+            assert_memory_equal(r->end, full->end, (size_t)n * sizeof(double));
+            assert_memory_equal(r->ready, full->ready, (size_t)n * sizeof(double));
+            assert_true(r->makespan == full->makespan);
+            int later = 0;
+            for (int t = 0; t < n; t++)
+                later += full->start[t] >= T;
+            assert_int_equal(r->n_started, later);
+            checked++;
+        }
+        free(st);
+        free(en);
+        free(times);
+    }
+    assert_true(checked > 300);
+    ss_taskgraph_free(tg);
+    ss_engine_free(e);
+    ss_engine_free(e2);
+}
+
+/* States the engine can tell are not a run's: a given task that starts at
+ * or after T, one whose end is not start + duration, two running tasks on
+ * one resource, a task started before its predecessor ended, a
+ * zero-resource task left ready before T, a bad T. */
+static void test_resume_errors(void **state)
+{
+    (void)state;
+    ss_taskgraph *tg = ss_taskgraph_new(1, 0);
+    ss_engine *e = ss_engine_new();
+    int a = add1(tg, SS_TASK_FWD, 0, 10, 0);
+    int b = add1(tg, SS_TASK_FWD, 0, 5, 0);
+    int j = addn(tg, SS_TASK_OTHER, 0, 0, NULL);
+    dep(tg, a, b);
+    dep(tg, a, j);
+    run(e, tg, SS_QUEUE_FIFO);
+    ss_engine_config cfg = {SS_QUEUE_FIFO};
+    ss_diag d;
+    struct { double T, st[3], en[3]; const char *msg; } bad[] = {
+        {5, {5, -1, -1}, {15, -1, -1}, "task 0 starts at 5"},
+        {5, {0, -1, -1}, {9, -1, -1}, "ends at 9"},
+        {5, {0, 1, -1}, {10, 6, -1}, "both hold resource 0"},
+        {12, {0, 10, -1}, {10, 15, -1}, "no resources"},
+        {12, {3, 0, 10}, {13, 5, 10}, "task 1 starts at 0 before"},
+        {-1, {-1, -1, -1}, {-1, -1, -1}, "resume time"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        ss_diag_init(&d);
+        ss_engine_state from = {bad[k].T, bad[k].st, bad[k].en};
+        assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_ERR_INVALID);
+        if (!strstr(d.msg, bad[k].msg))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", k, d.msg, bad[k].msg);
+        assert_null(ss_engine_result_of(e));
+    }
+    (void)j;
+    ss_engine_free(e);
+    ss_taskgraph_free(tg);
+}
+
 /* ---- errors ---- */
 
 static void test_errors(void **state)
@@ -699,6 +843,9 @@ int main(void)
         cmocka_unit_test(test_policy_differs),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_resume_golden),
+        cmocka_unit_test(test_resume_equals_run),
+        cmocka_unit_test(test_resume_errors),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_alloc_failures),
     };
