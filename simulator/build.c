@@ -33,6 +33,8 @@ typedef struct unitinfo {
     int entry;          /* backward entry for gradients from outside, -1 until made */
     int n_unique;       /* distinct devices */
     int xhead;          /* first transfer from this unit, -1 if none */
+    int phead;          /* first pair reading this unit, -1 if none */
+    int btag;           /* SS_BUILD_COLL_* carrying the output gradient to the members */
 } unitinfo;
 
 typedef struct xferinfo {
@@ -46,7 +48,14 @@ typedef struct xferinfo {
 
 typedef struct pairinfo {
     int unit, tile, xfer; /* consumer tile reads unit (xfer -1: same device) */
+    int tensor, next;     /* tensor read; next pair reading the same unit */
+    ss_region reg;        /* the region read (needed region within the unit's output) */
 } pairinfo;
+
+typedef struct needinfo { /* a region a member device of a unit reads */
+    int dev, tensor;
+    ss_region reg;
+} needinfo;
 
 typedef struct wentry {
     int w, dev, op, tile, task;
@@ -100,6 +109,8 @@ struct ss_builder {
     int gating_ok; /* every data edge links tiles of the same micro-batch */
     struct mbkey *mbk;
     int cap_mbk;
+    needinfo *need;
+    int cap_need;
     ss_coll_result coll;
 };
 
@@ -154,6 +165,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->gate);
     ss_free(b->regs);
     ss_free(b->mbk);
+    ss_free(b->need);
     ss_coll_result_clear(&b->coll);
     ss_free(b);
 }
@@ -264,11 +276,13 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
     return add_task(tg, SS_TASK_XFER, dur, prio, op, -1, -1, aux, bytes, n, b->res, d);
 }
 
-/* Collective of `kind` over devs[0..n) (distinct). */
+/* Collective of `kind` over devs[0..n) (distinct), priced for cost_bytes,
+ * recorded as moving `bytes`. */
 static int add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, const int *devs,
-                          int n, double bytes, int op, int tile, int aux, int prio, ss_diag *d)
+                          int n, double cost_bytes, double bytes, int op, int tile, int aux,
+                          int prio, ss_diag *d)
 {
-    if (ss_coll_cost(b->m, kind, devs, n, bytes, NULL, &b->coll, d) != SS_OK)
+    if (ss_coll_cost(b->m, kind, devs, n, cost_bytes, NULL, &b->coll, d) != SS_OK)
         return -1;
     if (grow((void **)&b->res, &b->cap_res, b->coll.n_channels, sizeof(int)))
         return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
@@ -400,9 +414,9 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     return SS_OK;
 }
 
-/* ---- pass 2: partial-sum units ----------------------------------------- */
+/* ---- pass 2: units ------------------------------------------------------ */
 
-static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
+static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
 {
     for (int o = 0; o < b->n_ops; o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
@@ -414,63 +428,42 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
             u->red = R;
             u->entry = -1;
             u->xhead = -1;
-            if (R == 1) {
-                u->ready = b->tiles[u->first].fwd;
-                u->n_unique = 1;
-                continue;
-            }
-            int *dv;
-            int n = unit_devices(b, u, &dv, d);
-            if (n < 0)
-                return d ? d->status : SS_ERR_NOMEM;
-            u->n_unique = n;
-            int prio = prio_fwd(o, b->tiles[u->first].mb);
-            if (n == 1) {
-                u->ready = add_task(tg, SS_TASK_OTHER, 0, prio, o, k, -1, 0, 0, 0, NULL, d);
-            } else {
-                u->ready = add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, unit_out_bytes(b, u),
-                                          o, k, SS_BUILD_COLL_PARTIAL, prio, d);
-                b->st.coll_partial++;
-            }
-            if (u->ready < 0)
-                return d ? d->status : SS_ERR_NOMEM;
-            for (int r = 0; r < R; r++)
-                if (ss_taskgraph_add_dep(tg, b->tiles[u->first + r].fwd, u->ready, d) != SS_OK)
+            u->phead = -1;
+            u->btag = SS_BUILD_COLL_BCAST;
+            u->ready = R == 1 ? b->tiles[u->first].fwd : -1;
+            u->n_unique = 1;
+            if (R > 1) {
+                int *dv;
+                int n = unit_devices(b, u, &dv, d);
+                if (n < 0)
                     return d->status;
+                u->n_unique = n;
+            }
         }
     }
     return SS_OK;
 }
 
-/* ---- pass 3: forward data dependencies and transfers ------------------- */
+/* ---- pass 3: reads, partial sums, forward dependencies and transfers ---- */
 
-static int find_xfer(const ss_builder *b, const unitinfo *u, int tensor, int dev,
-                     const ss_region *reg)
-{
-    for (int x = u->xhead; x >= 0; x = b->xf[x].next)
-        if (b->xf[x].tensor == tensor && b->xf[x].dev == dev && !region_cmp(&b->xf[x].reg, reg))
-            return x;
-    return -1;
-}
-
-static ss_status pass_fwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+/* Every (consumer tile, producer unit) pair whose regions overlap, with the
+ * region read; no tasks yet. */
+static ss_status pass_pairs(ss_builder *b, ss_diag *d)
 {
     const ss_graph *g = b->g;
     for (int o = 0; o < b->n_ops; o++) {
         const ss_op *op = ss_graph_op(g, o);
         for (int i = 0; i < op->n_in; i++) {
             int tid = op->inputs[i];
-            const ss_tensor *T = ss_graph_tensor(g, tid);
-            int q = T->producer;
+            int q = ss_graph_tensor(g, tid)->producer;
             if (q < 0)
                 continue;
             const ss_op *qop = ss_graph_op(g, q);
             int k = 0;
             while (k < qop->n_out && qop->outputs[k] != tid)
                 k++;
-            double dsz = (double)ss_dtype_size(T->dtype);
             for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
-                tileinfo *tj = &b->tiles[j];
+                const tileinfo *tj = &b->tiles[j];
                 ss_region need;
                 ss_op_input_region(g, op, &tj->t, i, &need);
                 if (volume(&need) == 0)
@@ -482,49 +475,202 @@ static ss_status pass_fwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
                     if (ss_region_intersect(&need, &have, &ov) <= 0)
                         continue;
                     GROW(b, pairs, cap_pairs, b->n_pairs + 1, d);
-                    pairinfo *pr = &b->pairs[b->n_pairs++];
+                    int pi = b->n_pairs++;
+                    pairinfo *pr = &b->pairs[pi];
                     pr->unit = uu;
                     pr->tile = j;
                     pr->xfer = -1;
+                    pr->tensor = tid;
+                    pr->reg = ov;
+                    pr->next = u->phead;
+                    u->phead = pi;
                     if (qop->type != SS_OP_INPUT)
                         for (int r = 0; r < u->red; r++)
                             if (b->tiles[u->first + r].mb != tj->mb)
                                 b->gating_ok = 0;
-                    if (is_member(b, u, tj->dev)) {
-                        if (ss_taskgraph_add_dep(tg, u->ready, tj->fwd, d) != SS_OK)
-                            return d->status;
-                        continue;
-                    }
-                    int x = find_xfer(b, u, tid, tj->dev, &ov);
-                    if (x < 0) {
-                        GROW(b, xf, cap_xf, b->n_xf + 1, d);
-                        x = b->n_xf;
-                        xferinfo *X = &b->xf[x];
-                        X->tensor = tid;
-                        X->unit = uu;
-                        X->dev = tj->dev;
-                        X->src = b->tiles[u->first].dev;
-                        X->reg = ov;
-                        X->bytes = (double)volume(&ov) * dsz;
-                        X->btask = -1;
-                        X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, q, 0,
-                                               prio_fwd(o, tj->mb), d);
-                        if (X->task < 0)
-                            return d ? d->status : SS_ERR_INVALID;
-                        X->next = u->xhead;
-                        u->xhead = x;
-                        b->n_xf++;
-                        b->st.xfer_fwd++;
-                        if (ss_taskgraph_add_dep(tg, u->ready, X->task, d) != SS_OK)
-                            return d->status;
-                    }
-                    b->xf[x].last_user = j;
-                    pr->xfer = x;
-                    if (ss_taskgraph_add_dep(tg, b->xf[x].task, tj->fwd, d) != SS_OK)
-                        return d->status;
                 }
             }
         }
+    }
+    return SS_OK;
+}
+
+static int cmp_need(const void *pa, const void *pb)
+{
+    const needinfo *a = pa, *b = pb;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    if (a->tensor != b->tensor)
+        return a->tensor < b->tensor ? -1 : 1;
+    return region_cmp(&a->reg, &b->reg);
+}
+
+/* Bytes of the union of the regions need[a..e) (one device, sorted by
+ * tensor then region); -1 on allocation failure. */
+static double need_bytes(ss_builder *b, int a, int e)
+{
+    double bytes = 0;
+    for (int t = a; t < e;) {
+        int z = t;
+        while (z < e && b->need[z].tensor == b->need[t].tensor)
+            z++;
+        if (grow((void **)&b->regs, &b->cap_regs, z - t, sizeof(ss_region)))
+            return -1;
+        int nr = 0;
+        for (int q = t; q < z; q++)
+            if (nr == 0 || region_cmp(&b->regs[nr - 1], &b->need[q].reg))
+                b->regs[nr++] = b->need[q].reg;
+        int64_t v = ss_memory_region_union(b->regs, nr);
+        if (v < 0)
+            return -1;
+        bytes += (double)v * (double)ss_dtype_size(ss_graph_tensor(b->g, b->need[t].tensor)->dtype);
+        t = z;
+    }
+    return bytes;
+}
+
+/* What the consumers of a unit spread over n devices read. *outside: some
+ * consumer tile is on a non-member device. *sliced: the regions read on
+ * different members are disjoint and no member reads more than 1/n of the
+ * unit's output bytes (what a reduce-scatter leaves it). *sources: devices
+ * the output gradient comes back from (members with consumers, plus the
+ * first member when gradients arrive by transfer). */
+static ss_status unit_reads(ss_builder *b, const unitinfo *u, int n, int *outside, int *sliced,
+                            int *sources, ss_diag *d)
+{
+    int m = 0, root = b->tiles[u->first].dev, has_root = 0;
+    *outside = 0;
+    for (int k = u->phead; k >= 0; k = b->pairs[k].next) {
+        const pairinfo *pr = &b->pairs[k];
+        int dev = b->tiles[pr->tile].dev;
+        if (!is_member(b, u, dev)) {
+            *outside = 1;
+            continue;
+        }
+        GROW(b, need, cap_need, m + 1, d);
+        b->need[m++] = (needinfo){dev, pr->tensor, pr->reg};
+        has_root |= dev == root;
+    }
+    if (m > 1)
+        qsort(b->need, (size_t)m, sizeof(needinfo), cmp_need);
+    *sources = *outside && !has_root;
+    double total = unit_out_bytes(b, u);
+    int ok = 1;
+    for (int a = 0; a < m;) {
+        int e = a;
+        while (e < m && b->need[e].dev == b->need[a].dev)
+            e++;
+        (*sources)++;
+        double bytes = need_bytes(b, a, e);
+        if (bytes < 0)
+            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+        if (bytes * n > total)
+            ok = 0;
+        a = e;
+    }
+    for (int a = 0; a < m && ok; a++)
+        for (int c = a + 1; c < m && ok; c++) {
+            ss_region ov;
+            if (b->need[c].dev != b->need[a].dev && b->need[c].tensor == b->need[a].tensor &&
+                ss_region_intersect(&b->need[a].reg, &b->need[c].reg, &ov) > 0)
+                ok = 0;
+        }
+    *sliced = ok;
+    return SS_OK;
+}
+
+/* The task that makes each partial-sum unit whole: a join on one device; a
+ * reduce-scatter when its consumers all sit on its devices and read disjoint
+ * slices of at most 1/n each; an all-reduce otherwise. Also picks the
+ * collective that brings the output gradient back (unit_entry). */
+static ss_status pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    for (int uu = 0; uu < b->n_units; uu++) {
+        unitinfo *u = &b->units[uu];
+        if (u->red == 1)
+            continue;
+        int k = uu - b->unit_base[u->op];
+        int prio = prio_fwd(u->op, b->tiles[u->first].mb);
+        if (u->n_unique == 1) {
+            u->ready = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
+        } else {
+            int *dv, outside, sliced, sources;
+            int n = unit_devices(b, u, &dv, d);
+            if (n < 0 || unit_reads(b, u, n, &outside, &sliced, &sources, d) != SS_OK)
+                return d->status;
+            double bytes = unit_out_bytes(b, u);
+            if (u->phead >= 0 && !outside && sliced) {
+                u->ready = add_collective(b, tg, SS_COLL_REDUCE_SCATTER, dv, n, bytes, bytes,
+                                          u->op, k, SS_BUILD_COLL_SCATTER, prio, d);
+                u->btag = SS_BUILD_COLL_GATHER;
+                b->st.coll_scatter++;
+            } else {
+                u->ready = add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op,
+                                          k, SS_BUILD_COLL_PARTIAL, prio, d);
+                u->btag = sources > 1 ? SS_BUILD_COLL_GRADSUM : SS_BUILD_COLL_BCAST;
+                b->st.coll_partial++;
+            }
+        }
+        if (u->ready < 0)
+            return d->status;
+        for (int r = 0; r < u->red; r++)
+            if (ss_taskgraph_add_dep(tg, b->tiles[u->first + r].fwd, u->ready, d) != SS_OK)
+                return d->status;
+    }
+    return SS_OK;
+}
+
+static int find_xfer(const ss_builder *b, const unitinfo *u, int tensor, int dev,
+                     const ss_region *reg)
+{
+    for (int x = u->xhead; x >= 0; x = b->xf[x].next)
+        if (b->xf[x].tensor == tensor && b->xf[x].dev == dev && !region_cmp(&b->xf[x].reg, reg))
+            return x;
+    return -1;
+}
+
+/* Each pair: a dependency on the unit's ready task (consumer on a member
+ * device) or a transfer from the unit's first device (shared by every
+ * consumer of the same region on the same device). */
+static ss_status pass_fwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    for (int pi = 0; pi < b->n_pairs; pi++) {
+        pairinfo *pr = &b->pairs[pi];
+        unitinfo *u = &b->units[pr->unit];
+        const tileinfo *tj = &b->tiles[pr->tile];
+        if (is_member(b, u, tj->dev)) {
+            if (ss_taskgraph_add_dep(tg, u->ready, tj->fwd, d) != SS_OK)
+                return d->status;
+            continue;
+        }
+        int x = find_xfer(b, u, pr->tensor, tj->dev, &pr->reg);
+        if (x < 0) {
+            GROW(b, xf, cap_xf, b->n_xf + 1, d);
+            x = b->n_xf;
+            xferinfo *X = &b->xf[x];
+            X->tensor = pr->tensor;
+            X->unit = pr->unit;
+            X->dev = tj->dev;
+            X->src = b->tiles[u->first].dev;
+            X->reg = pr->reg;
+            X->bytes = (double)volume(&pr->reg) *
+                       (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
+            X->btask = -1;
+            X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0,
+                                   prio_fwd(tj->op, tj->mb), d);
+            if (X->task < 0)
+                return d->status;
+            X->next = u->xhead;
+            u->xhead = x;
+            b->n_xf++;
+            b->st.xfer_fwd++;
+            if (ss_taskgraph_add_dep(tg, u->ready, X->task, d) != SS_OK)
+                return d->status;
+        }
+        b->xf[x].last_user = pr->tile;
+        pr->xfer = x;
+        if (ss_taskgraph_add_dep(tg, b->xf[x].task, tj->fwd, d) != SS_OK)
+            return d->status;
     }
     return SS_OK;
 }
@@ -550,8 +696,14 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
     return SS_OK;
 }
 
-/* The task gradients from outside a unit feed: its tile's backward (red = 1)
- * or a join (+ broadcast to its devices) before every member's backward. */
+/* The task the gradients of a unit's output feed (consumer backwards on its
+ * devices, gradient transfers from elsewhere): its tile's backward (red = 1)
+ * or a join before every member's backward, through the collective chosen in
+ * pass_partial when the members sit on several devices: an all-gather when
+ * the consumers read disjoint slices, a broadcast when the gradient comes
+ * back to one device (a pipelined ring broadcast of S costs what a ring
+ * all-gather of n/(n-1) S does), an all-reduce of the partial gradients
+ * otherwise. */
 static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
 {
     unitinfo *u = &b->units[uu];
@@ -570,11 +722,22 @@ static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
         int n = unit_devices(b, u, &dv, d);
         if (n < 0)
             return -1;
-        last = add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, unit_out_bytes(b, u), u->op, k,
-                              SS_BUILD_COLL_BCAST, prio, d);
+        double bytes = unit_out_bytes(b, u);
+        if (u->btag == SS_BUILD_COLL_GRADSUM) {
+            last = add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op, k,
+                                  u->btag, prio, d);
+            b->st.coll_gradsum++;
+        } else if (u->btag == SS_BUILD_COLL_GATHER) {
+            last = add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, bytes, bytes, u->op, k,
+                                  u->btag, prio, d);
+            b->st.coll_gather++;
+        } else {
+            last = add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, bytes * n / (n - 1), bytes,
+                                  u->op, k, u->btag, prio, d);
+            b->st.coll_bcast++;
+        }
         if (last < 0 || ss_taskgraph_add_dep(tg, join, last, d) != SS_OK)
             return -1;
-        b->st.coll_bcast++;
     }
     for (int r = 0; r < u->red; r++)
         if (ss_taskgraph_add_dep(tg, last, b->tiles[u->first + r].bwd, d) != SS_OK)
@@ -866,7 +1029,7 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
                (b->set.priority ? minop : b->n_ops - 1 - maxop);
     int bucket = b->st.buckets++;
     int c = add_collective(b, tg, SS_COLL_ALLREDUCE, b->ipool + s0->dev_off, s0->n_dev, bytes,
-                           s0->minop, bucket, SS_BUILD_COLL_GRAD, prio, d);
+                           bytes, s0->minop, bucket, SS_BUILD_COLL_GRAD, prio, d);
     if (c < 0)
         return d->status;
     b->st.coll_grad++;
@@ -1025,7 +1188,8 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||
         (st = ss_memory_reset(mm, b->n_dev, d)) != SS_OK)
         return st;
-    if ((st = pass_tiles(b, p, tg, d)) != SS_OK || (st = pass_units(b, p, tg, d)) != SS_OK ||
+    if ((st = pass_tiles(b, p, tg, d)) != SS_OK || (st = pass_units(b, p, d)) != SS_OK ||
+        (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = pass_weights(b, tg, mm, d)) != SS_OK || (st = pass_memory(b, mm, d)) != SS_OK)
@@ -1061,6 +1225,12 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
             snprintf(buf, n, "allreduce grads bucket %d (%s ...)", tg->tile[task], name);
         else if (tg->aux[task] == SS_BUILD_COLL_PARTIAL)
             snprintf(buf, n, "allreduce partial sums %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_SCATTER)
+            snprintf(buf, n, "reduce-scatter partial sums %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_GATHER)
+            snprintf(buf, n, "allgather output grad %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_GRADSUM)
+            snprintf(buf, n, "allreduce output grad %s", name);
         else
             snprintf(buf, n, "broadcast output grad %s", name);
         break;

@@ -75,12 +75,16 @@
 /* Collective task tags (ss_taskgraph.aux of SS_TASK_COLLECTIVE tasks). */
 enum {
     SS_BUILD_COLL_GRAD = 0,    /* gradient all-reduce of a bucket (tile = bucket index) */
-    SS_BUILD_COLL_PARTIAL = 1, /* all-reduce of partial sums (op = producer) */
-    SS_BUILD_COLL_BCAST = 2    /* output gradient to a partial-sum unit's devices */
+    SS_BUILD_COLL_PARTIAL = 1, /* all-reduce of partial sums (op = producer, tile = unit) */
+    SS_BUILD_COLL_BCAST = 2,   /* output gradient broadcast to a partial-sum unit's devices */
+    SS_BUILD_COLL_SCATTER = 3, /* reduce-scatter of partial sums */
+    SS_BUILD_COLL_GATHER = 4,  /* all-gather of sliced output gradients to the unit's devices */
+    SS_BUILD_COLL_GRADSUM = 5  /* all-reduce of partial output gradients on the unit's devices */
 };
 
 typedef struct ss_build_stats {
     int fwd, bwd, xfer_fwd, xfer_bwd, coll_partial, coll_bcast, coll_grad, updates;
+    int coll_scatter, coll_gather, coll_gradsum;
     int buckets, shards;
     int microbatch_gating; /* 1 if micro-batch program order was applied */
 } ss_build_stats;

@@ -394,8 +394,11 @@ static void test_pipeline_bubble(void **state)
  *   fwd fc1 t1 [17.8, 81.8]; all-reduce of 256000 B over 2: 41.6 us
  *   [81.8, 123.4]; fwd fc2 [123.4, 251.4]; bwd fc2 [251.4, 507.4].
  * Before the fix bwd fc1 t1 on gpu1 ran at [81.8, 209.8], long before the
- * gradient of its output existed. Now the gradient goes from gpu0 to gpu1
- * first: bwd fc1 t1 starts when that collective ends, after bwd fc2.
+ * gradient of its output existed. Now the gradient (whole on gpu0) is
+ * broadcast to the members: a pipelined ring broadcast of S = 256000 B,
+ * 6 + 5 + 25.6 = 36.6 us [507.4, 544] (fc2's update runs on gpu0 meanwhile,
+ * [507.4, 519.4]); bwd fc1 t0 and t1 [544, 672]; fc1's shard updates (5e5
+ * params, 6 us) end the iteration at 678.
  */
 static void test_partial_grad_reaches_members(void **state)
 {
@@ -418,7 +421,186 @@ static void test_partial_grad_reaches_members(void **state)
     NEAR(f.r->start[bc], 507.4);
     NEAR(f.r->start[b1], f.r->end[bc]);
     NEAR(f.r->start[b0], f.r->end[bc]);
+    NEAR(f.tg->dur[bc], 36.6);
+    NEAR(f.r->makespan, 678);
     assert_int_equal(ss_build_stats_of(f.b)->coll_bcast, 1);
+    char name[128];
+    ss_build_task_name(f.b, f.tg, bc, name, sizeof name);
+    assert_string_equal(name, "broadcast output grad fc1");
+    teardown(&f);
+}
+
+/*
+ * Reduce-scatter / all-gather: chain2 on "pair"; fc1 red = 2 over gpu0 and
+ * gpu1 as above, fc2 split by samples over gpu0 (rows 0..31) and gpu1
+ * (32..63). Each fc2 tile reads a disjoint half of fc1's output, so the
+ * partial sums are reduce-scattered: S = 64*1000*4 = 256000 B, ring over
+ * n = 2: 6 + 1*5 + (1/2)*25.6 = 23.8 us (an all-reduce would take 41.6).
+ *   fwd fc1 t0 [0, 64], x slice to gpu1 [0, 17.8], fwd fc1 t1 [17.8, 81.8];
+ *   reduce-scatter [81.8, 105.6]; fwd fc2 t0 and t1 (32 rows: 64 us)
+ *   [105.6, 169.6]; bwd fc2 (128 us) [169.6, 297.6].
+ * Backward mirror: each device holds the gradient of its half: all-gather
+ * of S, also 23.8 us, [297.6, 321.4]; fc2's weight gradient all-reduce
+ * (4e6 B: 6 + 2*5 + 400 = 416 us) is ready at the same instant and shares
+ * both channels, but sorts after it (gradient buckets have the larger
+ * priority): [321.4, 737.4]. bwd fc1 t0, t1 (128 us) [321.4, 449.4];
+ * updates: fc1 shards (5e5 params, 6 us) [449.4, 455.4], fc2 (1e6, 12 us)
+ * on both devices after the all-reduce [737.4, 749.4] = the iteration.
+ */
+static void test_reduce_scatter_all_gather(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d0[] = {0}, d01[] = {0, 1};
+    set_cfg(&f, "x", 1, 1, d0, 0);
+    set_cfg(&f, "fc1", 1, 2, d01, 0);
+    set_cfg(&f, "fc2", 2, 1, d01, 0);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->coll_scatter, 1);
+    assert_int_equal(st->coll_gather, 1);
+    assert_int_equal(st->coll_partial + st->coll_bcast + st->coll_gradsum, 0);
+    assert_int_equal(st->coll_grad, 1);
+    int rs = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    int ag = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 1);
+    int gr = find_task(&f, SS_TASK_COLLECTIVE, "fc2", 0);
+    assert_true(rs >= 0 && ag >= 0 && gr >= 0);
+    NEAR(f.tg->dur[rs], 23.8);
+    NEAR(f.tg->bytes[rs], 256000);
+    NEAR(f.r->start[rs], 81.8);
+    NEAR(f.r->start[find_task(&f, SS_TASK_FWD, "fc2", 0)], 105.6);
+    NEAR(f.r->start[find_task(&f, SS_TASK_FWD, "fc2", 1)], 105.6);
+    NEAR(f.tg->dur[ag], 23.8);
+    NEAR(f.r->start[ag], 297.6);
+    NEAR(f.r->start[gr], 321.4);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", 0)], 321.4);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", 1)], 321.4);
+    NEAR(f.r->makespan, 749.4);
+    char name[128];
+    ss_build_task_name(f.b, f.tg, rs, name, sizeof name);
+    assert_string_equal(name, "reduce-scatter partial sums fc1");
+    ss_build_task_name(f.b, f.tg, ag, name, sizeof name);
+    assert_string_equal(name, "allgather output grad fc1");
+
+    /* fc2 split on its output features instead: both tiles read all of
+     * fc1's output, so the partial sums are all-reduced (41.6 us, [81.8,
+     * 123.4]); fc2 tiles (2*64*1000*500 FLOPs) fwd [123.4, 187.4], bwd
+     * [187.4, 315.4]; each holds a partial gradient of the whole output:
+     * all-reduce of S (41.6 us) [315.4, 357]; bwd fc1 [357, 485]; update of
+     * fc1's shards 6 us -> 491 (fc2's column shards update at 315.4). */
+    int fc2 = ss_graph_find_op(f.g, "fc2");
+    ss_pconfig c = *ss_plan_config(f.p, fc2);
+    c.deg[0] = 1;
+    c.deg[1] = 2;
+    c.red = 1;
+    c.ntiles = 2;
+    c.devices = (int *)d01;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_set_config(f.p, fc2, &c, &d), SS_OK);
+    run(&f);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->coll_partial, 1);
+    assert_int_equal(st->coll_gradsum, 1);
+    assert_int_equal(st->coll_scatter + st->coll_gather + st->coll_bcast + st->coll_grad, 0);
+    int ar = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    int gs = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 1);
+    NEAR(f.tg->dur[ar], 41.6);
+    NEAR(f.r->start[ar], 81.8);
+    NEAR(f.tg->dur[gs], 41.6);
+    NEAR(f.r->start[gs], 315.4);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", 1)], 357);
+    NEAR(f.r->makespan, 491);
+    ss_build_task_name(f.b, f.tg, gs, name, sizeof name);
+    assert_string_equal(name, "allreduce output grad fc1");
+    teardown(&f);
+}
+
+static void setup_zoo(fix *f, const char *spec, int64_t batch, const char *topo)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    memset(f, 0, sizeof *f);
+    assert_int_equal(ss_model_build(spec, batch, 1, &f->g, &d), SS_OK);
+    assert_int_equal(ss_machine_load(ss_test_path(topo), &f->m, &d), SS_OK);
+    f->cm = ss_cost_new(f->m);
+    f->p = ss_plan_new(f->g, f->m);
+    f->b = ss_build_new(f->g, f->m, f->cm);
+    f->tg = ss_taskgraph_new(0, 0);
+    f->mm = ss_memory_new();
+    f->e = ss_engine_new();
+    assert_true(f->cm && f->p && f->b && f->tg && f->mm && f->e);
+}
+
+/*
+ * Sequence-parallel Megatron moves what Megatron's two all-reduces per layer
+ * per pass move. gpt (hidden 128, seq 64) on dgx-a100, tp = 4, dp = 2, batch
+ * 8: each TP group holds 4 samples, so a layer activation is S = 4*64*128 *
+ * 2 B (fp16) = 65536 B. Bytes on the wire (sum over devices of bytes sent):
+ * ring all-reduce 2(n-1) S, reduce-scatter and all-gather (n-1) S each, a
+ * point-to-point transfer its bytes. Per layer per pass and TP group, two
+ * all-reduces are 4(n-1) S = 12 S. With sp = 1, forward: reduce-scatter
+ * after attn.proj and mlp.fc2 (3 S each) and the all-gathers of ln1 and ln2
+ * done by transfers (each device sends its S/4 slice to 3 others: 3 S
+ * each); backward: the mirror (all-gathers 3 S each, gradient transfers
+ * 3 S each). With sp = 0 the two forward all-reduces alone are 12 S.
+ */
+static double wire_bytes(const fix *f, int task, int n)
+{
+    int tag = f->tg->aux[task];
+    if (f->tg->kind[task] == SS_TASK_XFER)
+        return f->tg->bytes[task];
+    if (tag == SS_BUILD_COLL_PARTIAL || tag == SS_BUILD_COLL_GRADSUM)
+        return 2.0 * (n - 1) * f->tg->bytes[task];
+    return (double)(n - 1) * f->tg->bytes[task];
+}
+
+static void layer_volume(fix *f, const char *spec, double *fwd, double *bwd)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan_free(f->p);
+    f->p = NULL;
+    assert_int_equal(ss_plan_from_spec(spec, f->g, f->m, &f->p, &d), SS_OK);
+    run(f);
+    *fwd = *bwd = 0;
+    for (int t = 0; t < f->tg->n_tasks; t++) {
+        int k = f->tg->kind[t], op = f->tg->op[t];
+        if ((k != SS_TASK_XFER && k != SS_TASK_COLLECTIVE) || op < 0 ||
+            strncmp(ss_graph_op(f->g, op)->name, "l1.", 3) != 0 ||
+            (k == SS_TASK_COLLECTIVE && f->tg->aux[t] == SS_BUILD_COLL_GRAD))
+            continue;
+        int back = k == SS_TASK_XFER ? f->tg->aux[t] != 0
+                                     : f->tg->aux[t] != SS_BUILD_COLL_PARTIAL &&
+                                           f->tg->aux[t] != SS_BUILD_COLL_SCATTER;
+        *(back ? bwd : fwd) += wire_bytes(f, t, 4);
+    }
+}
+
+static void test_sequence_parallel_volume(void **state)
+{
+    (void)state;
+    fix f;
+    setup_zoo(&f, "gpt:layers=2,hidden=128,heads=4,seq=64,vocab=512", 8,
+              "topologies/dgx-a100.json");
+    const double S = 4 * 64 * 128 * 2;
+    double fw, bw;
+    layer_volume(&f, "megatron:tp=4,pp=1,dp=2,sp=1", &fw, &bw);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->coll_partial, 2); /* the loss over the vocab-parallel head */
+    assert_int_equal(st->coll_scatter, 2 * (1 + 2 * 2)); /* embedding + 2 per layer, per group */
+    assert_int_equal(st->coll_gather, st->coll_scatter);
+    NEAR(fw, 2 * 12 * S);
+    NEAR(bw, 2 * 12 * S);
+    layer_volume(&f, "megatron:tp=4,pp=1,dp=2,sp=0", &fw, &bw);
+    double ar = 0;
+    for (int t = 0; t < f.tg->n_tasks; t++)
+        if (f.tg->kind[t] == SS_TASK_COLLECTIVE && f.tg->aux[t] == SS_BUILD_COLL_PARTIAL &&
+            !strncmp(ss_graph_op(f.g, f.tg->op[t])->name, "l1.", 3))
+            ar += wire_bytes(&f, t, 4);
+    NEAR(ar, 2 * 12 * S);
+    assert_true(fw > ar); /* plus the transfers of the ops run on the first rank only */
     teardown(&f);
 }
 
@@ -544,22 +726,6 @@ static long check_dataflow(const fix *f)
     return checked;
 }
 
-static void setup_zoo(fix *f, const char *spec, int64_t batch, const char *topo)
-{
-    ss_diag d;
-    ss_diag_init(&d);
-    memset(f, 0, sizeof *f);
-    assert_int_equal(ss_model_build(spec, batch, 1, &f->g, &d), SS_OK);
-    assert_int_equal(ss_machine_load(ss_test_path(topo), &f->m, &d), SS_OK);
-    f->cm = ss_cost_new(f->m);
-    f->p = ss_plan_new(f->g, f->m);
-    f->b = ss_build_new(f->g, f->m, f->cm);
-    f->tg = ss_taskgraph_new(0, 0);
-    f->mm = ss_memory_new();
-    f->e = ss_engine_new();
-    assert_true(f->cm && f->p && f->b && f->tg && f->mm && f->e);
-}
-
 /* Random plans (red > 1 spread over several devices among them) and
  * Megatron plans with and without sequence parallelism. */
 static void test_dataflow_invariants(void **state)
@@ -571,7 +737,7 @@ static void test_dataflow_invariants(void **state)
                                      "megatron:tp=2,pp=2,dp=1,mb=4",
                                      "megatron:tp=2,pp=2,dp=1,mb=2,sp=1,recompute=full"};
     long checked = 0;
-    int spread = 0;
+    int spread = 0, kinds[4] = {0};
     for (int mi = 0; mi < 2; mi++) {
         fix f;
         setup_zoo(&f, models[mi], 16, "topologies/p100x16.json");
@@ -584,7 +750,12 @@ static void test_dataflow_invariants(void **state)
             }
             run(&f);
             checked += check_dataflow(&f);
-            spread += ss_build_stats_of(f.b)->coll_partial;
+            const ss_build_stats *st = ss_build_stats_of(f.b);
+            spread += st->coll_partial + st->coll_scatter;
+            kinds[0] += st->coll_scatter;
+            kinds[1] += st->coll_bcast;
+            kinds[2] += st->coll_gather;
+            kinds[3] += st->coll_gradsum;
         }
         for (int k = 0; mi == 0 && k < 4; k++) {
             ss_diag d;
@@ -598,6 +769,8 @@ static void test_dataflow_invariants(void **state)
         teardown(&f);
     }
     assert_true(spread > 20); /* partial sums on several devices were exercised */
+    for (int k = 0; k < 4; k++) /* and every collective that carries them */
+        assert_true(kinds[k] > 0);
     assert_true(checked > 1000);
 }
 
@@ -615,30 +788,26 @@ static void test_bad_device(void **state)
     teardown(&f);
 }
 
-/* Every allocation failure is reported as NOMEM, never a crash or a leak. */
-static void test_fault_injection(void **state)
+/* Every allocation failure is reported as NOMEM, never a crash or a leak:
+ * data parallel on ring4 (gradient buckets), and partial sums on "pair"
+ * reduce-scattered for a sample-split consumer (reads, region unions,
+ * gathered gradients). */
+static void faults_for(fix *f)
 {
-    (void)state;
-    fix f;
     ss_diag d;
-    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/ring4.json");
-    ss_plan_free(f.p);
-    f.p = NULL;
-    ss_diag_init(&d);
-    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 4, &f.p, &d), SS_OK);
     int ok = 0;
     for (long k = 0; k < 2000 && !ok; k++) {
         ss_builder *b = NULL;
         ss_taskgraph *tg = NULL;
         ss_memory *mm = NULL;
         ss_test_fail_after(k);
-        b = ss_build_new(f.g, f.m, f.cm);
+        b = ss_build_new(f->g, f->m, f->cm);
         tg = ss_taskgraph_new(0, 0);
         mm = ss_memory_new();
         ss_status st = SS_ERR_NOMEM;
         ss_diag_init(&d);
         if (b && tg && mm)
-            st = ss_build_run(b, f.p, tg, mm, &d);
+            st = ss_build_run(b, f->p, tg, mm, &d);
         ss_test_fail_after(-1);
         if (st == SS_OK)
             ok = 1;
@@ -649,6 +818,29 @@ static void test_fault_injection(void **state)
         ss_memory_free(mm);
     }
     assert_true(ok);
+}
+
+static void test_fault_injection(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/ring4.json");
+    ss_plan_free(f.p);
+    f.p = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 4, &f.p, &d), SS_OK);
+    faults_for(&f);
+    teardown(&f);
+
+    static const int d0[] = {0}, d01[] = {0, 1};
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    set_cfg(&f, "x", 1, 1, d0, 0);
+    set_cfg(&f, "fc1", 1, 2, d01, 0);
+    set_cfg(&f, "fc2", 2, 1, d01, 0);
+    run(&f);
+    assert_int_equal(ss_build_stats_of(f.b)->coll_scatter, 1);
+    faults_for(&f);
     teardown(&f);
 }
 
@@ -660,6 +852,8 @@ int main(void)
         cmocka_unit_test(test_pipeline_bubble),   cmocka_unit_test(test_bad_device),
         cmocka_unit_test(test_fault_injection),
         cmocka_unit_test(test_partial_grad_reaches_members),
+        cmocka_unit_test(test_reduce_scatter_all_gather),
+        cmocka_unit_test(test_sequence_parallel_volume),
         cmocka_unit_test(test_dataflow_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
