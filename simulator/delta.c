@@ -62,18 +62,17 @@ struct ss_delta {
     int have_pending;
     double *peak, *cap_bytes;
     int n_dev;
-    /* signature index of the base graph: chains of old ids per bucket */
-    int idx_valid, nbuck;
-    int32_t *head, *next, *cursor;
-    uint32_t *stamp, epoch;
-    uint64_t *sig;          /* per old task */
-    int cap_idx, cap_sig;
     /* per new task scratch */
-    int32_t *map, *tmp;     /* new -> old id (-1 dirty / unmapped) */
-    uint8_t *dirty, *used;  /* used: per old task */
+    int32_t *map;           /* new -> old id (-1 unmapped) */
+    uint8_t *dirty;
+    /* per old task scratch */
+    uint8_t *used;          /* partner of a clean new task */
+    int32_t *cnt;           /* predecessor counts, all zero between uses */
+    int cap_old;
+    uint8_t *near;          /* per op: the changed op or one of its producers (align) */
     double *lb;
     int32_t *order, *indeg;
-    int cap_new, cap_old;
+    int cap_new;
     /* the state to resume from, per new task */
     double *from_start, *from_end;
     int cap_from;
@@ -113,33 +112,11 @@ static ss_status nomem(ss_diag *d)
     return ss_diag_set(d, SS_ERR_NOMEM, "delta simulation: out of memory");
 }
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdULL;
-}
-
 static uint64_t dbits(double x)
 {
     uint64_t u;
     memcpy(&u, &x, sizeof u);
     return u;
-}
-
-static uint64_t task_sig(const ss_taskgraph *tg, int t)
-{
-    uint64_t h = 0x243f6a8885a308d3ULL;
-    h = mix(h, tg->kind[t]);
-    h = mix(h, (uint64_t)(uint32_t)tg->op[t]);
-    h = mix(h, (uint64_t)(uint32_t)tg->tile[t]);
-    h = mix(h, (uint64_t)(uint32_t)tg->mb[t]);
-    h = mix(h, (uint64_t)(uint32_t)tg->aux[t]);
-    h = mix(h, (uint64_t)(uint32_t)tg->prio[t]);
-    h = mix(h, dbits(tg->dur[t]));
-    h = mix(h, dbits(tg->bytes[t]));
-    for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++)
-        h = mix(h, (uint64_t)(uint32_t)tg->res[i]);
-    return h;
 }
 
 static int same_task(const ss_taskgraph *a, int x, const ss_taskgraph *b, int y)
@@ -172,15 +149,11 @@ void ss_delta_free(ss_delta *dl)
     state_free(&dl->st[1]);
     ss_free(dl->peak);
     ss_free(dl->cap_bytes);
-    ss_free(dl->head);
-    ss_free(dl->next);
-    ss_free(dl->cursor);
-    ss_free(dl->stamp);
-    ss_free(dl->sig);
     ss_free(dl->map);
-    ss_free(dl->tmp);
     ss_free(dl->dirty);
     ss_free(dl->used);
+    ss_free(dl->cnt);
+    ss_free(dl->near);
     ss_free(dl->lb);
     ss_free(dl->order);
     ss_free(dl->indeg);
@@ -207,9 +180,10 @@ ss_status ss_delta_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         dl->st[i].e = ss_engine_new();
     }
     dl->peak = ss_calloc((size_t)dl->n_dev + 1, sizeof *dl->peak);
+    dl->near = ss_calloc((size_t)ss_graph_n_ops(g) + 1, sizeof *dl->near);
     dl->cap_bytes = ss_calloc((size_t)dl->n_dev + 1, sizeof *dl->cap_bytes);
     if (!dl->b || !dl->st[0].tg || !dl->st[1].tg || !dl->st[0].mm || !dl->st[1].mm ||
-        !dl->st[0].e || !dl->st[1].e || !dl->peak || !dl->cap_bytes) {
+        !dl->st[0].e || !dl->st[1].e || !dl->peak || !dl->near || !dl->cap_bytes) {
         ss_delta_free(dl);
         return nomem(d);
     }
@@ -224,91 +198,138 @@ ss_status ss_delta_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
 
 /* ---- mapping and T* -------------------------------------------------------- */
 
-static ss_status build_index(ss_delta *dl, const ss_taskgraph *old, ss_diag *d)
+/* How far past a mismatch align() looks for the next equal run, and how
+ * many equal pairs in a row make a run (identical tasks, e.g. equal
+ * transfers between one pair of devices, must not pull the alignment off). */
+#define RESYNC 256
+#define RUN 4
+
+/* Do new tasks i.. and old tasks j.. start with RUN equal pairs (or equal
+ * pairs up to the end of either sequence)? */
+static int equal_run(const ss_taskgraph *nw, int i, const ss_taskgraph *old, int j)
 {
-    int n = old->n_tasks, nb = 1;
-    while (nb < 2 * n + 2)
-        nb *= 2;
-    if (grow((void **)&dl->head, &dl->cap_idx, nb, sizeof *dl->head) ||
-        grow2((void **)&dl->cursor, 0, dl->cap_idx, sizeof *dl->cursor) ||
-        grow2((void **)&dl->stamp, 0, dl->cap_idx, sizeof *dl->stamp) ||
-        grow((void **)&dl->sig, &dl->cap_sig, n + 1, sizeof *dl->sig) ||
-        grow2((void **)&dl->next, 0, dl->cap_sig, sizeof *dl->next) ||
-        grow2((void **)&dl->used, 0, dl->cap_sig, sizeof *dl->used))
-        return nomem(d);
-    dl->nbuck = nb;
-    for (int b = 0; b < nb; b++) {
-        dl->head[b] = -1;
-        dl->stamp[b] = 0;
+    for (int k = 0; k < RUN; k++) {
+        if (i + k >= nw->n_tasks || j + k >= old->n_tasks)
+            return k > 0;
+        if (!same_task(nw, i + k, old, j + k))
+            return 0;
     }
-    dl->epoch = 0;
-    /* chains in increasing id order: insert from the back */
-    for (int t = n - 1; t >= 0; t--) {
-        uint64_t h = task_sig(old, t);
-        dl->sig[t] = h;
-        int b = (int)(h & (uint64_t)(nb - 1));
-        dl->next[t] = dl->head[b];
-        dl->head[b] = t;
+    return 1;
+}
+
+/* Tasks align() treats as rebuilt without looking for a partner: the
+ * changed op's own tasks, and the transfers, collectives and joins tagged
+ * with one of its producers (among them the changed op's input transfers
+ * and their gradients, which the builder tags with the producer). Marking
+ * the producers' other communication dirty too costs nothing: it becomes
+ * ready no earlier than the producers' outputs, as the changed op's input
+ * transfers do, so T* stays where those put it. */
+static int rebuilt(const ss_delta *dl, const ss_taskgraph *tg, int t, int changed)
+{
+    int op = tg->op[t];
+    if (op == changed)
+        return 1;
+    return op >= 0 && dl->near[op] &&
+           (tg->kind[t] == SS_TASK_XFER || tg->kind[t] == SS_TASK_COLLECTIVE ||
+            tg->kind[t] == SS_TASK_OTHER);
+}
+
+/* Align the new task sequence with the old one, both in the builder's
+ * emission order: equal tasks (same_task) pair up in order, like a diff.
+ * The tasks of the changed op are skipped on both sides (rebuilt); at any
+ * other mismatch the nearest equal run within RESYNC tasks on either side
+ * resumes the alignment, else both tasks count as replaced. The map is
+ * increasing, so mapped tasks keep their relative id order (tie-breaks).
+ * Any map is sound (step 3 of map_tasks checks predecessors); a better one
+ * only keeps more tasks clean. Sequential access, O(n + mismatches*RESYNC). */
+static void align(ss_delta *dl, const ss_taskgraph *nw, const ss_taskgraph *old, int changed)
+{
+    int n = nw->n_tasks, no = old->n_tasks, i = 0, j = 0;
+    const ss_op *cop = ss_graph_op(dl->g, changed);
+    for (int k = 0; k < cop->n_in; k++) {
+        int q = ss_graph_tensor(dl->g, cop->inputs[k])->producer;
+        if (q >= 0)
+            dl->near[q] = 1;
     }
-    dl->idx_valid = 1;
-    return SS_OK;
+    dl->near[changed] = 1;
+    while (i < n && j < no) {
+        if (same_task(nw, i, old, j)) {
+            dl->map[i++] = j++;
+            continue;
+        }
+        if (rebuilt(dl, nw, i, changed)) {
+            dl->map[i++] = -1;
+            continue;
+        }
+        if (rebuilt(dl, old, j, changed)) {
+            j++;
+            continue;
+        }
+        int k, skip_new = 0, skip_old = 0;
+        for (k = 1; k <= RESYNC; k++) {
+            if (j + k < no && equal_run(nw, i, old, j + k)) {
+                skip_old = k;
+                break;
+            }
+            if (i + k < n && equal_run(nw, i + k, old, j)) {
+                skip_new = k;
+                break;
+            }
+        }
+        if (skip_old) {
+            j += skip_old;
+        } else if (skip_new) {
+            while (skip_new--)
+                dl->map[i++] = -1;
+        } else {
+            dl->map[i++] = -1;
+            j++;
+        }
+    }
+    while (i < n)
+        dl->map[i++] = -1;
+    for (int k = 0; k < cop->n_in; k++) {
+        int q = ss_graph_tensor(dl->g, cop->inputs[k])->producer;
+        if (q >= 0)
+            dl->near[q] = 0;
+    }
+    dl->near[changed] = 0;
 }
 
 /* Map new tasks to old ones, mark dirty tasks, compute T*. Returns T*
  * through *tstar (0 when everything must be re-simulated). */
-static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, double *tstar,
-                           ss_diag *d)
+static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, int changed,
+                           double *tstar, ss_diag *d)
 {
     const ss_taskgraph *old = os->tg, *nw = ns->tg;
     const ss_engine_result *ob = ss_engine_result_of(os->e);
     int n = nw->n_tasks, no = old->n_tasks;
-    if (!dl->idx_valid && build_index(dl, old, d) != SS_OK)
-        return d->status;
-    if (grow((void **)&dl->map, &dl->cap_new, n + 1, sizeof *dl->map) ||
-        grow2((void **)&dl->tmp, 0, dl->cap_new, sizeof *dl->tmp) ||
-        grow2((void **)&dl->dirty, 0, dl->cap_new, sizeof *dl->dirty) ||
-        grow2((void **)&dl->lb, 0, dl->cap_new, sizeof *dl->lb) ||
-        grow2((void **)&dl->order, 0, dl->cap_new, sizeof *dl->order) ||
-        grow2((void **)&dl->indeg, 0, dl->cap_new, sizeof *dl->indeg))
-        return nomem(d);
-    if (++dl->epoch == 0) {
-        for (int b = 0; b < dl->nbuck; b++)
-            dl->stamp[b] = 0;
-        dl->epoch = 1;
+    if (n + 1 > dl->cap_new) {
+        int c = dl->cap_new;
+        if (grow((void **)&dl->map, &c, n + 1, sizeof *dl->map) ||
+            grow2((void **)&dl->dirty, 0, c, sizeof *dl->dirty) ||
+            grow2((void **)&dl->lb, 0, c, sizeof *dl->lb) ||
+            grow2((void **)&dl->order, 0, c, sizeof *dl->order) ||
+            grow2((void **)&dl->indeg, 0, c, sizeof *dl->indeg))
+            return nomem(d);
+        dl->cap_new = c;
     }
-    memset(dl->used, 0, (size_t)no * sizeof *dl->used);
-    /* 1. signature mapping: the i-th new task of a signature takes the
-     *    i-th old one (chains are in old id order). */
-    for (int t = 0; t < n; t++) {
-        uint64_t h = task_sig(nw, t);
-        int b = (int)(h & (uint64_t)(dl->nbuck - 1));
-        if (dl->stamp[b] != dl->epoch) {
-            dl->stamp[b] = dl->epoch;
-            dl->cursor[b] = dl->head[b];
-        }
-        int x = dl->cursor[b];
-        while (x >= 0 && (dl->used[x] || dl->sig[x] != h || !same_task(nw, t, old, x)))
-            x = dl->next[x];
-        dl->map[t] = x;
-        if (x >= 0) {
-            dl->used[x] = 1;
-            while (dl->cursor[b] >= 0 && dl->used[dl->cursor[b]])
-                dl->cursor[b] = dl->next[dl->cursor[b]];
-        }
+    if (no + 1 > dl->cap_old) {
+        int c = dl->cap_old;
+        if (grow((void **)&dl->used, &c, no + 1, sizeof *dl->used) ||
+            grow2((void **)&dl->cnt, 0, c, sizeof *dl->cnt))
+            return nomem(d);
+        memset(dl->cnt, 0, (size_t)c * sizeof *dl->cnt);
+        dl->cap_old = c;
     }
-    /* 2. order: clean tasks must keep their relative id order (tie-breaks). */
-    int maxold = -1;
-    for (int t = 0; t < n; t++) {
+    /* 1-2. positional alignment (increasing, so the old relative order is
+     *      kept); unmapped new tasks are dirty. */
+    align(dl, nw, old, changed);
+    for (int t = 0; t < n; t++)
         dl->dirty[t] = dl->map[t] < 0;
-        if (!dl->dirty[t]) {
-            if (dl->map[t] < maxold)
-                dl->dirty[t] = 1;
-            else
-                maxold = dl->map[t];
-        }
-    }
     /* 3. predecessors: the mapped new predecessors must be exactly the old
-     *    task's predecessors (as multisets; lists are short). */
+     *    task's predecessors as multisets, checked in O(degree) with counts
+     *    per old task (cnt[] is all zero between tasks). */
     for (int t = 0; t < n; t++) {
         if (dl->dirty[t])
             continue;
@@ -318,22 +339,19 @@ static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, doubl
             dl->dirty[t] = 1;
             continue;
         }
-        for (int i = 0; i < np && !dl->dirty[t]; i++) {
-            int p = nw->pred[nw->pred_off[t] + i];
-            int mp = dl->map[p];
-            if (mp < 0) {
-                dl->dirty[t] = 1;
-                break;
-            }
-            /* count occurrences of mp among old preds vs new mapped preds */
-            int c_old = 0, c_new = 0;
-            for (int k = old->pred_off[x]; k < old->pred_off[x + 1]; k++)
-                c_old += old->pred[k] == mp;
-            for (int k = nw->pred_off[t]; k < nw->pred_off[t + 1]; k++)
-                c_new += dl->map[nw->pred[k]] == mp;
-            if (c_old != c_new)
-                dl->dirty[t] = 1;
+        for (int k = old->pred_off[x]; k < old->pred_off[x + 1]; k++)
+            dl->cnt[old->pred[k]]++;
+        int ok = 1;
+        for (int k = nw->pred_off[t]; k < nw->pred_off[t + 1] && ok; k++) {
+            int mp = dl->map[nw->pred[k]];
+            if (mp < 0 || dl->cnt[mp] == 0)
+                ok = 0;
+            else
+                dl->cnt[mp]--;
         }
+        for (int k = old->pred_off[x]; k < old->pred_off[x + 1]; k++)
+            dl->cnt[old->pred[k]] = 0;
+        dl->dirty[t] = !ok;
     }
     /* A dirty task's old partner counts as removed. */
     memset(dl->used, 0, (size_t)no * sizeof *dl->used);
@@ -403,14 +421,19 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
     ns->policy = ss_build_policy(dl->b);
     ss_engine_config ec = {ns->policy};
     int n = ns->tg->n_tasks;
-    int delta = changed >= 0 && os->valid && os->policy == ns->policy;
+    int delta = changed >= 0 && changed < ss_graph_n_ops(dl->g) && os->valid &&
+                os->policy == ns->policy;
     if (delta) {
         double T = 0;
-        if ((st = map_tasks(dl, os, ns, &T, d)) != SS_OK)
+        if ((st = map_tasks(dl, os, ns, changed, &T, d)) != SS_OK)
             return st;
-        if (grow((void **)&dl->from_start, &dl->cap_from, n + 1, sizeof *dl->from_start) ||
-            grow2((void **)&dl->from_end, 0, dl->cap_from, sizeof *dl->from_end))
-            return nomem(d);
+        if (n + 1 > dl->cap_from) {
+            int c = dl->cap_from;
+            if (grow((void **)&dl->from_start, &c, n + 1, sizeof *dl->from_start) ||
+                grow2((void **)&dl->from_end, 0, c, sizeof *dl->from_end))
+                return nomem(d);
+            dl->cap_from = c;
+        }
         const ss_engine_result *ob = ss_engine_result_of(os->e);
         for (int t = 0; t < n; t++) {
             int x = dl->map[t];
@@ -467,7 +490,6 @@ void ss_delta_commit(ss_delta *dl)
     int t = dl->base;
     dl->base = dl->cur;
     dl->cur = t;
-    dl->idx_valid = 0;
     dl->have_pending = 0;
 }
 
