@@ -51,16 +51,17 @@ static void help(FILE *f)
 }
 
 typedef struct opts {
-    const char *model, *topology, *out, *trace;
-    long long nodes, batch, budget, seed;
+    ss_cli_common c; /* --model, --topology, --nodes, --batch, --json */
+    const char *out, *trace;
+    long long budget, seed;
     double time_limit;
-    int json, delta;
+    int delta;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = DEFAULT_MODEL;
+    o->c.model = DEFAULT_MODEL;
     o->out = DEFAULT_OUT;
     o->seed = 1;
     o->time_limit = DEFAULT_TIME_LIMIT;
@@ -71,30 +72,19 @@ static int parse(int argc, char **argv, opts *o)
             help(stdout);
             return -1;
         }
-        if (!strcmp(argv[i], "--json")) {
-            o->json = 1;
+        if ((r = ss_cli_common_opt("search", argc, argv, &i, &o->c, 0))) {
+            if (r < 0)
+                return SS_EXIT_USAGE;
             continue;
         }
         if (!strcmp(argv[i], "--delta")) {
             o->delta = 1;
             continue;
         }
-        if ((r = ss_cli_opt(argc, argv, &i, "--model", &o->model)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--topology", &o->topology)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
+        if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
             (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
             if (r < 0)
                 return ss_cli_usage_error("search", "%s needs a value", argv[i]);
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1 << 20, &o->nodes))
-                return ss_cli_usage_error("search", "--nodes needs a positive integer");
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->batch))
-                return ss_cli_usage_error("search", "--batch needs a positive integer");
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--budget", &v))) {
@@ -118,7 +108,7 @@ static int parse(int argc, char **argv, opts *o)
         }
         return ss_cli_usage_error("search", "unknown argument '%s'", argv[i]);
     }
-    if (!o->topology)
+    if (!o->c.topology)
         return ss_cli_usage_error("search", "--topology is required");
     return 0;
 }
@@ -210,14 +200,9 @@ static int run(const opts *o, struct sigaction *old)
 {
     ss_machine *m = NULL;
     ss_graph *g = NULL;
-    int rc = ss_cli_load_machine(o->topology, (int)o->nodes, &m);
+    int rc = ss_cli_common_load(&o->c, &m, &g, NULL);
     if (rc)
         return rc;
-    rc = ss_cli_build_model(o->model, o->batch, ss_machine_n_devices(m), &g);
-    if (rc) {
-        ss_machine_free(m);
-        return rc;
-    }
     ss_costmodel *cm = ss_cost_new(m);
     if (!cm) {
         ss_graph_free(g);
@@ -248,7 +233,7 @@ static int run(const opts *o, struct sigaction *old)
     if (st == SS_OK && o->trace)
         st = ss_sim_write_trace(r.sim, o->trace, &d);
     if (st == SS_OK) {
-        if (o->json) {
+        if (o->c.json) {
             char *js = NULL;
             st = ss_search_result_to_json(&r, o->out, &js, &d);
             if (st == SS_OK) {
