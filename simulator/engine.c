@@ -593,36 +593,37 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
             epush(e->ev, &s.nev, ev);
         }
     }
-    /* Remaining predecessor counts and ready times (rule 1); tasks whose
-     * predecessors have all ended wait in the queues. */
+    /* Remaining predecessor counts and ready times (rule 1): every retired
+     * task releases its successors' counts, as retire() does (work in the
+     * kept part only); tasks left with no predecessor outstanding wait in
+     * the queues. A given task must have had all its predecessors end by
+     * its start. */
+    for (int t = 0; t < n; t++) {
+        if (e->start[t] < 0 || e->end[t] >= T)
+            continue;
+        for (int i = tg->succ_off[t]; i < tg->succ_off[t + 1]; i++) {
+            tinfo *v = &e->ti[tg->succ[i]];
+            v->left--;
+            if (e->end[t] > v->ready)
+                v->ready = e->end[t];
+        }
+    }
     for (int t = 0; t < n; t++) {
         tinfo *ti = &e->ti[t];
-        int left = 0;
-        double ready = 0;
-        for (int i = tg->pred_off[t]; i < tg->pred_off[t + 1]; i++) {
-            int p = tg->pred[i];
-            if (e->start[p] < 0 || e->end[p] >= T)
-                left++;
-            else if (e->end[p] > ready)
-                ready = e->end[p];
-        }
         if (e->start[t] >= 0) {
-            if (left > 0 || ready > e->start[t])
+            if (ti->left > 0 || ti->ready > e->start[t])
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "engine: resume state: task %d starts at %g before its predecessors end",
                                    t, e->start[t]);
-            ti->ready = ready;
-            ti->left = 0;
             continue;
         }
-        ti->left = left;
-        if (left > 0)
+        if (ti->left > 0)
             continue;
-        if (ti->nres == 0 && ready < T)
+        if (ti->nres == 0 && ti->ready < T)
             return ss_diag_set(d, SS_ERR_INVALID,
                                "engine: resume state: task %d (no resources) was ready at %g but did not start before %g",
-                               t, ready, T);
-        release(&s, t, ready);
+                               t, ti->ready, T);
+        release(&s, t, ti->ready);
     }
     return finish(&s, T, 0, d);
 }
