@@ -2,10 +2,13 @@
  * build.c — model + plan + machine + costs -> task graph and memory
  * intervals (build.h has the rules, docs/simulator.md the long form).
  *
- * One run makes eight passes: tiles and forward tasks; partial-sum units;
- * forward data dependencies and transfers; backward tasks; backward
- * dependencies and gradient transfers; micro-batch gating; weight gradients
- * (memory, shards, buckets, all-reduces, updates); memory intervals. Every
+ * One run makes ten passes: tiles and forward tasks; units; the pairs
+ * (consumer tile, producer unit) with the region read; partial-sum
+ * collectives, chosen from what each unit's consumers read; forward data
+ * dependencies and transfers; backward tasks; backward dependencies,
+ * gradient transfers and output-gradient collectives; micro-batch gating;
+ * weight gradients (memory, shards, buckets, all-reduces, updates); memory
+ * intervals. Every
  * scratch array is owned by the builder and only grows, so repeated runs
  * allocate nothing once warmed up. Invariant: task ids recorded in the
  * scratch arrays always refer to tasks already added to tg.

@@ -12,9 +12,13 @@
  *   units               tiles of one op that share an output region and
  *                       differ only in their reduction range form a unit
  *                       (red = 1: each tile is its own unit). A unit with
- *                       red > 1 holds partial sums: an all-reduce among its
- *                       devices (a join if they are all one device) makes the
- *                       output whole before any consumer reads it.
+ *                       red > 1 holds partial sums, made whole before any
+ *                       consumer reads them: a join when its tiles share one
+ *                       device; across devices a reduce-scatter when every
+ *                       consumer tile is on a member device and the members
+ *                       read disjoint slices of at most 1/n of the output
+ *                       each (sequence parallelism after a row-parallel
+ *                       linear), else an all-reduce.
  *   transfers           for every consumer tile and producer unit whose
  *                       output region overlaps the region the tile needs
  *                       (ss_op_input_region), a transfer of the overlap bytes
@@ -25,9 +29,16 @@
  *                       made once and shared. Backward: each forward transfer
  *                       has a gradient transfer of the same bytes the other
  *                       way, after every consumer backward that used it.
- *                       Gradients reaching a partial-sum unit from outside
- *                       are broadcast to its devices (an all-gather of the
- *                       unit's output bytes).
+ *   output gradients    every backward tile waits for the gradient of all it
+ *                       produced. A partial-sum unit on several devices needs
+ *                       the whole output gradient on every member: its
+ *                       consumers' backwards (on members) and gradient
+ *                       transfers (from elsewhere) feed a join, then an
+ *                       all-gather when the forward was a reduce-scatter, a
+ *                       broadcast when the gradient comes back to one device
+ *                       (priced as a pipelined ring, L + (n-1) lat + S/B),
+ *                       an all-reduce of the partial gradients when it comes
+ *                       back to several; then every member's backward.
  *   weight gradients    per weight tensor, tiles needing the same weight
  *                       region on different devices are replicas: one
  *                       all-reduce per bucket (collective.h picks ring / tree
