@@ -8,10 +8,9 @@
  * dependencies and transfers; backward tasks; backward dependencies,
  * gradient transfers and output-gradient collectives; micro-batch gating;
  * weight gradients (memory, shards, buckets, all-reduces, updates); memory
- * intervals. Every
- * scratch array is owned by the builder and only grows, so repeated runs
- * allocate nothing once warmed up. Invariant: task ids recorded in the
- * scratch arrays always refer to tasks already added to tg.
+ * intervals. Every scratch array is owned by the builder and only grows, so
+ * repeated runs allocate nothing once warmed up. Invariant: task ids
+ * recorded in the scratch arrays always refer to tasks already added to tg.
  */
 #include "simulator/build.h"
 #include "simulator/collective.h"
