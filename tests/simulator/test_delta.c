@@ -214,10 +214,105 @@ static void test_protocol(void **state)
     ss_machine_free(m);
 }
 
+/* Allocation failures anywhere in ss_delta_new / ss_delta_run (full and
+ * delta) give SS_ERR_NOMEM; after one, the same delta object, with the
+ * allocator healthy again, still evaluates the proposal exactly as
+ * ss_sim_run does (the base was left unchanged). Loops over every
+ * allocation point until a run needs none of them to fail. */
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/p100x16.json"), 1, &m, &d),
+                     SS_OK);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("mlp", 64, 4, &g, &d), SS_OK);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(g, m, 0, &p, &d), SS_OK);
+    int op = 0;
+    while (ss_graph_op(g, op)->type != SS_OP_LINEAR)
+        op++;
+    ss_pconfig base = *ss_plan_config(p, op), one = base;
+    int saved[4], dev0 = 0;
+    memcpy(saved, base.devices, sizeof saved);
+    base.devices = saved;
+    for (int k = 0; k < SS_MAX_DIMS; k++)
+        one.deg[k] = 1;
+    one.red = 1;
+    one.ntiles = 1;
+    one.devices = &dev0;
+    /* the expected numbers, from the full simulator */
+    ss_costmodel *cm0 = ss_cost_new(m);
+    ss_sim *sim = NULL;
+    assert_int_equal(ss_sim_new(g, m, cm0, NULL, &sim, &d), SS_OK);
+    ss_sim_result want0, want1;
+    memset(&want0, 0, sizeof want0);
+    memset(&want1, 0, sizeof want1);
+    assert_int_equal(ss_sim_run(sim, p, &want0, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, op, &one, &d), SS_OK);
+    assert_int_equal(ss_sim_run(sim, p, &want1, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, op, &base, &d), SS_OK);
+
+    int done = 0, failures = 0;
+    for (long k = 0; k < 100000 && !done; k++) {
+        ss_costmodel *cm = ss_cost_new(m);
+        assert_non_null(cm);
+        ss_delta *dl = NULL;
+        ss_delta_eval e;
+        int hit = 0;
+        ss_test_fail_after(k);
+        ss_status st = ss_delta_new(g, m, cm, &dl, &d);
+        if (st == SS_OK) {
+            st = ss_delta_run(dl, p, -1, &e, &d);
+            if (st != SS_OK) {
+                hit = 1;
+                assert_int_equal(st, SS_ERR_NOMEM);
+                ss_test_fail_after(-1);
+                assert_int_equal(ss_delta_run(dl, p, -1, &e, &d), SS_OK);
+                ss_test_fail_after(k);
+            }
+            assert_true(e.iteration_us == want0.iteration_us);
+            ss_delta_commit(dl);
+            assert_int_equal(ss_plan_set_config(p, op, &one, &d), SS_OK);
+            st = ss_delta_run(dl, p, op, &e, &d);
+            if (st != SS_OK) {
+                assert_int_equal(st, SS_ERR_NOMEM);
+                ss_test_fail_after(-1);
+                assert_int_equal(ss_delta_run(dl, p, op, &e, &d), SS_OK);
+            } else {
+                done = !hit && ss_test_alloc_count() <= k; /* nothing was made to fail */
+            }
+            assert_true(e.iteration_us == want1.iteration_us);
+            for (int i = 0; i < 4; i++)
+                assert_true(e.peak_memory_bytes[i] == want1.peak_memory_bytes[i]);
+            assert_int_equal(ss_plan_set_config(p, op, &base, &d), SS_OK);
+        } else {
+            assert_int_equal(st, SS_ERR_NOMEM);
+            assert_null(dl);
+        }
+        failures += !done;
+        ss_test_fail_after(-1);
+        ss_delta_free(dl);
+        ss_cost_free(cm);
+    }
+    assert_true(done);
+    assert_true(failures > 10);
+    ss_sim_result_clear(&want0);
+    ss_sim_result_clear(&want1);
+    ss_sim_free(sim);
+    ss_cost_free(cm0);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_protocol),
+        cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_delta_equals_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
