@@ -7,32 +7,31 @@
  *
  *  1. builds the proposal's task graph with the same builder, so task ids,
  *     priorities and therefore every tie-break are the full simulation's;
- *  2. maps each new task to an old one with the same signature (kind, op,
- *     tile, micro-batch, tag, priority, duration, bytes, resources), the
- *     i-th new task of a signature to the i-th old one; a mapped task whose
- *     mapped predecessors are exactly the old task's predecessors, and whose
- *     old id keeps the old relative order, is CLEAN; every other new task is
- *     DIRTY, and old tasks left unmapped (or mapped to dirty ones) are
- *     REMOVED;
+ *  2. aligns the new task sequence with the old one in emission order, like
+ *     a diff (align(): equal tasks — kind, op, tile, micro-batch, tag,
+ *     priority, duration, bytes, resources — pair up in order; the changed
+ *     op's tasks and its producers' communication count as rebuilt); a
+ *     mapped task whose mapped predecessors are exactly the old task's
+ *     predecessors is CLEAN; every other new task is DIRTY, and old tasks
+ *     left unmapped (or mapped to dirty ones) are REMOVED. The map is
+ *     increasing, so clean tasks keep their old relative id order;
  *  3. computes T*, a time before which nothing can differ: the minimum over
  *     dirty tasks of a lower bound of their ready time (clean predecessors'
  *     old ends, dirty predecessors' bounds plus durations) and over removed
  *     tasks of their old ready time. Every clean task that started before T*
  *     in the base schedule starts and ends at the same times in the new one
- *     (engine.h, "DELTA SIMULATION": the decisions before T* never looked at
+ *     (engine.h, "RESUMING": the decisions before T* never looked at
  *     anything that changed);
- *  4. rebuilds the engine state at the start of the round at T* (running
- *     tasks and their completion events, released tasks in the resource
- *     queues, remaining predecessor counts) and resumes the event loop of
- *     engine.h — reproduced here with the same keys (class, ready time,
- *     priority * 2^32 + id) and the same rounds — up to the end;
+ *  4. gives the engine those tasks' times and resumes it at T*
+ *     (ss_engine_resume: the event loop exists only in engine.c);
  *  5. sweeps memory with liveness over the new schedule.
  *
- * A run with changed = -1, a different queue policy, or no base runs the
- * same loop from time 0. Invariant: base_* always describes the committed
- * plan; cur_* the last evaluated one; commit swaps them. The property test
- * (tests/simulator/test_delta.c) checks iteration time and every device's
- * peak against ss_sim_run on every one of >= 10,000 random proposals.
+ * A run with changed = -1, a different queue policy, or no base is a full
+ * engine run. Invariant: st[base] always describes the committed plan (its
+ * graph, memory and engine result), st[cur] the last evaluated one; commit
+ * swaps them. The property test (tests/simulator/test_delta.c) checks
+ * iteration time and every device's peak against ss_sim_run on every one of
+ * >= 10,000 random proposals.
  */
 #include "simulator/delta.h"
 #include "simulator/build.h"
