@@ -52,6 +52,20 @@ typedef struct ss_cli_common {
  * error for `cmd` and return -1. */
 int ss_cli_common_opt(const char *cmd, int argc, char **argv, int *i, ss_cli_common *c,
                       int want_plan);
+/* A command-specific option taking a string value. */
+typedef struct ss_cli_extra {
+    const char *name;   /* "--trace" */
+    const char **value; /* where to store it */
+} ss_cli_extra;
+
+/* Parse argv[1..] for `cmd`: --help/-h (prints help, returns -1), the
+ * common options (plan only when want_plan), and the `extra` options
+ * (array ended by a NULL name; may be NULL). Then require --model and
+ * --topology (and --plan when want_plan). Returns 0 when parsed, -1 after
+ * help (exit 0), or SS_EXIT_USAGE after printing a usage error. */
+int ss_cli_parse(const char *cmd, int argc, char **argv, ss_cli_common *c, int want_plan,
+                 const ss_cli_extra *extra, void (*help)(FILE *f));
+
 /* Load the topology (with --nodes), then build the model for its device
  * count (with --batch) and, when c->plan is set and p is not NULL, the plan
  * (validated). Returns an exit code; on failure nothing is left allocated. */

@@ -39,27 +39,8 @@ typedef struct opts {
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return -1;
-        }
-        if ((r = ss_cli_common_opt("cost", argc, argv, &i, &o->c, 0))) {
-            if (r < 0)
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--device-type", &o->devtype))) {
-            if (r < 0)
-                return ss_cli_usage_error("cost", "%s needs a value", argv[i]);
-            continue;
-        }
-        return ss_cli_usage_error("cost", "unknown argument '%s'", argv[i]);
-    }
-    if (!o->c.model || !o->c.topology)
-        return ss_cli_usage_error("cost", "--model and --topology are required");
-    return 0;
+    const ss_cli_extra extra[] = {{"--device-type", &o->devtype}, {NULL, NULL}};
+    return ss_cli_parse("cost", argc, argv, &o->c, 0, extra, help);
 }
 
 static void shape_str(const ss_tile *t, char *buf, size_t n)

@@ -33,27 +33,8 @@ typedef struct opts {
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return -1;
-        }
-        if ((r = ss_cli_common_opt("plan", argc, argv, &i, &o->c, 1))) {
-            if (r < 0)
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out))) {
-            if (r < 0)
-                return ss_cli_usage_error("plan", "%s needs a value", argv[i]);
-            continue;
-        }
-        return ss_cli_usage_error("plan", "unknown argument '%s'", argv[i]);
-    }
-    if (!o->c.model || !o->c.topology || !o->c.plan)
-        return ss_cli_usage_error("plan", "--model, --topology and --plan are required");
-    return 0;
+    const ss_cli_extra extra[] = {{"--out", &o->out}, {NULL, NULL}};
+    return ss_cli_parse("plan", argc, argv, &o->c, 1, extra, help);
 }
 
 /* Split kind of a config as a bit set: 1 sample, 2 attribute, 4 parameter,

@@ -38,27 +38,8 @@ typedef struct opts {
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return -1;
-        }
-        if ((r = ss_cli_common_opt("simulate", argc, argv, &i, &o->c, 1))) {
-            if (r < 0)
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
-            if (r < 0)
-                return ss_cli_usage_error("simulate", "%s needs a value", argv[i]);
-            continue;
-        }
-        return ss_cli_usage_error("simulate", "unknown argument '%s'", argv[i]);
-    }
-    if (!o->c.model || !o->c.topology || !o->c.plan)
-        return ss_cli_usage_error("simulate", "--model, --topology and --plan are required");
-    return 0;
+    const ss_cli_extra extra[] = {{"--trace", &o->trace}, {NULL, NULL}};
+    return ss_cli_parse("simulate", argc, argv, &o->c, 1, extra, help);
 }
 
 static double pct(double part, double whole)

@@ -116,6 +116,36 @@ int ss_cli_common_opt(const char *cmd, int argc, char **argv, int *i, ss_cli_com
     return 0;
 }
 
+int ss_cli_parse(const char *cmd, int argc, char **argv, ss_cli_common *c, int want_plan,
+                 const ss_cli_extra *extra, void (*help)(FILE *f))
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 1; i < argc; i++) {
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            help(stdout);
+            return -1;
+        }
+        if ((r = ss_cli_common_opt(cmd, argc, argv, &i, c, want_plan))) {
+            if (r < 0)
+                return SS_EXIT_USAGE;
+            continue;
+        }
+        for (const ss_cli_extra *e = extra; e && e->name; e++)
+            if ((r = ss_cli_opt(argc, argv, &i, e->name, e->value)))
+                break;
+        if (r < 0)
+            return ss_cli_usage_error(cmd, "%s needs a value", argv[i]);
+        if (r)
+            continue;
+        return ss_cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+    }
+    if (!c->model || !c->topology || (want_plan && !c->plan))
+        return ss_cli_usage_error(cmd, want_plan ? "--model, --topology and --plan are required"
+                                                 : "--model and --topology are required");
+    return 0;
+}
+
 int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_plan **p)
 {
     ss_diag d;
