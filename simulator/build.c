@@ -14,6 +14,7 @@
  */
 #include "simulator/build.h"
 #include "simulator/collective.h"
+#include "simulator/memo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,35 @@ typedef struct shard {
     int minop, maxop;
 } shard;
 
+/* ---- memoization (see "Reuse across runs" in build.h) ------------------- */
+
+#define KOP 4        /* configs remembered per op */
+#define KEDGE 4      /* (producer config, consumer config) pairs remembered per edge */
+#define MEMO_WORDS (4 << 20)
+
+/* A config seen for one op, with the tiles it gives (costs included). */
+typedef struct opslot {
+    int id;          /* > 0 while the slot holds a config; unique per builder */
+    uint64_t used;   /* LRU tick */
+    int ndim, deg[SS_MAX_DIMS], red, ntiles;
+    int *devs;       /* ntiles */
+    tileinfo *tiles; /* ntiles, task ids not meaningful */
+} opslot;
+
+/* The pairs of one graph edge (consumer op, input) for one pair of configs:
+ * consumer tile and producer unit (local indices) with the region read. */
+typedef struct epair {
+    int jl, ul;
+    ss_region reg;
+} epair;
+
+typedef struct edgeent {
+    int idq, ido;    /* producer and consumer config ids, 0 = empty */
+    uint64_t used;
+    int n, mixes;    /* pairs; some pair links tiles of different micro-batches */
+    epair *p;
+} edgeent;
+
 struct ss_builder {
     const ss_graph *g;
     const ss_machine *m;
@@ -114,6 +144,19 @@ struct ss_builder {
     needinfo *need;
     int cap_need;
     ss_coll_result coll;
+    /* memoization across runs */
+    int memo_on;
+    int memo_ops;       /* n_ops the tables below were made for, 0 = none */
+    opslot *slots;      /* [n_ops * KOP] */
+    int *cur;           /* [n_ops] slot of each op's config in this run */
+    int *edge_base;     /* [n_ops + 1] first edge of each consumer op */
+    edgeent *edges;     /* [n_edges * KEDGE] */
+    uint64_t tick;
+    int next_id;
+    ss_memo memo;       /* routes and collective costs */
+    int32_t *kbuf;
+    int cap_kbuf;
+    ss_build_memo_stats mst;
 };
 
 static int grow(void **p, int *cap, int need, size_t size)
@@ -145,7 +188,48 @@ ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     b->g = g;
     b->m = m;
     b->cm = cm;
+    b->memo_on = 1;
+    ss_memo_init(&b->memo, MEMO_WORDS);
     return b;
+}
+
+static void free_tables(ss_builder *b)
+{
+    if (b->slots)
+        for (int k = 0; k < b->memo_ops * KOP; k++) {
+            ss_free(b->slots[k].devs);
+            ss_free(b->slots[k].tiles);
+        }
+    if (b->edges && b->edge_base)
+        for (int k = 0; k < b->edge_base[b->memo_ops] * KEDGE; k++)
+            ss_free(b->edges[k].p);
+    ss_free(b->slots);
+    ss_free(b->cur);
+    ss_free(b->edge_base);
+    ss_free(b->edges);
+    b->slots = NULL;
+    b->cur = NULL;
+    b->edge_base = NULL;
+    b->edges = NULL;
+    b->memo_ops = 0;
+}
+
+void ss_build_forget(ss_builder *b)
+{
+    free_tables(b);
+    ss_memo_free(&b->memo);
+}
+
+void ss_build_set_memo(ss_builder *b, int on)
+{
+    b->memo_on = on != 0;
+    if (!on)
+        ss_build_forget(b);
+}
+
+const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b)
+{
+    return &b->mst;
 }
 
 void ss_build_free(ss_builder *b)
@@ -169,6 +253,9 @@ void ss_build_free(ss_builder *b)
     ss_free(b->mbk);
     ss_free(b->need);
     ss_coll_result_clear(&b->coll);
+    free_tables(b);
+    ss_memo_free(&b->memo);
+    ss_free(b->kbuf);
     ss_free(b);
 }
 
@@ -255,43 +342,106 @@ static double unit_out_bytes(const ss_builder *b, const unitinfo *u)
     return bytes;
 }
 
-/* Point-to-point transfer task src -> dst of `bytes`. */
+static int kbuf_grow(ss_builder *b, int need, ss_diag *d)
+{
+    if (grow((void **)&b->kbuf, &b->cap_kbuf, need, sizeof(int32_t)))
+        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    return 0;
+}
+
+/* Point-to-point transfer task src -> dst of `bytes`. The route (channels,
+ * bottleneck bandwidth, summed latency) is memoized per device pair. */
 static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, double bytes, int op,
                         int aux, int prio, ss_diag *d)
 {
-    const int *ch = NULL;
-    int n = 0;
-    if (ss_machine_route(b->m, src, dst, &ch, &n) != SS_OK)
-        return (ss_diag_set(d, SS_ERR_INVALID,
-                            "simulate: no route from device %d to device %d for a transfer "
-                            "of operator \"%s\"",
-                            src, dst, ss_graph_op(b->g, op)->name),
-                -1);
-    if (grow((void **)&b->res, &b->cap_res, n, sizeof(int)))
-        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
-    for (int i = 0; i < n; i++)
-        b->res[i] = b->n_dev + ch[i];
-    double gbps = ss_machine_path_gbps(b->m, src, dst);
-    double dur = ss_machine_path_latency_us(b->m, src, dst);
+    int32_t key[3] = {0, src, dst};
+    int vlen = 0, n = 0;
+    double gbps, lat;
+    const int32_t *v = b->memo_on ? ss_memo_get(&b->memo, key, 3, &vlen) : NULL;
+    if (v) {
+        n = v[0];
+        gbps = ss_memo_get_double(v + 1);
+        lat = ss_memo_get_double(v + 3);
+        if (grow((void **)&b->res, &b->cap_res, n, sizeof(int)))
+            return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+        for (int i = 0; i < n; i++)
+            b->res[i] = b->n_dev + v[5 + i];
+    } else {
+        const int *ch = NULL;
+        if (ss_machine_route(b->m, src, dst, &ch, &n) != SS_OK)
+            return (ss_diag_set(d, SS_ERR_INVALID,
+                                "simulate: no route from device %d to device %d for a transfer "
+                                "of operator \"%s\"",
+                                src, dst, ss_graph_op(b->g, op)->name),
+                    -1);
+        if (grow((void **)&b->res, &b->cap_res, n, sizeof(int)) || kbuf_grow(b, 5 + n, d))
+            return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+        gbps = ss_machine_path_gbps(b->m, src, dst);
+        lat = ss_machine_path_latency_us(b->m, src, dst);
+        b->kbuf[0] = n;
+        ss_memo_put_double(b->kbuf + 1, gbps);
+        ss_memo_put_double(b->kbuf + 3, lat);
+        for (int i = 0; i < n; i++) {
+            b->res[i] = b->n_dev + ch[i];
+            b->kbuf[5 + i] = ch[i];
+        }
+        if (b->memo_on && ss_memo_put(&b->memo, key, 3, b->kbuf, 5 + n))
+            return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    }
+    double dur = lat;
     if (gbps > 0)
         dur += bytes / (gbps * 1e3);
     return add_task(tg, SS_TASK_XFER, dur, prio, op, -1, -1, aux, bytes, n, b->res, d);
 }
 
 /* Collective of `kind` over devs[0..n) (distinct), priced for cost_bytes,
- * recorded as moving `bytes`. */
+ * recorded as moving `bytes`. The price and channels are memoized per
+ * (kind, device list, cost_bytes). */
 static int add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, const int *devs,
                           int n, double cost_bytes, double bytes, int op, int tile, int aux,
                           int prio, ss_diag *d)
 {
-    if (ss_coll_cost(b->m, kind, devs, n, cost_bytes, NULL, &b->coll, d) != SS_OK)
+    if (kbuf_grow(b, 5 + n, d))
         return -1;
-    if (grow((void **)&b->res, &b->cap_res, b->coll.n_channels, sizeof(int)))
-        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
-    for (int i = 0; i < b->coll.n_channels; i++)
-        b->res[i] = b->n_dev + b->coll.channels[i];
-    return add_task(tg, SS_TASK_COLLECTIVE, b->coll.time_us, prio, op, tile, -1, aux, bytes,
-                    b->coll.n_channels, b->res, d);
+    int32_t *key = b->kbuf;
+    key[0] = 1;
+    key[1] = (int32_t)kind;
+    key[2] = n;
+    ss_memo_put_double(key + 3, cost_bytes);
+    for (int i = 0; i < n; i++)
+        key[5 + i] = devs[i];
+    int vlen = 0;
+    const int32_t *v = b->memo_on ? ss_memo_get(&b->memo, key, 5 + n, &vlen) : NULL;
+    double time_us;
+    int nch;
+    if (v) {
+        time_us = ss_memo_get_double(v);
+        nch = v[2];
+        if (grow((void **)&b->res, &b->cap_res, nch, sizeof(int)))
+            return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+        for (int i = 0; i < nch; i++)
+            b->res[i] = b->n_dev + v[3 + i];
+    } else {
+        if (ss_coll_cost(b->m, kind, devs, n, cost_bytes, NULL, &b->coll, d) != SS_OK)
+            return -1;
+        time_us = b->coll.time_us;
+        nch = b->coll.n_channels;
+        if (grow((void **)&b->res, &b->cap_res, nch, sizeof(int)) ||
+            kbuf_grow(b, 2 * (5 + n) + 3 + nch, d))
+            return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+        key = b->kbuf; /* may have moved */
+        int32_t *val = b->kbuf + 5 + n;
+        ss_memo_put_double(val, time_us);
+        val[2] = nch;
+        for (int i = 0; i < nch; i++) {
+            b->res[i] = b->n_dev + b->coll.channels[i];
+            val[3 + i] = b->coll.channels[i];
+        }
+        if (b->memo_on && ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
+            return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    }
+    return add_task(tg, SS_TASK_COLLECTIVE, time_us, prio, op, tile, -1, aux, bytes, nch, b->res,
+                    d);
 }
 
 /* Distinct devices of a unit into b->ipool scratch at the end (not kept). */
@@ -319,6 +469,89 @@ static int sample_dim(const ss_tensor *t)
     return -1;
 }
 
+/* ---- memo tables --------------------------------------------------------- */
+
+/* Make the per-op and per-edge tables for the graph (once). */
+static ss_status ensure_tables(ss_builder *b, ss_diag *d)
+{
+    if (!b->memo_on || b->memo_ops == b->n_ops)
+        return SS_OK;
+    free_tables(b);
+    int ne = 0;
+    for (int o = 0; o < b->n_ops; o++)
+        ne += ss_graph_op(b->g, o)->n_in;
+    b->slots = ss_calloc((size_t)b->n_ops * KOP, sizeof *b->slots);
+    b->cur = ss_calloc((size_t)b->n_ops + 1, sizeof *b->cur);
+    b->edge_base = ss_calloc((size_t)b->n_ops + 1, sizeof *b->edge_base);
+    b->edges = ss_calloc((size_t)ne * KEDGE + 1, sizeof *b->edges);
+    if (!b->slots || !b->cur || !b->edge_base || !b->edges) {
+        free_tables(b);
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+    }
+    for (int o = 0, e = 0; o <= b->n_ops; o++) {
+        b->edge_base[o] = e;
+        if (o < b->n_ops)
+            e += ss_graph_op(b->g, o)->n_in;
+    }
+    b->memo_ops = b->n_ops;
+    return SS_OK;
+}
+
+static int slot_matches(const opslot *s, const ss_pconfig *c)
+{
+    if (s->id <= 0 || s->ndim != c->ndim || s->red != c->red || s->ntiles != c->ntiles)
+        return 0;
+    for (int k = 0; k < c->ndim && k < SS_MAX_DIMS; k++)
+        if (s->deg[k] != c->deg[k])
+            return 0;
+    return !memcmp(s->devs, c->devices, (size_t)c->ntiles * sizeof(int));
+}
+
+/* The slot of op o holding config c with its tiles, or -1. */
+static int find_slot(ss_builder *b, int o, const ss_pconfig *c)
+{
+    for (int k = o * KOP; k < (o + 1) * KOP; k++)
+        if (slot_matches(&b->slots[k], c) && b->slots[k].tiles) {
+            b->slots[k].used = ++b->tick;
+            return k;
+        }
+    return -1;
+}
+
+/* Remember config c of op o with its tiles b->tiles[tile_base[o] ..] in the
+ * least recently used slot; the slot index, or -1 on allocation failure
+ * (the slot is then empty). */
+static int store_slot(ss_builder *b, int o, const ss_pconfig *c)
+{
+    int k = o * KOP;
+    for (int i = o * KOP + 1; i < (o + 1) * KOP; i++)
+        if (b->slots[i].used < b->slots[k].used)
+            k = i;
+    opslot *s = &b->slots[k];
+    ss_free(s->devs);
+    ss_free(s->tiles);
+    memset(s, 0, sizeof *s);
+    s->devs = ss_malloc((size_t)c->ntiles * sizeof *s->devs);
+    s->tiles = ss_malloc((size_t)c->ntiles * sizeof *s->tiles);
+    if (!s->devs || !s->tiles) {
+        ss_free(s->devs);
+        ss_free(s->tiles);
+        s->devs = NULL;
+        s->tiles = NULL;
+        return -1;
+    }
+    memcpy(s->devs, c->devices, (size_t)c->ntiles * sizeof *s->devs);
+    memcpy(s->tiles, b->tiles + b->tile_base[o], (size_t)c->ntiles * sizeof *s->tiles);
+    s->ndim = c->ndim;
+    for (int i = 0; i < SS_MAX_DIMS; i++)
+        s->deg[i] = i < c->ndim ? c->deg[i] : 0;
+    s->red = c->red;
+    s->ntiles = c->ntiles;
+    s->id = ++b->next_id;
+    s->used = ++b->tick;
+    return k;
+}
+
 /* ---- pass 1: tiles and forward tasks ---------------------------------- */
 
 typedef struct mbkey {
@@ -336,6 +569,8 @@ static int cmp_mbkey(const void *pa, const void *pb)
         return a->lo < b->lo ? -1 : 1;
     return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
+
+static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d);
 
 static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
 {
@@ -368,43 +603,24 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     b->n_units = units;
     for (int o = 0; o < b->n_ops; o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
-        const ss_op *op = ss_graph_op(g, o);
-        const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
-        int sd = sample_dim(out0);
-        GROW(b, mbk, cap_mbk, c->ntiles, d);
-        for (int i = 0; i < c->ntiles; i++) {
-            tileinfo *ti = &b->tiles[b->tile_base[o] + i];
-            ss_pconfig_tile(g, op, c, i, &ti->t);
-            ti->op = o;
-            ti->dev = c->devices[i];
-            ti->devtype = ss_machine_device(b->m, ti->dev)->type;
-            b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? ti->t.out.r[sd].lo : 0, i};
-        }
-        /* micro-batch = rank of the tile's sample offset among the distinct
-         * offsets of this op's tiles on the same device */
-        if (c->ntiles > 1)
-            qsort(b->mbk, (size_t)c->ntiles, sizeof(struct mbkey), cmp_mbkey);
-        for (int k = 0, rank = 0; k < c->ntiles; k++) {
-            if (k > 0 && b->mbk[k].dev != b->mbk[k - 1].dev)
-                rank = 0;
-            else if (k > 0 && b->mbk[k].lo != b->mbk[k - 1].lo)
-                rank++;
-            b->tiles[b->tile_base[o] + b->mbk[k].idx].mb = rank;
-        }
-        for (int i = 0; i < c->ntiles; i++) {
-            tileinfo *ti = &b->tiles[b->tile_base[o] + i];
-            if (op->type == SS_OP_INPUT) {
-                ti->fwd_us = ti->bwd_us = ti->saved = ti->ws = 0;
-            } else {
-                ss_cost cost;
-                ss_status st = ss_cost_tile(b->cm, g, op, &ti->t, ti->devtype, &cost);
-                if (st != SS_OK)
-                    return ss_diag_set(d, st, "simulate: no cost for operator \"%s\"", op->name);
-                ti->fwd_us = cost.fwd_us;
-                ti->bwd_us = cost.bwd_us;
-                ti->saved = cost.work.saved_bytes;
-                ti->ws = cost.workspace_bytes;
+        int hit = b->memo_on ? find_slot(b, o, c) : -1;
+        if (hit >= 0) {
+            memcpy(b->tiles + b->tile_base[o], b->slots[hit].tiles,
+                   (size_t)c->ntiles * sizeof(tileinfo));
+            b->cur[o] = hit;
+            b->mst.op_hits++;
+        } else {
+            ss_status st = op_tiles(b, o, c, d);
+            if (st != SS_OK)
+                return st;
+            if (b->memo_on) {
+                b->mst.op_misses++;
+                if ((b->cur[o] = store_slot(b, o, c)) < 0)
+                    return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
             }
+        }
+        for (int i = 0; i < c->ntiles; i++) {
+            tileinfo *ti = &b->tiles[b->tile_base[o] + i];
             ti->fwd = add_task(tg, SS_TASK_FWD, ti->fwd_us, prio_fwd(o, ti->mb), o, i, ti->mb, 0,
                                0, 1, &ti->dev, d);
             if (ti->fwd < 0)
@@ -412,6 +628,52 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
             ti->bwd = -1;
             b->st.fwd++;
         }
+    }
+    return SS_OK;
+}
+
+/* Tiles of op o under config c: shapes, devices, micro-batches, costs. */
+static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    const ss_op *op = ss_graph_op(g, o);
+    const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
+    int sd = sample_dim(out0);
+    GROW(b, mbk, cap_mbk, c->ntiles, d);
+    for (int i = 0; i < c->ntiles; i++) {
+        tileinfo *ti = &b->tiles[b->tile_base[o] + i];
+        ss_pconfig_tile(g, op, c, i, &ti->t);
+        ti->op = o;
+        ti->dev = c->devices[i];
+        ti->devtype = ss_machine_device(b->m, ti->dev)->type;
+        b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? ti->t.out.r[sd].lo : 0, i};
+    }
+    /* micro-batch = rank of the tile's sample offset among the distinct
+     * offsets of this op's tiles on the same device */
+    if (c->ntiles > 1)
+        qsort(b->mbk, (size_t)c->ntiles, sizeof(struct mbkey), cmp_mbkey);
+    for (int k = 0, rank = 0; k < c->ntiles; k++) {
+        if (k > 0 && b->mbk[k].dev != b->mbk[k - 1].dev)
+            rank = 0;
+        else if (k > 0 && b->mbk[k].lo != b->mbk[k - 1].lo)
+            rank++;
+        b->tiles[b->tile_base[o] + b->mbk[k].idx].mb = rank;
+    }
+    for (int i = 0; i < c->ntiles; i++) {
+        tileinfo *ti = &b->tiles[b->tile_base[o] + i];
+        if (op->type == SS_OP_INPUT) {
+            ti->fwd_us = ti->bwd_us = ti->saved = ti->ws = 0;
+        } else {
+            ss_cost cost;
+            ss_status st = ss_cost_tile(b->cm, g, op, &ti->t, ti->devtype, &cost);
+            if (st != SS_OK)
+                return ss_diag_set(d, st, "simulate: no cost for operator \"%s\"", op->name);
+            ti->fwd_us = cost.fwd_us;
+            ti->bwd_us = cost.bwd_us;
+            ti->saved = cost.work.saved_bytes;
+            ti->ws = cost.workspace_bytes;
+        }
+        ti->fwd = ti->bwd = -1;
     }
     return SS_OK;
 }
@@ -448,8 +710,101 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
 
 /* ---- pass 3: reads, partial sums, forward dependencies and transfers ---- */
 
+/* Append pair (consumer tile j, producer unit uu) reading region ov of
+ * tensor tid, at the head of the unit's list. */
+static ss_status add_pair(ss_builder *b, int uu, int j, int tid, const ss_region *ov, ss_diag *d)
+{
+    GROW(b, pairs, cap_pairs, b->n_pairs + 1, d);
+    unitinfo *u = &b->units[uu];
+    int pi = b->n_pairs++;
+    pairinfo *pr = &b->pairs[pi];
+    pr->unit = uu;
+    pr->tile = j;
+    pr->xfer = -1;
+    pr->tensor = tid;
+    pr->reg = *ov;
+    pr->next = u->phead;
+    u->phead = pi;
+    return SS_OK;
+}
+
+/* The pairs of edge (op o, input i) from producer q's output k, computed:
+ * region intersections of every consumer tile with every producer unit.
+ * *mixes: some pair links tiles of different micro-batches. */
+static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixes, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    const ss_op *op = ss_graph_op(g, o), *qop = ss_graph_op(g, q);
+    int tid = op->inputs[i];
+    *mixes = 0;
+    for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
+        const tileinfo *tj = &b->tiles[j];
+        ss_region need;
+        ss_op_input_region(g, op, &tj->t, i, &need);
+        if (volume(&need) == 0)
+            continue;
+        for (int uu = b->unit_base[q]; uu < b->unit_base[q + 1]; uu++) {
+            const unitinfo *u = &b->units[uu];
+            ss_region have, ov;
+            ss_op_output_region(g, qop, &b->tiles[u->first].t, k, &have);
+            if (ss_region_intersect(&need, &have, &ov) <= 0)
+                continue;
+            if (add_pair(b, uu, j, tid, &ov, d) != SS_OK)
+                return d->status;
+            if (qop->type != SS_OP_INPUT)
+                for (int r = 0; r < u->red; r++)
+                    if (b->tiles[u->first + r].mb != tj->mb)
+                        *mixes = 1;
+        }
+    }
+    return SS_OK;
+}
+
+/* The cache entry of edge e for the current configs of q and o, or the
+ * least recently used one (to overwrite) with *hit = 0. */
+static edgeent *find_edge(ss_builder *b, int e, int q, int o, int *hit)
+{
+    int idq = b->slots[b->cur[q]].id, ido = b->slots[b->cur[o]].id;
+    edgeent *lru = &b->edges[e * KEDGE];
+    for (int k = e * KEDGE; k < (e + 1) * KEDGE; k++) {
+        edgeent *x = &b->edges[k];
+        if (x->idq == idq && x->ido == ido && idq > 0) {
+            x->used = ++b->tick;
+            *hit = 1;
+            return x;
+        }
+        if (x->used < lru->used)
+            lru = x;
+    }
+    *hit = 0;
+    return lru;
+}
+
+/* Remember pairs b->pairs[first ..] of edge entry x (for q's and o's
+ * current configs). -1 on allocation failure (x is then empty). */
+static int store_edge(ss_builder *b, edgeent *x, int q, int o, int first, int mixes)
+{
+    int n = b->n_pairs - first;
+    ss_free(x->p);
+    memset(x, 0, sizeof *x);
+    if (n > 0 && !(x->p = ss_malloc((size_t)n * sizeof *x->p)))
+        return -1;
+    for (int k = 0; k < n; k++) {
+        const pairinfo *pr = &b->pairs[first + k];
+        x->p[k].jl = pr->tile - b->tile_base[o];
+        x->p[k].ul = pr->unit - b->unit_base[q];
+        x->p[k].reg = pr->reg;
+    }
+    x->n = n;
+    x->mixes = mixes;
+    x->idq = b->slots[b->cur[q]].id;
+    x->ido = b->slots[b->cur[o]].id;
+    x->used = ++b->tick;
+    return 0;
+}
+
 /* Every (consumer tile, producer unit) pair whose regions overlap, with the
- * region read; no tasks yet. */
+ * region read; no tasks yet. Per edge, memoized by the two ops' configs. */
 static ss_status pass_pairs(ss_builder *b, ss_diag *d)
 {
     const ss_graph *g = b->g;
@@ -461,36 +816,29 @@ static ss_status pass_pairs(ss_builder *b, ss_diag *d)
             if (q < 0)
                 continue;
             const ss_op *qop = ss_graph_op(g, q);
-            int k = 0;
+            int k = 0, mixes = 0, hit = 0;
             while (k < qop->n_out && qop->outputs[k] != tid)
                 k++;
-            for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
-                const tileinfo *tj = &b->tiles[j];
-                ss_region need;
-                ss_op_input_region(g, op, &tj->t, i, &need);
-                if (volume(&need) == 0)
-                    continue;
-                for (int uu = b->unit_base[q]; uu < b->unit_base[q + 1]; uu++) {
-                    unitinfo *u = &b->units[uu];
-                    ss_region have, ov;
-                    ss_op_output_region(g, qop, &b->tiles[u->first].t, k, &have);
-                    if (ss_region_intersect(&need, &have, &ov) <= 0)
-                        continue;
-                    GROW(b, pairs, cap_pairs, b->n_pairs + 1, d);
-                    int pi = b->n_pairs++;
-                    pairinfo *pr = &b->pairs[pi];
-                    pr->unit = uu;
-                    pr->tile = j;
-                    pr->xfer = -1;
-                    pr->tensor = tid;
-                    pr->reg = ov;
-                    pr->next = u->phead;
-                    u->phead = pi;
-                    if (qop->type != SS_OP_INPUT)
-                        for (int r = 0; r < u->red; r++)
-                            if (b->tiles[u->first + r].mb != tj->mb)
-                                b->gating_ok = 0;
-                }
+            edgeent *x = b->memo_on ? find_edge(b, b->edge_base[o] + i, q, o, &hit) : NULL;
+            if (hit) {
+                b->mst.edge_hits++;
+                for (int t = 0; t < x->n; t++)
+                    if (add_pair(b, b->unit_base[q] + x->p[t].ul, b->tile_base[o] + x->p[t].jl,
+                                 tid, &x->p[t].reg, d) != SS_OK)
+                        return d->status;
+                if (x->mixes)
+                    b->gating_ok = 0;
+                continue;
+            }
+            int first = b->n_pairs;
+            if (edge_pairs(b, o, i, q, k, &mixes, d) != SS_OK)
+                return d->status;
+            if (mixes)
+                b->gating_ok = 0;
+            if (x) {
+                b->mst.edge_misses++;
+                if (store_edge(b, x, q, o, first, mixes))
+                    return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
             }
         }
     }
@@ -596,7 +944,7 @@ static ss_status pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (u->n_unique == 1) {
             u->ready = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
         } else {
-            int *dv, outside, sliced, sources;
+            int *dv, outside = 0, sliced = 0, sources = 0;
             int n = unit_devices(b, u, &dv, d);
             if (n < 0 || unit_reads(b, u, n, &outside, &sliced, &sources, d) != SS_OK)
                 return d->status;
@@ -1189,6 +1537,8 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
     if ((st = ss_taskgraph_reset(tg, b->n_dev, 2 * ss_machine_n_links(b->m), d)) != SS_OK ||
         (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||
         (st = ss_memory_reset(mm, b->n_dev, d)) != SS_OK)
+        return st;
+    if ((st = ensure_tables(b, d)) != SS_OK)
         return st;
     if ((st = pass_tiles(b, p, tg, d)) != SS_OK || (st = pass_units(b, p, d)) != SS_OK ||
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||

@@ -75,6 +75,27 @@
  *
  * The builder keeps its scratch arrays across runs (the search calls it
  * thousands of times); g, m and cm are borrowed for its lifetime.
+ *
+ * Reuse across runs (memoization). What a run computes that depends only on
+ * content is remembered, keyed by that content, never by "the previous run"
+ * (delta simulation keeps a committed base and a proposal that may be
+ * rejected, so both must hit):
+ *   per op       its tiles (shapes, devices, micro-batches, ss_cost_tile
+ *                costs), keyed by the op's config (degrees, red, device
+ *                list); the last KOP = 4 configs per op, LRU;
+ *   per edge     the (consumer tile, producer unit, region read) pairs of a
+ *                graph edge (consumer op, input), keyed by the producer's and
+ *                the consumer's configs; the last 4 pairs of configs, LRU;
+ *   routes       channels, bottleneck bandwidth and latency per device pair;
+ *   collectives  price and channels per (kind, device list, bytes).
+ * A cached value is exactly what the computation returned, so the emitted
+ * graph is bit-identical to a fresh builder's (tests/simulator/
+ * test_build_memo.c checks it on random plans and proposal chains of several
+ * models). Tasks are still emitted in full, in the same order. The caches
+ * assume g, m and cm do not change between runs: after changing the cost
+ * model (a provider added) call ss_build_forget. Memory is bounded (KOP and
+ * KEDGE entries per op and edge; routes and collectives clear themselves
+ * past 16 MiB).
  */
 #ifndef SS_BUILD_H
 #define SS_BUILD_H
@@ -113,6 +134,19 @@ void ss_build_free(ss_builder *b);
  * error tg and mm hold a partial build (reset them before reuse). */
 ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_memory *mm,
                        ss_diag *d);
+
+typedef struct ss_build_memo_stats {
+    int64_t op_hits, op_misses;     /* per op per run: tiles reused / computed */
+    int64_t edge_hits, edge_misses; /* per graph edge per run: pairs reused / computed */
+} ss_build_memo_stats;
+
+/* Drop everything memoized (the next run computes everything; scratch
+ * arrays are kept). */
+void ss_build_forget(ss_builder *b);
+/* Turn memoization on (the default) or off (off also forgets): off, every
+ * run computes everything, as a fresh builder does. */
+void ss_build_set_memo(ss_builder *b, int on);
+const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b);
 
 /* Queue policy the engine should use for the last built plan (backward-first
  * for 1F1B or when the plan asks for it). */
