@@ -26,7 +26,9 @@
  * Usage (the topology names the GPU type and NVSwitch bandwidth to start from):
  *   bench_vtrain [--csv FILE] [--topology FILE] [--seed N]
  *                [--markdown FILE] [--predictions FILE]
- *                [--calibrate [--rounds N]] [--limit N]
+ *                [--jobs N] [--calibrate [--rounds N] [--fit-tp1]] [--limit N]
+ * --jobs N predicts in N forked processes; --fit-tp1 restricts the objective
+ * to the calibration half's tp = 1 rows (see docs/calibration.md).
  * Prints a summary to stdout; --markdown writes the report section.
  * Invariant: the split, the predictions and the report are deterministic
  * (same inputs and seed, same bytes).
@@ -38,7 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_CSV "../shared/data/vtrain_ground_truth_single.csv"
 #define GPT_VOCAB 50257
@@ -78,6 +82,19 @@ typedef struct params {
 } params;
 
 static const char *devname = "A100-SXM4-40GB";
+static int jobs = 1;       /* --jobs: forked prediction workers */
+static int fit_tp1 = 0;    /* --fit-tp1: calibrate on tensor-parallel degree 1 rows only */
+
+/* Row r selected by want (train = 1, test = 0, all = -1)? The calibration
+ * objective (want = 1) also honours --fit-tp1. */
+static int fit_row(const row *r, int want)
+{
+    if (want < 0)
+        return 1;
+    if (r->train != want)
+        return 0;
+    return !(want == 1 && fit_tp1 && r->tp != 1);
+}
 
 static double now_s(void)
 {
@@ -205,6 +222,12 @@ static int prepare(bench *b, const ss_machine *m, ss_diag *d)
                                 SS_RECOMPUTE_FULL, 0};
         if (ss_plan_megatron(b->graphs[r->graph], m, &c, &r->plan, d))
             return -1;
+        /* Megatron's local DDP without gradient buckets (vTrain's
+         * use_gradient_bucket: false): one all-reduce of the whole gradient
+         * buffer after the last backward, not overlapped with it. */
+        ss_plan_settings *ps = ss_plan_settings_of(r->plan);
+        ps->sync = SS_SYNC_BULK;
+        ps->bucket_bytes = 1e15;
     }
     return 0;
 }
@@ -260,8 +283,9 @@ static int make_machine(const params *p, ss_machine **m, ss_diag *d)
     return ss_machine_load_string(js, "vtrain-a100x8", m, d) ? -1 : 0;
 }
 
-/* Predict the rows with want(row) (train = 1, test = 0, all = -1). */
-static int predict(bench *b, const params *p, int want, ss_diag *d)
+/* Predict rows [lo, hi) with `want` (train = 1, test = 0, all = -1) and
+ * every `stride`-th selected row from `phase`, into their predicted_ms. */
+static int predict_part(bench *b, const params *p, int want, int phase, int stride, ss_diag *d)
 {
     ss_machine *m = NULL;
     if (make_machine(p, &m, d))
@@ -269,10 +293,10 @@ static int predict(bench *b, const params *p, int want, ss_diag *d)
     ss_costmodel *cm = ss_cost_new(m);
     ss_sim_result res;
     memset(&res, 0, sizeof res);
-    int rc = cm ? 0 : -1;
+    int rc = cm ? 0 : -1, k = 0;
     for (int i = 0; i < b->n && !rc; i++) {
         row *r = &b->rows[i];
-        if (want >= 0 && r->train != want)
+        if (!fit_row(r, want) || k++ % stride != phase)
             continue;
         ss_sim *s = NULL;
         ss_sim_config cfg = {0, 1}; /* memory is not what is measured here */
@@ -286,6 +310,55 @@ static int predict(bench *b, const params *p, int want, ss_diag *d)
     ss_sim_result_clear(&res);
     ss_cost_free(cm);
     ss_machine_free(m);
+    return rc;
+}
+
+/* Predict the selected rows, in `jobs` forked workers when jobs > 1 (each
+ * sends back (row index, prediction) pairs through a pipe). */
+static int predict(bench *b, const params *p, int want, ss_diag *d)
+{
+    if (jobs <= 1)
+        return predict_part(b, p, want, 0, 1, d);
+    int fds[64];
+    pid_t pids[64];
+    int nj = jobs > 64 ? 64 : jobs, rc = 0;
+    fflush(NULL);
+    for (int w = 0; w < nj; w++) {
+        int fd[2];
+        if (pipe(fd))
+            return -1;
+        pids[w] = fork();
+        if (pids[w] < 0)
+            return -1;
+        if (pids[w] == 0) {
+            close(fd[0]);
+            int ok = predict_part(b, p, want, w, nj, d) == 0, k = 0;
+            for (int i = 0; i < b->n && ok; i++) {
+                const row *r = &b->rows[i];
+                if (!fit_row(r, want) || k++ % nj != w)
+                    continue;
+                struct { int i; double v; } rec = {i, r->predicted_ms};
+                if (write(fd[1], &rec, sizeof rec) != (ssize_t)sizeof rec)
+                    ok = 0;
+            }
+            close(fd[1]);
+            _exit(ok ? 0 : 1);
+        }
+        close(fd[1]);
+        fds[w] = fd[0];
+    }
+    for (int w = 0; w < nj; w++) {
+        struct { int i; double v; } rec;
+        while (read(fds[w], &rec, sizeof rec) == (ssize_t)sizeof rec)
+            if (rec.i >= 0 && rec.i < b->n)
+                b->rows[rec.i].predicted_ms = rec.v;
+        close(fds[w]);
+        int status;
+        if (waitpid(pids[w], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+            rc = -1;
+    }
+    if (rc)
+        ss_diag_set(d, SS_ERR_INVALID, "a prediction worker failed");
     return rc;
 }
 
@@ -397,88 +470,121 @@ out:
     free(ix);
 }
 
+static int sel_fit(const row *r, const void *ctx)
+{
+    (void)ctx;
+    return fit_row(r, 1);
+}
+
+/* The calibration objective: MAPE over the rows it fits. */
 static double train_mape(const bench *b)
 {
-    int want = 1;
     stats s;
-    compute(b, sel_half, &want, &s);
+    compute(b, sel_fit, NULL, &s);
     return s.mean;
 }
 
 /* ---------------------------------------------------------- calibration */
 
-/* Coordinate k of p: efficiencies of the FLOPs table, then of the memory
- * table, then launch_us, then gbps. */
-static int n_coords(const params *p) { return p->nf + p->nm + 2; }
+/* The calibration moves 8 numbers, not every table point: each efficiency
+ * table is sampled from a saturating curve
+ *     eff(x) = top / (1 + (half / x)^slope)
+ * (x = FLOPs or bytes per kernel; top = large-kernel efficiency, half = the
+ * size at which a kernel gets half of it), plus the launch overhead and the
+ * NVSwitch bandwidth. Fewer knobs than table points: each evaluation costs
+ * 720 simulations, and a smooth curve cannot bend itself around single
+ * configurations. */
+typedef struct curves {
+    double f_top, f_log_half, f_slope; /* FLOPs table */
+    double m_top, m_log_half, m_slope; /* memory table */
+    double launch_us, gbps;
+} curves;
 
-static double *coord(params *p, int k)
+#define N_COORDS 8
+
+static double *coord(curves *c, int k)
 {
-    if (k < p->nf)
-        return &p->fy[k];
-    k -= p->nf;
-    if (k < p->nm)
-        return &p->my[k];
-    return k == p->nm ? &p->launch_us : &p->gbps;
+    double *v[N_COORDS] = {&c->f_top,  &c->f_log_half, &c->f_slope,   &c->m_top,
+                           &c->m_log_half, &c->m_slope, &c->launch_us, &c->gbps};
+    return v[k];
 }
 
-static const char *coord_name(const params *p, int k, char *buf, size_t cap)
+static const char *coord_names[N_COORDS] = {"flops top", "flops log10 half", "flops slope",
+                                            "mem top",   "mem log10 half",   "mem slope",
+                                            "launch_us", "nvswitch_gbps"};
+
+/* log10(half) moves additively (in decades), the others multiplicatively. */
+static int additive(int k) { return k == 1 || k == 4; }
+
+static double curve_eff(double top, double log_half, double slope, double x)
 {
-    if (k < p->nf)
-        snprintf(buf, cap, "eff_flops@%.0e", p->fx[k]);
-    else if (k < p->nf + p->nm)
-        snprintf(buf, cap, "eff_mem@%.0e", p->mx[k - p->nf]);
-    else
-        snprintf(buf, cap, "%s", k == p->nf + p->nm ? "launch_us" : "nvswitch_gbps");
-    return buf;
+    double e = top / (1 + pow(pow(10, log_half) / x, slope));
+    return e < 0.005 ? 0.005 : e > 1 ? 1 : e;
 }
 
-/* Efficiencies in (0, 1] and non-decreasing with size; launch 0.5..20 us;
- * bandwidth 30..300 GB/s (the line rate). */
-static int valid(const params *p)
+/* Tables of p (at its own x points) from the curves. */
+static void apply_curves(params *p, const curves *c)
 {
     for (int i = 0; i < p->nf; i++)
-        if (!(p->fy[i] > 0.002 && p->fy[i] <= 1) || (i && p->fy[i] < p->fy[i - 1]))
-            return 0;
+        p->fy[i] = curve_eff(c->f_top, c->f_log_half, c->f_slope, p->fx[i]);
     for (int i = 0; i < p->nm; i++)
-        if (!(p->my[i] > 0.02 && p->my[i] <= 1) || (i && p->my[i] < p->my[i - 1]))
-            return 0;
-    return p->launch_us >= 0.5 && p->launch_us <= 20 && p->gbps >= 30 && p->gbps <= 300;
+        p->my[i] = curve_eff(c->m_top, c->m_log_half, c->m_slope, p->mx[i]);
+    p->launch_us = c->launch_us;
+    p->gbps = c->gbps;
 }
 
-/* Coordinate descent on the training half's MAPE: every round tries each
- * coordinate times (1 +- step), keeps the best, and repeats that coordinate
- * while it improves; the step halves every round. */
-static int calibrate(bench *b, params *p, int rounds, ss_diag *d)
+/* Bounds from the reference figures (../shared/reference/hardware.md):
+ * large GEMMs reach at most 85% of tensor peak, copies at most 85% of memory
+ * bandwidth (core/devtypes.c), NCCL at least half and at most all of the NVSwitch line rate
+ * (150..300 GB/s); slopes 0.1..3, launch 0.5..60 us, half-points within the
+ * tables' ranges. */
+static int valid(const curves *c)
 {
+    return c->f_top > 0.05 && c->f_top <= 0.85 && c->m_top > 0.05 && c->m_top <= 0.85 &&
+           c->f_slope >= 0.1 && c->f_slope <= 3 && c->m_slope >= 0.1 && c->m_slope <= 3 &&
+           c->f_log_half >= 4 && c->f_log_half <= 13 && c->m_log_half >= 3 &&
+           c->m_log_half <= 10 && c->launch_us >= 0.5 && c->launch_us <= 60 && c->gbps >= 150 &&
+           c->gbps <= 300;
+}
+
+/* Coordinate descent on the calibration objective (train_mape): every round
+ * tries each coordinate at +-step (relative; decades times 2 for the
+ * half-points), keeps the better, repeats while it improves; the step halves
+ * every round. Starts from c; p gets the result. */
+static int calibrate(bench *b, params *p, curves *c, int rounds, ss_diag *d)
+{
+    apply_curves(p, c);
     if (predict(b, p, 1, d))
         return -1;
     double best = train_mape(b);
+    fprintf(stderr, "  start: calibration MAPE %.3f%%\n", best);
     double step = 0.4;
-    char nm[64];
     for (int round = 0; round < rounds; round++, step /= 2) {
-        for (int k = 0; k < n_coords(p); k++) {
+        for (int k = 0; k < N_COORDS; k++) {
             for (int improved = 1; improved;) {
                 improved = 0;
-                double orig = *coord(p, k), best_v = orig;
+                double orig = *coord(c, k), best_v = orig;
                 for (int dir = -1; dir <= 1; dir += 2) {
-                    *coord(p, k) = orig * (1 + dir * step);
-                    if (!valid(p))
+                    *coord(c, k) = additive(k) ? orig + dir * 2 * step : orig * (1 + dir * step);
+                    if (!valid(c))
                         continue;
+                    apply_curves(p, c);
                     if (predict(b, p, 1, d))
                         return -1;
                     double e = train_mape(b);
                     if (e < best - 1e-9) {
                         best = e;
-                        best_v = *coord(p, k);
+                        best_v = *coord(c, k);
                         improved = 1;
                     }
                 }
-                *coord(p, k) = best_v;
+                *coord(c, k) = best_v;
             }
-            fprintf(stderr, "  round %d step %.3f %-20s = %-8.4g train MAPE %.3f%%\n", round, step,
-                    coord_name(p, k, nm, sizeof nm), *coord(p, k), best);
+            fprintf(stderr, "  round %d step %.3f %-17s = %-8.4g calibration MAPE %.3f%%\n",
+                    round, step, coord_names[k], *coord(c, k), best);
         }
     }
+    apply_curves(p, c);
     return 0;
 }
 
@@ -494,6 +600,13 @@ static void print_params(FILE *f, const params *p)
 }
 
 /* --------------------------------------------------------------- report */
+
+/* ctx: {tp, half (-1 all, 0 held-out, 1 calibration)} */
+static int sel_tp(const row *r, const void *ctx)
+{
+    const int *c = ctx;
+    return r->tp == c[0] && (c[1] < 0 || r->train == c[1]);
+}
 
 static int sel_class(const row *r, const void *ctx)
 {
@@ -545,6 +658,12 @@ static void report(FILE *f, const bench *b)
     stats_line(f, "calibration half", &s);
     compute(b, sel_half, &te, &s);
     stats_line(f, "held-out half", &s);
+    int tp1[2] = {1, -1};
+    compute(b, sel_tp, tp1, &s);
+    stats_line(f, "tp = 1, all", &s);
+    tp1[1] = 0;
+    compute(b, sel_tp, tp1, &s);
+    stats_line(f, "tp = 1, held-out", &s);
 
     /* by (tp, pp, dp) */
     int *cls = malloc((size_t)b->n * 3 * sizeof *cls), nc = 0;
@@ -649,7 +768,8 @@ static int write_predictions(const char *path, const bench *b)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_vtrain [--csv FILE] [--topology FILE] [--seed N] "
-                    "[--markdown FILE] [--predictions FILE] [--calibrate [--rounds N]] [--limit N]\n");
+                    "[--markdown FILE] [--predictions FILE] [--jobs N]\n"
+                    "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n");
     return 2;
 }
 
@@ -662,6 +782,8 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--calibrate"))
             cal = 1;
+        else if (!strcmp(a, "--fit-tp1"))
+            fit_tp1 = 1;
         else if (!v)
             return usage();
         else if (!strcmp(a, "--csv"))
@@ -676,6 +798,8 @@ int main(int argc, char **argv)
             seed = strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--rounds"))
             rounds = atoi(v), i++;
+        else if (!strcmp(a, "--jobs"))
+            jobs = atoi(v), i++;
         else if (!strcmp(a, "--limit"))
             limit = atoi(v), i++;
         else
@@ -719,12 +843,22 @@ int main(int argc, char **argv)
     summary(stdout, "as given", &b);
     if (cal) {
         t0 = now_s();
-        if (calibrate(&b, &p, rounds, &d) || predict(&b, &p, -1, &d)) {
+        /* start: a curve close to the built-in big-GPU tables */
+        curves c = {0.8, 8.5, 0.35, 0.85, 5.0, 0.5, p.launch_us, p.gbps};
+        if (!valid(&c)) {
+            fprintf(stderr, "bench_vtrain: the topology's launch_us / bandwidth are outside the "
+                            "calibration bounds\n");
+            goto out;
+        }
+        if (calibrate(&b, &p, &c, rounds, &d) || predict(&b, &p, -1, &d)) {
             fprintf(stderr, "bench_vtrain: %s\n", d.msg);
             goto out;
         }
-        printf("calibrated in %.1f s (%d rounds, seed %llu):\n", now_s() - t0, rounds,
-               (unsigned long long)seed);
+        printf("calibrated in %.1f s (%d rounds, seed %llu%s):\n", now_s() - t0, rounds,
+               (unsigned long long)seed, fit_tp1 ? ", fitted on tp = 1 rows" : "");
+        printf("curves: flops top %.4f half 10^%.3f slope %.4f; mem top %.4f half 10^%.3f "
+               "slope %.4f\n",
+               c.f_top, c.f_log_half, c.f_slope, c.m_top, c.m_log_half, c.m_slope);
         print_params(stdout, &p);
         summary(stdout, "calibrated", &b);
     }

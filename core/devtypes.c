@@ -22,14 +22,24 @@
  *     H200's 141 GB is taken as 141 GiB (close to its usable capacity).
  *   - Launch overhead: ~5 us per kernel on recent GPUs, ~8 us on K80/P100
  *     (older driver stacks, measured in the FlexFlow era), 0.5 us on a CPU
- *     core (a function call plus a thread-pool hand-off).
+ *     core (a function call plus a thread-pool hand-off); A100: calibrated,
+ *     below.
  *   - CPU-core: one modern x86 core with AVX2 FMA: 2 FMA units x 8 f32 lanes x
  *     2 FLOPs x ~3 GHz ~ 0.1 TFLOP/s; ~10 GB/s of memory bandwidth per core
  *     when all cores stream; 4 GiB per core (discovery overrides it).
  *
- * Efficiency tables (starting points, to be calibrated) are piecewise linear
- * in log10(size): large GEMMs reach ~75-80% of peak (hardware.md: 70-85%),
- * small kernels are latency-bound; large copies reach ~85% of memory peak.
+ * Efficiency tables are piecewise linear in log10(size): large GEMMs reach
+ * ~75-80% of peak (hardware.md: 70-85%), small kernels are latency-bound;
+ * large copies reach ~85% of memory peak. These are starting points for
+ * every type but the A100s.
+ *
+ * A100 (both memory sizes) is calibrated against 1,440 measured Megatron-LM
+ * iterations (vTrain's single-node set; docs/calibration.md, fitted on a
+ * seeded random half, checked on the other): kernels run at 80% of tensor
+ * peak / 85% of memory bandwidth from small sizes on, and every kernel takes
+ * at least launch_us = 42.6 us — the host-side dispatch time of PyTorch-eager
+ * Megatron per simulated op, which the analytic model applies as a floor
+ * (profiler/analytic.c). Held-out error on the tensor-parallel-1 rows: 8.8%.
  */
 #include "simsearch.h"
 
@@ -40,6 +50,14 @@
  * H200): they need more work in flight to fill their SMs. */
 static const double big_fx[] = {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12};
 static const double big_fy[] = {0.01, 0.04, 0.12, 0.30, 0.50, 0.65, 0.75, 0.80};
+/* A100, calibrated (docs/calibration.md): the fitted curves
+ * 0.80 / (1 + (10^4.1 / F)^1.146) and 0.85 / (1 + (10^3.2 / B)^2.9) are flat
+ * above ~1e7 FLOPs and ~1e5 bytes; smaller kernels sit under the launch
+ * floor anyway. */
+static const double a100_fx[] = {1e5, 1e6, 1e7};
+static const double a100_fy[] = {0.732, 0.795, 0.80};
+static const double a100_mx[] = {1e4, 1e5};
+static const double a100_my[] = {0.846, 0.85};
 /* Tensor-core GPUs of the V100 / T4 / RTX 3090 class. */
 static const double tc_fx[] = {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11};
 static const double tc_fy[] = {0.02, 0.05, 0.15, 0.35, 0.55, 0.70, 0.78};
@@ -56,7 +74,7 @@ static const double gpu_my[] = {0.20, 0.35, 0.55, 0.75, 0.85};
 static const double cpu_mx[] = {1e3, 1e5, 1e7};
 static const double cpu_my[] = {0.30, 0.60, 0.80};
 
-typedef enum { EFF_BIG, EFF_TC, EFF_OLD, EFF_CPU } eff_family;
+typedef enum { EFF_BIG, EFF_A100, EFF_TC, EFF_OLD, EFF_CPU } eff_family;
 
 typedef struct spec {
     const char *name;
@@ -72,8 +90,8 @@ static const spec specs[] = {
     {"P100-SXM2",        0, 10.6,  21.2,   0.0,   732,   16,  8.0, EFF_OLD},
     {"V100-SXM2-16GB",   0, 15.7, 125.0,   0.0,   900,   16,  5.0, EFF_TC},
     {"V100-SXM2-32GB",   0, 15.7, 125.0,   0.0,   900,   32,  5.0, EFF_TC},
-    {"A100-SXM4-40GB",   0, 19.5, 312.0, 312.0,  1555,   40,  5.0, EFF_BIG},
-    {"A100-SXM4-80GB",   0, 19.5, 312.0, 312.0,  2039,   80,  5.0, EFF_BIG},
+    {"A100-SXM4-40GB",   0, 19.5, 312.0, 312.0,  1555,   40, 42.6, EFF_A100},
+    {"A100-SXM4-80GB",   0, 19.5, 312.0, 312.0,  2039,   80, 42.6, EFF_A100},
     {"H100-SXM",         0, 67.0, 989.0, 989.0,  3350,   80,  5.0, EFF_BIG},
     {"H200-SXM",         0, 67.0, 989.0, 989.0,  4800,  141,  5.0, EFF_BIG},
     {"T4",               0,  8.1,  65.0,   0.0,   320,   16,  5.0, EFF_TC},
@@ -108,12 +126,15 @@ static void fill(ss_device_type *t, const spec *s)
     t->launch_us = s->launch_us;
     switch (s->fam) {
     case EFF_BIG: TAB(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, big_fx, big_fy); break;
+    case EFF_A100: TAB(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, a100_fx, a100_fy); break;
     case EFF_TC: TAB(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, tc_fx, tc_fy); break;
     case EFF_OLD: TAB(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, old_fx, old_fy); break;
     case EFF_CPU: TAB(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, cpu_fx, cpu_fy); break;
     }
     if (s->is_cpu)
         TAB(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, cpu_mx, cpu_my);
+    else if (s->fam == EFF_A100)
+        TAB(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, a100_mx, a100_my);
     else
         TAB(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, gpu_mx, gpu_my);
 }
