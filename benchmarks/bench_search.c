@@ -2,12 +2,15 @@
  * bench_search.c — search benchmarks (benchmarks/RESULTS.md, "Search").
  *
  *   bench_search delta MODEL TOPOLOGY [N]
- *       delta vs full simulation per evaluation: N random one-op proposals
- *       from the data-parallel plan (MCMC-like: about one in five
- *       committed), each evaluated by ss_delta_run and by ss_sim_run; prints
- *       tasks per graph, median microseconds per evaluation of each, the
- *       ratio, the share of tasks the delta runs re-simulated, and checks the
- *       two agree on every proposal.
+ *       per evaluation: N random one-op proposals from the data-parallel
+ *       plan (MCMC-like: about one in five committed), each evaluated three
+ *       ways: "cold" = from-scratch full simulation (ss_sim_run with the
+ *       builder's memoization off: build + engine + memory sweep), "full" =
+ *       ss_sim_run with the memoizing builder (the search's full evaluator),
+ *       and "delta" = ss_delta_run; prints tasks per graph, the median
+ *       microseconds of each, the ratios cold/delta and full/delta, the share
+ *       of tasks the delta runs re-simulated, and checks all three agree on
+ *       every proposal.
  *   bench_search search MODEL TOPOLOGY SECONDS SEED
  *       one search with a time limit (budget unlimited); prints one line:
  *       model topology dp_ms expert_ms best_ms speedup_dp speedup_expert
@@ -19,6 +22,7 @@
  */
 #include "simsearch.h"
 #include "search/space.h"
+#include "simulator/build.h"
 #include "simulator/delta.h"
 
 #include <math.h>
@@ -63,23 +67,27 @@ static int bench_delta(const char *model, const char *topo, int n)
     ss_diag d;
     ss_diag_init(&d);
     int N = ss_machine_n_devices(m);
-    ss_sim *sim;
+    ss_sim *sim, *cold;
     ss_delta *dl;
     ss_space *sp;
     ss_space_opts so = {N, 0};
     ss_plan *p;
-    if (ss_sim_new(g, m, cm, NULL, &sim, &d) || ss_delta_new(g, m, cm, &dl, &d) ||
+    if (ss_sim_new(g, m, cm, NULL, &sim, &d) || ss_sim_new(g, m, cm, NULL, &cold, &d) ||
+        ss_delta_new(g, m, cm, &dl, &d) ||
         ss_space_new(g, &so, &sp, &d) || ss_plan_data_parallel(g, m, 0, &p, &d)) {
         fprintf(stderr, "bench_search: %s\n", d.msg);
         return 1;
     }
-    ss_sim_result r;
+    ss_build_set_memo(ss_sim_builder(cold), 0);
+    ss_sim_result r, rc;
     memset(&r, 0, sizeof r);
+    memset(&rc, 0, sizeof rc);
     ss_delta_eval e;
     if (ss_delta_run(dl, p, -1, &e, &d))
         return 1;
     ss_delta_commit(dl);
     double *tf = calloc((size_t)n, sizeof *tf), *td = calloc((size_t)n, sizeof *td);
+    double *tc = calloc((size_t)n, sizeof *tc);
     int *buf = malloc((size_t)N * sizeof *buf), *obuf = malloc((size_t)N * 64 * sizeof *obuf);
     ss_rng rng;
     ss_rng_seed(&rng, 42);
@@ -98,9 +106,13 @@ static int bench_delta(const char *model, const char *topo, int n)
         double t1 = now_s();
         ss_status s2 = ss_sim_run(sim, p, &r, &d);
         double t2 = now_s();
+        ss_status s3 = ss_sim_run(cold, p, &rc, &d);
+        double t3 = now_s();
         td[i] = t1 - t0;
         tf[i] = t2 - t1;
-        if (s1 != s2 || (s1 == SS_OK && r.iteration_us != e.iteration_us))
+        tc[i] = t3 - t2;
+        if (s1 != s2 || s1 != s3 ||
+            (s1 == SS_OK && (r.iteration_us != e.iteration_us || rc.iteration_us != e.iteration_us)))
             mism++;
         if (s1 == SS_OK) {
             ok++;
@@ -114,20 +126,25 @@ static int bench_delta(const char *model, const char *topo, int n)
     const ss_delta_stats *st = ss_delta_stats_of(dl);
     qsort(tf, (size_t)n, sizeof *tf, cmp_d);
     qsort(td, (size_t)n, sizeof *td, cmp_d);
-    printf("%-14s %-10s tasks %7ld  full %8.0f us  delta %8.0f us  ratio %5.2fx  "
-           "re-simulated %5.1f%%  mismatches %ld\n",
-           model, ss_machine_name(m), ok ? tasks / ok : 0, 1e6 * tf[n / 2], 1e6 * td[n / 2],
-           tf[n / 2] / td[n / 2], 100.0 * (double)st->tasks_resimulated / (double)st->tasks_total,
-           mism);
+    qsort(tc, (size_t)n, sizeof *tc, cmp_d);
+    printf("%-14s %-10s tasks %7ld  cold %8.0f us  full %8.0f us  delta %8.0f us  "
+           "cold/delta %5.2fx  full/delta %5.2fx  cold/full %5.2fx  re-simulated %5.1f%%  "
+           "mismatches %ld\n",
+           model, ss_machine_name(m), ok ? tasks / ok : 0, 1e6 * tc[n / 2], 1e6 * tf[n / 2],
+           1e6 * td[n / 2], tc[n / 2] / td[n / 2], tf[n / 2] / td[n / 2], tc[n / 2] / tf[n / 2],
+           100.0 * (double)st->tasks_resimulated / (double)st->tasks_total, mism);
+    free(tc);
     free(tf);
     free(td);
     free(buf);
     free(obuf);
     ss_sim_result_clear(&r);
+    ss_sim_result_clear(&rc);
     ss_plan_free(p);
     ss_space_free(sp);
     ss_delta_free(dl);
     ss_sim_free(sim);
+    ss_sim_free(cold);
     ss_cost_free(cm);
     ss_graph_free(g);
     ss_machine_free(m);

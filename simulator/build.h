@@ -148,6 +148,10 @@ void ss_build_forget(ss_builder *b);
 void ss_build_set_memo(ss_builder *b, int on);
 const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b);
 
+/* The builder an ss_sim simulates with (sim.c; borrowed): benchmarks turn
+ * its memoization off through it to time from-scratch simulation. */
+ss_builder *ss_sim_builder(ss_sim *s);
+
 /* Queue policy the engine should use for the last built plan (backward-first
  * for 1F1B or when the plan asks for it). */
 ss_queue_policy ss_build_policy(const ss_builder *b);

@@ -86,6 +86,11 @@ void ss_sim_free(ss_sim *s)
     ss_free(s);
 }
 
+ss_builder *ss_sim_builder(ss_sim *s)
+{
+    return s->b;
+}
+
 int64_t ss_sim_n_tasks(const ss_sim *s)
 {
     return s && s->ran ? s->tg->n_tasks : 0;
