@@ -122,8 +122,10 @@ struct ss_builder {
     int n_xf, cap_xf;
     pairinfo *pairs;
     int n_pairs, cap_pairs;
-    wentry *we;
-    int n_we, cap_we;
+    wentry *we, *we2;
+    int n_we, cap_we, cap_we2;
+    int *wcount; /* [n_tensors + 1] scratch of group_weights */
+    int cap_wcount;
     shard *sh;
     int n_sh, cap_sh;
     int *order;
@@ -243,6 +245,8 @@ void ss_build_free(ss_builder *b)
     ss_free(b->xf);
     ss_free(b->pairs);
     ss_free(b->we);
+    ss_free(b->we2);
+    ss_free(b->wcount);
     ss_free(b->sh);
     ss_free(b->order);
     ss_free(b->okeys);
@@ -1260,11 +1264,49 @@ static ss_status collect_weights(ss_builder *b, ss_diag *d)
     return SS_OK;
 }
 
+/* Order the weight entries by weight tensor (a stable counting sort), so
+ * both orders below, whose first key is the weight, only sort within each
+ * weight's group: the result is the same total order a global sort gives,
+ * at a fraction of the comparisons. */
+static ss_status group_weights(ss_builder *b, ss_diag *d)
+{
+    int nt = ss_graph_n_tensors(b->g);
+    GROW(b, wcount, cap_wcount, nt + 1, d);
+    GROW(b, we2, cap_we2, b->n_we, d);
+    memset(b->wcount, 0, (size_t)(nt + 1) * sizeof(int));
+    for (int k = 0; k < b->n_we; k++)
+        b->wcount[b->we[k].w + 1]++;
+    for (int t = 0; t < nt; t++)
+        b->wcount[t + 1] += b->wcount[t];
+    for (int k = 0; k < b->n_we; k++)
+        b->we2[b->wcount[b->we[k].w]++] = b->we[k];
+    wentry *x = b->we;
+    int c = b->cap_we;
+    b->we = b->we2;
+    b->cap_we = b->cap_we2;
+    b->we2 = x;
+    b->cap_we2 = c;
+    return SS_OK;
+}
+
+/* Sort each weight's group of entries (contiguous after group_weights). */
+static void sort_groups(ss_builder *b, int (*cmp)(const void *, const void *))
+{
+    for (int a = 0; a < b->n_we;) {
+        int e = a + 1;
+        while (e < b->n_we && b->we[e].w == b->we[a].w)
+            e++;
+        if (e - a > 1)
+            qsort(b->we + a, (size_t)(e - a), sizeof(wentry), cmp);
+        a = e;
+    }
+}
+
 static ss_status weight_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
 {
     const ss_graph *g = b->g;
     if (b->n_we > 1)
-        qsort(b->we, (size_t)b->n_we, sizeof(wentry), cmp_we_dev);
+        sort_groups(b, cmp_we_dev);
     for (int a = 0; a < b->n_we;) {
         int e = a;
         while (e < b->n_we && b->we[e].w == b->we[a].w && b->we[e].dev == b->we[a].dev)
@@ -1288,7 +1330,7 @@ static ss_status make_shards(ss_builder *b, ss_diag *d)
 {
     const ss_graph *g = b->g;
     if (b->n_we > 1)
-        qsort(b->we, (size_t)b->n_we, sizeof(wentry), cmp_we_reg);
+        sort_groups(b, cmp_we_reg);
     b->n_sh = 0;
     b->n_ipool = 0;
     for (int a = 0; a < b->n_we;) {
@@ -1405,7 +1447,8 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
 static ss_status pass_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
 {
     ss_status st;
-    if ((st = collect_weights(b, d)) != SS_OK || (st = weight_memory(b, mm, d)) != SS_OK ||
+    if ((st = collect_weights(b, d)) != SS_OK || (st = group_weights(b, d)) != SS_OK ||
+        (st = weight_memory(b, mm, d)) != SS_OK ||
         (st = make_shards(b, d)) != SS_OK)
         return st;
     GROW(b, order, cap_order, b->n_sh, d);
