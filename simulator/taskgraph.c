@@ -105,6 +105,20 @@ static int grow_chan(ss_taskgraph *tg, int n_channels)
     return 0;
 }
 
+static int grow_mark(ss_taskgraph *tg, int n_resources)
+{
+    if (n_resources <= tg->cap_mark)
+        return 0;
+    uint32_t *m = ss_calloc((size_t)n_resources, sizeof *m);
+    if (!m)
+        return -1;
+    ss_free(tg->res_mark);
+    tg->res_mark = m;
+    tg->cap_mark = n_resources;
+    tg->mark_gen = 0;
+    return 0;
+}
+
 static void set_dims(ss_taskgraph *tg, int n_devices, int n_channels)
 {
     tg->n_devices = n_devices;
@@ -127,7 +141,8 @@ ss_taskgraph *ss_taskgraph_new(int n_devices, int n_channels)
     if (!tg)
         return NULL;
     if (grow_tasks(tg, 64) || grow_res(tg, 64) || grow_edges(tg, 64) ||
-        grow_chan(tg, n_channels > 0 ? n_channels : 1)) {
+        grow_chan(tg, n_channels > 0 ? n_channels : 1) ||
+        grow_mark(tg, n_devices + n_channels > 0 ? n_devices + n_channels : 1)) {
         ss_taskgraph_free(tg);
         return NULL;
     }
@@ -156,6 +171,7 @@ void ss_taskgraph_free(ss_taskgraph *tg)
     ss_free(tg->pred_off);
     ss_free(tg->pred);
     ss_free(tg->chan_dev);
+    ss_free(tg->res_mark);
     ss_free(tg);
 }
 
@@ -165,7 +181,7 @@ ss_status ss_taskgraph_reset(ss_taskgraph *tg, int n_devices, int n_channels, ss
         n_channels > INT32_MAX / 4)
         return ss_diag_set(d, SS_ERR_INVALID, "task graph reset: invalid resource counts %d, %d",
                            n_devices, n_channels);
-    if (grow_chan(tg, n_channels))
+    if (grow_chan(tg, n_channels) || grow_mark(tg, n_devices + n_channels))
         return ss_diag_set(d, SS_ERR_NOMEM, "task graph reset: out of memory");
     set_dims(tg, n_devices, n_channels);
     return SS_OK;
@@ -196,6 +212,10 @@ int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
         ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid resource count %d", s->n_res);
         return -1;
     }
+    if (++tg->mark_gen == 0) { /* wrapped: clear the marks once every 2^32 adds */
+        memset(tg->res_mark, 0, (size_t)tg->cap_mark * sizeof *tg->res_mark);
+        tg->mark_gen = 1;
+    }
     for (int i = 0; i < s->n_res; i++) {
         if (s->res[i] < 0 || s->res[i] >= tg->n_resources) {
             ss_diag_set(d, SS_ERR_INVALID,
@@ -203,14 +223,13 @@ int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
                         ss_task_kind_name(s->kind), s->op, s->tile, s->res[i], tg->n_resources);
             return -1;
         }
-        /* Quadratic only for tasks with many resources, which are few (collectives). */
-        for (int j = 0; j < i; j++)
-            if (s->res[j] == s->res[i]) {
-                ss_diag_set(d, SS_ERR_INVALID,
-                            "task graph: %s task (op %d, tile %d): resource %d listed twice",
-                            ss_task_kind_name(s->kind), s->op, s->tile, s->res[i]);
-                return -1;
-            }
+        if (tg->res_mark[s->res[i]] == tg->mark_gen) {
+            ss_diag_set(d, SS_ERR_INVALID,
+                        "task graph: %s task (op %d, tile %d): resource %d listed twice",
+                        ss_task_kind_name(s->kind), s->op, s->tile, s->res[i]);
+            return -1;
+        }
+        tg->res_mark[s->res[i]] = tg->mark_gen;
     }
     int t = tg->n_tasks;
     size_t nres = (size_t)tg->res_off[t] + (size_t)s->n_res;

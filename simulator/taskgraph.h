@@ -104,8 +104,13 @@ typedef struct ss_taskgraph {
      * are the devices at the two ends of channel c (-1 for a switch/NIC end). */
     int32_t *chan_dev;   /* [2 * n_channels] */
 
-    /* capacities (private) */
+    /* capacities and scratch (private): res_mark[r] == mark_gen marks a
+     * resource already listed by the task being added (duplicate check in
+     * O(resources of the task)) */
     int cap_tasks, cap_res, cap_edges, cap_chan;
+    uint32_t *res_mark; /* [cap_mark >= n_resources] */
+    int cap_mark;
+    uint32_t mark_gen;
 } ss_taskgraph;
 
 /* New empty graph over n_devices compute streams and n_channels network
