@@ -105,6 +105,12 @@ if want accuracy; then
       --markdown "$tmp/acc.md" >"$tmp/acc.out"
     cat "$tmp/acc.md"
     printf '\nAPE = |predicted - measured| / measured; bias = mean signed error. Calibration: docs/calibration.md.\n'
+    # the data does not say which A100 memory size was used: the same
+    # calibrated tables on the 80 GB part (2,039 GB/s) for comparison
+    printf '\nSame built-in tables on A100-SXM4-80GB (`--topology topologies/dgx-a100.json`): '
+    "$build/bench_vtrain" --csv "$csv" --topology topologies/dgx-a100.json | sed -n 's/^as given: //p'
+    printf '\nBefore calibration (`--topology benchmarks/vtrain-a100x8-start.json`, the uncalibrated tables and a 5 us launch): '
+    "$build/bench_vtrain" --csv "$csv" --topology benchmarks/vtrain-a100x8-start.json | sed -n 's/^as given: //p'
   } >"$tmp/acc.block"
   splice accuracy "Simulator accuracy" "$tmp/acc.block"
 fi
