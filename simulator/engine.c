@@ -45,6 +45,7 @@ struct ss_engine {
     /* per task */
     int cap_tasks;
     double *start, *end, *ready;
+    int32_t *start_round, *end_round;
     tinfo *ti;
     int32_t *blocker;
     uint8_t *by_res;
@@ -158,6 +159,8 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->start);
     ss_free(e->end);
     ss_free(e->ready);
+    ss_free(e->start_round);
+    ss_free(e->end_round);
     ss_free(e->ti);
     ss_free(e->blocker);
     ss_free(e->by_res);
@@ -198,8 +201,8 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
 {
     if (tasks > e->cap_tasks) {
         if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) || GROW(ti, tasks) ||
-            GROW(blocker, tasks) || GROW(by_res, tasks) ||
-            GROW(ev, tasks))
+            GROW(blocker, tasks) || GROW(by_res, tasks) || GROW(ev, tasks) ||
+            GROW(start_round, tasks) || GROW(end_round, tasks))
             return -1;
         e->cap_tasks = tasks;
     }
@@ -230,6 +233,7 @@ typedef struct run {
     const ss_taskgraph *tg;
     int nev;
     int ntouched;
+    int32_t round;  /* index of the event time being settled */
     int64_t retired, started;
 } run;
 
@@ -311,6 +315,7 @@ static void start_task(run *s, int h, double t)
     }
     e->start[h] = t;
     e->end[h] = t + dur;
+    e->start_round[h] = s->round;
     s->started++;
     event ev = {t + dur, h};
     epush(e->ev, &s->nev, ev);
@@ -344,6 +349,7 @@ static void retire(run *s, int h, double t)
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
     s->retired++;
+    e->end_round[h] = s->round;
     int lo = e->ti[h].res_lo, hi = lo + e->ti[h].nres;
     for (int i = lo; i < hi; i++) {
         int r = tg->res[i];
@@ -484,9 +490,10 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     const ss_taskgraph *tg = s->tg;
     int n = tg->n_tasks, nd = tg->n_devices;
     int64_t rounds = 1;
+    s->round = 0;
     settle(s, t0);
     while (s->nev > 0) {
-        rounds++;
+        s->round = (int32_t)rounds++;
         settle(s, e->ev[0].t);
     }
     if (s->retired != n) {
@@ -520,6 +527,8 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
         r->comm_us = e->comm;
         r->exposed_comm_us = e->exposed;
         r->idle_us = e->idle;
+        r->start_round = e->start_round;
+        r->end_round = e->end_round;
     }
     r->n_tasks = n;
     r->n_resources = tg->n_resources;
@@ -543,7 +552,7 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
     ss_status st = prepare(e, tg, cfg, d);
     if (st != SS_OK)
         return st;
-    run s = {e, tg, 0, 0, 0, 0};
+    run s = {e, tg, 0, 0, 0, 0, 0};
     for (int t = 0; t < tg->n_tasks; t++)
         if (e->ti[t].left == 0)
             release(&s, t, 0.0);
@@ -562,7 +571,7 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
     if (!(T >= 0) || !isfinite(T))
         return ss_diag_set(d, SS_ERR_INVALID, "engine: resume time %g is not a finite time >= 0",
                            T);
-    run s = {e, tg, 0, 0, 0, 0};
+    run s = {e, tg, 0, 0, 0, 0, 0};
     /* Tasks that started before T keep their times: those that ended
      * before T are retired, the others hold their resources and have their
      * completion event. */

@@ -65,6 +65,8 @@
  *                             freed it at t's start; -1 for tasks starting at 0
  *                             with nothing before them
  *   blocked_by_resource[t]    1 when blocker[t] is a resource blocker
+ *   start_round[t], end_round[t]  per task: rank of its start / end time
+ *                             among the distinct event times (full runs)
  *   busy[r]                   per resource: total time occupied
  *   makespan                  iteration time: the maximum end (0 if no tasks)
  *   per device d (n_devices):
@@ -129,6 +131,13 @@ typedef struct ss_engine_result {
     const double *busy;                  /* [n_resources]; NULL after a resume */
     const double *compute_us, *comm_us, *exposed_comm_us, *idle_us; /* [n_devices]; NULL after a resume */
     int64_t n_rounds;                    /* distinct event times processed */
+    /* Full runs only (NULL after a resume): per task, the index in
+     * 0 .. n_rounds-1 of the event time at which it started / ended. Every
+     * start and end time is one of the rounds' times and rounds run in
+     * increasing time, so these ranks order tasks' times exactly as the
+     * times do (equal ranks <=> equal times): ss_memory_sweep_ranked sorts
+     * by them with a counting sort. */
+    const int32_t *start_round, *end_round;
     int64_t n_started;                   /* tasks this call started (n_tasks for a full run) */
     int resumed;                         /* 1: produced by ss_engine_resume */
 } ss_engine_result;

@@ -6,6 +6,8 @@
  * into +bytes / -bytes events, sorts them by (device, time, frees first,
  * interval index) and keeps the running maximum per device. Invariant: every
  * array has room for its count; capacities only grow, counts reset.
+ * ss_memory_sweep_ranked gets the same order from integer time ranks with
+ * one counting sort (linear) instead of a comparison sort.
  */
 #include "simulator/memory.h"
 
@@ -20,6 +22,12 @@ typedef struct event {
     double delta; /* +bytes at alloc, -bytes at release */
 } event;
 
+/* An event of the ranked sweep, already in its sorted place. */
+typedef struct rankev {
+    int32_t device;
+    double delta;
+} rankev;
+
 struct ss_memory {
     int n_devices, cap_devices;
     double *weights; /* [cap_devices] */
@@ -28,6 +36,11 @@ struct ss_memory {
     ss_mem_interval *iv;
     int cap_ev;
     event *ev;
+    /* ranked sweep scratch */
+    int cap_cnt, cap_rev, cap_live;
+    int32_t *cnt;  /* [2 * n_ranks + 1] bucket offsets */
+    rankev *rev;   /* [2 * n_iv] events in sweep order */
+    double *live;  /* [2 * n_devices]: live bytes, best so far */
 };
 
 ss_memory *ss_memory_new(void)
@@ -43,6 +56,9 @@ void ss_memory_free(ss_memory *mm)
     ss_free(mm->stat);
     ss_free(mm->iv);
     ss_free(mm->ev);
+    ss_free(mm->cnt);
+    ss_free(mm->rev);
+    ss_free(mm->live);
     ss_free(mm);
 }
 
@@ -185,6 +201,76 @@ ss_status ss_memory_sweep(ss_memory *mm, const double *start, const double *end,
         }
         peak[dev] = mm->stat[dev] + best;
     }
+    return SS_OK;
+}
+
+/* Grow *p to hold n elements of size sz (capacity *cap); 0 or -1. */
+static int grow(void **p, int *cap, int n, size_t sz)
+{
+    if (n <= *cap)
+        return 0;
+    void *q = ss_realloc(*p, (size_t)n * sz);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+ss_status ss_memory_sweep_ranked(ss_memory *mm, const int32_t *start_rank,
+                                 const int32_t *end_rank, int n_ranks, double *peak,
+                                 ss_diag *d)
+{
+    int nd = mm->n_devices;
+    if (n_ranks < 0 || n_ranks > (INT32_MAX - 1) / 2)
+        return ss_diag_set(d, SS_ERR_INVALID, "memory: bad rank count %d", n_ranks);
+    int nb = 2 * n_ranks + 1;
+    if (grow((void **)&mm->cnt, &mm->cap_cnt, nb, sizeof *mm->cnt) ||
+        grow((void **)&mm->rev, &mm->cap_rev, 2 * mm->n_iv, sizeof *mm->rev) ||
+        grow((void **)&mm->live, &mm->cap_live, 2 * nd, sizeof *mm->live))
+        return ss_diag_set(d, SS_ERR_NOMEM, "memory: out of memory for %d intervals",
+                           mm->n_iv);
+    /* Bucket key: 2 * rank for a release, 2 * rank + 1 for an alloc (frees
+     * first at equal times). Filling buckets in interval order keeps ties in
+     * interval order: the comparison sort's order exactly. */
+    int32_t *cnt = mm->cnt;
+    memset(cnt, 0, (size_t)nb * sizeof *cnt);
+    for (int i = 0; i < mm->n_iv; i++) {
+        const ss_mem_interval *iv = &mm->iv[i];
+        int32_t r0 = iv->alloc.at_end ? end_rank[iv->alloc.task] : start_rank[iv->alloc.task];
+        int32_t r1 = iv->release.at_end ? end_rank[iv->release.task]
+                                        : start_rank[iv->release.task];
+        if (r1 <= r0)
+            continue; /* zero lifetime */
+        cnt[2 * r0 + 2]++;
+        cnt[2 * r1 + 1]++;
+    }
+    for (int k = 1; k < nb; k++)
+        cnt[k] += cnt[k - 1];
+    int n_ev = cnt[nb - 1];
+    for (int i = 0; i < mm->n_iv; i++) {
+        const ss_mem_interval *iv = &mm->iv[i];
+        int32_t r0 = iv->alloc.at_end ? end_rank[iv->alloc.task] : start_rank[iv->alloc.task];
+        int32_t r1 = iv->release.at_end ? end_rank[iv->release.task]
+                                        : start_rank[iv->release.task];
+        if (r1 <= r0)
+            continue;
+        mm->rev[cnt[2 * r0 + 1]++] = (rankev){iv->device, iv->bytes};
+        mm->rev[cnt[2 * r1]++] = (rankev){iv->device, -iv->bytes};
+    }
+    /* Each device's events come in the same order as in ss_memory_sweep, so
+     * its running sums are the same floating-point sums. */
+    double *live = mm->live, *best = mm->live + nd;
+    for (int v = 0; v < nd; v++)
+        live[v] = best[v] = 0;
+    for (int k = 0; k < n_ev; k++) {
+        int v = mm->rev[k].device;
+        live[v] += mm->rev[k].delta;
+        if (live[v] > best[v])
+            best[v] = live[v];
+    }
+    for (int v = 0; v < nd; v++)
+        peak[v] = mm->stat[v] + best[v];
     return SS_OK;
 }
 

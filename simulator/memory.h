@@ -85,6 +85,15 @@ ss_status ss_memory_add(ss_memory *mm, const ss_mem_interval *iv, ss_diag *d);
 ss_status ss_memory_sweep(ss_memory *mm, const double *start, const double *end, double *peak,
                           ss_diag *d);
 
+/* As ss_memory_sweep, bit for bit, with task times given by their ranks:
+ * start_rank[t], end_rank[t] in 0 .. n_ranks-1, ordered as the times are
+ * (equal ranks <=> equal times), e.g. the engine's start_round/end_round.
+ * Linear in intervals + ranks (counting sort). SS_ERR_INVALID for a
+ * negative or huge n_ranks; on NOMEM peak is untouched. */
+ss_status ss_memory_sweep_ranked(ss_memory *mm, const int32_t *start_rank,
+                                 const int32_t *end_rank, int n_ranks, double *peak,
+                                 ss_diag *d);
+
 int ss_memory_n_devices(const ss_memory *mm);
 int ss_memory_n_intervals(const ss_memory *mm);
 /* Static bytes of device dev: weights alone, and weights + grads + optimizer. */

@@ -214,7 +214,8 @@ ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
     if (s->cfg.skip_memory) {
         for (int i = 0; i < nd; i++)
             s->peak[i] = ss_memory_static_bytes(s->mm, i);
-    } else if ((st = ss_memory_sweep(s->mm, er->start, er->end, s->peak, d)) != SS_OK) {
+    } else if ((st = ss_memory_sweep_ranked(s->mm, er->start_round, er->end_round,
+                                            (int)er->n_rounds, s->peak, d)) != SS_OK) {
         return st;
     }
     ss_sim_crit crit[SS_SIM_CRIT_MAX];

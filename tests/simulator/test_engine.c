@@ -501,6 +501,27 @@ static void check_invariants(ss_engine *e, const ss_taskgraph *tg)
         assert_true(r->exposed_comm_us[dv] <= r->idle_us[dv] + 1e-6);
         assert_true(r->comm_us[dv] <= r->makespan + 1e-9);
     }
+    /* Rounds rank the start and end times: sorted by time, the ranks run
+     * 0, 1, ... n_rounds-1 without gaps, equal exactly where times are. */
+    iv *tr = malloc(2 * ((size_t)n + 1) * sizeof *tr);
+    for (int t = 0; t < n; t++) {
+        tr[2 * t] = (iv){r->start[t], (double)r->start_round[t]};
+        tr[2 * t + 1] = (iv){r->end[t], (double)r->end_round[t]};
+    }
+    qsort(tr, 2 * (size_t)n, sizeof *tr, iv_cmp);
+    for (int i = 0; i < 2 * n; i++) {
+        if (i == 0) {
+            assert_true(tr[i].e == 0);
+        } else if (tr[i].s == tr[i - 1].s) {
+            assert_true(tr[i].e == tr[i - 1].e);
+        } else {
+            assert_true(tr[i].s > tr[i - 1].s);
+            assert_true(tr[i].e == tr[i - 1].e + 1);
+        }
+    }
+    if (n > 0)
+        assert_true(tr[2 * n - 1].e == (double)(r->n_rounds - 1));
+    free(tr);
     /* Critical path: gap-free from 0 to the makespan. */
     const int32_t *path;
     int np;

@@ -122,6 +122,86 @@ static void test_sweep_hand_computed(void **state)
     ss_memory_free(mm);
 }
 
+/* Ranks of the hand-computed example's times 0 5 10 12 20 25 30: 0..6. */
+static void test_sweep_ranked_hand_computed(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_memory *mm = ss_memory_new();
+    assert_int_equal(ss_memory_reset(mm, 3, &d), SS_OK);
+    ss_memory_add_params(mm, 0, 100, SS_F32, SS_OPT_SGD, SS_PREC_FP32);
+    ss_mem_interval v[] = {
+        iv(0, SS_MEM_ACTIVATION, 100, 0, 0, 2, 1), iv(0, SS_MEM_WORKSPACE, 50, 1, 0, 1, 1),
+        iv(0, SS_MEM_BUFFER, 30, 0, 1, 1, 0),      iv(0, SS_MEM_WORKSPACE, 70, 0, 0, 0, 1),
+        iv(0, SS_MEM_ACTIVATION, 20, 3, 0, 3, 1),  iv(1, SS_MEM_BUFFER, 1000, 4, 0, 4, 1),
+        iv(1, SS_MEM_BUFFER, 10, 1, 0, 3, 1),
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        assert_int_equal(ss_memory_add(mm, &v[i], &d), SS_OK);
+    /* times start {0, 10, 20, 5, 12}, end {10, 20, 30, 25, 12} */
+    int32_t rs[] = {0, 2, 4, 1, 3}, re[] = {2, 4, 6, 5, 3};
+    double peak[3] = {-1, -1, -1};
+    assert_int_equal(ss_memory_sweep_ranked(mm, rs, re, 7, peak, &d), SS_OK);
+    assert_true(peak[0] == 990);
+    assert_true(peak[1] == 10);
+    assert_true(peak[2] == 0);
+    assert_int_equal(ss_memory_sweep_ranked(mm, rs, re, -1, peak, &d), SS_ERR_INVALID);
+    ss_memory_free(mm);
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* Random intervals over few distinct times (many ties: frees before allocs,
+ * then interval order) with bytes whose sums round: the ranked sweep must
+ * return the comparison sweep's peaks bit for bit. */
+static void test_sweep_ranked_equals_sorted(void **state)
+{
+    (void)state;
+    enum { NT = 300, NIV = 3000, ND = 5, NTIMES = 40 };
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_memory *mm = ss_memory_new();
+    static double st[NT], en[NT];
+    static int32_t rs[NT], re[NT];
+    uint64_t x = 88172645463325252ull;
+    for (int round = 0; round < 20; round++) {
+        assert_int_equal(ss_memory_reset(mm, ND, &d), SS_OK);
+        ss_memory_add_params(mm, round % ND, 1000 + round, SS_F32, SS_OPT_ADAM, SS_PREC_FP32);
+        /* time k is 0.1 * k^2 + k / 3: increasing in k, rank = k */
+        for (int t = 0; t < NT; t++) {
+            int a = (int)(rng_next(&x) % NTIMES);
+            int b = a + (int)(rng_next(&x) % 4);
+            if (b >= NTIMES)
+                b = NTIMES - 1;
+            st[t] = 0.1 * a * a + a / 3.0;
+            en[t] = 0.1 * b * b + b / 3.0;
+            rs[t] = a;
+            re[t] = b;
+        }
+        for (int i = 0; i < NIV; i++) {
+            ss_mem_interval v = iv((int)(rng_next(&x) % ND), SS_MEM_BUFFER,
+                                   1.0 / (double)(1 + rng_next(&x) % 97) * 1e6,
+                                   (int)(rng_next(&x) % NT), (int)(rng_next(&x) % 2),
+                                   (int)(rng_next(&x) % NT), (int)(rng_next(&x) % 2));
+            assert_int_equal(ss_memory_add(mm, &v, &d), SS_OK);
+        }
+        double p1[ND], p2[ND];
+        assert_int_equal(ss_memory_sweep(mm, st, en, p1, &d), SS_OK);
+        assert_int_equal(ss_memory_sweep_ranked(mm, rs, re, NTIMES, p2, &d), SS_OK);
+        assert_memory_equal(p1, p2, sizeof p1);
+        for (int v = 0; v < ND; v++)
+            assert_true(p1[v] > ss_memory_static_bytes(mm, v));
+    }
+    ss_memory_free(mm);
+}
+
 static void test_add_rejects_bad_intervals(void **state)
 {
     (void)state;
@@ -213,6 +293,16 @@ static void test_fault_injection(void **state)
     assert_true(peak[0] == -7);
     assert_int_equal(ss_memory_sweep(mm, start, end, peak, &d), SS_OK);
     assert_true(peak[0] == 90);
+    /* ranked sweep's scratch fails: peak untouched */
+    int32_t rs[] = {0}, re[] = {1};
+    peak[0] = -7;
+    ss_diag_init(&d);
+    ss_test_fail_after(0);
+    assert_int_equal(ss_memory_sweep_ranked(mm, rs, re, 2, peak, &d), SS_ERR_NOMEM);
+    ss_test_fail_after(-1);
+    assert_true(peak[0] == -7);
+    assert_int_equal(ss_memory_sweep_ranked(mm, rs, re, 2, peak, &d), SS_OK);
+    assert_true(peak[0] == 90);
     ss_memory_free(mm);
 }
 
@@ -222,6 +312,8 @@ int main(void)
         cmocka_unit_test(test_param_bytes_rule),
         cmocka_unit_test(test_static_accumulates),
         cmocka_unit_test(test_sweep_hand_computed),
+        cmocka_unit_test(test_sweep_ranked_hand_computed),
+        cmocka_unit_test(test_sweep_ranked_equals_sorted),
         cmocka_unit_test(test_add_rejects_bad_intervals),
         cmocka_unit_test(test_region_union),
         cmocka_unit_test(test_fault_injection),
