@@ -13,25 +13,36 @@
 #include <math.h>
 #include <string.h>
 
-/* Queue entry: key (cls, ready, pk) with pk = prio * 2^32 + id. */
+/* Queue entry: the key (cls, ready, prio, id) packed into two unsigned
+ * words compared lexicographically: hi = cls << 63 | the bits of ready (a
+ * double >= +0, whose bit patterns order as the values do and leave bit 63
+ * clear), lo = (prio + 2^31) << 32 | id. */
 typedef struct qent {
-    double ready;
-    int64_t pk;
-    int32_t cls;
-    int32_t id;
+    uint64_t hi, lo;
 } qent;
+
+static inline qent qkey(int cls, double ready, int32_t prio, int32_t id)
+{
+    qent q;
+    double r = ready + 0.0; /* -0 -> +0 */
+    memcpy(&q.hi, &r, sizeof q.hi);
+    q.hi |= (uint64_t)cls << 63;
+    q.lo = (uint64_t)((uint32_t)prio ^ 0x80000000u) << 32 | (uint32_t)id;
+    return q;
+}
+
+static inline int32_t qid(const qent *q) { return (int32_t)(uint32_t)q->lo; }
 
 /* Per-task run state, packed so that releasing a successor touches one
  * cache line instead of one per array. */
 typedef struct tinfo {
     double ready;
     double dur;
-    int32_t left;    /* predecessors not yet ended */
     int32_t res_lo;  /* resources: tg->res[res_lo .. res_lo + nres) */
     int32_t prio;
     uint16_t nres;
     uint8_t cls;     /* 1: forward under backward-first */
-    uint8_t pad;
+    uint8_t pad[5];
 } tinfo;
 
 typedef struct event {
@@ -47,6 +58,8 @@ struct ss_engine {
     double *start, *end, *ready;
     int32_t *start_round, *end_round;
     tinfo *ti;
+    int32_t *left;  /* per task: predecessors not yet ended (apart from ti:
+                     * the hot decrement stays in a small array) */
     int32_t *blocker;
     uint8_t *by_res;
     event *ev;
@@ -70,11 +83,7 @@ struct ss_engine {
 
 static inline int qless(const qent *a, const qent *b)
 {
-    if (a->cls != b->cls)
-        return a->cls < b->cls;
-    if (a->ready != b->ready)
-        return a->ready < b->ready;
-    return a->pk < b->pk;
+    return (a->hi < b->hi) | ((a->hi == b->hi) & (a->lo < b->lo));
 }
 
 static inline void qpush(qent *h, int32_t *n, qent e)
@@ -113,7 +122,7 @@ static inline void qpop(qent *h, int32_t *n)
 
 static inline int eless(const event *a, const event *b)
 {
-    return a->t < b->t || (a->t == b->t && a->id < b->id);
+    return (a->t < b->t) | ((a->t == b->t) & (a->id < b->id));
 }
 
 static inline void epush(event *h, int *n, event e)
@@ -162,6 +171,7 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->start_round);
     ss_free(e->end_round);
     ss_free(e->ti);
+    ss_free(e->left);
     ss_free(e->blocker);
     ss_free(e->by_res);
     ss_free(e->ev);
@@ -202,7 +212,7 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
     if (tasks > e->cap_tasks) {
         if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) || GROW(ti, tasks) ||
             GROW(blocker, tasks) || GROW(by_res, tasks) || GROW(ev, tasks) ||
-            GROW(start_round, tasks) || GROW(end_round, tasks))
+            GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks))
             return -1;
         e->cap_tasks = tasks;
     }
@@ -332,11 +342,7 @@ static inline void release(run *s, int t_id, double t)
         start_task(s, t_id, t);
         return;
     }
-    qent q;
-    q.ready = t;
-    q.pk = (int64_t)ti->prio * ((int64_t)1 << 32) + t_id;
-    q.cls = ti->cls;
-    q.id = t_id;
+    qent q = qkey(ti->cls, t, ti->prio, t_id);
     for (int i = lo; i < hi; i++) {
         int r = tg->res[i];
         qpush(e->slots + e->qoff[r], &e->qn[r], q);
@@ -364,7 +370,7 @@ static void retire(run *s, int h, double t)
     }
     for (int i = tg->succ_off[h]; i < tg->succ_off[h + 1]; i++) {
         int v = tg->succ[i];
-        if (--e->ti[v].left == 0) {
+        if (--e->left[v] == 0) {
             e->blocker[v] = h;
             e->by_res[v] = 0;
             release(s, v, t);
@@ -387,7 +393,7 @@ static void dispatch(run *s, double now, int zero_only)
             continue;
         }
         const qent *top = &e->slots[e->qoff[r]];
-        int h = top->id;
+        int h = qid(top);
         const tinfo *ti = &e->ti[h];
         if (zero_only && ti->dur > 0) {
             e->touched[keep++] = r;
@@ -399,7 +405,7 @@ static void dispatch(run *s, double now, int zero_only)
             int r2 = tg->res[i];
             if (r2 == r)
                 continue;
-            if (e->holder[r2] >= 0 || e->qn[r2] == 0 || e->slots[e->qoff[r2]].id != h)
+            if (e->holder[r2] >= 0 || e->qn[r2] == 0 || qid(&e->slots[e->qoff[r2]]) != h)
                 ok = 0;
         }
         if (ok)
@@ -468,12 +474,12 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         tinfo *ti = &e->ti[t];
         ti->ready = 0;
         ti->dur = tg->dur[t];
-        ti->left = tg->pred_off[t + 1] - tg->pred_off[t];
+        e->left[t] = tg->pred_off[t + 1] - tg->pred_off[t];
         ti->res_lo = tg->res_off[t];
         ti->nres = (uint16_t)(tg->res_off[t + 1] - tg->res_off[t]);
         ti->prio = tg->prio[t];
         ti->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
-        ti->pad = 0;
+        memset(ti->pad, 0, sizeof ti->pad);
         e->blocker[t] = -1;
         e->by_res[t] = 0;
         e->start[t] = -1;
@@ -554,7 +560,7 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
         return st;
     run s = {e, tg, 0, 0, 0, 0, 0};
     for (int t = 0; t < tg->n_tasks; t++)
-        if (e->ti[t].left == 0)
+        if (e->left[t] == 0)
             release(&s, t, 0.0);
     return finish(&s, 0.0, 1, d);
 }
@@ -612,7 +618,7 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
             continue;
         for (int i = tg->succ_off[t]; i < tg->succ_off[t + 1]; i++) {
             tinfo *v = &e->ti[tg->succ[i]];
-            v->left--;
+            e->left[tg->succ[i]]--;
             if (e->end[t] > v->ready)
                 v->ready = e->end[t];
         }
@@ -620,13 +626,13 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
     for (int t = 0; t < n; t++) {
         tinfo *ti = &e->ti[t];
         if (e->start[t] >= 0) {
-            if (ti->left > 0 || ti->ready > e->start[t])
+            if (e->left[t] > 0 || ti->ready > e->start[t])
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "engine: resume state: task %d starts at %g before its predecessors end",
                                    t, e->start[t]);
             continue;
         }
-        if (ti->left > 0)
+        if (e->left[t] > 0)
             continue;
         if (ti->nres == 0 && ti->ready < T)
             return ss_diag_set(d, SS_ERR_INVALID,
