@@ -86,7 +86,7 @@ header() { # header COMMAND
 if want sim; then
   args=()
   [ $quick -eq 1 ] && args+=(--quick)
-  cmd="$build/bench_sim ${args[*]:-}"
+  cmd="$build/bench_sim${args[*]:+ ${args[*]}}"
   echo "== simulator speed: $cmd" >&2
   { header "$cmd"
     "$build/bench_sim" ${args[@]+"${args[@]}"} --markdown "$tmp/sim.md" || true
