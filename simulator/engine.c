@@ -1,12 +1,20 @@
 /*
  * engine.c — the event-driven list scheduler (rules and proofs in engine.h).
  *
- * Data: one binary heap per resource, all carved out of one slot array
- * (resource r's heap lives at slots[qoff[r] .. qoff[r+1]), sized by how many
- * tasks use r, so it can never overflow); one binary heap of completion
- * events; per-task and per-resource arrays grown on demand and reused by
- * every run. Invariant between rounds: holder[r] is the running task on r or
- * -1; a task is in r's heap iff it is released, not started, and uses r.
+ * Data: two sorted queues per resource r, one per key class (queue 2r + cls),
+ * all carved out of one slot array: queue q owns as many slots as tasks of
+ * its class use r, and every such task enters it exactly once, so it never
+ * overflows and never wraps. Its live entries are slots[qh[q] .. qt[q]),
+ * sorted by key; pop = qh[q]++, push = insert from the tail. Within one
+ * class keys arrive in nondecreasing ready time (tasks are released at the
+ * time being settled, which only grows), so an insertion moves only the
+ * entries released at the same time with a larger (prio, id): O(1) per task
+ * in practice (a resumed run's initial releases may shift more). The head of
+ * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
+ * all smaller). One binary heap of completion events; per-task and
+ * per-resource arrays grown on demand and reused by every run. Invariant
+ * between rounds: holder[r] is the running task on r or -1; a task is in r's
+ * queue iff it is released, not started, and uses r.
  */
 #include "simulator/engine.h"
 
@@ -66,7 +74,7 @@ struct ss_engine {
     /* per resource */
     int cap_res;
     double *busy;
-    int32_t *holder, *last, *qoff, *qn, *touched;
+    int32_t *holder, *last, *qh, *qt, *touched; /* qh, qt: [2 * resources] */
     uint8_t *is_touched;
     /* queue slots */
     int cap_slots;
@@ -86,38 +94,26 @@ static inline int qless(const qent *a, const qent *b)
     return (a->hi < b->hi) | ((a->hi == b->hi) & (a->lo < b->lo));
 }
 
-static inline void qpush(qent *h, int32_t *n, qent e)
+/* Insert x into sorted queue q (see the file comment). */
+static inline void qpush(ss_engine *e, int q, qent x)
 {
-    int i = (*n)++;
-    while (i > 0) {
-        int p = (i - 1) >> 1;
-        if (!qless(&e, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
+    int lo = e->qh[q], i = e->qt[q]++;
+    while (i > lo && qless(&x, &e->slots[i - 1])) {
+        e->slots[i] = e->slots[i - 1];
+        i--;
     }
-    h[i] = e;
+    e->slots[i] = x;
 }
 
-static inline void qpop(qent *h, int32_t *n)
+/* The head of resource r's queues, NULL if both are empty. */
+static inline const qent *qtop(const ss_engine *e, int r)
 {
-    int m = --(*n);
-    if (m == 0)
-        return;
-    qent e = h[m];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= m)
-            break;
-        if (c + 1 < m && qless(&h[c + 1], &h[c]))
-            c++;
-        if (!qless(&h[c], &e))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = e;
+    int q = 2 * r;
+    if (e->qh[q] < e->qt[q])
+        return &e->slots[e->qh[q]];
+    if (e->qh[q + 1] < e->qt[q + 1])
+        return &e->slots[e->qh[q + 1]];
+    return NULL;
 }
 
 static inline int eless(const event *a, const event *b)
@@ -178,8 +174,8 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->busy);
     ss_free(e->holder);
     ss_free(e->last);
-    ss_free(e->qoff);
-    ss_free(e->qn);
+    ss_free(e->qh);
+    ss_free(e->qt);
     ss_free(e->touched);
     ss_free(e->is_touched);
     ss_free(e->slots);
@@ -217,8 +213,8 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
         e->cap_tasks = tasks;
     }
     if (res > e->cap_res) {
-        if (GROW(busy, res) || GROW(holder, res) || GROW(last, res) || GROW(qoff, res + 1) ||
-            GROW(qn, res) || GROW(touched, res) || GROW(is_touched, res))
+        if (GROW(busy, res) || GROW(holder, res) || GROW(last, res) || GROW(qh, 2 * res) ||
+            GROW(qt, 2 * res) || GROW(touched, res) || GROW(is_touched, res))
             return -1;
         e->cap_res = res;
     }
@@ -312,7 +308,7 @@ static void start_task(run *s, int h, double t)
     }
     for (int i = lo; i < hi; i++) {
         int r = tg->res[i];
-        qpop(e->slots + e->qoff[r], &e->qn[r]);
+        e->qh[2 * r + ti->cls]++; /* h is r's head (dispatch checked) */
         e->holder[r] = h;
         e->last[r] = h;
         e->busy[r] += dur;
@@ -345,7 +341,7 @@ static inline void release(run *s, int t_id, double t)
     qent q = qkey(ti->cls, t, ti->prio, t_id);
     for (int i = lo; i < hi; i++) {
         int r = tg->res[i];
-        qpush(e->slots + e->qoff[r], &e->qn[r], q);
+        qpush(e, 2 * r + ti->cls, q);
         touch(s, r);
     }
 }
@@ -388,11 +384,11 @@ static void dispatch(run *s, double now, int zero_only)
     int keep = 0;
     for (int k = 0; k < s->ntouched; k++) {
         int r = e->touched[k];
-        if (e->holder[r] >= 0 || e->qn[r] == 0) {
+        const qent *top = e->holder[r] >= 0 ? NULL : qtop(e, r);
+        if (!top) {
             e->is_touched[r] = 0;
             continue;
         }
-        const qent *top = &e->slots[e->qoff[r]];
         int h = qid(top);
         const tinfo *ti = &e->ti[h];
         if (zero_only && ti->dur > 0) {
@@ -405,7 +401,8 @@ static void dispatch(run *s, double now, int zero_only)
             int r2 = tg->res[i];
             if (r2 == r)
                 continue;
-            if (e->holder[r2] >= 0 || e->qn[r2] == 0 || qid(&e->slots[e->qoff[r2]]) != h)
+            const qent *t2;
+            if (e->holder[r2] >= 0 || !(t2 = qtop(e, r2)) || qid(t2) != h)
                 ok = 0;
         }
         if (ok)
@@ -450,14 +447,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     if (reserve(e, n, nr, nslots, nd))
         return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for %d tasks", n);
 
-    /* Queue partition: resource r gets as many slots as tasks that use it. */
-    memset(e->qoff, 0, ((size_t)nr + 1) * sizeof *e->qoff);
-    for (int i = 0; i < nslots; i++)
-        e->qoff[tg->res[i] + 1]++;
-    for (int r = 0; r < nr; r++)
-        e->qoff[r + 1] += e->qoff[r];
     for (int r = 0; r < nr; r++) {
-        e->qn[r] = 0;
         e->busy[r] = 0;
         e->holder[r] = -1;
         e->last[r] = -1;
@@ -484,6 +474,17 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->by_res[t] = 0;
         e->start[t] = -1;
         e->end[t] = -1;
+    }
+    /* Queue partition: queue 2r + cls gets as many slots as tasks of class
+     * cls use r (counted in qh, then turned into offsets). */
+    memset(e->qh, 0, 2 * (size_t)nr * sizeof *e->qh);
+    for (int t = 0; t < n; t++)
+        for (int i = e->ti[t].res_lo; i < e->ti[t].res_lo + e->ti[t].nres; i++)
+            e->qh[2 * tg->res[i] + e->ti[t].cls]++;
+    for (int q = 0, pos = 0; q < 2 * nr; q++) {
+        int c = e->qh[q];
+        e->qh[q] = e->qt[q] = pos;
+        pos += c;
     }
     return SS_OK;
 }
