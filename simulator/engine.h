@@ -108,8 +108,9 @@
  * all work arrays, so a search that simulates thousands of graphs allocates
  * only while they grow.
  *
- * Speed: O((tasks + edges + resource slots) log) with compact arrays, one
- * binary heap per resource and one event heap; no allocation per task. See
+ * Speed: O(tasks log + edges + resource slots) with compact arrays: sorted
+ * per-resource queues filled in key order (O(1) push and pop in practice,
+ * engine.c), one event heap; no allocation per task. See
  * benchmarks/bench_engine.c.
  */
 #ifndef SS_ENGINE_H
