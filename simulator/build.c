@@ -126,6 +126,8 @@ struct ss_builder {
     int n_we, cap_we, cap_we2;
     int *wcount; /* [n_tensors + 1] scratch of group_weights */
     int cap_wcount;
+    int *widx, *wtmp; /* [n_we] index sort scratch of sort_groups */
+    int cap_widx, cap_wtmp;
     shard *sh;
     int n_sh, cap_sh;
     int *order;
@@ -247,6 +249,8 @@ void ss_build_free(ss_builder *b)
     ss_free(b->we);
     ss_free(b->we2);
     ss_free(b->wcount);
+    ss_free(b->widx);
+    ss_free(b->wtmp);
     ss_free(b->sh);
     ss_free(b->order);
     ss_free(b->okeys);
@@ -1196,9 +1200,8 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
 
 /* ---- pass 7: weight gradients: memory, shards, buckets, updates --------- */
 
-static int cmp_we_dev(const void *pa, const void *pb)
+static int cmp_we_dev(const wentry *a, const wentry *b)
 {
-    const wentry *a = pa, *b = pb;
     if (a->w != b->w)
         return a->w < b->w ? -1 : 1;
     if (a->dev != b->dev)
@@ -1209,9 +1212,8 @@ static int cmp_we_dev(const void *pa, const void *pb)
     return a->task < b->task ? -1 : a->task > b->task;
 }
 
-static int cmp_we_reg(const void *pa, const void *pb)
+static int cmp_we_reg(const wentry *a, const wentry *b)
 {
-    const wentry *a = pa, *b = pb;
     if (a->w != b->w)
         return a->w < b->w ? -1 : 1;
     int c = region_cmp(&a->reg, &b->reg);
@@ -1273,6 +1275,8 @@ static ss_status group_weights(ss_builder *b, ss_diag *d)
     int nt = ss_graph_n_tensors(b->g);
     GROW(b, wcount, cap_wcount, nt + 1, d);
     GROW(b, we2, cap_we2, b->n_we, d);
+    GROW(b, widx, cap_widx, b->n_we, d);
+    GROW(b, wtmp, cap_wtmp, b->n_we, d);
     memset(b->wcount, 0, (size_t)(nt + 1) * sizeof(int));
     for (int k = 0; k < b->n_we; k++)
         b->wcount[b->we[k].w + 1]++;
@@ -1289,17 +1293,60 @@ static ss_status group_weights(ss_builder *b, ss_diag *d)
     return SS_OK;
 }
 
-/* Sort each weight's group of entries (contiguous after group_weights). */
-static void sort_groups(ss_builder *b, int (*cmp)(const void *, const void *))
+typedef int (*we_cmp)(const wentry *, const wentry *);
+
+/* Sort indices x[0..n) of entries we[] by cmp (merge sort, insertion sort
+ * below 16; tmp has room for n / 2 + 1). The orders used are total on
+ * distinguishable entries, so any correct sort gives the same result. */
+static void sort_idx(int *x, int *tmp, int n, const wentry *we, we_cmp cmp)
+{
+    if (n <= 16) {
+        for (int i = 1; i < n; i++) {
+            int v = x[i], k = i;
+            while (k > 0 && cmp(&we[v], &we[x[k - 1]]) < 0) {
+                x[k] = x[k - 1];
+                k--;
+            }
+            x[k] = v;
+        }
+        return;
+    }
+    int h = n / 2;
+    sort_idx(x, tmp, h, we, cmp);
+    sort_idx(x + h, tmp, n - h, we, cmp);
+    if (cmp(&we[x[h - 1]], &we[x[h]]) <= 0)
+        return;
+    memcpy(tmp, x, (size_t)h * sizeof *x);
+    int i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        x[k++] = cmp(&we[x[j]], &we[tmp[i]]) < 0 ? x[j++] : tmp[i++];
+    while (i < h)
+        x[k++] = tmp[i++];
+}
+
+/* Sort each weight's group of entries (contiguous after group_weights):
+ * indices are sorted, then the entries (large: they hold a region) move
+ * once. */
+static void sort_groups(ss_builder *b, we_cmp cmp)
 {
     for (int a = 0; a < b->n_we;) {
         int e = a + 1;
         while (e < b->n_we && b->we[e].w == b->we[a].w)
             e++;
+        for (int k = a; k < e; k++)
+            b->widx[k] = k;
         if (e - a > 1)
-            qsort(b->we + a, (size_t)(e - a), sizeof(wentry), cmp);
+            sort_idx(b->widx + a, b->wtmp, e - a, b->we, cmp);
         a = e;
     }
+    for (int k = 0; k < b->n_we; k++)
+        b->we2[k] = b->we[b->widx[k]];
+    wentry *x = b->we;
+    int c = b->cap_we;
+    b->we = b->we2;
+    b->cap_we = b->cap_we2;
+    b->we2 = x;
+    b->cap_we2 = c;
 }
 
 static ss_status weight_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
