@@ -22,8 +22,9 @@
 
 #define MB_CLAMP 1023
 
+/* What the passes read of a tile, kept small (the passes stream through
+ * every tile several times); its shape lives apart (tshape). */
 typedef struct tileinfo {
-    ss_tile t;
     int op, dev, devtype;
     int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
     int mb;       /* micro-batch: rank of its sample range among the op's tiles on its device */
@@ -87,6 +88,7 @@ typedef struct opslot {
     int ndim, deg[SS_MAX_DIMS], red, ntiles;
     int *devs;       /* ntiles */
     tileinfo *tiles; /* ntiles, task ids not meaningful */
+    ss_tile *shapes; /* ntiles */
 } opslot;
 
 /* The pairs of one graph edge (consumer op, input) for one pair of configs:
@@ -114,6 +116,13 @@ struct ss_builder {
 
     tileinfo *tiles;
     int n_tiles, cap_tiles;
+    ss_tile *shape_buf;     /* [n_tiles] shapes computed in this run */
+    int cap_shape;
+    const ss_tile **opshape; /* [n_ops] this run's tile shapes of each op: in
+                              * shape_buf or in the op's memo slot (valid
+                              * for the run: a slot is replaced only by its
+                              * own op's next config) */
+    int cap_opshape;
     int *tile_base, *unit_base; /* [n_ops + 1] */
     int cap_tb, cap_ub;
     unitinfo *units;
@@ -203,6 +212,7 @@ static void free_tables(ss_builder *b)
         for (int k = 0; k < b->memo_ops * KOP; k++) {
             ss_free(b->slots[k].devs);
             ss_free(b->slots[k].tiles);
+            ss_free(b->slots[k].shapes);
         }
     if (b->edges && b->edge_base)
         for (int k = 0; k < b->edge_base[b->memo_ops] * KEDGE; k++)
@@ -259,6 +269,8 @@ void ss_build_free(ss_builder *b)
     ss_free(b->gate);
     ss_free(b->regs);
     ss_free(b->mbk);
+    ss_free(b->shape_buf);
+    ss_free(b->opshape);
     ss_free(b->need);
     ss_coll_result_clear(&b->coll);
     free_tables(b);
@@ -294,6 +306,13 @@ static int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, i
     s.n_res = n_res;
     s.res = res;
     return ss_taskgraph_add(tg, &s, d);
+}
+
+/* The shape of tile j (global index) in this run. */
+static inline const ss_tile *tshape(const ss_builder *b, int j)
+{
+    int o = b->tiles[j].op;
+    return &b->opshape[o][j - b->tile_base[o]];
 }
 
 static int64_t volume(const ss_region *r)
@@ -343,7 +362,7 @@ static double unit_out_bytes(const ss_builder *b, const unitinfo *u)
     double bytes = 0;
     for (int k = 0; k < op->n_out; k++) {
         ss_region r;
-        ss_op_output_region(b->g, op, &b->tiles[u->first].t, k, &r);
+        ss_op_output_region(b->g, op, tshape(b, u->first), k, &r);
         bytes += (double)volume(&r) *
                  (double)ss_dtype_size(ss_graph_tensor(b->g, op->outputs[k])->dtype);
     }
@@ -538,18 +557,23 @@ static int store_slot(ss_builder *b, int o, const ss_pconfig *c)
     opslot *s = &b->slots[k];
     ss_free(s->devs);
     ss_free(s->tiles);
+    ss_free(s->shapes);
     memset(s, 0, sizeof *s);
     s->devs = ss_malloc((size_t)c->ntiles * sizeof *s->devs);
     s->tiles = ss_malloc((size_t)c->ntiles * sizeof *s->tiles);
-    if (!s->devs || !s->tiles) {
+    s->shapes = ss_malloc((size_t)c->ntiles * sizeof *s->shapes);
+    if (!s->devs || !s->tiles || !s->shapes) {
         ss_free(s->devs);
         ss_free(s->tiles);
+        ss_free(s->shapes);
         s->devs = NULL;
         s->tiles = NULL;
+        s->shapes = NULL;
         return -1;
     }
     memcpy(s->devs, c->devices, (size_t)c->ntiles * sizeof *s->devs);
     memcpy(s->tiles, b->tiles + b->tile_base[o], (size_t)c->ntiles * sizeof *s->tiles);
+    memcpy(s->shapes, b->opshape[o], (size_t)c->ntiles * sizeof *s->shapes);
     s->ndim = c->ndim;
     for (int i = 0; i < SS_MAX_DIMS; i++)
         s->deg[i] = i < c->ndim ? c->deg[i] : 0;
@@ -606,6 +630,8 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     b->tile_base[b->n_ops] = total;
     b->unit_base[b->n_ops] = units;
     GROW(b, tiles, cap_tiles, total, d);
+    GROW(b, shape_buf, cap_shape, total, d);
+    GROW(b, opshape, cap_opshape, b->n_ops, d);
     GROW(b, units, cap_units, units, d);
     b->n_tiles = total;
     b->n_units = units;
@@ -615,6 +641,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
         if (hit >= 0) {
             memcpy(b->tiles + b->tile_base[o], b->slots[hit].tiles,
                    (size_t)c->ntiles * sizeof(tileinfo));
+            b->opshape[o] = b->slots[hit].shapes;
             b->cur[o] = hit;
             b->mst.op_hits++;
         } else {
@@ -648,13 +675,15 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
     const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
     int sd = sample_dim(out0);
     GROW(b, mbk, cap_mbk, c->ntiles, d);
+    ss_tile *shape = b->shape_buf + b->tile_base[o];
+    b->opshape[o] = shape;
     for (int i = 0; i < c->ntiles; i++) {
         tileinfo *ti = &b->tiles[b->tile_base[o] + i];
-        ss_pconfig_tile(g, op, c, i, &ti->t);
+        ss_pconfig_tile(g, op, c, i, &shape[i]);
         ti->op = o;
         ti->dev = c->devices[i];
         ti->devtype = ss_machine_device(b->m, ti->dev)->type;
-        b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? ti->t.out.r[sd].lo : 0, i};
+        b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? shape[i].out.r[sd].lo : 0, i};
     }
     /* micro-batch = rank of the tile's sample offset among the distinct
      * offsets of this op's tiles on the same device */
@@ -673,7 +702,7 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
             ti->fwd_us = ti->bwd_us = ti->saved = ti->ws = 0;
         } else {
             ss_cost cost;
-            ss_status st = ss_cost_tile(b->cm, g, op, &ti->t, ti->devtype, &cost);
+            ss_status st = ss_cost_tile(b->cm, g, op, &shape[i], ti->devtype, &cost);
             if (st != SS_OK)
                 return ss_diag_set(d, st, "simulate: no cost for operator \"%s\"", op->name);
             ti->fwd_us = cost.fwd_us;
@@ -748,13 +777,13 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
     for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
         const tileinfo *tj = &b->tiles[j];
         ss_region need;
-        ss_op_input_region(g, op, &tj->t, i, &need);
+        ss_op_input_region(g, op, tshape(b, j), i, &need);
         if (volume(&need) == 0)
             continue;
         for (int uu = b->unit_base[q]; uu < b->unit_base[q + 1]; uu++) {
             const unitinfo *u = &b->units[uu];
             ss_region have, ov;
-            ss_op_output_region(g, qop, &b->tiles[u->first].t, k, &have);
+            ss_op_output_region(g, qop, tshape(b, u->first), k, &have);
             if (ss_region_intersect(&need, &have, &ov) <= 0)
                 continue;
             if (add_pair(b, uu, j, tid, &ov, d) != SS_OK)
@@ -1250,7 +1279,7 @@ static ss_status collect_weights(ss_builder *b, ss_diag *d)
             continue;
         for (int k = 0; k < op->n_w; k++) {
             ss_region reg;
-            ss_op_input_region(g, op, &t->t, op->n_in + k, &reg);
+            ss_op_input_region(g, op, tshape(b, j), op->n_in + k, &reg);
             if (volume(&reg) == 0)
                 continue;
             GROW(b, we, cap_we, b->n_we + 1, d);
