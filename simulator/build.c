@@ -151,6 +151,8 @@ struct ss_builder {
     int cap_gate;
     ss_region *regs;
     int cap_regs;
+    ss_region *uhave; /* scratch of edge_pairs: each producer unit's output region */
+    int cap_uhave;
     int gating_ok; /* every data edge links tiles of the same micro-batch */
     struct mbkey *mbk;
     int cap_mbk;
@@ -270,6 +272,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->regs);
     ss_free(b->mbk);
     ss_free(b->shape_buf);
+    ss_free(b->uhave);
     ss_free(b->opshape);
     ss_free(b->need);
     ss_coll_result_clear(&b->coll);
@@ -765,6 +768,21 @@ static ss_status add_pair(ss_builder *b, int uu, int j, int tid, const ss_region
     return SS_OK;
 }
 
+/* Whether a and b share a point (exactly when ss_region_intersect gives a
+ * positive volume): a cheap test before the intersection. */
+static inline int overlaps(const ss_region *a, const ss_region *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++) {
+        int64_t lo = a->r[i].lo > b->r[i].lo ? a->r[i].lo : b->r[i].lo;
+        int64_t hi = a->r[i].hi < b->r[i].hi ? a->r[i].hi : b->r[i].hi;
+        if (hi <= lo)
+            return 0;
+    }
+    return 1;
+}
+
 /* The pairs of edge (op o, input i) from producer q's output k, computed:
  * region intersections of every consumer tile with every producer unit.
  * *mixes: some pair links tiles of different micro-batches. */
@@ -773,18 +791,22 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
     const ss_graph *g = b->g;
     const ss_op *op = ss_graph_op(g, o), *qop = ss_graph_op(g, q);
     int tid = op->inputs[i];
+    int u0 = b->unit_base[q], nu = b->unit_base[q + 1] - u0;
     *mixes = 0;
+    GROW(b, uhave, cap_uhave, nu, d);
+    for (int uu = u0; uu < u0 + nu; uu++)
+        ss_op_output_region(g, qop, tshape(b, b->units[uu].first), k, &b->uhave[uu - u0]);
     for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
         const tileinfo *tj = &b->tiles[j];
         ss_region need;
         ss_op_input_region(g, op, tshape(b, j), i, &need);
         if (volume(&need) == 0)
             continue;
-        for (int uu = b->unit_base[q]; uu < b->unit_base[q + 1]; uu++) {
+        for (int uu = u0; uu < u0 + nu; uu++) {
             const unitinfo *u = &b->units[uu];
-            ss_region have, ov;
-            ss_op_output_region(g, qop, tshape(b, u->first), k, &have);
-            if (ss_region_intersect(&need, &have, &ov) <= 0)
+            const ss_region *have = &b->uhave[uu - u0];
+            ss_region ov;
+            if (!overlaps(&need, have) || ss_region_intersect(&need, have, &ov) <= 0)
                 continue;
             if (add_pair(b, uu, j, tid, &ov, d) != SS_OK)
                 return d->status;
