@@ -46,6 +46,7 @@ typedef struct xferinfo {
     ss_region reg;
     double bytes;
     int task, btask; /* forward transfer; its gradient transfer (-1 until made) */
+    int block;       /* crosses pipeline stages: both transfers also hold src's and dev's streams */
     int last_user;   /* global tile index of the last consumer */
     int next;        /* next transfer from the same unit */
 } xferinfo;
@@ -380,9 +381,11 @@ static int kbuf_grow(ss_builder *b, int need, ss_diag *d)
 }
 
 /* Point-to-point transfer task src -> dst of `bytes`. The route (channels,
- * bottleneck bandwidth, summed latency) is memoized per device pair. */
+ * bottleneck bandwidth, summed latency) is memoized per device pair. With
+ * `block` the task also occupies the compute streams of src and dst (resource
+ * id = device id): a blocking send/receive pair between pipeline stages. */
 static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, double bytes, int op,
-                        int aux, int prio, ss_diag *d)
+                        int aux, int prio, int block, ss_diag *d)
 {
     int32_t key[3] = {0, src, dst};
     int vlen = 0, n = 0;
@@ -392,7 +395,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
         n = v[0];
         gbps = ss_memo_get_double(v + 1);
         lat = ss_memo_get_double(v + 3);
-        if (grow((void **)&b->res, &b->cap_res, n, sizeof(int)))
+        if (grow((void **)&b->res, &b->cap_res, n + 2, sizeof(int)))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
         for (int i = 0; i < n; i++)
             b->res[i] = b->n_dev + v[5 + i];
@@ -404,7 +407,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
                                 "of operator \"%s\"",
                                 src, dst, ss_graph_op(b->g, op)->name),
                     -1);
-        if (grow((void **)&b->res, &b->cap_res, n, sizeof(int)) || kbuf_grow(b, 5 + n, d))
+        if (grow((void **)&b->res, &b->cap_res, n + 2, sizeof(int)) || kbuf_grow(b, 5 + n, d))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
         gbps = ss_machine_path_gbps(b->m, src, dst);
         lat = ss_machine_path_latency_us(b->m, src, dst);
@@ -421,7 +424,12 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
     double dur = lat;
     if (gbps > 0)
         dur += bytes / (gbps * 1e3);
-    return add_task(tg, SS_TASK_XFER, dur, prio, op, -1, -1, aux, bytes, n, b->res, d);
+    int nres = n;
+    if (block) {
+        b->res[nres++] = src;
+        b->res[nres++] = dst;
+    }
+    return add_task(tg, SS_TASK_XFER, dur, prio, op, -1, -1, aux, bytes, nres, b->res, d);
 }
 
 /* Collective of `kind` over devs[0..n) (distinct), priced for cost_bytes,
@@ -1041,7 +1049,7 @@ static int find_xfer(const ss_builder *b, const unitinfo *u, int tensor, int dev
 /* Each pair: a dependency on the unit's ready task (consumer on a member
  * device) or a transfer from the unit's first device (shared by every
  * consumer of the same region on the same device). */
-static ss_status pass_fwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
 {
     for (int pi = 0; pi < b->n_pairs; pi++) {
         pairinfo *pr = &b->pairs[pi];
@@ -1065,8 +1073,13 @@ static ss_status pass_fwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
             X->bytes = (double)volume(&pr->reg) *
                        (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
             X->btask = -1;
-            X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0,
-                                   prio_fwd(tj->op, tj->mb), d);
+            X->block = b->set.schedule == SS_PIPE_1F1B &&
+                       ss_plan_config(p, u->op)->stage != ss_plan_config(p, tj->op)->stage;
+            /* a blocking transfer is keyed like its producer's forward, so
+             * the sender sends before starting its next forward (Megatron's
+             * send right after forward_step); others like the consumer */
+            int prio = X->block ? prio_fwd(u->op, b->tiles[u->first].mb) : prio_fwd(tj->op, tj->mb);
+            X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0, prio, X->block, d);
             if (X->task < 0)
                 return d->status;
             X->next = u->xhead;
@@ -1180,8 +1193,8 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         xferinfo *X = &b->xf[pr->xfer];
         if (X->btask < 0) {
             const tileinfo *src = &b->tiles[u->first];
-            int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1,
-                                 prio_bwd(b, u->op, src->mb), d);
+            int prio = X->block ? prio_bwd(b, tj->op, tj->mb) : prio_bwd(b, u->op, src->mb);
+            int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1, prio, X->block, d);
             if (y < 0)
                 return d ? d->status : SS_ERR_INVALID;
             X = &b->xf[pr->xfer];
@@ -1683,7 +1696,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         return st;
     if ((st = pass_tiles(b, p, tg, d)) != SS_OK || (st = pass_units(b, p, d)) != SS_OK ||
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
-        (st = pass_fwd_deps(b, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
+        (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = pass_weights(b, tg, mm, d)) != SS_OK || (st = pass_memory(b, mm, d)) != SS_OK)
         return st;

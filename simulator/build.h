@@ -29,6 +29,14 @@
  *                       made once and shared. Backward: each forward transfer
  *                       has a gradient transfer of the same bytes the other
  *                       way, after every consumer backward that used it.
+ *                       Under the 1F1B schedule a transfer whose producer
+ *                       and (first) consumer ops are in different pipeline
+ *                       stages (pconfig.stage), and its gradient, also hold
+ *                       the compute streams of both end devices (Megatron's
+ *                       blocking send/receive pairs); they are keyed like
+ *                       their producer (the forward, or the consumer's
+ *                       backward), so a stage sends before its next task.
+ *                       GPipe's transfers overlap compute (copy streams).
  *   output gradients    every backward tile waits for the gradient of all it
  *                       produced. A partial-sum unit on several devices needs
  *                       the whole output gradient on every member: its

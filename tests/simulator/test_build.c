@@ -379,8 +379,98 @@ static void test_pipeline_bubble(void **state)
     assert_true(fabs(f.r->makespan - 540) < 1e-2);
     for (int dev = 0; dev < 4; dev++) {
         assert_true(max_in_flight(&f, dev) <= 4 - dev);
+        /* under 1F1B the stage-crossing transfers also hold both ends'
+         * streams (3.2e-5 us each; 16 on an end stage: 8 activations and 8
+         * gradients sent or received; 32 on a middle stage) */
+        int nx = dev == 0 || dev == 3 ? 16 : 32;
+        assert_true(fabs(f.r->busy[dev] - 12 - 384 - nx * 3.2e-5) < 1e-6);
     }
     assert_int_equal(max_in_flight(&f, 0), 4);
+    teardown(&f);
+}
+
+/*
+ * Blocking pipeline transfers (Megatron's 1F1B sends and receives with
+ * batch_isend_irecv + wait + synchronize). chain2 (batch 64) on "pair"
+ * (10 GB/s, 5 us), 2 stages, 2 micro-batches, 1F1B: x and fc1 on gpu0
+ * (stage 0), fc2 on gpu1 (stage 1), each split 2 ways on the sample dim
+ * (N = 32: fwd 64 us, bwd 128 us; a transfer of 32*1000*4 = 128000 B takes
+ * 5 + 12.8 = 17.8 us). A stage-crossing transfer holds the channel AND both
+ * devices' compute streams, and is keyed like its producer (so it beats the
+ * sender's next task of the same kind):
+ *   gpu0: fwd fc1 mb0 [0, 64]; send mb0 [64, 81.8] (the forward of mb1 is
+ *         ready at 64 but cannot overlap it); fwd fc1 mb1 [81.8, 145.8];
+ *   gpu1: fwd fc2 mb0 [81.8, 145.8]; send mb1 [145.8, 163.6] (both
+ *         streams); bwd fc2 mb0 [163.6, 291.6]; gradient mb0 [291.6, 309.4];
+ *         fwd fc2 mb1 [309.4, 373.4]; bwd fc2 mb1 [373.4, 501.4];
+ *         gradient mb1 [501.4, 519.2]; update fc2 [519.2, 531.2];
+ *   gpu0: bwd fc1 mb0 [309.4, 437.4]; bwd fc1 mb1 [519.2, 647.2]; update fc1
+ *         [647.2, 659.2] -> iteration 659.2 us.
+ * Non-blocking transfers (one stage, GPipe order: below) give 623.6 us;
+ * blocking puts two transfers on gpu1's critical path: 2 * 17.8 = 35.6 us.
+ */
+static void test_blocking_stage_transfers(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d0[] = {0, 0}, d1[] = {1, 1};
+    ss_plan_settings *s = ss_plan_settings_of(f.p);
+    s->stages = 2;
+    s->microbatches = 2;
+    s->schedule = SS_PIPE_1F1B;
+    set_cfg(&f, "x", 2, 1, d0, 0);
+    set_cfg(&f, "fc1", 2, 1, d0, 0);
+    set_cfg(&f, "fc2", 2, 1, d1, 1);
+    run(&f);
+    int x0 = find_task(&f, SS_TASK_XFER, "fc1", 0), x1 = find_task(&f, SS_TASK_XFER, "fc1", 1);
+    int g0 = find_task(&f, SS_TASK_XFER, "fc1", 2), g1 = find_task(&f, SS_TASK_XFER, "fc1", 3);
+    assert_true(x0 >= 0 && x1 >= 0 && g0 >= 0 && g1 >= 0);
+    assert_int_equal(f.tg->aux[x0], 0);
+    assert_int_equal(f.tg->aux[g0], 1);
+    /* each transfer holds 1 channel + the 2 devices' streams */
+    for (int k = 0; k < 4; k++) {
+        int t = k == 0 ? x0 : k == 1 ? x1 : k == 2 ? g0 : g1;
+        NEAR(f.tg->dur[t], 17.8);
+        int n = f.tg->res_off[t + 1] - f.tg->res_off[t], dev0 = 0, dev1 = 0;
+        assert_int_equal(n, 3);
+        for (int i = f.tg->res_off[t]; i < f.tg->res_off[t + 1]; i++) {
+            dev0 += f.tg->res[i] == 0;
+            dev1 += f.tg->res[i] == 1;
+        }
+        assert_int_equal(dev0, 1);
+        assert_int_equal(dev1, 1);
+    }
+    NEAR(f.r->start[x0], 64);
+    int f1 = find_task(&f, SS_TASK_FWD, "fc1", 1);
+    NEAR(f.r->start[f1], 81.8); /* the sender's next forward waits for the send */
+    NEAR(f.r->start[find_task(&f, SS_TASK_FWD, "fc2", 0)], 81.8);
+    NEAR(f.r->start[x1], 145.8);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc2", 0)], 163.6);
+    NEAR(f.r->start[g0], 291.6);
+    NEAR(f.r->start[find_task(&f, SS_TASK_FWD, "fc2", 1)], 309.4);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", 0)], 309.4);
+    NEAR(f.r->start[g1], 501.4);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", 1)], 519.2);
+    NEAR(f.r->makespan, 659.2);
+    /* gpu1's stream: 2 * 64 + 2 * 128 of compute, 4 transfers, 1 update */
+    NEAR(f.r->busy[1], 384 + 4 * 17.8 + 12);
+
+    /* the same placement in one stage (GPipe order, FIFO: with one stage
+     * the 1F1B limit would be 1 micro-batch in flight): transfers only hold
+     * the channel. gpu0: fwd fc1 mb0 [0, 64], mb1 [64, 128]; sends [64, 81.8],
+     * [128, 145.8]; gpu1: fwd fc2 mb0 [81.8, 145.8], mb1 [145.8, 209.8],
+     * bwd mb0 [209.8, 337.8], mb1 [337.8, 465.8]; gradients [337.8, 355.6],
+     * [465.8, 483.6]; gpu0: bwd fc1 [355.6, 483.6], [483.6, 611.6], update
+     * [611.6, 623.6]. */
+    set_cfg(&f, "fc2", 2, 1, d1, 0);
+    s->stages = 1;
+    s->schedule = SS_PIPE_GPIPE;
+    run(&f);
+    x0 = find_task(&f, SS_TASK_XFER, "fc1", 0);
+    assert_int_equal(f.tg->res_off[x0 + 1] - f.tg->res_off[x0], 1);
+    NEAR(f.r->start[find_task(&f, SS_TASK_FWD, "fc1", 1)], 64);
+    NEAR(f.r->makespan, 623.6);
     teardown(&f);
 }
 
@@ -850,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_two_devices_chain), cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_partial_sums),
         cmocka_unit_test(test_pipeline_bubble),   cmocka_unit_test(test_bad_device),
+        cmocka_unit_test(test_blocking_stage_transfers),
         cmocka_unit_test(test_fault_injection),
         cmocka_unit_test(test_partial_grad_reaches_members),
         cmocka_unit_test(test_reduce_scatter_all_gather),
