@@ -702,7 +702,7 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
         *eq = '\0';
         const char *key = kv, *val = eq + 1;
         ss_status st = SS_OK;
-        int tmp;
+        int tmp = 0;
         if (!strcmp(key, "tp"))
             st = parse_int(spec, key, val, 1, 1 << 16, &c->tp, d);
         else if (!strcmp(key, "pp"))
