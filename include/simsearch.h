@@ -698,6 +698,8 @@ typedef struct ss_search_config {
     int use_delta;           /* 1: judge proposals by delta simulation (simulator/delta.h),
                                 0: by ss_sim_run; both give identical numbers */
     double beta;             /* acceptance sharpness (0: default, see search/mcmc.h) */
+    double explore_share;    /* share of budget/time for exploration chains (0: default) */
+    int64_t restart_after;   /* proposals without improvement before a restart (0: default) */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
      * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
     int (*stop)(void *cb_ctx);

@@ -216,6 +216,8 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.time_limit_s = cfg.time_limit_s;
     mc.seed = cfg.seed;
     mc.beta = cfg.beta;
+    mc.explore_share = cfg.explore_share;
+    mc.restart_after = cfg.restart_after;
     mc.stop = bridge_stop;
     mc.progress = bridge_progress;
     mc.cb_ctx = &br;

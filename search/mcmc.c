@@ -33,7 +33,7 @@ typedef struct search {
     int *gold_dev, *moved;
     int n_moved, maxt;
     int *targets;
-    double p_group, p_segment;
+    double p_group, p_segment, explore;
     double beta, beta_now, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
@@ -259,6 +259,14 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
     s->st.restarts++;
     return note_best(s, d);
 }
+
+/* Defaults of the schedule (docs/search.md, "Schedule"): the share of the
+ * budget and time limit given to the hot exploration chains, and the
+ * bounds of the restart interval (budget / 20 clamped to them, so a search
+ * bounded by time rather than proposals still returns to its best). */
+#define EXPLORE_SHARE 0.25
+#define RESTART_MIN 100
+#define RESTART_MAX 500
 
 enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
 #define SEGMENT_MAX 8
@@ -492,8 +500,16 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.p_group = cfg->p_group < 0 ? 0 : cfg->p_group > 0 ? cfg->p_group : 0.5;
     s.p_segment = cfg->p_segment < 0 ? 0 : cfg->p_segment > 0 ? cfg->p_segment : 0.25;
     s.patience = cfg->patience > 0 ? cfg->patience : cfg->patience < 0 ? 0 : s.budget / 2;
-    s.restart_after = cfg->restart_after > 0 ? cfg->restart_after
-                                             : (s.budget / 20 > 100 ? s.budget / 20 : 100);
+    s.restart_after = cfg->restart_after;
+    if (s.restart_after <= 0) {
+        s.restart_after = s.budget / 20;
+        s.restart_after = s.restart_after < RESTART_MIN ? RESTART_MIN
+                        : s.restart_after > RESTART_MAX ? RESTART_MAX : s.restart_after;
+    }
+    s.explore = cfg->explore_share < 0 ? 0 : cfg->explore_share > 0 ? cfg->explore_share
+                                                                    : EXPLORE_SHARE;
+    if (s.explore > 1)
+        s.explore = 1;
     s.st.best_us = HUGE_VAL;
     s.t0 = ss_mcmc_now();
     /* `best` is the caller's: search into a private copy, copy out at the end. */
@@ -531,7 +547,8 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
         st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
     /* Exploration: a hotter chain from each start, with an equal share of
      * the budget and of the time limit. */
-    int64_t share = s.budget / (2 * (int64_t)n_starts);
+    double xs = s.explore;
+    int64_t share = (int64_t)((double)s.budget * xs / (double)n_starts);
     s.beta_now = s.beta / 8;
     for (int i = 0; st == SS_OK && i < n_starts && share > 0 && !should_stop(&s); i++) {
         if (!ok_start[i])
@@ -541,7 +558,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
             st = jump(&s, starts[i], &ok, d);
         at = -1;
         double deadline = cfg->time_limit_s > 0
-                              ? cfg->time_limit_s * (double)(i + 1) / (2.0 * n_starts)
+                              ? cfg->time_limit_s * xs * (double)(i + 1) / (double)n_starts
                               : HUGE_VAL;
         if (st == SS_OK && ok)
             st = chain(&s, share, deadline, 0, d);

@@ -22,8 +22,9 @@
  * plans that do not fit the smaller overflow wins.
  *
  * THE SCHEDULE. Every start plan is evaluated first. Then one chain runs from
- * each start in turn (exploration: half the budget and half the time limit,
- * split evenly, at an eighth of beta so it can cross worse plans), and the
+ * each start in turn (exploration: explore_share, by default a quarter, of
+ * the budget and of the time limit, split evenly, at an eighth of beta so it
+ * can cross worse plans), and the
  * rest of the budget runs a chain from the best plan found so far
  * (exploitation), restarting from the global best whenever the chain has not
  * improved on it for `restart_after` proposals. The search stops when the
@@ -97,7 +98,9 @@ typedef struct ss_mcmc_config {
     uint64_t seed;
     double beta;             /* 0: default 100 */
     int64_t patience;        /* 0: budget / 2; < 0: never */
-    int64_t restart_after;   /* 0: max(100, budget / 20) */
+    int64_t restart_after;   /* 0: budget / 20 clamped to [100, 500] */
+    double explore_share;    /* share of budget and time for the exploration chains
+                                (< 0: none; 0: default 0.25; at most 1) */
     double p_neighbor;       /* share of neighbour-alignment proposals (< 0: 0; 0: default 0.3) */
     double p_group;          /* share of group moves for ops sharing weights (< 0: 0; 0: 0.5) */
     double p_segment;        /* share of segment moves (< 0: 0; 0: 0.25) */
