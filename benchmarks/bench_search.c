@@ -11,11 +11,12 @@
  *       microseconds of each, the ratios cold/delta and full/delta, the share
  *       of tasks the delta runs re-simulated, and checks all three agree on
  *       every proposal.
- *   bench_search search MODEL TOPOLOGY SECONDS SEED [EXPLORE_SHARE [RESTART_AFTER]]
- *       one search with a time limit (budget unlimited); prints one line:
+ *   bench_search search MODEL TOPOLOGY SECONDS SEED [EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS]]]
+ *       one search with a time limit (budget unlimited; the optional
+ *       arguments override the search defaults, 0 = default); prints one line:
  *       model topology dp_ms expert_ms best_ms speedup_dp speedup_expert
  *       proposals simulations evals_per_s best_found_at_s
- *   bench_search trace MODEL TOPOLOGY SECONDS SEED [EXPLORE_SHARE [RESTART_AFTER]]
+ *   bench_search trace MODEL TOPOLOGY SECONDS SEED [EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS]]]
  *       the best-so-far curve of one search: "t best_ms" lines on stdout (to
  *       measure the time to come within 1% of a longer search's best), and
  *       "proposals simulations dp_ms expert_ms" on stderr.
@@ -166,7 +167,7 @@ static void on_progress(void *ctx, const ss_search_progress *p)
 }
 
 static int bench_run(const char *model, const char *topo, double secs, uint64_t seed, int trace,
-                     double explore, int64_t restart)
+                     double explore, int64_t restart, int random_starts)
 {
     ss_machine *m;
     ss_graph *g;
@@ -180,6 +181,7 @@ static int bench_run(const char *model, const char *topo, double secs, uint64_t 
     cfg.seed = seed;
     cfg.explore_share = explore;
     cfg.restart_after = restart;
+    cfg.random_starts = random_starts;
     curve cv = {trace ? stdout : NULL, -1};
     cfg.progress = on_progress;
     cfg.cb_ctx = &cv;
@@ -217,9 +219,9 @@ int main(int argc, char **argv)
     if (argc >= 6 && (!strcmp(argv[1], "search") || !strcmp(argv[1], "trace")))
         return bench_run(argv[2], argv[3], atof(argv[4]), (uint64_t)atoll(argv[5]),
                          !strcmp(argv[1], "trace"), argc > 6 ? atof(argv[6]) : 0,
-                         argc > 7 ? atoll(argv[7]) : 0);
+                         argc > 7 ? atoll(argv[7]) : 0, argc > 8 ? atoi(argv[8]) : 0);
     fprintf(stderr, "usage: bench_search delta MODEL TOPOLOGY [N]\n"
                     "       bench_search search|trace MODEL TOPOLOGY SECONDS SEED "
-                    "[EXPLORE_SHARE [RESTART_AFTER]]\n");
+                    "[EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS]]]\n");
     return 2;
 }
