@@ -14,7 +14,7 @@
 # end of the section with that title, and without the section a new section
 # is appended. Text outside the markers (hand-written notes, other sections)
 # is kept as it is. --quick: bench_sim --quick and a 5 s search per model.
-# Environment: SEARCH_SECONDS (default 10), VTRAIN_CSV (default
+# Environment: SEARCH_SECONDS (default 20), VTRAIN_CSV (default
 # ../shared/data/vtrain_ground_truth_single.csv relative to the repository).
 set -euo pipefail
 
@@ -116,7 +116,7 @@ if want accuracy; then
 fi
 
 if want search; then
-  secs=${SEARCH_SECONDS:-10}
+  secs=${SEARCH_SECONDS:-20}
   [ $quick -eq 1 ] && secs=5
   cmd="benchmarks/bench_search.sh $build $secs"
   echo "== search: $cmd" >&2
