@@ -11,8 +11,12 @@
  * entries released at the same time with a larger (prio, id): O(1) per task
  * in practice (a resumed run's initial releases may shift more). The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
- * all smaller). One binary heap of completion events; per-task and
- * per-resource arrays grown on demand and reused by every run. Invariant
+ * all smaller). One binary heap of completion events. Per task, one 64-byte
+ * record holds what the event loop touches (large graphs are memory-bound:
+ * one cache line per task instead of one per array), apart from the
+ * predecessor counts, which stay dense; the result's arrays are copied out
+ * of the records when the run ends. Per-task and per-resource arrays are
+ * grown on demand and reused by every run. Invariant
  * between rounds: holder[r] is the running task on r or -1; a task is in r's
  * queue iff it is released, not started, and uses r.
  */
@@ -41,17 +45,35 @@ static inline qent qkey(int cls, double ready, int32_t prio, int32_t id)
 
 static inline int32_t qid(const qent *q) { return (int32_t)(uint32_t)q->lo; }
 
-/* Per-task run state, packed so that releasing a successor touches one
- * cache line instead of one per array. */
-typedef struct tinfo {
-    double ready;
+/* Per-task run state: everything the event loop reads or writes of one
+ * task in one 64-byte record (one cache line; the arrays the result
+ * exposes are copied out when the run ends), so a task costs a single line
+ * where separate arrays would miss once per array on large graphs. A task on
+ * one resource keeps the resource in the record (res), saving the look-up
+ * in tg->res. */
+typedef struct trec {
+    double ready;    /* when its last predecessor ended */
     double dur;
-    int32_t res_lo;  /* resources: tg->res[res_lo .. res_lo + nres) */
+    double start, end; /* -1 until started */
+    int32_t res;     /* nres == 1: the resource; else offset in tg->res */
     int32_t prio;
+    int32_t end_round; /* rank of end among the event times */
+    int32_t succ_lo; /* successors tg->succ[succ_lo .. succ_lo + nsucc) */
+    int32_t nsucc;
+    int32_t blocker;
     uint16_t nres;
     uint8_t cls;     /* 1: forward under backward-first */
-    uint8_t pad[5];
-} tinfo;
+    uint8_t by_res;
+    int32_t pad;
+} trec;
+
+_Static_assert(sizeof(trec) == 64, "a task record is one 64-byte cache line");
+
+/* The resources of task record r (borrowed from r or from tg). */
+static inline const int32_t *rres(const ss_taskgraph *tg, const trec *r)
+{
+    return r->nres == 1 ? &r->res : tg->res + r->res;
+}
 
 typedef struct event {
     double t;
@@ -63,13 +85,15 @@ struct ss_engine {
     ss_engine_result res;
     /* per task */
     int cap_tasks;
-    double *start, *end, *ready;
+    double *start, *end, *ready;        /* the result's arrays (finish) */
     int32_t *start_round, *end_round;
-    tinfo *ti;
-    int32_t *left;  /* per task: predecessors not yet ended (apart from ti:
-                     * the hot decrement stays in a small array) */
     int32_t *blocker;
     uint8_t *by_res;
+    int32_t *left;  /* per task: predecessors not yet ended (apart from the
+                     * records: decrements reach tasks long before they run,
+                     * and a dense array keeps those lines few) */
+    void *rec_raw;                      /* allocation behind rec */
+    trec *rec;                          /* 64-byte aligned */
     event *ev;
     /* per resource */
     int cap_res;
@@ -166,7 +190,7 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->ready);
     ss_free(e->start_round);
     ss_free(e->end_round);
-    ss_free(e->ti);
+    ss_free(e->rec_raw);
     ss_free(e->left);
     ss_free(e->blocker);
     ss_free(e->by_res);
@@ -206,10 +230,16 @@ static int grow(void **p, size_t sz, size_t n)
 static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
 {
     if (tasks > e->cap_tasks) {
-        if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) || GROW(ti, tasks) ||
+        if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) ||
             GROW(blocker, tasks) || GROW(by_res, tasks) || GROW(ev, tasks) ||
             GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks))
             return -1;
+        void *raw = ss_malloc(((size_t)tasks + 1) * sizeof(trec));
+        if (!raw)
+            return -1;
+        ss_free(e->rec_raw);
+        e->rec_raw = raw;
+        e->rec = (trec *)(((uintptr_t)raw + sizeof(trec) - 1) & ~(uintptr_t)(sizeof(trec) - 1));
         e->cap_tasks = tasks;
     }
     if (res > e->cap_res) {
@@ -288,27 +318,28 @@ static void start_task(run *s, int h, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    const tinfo *ti = &e->ti[h];
-    int lo = ti->res_lo, hi = lo + ti->nres;
-    double dur = ti->dur;
-    if (t > ti->ready) {
+    trec *rh = &e->rec[h];
+    const int32_t *rs = rres(tg, rh);
+    int nres = rh->nres;
+    double dur = rh->dur;
+    if (t > rh->ready) {
         /* Waited for a resource: the blocker is the task that freed one of
          * them last (at t, see engine.c's proof in engine.h). */
         int best = -1;
         double best_end = -1;
-        for (int i = lo; i < hi; i++) {
-            int p = e->last[tg->res[i]];
-            if (p >= 0 && e->end[p] > best_end) {
-                best_end = e->end[p];
+        for (int i = 0; i < nres; i++) {
+            int p = e->last[rs[i]];
+            if (p >= 0 && e->rec[p].end > best_end) {
+                best_end = e->rec[p].end;
                 best = p;
             }
         }
-        e->blocker[h] = best;
-        e->by_res[h] = 1;
+        rh->blocker = best;
+        rh->by_res = 1;
     }
-    for (int i = lo; i < hi; i++) {
-        int r = tg->res[i];
-        e->qh[2 * r + ti->cls]++; /* h is r's head (dispatch checked) */
+    for (int i = 0; i < nres; i++) {
+        int r = rs[i];
+        e->qh[2 * r + rh->cls]++; /* h is r's head (dispatch checked) */
         e->holder[r] = h;
         e->last[r] = h;
         e->busy[r] += dur;
@@ -319,8 +350,8 @@ static void start_task(run *s, int h, double t)
             chan_change(s, r, t, +1);
         }
     }
-    e->start[h] = t;
-    e->end[h] = t + dur;
+    rh->start = t;
+    rh->end = t + dur;
     e->start_round[h] = s->round;
     s->started++;
     event ev = {t + dur, h};
@@ -331,17 +362,18 @@ static inline void release(run *s, int t_id, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    tinfo *ti = &e->ti[t_id];
-    ti->ready = t;
-    int lo = ti->res_lo, hi = lo + ti->nres;
-    if (lo == hi) {
+    trec *rv = &e->rec[t_id];
+    rv->ready = t;
+    int nres = rv->nres;
+    if (nres == 0) {
         start_task(s, t_id, t);
         return;
     }
-    qent q = qkey(ti->cls, t, ti->prio, t_id);
-    for (int i = lo; i < hi; i++) {
-        int r = tg->res[i];
-        qpush(e, 2 * r + ti->cls, q);
+    const int32_t *rs = rres(tg, rv);
+    qent q = qkey(rv->cls, t, rv->prio, t_id);
+    for (int i = 0; i < nres; i++) {
+        int r = rs[i];
+        qpush(e, 2 * r + rv->cls, q);
         touch(s, r);
     }
 }
@@ -350,11 +382,12 @@ static void retire(run *s, int h, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
+    trec *rh = &e->rec[h];
     s->retired++;
-    e->end_round[h] = s->round;
-    int lo = e->ti[h].res_lo, hi = lo + e->ti[h].nres;
-    for (int i = lo; i < hi; i++) {
-        int r = tg->res[i];
+    rh->end_round = s->round;
+    const int32_t *rs = rres(tg, rh);
+    for (int i = 0; i < rh->nres; i++) {
+        int r = rs[i];
         e->holder[r] = -1;
         if (r < tg->n_devices) {
             dev_mark(e, r, t);
@@ -364,11 +397,13 @@ static void retire(run *s, int h, double t)
         }
         touch(s, r);
     }
-    for (int i = tg->succ_off[h]; i < tg->succ_off[h + 1]; i++) {
-        int v = tg->succ[i];
+    const int32_t *sc = tg->succ + rh->succ_lo;
+    for (int i = 0, n = rh->nsucc; i < n; i++) {
+        int v = sc[i];
         if (--e->left[v] == 0) {
-            e->blocker[v] = h;
-            e->by_res[v] = 0;
+            trec *rv = &e->rec[v];
+            rv->blocker = h;
+            rv->by_res = 0;
             release(s, v, t);
         }
     }
@@ -390,15 +425,16 @@ static void dispatch(run *s, double now, int zero_only)
             continue;
         }
         int h = qid(top);
-        const tinfo *ti = &e->ti[h];
-        if (zero_only && ti->dur > 0) {
+        const trec *rh = &e->rec[h];
+        if (zero_only && rh->dur > 0) {
             e->touched[keep++] = r;
             continue;
         }
         e->is_touched[r] = 0;
         int ok = 1;
-        for (int i = ti->res_lo; i < ti->res_lo + ti->nres && ok; i++) {
-            int r2 = tg->res[i];
+        const int32_t *rs = rres(tg, rh);
+        for (int i = 0; i < rh->nres && ok; i++) {
+            int r2 = rs[i];
             if (r2 == r)
                 continue;
             const qent *t2;
@@ -460,27 +496,30 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->ncomm[v] = 0;
         e->computing[v] = 0;
     }
-    for (int t = 0; t < n; t++) {
-        tinfo *ti = &e->ti[t];
-        ti->ready = 0;
-        ti->dur = tg->dur[t];
-        e->left[t] = tg->pred_off[t + 1] - tg->pred_off[t];
-        ti->res_lo = tg->res_off[t];
-        ti->nres = (uint16_t)(tg->res_off[t + 1] - tg->res_off[t]);
-        ti->prio = tg->prio[t];
-        ti->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
-        memset(ti->pad, 0, sizeof ti->pad);
-        e->blocker[t] = -1;
-        e->by_res[t] = 0;
-        e->start[t] = -1;
-        e->end[t] = -1;
-    }
     /* Queue partition: queue 2r + cls gets as many slots as tasks of class
      * cls use r (counted in qh, then turned into offsets). */
     memset(e->qh, 0, 2 * (size_t)nr * sizeof *e->qh);
-    for (int t = 0; t < n; t++)
-        for (int i = e->ti[t].res_lo; i < e->ti[t].res_lo + e->ti[t].nres; i++)
-            e->qh[2 * tg->res[i] + e->ti[t].cls]++;
+    for (int t = 0; t < n; t++) {
+        trec *rt = &e->rec[t];
+        int lo = tg->res_off[t], nres = tg->res_off[t + 1] - lo;
+        rt->ready = 0;
+        rt->dur = tg->dur[t];
+        rt->start = -1;
+        rt->end = -1;
+        rt->res = nres == 1 ? tg->res[lo] : lo;
+        rt->prio = tg->prio[t];
+        e->left[t] = tg->pred_off[t + 1] - tg->pred_off[t];
+        rt->end_round = -1;
+        rt->succ_lo = tg->succ_off[t];
+        rt->nsucc = tg->succ_off[t + 1] - tg->succ_off[t];
+        rt->blocker = -1;
+        rt->nres = (uint16_t)nres;
+        rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
+        rt->by_res = 0;
+        rt->pad = 0;
+        for (int i = lo; i < lo + nres; i++)
+            e->qh[2 * tg->res[i] + rt->cls]++;
+    }
     for (int q = 0, pos = 0; q < 2 * nr; q++) {
         int c = e->qh[q];
         e->qh[q] = e->qt[q] = pos;
@@ -506,7 +545,7 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     if (s->retired != n) {
         int bad = -1;
         for (int t = 0; t < n && bad < 0; t++)
-            if (e->end[t] < 0)
+            if (e->rec[t].end < 0)
                 bad = t;
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: dependency cycle: %lld of %d tasks never ran (first: task %d, %s op %d tile %d)",
@@ -515,11 +554,18 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
                            tg->tile[bad]);
     }
 
+    /* Copy the records out into the result's arrays. */
     double makespan = 0;
     for (int t = 0; t < n; t++) {
-        if (e->end[t] > makespan)
-            makespan = e->end[t];
-        e->ready[t] = e->ti[t].ready;
+        const trec *rt = &e->rec[t];
+        if (rt->end > makespan)
+            makespan = rt->end;
+        e->start[t] = rt->start;
+        e->end[t] = rt->end;
+        e->ready[t] = rt->ready;
+        e->blocker[t] = rt->blocker;
+        e->by_res[t] = rt->by_res;
+        e->end_round[t] = rt->end_round;
     }
     ss_engine_result *r = &e->res;
     memset(r, 0, sizeof *r);
@@ -589,11 +635,12 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
             return ss_diag_set(d, SS_ERR_INVALID,
                                "engine: resume state: task %d starts at %g, ends at %g (duration %g, resume time %g)",
                                t, fs[t], fe[t], tg->dur[t], T);
-        e->start[t] = fs[t];
-        e->end[t] = fe[t];
-        const tinfo *ti = &e->ti[t];
-        for (int i = ti->res_lo; i < ti->res_lo + ti->nres; i++) {
-            int r = tg->res[i];
+        trec *rt = &e->rec[t];
+        rt->start = fs[t];
+        rt->end = fe[t];
+        const int32_t *rs = rres(tg, rt);
+        for (int i = 0; i < rt->nres; i++) {
+            int r = rs[i];
             if (fe[t] >= T) {
                 if (e->holder[r] >= 0)
                     return ss_diag_set(d, SS_ERR_INVALID,
@@ -615,31 +662,32 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
      * the queues. A given task must have had all its predecessors end by
      * its start. */
     for (int t = 0; t < n; t++) {
-        if (e->start[t] < 0 || e->end[t] >= T)
+        const trec *rt = &e->rec[t];
+        if (rt->start < 0 || rt->end >= T)
             continue;
-        for (int i = tg->succ_off[t]; i < tg->succ_off[t + 1]; i++) {
-            tinfo *v = &e->ti[tg->succ[i]];
+        for (int i = rt->succ_lo; i < rt->succ_lo + rt->nsucc; i++) {
+            trec *v = &e->rec[tg->succ[i]];
             e->left[tg->succ[i]]--;
-            if (e->end[t] > v->ready)
-                v->ready = e->end[t];
+            if (rt->end > v->ready)
+                v->ready = rt->end;
         }
     }
     for (int t = 0; t < n; t++) {
-        tinfo *ti = &e->ti[t];
-        if (e->start[t] >= 0) {
-            if (e->left[t] > 0 || ti->ready > e->start[t])
+        trec *rt = &e->rec[t];
+        if (rt->start >= 0) {
+            if (e->left[t] > 0 || rt->ready > rt->start)
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "engine: resume state: task %d starts at %g before its predecessors end",
-                                   t, e->start[t]);
+                                   t, rt->start);
             continue;
         }
         if (e->left[t] > 0)
             continue;
-        if (ti->nres == 0 && ti->ready < T)
+        if (rt->nres == 0 && rt->ready < T)
             return ss_diag_set(d, SS_ERR_INVALID,
                                "engine: resume state: task %d (no resources) was ready at %g but did not start before %g",
-                               t, ti->ready, T);
-        release(&s, t, ti->ready);
+                               t, rt->ready, T);
+        release(&s, t, rt->ready);
     }
     return finish(&s, T, 0, d);
 }
