@@ -12,11 +12,12 @@
  * in practice (a resumed run's initial releases may shift more). The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
  * all smaller). One binary heap of completion events. Per task, one 64-byte
- * record holds what the event loop touches (large graphs are memory-bound:
- * one cache line per task instead of one per array), apart from the
- * predecessor counts, which stay dense; the result's arrays are copied out
- * of the records when the run ends. Per-task and per-resource arrays are
- * grown on demand and reused by every run. Invariant
+ * record holds what the event loop touches, with the resource and up to two
+ * successors inline (large graphs are memory-bound: a task costs one cache
+ * line instead of one per array); predecessor counts stay apart, one byte
+ * per task (see left); the result's arrays are copied out of the records
+ * when the run ends. Per-task and per-resource arrays are grown on demand
+ * and reused by every run. Invariant
  * between rounds: holder[r] is the running task on r or -1; a task is in r's
  * queue iff it is released, not started, and uses r.
  */
@@ -49,8 +50,9 @@ static inline int32_t qid(const qent *q) { return (int32_t)(uint32_t)q->lo; }
  * task in one 64-byte record (one cache line; the arrays the result
  * exposes are copied out when the run ends), so a task costs a single line
  * where separate arrays would miss once per array on large graphs. A task on
- * one resource keeps the resource in the record (res), saving the look-up
- * in tg->res. */
+ * one resource keeps the resource in the record (res), and a task with at
+ * most two successors keeps them (succ), saving the look-ups in tg->res and
+ * tg->succ. */
 typedef struct trec {
     double ready;    /* when its last predecessor ended */
     double dur;
@@ -58,16 +60,22 @@ typedef struct trec {
     int32_t res;     /* nres == 1: the resource; else offset in tg->res */
     int32_t prio;
     int32_t end_round; /* rank of end among the event times */
-    int32_t succ_lo; /* successors tg->succ[succ_lo .. succ_lo + nsucc) */
+    int32_t succ[2]; /* nsucc <= 2: the successors; else succ[0] is their
+                      * offset in tg->succ */
     int32_t nsucc;
     int32_t blocker;
     uint16_t nres;
     uint8_t cls;     /* 1: forward under backward-first */
     uint8_t by_res;
-    int32_t pad;
 } trec;
 
 _Static_assert(sizeof(trec) == 64, "a task record is one 64-byte cache line");
+
+/* The successors of task record r (borrowed from r or from tg). */
+static inline const int32_t *rsucc(const ss_taskgraph *tg, const trec *r)
+{
+    return r->nsucc <= 2 ? r->succ : tg->succ + r->succ[0];
+}
 
 /* The resources of task record r (borrowed from r or from tg). */
 static inline const int32_t *rres(const ss_taskgraph *tg, const trec *r)
@@ -89,9 +97,12 @@ struct ss_engine {
     int32_t *start_round, *end_round;
     int32_t *blocker;
     uint8_t *by_res;
-    int32_t *left;  /* per task: predecessors not yet ended (apart from the
-                     * records: decrements reach tasks long before they run,
-                     * and a dense array keeps those lines few) */
+    uint8_t *left;    /* per task: predecessors not yet ended, LEFT_BIG when
+                       * 255 or more (then counted in left_big): apart from
+                       * the records and one byte each, as decrements reach
+                       * tasks long before they run and a dense array keeps
+                       * those lines few */
+    int32_t *left_big; /* per task; read and written only where left is LEFT_BIG */
     void *rec_raw;                      /* allocation behind rec */
     trec *rec;                          /* 64-byte aligned */
     event *ev;
@@ -192,6 +203,7 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->end_round);
     ss_free(e->rec_raw);
     ss_free(e->left);
+    ss_free(e->left_big);
     ss_free(e->blocker);
     ss_free(e->by_res);
     ss_free(e->ev);
@@ -225,6 +237,14 @@ static int grow(void **p, size_t sz, size_t n)
 
 #define GROW(field, n) grow((void **)&e->field, sizeof *e->field, (size_t)(n))
 
+#define LEFT_BIG 255
+
+/* Predecessors of t not yet ended. */
+static inline int32_t left_of(const ss_engine *e, int t)
+{
+    return e->left[t] != LEFT_BIG ? e->left[t] : e->left_big[t];
+}
+
 /* Make room for a graph of this size. Arrays that grew stay grown on error;
  * the caps move only when every array of a group has its size. */
 static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
@@ -232,7 +252,8 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
     if (tasks > e->cap_tasks) {
         if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) ||
             GROW(blocker, tasks) || GROW(by_res, tasks) || GROW(ev, tasks) ||
-            GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks))
+            GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks) ||
+            GROW(left_big, tasks))
             return -1;
         void *raw = ss_malloc(((size_t)tasks + 1) * sizeof(trec));
         if (!raw)
@@ -397,10 +418,10 @@ static void retire(run *s, int h, double t)
         }
         touch(s, r);
     }
-    const int32_t *sc = tg->succ + rh->succ_lo;
+    const int32_t *sc = rsucc(tg, rh);
     for (int i = 0, n = rh->nsucc; i < n; i++) {
         int v = sc[i];
-        if (--e->left[v] == 0) {
+        if (e->left[v] != LEFT_BIG ? --e->left[v] == 0 : --e->left_big[v] == 0) {
             trec *rv = &e->rec[v];
             rv->blocker = h;
             rv->by_res = 0;
@@ -508,15 +529,24 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         rt->end = -1;
         rt->res = nres == 1 ? tg->res[lo] : lo;
         rt->prio = tg->prio[t];
-        e->left[t] = tg->pred_off[t + 1] - tg->pred_off[t];
+        int np = tg->pred_off[t + 1] - tg->pred_off[t];
+        e->left[t] = np < LEFT_BIG ? (uint8_t)np : LEFT_BIG;
+        if (np >= LEFT_BIG)
+            e->left_big[t] = np;
         rt->end_round = -1;
-        rt->succ_lo = tg->succ_off[t];
+        int so = tg->succ_off[t];
         rt->nsucc = tg->succ_off[t + 1] - tg->succ_off[t];
         rt->blocker = -1;
         rt->nres = (uint16_t)nres;
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
         rt->by_res = 0;
-        rt->pad = 0;
+        if (rt->nsucc > 2) {
+            rt->succ[0] = so;
+            rt->succ[1] = -1;
+        } else {
+            rt->succ[0] = rt->nsucc > 0 ? tg->succ[so] : -1;
+            rt->succ[1] = rt->nsucc > 1 ? tg->succ[so + 1] : -1;
+        }
         for (int i = lo; i < lo + nres; i++)
             e->qh[2 * tg->res[i] + rt->cls]++;
     }
@@ -665,23 +695,27 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
         const trec *rt = &e->rec[t];
         if (rt->start < 0 || rt->end >= T)
             continue;
-        for (int i = rt->succ_lo; i < rt->succ_lo + rt->nsucc; i++) {
-            trec *v = &e->rec[tg->succ[i]];
-            e->left[tg->succ[i]]--;
-            if (rt->end > v->ready)
-                v->ready = rt->end;
+        const int32_t *sc = rsucc(tg, rt);
+        for (int i = 0; i < rt->nsucc; i++) {
+            int v = sc[i];
+            if (e->left[v] != LEFT_BIG)
+                e->left[v]--;
+            else
+                e->left_big[v]--;
+            if (rt->end > e->rec[v].ready)
+                e->rec[v].ready = rt->end;
         }
     }
     for (int t = 0; t < n; t++) {
         trec *rt = &e->rec[t];
         if (rt->start >= 0) {
-            if (e->left[t] > 0 || rt->ready > rt->start)
+            if (left_of(e, t) > 0 || rt->ready > rt->start)
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "engine: resume state: task %d starts at %g before its predecessors end",
                                    t, rt->start);
             continue;
         }
-        if (e->left[t] > 0)
+        if (left_of(e, t) > 0)
             continue;
         if (rt->nres == 0 && rt->ready < T)
             return ss_diag_set(d, SS_ERR_INVALID,

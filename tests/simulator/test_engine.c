@@ -730,6 +730,89 @@ static void test_resume_errors(void **state)
 
 /* ---- errors ---- */
 
+/* Wide fan-in and fan-out (the engine counts predecessors in one byte up to
+ * 254 and apart beyond; successors of a task are kept inline up to two).
+ * p_0 .. p_299 (1 us each) alternate between devices 0 and 1 and run in id
+ * order: p_i holds [i/2, i/2 + 1) (integer division), so p_254 ends at 128,
+ * p_252 and p_253 at 127, p_298 and p_299 at 150. J (2 us, device 0) needs
+ * all 300: ready 150; K (1 us, device 1) needs p_0 .. p_254 (255): ready
+ * 128; L (1 us, device 0) needs p_0 .. p_253 (254): ready 127; Z (no
+ * resources, 0 us) needs all 300. At 150 device 0 picks L (key: ready 127)
+ * before J (150): L [150, 151), J [151, 153); device 1 runs K [150, 151).
+ * Blockers: L and K waited for their devices (p_298, p_299: resource), J
+ * for L (resource); Z starts at 150 after the last of its predecessors
+ * retired at 150 in id order, p_299. Makespan 153. Resuming at 140 from
+ * the tasks started before 140 (p_0 .. p_279) gives the same schedule. */
+static void test_wide_fan(void **state)
+{
+    (void)state;
+    enum { NP = 300 };
+    ss_taskgraph *tg = ss_taskgraph_new(2, 0);
+    ss_engine *e = ss_engine_new();
+    int p[NP];
+    for (int i = 0; i < NP; i++)
+        p[i] = add1(tg, SS_TASK_FWD, i % 2, 1, 0);
+    int j = add1(tg, SS_TASK_FWD, 0, 2, 0);
+    int k = add1(tg, SS_TASK_FWD, 1, 1, 0);
+    int l = add1(tg, SS_TASK_FWD, 0, 1, 0);
+    int z = addn(tg, SS_TASK_OTHER, 0, 0, NULL);
+    for (int i = 0; i < NP; i++) {
+        dep(tg, p[i], j);
+        if (i < 255)
+            dep(tg, p[i], k);
+        if (i < 254)
+            dep(tg, p[i], l);
+        dep(tg, p[i], z);
+    }
+    const ss_engine_result *r = run(e, tg, SS_QUEUE_FIFO);
+    for (int i = 0; i < NP; i++)
+        assert_true(r->start[p[i]] == i / 2 && r->end[p[i]] == i / 2 + 1);
+    assert_true(r->ready[j] == 150 && r->start[j] == 151 && r->end[j] == 153);
+    assert_true(r->ready[k] == 128 && r->start[k] == 150 && r->end[k] == 151);
+    assert_true(r->ready[l] == 127 && r->start[l] == 150 && r->end[l] == 151);
+    assert_true(r->ready[z] == 150 && r->start[z] == 150 && r->end[z] == 150);
+    assert_int_equal(r->blocker[l], p[298]);
+    assert_int_equal(r->blocker[k], p[299]);
+    assert_int_equal(r->blocker[j], l);
+    assert_int_equal(r->blocker[z], p[299]);
+    assert_true(r->blocked_by_resource[l] && r->blocked_by_resource[k] &&
+                r->blocked_by_resource[j] && !r->blocked_by_resource[z]);
+    assert_true(r->makespan == 153);
+
+    int n = tg->n_tasks;
+    double *st = malloc((size_t)n * sizeof *st), *en = malloc((size_t)n * sizeof *en);
+    double *fs = malloc((size_t)n * sizeof *fs), *fe = malloc((size_t)n * sizeof *fe);
+    double *fr = malloc((size_t)n * sizeof *fr);
+    assert_non_null(st);
+    assert_non_null(en);
+    assert_non_null(fs);
+    assert_non_null(fe);
+    assert_non_null(fr);
+    for (int t = 0; t < n; t++) {
+        fs[t] = r->start[t];
+        fe[t] = r->end[t];
+        fr[t] = r->ready[t];
+        st[t] = r->start[t] < 140 ? r->start[t] : -1;
+        en[t] = r->start[t] < 140 ? r->end[t] : -1;
+    }
+    ss_engine_state from = {140, st, en};
+    ss_diag d = {0};
+    ss_engine_config cfg = {SS_QUEUE_FIFO};
+    assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_OK);
+    r = ss_engine_result_of(e);
+    for (int t = 0; t < n; t++)
+        assert_true(r->start[t] == fs[t] && r->end[t] == fe[t] && r->ready[t] == fr[t]);
+    assert_int_equal(r->n_started, n - 280);
+    assert_true(r->makespan == 153);
+    free(st);
+    free(en);
+    free(fs);
+    free(fe);
+    free(fr);
+    ss_engine_free(e);
+    ss_taskgraph_free(tg);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -867,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_resume_golden),
         cmocka_unit_test(test_resume_equals_run),
         cmocka_unit_test(test_resume_errors),
+        cmocka_unit_test(test_wide_fan),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_alloc_failures),
     };
