@@ -7,194 +7,17 @@
  * collectives, chosen from what each unit's consumers read; forward data
  * dependencies and transfers; backward tasks; backward dependencies,
  * gradient transfers and output-gradient collectives; micro-batch gating;
- * weight gradients (memory, shards, buckets, all-reduces, updates); memory
- * intervals. Every scratch array is owned by the builder and only grows, so
+ * weight gradients (memory, shards, buckets, all-reduces, updates:
+ * build_weights.c); memory intervals. The builder struct and the helpers the
+ * two files share are in build_impl.h. Every scratch array is owned by the builder and only grows, so
  * repeated runs allocate nothing once warmed up. Invariant: task ids
  * recorded in the scratch arrays always refer to tasks already added to tg.
  */
-#include "simulator/build.h"
-#include "simulator/collective.h"
-#include "simulator/memo.h"
+#include "simulator/build_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MB_CLAMP 1023
-
-/* What the passes read of a tile, kept small (the passes stream through
- * every tile several times); its shape lives apart (tshape). */
-typedef struct tileinfo {
-    int op, dev, devtype;
-    int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
-    int mb;       /* micro-batch: rank of its sample range among the op's tiles on its device */
-    double fwd_us, bwd_us, saved, ws;
-} tileinfo;
-
-typedef struct unitinfo {
-    int op, first, red; /* tiles first .. first + red - 1 (global indices) */
-    int ready;          /* task consumers wait for */
-    int entry;          /* backward entry for gradients from outside, -1 until made */
-    int n_unique;       /* distinct devices */
-    int xhead;          /* first transfer from this unit, -1 if none */
-    int phead;          /* first pair reading this unit, -1 if none */
-    int btag;           /* SS_BUILD_COLL_* carrying the output gradient to the members */
-} unitinfo;
-
-typedef struct xferinfo {
-    int tensor, unit, dev, src;
-    ss_region reg;
-    double bytes;
-    int task, btask; /* forward transfer; its gradient transfer (-1 until made) */
-    int block;       /* crosses pipeline stages: both transfers also hold src's and dev's streams */
-    int last_user;   /* global tile index of the last consumer */
-    int next;        /* next transfer from the same unit */
-} xferinfo;
-
-typedef struct pairinfo {
-    int unit, tile, xfer; /* consumer tile reads unit (xfer -1: same device) */
-    int tensor, next;     /* tensor read; next pair reading the same unit */
-    ss_region reg;        /* the region read (needed region within the unit's output) */
-} pairinfo;
-
-typedef struct needinfo { /* a region a member device of a unit reads */
-    int dev, tensor;
-    ss_region reg;
-} needinfo;
-
-typedef struct wentry {
-    int w, dev, op, tile, task;
-    ss_region reg;
-} wentry;
-
-typedef struct shard {
-    int first, count; /* entries in the region-sorted wentry array */
-    int w;
-    int64_t params;
-    double bytes;
-    int dev_off, n_dev; /* distinct devices in b->ipool */
-    int minop, maxop;
-} shard;
-
-/* ---- memoization (see "Reuse across runs" in build.h) ------------------- */
-
-#define KOP 4        /* configs remembered per op */
-#define KEDGE 4      /* (producer config, consumer config) pairs remembered per edge */
-#define MEMO_WORDS (4 << 20)
-
-/* A config seen for one op, with the tiles it gives (costs included). */
-typedef struct opslot {
-    int id;          /* > 0 while the slot holds a config; unique per builder */
-    uint64_t used;   /* LRU tick */
-    int ndim, deg[SS_MAX_DIMS], red, ntiles;
-    int *devs;       /* ntiles */
-    tileinfo *tiles; /* ntiles, task ids not meaningful */
-    ss_tile *shapes; /* ntiles */
-} opslot;
-
-/* The pairs of one graph edge (consumer op, input) for one pair of configs:
- * consumer tile and producer unit (local indices) with the region read. */
-typedef struct epair {
-    int jl, ul;
-    ss_region reg;
-} epair;
-
-typedef struct edgeent {
-    int idq, ido;    /* producer and consumer config ids, 0 = empty */
-    uint64_t used;
-    int n, mixes;    /* pairs; some pair links tiles of different micro-batches */
-    epair *p;
-} edgeent;
-
-struct ss_builder {
-    const ss_graph *g;
-    const ss_machine *m;
-    ss_costmodel *cm;
-    ss_plan_settings set;
-    ss_queue_policy policy;
-    ss_build_stats st;
-    int n_ops, n_dev;
-
-    tileinfo *tiles;
-    int n_tiles, cap_tiles;
-    ss_tile *shape_buf;     /* [n_tiles] shapes computed in this run */
-    int cap_shape;
-    const ss_tile **opshape; /* [n_ops] this run's tile shapes of each op: in
-                              * shape_buf or in the op's memo slot (valid
-                              * for the run: a slot is replaced only by its
-                              * own op's next config) */
-    int cap_opshape;
-    int *tile_base, *unit_base; /* [n_ops + 1] */
-    int cap_tb, cap_ub;
-    unitinfo *units;
-    int n_units, cap_units;
-    xferinfo *xf;
-    int n_xf, cap_xf;
-    pairinfo *pairs;
-    int n_pairs, cap_pairs;
-    wentry *we, *we2;
-    int n_we, cap_we, cap_we2;
-    int *wcount; /* [n_tensors + 1] scratch of group_weights */
-    int cap_wcount;
-    int *widx, *wtmp; /* [n_we] index sort scratch of sort_groups */
-    int cap_widx, cap_wtmp;
-    shard *sh;
-    int n_sh, cap_sh;
-    int *order;
-    int cap_order;
-    struct okey *okeys;
-    int cap_okeys;
-    int *ipool;
-    int n_ipool, cap_ipool;
-    int *res;
-    int cap_res;
-    int *gate; /* scratch per device (x micro-batch) */
-    int cap_gate;
-    ss_region *regs;
-    int cap_regs;
-    ss_region *uhave; /* scratch of edge_pairs: each producer unit's output region */
-    int cap_uhave;
-    int gating_ok; /* every data edge links tiles of the same micro-batch */
-    struct mbkey *mbk;
-    int cap_mbk;
-    needinfo *need;
-    int cap_need;
-    ss_coll_result coll;
-    /* memoization across runs */
-    int memo_on;
-    int memo_ops;       /* n_ops the tables below were made for, 0 = none */
-    opslot *slots;      /* [n_ops * KOP] */
-    int *cur;           /* [n_ops] slot of each op's config in this run */
-    int *edge_base;     /* [n_ops + 1] first edge of each consumer op */
-    edgeent *edges;     /* [n_edges * KEDGE] */
-    uint64_t tick;
-    int next_id;
-    ss_memo memo;       /* routes and collective costs */
-    int32_t *kbuf;
-    int cap_kbuf;
-    ss_build_memo_stats mst;
-};
-
-static int grow(void **p, int *cap, int need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    int nc = *cap ? *cap : 16;
-    while (nc < need)
-        nc *= 2;
-    void *n = ss_realloc(*p, (size_t)nc * size);
-    if (!n)
-        return -1;
-    *p = n;
-    *cap = nc;
-    return 0;
-}
-
-#define GROW(b, arr, cap, need, d)                                                           \
-    do {                                                                                     \
-        if (grow((void **)&(b)->arr, &(b)->cap, (need), sizeof(*(b)->arr)))                  \
-            return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
-    } while (0)
 
 ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm)
 {
@@ -295,51 +118,6 @@ const ss_build_stats *ss_build_stats_of(const ss_builder *b)
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int op, int tile,
-                    int mb, int aux, double bytes, int n_res, const int *res, ss_diag *d)
-{
-    ss_task_spec s;
-    s.kind = kind;
-    s.dur_us = dur;
-    s.priority = prio;
-    s.op = op;
-    s.tile = tile;
-    s.mb = mb;
-    s.aux = aux;
-    s.bytes = bytes;
-    s.n_res = n_res;
-    s.res = res;
-    return ss_taskgraph_add(tg, &s, d);
-}
-
-/* The shape of tile j (global index) in this run. */
-static inline const ss_tile *tshape(const ss_builder *b, int j)
-{
-    int o = b->tiles[j].op;
-    return &b->opshape[o][j - b->tile_base[o]];
-}
-
-static int64_t volume(const ss_region *r)
-{
-    int64_t v = 1;
-    for (int i = 0; i < r->ndim; i++)
-        v *= r->r[i].hi > r->r[i].lo ? r->r[i].hi - r->r[i].lo : 0;
-    return v;
-}
-
-static int region_cmp(const ss_region *a, const ss_region *b)
-{
-    if (a->ndim != b->ndim)
-        return a->ndim < b->ndim ? -1 : 1;
-    for (int i = 0; i < a->ndim; i++) {
-        if (a->r[i].lo != b->r[i].lo)
-            return a->r[i].lo < b->r[i].lo ? -1 : 1;
-        if (a->r[i].hi != b->r[i].hi)
-            return a->r[i].hi < b->r[i].hi ? -1 : 1;
-    }
-    return 0;
-}
-
 static int prio_fwd(int op, int mb)
 {
     return op * (MB_CLAMP + 1) + (mb < 0 ? 0 : mb > MB_CLAMP ? MB_CLAMP : mb);
@@ -435,9 +213,9 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
 /* Collective of `kind` over devs[0..n) (distinct), priced for cost_bytes,
  * recorded as moving `bytes`. The price and channels are memoized per
  * (kind, device list, cost_bytes). */
-static int add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, const int *devs,
-                          int n, double cost_bytes, double bytes, int op, int tile, int aux,
-                          int prio, ss_diag *d)
+int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, const int *devs,
+                            int n, double cost_bytes, double bytes, int op, int tile, int aux,
+                            int prio, ss_diag *d)
 {
     if (kbuf_grow(b, 5 + n, d))
         return -1;
@@ -1017,12 +795,12 @@ static ss_status pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
                 return d->status;
             double bytes = unit_out_bytes(b, u);
             if (u->phead >= 0 && !outside && sliced) {
-                u->ready = add_collective(b, tg, SS_COLL_REDUCE_SCATTER, dv, n, bytes, bytes,
+                u->ready = ss_build_add_collective(b, tg, SS_COLL_REDUCE_SCATTER, dv, n, bytes, bytes,
                                           u->op, k, SS_BUILD_COLL_SCATTER, prio, d);
                 u->btag = SS_BUILD_COLL_GATHER;
                 b->st.coll_scatter++;
             } else {
-                u->ready = add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op,
+                u->ready = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op,
                                           k, SS_BUILD_COLL_PARTIAL, prio, d);
                 u->btag = sources > 1 ? SS_BUILD_COLL_GRADSUM : SS_BUILD_COLL_BCAST;
                 b->st.coll_partial++;
@@ -1146,15 +924,15 @@ static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
             return -1;
         double bytes = unit_out_bytes(b, u);
         if (u->btag == SS_BUILD_COLL_GRADSUM) {
-            last = add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op, k,
+            last = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op, k,
                                   u->btag, prio, d);
             b->st.coll_gradsum++;
         } else if (u->btag == SS_BUILD_COLL_GATHER) {
-            last = add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, bytes, bytes, u->op, k,
+            last = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, bytes, bytes, u->op, k,
                                   u->btag, prio, d);
             b->st.coll_gather++;
         } else {
-            last = add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, bytes * n / (n - 1), bytes,
+            last = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, dv, n, bytes * n / (n - 1), bytes,
                                   u->op, k, u->btag, prio, d);
             b->st.coll_bcast++;
         }
@@ -1262,351 +1040,6 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
     return SS_OK;
 }
 
-/* ---- pass 7: weight gradients: memory, shards, buckets, updates --------- */
-
-static int cmp_we_dev(const wentry *a, const wentry *b)
-{
-    if (a->w != b->w)
-        return a->w < b->w ? -1 : 1;
-    if (a->dev != b->dev)
-        return a->dev < b->dev ? -1 : 1;
-    int c = region_cmp(&a->reg, &b->reg);
-    if (c)
-        return c;
-    return a->task < b->task ? -1 : a->task > b->task;
-}
-
-static int cmp_we_reg(const wentry *a, const wentry *b)
-{
-    if (a->w != b->w)
-        return a->w < b->w ? -1 : 1;
-    int c = region_cmp(&a->reg, &b->reg);
-    if (c)
-        return c;
-    if (a->dev != b->dev)
-        return a->dev < b->dev ? -1 : 1;
-    return a->task < b->task ? -1 : a->task > b->task;
-}
-
-/* Shards in backward order: latest op first, then weight id, then region. */
-typedef struct okey {
-    int maxop, w, first, idx;
-} okey;
-
-static int cmp_okey(const void *pa, const void *pb)
-{
-    const okey *a = pa, *b = pb;
-    if (a->maxop != b->maxop)
-        return a->maxop > b->maxop ? -1 : 1;
-    if (a->w != b->w)
-        return a->w < b->w ? -1 : 1;
-    return a->first < b->first ? -1 : a->first > b->first;
-}
-
-static ss_status collect_weights(ss_builder *b, ss_diag *d)
-{
-    const ss_graph *g = b->g;
-    b->n_we = 0;
-    for (int j = 0; j < b->n_tiles; j++) {
-        const tileinfo *t = &b->tiles[j];
-        const ss_op *op = ss_graph_op(g, t->op);
-        if (op->type == SS_OP_INPUT)
-            continue;
-        for (int k = 0; k < op->n_w; k++) {
-            ss_region reg;
-            ss_op_input_region(g, op, tshape(b, j), op->n_in + k, &reg);
-            if (volume(&reg) == 0)
-                continue;
-            GROW(b, we, cap_we, b->n_we + 1, d);
-            wentry *e = &b->we[b->n_we++];
-            e->w = op->weights[k];
-            e->dev = t->dev;
-            e->op = t->op;
-            e->tile = j;
-            e->task = t->bwd;
-            e->reg = reg;
-        }
-    }
-    return SS_OK;
-}
-
-/* Order the weight entries by weight tensor (a stable counting sort), so
- * both orders below, whose first key is the weight, only sort within each
- * weight's group: the result is the same total order a global sort gives,
- * at a fraction of the comparisons. */
-static ss_status group_weights(ss_builder *b, ss_diag *d)
-{
-    int nt = ss_graph_n_tensors(b->g);
-    GROW(b, wcount, cap_wcount, nt + 1, d);
-    GROW(b, we2, cap_we2, b->n_we, d);
-    GROW(b, widx, cap_widx, b->n_we, d);
-    GROW(b, wtmp, cap_wtmp, b->n_we, d);
-    memset(b->wcount, 0, (size_t)(nt + 1) * sizeof(int));
-    for (int k = 0; k < b->n_we; k++)
-        b->wcount[b->we[k].w + 1]++;
-    for (int t = 0; t < nt; t++)
-        b->wcount[t + 1] += b->wcount[t];
-    for (int k = 0; k < b->n_we; k++)
-        b->we2[b->wcount[b->we[k].w]++] = b->we[k];
-    wentry *x = b->we;
-    int c = b->cap_we;
-    b->we = b->we2;
-    b->cap_we = b->cap_we2;
-    b->we2 = x;
-    b->cap_we2 = c;
-    return SS_OK;
-}
-
-typedef int (*we_cmp)(const wentry *, const wentry *);
-
-/* Sort indices x[0..n) of entries we[] by cmp (merge sort, insertion sort
- * below 16; tmp has room for n / 2 + 1). The orders used are total on
- * distinguishable entries, so any correct sort gives the same result. */
-static void sort_idx(int *x, int *tmp, int n, const wentry *we, we_cmp cmp)
-{
-    if (n <= 16) {
-        for (int i = 1; i < n; i++) {
-            int v = x[i], k = i;
-            while (k > 0 && cmp(&we[v], &we[x[k - 1]]) < 0) {
-                x[k] = x[k - 1];
-                k--;
-            }
-            x[k] = v;
-        }
-        return;
-    }
-    int h = n / 2;
-    sort_idx(x, tmp, h, we, cmp);
-    sort_idx(x + h, tmp, n - h, we, cmp);
-    if (cmp(&we[x[h - 1]], &we[x[h]]) <= 0)
-        return;
-    memcpy(tmp, x, (size_t)h * sizeof *x);
-    int i = 0, j = h, k = 0;
-    while (i < h && j < n)
-        x[k++] = cmp(&we[x[j]], &we[tmp[i]]) < 0 ? x[j++] : tmp[i++];
-    while (i < h)
-        x[k++] = tmp[i++];
-}
-
-/* Sort each weight's group of entries (contiguous after group_weights):
- * indices are sorted, then the entries (large: they hold a region) move
- * once. */
-static void sort_groups(ss_builder *b, we_cmp cmp)
-{
-    for (int a = 0; a < b->n_we;) {
-        int e = a + 1;
-        while (e < b->n_we && b->we[e].w == b->we[a].w)
-            e++;
-        for (int k = a; k < e; k++)
-            b->widx[k] = k;
-        if (e - a > 1)
-            sort_idx(b->widx + a, b->wtmp, e - a, b->we, cmp);
-        a = e;
-    }
-    for (int k = 0; k < b->n_we; k++)
-        b->we2[k] = b->we[b->widx[k]];
-    wentry *x = b->we;
-    int c = b->cap_we;
-    b->we = b->we2;
-    b->cap_we = b->cap_we2;
-    b->we2 = x;
-    b->cap_we2 = c;
-}
-
-static ss_status weight_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
-{
-    const ss_graph *g = b->g;
-    if (b->n_we > 1)
-        sort_groups(b, cmp_we_dev);
-    for (int a = 0; a < b->n_we;) {
-        int e = a;
-        while (e < b->n_we && b->we[e].w == b->we[a].w && b->we[e].dev == b->we[a].dev)
-            e++;
-        GROW(b, regs, cap_regs, e - a, d);
-        int n = 0;
-        for (int k = a; k < e; k++)
-            if (n == 0 || region_cmp(&b->regs[n - 1], &b->we[k].reg))
-                b->regs[n++] = b->we[k].reg;
-        int64_t params = ss_memory_region_union(b->regs, n);
-        if (params < 0)
-            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory counting weights");
-        ss_memory_add_params(mm, b->we[a].dev, params, ss_graph_tensor(g, b->we[a].w)->dtype,
-                             ss_graph_optimizer(g), ss_graph_precision(g));
-        a = e;
-    }
-    return SS_OK;
-}
-
-static ss_status make_shards(ss_builder *b, ss_diag *d)
-{
-    const ss_graph *g = b->g;
-    if (b->n_we > 1)
-        sort_groups(b, cmp_we_reg);
-    b->n_sh = 0;
-    b->n_ipool = 0;
-    for (int a = 0; a < b->n_we;) {
-        int e = a;
-        while (e < b->n_we && b->we[e].w == b->we[a].w && !region_cmp(&b->we[e].reg, &b->we[a].reg))
-            e++;
-        GROW(b, sh, cap_sh, b->n_sh + 1, d);
-        GROW(b, ipool, cap_ipool, b->n_ipool + (e - a), d);
-        shard *s = &b->sh[b->n_sh++];
-        s->first = a;
-        s->count = e - a;
-        s->w = b->we[a].w;
-        s->params = volume(&b->we[a].reg);
-        double gb;
-        ss_memory_param_bytes(ss_graph_tensor(g, s->w)->dtype, ss_graph_optimizer(g),
-                              ss_graph_precision(g), NULL, &gb, NULL);
-        s->bytes = (double)s->params * gb;
-        s->dev_off = b->n_ipool;
-        s->n_dev = 0;
-        s->minop = s->maxop = b->we[a].op;
-        for (int k = a; k < e; k++) {
-            if (s->n_dev == 0 || b->ipool[b->n_ipool - 1] != b->we[k].dev) {
-                b->ipool[b->n_ipool++] = b->we[k].dev; /* sorted by dev within a shard */
-                s->n_dev++;
-            }
-            if (b->we[k].op < s->minop)
-                s->minop = b->we[k].op;
-            if (b->we[k].op > s->maxop)
-                s->maxop = b->we[k].op;
-        }
-        a = e;
-    }
-    b->st.shards = b->n_sh;
-    return SS_OK;
-}
-
-static int same_devs(const ss_builder *b, const shard *x, const shard *y)
-{
-    return x->n_dev == y->n_dev &&
-           !memcmp(b->ipool + x->dev_off, b->ipool + y->dev_off, (size_t)x->n_dev * sizeof(int));
-}
-
-/* Updates of shard s on each of its devices, after `after` (a collective) or,
- * when after < 0, after the shard's own backward tasks on that device. */
-static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, int after,
-                             ss_diag *d)
-{
-    const ss_graph *g = b->g;
-    for (int k = 0; k < s->n_dev; k++) {
-        int dev = b->ipool[s->dev_off + k];
-        int type = ss_machine_device(b->m, dev)->type;
-        double us = ss_cost_update_us(b->cm, type, s->params, ss_graph_optimizer(g),
-                                      ss_graph_precision(g));
-        int u = add_task(tg, SS_TASK_UPDATE, us, 3 * b->n_ops * (MB_CLAMP + 1) + s->minop,
-                         s->minop, -1, -1, s->w, 0, 1, &dev, d);
-        if (u < 0)
-            return d->status;
-        b->st.updates++;
-        if (after >= 0) {
-            if (ss_taskgraph_add_dep(tg, after, u, d) != SS_OK)
-                return d->status;
-            continue;
-        }
-        for (int e = s->first; e < s->first + s->count; e++)
-            if (b->we[e].dev == dev && ss_taskgraph_add_dep(tg, b->we[e].task, u, d) != SS_OK)
-                return d->status;
-    }
-    return SS_OK;
-}
-
-/* Close bucket order[lo..hi): one all-reduce over the (common) device set
- * after the shards' backward tasks (or the bulk barrier), then updates. */
-static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, int barrier,
-                              ss_diag *d)
-{
-    const shard *s0 = &b->sh[b->order[lo]];
-    double bytes = 0;
-    int minop = s0->minop, maxop = s0->maxop;
-    for (int k = lo; k < hi; k++) {
-        const shard *s = &b->sh[b->order[k]];
-        bytes += s->bytes;
-        if (s->minop < minop)
-            minop = s->minop;
-        if (s->maxop > maxop)
-            maxop = s->maxop;
-    }
-    int prio = 2 * b->n_ops * (MB_CLAMP + 1) +
-               (b->set.priority ? minop : b->n_ops - 1 - maxop);
-    int bucket = b->st.buckets++;
-    int c = add_collective(b, tg, SS_COLL_ALLREDUCE, b->ipool + s0->dev_off, s0->n_dev, bytes,
-                           bytes, s0->minop, bucket, SS_BUILD_COLL_GRAD, prio, d);
-    if (c < 0)
-        return d->status;
-    b->st.coll_grad++;
-    if (barrier >= 0) {
-        if (ss_taskgraph_add_dep(tg, barrier, c, d) != SS_OK)
-            return d->status;
-    } else {
-        for (int k = lo; k < hi; k++) {
-            const shard *s = &b->sh[b->order[k]];
-            for (int e = s->first; e < s->first + s->count; e++)
-                if (ss_taskgraph_add_dep(tg, b->we[e].task, c, d) != SS_OK)
-                    return d->status;
-        }
-    }
-    for (int k = lo; k < hi; k++) {
-        ss_status st = add_updates(b, tg, &b->sh[b->order[k]], c, d);
-        if (st != SS_OK)
-            return st;
-    }
-    return SS_OK;
-}
-
-static ss_status pass_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
-{
-    ss_status st;
-    if ((st = collect_weights(b, d)) != SS_OK || (st = group_weights(b, d)) != SS_OK ||
-        (st = weight_memory(b, mm, d)) != SS_OK ||
-        (st = make_shards(b, d)) != SS_OK)
-        return st;
-    GROW(b, order, cap_order, b->n_sh, d);
-    GROW(b, okeys, cap_okeys, b->n_sh, d);
-    for (int k = 0; k < b->n_sh; k++)
-        b->okeys[k] = (okey){b->sh[k].maxop, b->sh[k].w, b->sh[k].first, k};
-    if (b->n_sh > 1)
-        qsort(b->okeys, (size_t)b->n_sh, sizeof(okey), cmp_okey);
-    for (int k = 0; k < b->n_sh; k++)
-        b->order[k] = b->okeys[k].idx;
-    int barrier = -1;
-    if (b->set.sync == SS_SYNC_BULK) {
-        barrier = add_task(tg, SS_TASK_OTHER, 0, 2 * b->n_ops * (MB_CLAMP + 1), -1, -1, -1, 0, 0,
-                           0, NULL, d);
-        if (barrier < 0)
-            return d->status;
-        for (int j = 0; j < b->n_tiles; j++)
-            if (b->tiles[j].bwd >= 0 &&
-                ss_taskgraph_add_dep(tg, b->tiles[j].bwd, barrier, d) != SS_OK)
-                return d->status;
-    }
-    int open = -1; /* first shard of the open bucket in order[] */
-    double open_bytes = 0;
-    for (int k = 0; k < b->n_sh; k++) {
-        const shard *s = &b->sh[b->order[k]];
-        if (open >= 0 && (!same_devs(b, &b->sh[b->order[open]], s) ||
-                          !(b->set.bucket_bytes > 0) || open_bytes >= b->set.bucket_bytes)) {
-            if ((st = close_bucket(b, tg, open, k, barrier, d)) != SS_OK)
-                return st;
-            open = -1;
-        }
-        if (s->n_dev == 1) {
-            if ((st = add_updates(b, tg, s, barrier, d)) != SS_OK)
-                return st;
-            continue;
-        }
-        if (open < 0) {
-            open = k;
-            open_bytes = 0;
-        }
-        open_bytes += s->bytes;
-    }
-    if (open >= 0 && (st = close_bucket(b, tg, open, b->n_sh, barrier, d)) != SS_OK)
-        return st;
-    return SS_OK;
-}
-
 /* ---- pass 8: memory intervals ------------------------------------------ */
 
 static ss_status mem_add(ss_memory *mm, int dev, ss_mem_kind kind, double bytes, int t0, int e0,
@@ -1698,7 +1131,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
-        (st = pass_weights(b, tg, mm, d)) != SS_OK || (st = pass_memory(b, mm, d)) != SS_OK)
+        (st = ss_build_weights(b, tg, mm, d)) != SS_OK || (st = pass_memory(b, mm, d)) != SS_OK)
         return st;
     return ss_taskgraph_finalize(tg, d);
 }

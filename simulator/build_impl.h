@@ -1,0 +1,249 @@
+/*
+ * build_impl.h — internals shared by the task-graph builder's files:
+ * simulator/build.c (passes 1-6 and 8, memoization tables, the run) and
+ * simulator/build_weights.c (pass 7: weight gradients). The builder struct,
+ * its per-tile/unit/transfer records and the small helpers both use.
+ * Invariant: as build.c's, task ids recorded in the builder's arrays refer
+ * to tasks already added to the graph being built.
+ */
+#ifndef SS_BUILD_IMPL_H
+#define SS_BUILD_IMPL_H
+
+#include "simulator/build.h"
+#include "simulator/collective.h"
+#include "simulator/memo.h"
+
+#define MB_CLAMP 1023
+
+/* What the passes read of a tile, kept small (the passes stream through
+ * every tile several times); its shape lives apart (tshape). */
+typedef struct tileinfo {
+    int op, dev, devtype;
+    int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
+    int mb;       /* micro-batch: rank of its sample range among the op's tiles on its device */
+    double fwd_us, bwd_us, saved, ws;
+} tileinfo;
+
+typedef struct unitinfo {
+    int op, first, red; /* tiles first .. first + red - 1 (global indices) */
+    int ready;          /* task consumers wait for */
+    int entry;          /* backward entry for gradients from outside, -1 until made */
+    int n_unique;       /* distinct devices */
+    int xhead;          /* first transfer from this unit, -1 if none */
+    int phead;          /* first pair reading this unit, -1 if none */
+    int btag;           /* SS_BUILD_COLL_* carrying the output gradient to the members */
+} unitinfo;
+
+typedef struct xferinfo {
+    int tensor, unit, dev, src;
+    ss_region reg;
+    double bytes;
+    int task, btask; /* forward transfer; its gradient transfer (-1 until made) */
+    int block;       /* crosses pipeline stages: both transfers also hold src's and dev's streams */
+    int last_user;   /* global tile index of the last consumer */
+    int next;        /* next transfer from the same unit */
+} xferinfo;
+
+typedef struct pairinfo {
+    int unit, tile, xfer; /* consumer tile reads unit (xfer -1: same device) */
+    int tensor, next;     /* tensor read; next pair reading the same unit */
+    ss_region reg;        /* the region read (needed region within the unit's output) */
+} pairinfo;
+
+typedef struct needinfo { /* a region a member device of a unit reads */
+    int dev, tensor;
+    ss_region reg;
+} needinfo;
+
+typedef struct wentry {
+    int w, dev, op, tile, task;
+    ss_region reg;
+} wentry;
+
+typedef struct shard {
+    int first, count; /* entries in the region-sorted wentry array */
+    int w;
+    int64_t params;
+    double bytes;
+    int dev_off, n_dev; /* distinct devices in b->ipool */
+    int minop, maxop;
+} shard;
+
+/* ---- memoization (see "Reuse across runs" in build.h) ------------------- */
+
+#define KOP 4        /* configs remembered per op */
+#define KEDGE 4      /* (producer config, consumer config) pairs remembered per edge */
+#define MEMO_WORDS (4 << 20)
+
+/* A config seen for one op, with the tiles it gives (costs included). */
+typedef struct opslot {
+    int id;          /* > 0 while the slot holds a config; unique per builder */
+    uint64_t used;   /* LRU tick */
+    int ndim, deg[SS_MAX_DIMS], red, ntiles;
+    int *devs;       /* ntiles */
+    tileinfo *tiles; /* ntiles, task ids not meaningful */
+    ss_tile *shapes; /* ntiles */
+} opslot;
+
+/* The pairs of one graph edge (consumer op, input) for one pair of configs:
+ * consumer tile and producer unit (local indices) with the region read. */
+typedef struct epair {
+    int jl, ul;
+    ss_region reg;
+} epair;
+
+typedef struct edgeent {
+    int idq, ido;    /* producer and consumer config ids, 0 = empty */
+    uint64_t used;
+    int n, mixes;    /* pairs; some pair links tiles of different micro-batches */
+    epair *p;
+} edgeent;
+
+struct ss_builder {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    ss_plan_settings set;
+    ss_queue_policy policy;
+    ss_build_stats st;
+    int n_ops, n_dev;
+
+    tileinfo *tiles;
+    int n_tiles, cap_tiles;
+    ss_tile *shape_buf;     /* [n_tiles] shapes computed in this run */
+    int cap_shape;
+    const ss_tile **opshape; /* [n_ops] this run's tile shapes of each op: in
+                              * shape_buf or in the op's memo slot (valid
+                              * for the run: a slot is replaced only by its
+                              * own op's next config) */
+    int cap_opshape;
+    int *tile_base, *unit_base; /* [n_ops + 1] */
+    int cap_tb, cap_ub;
+    unitinfo *units;
+    int n_units, cap_units;
+    xferinfo *xf;
+    int n_xf, cap_xf;
+    pairinfo *pairs;
+    int n_pairs, cap_pairs;
+    wentry *we, *we2;
+    int n_we, cap_we, cap_we2;
+    int *wcount; /* [n_tensors + 1] scratch of group_weights */
+    int cap_wcount;
+    int *widx, *wtmp; /* [n_we] index sort scratch of sort_groups */
+    int cap_widx, cap_wtmp;
+    shard *sh;
+    int n_sh, cap_sh;
+    int *order;
+    int cap_order;
+    struct okey *okeys;
+    int cap_okeys;
+    int *ipool;
+    int n_ipool, cap_ipool;
+    int *res;
+    int cap_res;
+    int *gate; /* scratch per device (x micro-batch) */
+    int cap_gate;
+    ss_region *regs;
+    int cap_regs;
+    ss_region *uhave; /* scratch of edge_pairs: each producer unit's output region */
+    int cap_uhave;
+    int gating_ok; /* every data edge links tiles of the same micro-batch */
+    struct mbkey *mbk;
+    int cap_mbk;
+    needinfo *need;
+    int cap_need;
+    ss_coll_result coll;
+    /* memoization across runs */
+    int memo_on;
+    int memo_ops;       /* n_ops the tables below were made for, 0 = none */
+    opslot *slots;      /* [n_ops * KOP] */
+    int *cur;           /* [n_ops] slot of each op's config in this run */
+    int *edge_base;     /* [n_ops + 1] first edge of each consumer op */
+    edgeent *edges;     /* [n_edges * KEDGE] */
+    uint64_t tick;
+    int next_id;
+    ss_memo memo;       /* routes and collective costs */
+    int32_t *kbuf;
+    int cap_kbuf;
+    ss_build_memo_stats mst;
+};
+
+static inline int grow(void **p, int *cap, int need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    int nc = *cap ? *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    void *n = ss_realloc(*p, (size_t)nc * size);
+    if (!n)
+        return -1;
+    *p = n;
+    *cap = nc;
+    return 0;
+}
+
+#define GROW(b, arr, cap, need, d)                                                           \
+    do {                                                                                     \
+        if (grow((void **)&(b)->arr, &(b)->cap, (need), sizeof(*(b)->arr)))                  \
+            return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
+    } while (0)
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static inline int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int op, int tile,
+                    int mb, int aux, double bytes, int n_res, const int *res, ss_diag *d)
+{
+    ss_task_spec s;
+    s.kind = kind;
+    s.dur_us = dur;
+    s.priority = prio;
+    s.op = op;
+    s.tile = tile;
+    s.mb = mb;
+    s.aux = aux;
+    s.bytes = bytes;
+    s.n_res = n_res;
+    s.res = res;
+    return ss_taskgraph_add(tg, &s, d);
+}
+
+/* The shape of tile j (global index) in this run. */
+static inline const ss_tile *tshape(const ss_builder *b, int j)
+{
+    int o = b->tiles[j].op;
+    return &b->opshape[o][j - b->tile_base[o]];
+}
+
+static inline int64_t volume(const ss_region *r)
+{
+    int64_t v = 1;
+    for (int i = 0; i < r->ndim; i++)
+        v *= r->r[i].hi > r->r[i].lo ? r->r[i].hi - r->r[i].lo : 0;
+    return v;
+}
+
+static inline int region_cmp(const ss_region *a, const ss_region *b)
+{
+    if (a->ndim != b->ndim)
+        return a->ndim < b->ndim ? -1 : 1;
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->r[i].lo != b->r[i].lo)
+            return a->r[i].lo < b->r[i].lo ? -1 : 1;
+        if (a->r[i].hi != b->r[i].hi)
+            return a->r[i].hi < b->r[i].hi ? -1 : 1;
+    }
+    return 0;
+}
+
+/* Collective of `kind` over devs[0..n) (distinct), priced for cost_bytes,
+ * recorded as moving `bytes` (build.c): the task id, or -1 with d set. */
+int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, const int *devs,
+                            int n, double cost_bytes, double bytes, int op, int tile, int aux,
+                            int prio, ss_diag *d);
+
+/* Pass 7 (build_weights.c): weight memory, shards, gradient buckets and
+ * their all-reduces, updates. */
+ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d);
+
+#endif /* SS_BUILD_IMPL_H */
