@@ -29,6 +29,7 @@ ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     b->cm = cm;
     b->memo_on = 1;
     ss_memo_init(&b->memo, MEMO_WORDS);
+    ss_memo_init(&b->wmemo, WMEMO_WORDS);
     return b;
 }
 
@@ -58,6 +59,7 @@ void ss_build_forget(ss_builder *b)
 {
     free_tables(b);
     ss_memo_free(&b->memo);
+    ss_memo_free(&b->wmemo);
 }
 
 void ss_build_set_memo(ss_builder *b, int on)
@@ -84,9 +86,14 @@ void ss_build_free(ss_builder *b)
     ss_free(b->pairs);
     ss_free(b->we);
     ss_free(b->we2);
-    ss_free(b->wcount);
     ss_free(b->widx);
     ss_free(b->wtmp);
+    ss_free(b->wr);
+    ss_free(b->wu_off);
+    ss_free(b->wu_op);
+    ss_free(b->wu_k);
+    ss_free(b->wval);
+    ss_free(b->wkey);
     ss_free(b->sh);
     ss_free(b->order);
     ss_free(b->okeys);
@@ -102,6 +109,7 @@ void ss_build_free(ss_builder *b)
     ss_coll_result_clear(&b->coll);
     free_tables(b);
     ss_memo_free(&b->memo);
+    ss_memo_free(&b->wmemo);
     ss_free(b->kbuf);
     ss_free(b);
 }
@@ -1119,7 +1127,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
                     : SS_QUEUE_FIFO;
     memset(&b->st, 0, sizeof b->st);
     b->gating_ok = 1;
-    b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = 0;
+    b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
     ss_status st;
     if ((st = ss_taskgraph_reset(tg, b->n_dev, 2 * ss_machine_n_links(b->m), d)) != SS_OK ||
         (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||

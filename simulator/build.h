@@ -94,6 +94,9 @@
  *   per edge     the (consumer tile, producer unit, region read) pairs of a
  *                graph edge (consumer op, input), keyed by the producer's and
  *                the consumer's configs; the last 4 pairs of configs, LRU;
+ *   per weight   its shards (regions, devices, entries as (op, tile)) and
+ *                the parameters each device holds, keyed by the configs of
+ *                the ops that read it (build_weights.c);
  *   routes       channels, bottleneck bandwidth and latency per device pair;
  *   collectives  price and channels per (kind, device list, bytes).
  * A cached value is exactly what the computation returned, so the emitted
@@ -103,7 +106,7 @@
  * assume g, m and cm do not change between runs: after changing the cost
  * model (a provider added) call ss_build_forget. Memory is bounded (KOP and
  * KEDGE entries per op and edge; routes and collectives clear themselves
- * past 16 MiB).
+ * past 16 MiB, weight structures past 64 MiB).
  */
 #ifndef SS_BUILD_H
 #define SS_BUILD_H
@@ -146,6 +149,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
 typedef struct ss_build_memo_stats {
     int64_t op_hits, op_misses;     /* per op per run: tiles reused / computed */
     int64_t edge_hits, edge_misses; /* per graph edge per run: pairs reused / computed */
+    int64_t weight_hits, weight_misses; /* per weight per run: shard structure reused / computed */
 } ss_build_memo_stats;
 
 /* Drop everything memoized (the next run computes everything; scratch

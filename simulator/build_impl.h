@@ -60,8 +60,13 @@ typedef struct wentry {
     ss_region reg;
 } wentry;
 
+/* A shard's entry: a backward task producing a gradient of it, on dev. */
+typedef struct wref {
+    int task, dev;
+} wref;
+
 typedef struct shard {
-    int first, count; /* entries in the region-sorted wentry array */
+    int first, count; /* entries in b->wr */
     int w;
     int64_t params;
     double bytes;
@@ -74,6 +79,7 @@ typedef struct shard {
 #define KOP 4        /* configs remembered per op */
 #define KEDGE 4      /* (producer config, consumer config) pairs remembered per edge */
 #define MEMO_WORDS (4 << 20)
+#define WMEMO_WORDS (16 << 20)
 
 /* A config seen for one op, with the tiles it gives (costs included). */
 typedef struct opslot {
@@ -125,12 +131,16 @@ struct ss_builder {
     int n_xf, cap_xf;
     pairinfo *pairs;
     int n_pairs, cap_pairs;
-    wentry *we, *we2;
+    wentry *we, *we2; /* one weight's entries (build_weights.c scratch) */
     int n_we, cap_we, cap_we2;
-    int *wcount; /* [n_tensors + 1] scratch of group_weights */
-    int cap_wcount;
-    int *widx, *wtmp; /* [n_we] index sort scratch of sort_groups */
+    int *widx, *wtmp; /* [n_we] index sort scratch */
     int cap_widx, cap_wtmp;
+    wref *wr;         /* shard entries: shard s owns wr[s.first .. s.first + s.count) */
+    int n_wr, cap_wr;
+    int *wu_off, *wu_op, *wu_k; /* per weight tensor: the (op, weight slot) pairs reading it */
+    int wu_tensors;   /* tensors wu_off was made for, 0 = not yet */
+    int32_t *wval, *wkey; /* a weight's structure being encoded; its memo key */
+    int cap_wval, cap_wkey;
     shard *sh;
     int n_sh, cap_sh;
     int *order;
@@ -163,6 +173,7 @@ struct ss_builder {
     uint64_t tick;
     int next_id;
     ss_memo memo;       /* routes and collective costs */
+    ss_memo wmemo;      /* weight structures (build_weights.c) */
     int32_t *kbuf;
     int cap_kbuf;
     ss_build_memo_stats mst;

@@ -52,57 +52,84 @@ static int cmp_okey(const void *pa, const void *pb)
     return a->first < b->first ? -1 : a->first > b->first;
 }
 
-static ss_status collect_weights(ss_builder *b, ss_diag *d)
+/* The (op, weight slot) pairs reading each weight tensor, made once per
+ * builder (the graph does not change): wu_op/wu_k[wu_off[w] .. wu_off[w+1]),
+ * in op order. Graph inputs have no weights that count. */
+static ss_status weight_users(ss_builder *b, ss_diag *d)
 {
     const ss_graph *g = b->g;
-    b->n_we = 0;
-    for (int j = 0; j < b->n_tiles; j++) {
-        const tileinfo *t = &b->tiles[j];
-        const ss_op *op = ss_graph_op(g, t->op);
+    int nt = ss_graph_n_tensors(g);
+    if (b->wu_off && b->wu_tensors == nt)
+        return SS_OK;
+    ss_free(b->wu_off);
+    ss_free(b->wu_op);
+    ss_free(b->wu_k);
+    b->wu_tensors = 0;
+    int n = 0;
+    for (int o = 0; o < b->n_ops; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        if (op->type != SS_OP_INPUT)
+            n += op->n_w;
+    }
+    b->wu_off = ss_calloc((size_t)nt + 1, sizeof(int));
+    b->wu_op = ss_malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    b->wu_k = ss_malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    if (!b->wu_off || !b->wu_op || !b->wu_k) {
+        ss_free(b->wu_off);
+        ss_free(b->wu_op);
+        ss_free(b->wu_k);
+        b->wu_off = b->wu_op = b->wu_k = NULL;
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+    }
+    for (int o = 0; o < b->n_ops; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        if (op->type != SS_OP_INPUT)
+            for (int k = 0; k < op->n_w; k++)
+                b->wu_off[op->weights[k] + 1]++;
+    }
+    for (int t = 0; t < nt; t++)
+        b->wu_off[t + 1] += b->wu_off[t];
+    for (int o = 0; o < b->n_ops; o++) { /* fill with wu_off[w] as cursor */
+        const ss_op *op = ss_graph_op(g, o);
         if (op->type == SS_OP_INPUT)
             continue;
         for (int k = 0; k < op->n_w; k++) {
+            int w = op->weights[k], at = b->wu_off[w]++;
+            b->wu_op[at] = o;
+            b->wu_k[at] = k;
+        }
+    }
+    for (int t = nt; t > 0; t--)
+        b->wu_off[t] = b->wu_off[t - 1];
+    b->wu_off[0] = 0;
+    b->wu_tensors = nt;
+    return SS_OK;
+}
+
+/* The entries of weight w: one per tile of a user op and weight slot
+ * reading a non-empty region of w, in b->we[0 .. n_we). */
+static ss_status collect_weight(ss_builder *b, int w, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    b->n_we = 0;
+    for (int u = b->wu_off[w]; u < b->wu_off[w + 1]; u++) {
+        int o = b->wu_op[u], k = b->wu_k[u];
+        const ss_op *op = ss_graph_op(g, o);
+        for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
             ss_region reg;
             ss_op_input_region(g, op, tshape(b, j), op->n_in + k, &reg);
             if (volume(&reg) == 0)
                 continue;
             GROW(b, we, cap_we, b->n_we + 1, d);
             wentry *e = &b->we[b->n_we++];
-            e->w = op->weights[k];
-            e->dev = t->dev;
-            e->op = t->op;
+            e->w = w;
+            e->dev = b->tiles[j].dev;
+            e->op = o;
             e->tile = j;
-            e->task = t->bwd;
+            e->task = b->tiles[j].bwd;
             e->reg = reg;
         }
     }
-    return SS_OK;
-}
-
-/* Order the weight entries by weight tensor (a stable counting sort), so
- * both orders below, whose first key is the weight, only sort within each
- * weight's group: the result is the same total order a global sort gives,
- * at a fraction of the comparisons. */
-static ss_status group_weights(ss_builder *b, ss_diag *d)
-{
-    int nt = ss_graph_n_tensors(b->g);
-    GROW(b, wcount, cap_wcount, nt + 1, d);
-    GROW(b, we2, cap_we2, b->n_we, d);
-    GROW(b, widx, cap_widx, b->n_we, d);
-    GROW(b, wtmp, cap_wtmp, b->n_we, d);
-    memset(b->wcount, 0, (size_t)(nt + 1) * sizeof(int));
-    for (int k = 0; k < b->n_we; k++)
-        b->wcount[b->we[k].w + 1]++;
-    for (int t = 0; t < nt; t++)
-        b->wcount[t + 1] += b->wcount[t];
-    for (int k = 0; k < b->n_we; k++)
-        b->we2[b->wcount[b->we[k].w]++] = b->we[k];
-    wentry *x = b->we;
-    int c = b->cap_we;
-    b->we = b->we2;
-    b->cap_we = b->cap_we2;
-    b->we2 = x;
-    b->cap_we2 = c;
     return SS_OK;
 }
 
@@ -137,22 +164,20 @@ static void sort_idx(int *x, int *tmp, int n, const wentry *we, we_cmp cmp)
         x[k++] = tmp[i++];
 }
 
-/* Sort each weight's group of entries (contiguous after group_weights):
- * indices are sorted, then the entries (large: they hold a region) move
- * once. */
-static void sort_groups(ss_builder *b, we_cmp cmp)
+/* Sort b->we[0 .. n_we) by cmp: indices are sorted, then the entries (large:
+ * they hold a region) move once. */
+static ss_status sort_we(ss_builder *b, we_cmp cmp, ss_diag *d)
 {
-    for (int a = 0; a < b->n_we;) {
-        int e = a + 1;
-        while (e < b->n_we && b->we[e].w == b->we[a].w)
-            e++;
-        for (int k = a; k < e; k++)
-            b->widx[k] = k;
-        if (e - a > 1)
-            sort_idx(b->widx + a, b->wtmp, e - a, b->we, cmp);
-        a = e;
-    }
-    for (int k = 0; k < b->n_we; k++)
+    int n = b->n_we;
+    if (n < 2)
+        return SS_OK;
+    GROW(b, we2, cap_we2, n, d);
+    GROW(b, widx, cap_widx, n, d);
+    GROW(b, wtmp, cap_wtmp, n, d);
+    for (int k = 0; k < n; k++)
+        b->widx[k] = k;
+    sort_idx(b->widx, b->wtmp, n, b->we, cmp);
+    for (int k = 0; k < n; k++)
         b->we2[k] = b->we[b->widx[k]];
     wentry *x = b->we;
     int c = b->cap_we;
@@ -160,68 +185,176 @@ static void sort_groups(ss_builder *b, we_cmp cmp)
     b->cap_we = b->cap_we2;
     b->we2 = x;
     b->cap_we2 = c;
+    return SS_OK;
 }
 
-static ss_status weight_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
+static void put_i64(int32_t *w, int64_t x)
 {
-    const ss_graph *g = b->g;
-    if (b->n_we > 1)
-        sort_groups(b, cmp_we_dev);
-    for (int a = 0; a < b->n_we;) {
+    memcpy(w, &x, sizeof x);
+}
+
+static int64_t get_i64(const int32_t *w)
+{
+    int64_t x;
+    memcpy(&x, w, sizeof x);
+    return x;
+}
+
+/* The structure of weight w under the current configs of its users, as
+ * int32 words in b->wval (the value memoized, *len words):
+ *   n_mem, then per device holding w (ascending): dev, params (2 words:
+ *     the union of the regions it reads)
+ *   n_shards, then per distinct region (in region order): params (2),
+ *     minop, maxop, n_dev, the devices (ascending), count, then per entry
+ *     (in device, then backward task order) its op and tile within the op.
+ * Computed from the entries sorted by (device, region, task) and by
+ * (region, device, task), as the comparison orders define it. */
+static ss_status encode_weight(ss_builder *b, int w, int *len, ss_diag *d)
+{
+    ss_status st;
+    if ((st = collect_weight(b, w, d)) != SS_OK)
+        return st;
+    int n = b->n_we;
+    GROW(b, wval, cap_wval, 2 + 6 * n + 8 * n + 2, d);
+    int32_t *v = b->wval;
+    int at = 1;
+    v[0] = 0;
+    if ((st = sort_we(b, cmp_we_dev, d)) != SS_OK)
+        return st;
+    for (int a = 0; a < n;) {
         int e = a;
-        while (e < b->n_we && b->we[e].w == b->we[a].w && b->we[e].dev == b->we[a].dev)
+        while (e < n && b->we[e].dev == b->we[a].dev)
             e++;
         GROW(b, regs, cap_regs, e - a, d);
-        int n = 0;
+        int nr = 0;
         for (int k = a; k < e; k++)
-            if (n == 0 || region_cmp(&b->regs[n - 1], &b->we[k].reg))
-                b->regs[n++] = b->we[k].reg;
-        int64_t params = ss_memory_region_union(b->regs, n);
+            if (nr == 0 || region_cmp(&b->regs[nr - 1], &b->we[k].reg))
+                b->regs[nr++] = b->we[k].reg;
+        int64_t params = ss_memory_region_union(b->regs, nr);
         if (params < 0)
             return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory counting weights");
-        ss_memory_add_params(mm, b->we[a].dev, params, ss_graph_tensor(g, b->we[a].w)->dtype,
-                             ss_graph_optimizer(g), ss_graph_precision(g));
+        v[at] = b->we[a].dev;
+        put_i64(v + at + 1, params);
+        at += 3;
+        v[0]++;
         a = e;
+    }
+    if ((st = sort_we(b, cmp_we_reg, d)) != SS_OK)
+        return st;
+    int nsh_at = at++;
+    v[nsh_at] = 0;
+    for (int a = 0; a < n;) {
+        int e = a;
+        while (e < n && !region_cmp(&b->we[e].reg, &b->we[a].reg))
+            e++;
+        int minop = b->we[a].op, maxop = b->we[a].op;
+        for (int k = a; k < e; k++) {
+            if (b->we[k].op < minop)
+                minop = b->we[k].op;
+            if (b->we[k].op > maxop)
+                maxop = b->we[k].op;
+        }
+        put_i64(v + at, volume(&b->we[a].reg));
+        v[at + 2] = minop;
+        v[at + 3] = maxop;
+        int ndev_at = at + 4;
+        at += 5;
+        v[ndev_at] = 0;
+        for (int k = a; k < e; k++)
+            if (k == a || b->we[k].dev != b->we[k - 1].dev) { /* sorted by dev within a shard */
+                v[at++] = b->we[k].dev;
+                v[ndev_at]++;
+            }
+        v[at++] = e - a;
+        for (int k = a; k < e; k++) {
+            v[at++] = b->we[k].op;
+            v[at++] = b->we[k].tile - b->tile_base[b->we[k].op];
+        }
+        v[nsh_at]++;
+        a = e;
+    }
+    *len = at;
+    return SS_OK;
+}
+
+/* Apply the structure v of weight w (encode_weight) to this run: its
+ * memory, and its shards appended to b->sh with their entries (backward
+ * task and device of each tile) in b->wr. */
+static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory *mm, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    ss_dtype dt = ss_graph_tensor(g, w)->dtype;
+    ss_optimizer opt = ss_graph_optimizer(g);
+    ss_precision prec = ss_graph_precision(g);
+    int nm = *v++;
+    for (int i = 0; i < nm; i++, v += 3)
+        ss_memory_add_params(mm, v[0], get_i64(v + 1), dt, opt, prec);
+    double gb;
+    ss_memory_param_bytes(dt, opt, prec, NULL, &gb, NULL);
+    int ns = *v++;
+    GROW(b, sh, cap_sh, b->n_sh + ns, d);
+    for (int i = 0; i < ns; i++) {
+        shard *s = &b->sh[b->n_sh++];
+        s->w = w;
+        s->params = get_i64(v);
+        s->bytes = (double)s->params * gb;
+        s->minop = v[2];
+        s->maxop = v[3];
+        s->n_dev = v[4];
+        v += 5;
+        GROW(b, ipool, cap_ipool, b->n_ipool + s->n_dev, d);
+        s->dev_off = b->n_ipool;
+        memcpy(b->ipool + b->n_ipool, v, (size_t)s->n_dev * sizeof(int));
+        b->n_ipool += s->n_dev;
+        v += s->n_dev;
+        s->count = *v++;
+        s->first = b->n_wr;
+        GROW(b, wr, cap_wr, b->n_wr + s->count, d);
+        for (int k = 0; k < s->count; k++, v += 2) {
+            const tileinfo *t = &b->tiles[b->tile_base[v[0]] + v[1]];
+            b->wr[b->n_wr++] = (wref){t->bwd, t->dev};
+        }
     }
     return SS_OK;
 }
 
-static ss_status make_shards(ss_builder *b, ss_diag *d)
+/* Memory and shards of every weight, in weight order; each weight's
+ * structure memoized by its users' configs (build.h, "Reuse across runs"). */
+static ss_status weight_shards(ss_builder *b, ss_memory *mm, ss_diag *d)
 {
-    const ss_graph *g = b->g;
-    if (b->n_we > 1)
-        sort_groups(b, cmp_we_reg);
+    ss_status st;
+    if ((st = weight_users(b, d)) != SS_OK)
+        return st;
     b->n_sh = 0;
     b->n_ipool = 0;
-    for (int a = 0; a < b->n_we;) {
-        int e = a;
-        while (e < b->n_we && b->we[e].w == b->we[a].w && !region_cmp(&b->we[e].reg, &b->we[a].reg))
-            e++;
-        GROW(b, sh, cap_sh, b->n_sh + 1, d);
-        GROW(b, ipool, cap_ipool, b->n_ipool + (e - a), d);
-        shard *s = &b->sh[b->n_sh++];
-        s->first = a;
-        s->count = e - a;
-        s->w = b->we[a].w;
-        s->params = volume(&b->we[a].reg);
-        double gb;
-        ss_memory_param_bytes(ss_graph_tensor(g, s->w)->dtype, ss_graph_optimizer(g),
-                              ss_graph_precision(g), NULL, &gb, NULL);
-        s->bytes = (double)s->params * gb;
-        s->dev_off = b->n_ipool;
-        s->n_dev = 0;
-        s->minop = s->maxop = b->we[a].op;
-        for (int k = a; k < e; k++) {
-            if (s->n_dev == 0 || b->ipool[b->n_ipool - 1] != b->we[k].dev) {
-                b->ipool[b->n_ipool++] = b->we[k].dev; /* sorted by dev within a shard */
-                s->n_dev++;
-            }
-            if (b->we[k].op < s->minop)
-                s->minop = b->we[k].op;
-            if (b->we[k].op > s->maxop)
-                s->maxop = b->we[k].op;
+    b->n_wr = 0;
+    for (int w = 0; w < b->wu_tensors; w++) {
+        int u0 = b->wu_off[w], nu = b->wu_off[w + 1] - u0;
+        if (nu == 0)
+            continue;
+        const int32_t *v = NULL;
+        int vlen = 0;
+        if (b->memo_on) {
+            GROW(b, wkey, cap_wkey, 1 + nu, d);
+            b->wkey[0] = w;
+            for (int u = 0; u < nu; u++)
+                b->wkey[1 + u] = b->slots[b->cur[b->wu_op[u0 + u]]].id;
+            v = ss_memo_get(&b->wmemo, b->wkey, 1 + nu, &vlen);
         }
-        a = e;
+        if (v) {
+            b->mst.weight_hits++;
+        } else {
+            if ((st = encode_weight(b, w, &vlen, d)) != SS_OK)
+                return st;
+            if (b->memo_on) {
+                b->mst.weight_misses++;
+                if (ss_memo_put(&b->wmemo, b->wkey, 1 + nu, b->wval, vlen))
+                    return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+            }
+            v = b->wval;
+        }
+        if ((st = apply_weight(b, w, v, mm, d)) != SS_OK)
+            return st;
     }
     b->st.shards = b->n_sh;
     return SS_OK;
@@ -255,7 +388,7 @@ static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, in
             continue;
         }
         for (int e = s->first; e < s->first + s->count; e++)
-            if (b->we[e].dev == dev && ss_taskgraph_add_dep(tg, b->we[e].task, u, d) != SS_OK)
+            if (b->wr[e].dev == dev && ss_taskgraph_add_dep(tg, b->wr[e].task, u, d) != SS_OK)
                 return d->status;
     }
     return SS_OK;
@@ -292,7 +425,7 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
         for (int k = lo; k < hi; k++) {
             const shard *s = &b->sh[b->order[k]];
             for (int e = s->first; e < s->first + s->count; e++)
-                if (ss_taskgraph_add_dep(tg, b->we[e].task, c, d) != SS_OK)
+                if (ss_taskgraph_add_dep(tg, b->wr[e].task, c, d) != SS_OK)
                     return d->status;
         }
     }
@@ -307,9 +440,7 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
 ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
 {
     ss_status st;
-    if ((st = collect_weights(b, d)) != SS_OK || (st = group_weights(b, d)) != SS_OK ||
-        (st = weight_memory(b, mm, d)) != SS_OK ||
-        (st = make_shards(b, d)) != SS_OK)
+    if ((st = weight_shards(b, mm, d)) != SS_OK)
         return st;
     GROW(b, order, cap_order, b->n_sh, d);
     GROW(b, okeys, cap_okeys, b->n_sh, d);

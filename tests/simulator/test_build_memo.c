@@ -235,6 +235,9 @@ static void chain(const mcase *mc, uint64_t seed)
     /* a one-op move misses at most one op and its edges; jumps miss all */
     assert_true(ms->op_hits > 3 * ms->op_misses);
     assert_true(ms->edge_hits > 2 * ms->edge_misses);
+    assert_true(ms->weight_hits > 2 * ms->weight_misses);
+    print_message("%s: weight structures %lld reused, %lld computed\n", mc->model,
+                  (long long)ms->weight_hits, (long long)ms->weight_misses);
     test_free(buf);
     test_free(obuf);
     ss_plan_free(p);
@@ -280,6 +283,7 @@ static void test_memo_off(void **state)
     check_plan(&v, p, "mlp off", 1);
     assert_int_equal(ss_build_memo_stats_of(v.b)->op_hits, 0);
     assert_int_equal(ss_build_memo_stats_of(v.b)->edge_hits, 0);
+    assert_int_equal(ss_build_memo_stats_of(v.b)->weight_hits, 0);
     ss_build_set_memo(v.b, 1);
     check_plan(&v, p, "mlp on", 2);
     check_plan(&v, p, "mlp on", 3);
