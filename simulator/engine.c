@@ -11,19 +11,21 @@
  * entries released at the same time with a larger (prio, id): O(1) per task
  * in practice (a resumed run's initial releases may shift more). The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
- * all smaller). One binary heap of completion events. Per task, one 64-byte
- * record holds what the event loop touches, with the resource and up to two
- * successors inline (large graphs are memory-bound: a task costs one cache
- * line instead of one per array); predecessor counts stay apart, one byte
- * per task (see left); the result's arrays are copied out of the records
- * when the run ends. Per-task and per-resource arrays are grown on demand
- * and reused by every run. Invariant
- * between rounds: holder[r] is the running task on r or -1; a task is in r's
+ * all smaller). Completion events wait in a calendar, one bucket per
+ * distinct time (see ebucket), drained a round at a time in id order. Per
+ * task, one 64-byte record holds what the event loop touches, with the
+ * resource and up to two successors inline (large graphs are memory-bound:
+ * a task costs one cache line instead of one per array); predecessor counts
+ * stay apart, one byte per task (see left); the result's arrays are copied
+ * out of the records when the run ends. Per-task and per-resource arrays
+ * are grown on demand and reused by every run. Invariant between rounds:
+ * holder[r] is the running task on r or -1; a task is in r's
  * queue iff it is released, not started, and uses r.
  */
 #include "simulator/engine.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Queue entry: the key (cls, ready, prio, id) packed into two unsigned
@@ -83,10 +85,24 @@ static inline const int32_t *rres(const ss_taskgraph *tg, const trec *r)
     return r->nres == 1 ? &r->res : tg->res + r->res;
 }
 
-typedef struct event {
+/* Completion events, grouped by time (the calendar): per distinct pending
+ * time one bucket, its task ids in a chain of 64-byte chunks in push order;
+ * a binary min-heap of the buckets by time; a hash from a time's bits to its
+ * bucket (linear probing, backward-shift deletion). A round drains the
+ * bucket of its time into cur[], sorted by id: the order a heap of (time,
+ * id) pops them in. Pools are sized for the most events that can be pending
+ * at once (every task holding a resource holds it alone: at most one per
+ * resource, plus the tasks without resources), so no run allocates. */
+typedef struct echunk {
+    int32_t ids[14];
+    int32_t n, next;   /* next: the chunk pushed before, -1 for none */
+} echunk;
+
+typedef struct ebucket {
     double t;
-    int32_t id;
-} event;
+    int32_t head;      /* latest chunk; the free-list link when unused */
+    int32_t n;         /* ids in the chain */
+} ebucket;
 
 struct ss_engine {
     int valid;
@@ -105,7 +121,12 @@ struct ss_engine {
     int32_t *left_big; /* per task; read and written only where left is LEFT_BIG */
     void *rec_raw;                      /* allocation behind rec */
     trec *rec;                          /* 64-byte aligned */
-    event *ev;
+    /* calendar (sized in prepare for cap_pend pending events) */
+    int cap_pend;
+    ebucket *bk;
+    echunk *ch;
+    int32_t *theap, *hslot, *cur; /* hslot: bucket + 1, 0 empty; [hcap_max] */
+    int hcap_max;
     /* per resource */
     int cap_res;
     double *busy;
@@ -151,45 +172,6 @@ static inline const qent *qtop(const ss_engine *e, int r)
     return NULL;
 }
 
-static inline int eless(const event *a, const event *b)
-{
-    return (a->t < b->t) | ((a->t == b->t) & (a->id < b->id));
-}
-
-static inline void epush(event *h, int *n, event e)
-{
-    int i = (*n)++;
-    while (i > 0) {
-        int p = (i - 1) >> 1;
-        if (!eless(&e, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = e;
-}
-
-static inline void epop(event *h, int *n)
-{
-    int m = --(*n);
-    if (m == 0)
-        return;
-    event e = h[m];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= m)
-            break;
-        if (c + 1 < m && eless(&h[c + 1], &h[c]))
-            c++;
-        if (!eless(&h[c], &e))
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = e;
-}
-
 ss_engine *ss_engine_new(void) { return ss_calloc(1, sizeof(ss_engine)); }
 
 void ss_engine_free(ss_engine *e)
@@ -206,7 +188,11 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->left_big);
     ss_free(e->blocker);
     ss_free(e->by_res);
-    ss_free(e->ev);
+    ss_free(e->bk);
+    ss_free(e->ch);
+    ss_free(e->theap);
+    ss_free(e->hslot);
+    ss_free(e->cur);
     ss_free(e->busy);
     ss_free(e->holder);
     ss_free(e->last);
@@ -247,11 +233,11 @@ static inline int32_t left_of(const ss_engine *e, int t)
 
 /* Make room for a graph of this size. Arrays that grew stay grown on error;
  * the caps move only when every array of a group has its size. */
-static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
+static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pend)
 {
     if (tasks > e->cap_tasks) {
         if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) ||
-            GROW(blocker, tasks) || GROW(by_res, tasks) || GROW(ev, tasks) ||
+            GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks) ||
             GROW(left_big, tasks))
             return -1;
@@ -274,6 +260,16 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
             return -1;
         e->cap_slots = slots;
     }
+    if (pend > e->cap_pend) {
+        int hc = 64;
+        while (hc < 2 * pend)
+            hc *= 2;
+        if (GROW(bk, pend) || GROW(ch, pend + pend / 14 + 2) || GROW(theap, pend) ||
+            GROW(cur, pend) || GROW(hslot, hc))
+            return -1;
+        e->cap_pend = pend;
+        e->hcap_max = hc;
+    }
     if (devs > e->cap_dev) {
         if (GROW(compute, devs) || GROW(comm, devs) || GROW(exposed, devs) ||
             GROW(idle, devs) || GROW(last_t, devs) || GROW(ncomm, devs) ||
@@ -288,11 +284,206 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs)
 typedef struct run {
     ss_engine *e;
     const ss_taskgraph *tg;
-    int nev;
+    int nev;        /* pending events (calendar and cur) */
     int ntouched;
     int32_t round;  /* index of the event time being settled */
     int64_t retired, started;
+    /* calendar state */
+    int nbk, nheap, hcap, bk_free, ch_free;
+    double now;     /* the time being settled */
+    int collecting; /* 1 while events at `now` join cur (retire phase) */
+    int cpos, ncur; /* cur[cpos .. ncur): ids at `now` still to retire */
 } run;
+
+static inline uint32_t thash(double t, int hcap)
+{
+    uint64_t x;
+    memcpy(&x, &t, sizeof x);
+    x *= 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(x >> 32) & (uint32_t)(hcap - 1);
+}
+
+/* Bucket heap order: by time (times of distinct buckets differ). */
+static void theap_up(ss_engine *e, int i)
+{
+    int32_t b = e->theap[i];
+    double t = e->bk[b].t;
+    while (i > 0) {
+        int p = (i - 1) >> 1;
+        if (!(t < e->bk[e->theap[p]].t))
+            break;
+        e->theap[i] = e->theap[p];
+        i = p;
+    }
+    e->theap[i] = b;
+}
+
+static void theap_pop(run *s)
+{
+    ss_engine *e = s->e;
+    int m = --s->nheap;
+    if (m == 0)
+        return;
+    int32_t b = e->theap[m];
+    double t = e->bk[b].t;
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= m)
+            break;
+        if (c + 1 < m && e->bk[e->theap[c + 1]].t < e->bk[e->theap[c]].t)
+            c++;
+        if (!(e->bk[e->theap[c]].t < t))
+            break;
+        e->theap[i] = e->theap[c];
+        i = c;
+    }
+    e->theap[i] = b;
+}
+
+/* Insert bucket b (time t) into the hash. */
+static void hash_put(run *s, int32_t b, double t)
+{
+    ss_engine *e = s->e;
+    uint32_t mask = (uint32_t)s->hcap - 1, i = thash(t, s->hcap);
+    while (e->hslot[i])
+        i = (i + 1) & mask;
+    e->hslot[i] = b + 1;
+}
+
+/* Remove bucket b (time t) from the hash, shifting back the entries after
+ * it that would no longer be found. */
+static void hash_del(run *s, int32_t b, double t)
+{
+    ss_engine *e = s->e;
+    uint32_t mask = (uint32_t)s->hcap - 1, i = thash(t, s->hcap);
+    while (e->hslot[i] != b + 1)
+        i = (i + 1) & mask;
+    for (uint32_t j = (i + 1) & mask; e->hslot[j]; j = (j + 1) & mask) {
+        uint32_t h = thash(e->bk[e->hslot[j] - 1].t, s->hcap);
+        /* move j's entry into the hole at i unless its home h lies in (i, j] */
+        if (((j - h) & mask) >= ((j - i) & mask)) {
+            e->hslot[i] = e->hslot[j];
+            i = j;
+        }
+    }
+    e->hslot[i] = 0;
+}
+
+/* Completion event of task id at time t. */
+static void epush(run *s, double t, int32_t id)
+{
+    ss_engine *e = s->e;
+    s->nev++;
+    if (s->collecting && t == s->now) {
+        /* joins the round being settled: keep cur[cpos ..] sorted (moved
+         * to the front when it reaches the end: it holds pending events
+         * only, so it fits) */
+        if (s->ncur == e->cap_pend) {
+            memmove(e->cur, e->cur + s->cpos, (size_t)(s->ncur - s->cpos) * sizeof *e->cur);
+            s->ncur -= s->cpos;
+            s->cpos = 0;
+        }
+        int i = s->ncur++;
+        while (i > s->cpos && e->cur[i - 1] > id) {
+            e->cur[i] = e->cur[i - 1];
+            i--;
+        }
+        e->cur[i] = id;
+        return;
+    }
+    t += 0.0; /* -0 -> +0: one bucket per time value */
+    uint32_t mask = (uint32_t)s->hcap - 1;
+    int32_t b = -1;
+    for (uint32_t i = thash(t, s->hcap); e->hslot[i]; i = (i + 1) & mask)
+        if (e->bk[e->hslot[i] - 1].t == t) {
+            b = e->hslot[i] - 1;
+            break;
+        }
+    if (b < 0) {
+        b = s->bk_free;
+        s->bk_free = e->bk[b].head;
+        e->bk[b].t = t;
+        e->bk[b].head = -1;
+        e->bk[b].n = 0;
+        if (2 * (s->nbk + 1) > s->hcap) { /* grow within hcap_max, rehash */
+            s->hcap *= 2;
+            memset(e->hslot, 0, (size_t)s->hcap * sizeof *e->hslot);
+            for (int k = 0; k < s->nheap; k++)
+                hash_put(s, e->theap[k], e->bk[e->theap[k]].t);
+        }
+        s->nbk++;
+        hash_put(s, b, t);
+        e->theap[s->nheap++] = b;
+        theap_up(e, s->nheap - 1);
+    }
+    ebucket *bk = &e->bk[b];
+    echunk *c = bk->head >= 0 ? &e->ch[bk->head] : NULL;
+    if (!c || c->n == 14) {
+        int32_t k = s->ch_free;
+        s->ch_free = e->ch[k].next;
+        c = &e->ch[k];
+        c->n = 0;
+        c->next = bk->head;
+        bk->head = k;
+    }
+    c->ids[c->n++] = id;
+    bk->n++;
+}
+
+static int cmp_i32(const void *pa, const void *pb)
+{
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* Start settling time now: move the bucket of now (if any) into cur[],
+ * sorted by id. */
+static void drain(run *s, double now)
+{
+    ss_engine *e = s->e;
+    s->now = now;
+    s->cpos = s->ncur = 0;
+    if (s->nheap == 0 || !(e->bk[e->theap[0]].t == now))
+        return;
+    int32_t b = e->theap[0];
+    theap_pop(s);
+    hash_del(s, b, e->bk[b].t);
+    s->nbk--;
+    ebucket *bk = &e->bk[b];
+    int n = bk->n, pos = n;
+    for (int32_t k = bk->head; k >= 0;) { /* latest chunk last: push order */
+        echunk *c = &e->ch[k];
+        pos -= c->n;
+        memcpy(e->cur + pos, c->ids, (size_t)c->n * sizeof *c->ids);
+        int32_t nx = c->next;
+        c->next = s->ch_free;
+        s->ch_free = k;
+        k = nx;
+    }
+    bk->head = s->bk_free;
+    s->bk_free = b;
+    int32_t *x = e->cur;
+    int sorted = 1;
+    for (int i = 1; i < n && sorted; i++)
+        sorted = x[i - 1] < x[i];
+    if (!sorted) {
+        if (n <= 32) {
+            for (int i = 1; i < n; i++) {
+                int32_t v = x[i];
+                int k = i;
+                while (k > 0 && x[k - 1] > v) {
+                    x[k] = x[k - 1];
+                    k--;
+                }
+                x[k] = v;
+            }
+        } else {
+            qsort(x, (size_t)n, sizeof *x, cmp_i32);
+        }
+    }
+    s->ncur = n;
+}
 
 static inline void touch(run *s, int r)
 {
@@ -375,8 +566,7 @@ static void start_task(run *s, int h, double t)
     rh->end = t + dur;
     e->start_round[h] = s->round;
     s->started++;
-    event ev = {t + dur, h};
-    epush(e->ev, &s->nev, ev);
+    epush(s, t + dur, h);
 }
 
 static inline void release(run *s, int t_id, double t)
@@ -468,6 +658,22 @@ static void dispatch(run *s, double now, int zero_only)
     s->ntouched = keep;
 }
 
+/* An empty calendar (prepare sized its pools). */
+static void cal_reset(run *s)
+{
+    ss_engine *e = s->e;
+    int np = e->cap_pend, nc = np + np / 14 + 2;
+    for (int b = 0; b < np; b++)
+        e->bk[b].head = b + 1 < np ? b + 1 : -1;
+    for (int k = 0; k < nc; k++)
+        e->ch[k].next = k + 1 < nc ? k + 1 : -1;
+    s->bk_free = 0;
+    s->ch_free = 0;
+    s->nbk = s->nheap = 0;
+    s->hcap = 64;
+    memset(e->hslot, 0, (size_t)s->hcap * sizeof *e->hslot);
+}
+
 /* Settle time `now`: retire everything ending now, then run zero-duration
  * tasks to closure (they take no time, so everything they release is ready
  * now too and competes on equal terms), then start positive-duration tasks
@@ -475,16 +681,19 @@ static void dispatch(run *s, double now, int zero_only)
 static void settle(run *s, double now)
 {
     ss_engine *e = s->e;
+    drain(s, now);
+    s->collecting = 1;
     for (;;) {
-        while (s->nev > 0 && e->ev[0].t == now) {
-            int h = e->ev[0].id;
-            epop(e->ev, &s->nev);
+        while (s->cpos < s->ncur) {
+            int h = e->cur[s->cpos++];
+            s->nev--;
             retire(s, h, now);
         }
         dispatch(s, now, 1);
-        if (!(s->nev > 0 && e->ev[0].t == now))
+        if (s->cpos == s->ncur)
             break;
     }
+    s->collecting = 0;
     dispatch(s, now, 0);
 }
 
@@ -500,8 +709,12 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     if (!tg->finalized)
         return ss_diag_set(d, SS_ERR_INVALID, "engine: task graph not finalized");
     int n = tg->n_tasks, nr = tg->n_resources, nd = tg->n_devices;
-    int nslots = tg->res_off[n];
-    if (reserve(e, n, nr, nslots, nd))
+    int nslots = tg->res_off[n], nzero = 0;
+    for (int t = 0; t < n; t++)
+        nzero += tg->res_off[t + 1] == tg->res_off[t];
+    /* most events pending at once: one per resource, plus resource-less tasks */
+    int pend = (nr + nzero < n ? nr + nzero : n) + 1;
+    if (reserve(e, n, nr, nslots, nd, pend))
         return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for %d tasks", n);
 
     for (int r = 0; r < nr; r++) {
@@ -570,7 +783,7 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     settle(s, t0);
     while (s->nev > 0) {
         s->round = (int32_t)rounds++;
-        settle(s, e->ev[0].t);
+        settle(s, e->bk[e->theap[0]].t);
     }
     if (s->retired != n) {
         int bad = -1;
@@ -635,7 +848,11 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
     ss_status st = prepare(e, tg, cfg, d);
     if (st != SS_OK)
         return st;
-    run s = {e, tg, 0, 0, 0, 0, 0};
+    run s;
+    memset(&s, 0, sizeof s);
+    s.e = e;
+    s.tg = tg;
+    cal_reset(&s);
     for (int t = 0; t < tg->n_tasks; t++)
         if (e->left[t] == 0)
             release(&s, t, 0.0);
@@ -654,7 +871,11 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
     if (!(T >= 0) || !isfinite(T))
         return ss_diag_set(d, SS_ERR_INVALID, "engine: resume time %g is not a finite time >= 0",
                            T);
-    run s = {e, tg, 0, 0, 0, 0, 0};
+    run s;
+    memset(&s, 0, sizeof s);
+    s.e = e;
+    s.tg = tg;
+    cal_reset(&s);
     /* Tasks that started before T keep their times: those that ended
      * before T are retired, the others hold their resources and have their
      * completion event. */
@@ -682,8 +903,7 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
         if (fe[t] < T) {
             s.retired++;
         } else {
-            event ev = {fe[t], t};
-            epush(e->ev, &s.nev, ev);
+            epush(&s, fe[t], t);
         }
     }
     /* Remaining predecessor counts and ready times (rule 1): every retired

@@ -110,7 +110,7 @@
  *
  * Speed: O(tasks log + edges + resource slots) with compact arrays: sorted
  * per-resource queues filled in key order (O(1) push and pop in practice,
- * engine.c), one event heap; no allocation per task. See
+ * engine.c), completion events bucketed by time; no allocation per task. See
  * benchmarks/bench_engine.c.
  */
 #ifndef SS_ENGINE_H

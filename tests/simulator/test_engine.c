@@ -813,6 +813,71 @@ static void test_wide_fan(void **state)
     ss_taskgraph_free(tg);
 }
 
+/* Many zero-duration tasks in one round: a chain of 1000 on device 0 at
+ * time 0 (each ends when it starts, releasing the next), then a 5 us task.
+ * Every chain task starts and ends at 0, blocked by its predecessor (not by
+ * the resource); the last task holds [0, 5); two event times (0 and 5). */
+static void test_zero_chain(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    ss_taskgraph *tg = ss_taskgraph_new(1, 0);
+    ss_engine *e = ss_engine_new();
+    int prev = -1, first = -1;
+    for (int i = 0; i < N; i++) {
+        int t = add1(tg, SS_TASK_FWD, 0, 0, 0);
+        if (prev >= 0)
+            dep(tg, prev, t);
+        else
+            first = t;
+        prev = t;
+    }
+    int last = add1(tg, SS_TASK_BWD, 0, 5, 0);
+    dep(tg, prev, last);
+    const ss_engine_result *r = run(e, tg, SS_QUEUE_FIFO);
+    for (int t = first; t < first + N; t++) {
+        assert_true(r->start[t] == 0 && r->end[t] == 0);
+        assert_int_equal(r->blocker[t], t == first ? -1 : t - 1);
+        assert_int_equal(r->blocked_by_resource[t], 0);
+    }
+    assert_true(r->start[last] == 0 && r->end[last] == 5 && r->makespan == 5);
+    assert_int_equal(r->n_rounds, 2);
+    ss_engine_free(e);
+    ss_taskgraph_free(tg);
+}
+
+/* Many distinct event times pending at once: device i (of 100) runs a
+ * (i + 1) us task, then a 0.5 us task; a join Z (no resources) waits for
+ * all second tasks. Starts: a_i at 0, b_i at i + 1; ends of b_i at i + 1.5;
+ * Z at 100.5 (blocked by b_99, the last to end). Event times: 0, 1 .. 100,
+ * 1.5 .. 100.5: 201 rounds. */
+static void test_many_times(void **state)
+{
+    (void)state;
+    enum { D = 100 };
+    ss_taskgraph *tg = ss_taskgraph_new(D, 0);
+    ss_engine *e = ss_engine_new();
+    int a[D], b[D];
+    for (int i = 0; i < D; i++) {
+        a[i] = add1(tg, SS_TASK_FWD, i, i + 1, 0);
+        b[i] = add1(tg, SS_TASK_FWD, i, 0.5, 0);
+        dep(tg, a[i], b[i]);
+    }
+    int z = addn(tg, SS_TASK_OTHER, 0, 0, NULL);
+    for (int i = 0; i < D; i++)
+        dep(tg, b[i], z);
+    const ss_engine_result *r = run(e, tg, SS_QUEUE_FIFO);
+    for (int i = 0; i < D; i++) {
+        assert_true(r->start[a[i]] == 0 && r->end[a[i]] == i + 1);
+        assert_true(r->start[b[i]] == i + 1 && r->end[b[i]] == i + 1.5);
+    }
+    assert_true(r->start[z] == 100.5 && r->makespan == 100.5);
+    assert_int_equal(r->blocker[z], b[D - 1]);
+    assert_int_equal(r->n_rounds, 201);
+    ss_engine_free(e);
+    ss_taskgraph_free(tg);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -951,6 +1016,8 @@ int main(void)
         cmocka_unit_test(test_resume_equals_run),
         cmocka_unit_test(test_resume_errors),
         cmocka_unit_test(test_wide_fan),
+        cmocka_unit_test(test_zero_chain),
+        cmocka_unit_test(test_many_times),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_alloc_failures),
     };
