@@ -84,6 +84,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->units);
     ss_free(b->xf);
     ss_free(b->pairs);
+    ss_free(b->preg);
     ss_free(b->we);
     ss_free(b->we2);
     ss_free(b->widx);
@@ -549,6 +550,7 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
 static ss_status add_pair(ss_builder *b, int uu, int j, int tid, const ss_region *ov, ss_diag *d)
 {
     GROW(b, pairs, cap_pairs, b->n_pairs + 1, d);
+    GROW(b, preg, cap_preg, b->n_pairs + 1, d);
     unitinfo *u = &b->units[uu];
     int pi = b->n_pairs++;
     pairinfo *pr = &b->pairs[pi];
@@ -556,7 +558,7 @@ static ss_status add_pair(ss_builder *b, int uu, int j, int tid, const ss_region
     pr->tile = j;
     pr->xfer = -1;
     pr->tensor = tid;
-    pr->reg = *ov;
+    b->preg[pi] = *ov;
     pr->next = u->phead;
     u->phead = pi;
     return SS_OK;
@@ -646,7 +648,7 @@ static int store_edge(ss_builder *b, edgeent *x, int q, int o, int first, int mi
         const pairinfo *pr = &b->pairs[first + k];
         x->p[k].jl = pr->tile - b->tile_base[o];
         x->p[k].ul = pr->unit - b->unit_base[q];
-        x->p[k].reg = pr->reg;
+        x->p[k].reg = b->preg[first + k];
     }
     x->n = n;
     x->mixes = mixes;
@@ -751,7 +753,7 @@ static ss_status unit_reads(ss_builder *b, const unitinfo *u, int n, int *outsid
             continue;
         }
         GROW(b, need, cap_need, m + 1, d);
-        b->need[m++] = (needinfo){dev, pr->tensor, pr->reg};
+        b->need[m++] = (needinfo){dev, pr->tensor, b->preg[k]};
         has_root |= dev == root;
     }
     if (m > 1)
@@ -846,7 +848,8 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
                 return d->status;
             continue;
         }
-        int x = find_xfer(b, u, pr->tensor, tj->dev, &pr->reg);
+        const ss_region *reg = &b->preg[pi];
+        int x = find_xfer(b, u, pr->tensor, tj->dev, reg);
         if (x < 0) {
             GROW(b, xf, cap_xf, b->n_xf + 1, d);
             x = b->n_xf;
@@ -855,8 +858,8 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
             X->unit = pr->unit;
             X->dev = tj->dev;
             X->src = b->tiles[u->first].dev;
-            X->reg = pr->reg;
-            X->bytes = (double)volume(&pr->reg) *
+            X->reg = *reg;
+            X->bytes = (double)volume(reg) *
                        (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
             X->btask = -1;
             X->block = b->set.schedule == SS_PIPE_1F1B &&

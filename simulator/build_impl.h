@@ -47,8 +47,7 @@ typedef struct xferinfo {
 typedef struct pairinfo {
     int unit, tile, xfer; /* consumer tile reads unit (xfer -1: same device) */
     int tensor, next;     /* tensor read; next pair reading the same unit */
-    ss_region reg;        /* the region read (needed region within the unit's output) */
-} pairinfo;
+} pairinfo;               /* the region read: preg[] at the same index */
 
 typedef struct needinfo { /* a region a member device of a unit reads */
     int dev, tensor;
@@ -131,6 +130,10 @@ struct ss_builder {
     int n_xf, cap_xf;
     pairinfo *pairs;
     int n_pairs, cap_pairs;
+    ss_region *preg; /* [n_pairs]: the region each pair reads (needed region within
+                      * the unit's output), apart: the passes over pairs mostly
+                      * do not read it */
+    int cap_preg;
     wentry *we, *we2; /* one weight's entries (build_weights.c scratch) */
     int n_we, cap_we, cap_we2;
     int *widx, *wtmp; /* [n_we] index sort scratch */
