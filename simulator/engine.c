@@ -483,18 +483,18 @@ static void drain(run *s, double now)
         }
     }
     s->ncur = n;
-    /* what retiring them reads: their records, then their successors'
-     * counts and records (a round's tasks are independent: the misses
-     * overlap) */
+    /* what retiring them reads: their records, then their (first four)
+     * successors' counts and records (a round's tasks are independent: the
+     * misses overlap) */
     for (int i = 0; i < n; i++)
         __builtin_prefetch(&e->rec[x[i]]);
     for (int i = 0; i < n; i++) {
         const trec *rh = &e->rec[x[i]];
-        if (rh->nsucc <= 2)
-            for (int k = 0; k < rh->nsucc; k++) {
-                __builtin_prefetch(&e->left[rh->succ[k]], 1);
-                __builtin_prefetch(&e->rec[rh->succ[k]], 1);
-            }
+        const int32_t *sc = rsucc(s->tg, rh);
+        for (int k = 0; k < rh->nsucc && k < 4; k++) {
+            __builtin_prefetch(&e->left[sc[k]], 1);
+            __builtin_prefetch(&e->rec[sc[k]], 1);
+        }
     }
 }
 
