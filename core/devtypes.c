@@ -58,6 +58,9 @@ static const double a100_fx[] = {1e5, 1e6, 1e7};
 static const double a100_fy[] = {0.660, 0.792, 0.80};
 static const double a100_mx[] = {1e4, 1e5};
 static const double a100_my[] = {0.846, 0.85};
+/* A100, calibrated: tensor-core alignment factors for matrix products whose
+ * rows are multiples of only 8 / 4 / <= 2 bytes (docs/calibration.md). */
+static const double a100_align[3] = {1.0, 1.0, 1.0};
 /* Tensor-core GPUs of the V100 / T4 / RTX 3090 class. */
 static const double tc_fx[] = {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11};
 static const double tc_fy[] = {0.02, 0.05, 0.15, 0.35, 0.55, 0.70, 0.78};
@@ -131,6 +134,8 @@ static void fill(ss_device_type *t, const spec *s)
     case EFF_OLD: TAB(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, old_fx, old_fy); break;
     case EFF_CPU: TAB(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, cpu_fx, cpu_fy); break;
     }
+    for (int k = 0; k < 3; k++)
+        t->eff_align[k] = s->fam == EFF_A100 ? a100_align[k] : 1.0;
     if (s->is_cpu)
         TAB(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, cpu_mx, cpu_my);
     else if (s->fam == EFF_A100)

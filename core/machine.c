@@ -272,6 +272,10 @@ static uint64_t compute_fingerprint(const ss_machine *m)
             h = ss_fnv_f64(h, t->eff_mem_x[k]);
             h = ss_fnv_f64(h, t->eff_mem_y[k]);
         }
+        /* only when set, so machines without it keep their fingerprints */
+        if (t->eff_align[0] != 1 || t->eff_align[1] != 1 || t->eff_align[2] != 1)
+            for (int k = 0; k < 3; k++)
+                h = ss_fnv_f64(h, t->eff_align[k]);
     }
     h = ss_fnv_i64(h, m->n_hosts);
     h = ss_fnv_i64(h, m->n_devices);

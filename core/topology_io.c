@@ -125,13 +125,38 @@ static ss_status parse_eff(const char *file, const char *jp, const json_t *obj, 
     return SS_OK;
 }
 
+/* Optional "eff_align": [f8, f4, f2], each in (0, 1]; absent: unchanged. */
+static ss_status parse_align(const char *file, const char *jp, const json_t *o, double out[3],
+                             ss_diag *d)
+{
+    const json_t *a = json_object_get(o, "eff_align");
+    if (!a)
+        return SS_OK;
+    if (!json_is_array(a) || json_array_size(a) != 3)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s.eff_align: expected an array of 3 numbers (factors for rows "
+                           "aligned to 8, 4 and <= 2 bytes)",
+                           file, jp);
+    double v[3];
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *e = json_array_get(a, i);
+        v[i] = json_is_number(e) ? json_number_value(e) : -1;
+        if (!(v[i] > 0 && v[i] <= 1))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: %s.eff_align[%zu]: expected a number in (0, 1]", file, jp, i);
+    }
+    memcpy(out, v, sizeof v);
+    return SS_OK;
+}
+
 /* Parse device_types[i] into *t. Declared types before it (types[0..n)) and
  * the built-ins may serve as a base. */
 static ss_status parse_type(const char *file, const char *jp, const json_t *o,
                             const ss_device_type *types, int n, ss_device_type *t, ss_diag *d)
 {
     static const char *const keys[] = {"name", "base", "is_cpu", "peak_tflops", "mem_gbps",
-                                       "mem_gib", "launch_us", "eff_flops", "eff_mem", NULL};
+                                       "mem_gib", "launch_us", "eff_flops", "eff_mem", "eff_align",
+                                       NULL};
     ss_status st = ss_json_check_keys(file, jp, o, keys, d);
     const char *name = NULL, *base = NULL;
     if (!st)
@@ -181,6 +206,8 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
         const ss_device_type *dflt = ss_devtype_find_builtin(cpu ? "CPU-core" : "V100-SXM2-16GB");
         tt.is_cpu = cpu;
         tt.launch_us = dflt->launch_us;
+        for (int k = 0; k < 3; k++)
+            tt.eff_align[k] = 1.0;
         tt.n_eff_flops = dflt->n_eff_flops;
         memcpy(tt.eff_flops_x, dflt->eff_flops_x, sizeof tt.eff_flops_x);
         memcpy(tt.eff_flops_y, dflt->eff_flops_y, sizeof tt.eff_flops_y);
@@ -208,6 +235,8 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
         st = parse_eff(file, jp, o, "eff_flops", &tt.n_eff_flops, tt.eff_flops_x, tt.eff_flops_y, d);
     if (!st)
         st = parse_eff(file, jp, o, "eff_mem", &tt.n_eff_mem, tt.eff_mem_x, tt.eff_mem_y, d);
+    if (!st)
+        st = parse_align(file, jp, o, tt.eff_align, d);
     if (st)
         return st;
     if (!(tt.peak_tflops[SS_F32] > 0))
@@ -977,6 +1006,12 @@ static json_t *type_json(const ss_device_type *t, int *bad)
     put(o, "launch_us", json_real(t->launch_us), bad);
     put(o, "eff_flops", eff_json(t->n_eff_flops, t->eff_flops_x, t->eff_flops_y, bad), bad);
     put(o, "eff_mem", eff_json(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, bad), bad);
+    if (t->eff_align[0] != 1 || t->eff_align[1] != 1 || t->eff_align[2] != 1) {
+        json_t *al = json_array();
+        for (int k = 0; k < 3 && al; k++)
+            append(al, json_real(t->eff_align[k]), bad);
+        put(o, "eff_align", al, bad);
+    }
     return o;
 }
 

@@ -361,6 +361,12 @@ typedef struct ss_device_type {
      * the first value, above the last the last. */
     int n_eff_flops; double eff_flops_x[SS_EFF_POINTS], eff_flops_y[SS_EFF_POINTS]; /* x = FLOPs per kernel */
     int n_eff_mem;   double eff_mem_x[SS_EFF_POINTS],   eff_mem_y[SS_EFF_POINTS];   /* x = bytes per kernel */
+    /* Tensor-core alignment: factor on the compute efficiency of an f16/bf16
+     * matrix product (linear, batch_matmul) whose operand rows (the inner
+     * and output dims) are multiples of only 8, 4, or 2 or fewer bytes
+     * instead of 16 ([0], [1], [2]); in (0, 1], 1 = no penalty (0, unset,
+     * reads as 1). */
+    double eff_align[3];
 } ss_device_type;
 
 /* Built-in specs: "K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",

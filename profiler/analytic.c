@@ -16,7 +16,15 @@
  * a kernel is in the efficiency tables' small sizes. (Calibrated against
  * measured Megatron-LM runs, docs/calibration.md: the additive form
  * overpredicts large micro-batches and underpredicts small ones.) Passes with no work cost nothing, and views (input, reshape)
- * cost nothing at all. Invariant: pure function of (device type, op
+ * cost nothing at all.
+ *
+ * Tensor-core alignment: f16/bf16 matrix products (linear, batch_matmul)
+ * load operand rows in 16-byte vectors; when the inner dim K or the output
+ * dim N of the tile is a multiple of only 8, 4 or <= 2 bytes, cuBLAS falls
+ * back to narrower kernels, and eff_flops is multiplied by the device type's
+ * eff_align[0], [1] or [2] (the row lengths are K and N in every pass:
+ * X[M,K].W, dY[M,N].W^T, dY^T.X; M is never a leading dim). Calibrated on
+ * the A100 from an odd LM-head width (vocabulary 50,257), docs/calibration.md. Invariant: pure function of (device type, op
  * signature, tile) — the cost model's cache relies on it.
  */
 #include "simsearch.h"
@@ -43,9 +51,41 @@ static ss_dtype compute_dtype(const ss_graph *g, const ss_op *op)
     return t ? t->dtype : SS_F32;
 }
 
-/* Time in us of one pass of k kernels doing flops and bytes. */
+/* Largest power of two dividing both a and b, at most cap (a, b > 0). */
+static int64_t pow2_common(int64_t a, int64_t b, int64_t cap)
+{
+    int64_t p = 1;
+    while (p < cap && a % (2 * p) == 0 && b % (2 * p) == 0)
+        p *= 2;
+    return p;
+}
+
+/* Factor on the compute efficiency of tile t of op for its row alignment
+ * (see the file comment); 1 for ops that are not tensor-core products. */
+static double align_factor(const ss_device_type *dt, const ss_graph *g, const ss_op *op,
+                           const ss_tile *t, ss_dtype dtype)
+{
+    if ((op->type != SS_OP_LINEAR && op->type != SS_OP_BATCH_MATMUL) ||
+        (dtype != SS_F16 && dtype != SS_BF16) || op->n_in < 1 || t->out.ndim < 1)
+        return 1;
+    ss_region in;
+    ss_op_input_region(g, op, t, 0, &in);
+    if (in.ndim < 1)
+        return 1;
+    int64_t k = in.r[in.ndim - 1].hi - in.r[in.ndim - 1].lo;
+    int64_t n = t->out.r[t->out.ndim - 1].hi - t->out.r[t->out.ndim - 1].lo;
+    if (k <= 0 || n <= 0)
+        return 1;
+    int64_t es = (int64_t)ss_dtype_size(dtype);
+    int64_t bytes = pow2_common(k, n, 16 / es) * es;
+    double f = bytes >= 16 ? 1 : dt->eff_align[bytes >= 8 ? 0 : bytes >= 4 ? 1 : 2];
+    return f > 0 ? f : 1;
+}
+
+/* Time in us of one pass of k kernels doing flops and bytes; fal multiplies
+ * the compute efficiency (alignment). */
 static double pass_us(const ss_device_type *dt, ss_dtype dtype, double flops, double bytes,
-                      int k)
+                      int k, double fal)
 {
     if (flops <= 0 && bytes <= 0)
         return 0;
@@ -54,7 +94,8 @@ static double pass_us(const ss_device_type *dt, ss_dtype dtype, double flops, do
         peak = dt->peak_tflops[SS_F32];
     double compute = 0, memory = 0;
     if (flops > 0 && peak > 0) {
-        double eff = ss_devtype_eff(dt->n_eff_flops, dt->eff_flops_x, dt->eff_flops_y, flops / k);
+        double eff = fal * ss_devtype_eff(dt->n_eff_flops, dt->eff_flops_x, dt->eff_flops_y,
+                                          flops / k);
         if (!(eff > 1e-6))
             eff = 1e-6;
         compute = flops / (peak * 1e12 * eff) * 1e6;
@@ -78,6 +119,8 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
     if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
         return; /* no kernel: data arrives / a view */
     ss_dtype dtype = compute_dtype(g, op);
-    out->fwd_us = pass_us(dt, dtype, out->work.fwd_flops, out->work.fwd_bytes, 1);
-    out->bwd_us = pass_us(dt, dtype, out->work.bwd_flops, out->work.bwd_bytes, op->n_w > 0 ? 2 : 1);
+    double fal = align_factor(dt, g, op, t, dtype);
+    out->fwd_us = pass_us(dt, dtype, out->work.fwd_flops, out->work.fwd_bytes, 1, fal);
+    out->bwd_us = pass_us(dt, dtype, out->work.bwd_flops, out->work.bwd_bytes,
+                          op->n_w > 0 ? 2 : 1, fal);
 }

@@ -233,6 +233,8 @@ static void test_compact_pcie_groups_and_ring(void **state)
     ss_machine_free(m);
 }
 
+static void round_trip(ss_machine *m);
+
 static void test_type_overrides(void **state)
 {
     (void)state;
@@ -241,7 +243,8 @@ static void test_type_overrides(void **state)
         " {\"name\": \"my-gpu\", \"base\": \"A100-SXM4-80GB\", \"mem_gib\": 40},"
         " {\"name\": \"V100-SXM2-16GB\", \"launch_us\": 7, \"peak_tflops\": {\"bf16\": 15.7}},"
         " {\"name\": \"npu\", \"peak_tflops\": {\"f32\": 3, \"f16\": 50}, \"mem_gbps\": 400,"
-        "  \"mem_gib\": 24, \"eff_flops\": [[1e6, 0.2], [1e9, 0.9]]}],"
+        "  \"mem_gib\": 24, \"eff_flops\": [[1e6, 0.2], [1e9, 0.9]],"
+        "  \"eff_align\": [0.9, 0.5, 0.25]}],"
         "\"hosts\": [{\"name\": \"h\"}],"
         "\"devices\": [{\"name\": \"a\", \"type\": \"my-gpu\", \"host\": \"h\"},"
         " {\"name\": \"b\", \"type\": \"V100-SXM2-16GB\", \"host\": \"h\"},"
@@ -269,10 +272,17 @@ static void test_type_overrides(void **state)
     assert_near(ss_devtype_eff(npu->n_eff_flops, npu->eff_flops_x, npu->eff_flops_y, 1e9),
                         0.9, 0);
     assert_near(npu->launch_us, 5, 0); /* default for a GPU-like type */
+    assert_near(npu->eff_align[0], 0.9, 0);
+    assert_near(npu->eff_align[1], 0.5, 0);
+    assert_near(npu->eff_align[2], 0.25, 0);
+    /* not given: a built-in's factors (1 = no alignment penalty) */
+    for (int k = 0; k < 3; k++)
+        assert_near(v->eff_align[k], 1, 0);
     assert_string_equal(ss_machine_type(m, 3)->name, "T4");
     assert_int_equal(ss_machine_device(m, 3)->type, 3);
     /* the built-in table itself is untouched */
     assert_near(ss_devtype_find_builtin("V100-SXM2-16GB")->launch_us, 5, 0);
+    round_trip(m); /* eff_align is written and read back (it is in the fingerprint) */
     ss_machine_free(m);
 }
 

@@ -2,12 +2,14 @@
  * test_cost.c — the analytic roofline (profiler/analytic.c) checked by hand
  * on a toy device (10 TFLOP/s f32, 40 bf16, 500 GB/s, 5 us launch, flat
  * efficiencies 0.5 compute / 0.8 memory; the launch overhead is a floor per
- * kernel, max(k * launch, roofline time)), and the cost model
+ * kernel, max(k * launch, roofline time); tensor-core alignment factors),
+ * and the cost model
  * (profiler/cost.c): provider order and fallback, the cache, update costs.
  */
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -179,6 +181,58 @@ static void test_efficiency_per_kernel(void **state)
     cost_of(f, &dt, f->mid, &c);
     NEAR(c.fwd_us, 40);
     NEAR(c.bwd_us, 80);
+}
+
+/* Tensor-core alignment: a bf16 x[1024, K] . W -> [1024, N] linear's compute
+ * efficiency is multiplied by eff_align[0] / [1] / [2] when K and N share
+ * only 8 / 4 / <= 2 bytes of power-of-two factor (4 / 2 / 1 bf16 elements).
+ * Factors 0.5, 0.4, 0.25 on the toy device (bf16 40 TFLOP/s x 0.5); every
+ * case below is compute bound (>= 1.7 ms of compute vs <= 0.26 ms of memory).
+ *   K 4096, N 4104 = 8 * 513: 16 bytes, no penalty;
+ *   N 4100 = 4 * 1025: 8 bytes, x 0.5;  N 4098 = 2 * 2049: 4 bytes, x 0.4;
+ *   N 4097 (odd): 2 bytes, x 0.25;  K 4098, N 4096: 4 bytes, x 0.4;
+ *   the N 4104 op's half tile (2052 = 4 * 513 columns): 8 bytes, x 0.5;
+ *   f32 (no tensor cores) with N 4097, and factors left at 0: no penalty. */
+static void test_tensor_core_alignment(void **state)
+{
+    fixture *f = *state;
+    ss_device_type dt = *f->dt;
+    dt.eff_align[0] = 0.5;
+    dt.eff_align[1] = 0.4;
+    dt.eff_align[2] = 0.25;
+    static const struct { int64_t k, n; ss_dtype t; double fac; } cases[] = {
+        {4096, 4104, SS_BF16, 1.0}, {4096, 4100, SS_BF16, 0.5}, {4096, 4098, SS_BF16, 0.4},
+        {4096, 4097, SS_BF16, 0.25}, {4098, 4096, SS_BF16, 0.4}, {4096, 4097, SS_F32, 1.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ss_op_attrs lin = {0};
+        lin.out_features = cases[i].n;
+        char name[32];
+        snprintf(name, sizeof name, "al%zu", i);
+        int x = input(f->g, name, 1024, cases[i].k, cases[i].t);
+        snprintf(name, sizeof name, "lin%zu", i);
+        int op = add(f->g, name, SS_OP_LINEAR, &lin, x);
+        ss_cost c;
+        cost_of(f, &dt, op, &c);
+        double flops = 2.0 * 1024 * (double)cases[i].k * (double)cases[i].n;
+        double peak = cases[i].t == SS_BF16 ? 40e12 : 10e12;
+        NEAR(c.fwd_us, flops / (peak * 0.5 * cases[i].fac) * 1e6);
+        NEAR(c.bwd_us, 2 * flops / (peak * 0.5 * cases[i].fac) * 1e6);
+        if (i == 0) {
+            /* half of its output columns: 2052 = 4 * 513 */
+            const ss_op *o = ss_graph_op(f->g, op);
+            ss_tile t;
+            ss_op_full_tile(f->g, o, &t);
+            t.out.r[1].hi = 2052;
+            ss_cost_analytic(&dt, f->g, o, &t, &c);
+            NEAR(c.fwd_us, flops / 2 / (40e12 * 0.5 * 0.5) * 1e6);
+            /* factors unset (0) read as 1 */
+            ss_device_type z = dt;
+            memset(z.eff_align, 0, sizeof z.eff_align);
+            ss_cost_analytic(&z, f->g, o, &t, &c);
+            NEAR(c.fwd_us, flops / 2 / (40e12 * 0.5) * 1e6);
+        }
+    }
 }
 
 /* ---------------------------------------------------------- cost model */
@@ -359,6 +413,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_elementwise_memory_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tiny_and_view, setup, teardown),
         cmocka_unit_test_setup_teardown(test_efficiency_per_kernel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tensor_core_alignment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_provider_order_and_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_nomem, setup, teardown),
