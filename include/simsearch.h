@@ -578,7 +578,9 @@ ss_status ss_cost_add_provider(ss_costmodel *cm, const ss_cost_provider *p, ss_d
 /* Cost of tile t of op on a device of type `devtype` (index in m). Cached. */
 ss_status ss_cost_tile(ss_costmodel *cm, const ss_graph *g, const ss_op *op, const ss_tile *t,
                        int devtype, ss_cost *out);
-/* Time of the optimizer update of n_params parameters on devtype. */
+/* Time of the optimizer update of n_params parameters on devtype: their share
+ * of the device's fused multi-tensor optimizer kernel (memory time, no launch
+ * overhead per call; profiler/cost.c). 0 for n_params <= 0 or a bad type. */
 double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_optimizer opt,
                          ss_precision prec);
 /* The analytic roofline alone (for providers and tests). */
