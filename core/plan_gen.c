@@ -714,7 +714,8 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
             st = parse_int(spec, key, val, 1, 1 << 20, &c->mb, d);
         else if (!strcmp(key, "sp")) {
             st = parse_int(spec, key, val, 0, 1, &tmp, d);
-            c->sp = tmp;
+            if (!st)
+                c->sp = tmp;
         } else if (!strcmp(key, "recompute")) {
             if (!strcmp(val, "none"))
                 c->recompute = SS_RECOMPUTE_NONE;
