@@ -79,6 +79,7 @@ typedef struct params {
     double mx[SS_EFF_POINTS], my[SS_EFF_POINTS];
     double launch_us;
     double gbps;     /* NVSwitch bandwidth per GPU and direction */
+    double align[3]; /* tensor-core alignment factors (8, 4, <= 2-byte rows) */
 } params;
 
 static const char *devname = "A100-SXM4-40GB";
@@ -144,13 +145,18 @@ static int load_csv(const char *path, bench *b)
     return b->n > 0 ? 0 : -1;
 }
 
-/* Megatron-LM pads the vocabulary to a multiple of
- * make-vocab-size-divisible-by (128) times the tensor-parallel degree. */
-static int padded_vocab(int tp)
-{
-    int q = 128 * tp;
-    return (GPT_VOCAB + q - 1) / q * q;
-}
+/* The vocabulary as the measured model has it: GPT-2's 50,257 tokens, not
+ * padded, each tensor-parallel rank holding vocab // tp rows of the tied
+ * table (vTrain's src/model/gpt_modeling.py: nn.Embedding(vocab_size //
+ * world_size, hidden) for the embedding and the LM head). So the LM head's
+ * output width per rank is 50,257 (odd), 25,128, 12,564 or 6,282 for tp = 1,
+ * 2, 4, 8: rows of 2, 16, 8 and 4 bytes in fp16, which decides its
+ * tensor-core alignment (profiler/analytic.c). The measurements agree: per
+ * sample, the output layer costs ~8 ms at tp = 1 (h = 2048), three times
+ * what the same work costs per vocabulary row at tp = 2, and twice as much
+ * per row at tp = 4 as at tp = 2 (docs/calibration.md). Megatron-LM itself
+ * would pad to a multiple of 128 * tp (50,304 at tp = 1). */
+static int model_vocab(int tp) { return GPT_VOCAB / tp * tp; }
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -214,7 +220,7 @@ static int prepare(bench *b, const ss_machine *m, ss_diag *d)
 {
     for (int i = 0; i < b->n; i++) {
         row *r = &b->rows[i];
-        gkey k = {r->layers, r->hidden, r->heads, r->seq, padded_vocab(r->tp), r->gbatch};
+        gkey k = {r->layers, r->hidden, r->heads, r->seq, model_vocab(r->tp), r->gbatch};
         r->graph = graph_for(b, &k, d);
         if (r->graph < 0)
             return -1;
@@ -256,6 +262,8 @@ static void params_from(params *p, const ss_device_type *dt, double gbps)
     memcpy(p->my, dt->eff_mem_y, sizeof p->my);
     p->launch_us = dt->launch_us;
     p->gbps = gbps;
+    for (int k = 0; k < 3; k++)
+        p->align[k] = dt->eff_align[k] > 0 ? dt->eff_align[k] : 1;
 }
 
 static size_t put_table(char *s, size_t cap, const double *x, const double *y, int n)
@@ -276,10 +284,12 @@ static int make_machine(const params *p, ss_machine **m, ss_diag *d)
     snprintf(js, sizeof js,
              "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"vtrain-a100x8\",\n"
              " \"device_types\": [{\"name\": \"%s\", \"launch_us\": %.6g,\n"
-             "   \"eff_flops\": [%s],\n   \"eff_mem\": [%s]}],\n"
+             "   \"eff_flops\": [%s],\n   \"eff_mem\": [%s],\n"
+             "   \"eff_align\": [%.6g, %.6g, %.6g]}],\n"
              " \"compact\": {\"nodes\": 1, \"devices_per_node\": %d, \"device_type\": \"%s\",\n"
              "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": 1.0}}}\n",
-             devname, p->launch_us, ft, mt, NODE_GPUS, devname, p->gbps);
+             devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2], NODE_GPUS,
+             devname, p->gbps);
     return ss_machine_load_string(js, "vtrain-a100x8", m, d) ? -1 : 0;
 }
 
@@ -486,34 +496,39 @@ static double train_mape(const bench *b)
 
 /* ---------------------------------------------------------- calibration */
 
-/* The calibration moves 8 numbers, not every table point: each efficiency
+/* The calibration moves 11 numbers, not every table point: each efficiency
  * table is sampled from a saturating curve
  *     eff(x) = top / (1 + (half / x)^slope)
  * (x = FLOPs or bytes per kernel; top = large-kernel efficiency, half = the
- * size at which a kernel gets half of it), plus the launch overhead and the
- * NVSwitch bandwidth. Fewer knobs than table points: each evaluation costs
+ * size at which a kernel gets half of it), plus the launch overhead, the
+ * NVSwitch bandwidth and the three tensor-core alignment factors. Fewer knobs than table points: each evaluation costs
  * 720 simulations, and a smooth curve cannot bend itself around single
  * configurations. */
 typedef struct curves {
     double f_top, f_log_half, f_slope; /* FLOPs table */
     double m_top, m_log_half, m_slope; /* memory table */
     double launch_us, gbps;
+    double align8, align4, align2;     /* eff_align[0..2] */
 } curves;
 
-#define N_COORDS 8
+#define N_COORDS 11
 
 static double *coord(curves *c, int k)
 {
-    double *v[N_COORDS] = {&c->f_top,  &c->f_log_half, &c->f_slope,   &c->m_top,
-                           &c->m_log_half, &c->m_slope, &c->launch_us, &c->gbps};
+    double *v[N_COORDS] = {&c->f_top,     &c->f_log_half, &c->f_slope, &c->m_top,
+                           &c->m_log_half, &c->m_slope,  &c->launch_us, &c->gbps,
+                           &c->align2,    &c->align4,    &c->align8};
     return v[k];
 }
 
 static const char *coord_names[N_COORDS] = {"flops top", "flops log10 half", "flops slope",
                                             "mem top",   "mem log10 half",   "mem slope",
-                                            "launch_us", "nvswitch_gbps"};
+                                            "launch_us", "nvswitch_gbps", "align <=2 B",
+                                            "align 4 B", "align 8 B"};
 
-/* log10(half) moves additively (in decades), the others multiplicatively. */
+/* log10(half) moves additively (in decades), the others multiplicatively.
+ * The alignment factors come narrowest first: each is bounded by the next
+ * wider one, so from 1, 1, 1 only the narrowest can move first. */
 static int additive(int k) { return k == 1 || k == 4; }
 
 static double curve_eff(double top, double log_half, double slope, double x)
@@ -538,27 +553,93 @@ static void apply_curves(params *p, const curves *c)
         p->my[i] = curve_eff(c->m_top, c->m_log_half, c->m_slope, p->mx[i]);
     p->launch_us = c->launch_us;
     p->gbps = c->gbps;
+    p->align[0] = c->align8;
+    p->align[1] = c->align4;
+    p->align[2] = c->align2;
 }
 
 /* Bounds from the reference figures (../shared/reference/hardware.md):
  * large GEMMs reach at most 85% of tensor peak, copies at most 85% of memory
  * bandwidth (core/devtypes.c), NCCL at least half and at most all of the NVSwitch line rate
  * (150..300 GB/s); slopes 0.1..3, launch 0.5..60 us, half-points within the
- * tables' ranges. */
+ * tables' ranges; alignment factors in [0.05, 1], narrower rows no faster
+ * than wider ones. */
 static int valid(const curves *c)
 {
     return c->f_top > 0.05 && c->f_top <= 0.85 && c->m_top > 0.05 && c->m_top <= 0.85 &&
            c->f_slope >= 0.1 && c->f_slope <= 3 && c->m_slope >= 0.1 && c->m_slope <= 3 &&
            c->f_log_half >= 4 && c->f_log_half <= 13 && c->m_log_half >= 3 &&
            c->m_log_half <= 10 && c->launch_us >= 0.5 && c->launch_us <= 60 && c->gbps >= 150 &&
-           c->gbps <= 300;
+           c->gbps <= 300 && c->align8 <= 1 && c->align4 <= c->align8 &&
+           c->align2 <= c->align4 && c->align2 >= 0.05;
 }
 
-/* A coarse grid over launch_us, then coordinate descent on the calibration
- * objective (train_mape): every round
- * tries each coordinate at +-step (relative; decades times 2 for the
- * half-points), keeps the better, repeats while it improves; the step halves
- * every round. Starts from c; p gets the result. */
+/* One pass of coordinate descent over coordinates [k0, k1) at `step`:
+ * each is tried at +-step (relative; decades times 2 for the half-points),
+ * the better value is kept and the move repeated while it improves. */
+static int descend(bench *b, params *p, curves *c, int k0, int k1, double step, int round,
+                   double *best, ss_diag *d)
+{
+    for (int k = k0; k < k1; k++) {
+        for (int improved = 1; improved;) {
+            improved = 0;
+            double orig = *coord(c, k), best_v = orig;
+            for (int dir = -1; dir <= 1; dir += 2) {
+                *coord(c, k) = additive(k) ? orig + dir * 2 * step : orig * (1 + dir * step);
+                if (!valid(c))
+                    continue;
+                apply_curves(p, c);
+                if (predict(b, p, 1, d))
+                    return -1;
+                double e = train_mape(b);
+                if (e < *best - 1e-9) {
+                    *best = e;
+                    best_v = *coord(c, k);
+                    improved = 1;
+                }
+            }
+            *coord(c, k) = best_v;
+        }
+        fprintf(stderr, "  round %d step %.3f %-17s = %-8.4g calibration MAPE %.3f%%\n", round,
+                step, coord_names[k], *coord(c, k), *best);
+    }
+    return 0;
+}
+
+/* Evaluate c with launch_us = launch and all three alignment factors = al;
+ * keep it in *bl, *ba if it beats *best. */
+static int grid_point(bench *b, params *p, curves *c, double launch, double al, double *best,
+                      double *bl, double *ba, ss_diag *d)
+{
+    c->launch_us = launch;
+    c->align8 = c->align4 = c->align2 = al;
+    apply_curves(p, c);
+    if (predict(b, p, 1, d))
+        return -1;
+    double e = train_mape(b);
+    fprintf(stderr, "  grid launch_us %-7.4g align %-5g calibration MAPE %.3f%%\n", launch, al, e);
+    if (e < *best - 1e-9) {
+        *best = e;
+        *bl = launch;
+        *ba = al;
+    }
+    return 0;
+}
+
+/* Calibration on the objective train_mape, from the start c (alignment
+ * factors 1), in four steps:
+ *   1. a coarse grid over the launch overhead (5 ... 50 us): it decides
+ *      between a host-bound and a GPU-bound reading of the small kernels,
+ *      two basins a local descent does not cross;
+ *   2. one round of coordinate descent over the 8 curve, launch and
+ *      bandwidth coordinates (step 0.4);
+ *   3. a grid over one common alignment factor (1, 0.7, 0.5, 0.35) jointly
+ *      with the launch overhead (x 0.7 ... 1): a slower misaligned output
+ *      layer goes with faster transformer layers, a move of several
+ *      coordinates at once that the descent would not make;
+ *   4. `rounds` rounds of descent over all 11 coordinates, the step halving
+ *      every round from 0.4.
+ * p gets the result. */
 static int calibrate(bench *b, params *p, curves *c, int rounds, ss_diag *d)
 {
     apply_curves(p, c);
@@ -566,50 +647,29 @@ static int calibrate(bench *b, params *p, curves *c, int rounds, ss_diag *d)
         return -1;
     double best = train_mape(b);
     fprintf(stderr, "  start: calibration MAPE %.3f%%\n", best);
-    /* A coarse grid over the launch overhead first: it decides between a
-     * host-bound and a GPU-bound reading of the small kernels, two basins a
-     * local descent does not cross. */
     static const double grid[] = {5, 10, 20, 30, 40, 50};
-    double best_launch = c->launch_us;
-    for (int i = 0; i < (int)(sizeof grid / sizeof grid[0]); i++) {
-        c->launch_us = grid[i];
-        apply_curves(p, c);
-        if (predict(b, p, 1, d))
+    double bl = c->launch_us, ba = c->align8;
+    for (int i = 0; i < (int)(sizeof grid / sizeof grid[0]); i++)
+        if (grid_point(b, p, c, grid[i], ba, &best, &bl, &ba, d))
             return -1;
-        double e = train_mape(b);
-        fprintf(stderr, "  grid launch_us %-5g calibration MAPE %.3f%%\n", grid[i], e);
-        if (e < best - 1e-9) {
-            best = e;
-            best_launch = grid[i];
-        }
-    }
-    c->launch_us = best_launch;
+    c->launch_us = bl;
+    if (descend(b, p, c, 0, 8, 0.4, -1, &best, d))
+        return -1;
+    static const double agrid[] = {1, 0.7, 0.5, 0.35};
+    static const double lscale[] = {0.7, 0.8, 0.9, 1.0};
+    double l0 = c->launch_us;
+    bl = l0;
+    ba = c->align8;
+    for (int j = 0; j < (int)(sizeof agrid / sizeof agrid[0]); j++)
+        for (int i = 0; i < (int)(sizeof lscale / sizeof lscale[0]); i++)
+            if ((j || i < 3) && grid_point(b, p, c, l0 * lscale[i], agrid[j], &best, &bl, &ba, d))
+                return -1;
+    c->launch_us = bl;
+    c->align8 = c->align4 = c->align2 = ba;
     double step = 0.4;
-    for (int round = 0; round < rounds; round++, step /= 2) {
-        for (int k = 0; k < N_COORDS; k++) {
-            for (int improved = 1; improved;) {
-                improved = 0;
-                double orig = *coord(c, k), best_v = orig;
-                for (int dir = -1; dir <= 1; dir += 2) {
-                    *coord(c, k) = additive(k) ? orig + dir * 2 * step : orig * (1 + dir * step);
-                    if (!valid(c))
-                        continue;
-                    apply_curves(p, c);
-                    if (predict(b, p, 1, d))
-                        return -1;
-                    double e = train_mape(b);
-                    if (e < best - 1e-9) {
-                        best = e;
-                        best_v = *coord(c, k);
-                        improved = 1;
-                    }
-                }
-                *coord(c, k) = best_v;
-            }
-            fprintf(stderr, "  round %d step %.3f %-17s = %-8.4g calibration MAPE %.3f%%\n",
-                    round, step, coord_names[k], *coord(c, k), best);
-        }
-    }
+    for (int round = 0; round < rounds; round++, step /= 2)
+        if (descend(b, p, c, 0, N_COORDS, step, round, &best, d))
+            return -1;
     apply_curves(p, c);
     return 0;
 }
@@ -622,7 +682,9 @@ static void print_params(FILE *f, const params *p)
     fprintf(f, "\neff_mem (bytes per kernel -> efficiency):");
     for (int i = 0; i < p->nm; i++)
         fprintf(f, " %.0e:%.3f", p->mx[i], p->my[i]);
-    fprintf(f, "\nlaunch_us %.3f, nvswitch %.1f GB/s per direction\n", p->launch_us, p->gbps);
+    fprintf(f, "\nlaunch_us %.3f, nvswitch %.1f GB/s per direction, eff_align (8 / 4 / <=2-byte "
+               "rows) %.3f %.3f %.3f\n",
+            p->launch_us, p->gbps, p->align[0], p->align[1], p->align[2]);
 }
 
 /* --------------------------------------------------------------- report */
@@ -872,7 +934,7 @@ int main(int argc, char **argv)
         /* A fixed start, whatever the topology says (so a re-calibration
          * retraces the same path): curves close to the uncalibrated big-GPU
          * tables, a 5 us launch, the NVSwitch line rate. */
-        curves c = {0.8, 8.5, 0.35, 0.85, 5.0, 0.5, 5.0, 300.0};
+        curves c = {0.8, 8.5, 0.35, 0.85, 5.0, 0.5, 5.0, 300.0, 1.0, 1.0, 1.0};
         if (!valid(&c)) {
             fprintf(stderr, "bench_vtrain: the topology's launch_us / bandwidth are outside the "
                             "calibration bounds\n");
