@@ -39,7 +39,9 @@
  * peak / 85% of memory bandwidth from small sizes on, and every kernel takes
  * at least launch_us = 47.5 us — the host-side dispatch time of PyTorch-eager
  * Megatron per simulated op, which the analytic model applies as a floor
- * (profiler/analytic.c). Held-out mean absolute error: 10.1%, Spearman 0.99.
+ * (profiler/analytic.c). Held-out mean absolute error: 9.1%, Spearman 0.99.
+ * The tensor-core alignment factors (eff_align) are part of the fit and come
+ * out at 1 for now (docs/calibration.md, "The pipeline-depth bias").
  */
 #include "simsearch.h"
 
