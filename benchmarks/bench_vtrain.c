@@ -7,8 +7,9 @@
  * Setup, from vTrain's validation configs (config/validation/single/)
  * and model code: fp16 mixed precision with Adam, activation checkpointing
  * on (use_checkpoint: true), Megatron's non-interleaved 1F1B schedule,
- * sequence 1024, GPT-2 vocabulary 50,257 padded the Megatron way to a
- * multiple of 128 * tp, global / (micro * dp) micro-batches per iteration.
+ * sequence 1024, GPT-2 vocabulary 50,257 split unpadded over the tp ranks
+ * (50,257 // tp rows each, as vTrain's model has it; see model_vocab),
+ * global / (micro * dp) micro-batches per iteration.
  * Every row becomes "gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V" with the
  * global batch, a Megatron plan {tp, pp, dp, micro-batches, recompute=full}
  * on the first tp*pp*dp devices of an 8-GPU NVSwitch node, and one
@@ -16,8 +17,9 @@
  *
  * Calibration (--calibrate) fits only general parameters of the device type
  * and fabric — the compute-efficiency table (vs FLOPs per kernel), the
- * memory-efficiency table (vs bytes per kernel), the kernel launch overhead
- * and the NVSwitch bandwidth — never anything per configuration: coordinate
+ * memory-efficiency table (vs bytes per kernel), the kernel launch overhead,
+ * the NVSwitch bandwidth and the tensor-core alignment factors (eff_align)
+ * — never anything per configuration: grids and coordinate
  * descent minimising the mean absolute percentage error on a fixed, seeded
  * random half of the rows; the other half is held out. Parameters enter the
  * simulator the way a user would give them: as a device-type override in a
@@ -501,9 +503,9 @@ static double train_mape(const bench *b)
  *     eff(x) = top / (1 + (half / x)^slope)
  * (x = FLOPs or bytes per kernel; top = large-kernel efficiency, half = the
  * size at which a kernel gets half of it), plus the launch overhead, the
- * NVSwitch bandwidth and the three tensor-core alignment factors. Fewer knobs than table points: each evaluation costs
- * 720 simulations, and a smooth curve cannot bend itself around single
- * configurations. */
+ * NVSwitch bandwidth and the three tensor-core alignment factors. Fewer
+ * knobs than table points: each evaluation costs 720 simulations, and a
+ * smooth curve cannot bend itself around single configurations. */
 typedef struct curves {
     double f_top, f_log_half, f_slope; /* FLOPs table */
     double m_top, m_log_half, m_slope; /* memory table */

@@ -23,8 +23,9 @@
  * dim N of the tile is a multiple of only 8, 4 or <= 2 bytes, cuBLAS falls
  * back to narrower kernels, and eff_flops is multiplied by the device type's
  * eff_align[0], [1] or [2] (the row lengths are K and N in every pass:
- * X[M,K].W, dY[M,N].W^T, dY^T.X; M is never a leading dim). Calibrated on
- * the A100 from an odd LM-head width (vocabulary 50,257), docs/calibration.md. Invariant: pure function of (device type, op
+ * X[M,K].W, dY[M,N].W^T, dY^T.X; M is never a leading dim). Seen in the
+ * A100 measurements as an odd LM-head width (vocabulary 50,257); part of the
+ * A100 fit, where they come out at 1 for now (docs/calibration.md). Invariant: pure function of (device type, op
  * signature, tile) — the cost model's cache relies on it.
  */
 #include "simsearch.h"
