@@ -601,6 +601,8 @@ static uint64_t hash_attrs(uint64_t h, const ss_op_attrs *a)
     h = fnv_int(h, a->return_sequences);
     h = fnv_int(h, a->heads);
     h = fnv_int(h, a->causal);
+    if (a->view) /* only when set: graphs without views keep their fingerprints */
+        h = fnv_int(h, 0x76696577);
     return h;
 }
 

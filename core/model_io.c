@@ -38,9 +38,9 @@ static const char *const keys_function[] = {COMMON, "function", NULL};
 static const char *const keys_axis[] = {COMMON, "axis", NULL};
 static const char *const keys_dropout[] = {COMMON, "rate", NULL};
 static const char *const keys_embedding[] = {COMMON, "vocab", "dim", "dtype", NULL};
-static const char *const keys_split[] = {COMMON, "axis", "sizes", NULL};
+static const char *const keys_split[] = {COMMON, "axis", "sizes", "view", NULL};
 static const char *const keys_reshape[] = {COMMON, "shape", NULL};
-static const char *const keys_transpose[] = {COMMON, "perm", NULL};
+static const char *const keys_transpose[] = {COMMON, "perm", "view", NULL};
 static const char *const keys_lstm[] = {COMMON, "mode", "hidden", "return_sequences", NULL};
 static const char *const keys_attention[] = {COMMON, "heads", "causal", "use_bias", NULL};
 
@@ -360,6 +360,8 @@ static ss_status read_attrs(loader *L, const char *jp, const json_t *o, ss_op_ty
         if (!st)
             st = get_ints(L, jp, o, "sizes", 1, 1, SS_MAX_OUTPUTS, 1, MAX_DIM, a->split_sizes,
                           &a->n_split);
+        if (!st)
+            st = get_bool(L, jp, o, "view", &a->view);
         return st;
     case SS_OP_RESHAPE:
         st = get_ints(L, jp, o, "shape", 1, 1, SS_MAX_DIMS, 1, MAX_DIM, a->shape, &a->ndim);
@@ -381,7 +383,7 @@ static ss_status read_attrs(loader *L, const char *jp, const json_t *o, ss_op_ty
                                L->file, jp, n, x->name, x->ndim);
         for (int i = 0; i < n; i++)
             a->perm[i] = (int)p[i];
-        return SS_OK;
+        return get_bool(L, jp, o, "view", &a->view);
     }
     case SS_OP_LSTM:
         st = get_enum(L, jp, o, "mode", 1, lstm_names, &e);
@@ -809,6 +811,8 @@ static void attrs_json(json_t *o, const ss_graph *g, const ss_op *op, int *ok)
     case SS_OP_SPLIT:
         put(o, "axis", json_integer(a->axis), ok);
         put(o, "sizes", int_array(a->split_sizes, a->n_split, ok), ok);
+        if (a->view)
+            put(o, "view", json_true(), ok);
         break;
     case SS_OP_RESHAPE:
         put(o, "shape", int_array(a->shape, a->ndim, ok), ok);
@@ -819,6 +823,8 @@ static void attrs_json(json_t *o, const ss_graph *g, const ss_op *op, int *ok)
         for (int i = 0; i < SS_MAX_DIMS; i++)
             p[i] = a->perm[i];
         put(o, "perm", int_array(p, n, ok), ok);
+        if (a->view)
+            put(o, "view", json_true(), ok);
         break;
     }
     case SS_OP_LSTM:

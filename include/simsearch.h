@@ -178,6 +178,9 @@ typedef struct ss_op_attrs {
     int64_t vocab, dim;                    /* embedding */
     ss_lstm_mode lstm_mode; int64_t hidden; int return_sequences; /* lstm */
     int64_t heads; int causal;             /* attention (embed dim from q) */
+    int view;                              /* split, transpose: a strided view that its
+                                              consumers read in place, no kernel (the q/k/v
+                                              of a batched GEMM, as Megatron-LM runs them) */
 } ss_op_attrs;
 
 typedef struct ss_op {

@@ -9,7 +9,10 @@
  *   [N,S,heads,dh] -> attn.merge [N,S,E] -> attn.proj -> attn.proj_dropout
  *   -> attn.residual -> ln2 -> mlp.fc1 [E,4E] -> mlp.gelu -> mlp.fc2
  *   -> mlp.dropout -> mlp.residual
- * each named "l<layer>.<part>". With fused=1 the attention block from qkv to
+ * each named "l<layer>.<part>". The split and the q/k/v transposes are views
+ * (attrs.view: no kernel), as in Megatron-LM, which hands strided views of
+ * the qkv output to its batched GEMMs; context_t is a copy (Megatron's
+ * .contiguous() before the projection). With fused=1 the attention block from qkv to
  * merge+proj is one SS_OP_ATTENTION op "l<layer>.attn" (same parameters).
  * Activations and weights are bf16 (mixed precision, Adam); token ids and
  * labels are i32. Per layer 12h^2 + 13h parameters, so gpt totals
@@ -30,6 +33,17 @@ static int ids_input(zb *b, const char *name, const tcfg *c)
     int64_t shape[2] = {c->batch, c->seq};
     ss_dim_kind kinds[2] = {SS_DIM_SAMPLE, SS_DIM_ATTRIBUTE};
     return zb_input(b, name, 2, shape, kinds, SS_I32);
+}
+
+/* Transpose [N,S,H,dh] -> [N,H,S,dh] read in place by a batched GEMM. */
+static int view_t(zb *b, const char *name, int x)
+{
+    ss_op_attrs a = {0};
+    static const int perm[4] = {0, 2, 1, 3};
+    for (int i = 0; i < 4; i++)
+        a.perm[i] = perm[i];
+    a.view = 1;
+    return zb_out(b, zb_add(b, name, SS_OP_TRANSPOSE, &a, 1, &x, -1, NULL), 0);
 }
 
 static int bmm(zb *b, const char *name, int x, int y, int trans_b)
@@ -60,11 +74,12 @@ static int attention(zb *b, int l, int x, const tcfg *c)
     a.axis = 3;
     a.n_split = 3;
     a.split_sizes[0] = a.split_sizes[1] = a.split_sizes[2] = dh;
+    a.view = 1;
     int sp = zb_add(b, zb_name(b, "l%d.attn.split", l), SS_OP_SPLIT, &a, 1, &qkv, -1, NULL);
     static const int perm[4] = {0, 2, 1, 3};
-    int q = zb_transpose(b, zb_name(b, "l%d.attn.q_t", l), zb_out(b, sp, 0), 4, perm);
-    int k = zb_transpose(b, zb_name(b, "l%d.attn.k_t", l), zb_out(b, sp, 1), 4, perm);
-    int v = zb_transpose(b, zb_name(b, "l%d.attn.v_t", l), zb_out(b, sp, 2), 4, perm);
+    int q = view_t(b, zb_name(b, "l%d.attn.q_t", l), zb_out(b, sp, 0));
+    int k = view_t(b, zb_name(b, "l%d.attn.k_t", l), zb_out(b, sp, 1));
+    int v = view_t(b, zb_name(b, "l%d.attn.v_t", l), zb_out(b, sp, 2));
     int s = bmm(b, zb_name(b, "l%d.attn.scores", l), q, k, 1);
     s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
     s = zb_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, DROPOUT);

@@ -15,8 +15,8 @@
  * (framework + driver, launch_us) wait for it; the GPU-side start-up cost of
  * a kernel is in the efficiency tables' small sizes. (Calibrated against
  * measured Megatron-LM runs, docs/calibration.md: the additive form
- * overpredicts large micro-batches and underpredicts small ones.) Passes with no work cost nothing, and views (input, reshape)
- * cost nothing at all.
+ * overpredicts large micro-batches and underpredicts small ones.) Passes with no work cost nothing, and views (input, reshape,
+ * and a split or transpose marked attrs.view) cost nothing at all.
  *
  * Tensor-core alignment: f16/bf16 matrix products (linear, batch_matmul)
  * load operand rows in 16-byte vectors; when the inner dim K or the output
@@ -119,6 +119,8 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
     ss_op_tile_work(g, op, t, &out->work);
     if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
         return; /* no kernel: data arrives / a view */
+    if ((op->type == SS_OP_SPLIT || op->type == SS_OP_TRANSPOSE) && op->attrs.view)
+        return; /* a strided view its consumers read in place */
     ss_dtype dtype = compute_dtype(g, op);
     double fal = align_factor(dt, g, op, t, dtype);
     out->fwd_us = pass_us(dt, dtype, out->work.fwd_flops, out->work.fwd_bytes, 1, fal);

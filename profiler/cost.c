@@ -100,7 +100,8 @@ static void kattrs(keybuf *k, const ss_op_attrs *a)
               (int64_t)(a->n_split & 0xffff) << 32);
     K1(k, (int64_t)(a->use_bias != 0) | (int64_t)(a->trans_a != 0) << 1 |
               (int64_t)(a->trans_b != 0) << 2 | (int64_t)(a->return_sequences != 0) << 3 |
-              (int64_t)(a->causal != 0) << 4 | (int64_t)a->pool << 8 | (int64_t)a->unary << 16 |
+              (int64_t)(a->causal != 0) << 4 | (int64_t)(a->view != 0) << 5 |
+              (int64_t)a->pool << 8 | (int64_t)a->unary << 16 |
               (int64_t)a->binary << 24 | (int64_t)a->lstm_mode << 32);
     K1(k, a->out_features);
     K1(k, a->out_channels);

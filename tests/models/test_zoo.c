@@ -174,6 +174,13 @@ static void test_gpt_layout(void **state)
     assert_int_equal(head->n_w, 1);
     assert_int_equal(head->weights[0], ss_graph_find_tensor(g, "embed.tokens.weight"));
     assert_int_equal(head->attrs.trans_b, 1);
+    /* Megatron's strided views: the split and q/k/v transposes; context_t
+     * (its .contiguous() before the projection) is a copy. */
+    static const char *const views[] = {"l3.attn.split", "l3.attn.q_t", "l3.attn.k_t",
+                                        "l3.attn.v_t"};
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(ss_graph_op(g, ss_graph_find_op(g, views[i]))->attrs.view, 1);
+    assert_int_equal(ss_graph_op(g, ss_graph_find_op(g, "l3.attn.context_t"))->attrs.view, 0);
     ss_graph_free(g);
     ss_graph_free(f);
 }

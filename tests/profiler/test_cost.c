@@ -155,6 +155,30 @@ static void test_tiny_and_view(void **state)
     NEAR(c.bwd_us, 5);
     cost_of(f, f->dt, f->reshape, &c);
     assert_true(c.fwd_us == 0 && c.bwd_us == 0);
+    /* A 4x4 transpose is a copy kernel (the 5 us floor), unless it is a
+     * strided view (attrs.view): then no kernel, 0 us. The same for split. */
+    ss_op_attrs tr = {0};
+    tr.perm[0] = 1;
+    tr.perm[1] = 0;
+    int x = input(f->g, "tv", 4, 4, SS_F32);
+    int copy = add(f->g, "t_copy", SS_OP_TRANSPOSE, &tr, x);
+    tr.view = 1;
+    int view = add(f->g, "t_view", SS_OP_TRANSPOSE, &tr, x);
+    cost_of(f, f->dt, copy, &c);
+    NEAR(c.fwd_us, 5);
+    NEAR(c.bwd_us, 5);
+    cost_of(f, f->dt, view, &c);
+    assert_true(c.fwd_us == 0 && c.bwd_us == 0);
+    ss_op_attrs sp = {0};
+    sp.axis = 1;
+    sp.n_split = 2;
+    sp.split_sizes[0] = sp.split_sizes[1] = 2;
+    sp.view = 1;
+    cost_of(f, f->dt, add(f->g, "s_view", SS_OP_SPLIT, &sp, x), &c);
+    assert_true(c.fwd_us == 0 && c.bwd_us == 0);
+    sp.view = 0;
+    cost_of(f, f->dt, add(f->g, "s_copy", SS_OP_SPLIT, &sp, x), &c);
+    NEAR(c.fwd_us, 5);
 }
 
 /* Efficiency is read at the per-kernel size, log-linearly: with points
