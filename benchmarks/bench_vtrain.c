@@ -635,10 +635,10 @@ static int grid_point(bench *b, params *p, curves *c, double launch, double al, 
  *      two basins a local descent does not cross;
  *   2. one round of coordinate descent over the 8 curve, launch and
  *      bandwidth coordinates (step 0.4);
- *   3. a grid over one common alignment factor (1, 0.7, 0.5, 0.35) jointly
- *      with the launch overhead (x 0.7 ... 1): a slower misaligned output
- *      layer goes with faster transformer layers, a move of several
- *      coordinates at once that the descent would not make;
+ *   3. a grid over one common alignment factor (1, 0.85, 0.7, 0.5) jointly
+ *      with the launch overhead (x 0.8 ... 1.2, at most 60 us): a slower
+ *      misaligned output layer goes with faster transformer layers, a move
+ *      of several coordinates at once that the descent would not make;
  *   4. `rounds` rounds of descent over all 11 coordinates, the step halving
  *      every round from 0.4.
  * p gets the result. */
@@ -657,14 +657,15 @@ static int calibrate(bench *b, params *p, curves *c, int rounds, ss_diag *d)
     c->launch_us = bl;
     if (descend(b, p, c, 0, 8, 0.4, -1, &best, d))
         return -1;
-    static const double agrid[] = {1, 0.7, 0.5, 0.35};
-    static const double lscale[] = {0.7, 0.8, 0.9, 1.0};
+    static const double agrid[] = {1, 0.85, 0.7, 0.5};
+    static const double lscale[] = {0.8, 0.9, 1.0, 1.1, 1.2};
     double l0 = c->launch_us;
     bl = l0;
     ba = c->align8;
     for (int j = 0; j < (int)(sizeof agrid / sizeof agrid[0]); j++)
         for (int i = 0; i < (int)(sizeof lscale / sizeof lscale[0]); i++)
-            if ((j || i < 3) && grid_point(b, p, c, l0 * lscale[i], agrid[j], &best, &bl, &ba, d))
+            if ((j || lscale[i] != 1.0) && l0 * lscale[i] <= 60 &&
+                grid_point(b, p, c, l0 * lscale[i], agrid[j], &best, &bl, &ba, d))
                 return -1;
     c->launch_us = bl;
     c->align8 = c->align4 = c->align2 = ba;
