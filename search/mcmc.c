@@ -547,8 +547,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
         st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
     /* Exploration: a hotter chain from each start, with an equal share of
      * the budget and of the time limit. */
-    double xs = s.explore;
-    int64_t share = (int64_t)((double)s.budget * xs / (double)n_starts);
+    int64_t share = (int64_t)((double)s.budget * s.explore / (double)n_starts);
     s.beta_now = s.beta / 8;
     for (int i = 0; st == SS_OK && i < n_starts && share > 0 && !should_stop(&s); i++) {
         if (!ok_start[i])
@@ -558,7 +557,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
             st = jump(&s, starts[i], &ok, d);
         at = -1;
         double deadline = cfg->time_limit_s > 0
-                              ? cfg->time_limit_s * xs * (double)(i + 1) / (double)n_starts
+                              ? cfg->time_limit_s * s.explore * (double)(i + 1) / (double)n_starts
                               : HUGE_VAL;
         if (st == SS_OK && ok)
             st = chain(&s, share, deadline, 0, d);

@@ -350,6 +350,51 @@ static void test_stopping_rules(void **state)
     teardown_fx(&f);
 }
 
+/* The schedule's defaults are what mcmc.h says: with every plan costing the
+ * same (no improvement ever), a 20,000-proposal search restarts every
+ * min(max(100, 20000 / 20), 500) = 500 proposals and explores for a quarter
+ * of the budget: the same run as with those values given explicitly, fewer
+ * restarts with a 1,000-proposal interval, and without exploration 2 start
+ * evaluations + 1 exploitation chain + restarts at 500 ... 19,500 (39) = 42. */
+static void test_schedule_defaults(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    ss_mcmc_stats def, st;
+    ss_eval be;
+    ss_diag d;
+    ss_diag_init(&d);
+    f.t.constant = 1;
+    cfg.budget = 20000;
+    cfg.patience = -1;
+    cfg.seed = 5;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &def, &d), SS_OK);
+    assert_int_equal(def.proposals, 20000);
+    /* chain starts: 2 start evaluations + 2 exploration chains (each jumps to
+     * its start) + the exploitation chain = 5; exploitation runs proposals
+     * 5,000..19,999 and restarts whenever the proposals since the best (set
+     * at 0) are a multiple of 500: at 5,000, 5,500 ... 19,500 = 30. */
+    assert_int_equal(def.restarts, 35);
+    cfg.restart_after = 500;
+    cfg.explore_share = 0.25;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    assert_int_equal(st.restarts, def.restarts);
+    assert_int_equal(st.evaluations, def.evaluations);
+    cfg.restart_after = 1000;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    assert_true(st.restarts < def.restarts);
+    cfg.restart_after = 500;
+    cfg.explore_share = -1;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    assert_int_equal(st.restarts, 42);
+    f.t.constant = 0;
+    teardown_fx(&f);
+}
+
 /* The toy's lower bound: the largest device load without penalties (<= the
  * toy time). A bound is stateless here, so committing needs nothing. */
 static ss_status toy_bound(void *ctx, const ss_plan *p, int changed, double *lb, ss_diag *d)
@@ -489,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_finds_exhaustive_optimum),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_stopping_rules),
+        cmocka_unit_test(test_schedule_defaults),
         cmocka_unit_test(test_bound_same_chain),
         cmocka_unit_test(test_invalid_and_errors),
         cmocka_unit_test(test_nomem),
