@@ -76,6 +76,7 @@ struct ss_delta {
     double *from_start, *from_end;
     int cap_from;
     ss_delta_stats stats;
+    int mapped;             /* map[] and dirty[] describe the last run (ss_delta_view_of) */
 };
 
 /* ---- small utilities -------------------------------------------------------- */
@@ -412,6 +413,7 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
     if (!d)
         d = &local;
     dl->have_pending = 0;
+    dl->mapped = 0;
     state *ns = &dl->st[dl->cur], *os = &dl->st[dl->base];
     ns->valid = 0;
     ss_status st = ss_build_run(dl->b, p, ns->tg, ns->mm, d);
@@ -426,6 +428,7 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
         double T = 0;
         if ((st = map_tasks(dl, os, ns, changed, &T, d)) != SS_OK)
             return st;
+        dl->mapped = 1;
         if (n + 1 > dl->cap_from) {
             int c = dl->cap_from;
             if (grow((void **)&dl->from_start, &c, n + 1, sizeof *dl->from_start) ||
@@ -493,3 +496,18 @@ void ss_delta_commit(ss_delta *dl)
 }
 
 const ss_delta_stats *ss_delta_stats_of(const ss_delta *dl) { return &dl->stats; }
+
+int ss_delta_view_of(const ss_delta *dl, ss_delta_view *v)
+{
+    const state *ns = &dl->st[dl->cur], *os = &dl->st[dl->base];
+    if (!dl->have_pending || !dl->mapped)
+        return 0;
+    v->base_tg = os->tg;
+    v->tg = ns->tg;
+    v->base = ss_engine_result_of(os->e);
+    v->cur = ss_engine_result_of(ns->e);
+    v->policy = ns->policy;
+    v->map = dl->map;
+    v->dirty = dl->dirty;
+    return 1;
+}

@@ -45,4 +45,21 @@ void ss_delta_commit(ss_delta *dl);
 
 const ss_delta_stats *ss_delta_stats_of(const ss_delta *dl);
 
+/* For measurements (benchmarks/bench_search.c shiftprobe), read-only: the
+ * last run's graphs, schedules and alignment. map[t] is the base task new
+ * task t was aligned with (-1: none), dirty[t] is 1 unless t is CLEAN
+ * (delta.c: aligned, and its aligned predecessors are exactly its
+ * partner's). Everything is borrowed from dl and valid until the next run,
+ * commit or free. Returns 1 and fills *v when the last run was evaluated
+ * relative to the base (a one-op change with the base's queue policy) and
+ * not yet committed, else 0 (*v untouched). */
+typedef struct ss_delta_view {
+    const struct ss_taskgraph *base_tg, *tg;
+    const struct ss_engine_result *base, *cur; /* schedules (cur: resumed, exact) */
+    ss_queue_policy policy;                    /* cur's engine policy */
+    const int32_t *map;                        /* [tg->n_tasks] */
+    const uint8_t *dirty;                      /* [tg->n_tasks] */
+} ss_delta_view;
+int ss_delta_view_of(const ss_delta *dl, ss_delta_view *v);
+
 #endif /* SS_DELTA_H */
