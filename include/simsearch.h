@@ -711,6 +711,8 @@ typedef struct ss_search_config {
     double beta;             /* acceptance sharpness (0: default, see search/mcmc.h) */
     double explore_share;    /* share of budget/time for exploration chains (0: default) */
     int64_t restart_after;   /* proposals without improvement before a restart (0: default) */
+    double p_heavy;          /* share of weight moves, weights drawn by bytes (0: default,
+                                < 0: none; see search/mcmc.h) */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
      * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
     int (*stop)(void *cb_ctx);

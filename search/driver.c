@@ -218,6 +218,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.beta = cfg.beta;
     mc.explore_share = cfg.explore_share;
     mc.restart_after = cfg.restart_after;
+    mc.p_heavy = cfg.p_heavy;
     mc.stop = bridge_stop;
     mc.progress = bridge_progress;
     mc.cb_ctx = &br;

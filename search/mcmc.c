@@ -29,11 +29,14 @@ typedef struct search {
     int *grp_off, *grp;       /* ops sharing a weight: members of op's group are
                                  grp[grp_off[gid[op]] .. grp_off[gid[op] + 1]) */
     int *gid;
+    double *gcum;             /* per group: running sum of its first weight's bytes
+                                 (weight moves draw a group by it); n_groups entries */
+    int n_groups;
     ss_pconfig *gold;         /* saved configs of a group move */
     int *gold_dev, *moved;
     int n_moved, maxt;
     int *targets;
-    double p_group, p_segment, explore;
+    double p_group, p_segment, p_heavy, explore;
     double beta, beta_now, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
@@ -268,6 +271,8 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 #define RESTART_MIN 100
 #define RESTART_MAX 500
 
+#define P_HEAVY 0.5
+
 enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
 #define SEGMENT_MAX 8
 
@@ -305,6 +310,26 @@ static int move_targets(search *s, int op, int kind)
         s->targets[n++] = cur;
     }
     return n;
+}
+
+/* An op for a weight move: a group drawn with probability proportional to
+ * its first weight's bytes (gradient synchronisation and optimizer state
+ * scale with them, so the large embeddings and projections that expose
+ * communication under data parallelism are drawn most), then one of the
+ * group's ops. Only called when some op has a weight (p_heavy > 0). */
+static int heavy_op(search *s)
+{
+    double x = ss_rng_unit(&s->rng) * s->gcum[s->n_groups - 1];
+    int lo = 0, hi = s->n_groups - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->gcum[mid] > x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    int n = s->grp_off[lo + 1] - s->grp_off[lo];
+    return s->grp[s->grp_off[lo] + (int)ss_rng_below(&s->rng, n)];
 }
 
 /* Apply s->prop to the move's ops that may take it (op itself always); the
@@ -365,10 +390,11 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
         s->st.proposals++;
         /* Redraw moves that would change nothing (a neighbour already
          * aligned, an op with one candidate), a few times. */
-        int op = 0;
+        int op = 0, heavy = 0;
         const ss_pconfig *c = NULL;
         for (int tries = 0; tries < 8; tries++) {
-            op = (int)ss_rng_below(&s->rng, n_ops);
+            heavy = s->p_heavy > 0 && ss_rng_unit(&s->rng) < s->p_heavy;
+            op = heavy ? heavy_op(s) : (int)ss_rng_below(&s->rng, n_ops);
             propose(s, op);
             c = ss_plan_config(s->cur, op);
             if (!same_config(c, &s->prop))
@@ -381,9 +407,9 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
         }
         int gsize = s->grp_off[s->gid[op] + 1] - s->grp_off[s->gid[op]];
         int kind = MOVE_ONE;
-        if (gsize > 1 && ss_rng_unit(&s->rng) < s->p_group)
+        if (gsize > 1 && (heavy || ss_rng_unit(&s->rng) < s->p_group))
             kind = MOVE_GROUP;
-        else if (ss_rng_unit(&s->rng) < s->p_segment)
+        else if (!heavy && ss_rng_unit(&s->rng) < s->p_segment)
             kind = MOVE_SEGMENT;
         ss_status st = apply_move(s, op, kind, d);
         if (st)
@@ -458,6 +484,26 @@ static ss_status make_groups(search *s, ss_diag *d)
         fill[g] = s->grp_off[g];
     for (int o = 0; o < n; o++)
         s->grp[fill[s->gid[o]]++] = o;
+    /* weight moves: running bytes of each group's first weight (0 for ops
+     * without weights, which weight moves never draw) */
+    s->n_groups = ng;
+    s->gcum = ss_malloc(((size_t)ng + 1) * sizeof *s->gcum);
+    if (!s->gcum)
+        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    double sum = 0;
+    for (int g = 0; g < ng; g++) {
+        const ss_op *lead = ss_graph_op(s->g, s->grp[s->grp_off[g]]);
+        if (lead->n_w > 0) {
+            const ss_tensor *w = ss_graph_tensor(s->g, lead->weights[0]);
+            double b = (double)ss_dtype_size(w->dtype);
+            for (int k = 0; k < w->ndim; k++)
+                b *= (double)w->shape[k];
+            sum += b;
+        }
+        s->gcum[g] = sum;
+    }
+    if (sum <= 0)
+        s->p_heavy = 0;
     if (gmax < 2 * SEGMENT_MAX + 1)
         gmax = 2 * SEGMENT_MAX + 1;
     s->gold_dev = ss_malloc((size_t)gmax * (size_t)s->maxt * sizeof *s->gold_dev);
@@ -469,6 +515,7 @@ static ss_status make_groups(search *s, ss_diag *d)
 static void cleanup(search *s)
 {
     ss_free(s->gid);
+    ss_free(s->gcum);
     ss_free(s->grp_off);
     ss_free(s->grp);
     ss_free(s->moved);
@@ -499,6 +546,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.p_nbr = cfg->p_neighbor < 0 ? 0 : cfg->p_neighbor > 0 ? cfg->p_neighbor : 0.3;
     s.p_group = cfg->p_group < 0 ? 0 : cfg->p_group > 0 ? cfg->p_group : 0.5;
     s.p_segment = cfg->p_segment < 0 ? 0 : cfg->p_segment > 0 ? cfg->p_segment : 0.25;
+    s.p_heavy = cfg->p_heavy < 0 ? 0 : cfg->p_heavy > 0 ? cfg->p_heavy : P_HEAVY;
     s.patience = cfg->patience > 0 ? cfg->patience : cfg->patience < 0 ? 0 : s.budget / 2;
     s.restart_after = cfg->restart_after;
     if (s.restart_after <= 0) {

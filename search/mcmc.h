@@ -10,7 +10,11 @@
  * segment move gives it to a chain of ops through the chosen one (along
  * edges with a single consumer, random length): conv -> relu -> pool or
  * fc -> relu -> dropout change together instead of paying transfers between
- * every intermediate state. The proposal is judged by an evaluator (a plan ->
+ * every intermediate state. A weight move (a share p_heavy of proposals)
+ * draws a weight with probability proportional to its bytes and makes a
+ * group move on it: the big embeddings and projections whose replicated
+ * gradients expose communication get most of the attention, not 1 / n_ops
+ * each of their ops. The proposal is judged by an evaluator (a plan ->
  * iteration time and whether it fits in memory); with cost = iteration time,
  *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
  * so beta is scale-free (beta = 100: a plan 1% slower is accepted with
@@ -104,6 +108,8 @@ typedef struct ss_mcmc_config {
     double p_neighbor;       /* share of neighbour-alignment proposals (< 0: 0; 0: default 0.3) */
     double p_group;          /* share of group moves for ops sharing weights (< 0: 0; 0: 0.5) */
     double p_segment;        /* share of segment moves (< 0: 0; 0: 0.25) */
+    double p_heavy;          /* share of weight moves: a weight drawn by its bytes, every op
+                                that reads it gets one new config (< 0: 0; 0: 0.5) */
     /* Optional callbacks (cb_ctx passed to both). stop: polled before every
      * proposal, nonzero stops the search with SS_MCMC_STOP_USER. progress:
      * called about every progress_every_s seconds (0: 0.2 s). */

@@ -502,6 +502,115 @@ static void test_invalid_and_errors(void **state)
     teardown_fx(&f);
 }
 
+/* Weight moves (p_heavy). Graph: x -> a1, a2 (linear, 12 outputs, sharing
+ * one 6x12 weight: 288 bytes) and x -> b (linear, 2 outputs, its own 6x2
+ * weight: 48 bytes). With only weight moves and every plan costing the same
+ * (so every proposal is accepted and becomes the base), each proposal must
+ * move exactly one group: a1 and a2 together, to one config, or b alone;
+ * x, which has no weight, never moves; group a is drawn with probability
+ * 288 / (288 + 48) = 6/7 (proposals that redraw the current config count as
+ * accepted without an evaluation, so the share is over evaluations). */
+typedef struct wtoy {
+    ss_plan *base;
+    long moved_a, moved_b, bad;
+} wtoy;
+
+static ss_status wtoy_eval(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+{
+    (void)changed;
+    (void)d;
+    wtoy *w = ctx;
+    int ch[4];
+    for (int op = 0; op < 4; op++)
+        ch[op] = !same(ss_plan_config(p, op), ss_plan_config(w->base, op));
+    /* skip evaluations of an unchanged plan (the start; the jump to the
+     * best before exploitation) */
+    if (ch[0] || ch[1] || ch[2] || ch[3]) {
+        if (ch[0] || ch[1] != ch[2] || ch[1] == ch[3] ||
+            !same(ss_plan_config(p, 1), ss_plan_config(p, 2)))
+            w->bad++;
+        w->moved_a += ch[1];
+        w->moved_b += ch[3];
+    }
+    ss_plan_copy(w->base, p);
+    out->time_us = 1;
+    out->fits = 1;
+    out->overflow_bytes = 0;
+    return SS_OK;
+}
+
+static void test_weight_moves(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = ss_graph_new("shared");
+    ss_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.ndim = 2;
+    a.shape[0] = 8;
+    a.shape[1] = 6;
+    a.kind[0] = SS_DIM_SAMPLE;
+    a.kind[1] = SS_DIM_PARAMETER;
+    a.dtype = SS_F32;
+    int x = ss_graph_add(g, "x", SS_OP_INPUT, &a, 0, NULL, &d);
+    int in = ss_graph_out(g, x);
+    memset(&a, 0, sizeof a);
+    a.out_features = 12;
+    int a1 = ss_graph_add(g, "a1", SS_OP_LINEAR, &a, 1, &in, &d);
+    assert_int_equal(a1, 1);
+    ss_op_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.name = "a2";
+    sp.type = SS_OP_LINEAR;
+    sp.attrs = a;
+    sp.n_in = 1;
+    sp.inputs[0] = in;
+    sp.n_w = ss_graph_op(g, a1)->n_w;
+    memcpy(sp.weights, ss_graph_op(g, a1)->weights, sizeof sp.weights);
+    assert_int_equal(ss_graph_add_op(g, &sp, &d), 2);
+    a.out_features = 2;
+    assert_int_equal(ss_graph_add(g, "b", SS_OP_LINEAR, &a, 1, &in, &d), 3);
+    ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
+
+    ss_space_opts o = {4, 0};
+    ss_space *spc;
+    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
+    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
+    wtoy w = {ss_plan_new(g, NULL), 0, 0, 0};
+    ss_evaluator ev = {&w, wtoy_eval, NULL, NULL};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 4000;
+    cfg.seed = 3;
+    cfg.p_heavy = 1;
+    cfg.explore_share = -1;
+    cfg.restart_after = 1000000;
+    cfg.patience = -1;
+    ss_mcmc_stats st;
+    ss_eval be;
+    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    assert_int_equal(w.bad, 0);
+    long moves = w.moved_a + w.moved_b;
+    assert_true(moves > 3000);
+    double share = (double)w.moved_a / (double)moves;
+    /* 6/7 = 0.857; the standard deviation over > 3,000 draws is < 0.007 */
+    assert_true(share > 0.82 && share < 0.89);
+
+    /* Without weight moves, single-op moves appear (a1 without a2). */
+    w.moved_a = w.moved_b = w.bad = 0;
+    cfg.p_heavy = -1;
+    cfg.p_group = -1;
+    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    assert_true(w.bad > 0);
+
+    ss_plan_free(w.base);
+    ss_plan_free(start);
+    ss_plan_free(best);
+    ss_space_free(spc);
+    ss_graph_free(g);
+}
+
 /* Allocation failures inside the search: clean NOMEM, no leak. */
 static void test_nomem(void **state)
 {
@@ -537,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_schedule_defaults),
         cmocka_unit_test(test_bound_same_chain),
         cmocka_unit_test(test_invalid_and_errors),
+        cmocka_unit_test(test_weight_moves),
         cmocka_unit_test(test_nomem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
