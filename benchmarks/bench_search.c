@@ -67,6 +67,24 @@ static int setup(const char *model, const char *topo, ss_machine **m, ss_graph *
     return *cm == NULL;
 }
 
+/* A random one-op proposal applied to p: op drawn uniformly, a random
+ * candidate of the space (stage kept); the op's old config is saved in *old
+ * (devices in obuf) for undoing; buf holds the new config's devices. */
+static int draw_proposal(const ss_graph *g, const ss_space *sp, ss_plan *p, ss_rng *rng,
+                         int *buf, int *obuf, ss_pconfig *old, ss_diag *d)
+{
+    int op = (int)ss_rng_below(rng, ss_graph_n_ops(g));
+    ss_pconfig c;
+    *old = *ss_plan_config(p, op);
+    memcpy(obuf, old->devices, (size_t)old->ntiles * sizeof *obuf);
+    old->devices = obuf;
+    c.devices = buf;
+    ss_space_random(sp, op, rng, &c);
+    c.stage = old->stage;
+    ss_plan_set_config(p, op, &c, d);
+    return op;
+}
+
 static int bench_delta(const char *model, const char *topo, int n)
 {
     ss_machine *m;
@@ -103,14 +121,8 @@ static int bench_delta(const char *model, const char *topo, int n)
     ss_rng_seed(&rng, 42);
     long tasks = 0, mism = 0, ok = 0;
     for (int i = 0; i < n; i++) {
-        int op = (int)ss_rng_below(&rng, ss_graph_n_ops(g));
-        ss_pconfig c, old = *ss_plan_config(p, op);
-        memcpy(obuf, old.devices, (size_t)old.ntiles * sizeof *obuf);
-        old.devices = obuf;
-        c.devices = buf;
-        ss_space_random(sp, op, &rng, &c);
-        c.stage = old.stage;
-        ss_plan_set_config(p, op, &c, &d);
+        ss_pconfig old;
+        int op = draw_proposal(g, sp, p, &rng, buf, obuf, &old, &d);
         double t0 = now_s();
         ss_status s1 = ss_delta_run(dl, p, op, &e, &d);
         double t1 = now_s();
@@ -612,14 +624,8 @@ static int bench_shiftprobe(const char *model, const char *topo, int n, uint64_t
            "biggest-nonzero-shift-cluster\n",
            model, ss_machine_name(m));
     for (int i = 0; i < n; i++) {
-        int op = (int)ss_rng_below(&rng, ss_graph_n_ops(g));
-        ss_pconfig c, old = *ss_plan_config(p, op);
-        memcpy(obuf, old.devices, (size_t)old.ntiles * sizeof *obuf);
-        old.devices = obuf;
-        c.devices = buf;
-        ss_space_random(sp, op, &rng, &c);
-        c.stage = old.stage;
-        ss_plan_set_config(p, op, &c, &d);
+        ss_pconfig old;
+        int op = draw_proposal(g, sp, p, &rng, buf, obuf, &old, &d);
         int64_t before = ss_delta_stats_of(dl)->tasks_resimulated;
         ss_status s1 = ss_delta_run(dl, p, op, &e, &d);
         ss_delta_view v;

@@ -21,11 +21,11 @@
 #include <math.h>
 #include <string.h>
 
-static ss_graph *branch_graph(void)
+/* Op 0 of the test graphs: input x [8 samples, 6 features]; its tensor. */
+static int input_x(ss_graph *g)
 {
     ss_diag d;
     ss_diag_init(&d);
-    ss_graph *g = ss_graph_new("branch");
     ss_op_attrs a;
     memset(&a, 0, sizeof a);
     a.ndim = 2;
@@ -34,10 +34,19 @@ static ss_graph *branch_graph(void)
     a.kind[0] = SS_DIM_SAMPLE;
     a.kind[1] = SS_DIM_PARAMETER;
     a.dtype = SS_F32;
-    int x = ss_graph_add(g, "x", SS_OP_INPUT, &a, 0, NULL, &d);
+    assert_int_equal(ss_graph_add(g, "x", SS_OP_INPUT, &a, 0, NULL, &d), 0);
+    return ss_graph_out(g, 0);
+}
+
+static ss_graph *branch_graph(void)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = ss_graph_new("branch");
+    int in = input_x(g);
+    ss_op_attrs a;
     memset(&a, 0, sizeof a);
     a.out_features = 4;
-    int in = ss_graph_out(g, x);
     assert_int_equal(ss_graph_add(g, "fc1", SS_OP_LINEAR, &a, 1, &in, &d), 1);
     assert_int_equal(ss_graph_add(g, "fc2", SS_OP_LINEAR, &a, 1, &in, &d), 2);
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
@@ -545,16 +554,8 @@ static void test_weight_moves(void **state)
     ss_diag d;
     ss_diag_init(&d);
     ss_graph *g = ss_graph_new("shared");
+    int in = input_x(g);
     ss_op_attrs a;
-    memset(&a, 0, sizeof a);
-    a.ndim = 2;
-    a.shape[0] = 8;
-    a.shape[1] = 6;
-    a.kind[0] = SS_DIM_SAMPLE;
-    a.kind[1] = SS_DIM_PARAMETER;
-    a.dtype = SS_F32;
-    int x = ss_graph_add(g, "x", SS_OP_INPUT, &a, 0, NULL, &d);
-    int in = ss_graph_out(g, x);
     memset(&a, 0, sizeof a);
     a.out_features = 12;
     int a1 = ss_graph_add(g, "a1", SS_OP_LINEAR, &a, 1, &in, &d);
