@@ -176,9 +176,11 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
     printf("\n  expert plan: %s\n", r->expert_label);
     printf("  speedup of the best plan: %.2fx over data parallel, %.2fx over expert\n",
            r->speedup_vs_dp, r->speedup_vs_expert);
-    printf("  search: %lld proposals (%lld rejected by the compute bound), %lld accepted,\n"
+    printf("  search: %lld proposals (%lld rejected by the compute bound, %lld by the load\n"
+           "          bound after building), %lld accepted,\n"
            "          %lld simulations (%.0f/s, %s), %.2f s, stopped: %s\n",
-           (long long)r->proposals, (long long)r->pruned, (long long)r->accepted,
+           (long long)r->proposals, (long long)r->pruned, (long long)r->cut,
+           (long long)r->accepted,
            (long long)r->evaluations, r->evals_per_s,
            r->delta ? "delta simulation" : "full simulation", r->time_s, r->stopped_by);
     printf("  best found after %.2f s; plan space about 10^%.0f plans\n", r->best_found_at_s,

@@ -663,6 +663,18 @@ void ss_sim_free(ss_sim *s);
  * bit-identical results. */
 ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d);
 
+/* ss_sim_run with a cutoff, for searches that only need to know whether a
+ * plan beats a threshold. With cutoff_us < HUGE_VAL, *load_us is set to the
+ * largest total duration of the tasks on any one resource (device stream or
+ * link channel) of p's task graph: no schedule ends before it, so the
+ * iteration time is >= it. When *load_us > cutoff_us the run stops after
+ * building the task graph: SS_OK, *r unchanged, the simulator holds no run
+ * (ss_sim_write_trace and ss_sim_n_tasks see none). Otherwise it is exactly
+ * ss_sim_run. cutoff_us = HUGE_VAL: ss_sim_run, *load_us = 0. On error *r
+ * is unchanged. */
+ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                            double *load_us, ss_diag *d);
+
 /* Free a result's arrays and zero it (NULL is a no-op). */
 void ss_sim_result_clear(ss_sim_result *r);
 /* Deep copy src into dst (dst's arrays reused when large enough). On error
@@ -727,6 +739,8 @@ typedef struct ss_search_result {
     double speedup_vs_dp, speedup_vs_expert; /* baseline time / best time */
     int64_t proposals, accepted, evaluations, infeasible, restarts;
     int64_t pruned;          /* proposals rejected by the compute lower bound, unsimulated */
+    int64_t cut;             /* proposals rejected after building their task graph: one
+                                resource's load exceeded the acceptance threshold */
     double time_s, evals_per_s, best_found_at_s; /* evals_per_s: simulations per second */
     double log10_space;      /* log10 of the number of plans in the space */
     int delta;               /* 1 if delta simulation judged the proposals */
@@ -748,7 +762,7 @@ void ss_search_result_clear(ss_search_result *r);
 /* The result as JSON: {"best": simulate fields, "baselines": {"data_parallel":
  * ..., "expert": ...}, "expert_plan", "speedup_vs_data_parallel",
  * "speedup_vs_expert", "search": {proposals, accepted, evaluations,
- * pruned, infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
+ * pruned, cut, infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
  * interrupted, delta, log10_space_size}, "plan_file"}. plan_file may be NULL.
  * *out is an ss_malloc'd string. */
 ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file, char **out,

@@ -29,22 +29,33 @@ typedef struct full_eval {
     ss_sim_result r;
 } full_eval;
 
-static ss_status full_eval_fn(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+/* Full simulation; stops after building the task graph when one resource
+ * carries more work than the cutoff (ss_sim_run_within). */
+static ss_status full_eval_fn(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                              ss_eval *out, ss_diag *d)
 {
     (void)changed;
     full_eval *f = ctx;
-    ss_status st = ss_sim_run(f->sim, p, &f->r, d);
+    double load;
+    ss_status st = ss_sim_run_within(f->sim, p, cutoff_us, &f->r, &load, d);
     if (st)
         return st;
+    if (load > cutoff_us) {
+        out->time_us = load;
+        out->beyond = 1;
+        return SS_OK;
+    }
+    out->beyond = 0;
     out->time_us = f->r.iteration_us;
     out->fits = f->r.fits;
     out->overflow_bytes = f->r.overflow_bytes;
     return SS_OK;
 }
 
-static ss_status delta_eval_fn(void *ctx, const ss_plan *p, int changed, ss_eval *out,
-                               ss_diag *d)
+static ss_status delta_eval_fn(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                               ss_eval *out, ss_diag *d)
 {
+    (void)cutoff_us; /* delta keeps its base in step with the search: always exact */
     ss_delta *dl = ctx;
     ss_delta_eval e;
     ss_status st = ss_delta_run(dl, p, changed, &e, d);
@@ -53,6 +64,7 @@ static ss_status delta_eval_fn(void *ctx, const ss_plan *p, int changed, ss_eval
     out->time_us = e.iteration_us;
     out->fits = e.fits;
     out->overflow_bytes = e.overflow_bytes;
+    out->beyond = 0;
     return SS_OK;
 }
 
@@ -65,10 +77,11 @@ typedef struct bounded {
     ss_bound *bnd;
 } bounded;
 
-static ss_status bounded_eval(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+static ss_status bounded_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                             ss_eval *out, ss_diag *d)
 {
     bounded *b = ctx;
-    return b->inner.eval(b->inner.ctx, p, changed, out, d);
+    return b->inner.eval(b->inner.ctx, p, changed, cutoff_us, out, d);
 }
 
 static void bounded_commit(void *ctx)
@@ -243,6 +256,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         r->accepted = ms.accepted;
         r->evaluations = ms.evaluations;
         r->pruned = ms.pruned;
+        r->cut = ms.cut;
         r->infeasible = ms.infeasible;
         r->restarts = ms.restarts;
         r->time_s = ms.time_s;
@@ -293,6 +307,7 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(srch, "accepted", json_integer(r->accepted));
         bad |= json_object_set_new(srch, "evaluations", json_integer(r->evaluations));
         bad |= json_object_set_new(srch, "pruned", json_integer(r->pruned));
+        bad |= json_object_set_new(srch, "cut", json_integer(r->cut));
         bad |= json_object_set_new(srch, "infeasible", json_integer(r->infeasible));
         bad |= json_object_set_new(srch, "restarts", json_integer(r->restarts));
         bad |= json_object_set_new(srch, "time_s", json_real(r->time_s));

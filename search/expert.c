@@ -199,7 +199,7 @@ static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_
     for (int i = 0; i < N; i++)
         per_node += ss_machine_device(m, i)->host == ss_machine_device(m, 0)->host;
     ss_plan *best = NULL;
-    ss_eval be = {0, 0, 0};
+    ss_eval be = {0, 0, 0, 0};
     for (int tp = 1; tp <= per_node && tp <= 8; tp *= 2) {
         for (int pp = 1; pp <= 4; pp *= 2) {
             if (N % (tp * pp))
@@ -215,7 +215,7 @@ static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_
             if (ss_plan_megatron(g, m, &mc, &p, &local) != SS_OK)
                 continue;
             ss_eval e;
-            ss_status st = ev ? ev->eval(ev->ctx, p, -1, &e, &local) : SS_OK;
+            ss_status st = ev ? ev->eval(ev->ctx, p, -1, HUGE_VAL, &e, &local) : SS_OK;
             if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) {
                 ss_plan_free(p);
                 continue;

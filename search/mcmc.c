@@ -108,15 +108,24 @@ static void copy_config(ss_pconfig *dst, const ss_pconfig *src)
     memcpy(keep, src->devices, (size_t)src->ntiles * sizeof *keep);
 }
 
-/* Evaluate p through the evaluator; *ok = 0 when the plan cannot run
- * (INVALID / INFEASIBLE), which is not an error of the search. */
-static ss_status evaluate(search *s, const ss_plan *p, int changed, ss_eval *e, int *ok,
-                          ss_diag *d)
+/* Evaluate p through the evaluator with the move's acceptance threshold
+ * (HUGE_VAL: exact); *ok = 0 when the plan cannot run (INVALID /
+ * INFEASIBLE), which is not an error of the search; e->beyond = 1 when the
+ * evaluator stopped early (counted as cut, not as an evaluation). */
+static ss_status evaluate(search *s, const ss_plan *p, int changed, double cutoff_us, ss_eval *e,
+                          int *ok, ss_diag *d)
 {
     ss_diag local;
     ss_diag_init(&local);
+    memset(e, 0, sizeof *e);
+    ss_status st = s->ev->eval(s->ev->ctx, p, changed, cutoff_us, e, &local);
+    if (st == SS_OK && e->beyond) {
+        s->st.cut++;
+        *ok = 1;
+        return SS_OK;
+    }
+    e->beyond = 0;
     s->st.evaluations++;
-    ss_status st = s->ev->eval(s->ev->ctx, p, changed, e, &local);
     if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) {
         *ok = 0;
         s->st.infeasible++;
@@ -252,7 +261,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
     ss_status st = bound(s, p, -1, &lb, d);
     if (st)
         return st;
-    st = evaluate(s, p, -1, &e, ok, d);
+    st = evaluate(s, p, -1, HUGE_VAL, &e, ok, d);
     if (st || !*ok)
         return st;
     if (p != s->cur && ss_plan_copy(s->cur, p) != SS_OK)
@@ -415,10 +424,13 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
         if (st)
             return st;
         int changed = s->n_moved == 1 ? op : -1;
+        /* the move is accepted iff its time is below thr (accept()); from a
+         * plan that does not fit there is no threshold on time */
         double u = ss_rng_unit(&s->rng), lb;
+        double thr = s->cur_e.fits ? s->cur_e.time_us * (1 - log(u) / s->beta_now) : HUGE_VAL;
         if ((st = bound(s, s->cur, changed, &lb, d)) != SS_OK)
             return st;
-        if (s->cur_e.fits && lb > s->cur_e.time_us * (1 - log(u) / s->beta_now)) {
+        if (lb > thr) {
             s->st.pruned++;
             if ((st = undo_move(s, d)) != SS_OK)
                 return st;
@@ -427,9 +439,9 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
         }
         ss_eval e;
         int ok;
-        if ((st = evaluate(s, s->cur, changed, &e, &ok, d)) != SS_OK)
+        if ((st = evaluate(s, s->cur, changed, thr, &e, &ok, d)) != SS_OK)
             return st;
-        if (ok && accept(s, &s->cur_e, &e, u)) {
+        if (ok && !e.beyond && accept(s, &s->cur_e, &e, u)) {
             commit(s);
             s->cur_e = e;
             s->st.accepted++;

@@ -53,18 +53,27 @@ typedef struct ss_eval {
     double time_us;         /* predicted iteration time (> 0) */
     int fits;               /* 1 if it fits in memory */
     double overflow_bytes;  /* when !fits: how far over capacity (> 0) */
+    int beyond;             /* 1: stopped early, time_us > cutoff proven (time_us is the
+                               proof's lower bound; fits unknown) */
 } ss_eval;
 
-/* Plan evaluator. The BASE is the last plan committed. eval(p, changed):
- * changed >= 0 promises that p equals the base except for op `changed`;
- * changed == -1 means p is arbitrary (chain start, restart). commit makes the
- * plan of the last successful eval the new base (may be NULL for evaluators
- * without state). An eval returning SS_ERR_INVALID or SS_ERR_INFEASIBLE means
- * "this plan cannot run" (e.g. no route between two devices): the proposal is
- * rejected and the search goes on; any other error stops the search. */
+/* Plan evaluator. The BASE is the last plan committed. eval(p, changed,
+ * cutoff_us): changed >= 0 promises that p equals the base except for op
+ * `changed`; changed == -1 means p is arbitrary (chain start, restart).
+ * cutoff_us is the acceptance threshold of the move (HUGE_VAL: the exact
+ * evaluation is needed): an evaluator that proves p's time exceeds it may
+ * stop early with out->beyond = 1 (the search rejects the move, as the exact
+ * evaluation would have: the chain is the same, only cheaper), otherwise it
+ * fills *out with beyond = 0. commit makes the plan of the last successful
+ * eval the new base (never called after a `beyond` eval; may be NULL for
+ * evaluators without state). An eval returning SS_ERR_INVALID or
+ * SS_ERR_INFEASIBLE means "this plan cannot run" (e.g. no route between two
+ * devices): the proposal is rejected and the search goes on; any other error
+ * stops the search. */
 typedef struct ss_evaluator {
     void *ctx;
-    ss_status (*eval)(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d);
+    ss_status (*eval)(void *ctx, const ss_plan *p, int changed, double cutoff_us, ss_eval *out,
+                      ss_diag *d);
     void (*commit)(void *ctx);
     /* Optional: a lower bound (us) of p's iteration time, same `changed`
      * protocol; commit also makes its plan the base. When the bound already
@@ -86,6 +95,8 @@ typedef struct ss_mcmc_stats {
     int64_t accepted;      /* moves accepted (including no-op moves) */
     int64_t evaluations;   /* evaluator calls (simulations) */
     int64_t pruned;        /* moves rejected by the lower bound, without eval */
+    int64_t cut;           /* moves rejected by an eval that stopped early (beyond the
+                              acceptance threshold); not counted in evaluations */
     int64_t infeasible;    /* evaluations that did not fit or could not run */
     int64_t restarts;      /* chain starts + restarts from the best */
     double time_s;         /* wall time of the search */

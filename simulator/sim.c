@@ -16,6 +16,7 @@
 #include "simulator/taskgraph.h"
 #include "simulator/trace.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,8 @@ struct ss_sim {
     int cap_peak;
     critkey *ck;
     int cap_ck;
+    double *load;    /* per resource: summed task durations (ss_sim_run_within) */
+    int cap_load;
     int ran;
 };
 
@@ -83,6 +86,7 @@ void ss_sim_free(ss_sim *s)
     ss_engine_free(s->e);
     ss_free(s->peak);
     ss_free(s->ck);
+    ss_free(s->load);
     ss_free(s);
 }
 
@@ -190,16 +194,54 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
     return SS_OK;
 }
 
-ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
+/* The largest summed duration of the tasks on one resource of tg, into
+ * *out (0 for a graph without resources). */
+static ss_status max_load(ss_sim *s, double *out, ss_diag *d)
+{
+    const ss_taskgraph *tg = s->tg;
+    int nr = tg->n_resources;
+    if (nr > s->cap_load) {
+        double *l = ss_realloc(s->load, (size_t)nr * sizeof *l);
+        if (!l)
+            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+        s->load = l;
+        s->cap_load = nr;
+    }
+    memset(s->load, 0, (size_t)nr * sizeof *s->load);
+    for (int t = 0; t < tg->n_tasks; t++)
+        for (int k = tg->res_off[t]; k < tg->res_off[t + 1]; k++)
+            s->load[tg->res[k]] += tg->dur[t];
+    double mx = 0;
+    for (int r = 0; r < nr; r++)
+        mx = s->load[r] > mx ? s->load[r] : mx;
+    *out = mx;
+    return SS_OK;
+}
+
+ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d)
+{
+    double load;
+    return ss_sim_run_within(s, p, HUGE_VAL, r, &load, d);
+}
+
+ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                            double *load_us, ss_diag *dd)
 {
     ss_diag local;
     ss_diag *d = dd ? dd : &local;
     ss_diag_init(&local);
     int nd = ss_machine_n_devices(s->m);
     s->ran = 0;
+    *load_us = 0;
     ss_status st = ss_build_run(s->b, p, s->tg, s->mm, d);
     if (st != SS_OK)
         return st;
+    if (cutoff_us < HUGE_VAL) {
+        if ((st = max_load(s, load_us, d)) != SS_OK)
+            return st;
+        if (*load_us > cutoff_us)
+            return SS_OK;
+    }
     ss_engine_config ec = {ss_build_policy(s->b)};
     if ((st = ss_engine_run(s->e, s->tg, &ec, d)) != SS_OK)
         return st;

@@ -96,9 +96,13 @@ typedef struct toy {
     int invalid_dev3;   /* fc1 anywhere on device 3 -> SS_ERR_INVALID */
     long fail_at;       /* eval number that returns SS_ERR_NOMEM (-1 never) */
     int constant;       /* every plan costs 1 */
+    int cutoff;         /* stop early (beyond) when toy_bound exceeds the cutoff */
 } toy;
 
-static ss_status toy_eval(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+static ss_status toy_bound(void *ctx, const ss_plan *p, int changed, double *lb, ss_diag *d);
+
+static ss_status toy_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us, ss_eval *out,
+                         ss_diag *d)
 {
     toy *t = ctx;
     t->evals++;
@@ -118,6 +122,15 @@ static ss_status toy_eval(void *ctx, const ss_plan *p, int changed, ss_eval *out
         for (int k = 0; k < c->ntiles; k++)
             if (c->devices[k] == 3)
                 return ss_diag_set(d, SS_ERR_INVALID, "toy: no route");
+    }
+    if (t->cutoff && cutoff_us < HUGE_VAL) {
+        double lb;
+        toy_bound(NULL, p, changed, &lb, d);
+        if (lb > cutoff_us) {
+            out->time_us = lb;
+            out->beyond = 1;
+            return SS_OK;
+        }
     }
     if (t->constant) {
         out->time_us = 1;
@@ -454,6 +467,22 @@ static void test_bound_same_chain(void **state)
     assert_true(s2.pruned > 0);
     assert_int_equal(s2.evaluations + s2.pruned, s1.evaluations);
     assert_int_equal(f.t.contract_violations, 0);
+    /* The same bound inside the evaluator, as a cutoff (ss_sim_run_within's
+     * use): the same chain again, the moves it proves too slow cut. */
+    f.ev.bound = NULL;
+    f.t.cutoff = 1;
+    ss_mcmc_stats s3;
+    ss_eval e3;
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, other, &e3, &s3, &d), SS_OK);
+    for (int op = 0; op < 3; op++)
+        assert_true(same(ss_plan_config(f.best, op), ss_plan_config(other, op)));
+    assert_true(e1.time_us == e3.time_us);
+    assert_int_equal(s1.proposals, s3.proposals);
+    assert_int_equal(s1.accepted, s3.accepted);
+    assert_int_equal(s1.cut, 0);
+    assert_int_equal(s3.cut, s2.pruned);
+    assert_int_equal(s3.evaluations + s3.cut, s1.evaluations);
+    assert_int_equal(f.t.contract_violations, 0);
     ss_plan_free(other);
     teardown_fx(&f);
 }
@@ -524,9 +553,11 @@ typedef struct wtoy {
     long moved_a, moved_b, bad;
 } wtoy;
 
-static ss_status wtoy_eval(void *ctx, const ss_plan *p, int changed, ss_eval *out, ss_diag *d)
+static ss_status wtoy_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                          ss_eval *out, ss_diag *d)
 {
     (void)changed;
+    (void)cutoff_us;
     (void)d;
     wtoy *w = ctx;
     int ch[4];

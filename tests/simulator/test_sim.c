@@ -417,8 +417,28 @@ static void invariants_for(const char *spec, int64_t batch, int plans)
                             (size_t)a.n_devices * sizeof(double));
         assert_memory_equal(a.compute_us, b.compute_us, (size_t)a.n_devices * sizeof(double));
         assert_memory_equal(a.comm_us, b.comm_us, (size_t)a.n_devices * sizeof(double));
+        /* the load bound of ss_sim_run_within: no more than the iteration
+         * time, no less than any device's compute time; a cutoff below it
+         * stops the run before the engine (result untouched, no run held),
+         * a cutoff at it changes nothing */
+        ss_sim_result c = {0};
+        double load = -1, load2 = -1, busiest = 0;
+        assert_int_equal(ss_sim_run_within(f.sim, p, 0, &c, &load, &d), SS_OK);
+        for (int i = 0; i < a.n_devices; i++)
+            busiest = a.compute_us[i] > busiest ? a.compute_us[i] : busiest;
+        assert_true(load > 0 && load <= a.iteration_us * (1 + 1e-12));
+        assert_true(load >= busiest * (1 - 1e-12));
+        assert_true(c.n_devices == 0 && c.iteration_us == 0 && c.peak_memory_bytes == NULL);
+        assert_int_equal(ss_sim_n_tasks(f.sim), 0);
+        assert_int_equal(ss_sim_run_within(f.sim, p, load, &c, &load2, &d), SS_OK);
+        assert_true(load2 == load);
+        assert_true(c.iteration_us == a.iteration_us);
+        assert_memory_equal(a.peak_memory_bytes, c.peak_memory_bytes,
+                            (size_t)a.n_devices * sizeof(double));
+        assert_int_equal(ss_sim_n_tasks(f.sim), a.n_tasks);
         ss_sim_result_clear(&a);
         ss_sim_result_clear(&b);
+        ss_sim_result_clear(&c);
         ss_plan_free(p);
     }
     /* data parallel on one device = sum of its compute tasks plus updates */
