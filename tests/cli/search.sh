@@ -40,7 +40,7 @@ for k in ["iteration_time_ms", "throughput_samples_per_s", "peak_memory_bytes", 
     assert k in d["best"], k
     assert k in d["baselines"]["data_parallel"], k
     assert k in d["baselines"]["expert"], k
-for k in ["proposals", "accepted", "time_s", "evals_per_s"]:
+for k in ["proposals", "accepted", "evaluations", "pruned", "cut", "time_s", "evals_per_s"]:
     assert k in d["search"], k
 assert 0 < d["search"]["proposals"] <= 400
 dp = d["baselines"]["data_parallel"]["iteration_time_ms"]

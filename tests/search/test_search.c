@@ -236,6 +236,8 @@ static void test_json_and_stop(void **state)
     assert_non_null(json_object_get(s, "accepted"));
     assert_non_null(json_object_get(s, "time_s"));
     assert_non_null(json_object_get(s, "evals_per_s"));
+    assert_int_equal(json_integer_value(json_object_get(s, "pruned")), r.pruned);
+    assert_int_equal(json_integer_value(json_object_get(s, "cut")), r.cut);
     assert_true(json_is_true(json_object_get(s, "interrupted")));
     assert_string_equal(json_string_value(json_object_get(o, "plan_file")), "out.json");
     json_decref(o);
