@@ -280,7 +280,10 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 #define RESTART_MIN 100
 #define RESTART_MAX 500
 
+/* Defaults of the chain: the share of weight moves and the acceptance
+ * sharpness (A/B measurements in benchmarks/RESULTS.md, "Search"). */
 #define P_HEAVY 0.5
+#define BETA 250.0
 
 enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
 #define SEGMENT_MAX 8
@@ -554,7 +557,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.cfg = cfg;
     ss_rng_seed(&s.rng, cfg->seed);
     s.budget = cfg->budget;
-    s.beta = cfg->beta > 0 ? cfg->beta : 100.0;
+    s.beta = cfg->beta > 0 ? cfg->beta : BETA;
     s.p_nbr = cfg->p_neighbor < 0 ? 0 : cfg->p_neighbor > 0 ? cfg->p_neighbor : 0.3;
     s.p_group = cfg->p_group < 0 ? 0 : cfg->p_group > 0 ? cfg->p_group : 0.5;
     s.p_segment = cfg->p_segment < 0 ? 0 : cfg->p_segment > 0 ? cfg->p_segment : 0.25;
@@ -608,7 +611,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     /* Exploration: a hotter chain from each start, with an equal share of
      * the budget and of the time limit. */
     int64_t share = (int64_t)((double)s.budget * s.explore / (double)n_starts);
-    s.beta_now = s.beta / 8;
+    s.beta_now = s.beta / 20;
     for (int i = 0; st == SS_OK && i < n_starts && share > 0 && !should_stop(&s); i++) {
         if (!ok_start[i])
             continue;

@@ -17,8 +17,8 @@
  * each of their ops. The proposal is judged by an evaluator (a plan ->
  * iteration time and whether it fits in memory); with cost = iteration time,
  *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
- * so beta is scale-free (beta = 100: a plan 1% slower is accepted with
- * probability e^-1). The uniform u of the test is drawn before the
+ * so beta is scale-free (default beta = 250: a plan 1% slower is accepted
+ * with probability e^-2.5 = 8%, 0.4% slower with e^-1). The uniform u of the test is drawn before the
  * evaluation, so a lower bound can reject a move without simulating it and
  * the chain stays the same (search/bound.h). Memory is a hard constraint: from a plan that fits, a
  * plan that does not fit is always rejected; from a plan that does not fit
@@ -27,7 +27,7 @@
  *
  * THE SCHEDULE. Every start plan is evaluated first. Then one chain runs from
  * each start in turn (exploration: explore_share, by default a quarter, of
- * the budget and of the time limit, split evenly, at an eighth of beta so it
+ * the budget and of the time limit, split evenly, at a twentieth of beta so it
  * can cross worse plans), and the
  * rest of the budget runs a chain from the best plan found so far
  * (exploitation), restarting from the global best whenever the chain has not
@@ -111,7 +111,7 @@ typedef struct ss_mcmc_config {
     int64_t budget;          /* proposals in all (>= 1) */
     double time_limit_s;     /* 0: no limit */
     uint64_t seed;
-    double beta;             /* 0: default 100 */
+    double beta;             /* 0: default 250 */
     int64_t patience;        /* 0: budget / 2; < 0: never */
     int64_t restart_after;   /* 0: budget / 20 clamped to [100, 500] */
     double explore_share;    /* share of budget and time for the exploration chains
