@@ -13,12 +13,14 @@
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
  * all smaller). Completion events wait in a calendar, one bucket per
  * distinct time (see ebucket), drained a round at a time in id order. Per
- * task, one 64-byte record holds what the event loop touches, with the
- * resource and up to two successors inline (large graphs are memory-bound:
- * a task costs one cache line instead of one per array); predecessor counts
- * stay apart, one byte per task (see left); the result's arrays are copied
- * out of the records when the run ends. Per-task and per-resource arrays
- * are grown on demand and reused by every run. Invariant between rounds:
+ * task, one 32-byte read-only record holds what the event loop reads, with
+ * the resource and up to two successors inline; predecessor counts stay
+ * apart, one byte per task (see left); the result's arrays (start, end,
+ * ready, blocker ...) are written in place as tasks are released, start and
+ * end. A round mostly handles tasks with nearby ids (the tiles of one op on
+ * many devices), so dense arrays and small records keep the cache lines it
+ * touches few. Per-task and per-resource arrays are grown on demand and
+ * reused by every run. Invariant between rounds:
  * holder[r] is the running task on r or -1; a task is in r's
  * queue iff it is released, not started, and uses r.
  */
@@ -48,30 +50,36 @@ static inline qent qkey(int cls, double ready, int32_t prio, int32_t id)
 
 static inline int32_t qid(const qent *q) { return (int32_t)(uint32_t)q->lo; }
 
-/* Per-task run state: everything the event loop reads or writes of one
- * task in one 64-byte record (one cache line; the arrays the result
- * exposes are copied out when the run ends), so a task costs a single line
- * where separate arrays would miss once per array on large graphs. A task on
+/* The ready time in a key. */
+static inline double qready(const qent *q)
+{
+    uint64_t bits = q->hi & ~((uint64_t)1 << 63);
+    double r;
+    memcpy(&r, &bits, sizeof r);
+    return r;
+}
+
+/* Per-task run state: what the event loop reads of one task, in one 32-byte
+ * record (two per cache line). A round usually handles tasks with nearby
+ * ids (the tiles of one op on many devices end together), so small records
+ * and the dense per-task result arrays, written in place as tasks are
+ * released, start and end, keep the lines a round touches few. A task on
  * one resource keeps the resource in the record (res), and a task with at
  * most two successors keeps them (succ), saving the look-ups in tg->res and
  * tg->succ. */
 typedef struct trec {
-    double ready;    /* when its last predecessor ended */
     double dur;
-    double start, end; /* -1 until started */
     int32_t res;     /* nres == 1: the resource; else offset in tg->res */
     int32_t prio;
-    int32_t end_round; /* rank of end among the event times */
     int32_t succ[2]; /* nsucc <= 2: the successors; else succ[0] is their
                       * offset in tg->succ */
     int32_t nsucc;
-    int32_t blocker;
     uint16_t nres;
     uint8_t cls;     /* 1: forward under backward-first */
-    uint8_t by_res;
+    uint8_t pad;
 } trec;
 
-_Static_assert(sizeof(trec) == 64, "a task record is one 64-byte cache line");
+_Static_assert(sizeof(trec) == 32, "a task record is half a 64-byte cache line");
 
 /* The successors of task record r (borrowed from r or from tg). */
 static inline const int32_t *rsucc(const ss_taskgraph *tg, const trec *r)
@@ -109,10 +117,11 @@ struct ss_engine {
     ss_engine_result res;
     /* per task */
     int cap_tasks;
-    double *start, *end, *ready;        /* the result's arrays (finish) */
+    double *start, *end, *ready;        /* the result's arrays, written in place */
     int32_t *start_round, *end_round;
-    int32_t *blocker;
-    uint8_t *by_res;
+    int32_t *blocker;                   /* -1 (prepare) until set */
+    uint8_t *by_res;                    /* 0 (prepare) until set */
+    int32_t last_task;                  /* critical path's end (finish) */
     uint8_t *left;    /* per task: predecessors not yet ended, LEFT_BIG when
                        * 255 or more (then counted in left_big): apart from
                        * the records and one byte each, as decrements reach
@@ -120,7 +129,7 @@ struct ss_engine {
                        * those lines few */
     int32_t *left_big; /* per task; read and written only where left is LEFT_BIG */
     void *rec_raw;                      /* allocation behind rec */
-    trec *rec;                          /* 64-byte aligned */
+    trec *rec;                          /* 32-byte aligned */
     /* calendar (sized in prepare for cap_pend pending events) */
     int cap_pend;
     ebucket *bk;
@@ -130,6 +139,7 @@ struct ss_engine {
     /* per resource */
     int cap_res;
     double *busy;
+    double *last_end; /* end of last[r] */
     int32_t *holder, *last, *qh, *qt, *touched; /* qh, qt: [2 * resources] */
     uint8_t *is_touched;
     /* queue slots */
@@ -194,6 +204,7 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->hslot);
     ss_free(e->cur);
     ss_free(e->busy);
+    ss_free(e->last_end);
     ss_free(e->holder);
     ss_free(e->last);
     ss_free(e->qh);
@@ -250,7 +261,7 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
         e->cap_tasks = tasks;
     }
     if (res > e->cap_res) {
-        if (GROW(busy, res) || GROW(holder, res) || GROW(last, res) || GROW(qh, 2 * res) ||
+        if (GROW(busy, res) || GROW(last_end, res) || GROW(holder, res) || GROW(last, res) || GROW(qh, 2 * res) ||
             GROW(qt, 2 * res) || GROW(touched, res) || GROW(is_touched, res))
             return -1;
         e->cap_res = res;
@@ -539,34 +550,36 @@ static inline void chan_change(run *s, int r, double t, int delta)
     }
 }
 
-static void start_task(run *s, int h, double t)
+/* Start task h at t; it became ready at `ready` (rule 1). */
+static void start_task(run *s, int h, double t, double ready)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    trec *rh = &e->rec[h];
+    const trec *rh = &e->rec[h];
     const int32_t *rs = rres(tg, rh);
     int nres = rh->nres;
-    double dur = rh->dur;
-    if (t > rh->ready) {
+    double dur = rh->dur, end = t + dur;
+    if (t > ready) {
         /* Waited for a resource: the blocker is the task that freed one of
          * them last (at t, see engine.c's proof in engine.h). */
         int best = -1;
         double best_end = -1;
         for (int i = 0; i < nres; i++) {
-            int p = e->last[rs[i]];
-            if (p >= 0 && e->rec[p].end > best_end) {
-                best_end = e->rec[p].end;
-                best = p;
+            int r = rs[i];
+            if (e->last[r] >= 0 && e->last_end[r] > best_end) {
+                best_end = e->last_end[r];
+                best = e->last[r];
             }
         }
-        rh->blocker = best;
-        rh->by_res = 1;
+        e->blocker[h] = best;
+        e->by_res[h] = 1;
     }
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
         e->qh[2 * r + rh->cls]++; /* h is r's head (dispatch checked) */
         e->holder[r] = h;
         e->last[r] = h;
+        e->last_end[r] = end;
         e->busy[r] += dur;
         if (r < tg->n_devices) {
             dev_mark(e, r, t);
@@ -575,22 +588,22 @@ static void start_task(run *s, int h, double t)
             chan_change(s, r, t, +1);
         }
     }
-    rh->start = t;
-    rh->end = t + dur;
+    e->start[h] = t;
+    e->end[h] = end;
     e->start_round[h] = s->round;
     s->started++;
-    epush(s, t + dur, h);
+    epush(s, end, h);
 }
 
 static inline void release(run *s, int t_id, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    trec *rv = &e->rec[t_id];
-    rv->ready = t;
+    const trec *rv = &e->rec[t_id];
+    e->ready[t_id] = t;
     int nres = rv->nres;
     if (nres == 0) {
-        start_task(s, t_id, t);
+        start_task(s, t_id, t, t);
         return;
     }
     const int32_t *rs = rres(tg, rv);
@@ -606,9 +619,9 @@ static void retire(run *s, int h, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    trec *rh = &e->rec[h];
+    const trec *rh = &e->rec[h];
     s->retired++;
-    rh->end_round = s->round;
+    e->end_round[h] = s->round;
     const int32_t *rs = rres(tg, rh);
     for (int i = 0; i < rh->nres; i++) {
         int r = rs[i];
@@ -625,9 +638,7 @@ static void retire(run *s, int h, double t)
     for (int i = 0, n = rh->nsucc; i < n; i++) {
         int v = sc[i];
         if (e->left[v] != LEFT_BIG ? --e->left[v] == 0 : --e->left_big[v] == 0) {
-            trec *rv = &e->rec[v];
-            rv->blocker = h;
-            rv->by_res = 0;
+            e->blocker[v] = h;
             release(s, v, t);
         }
     }
@@ -666,7 +677,7 @@ static void dispatch(run *s, double now, int zero_only)
                 ok = 0;
         }
         if (ok)
-            start_task(s, h, now);
+            start_task(s, h, now, qready(top));
     }
     s->ntouched = keep;
 }
@@ -749,23 +760,18 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     for (int t = 0; t < n; t++) {
         trec *rt = &e->rec[t];
         int lo = tg->res_off[t], nres = tg->res_off[t + 1] - lo;
-        rt->ready = 0;
         rt->dur = tg->dur[t];
-        rt->start = -1;
-        rt->end = -1;
         rt->res = nres == 1 ? tg->res[lo] : lo;
         rt->prio = tg->prio[t];
         int np = tg->pred_off[t + 1] - tg->pred_off[t];
         e->left[t] = np < LEFT_BIG ? (uint8_t)np : LEFT_BIG;
         if (np >= LEFT_BIG)
             e->left_big[t] = np;
-        rt->end_round = -1;
         int so = tg->succ_off[t];
         rt->nsucc = tg->succ_off[t + 1] - tg->succ_off[t];
-        rt->blocker = -1;
         rt->nres = (uint16_t)nres;
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
-        rt->by_res = 0;
+        rt->pad = 0;
         if (rt->nsucc > 2) {
             rt->succ[0] = so;
             rt->succ[1] = -1;
@@ -781,6 +787,10 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->qh[q] = e->qt[q] = pos;
         pos += c;
     }
+    /* blocker -1, by_res 0 until set (tasks ready at the start, and those
+     * a resumed run keeps, have neither) */
+    memset(e->blocker, 0xff, (size_t)n * sizeof *e->blocker);
+    memset(e->by_res, 0, (size_t)n);
     return SS_OK;
 }
 
@@ -799,9 +809,11 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
         settle(s, e->bk[e->theap[0]].t);
     }
     if (s->retired != n) {
+        /* tasks that never started are those never released (engine.h:
+         * nothing waits in a queue when events run out) */
         int bad = -1;
         for (int t = 0; t < n && bad < 0; t++)
-            if (e->rec[t].end < 0)
+            if (left_of(e, t) > 0)
                 bad = t;
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: dependency cycle: %lld of %d tasks never ran (first: task %d, %s op %d tile %d)",
@@ -810,19 +822,17 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
                            tg->tile[bad]);
     }
 
-    /* Copy the records out into the result's arrays. */
-    double makespan = 0;
-    for (int t = 0; t < n; t++) {
-        const trec *rt = &e->rec[t];
-        if (rt->end > makespan)
-            makespan = rt->end;
-        e->start[t] = rt->start;
-        e->end[t] = rt->end;
-        e->ready[t] = rt->ready;
-        e->blocker[t] = rt->blocker;
-        e->by_res[t] = rt->by_res;
-        e->end_round[t] = rt->end_round;
-    }
+    /* The makespan, and the first task to end last (the critical path's
+     * end). */
+    int last = n > 0 ? 0 : -1;
+    double best = n > 0 ? e->end[0] : 0;
+    for (int t = 1; t < n; t++)
+        if (e->end[t] > best) {
+            best = e->end[t];
+            last = t;
+        }
+    double makespan = best > 0 ? best : 0;
+    e->last_task = last;
     ss_engine_result *r = &e->res;
     memset(r, 0, sizeof *r);
     if (full) {
@@ -889,6 +899,8 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
     s.e = e;
     s.tg = tg;
     cal_reset(&s);
+    for (int t = 0; t < n; t++)
+        e->ready[t] = 0;
     /* Tasks that started before T keep their times: those that ended
      * before T are retired, the others hold their resources and have their
      * completion event. */
@@ -899,9 +911,9 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
             return ss_diag_set(d, SS_ERR_INVALID,
                                "engine: resume state: task %d starts at %g, ends at %g (duration %g, resume time %g)",
                                t, fs[t], fe[t], tg->dur[t], T);
-        trec *rt = &e->rec[t];
-        rt->start = fs[t];
-        rt->end = fe[t];
+        const trec *rt = &e->rec[t];
+        e->start[t] = fs[t];
+        e->end[t] = fe[t];
         const int32_t *rs = rres(tg, rt);
         for (int i = 0; i < rt->nres; i++) {
             int r = rs[i];
@@ -925,9 +937,9 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
      * the queues. A given task must have had all its predecessors end by
      * its start. */
     for (int t = 0; t < n; t++) {
-        const trec *rt = &e->rec[t];
-        if (rt->start < 0 || rt->end >= T)
+        if (fs[t] < 0 || fe[t] >= T)
             continue;
+        const trec *rt = &e->rec[t];
         const int32_t *sc = rsucc(tg, rt);
         for (int i = 0; i < rt->nsucc; i++) {
             int v = sc[i];
@@ -935,26 +947,25 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
                 e->left[v]--;
             else
                 e->left_big[v]--;
-            if (rt->end > e->rec[v].ready)
-                e->rec[v].ready = rt->end;
+            if (fe[t] > e->ready[v])
+                e->ready[v] = fe[t];
         }
     }
     for (int t = 0; t < n; t++) {
-        trec *rt = &e->rec[t];
-        if (rt->start >= 0) {
-            if (left_of(e, t) > 0 || rt->ready > rt->start)
+        if (fs[t] >= 0) {
+            if (left_of(e, t) > 0 || e->ready[t] > fs[t])
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "engine: resume state: task %d starts at %g before its predecessors end",
-                                   t, rt->start);
+                                   t, fs[t]);
             continue;
         }
         if (left_of(e, t) > 0)
             continue;
-        if (rt->nres == 0 && rt->ready < T)
+        if (e->rec[t].nres == 0 && e->ready[t] < T)
             return ss_diag_set(d, SS_ERR_INVALID,
                                "engine: resume state: task %d (no resources) was ready at %g but did not start before %g",
-                               t, rt->ready, T);
-        release(&s, t, rt->ready);
+                               t, e->ready[t], T);
+        release(&s, t, e->ready[t]);
     }
     return finish(&s, T, 0, d);
 }
@@ -971,11 +982,7 @@ ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss
     if (e->res.resumed)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: no critical path after a resumed run (blockers of kept tasks unknown)");
-    int nt = e->res.n_tasks;
-    int last = -1;
-    for (int t = 0; t < nt; t++)
-        if (last < 0 || e->end[t] > e->end[last])
-            last = t;
+    int last = e->last_task;
     int len = 0;
     for (int t = last; t >= 0; t = e->blocker[t])
         len++;
