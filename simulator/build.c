@@ -891,9 +891,13 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
 static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
     int recompute = b->set.recompute == SS_RECOMPUTE_FULL;
-    for (int j = 0; j < b->n_tiles; j++) {
+    for (int j = 0, o = -1, input = 0; j < b->n_tiles; j++) {
         tileinfo *t = &b->tiles[j];
-        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT)
+        if (t->op != o) {
+            o = t->op;
+            input = ss_graph_op(b->g, o)->type == SS_OP_INPUT;
+        }
+        if (input)
             continue;
         double dur = t->bwd_us + (recompute ? t->fwd_us : 0);
         t->bwd = add_task(tg, SS_TASK_BWD, dur, prio_bwd(b, t->op, t->mb), t->op,
@@ -961,8 +965,8 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
     for (int k = 0; k < b->n_pairs; k++) {
         const pairinfo *pr = &b->pairs[k];
         unitinfo *u = &b->units[pr->unit];
-        if (ss_graph_op(b->g, u->op)->type == SS_OP_INPUT)
-            continue;
+        if (b->tiles[u->first].bwd < 0)
+            continue; /* a graph input's unit */
         const tileinfo *tj = &b->tiles[pr->tile];
         if (pr->xfer < 0 && u->red > 1 && u->n_unique > 1) {
             /* a member of a unit spread over several devices: every member
@@ -1019,7 +1023,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
         stage[k] = b->set.stages;
     for (int j = 0; j < b->n_tiles; j++) { /* op order: last write = latest op */
         const tileinfo *t = &b->tiles[j];
-        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT || t->mb >= M)
+        if (t->bwd < 0 || t->mb >= M) /* graph inputs have no backward */
             continue;
         lastf[t->dev * M + t->mb] = t->fwd;
         if (firstb[t->dev * M + t->mb] < 0)
@@ -1031,7 +1035,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
     int f1b = b->set.schedule == SS_PIPE_1F1B;
     for (int j = 0; j < b->n_tiles; j++) {
         const tileinfo *t = &b->tiles[j];
-        if (ss_graph_op(b->g, t->op)->type == SS_OP_INPUT || t->mb == 0 || t->mb >= M)
+        if (t->bwd < 0 || t->mb == 0 || t->mb >= M)
             continue;
         int prev = lastf[t->dev * M + t->mb - 1];
         if (prev >= 0 && prev != t->fwd && ss_taskgraph_add_dep(tg, prev, t->fwd, d) != SS_OK)

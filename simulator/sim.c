@@ -72,6 +72,7 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         ss_sim_free(s);
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     }
+    ss_taskgraph_set_pred_lists(s->tg, 0); /* only the engine and the trace read it */
     *out = s;
     return SS_OK;
 }

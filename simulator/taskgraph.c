@@ -147,6 +147,7 @@ ss_taskgraph *ss_taskgraph_new(int n_devices, int n_channels)
         return NULL;
     }
     set_dims(tg, n_devices, n_channels);
+    tg->pred_lists = 1;
     return tg;
 }
 
@@ -203,7 +204,7 @@ int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
         ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid task kind %d", (int)s->kind);
         return -1;
     }
-    if (!isfinite(s->dur_us) || s->dur_us < 0) {
+    if (!(s->dur_us >= 0 && s->dur_us < INFINITY)) { /* negative, NaN or infinite */
         ss_diag_set(d, SS_ERR_INVALID, "task graph: %s task (op %d, tile %d) has invalid duration %g us",
                     ss_task_kind_name(s->kind), s->op, s->tile, s->dur_us);
         return -1;
@@ -212,11 +213,18 @@ int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
         ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid resource count %d", s->n_res);
         return -1;
     }
-    if (++tg->mark_gen == 0) { /* wrapped: clear the marks once every 2^32 adds */
+    if (s->n_res == 1) { /* the common case: nothing to repeat */
+        if (s->res[0] < 0 || s->res[0] >= tg->n_resources) {
+            ss_diag_set(d, SS_ERR_INVALID,
+                        "task graph: %s task (op %d, tile %d): resource %d out of range [0, %d)",
+                        ss_task_kind_name(s->kind), s->op, s->tile, s->res[0], tg->n_resources);
+            return -1;
+        }
+    } else if (++tg->mark_gen == 0) { /* wrapped: clear the marks once every 2^32 adds */
         memset(tg->res_mark, 0, (size_t)tg->cap_mark * sizeof *tg->res_mark);
         tg->mark_gen = 1;
     }
-    for (int i = 0; i < s->n_res; i++) {
+    for (int i = 0; i < s->n_res && s->n_res > 1; i++) {
         if (s->res[i] < 0 || s->res[i] >= tg->n_resources) {
             ss_diag_set(d, SS_ERR_INVALID,
                         "task graph: %s task (op %d, tile %d): resource %d out of range [0, %d)",
@@ -233,7 +241,8 @@ int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
     }
     int t = tg->n_tasks;
     size_t nres = (size_t)tg->res_off[t] + (size_t)s->n_res;
-    if (grow_tasks(tg, (size_t)t + 1) || grow_res(tg, nres)) {
+    if ((t >= tg->cap_tasks || nres > (size_t)tg->cap_res) &&
+        (grow_tasks(tg, (size_t)t + 1) || grow_res(tg, nres))) {
         ss_diag_set(d, SS_ERR_NOMEM, "task graph: out of memory adding task %d", t);
         return -1;
     }
@@ -245,7 +254,9 @@ int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
     tg->mb[t] = s->mb;
     tg->aux[t] = s->aux;
     tg->bytes[t] = s->bytes;
-    if (s->n_res > 0)
+    if (s->n_res == 1)
+        tg->res[tg->res_off[t]] = s->res[0];
+    else if (s->n_res > 1)
         memcpy(tg->res + tg->res_off[t], s->res, (size_t)s->n_res * sizeof *tg->res);
     tg->res_off[t + 1] = (int32_t)nres;
     tg->n_tasks = t + 1;
@@ -260,7 +271,7 @@ int ss_taskgraph_add1(ss_taskgraph *tg, ss_task_kind kind, int resource, double 
     return ss_taskgraph_add(tg, &s, d);
 }
 
-ss_status ss_taskgraph_add_dep(ss_taskgraph *tg, int from, int to, ss_diag *d)
+ss_status ss_taskgraph_add_dep_slow(ss_taskgraph *tg, int from, int to, ss_diag *d)
 {
     if (from < 0 || from >= tg->n_tasks || to < 0 || to >= tg->n_tasks || from == to)
         return ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid dependency %d -> %d (%d tasks)",
@@ -272,6 +283,12 @@ ss_status ss_taskgraph_add_dep(ss_taskgraph *tg, int from, int to, ss_diag *d)
     tg->n_edges++;
     tg->finalized = 0;
     return SS_OK;
+}
+
+void ss_taskgraph_set_pred_lists(ss_taskgraph *tg, int on)
+{
+    tg->pred_lists = on != 0;
+    tg->finalized = 0;
 }
 
 ss_status ss_taskgraph_set_channel_ends(ss_taskgraph *tg, int channel, int dev_src, int dev_dst,
@@ -321,16 +338,23 @@ ss_status ss_taskgraph_finalize(ss_taskgraph *tg, ss_diag *d)
     }
     /* Counting sort, stable in insertion order: fill using the offsets as
      * cursors, then shift them back. */
-    for (int i = 0; i < m; i++) {
-        tg->succ[so[tg->e_from[i]]++] = tg->e_to[i];
-        tg->pred[po[tg->e_to[i]]++] = tg->e_from[i];
-    }
-    for (int t = n; t > 0; t--) {
-        so[t] = so[t - 1];
-        po[t] = po[t - 1];
+    if (tg->pred_lists) {
+        for (int i = 0; i < m; i++) {
+            tg->succ[so[tg->e_from[i]]++] = tg->e_to[i];
+            tg->pred[po[tg->e_to[i]]++] = tg->e_from[i];
+        }
+        for (int t = n; t > 0; t--) {
+            so[t] = so[t - 1];
+            po[t] = po[t - 1];
+        }
+        po[0] = 0;
+    } else {
+        for (int i = 0; i < m; i++)
+            tg->succ[so[tg->e_from[i]]++] = tg->e_to[i];
+        for (int t = n; t > 0; t--)
+            so[t] = so[t - 1];
     }
     so[0] = 0;
-    po[0] = 0;
     tg->finalized = 1;
     return SS_OK;
 }

@@ -39,7 +39,9 @@
  * describe exactly the added edges (duplicates kept, order: by source id
  * then insertion order for succ, by target id then insertion order for
  * pred); t's predecessor count is pred_off[t+1] - pred_off[t]; every
- * resource id is in [0, n_resources). Cycles are not rejected here: the
+ * resource id is in [0, n_resources). A graph whose owner turned the
+ * predecessor lists off (ss_taskgraph_set_pred_lists) has pred_off but no
+ * pred: the engine needs only the counts. Cycles are not rejected here: the
  * engine reports them.
  */
 #ifndef SS_TASKGRAPH_H
@@ -98,7 +100,8 @@ typedef struct ss_taskgraph {
     int32_t *succ_off;   /* [n_tasks + 1] */
     int32_t *succ;       /* [n_edges] */
     int32_t *pred_off;   /* [n_tasks + 1] */
-    int32_t *pred;       /* [n_edges] */
+    int32_t *pred;       /* [n_edges]; filled only when pred_lists */
+    int pred_lists;      /* 1 (the default): finalize fills pred */
 
     /* channel ends for per-device breakdowns: chan_dev[2*c] and chan_dev[2*c+1]
      * are the devices at the two ends of channel c (-1 for a switch/NIC end). */
@@ -137,8 +140,30 @@ int ss_taskgraph_add1(ss_taskgraph *tg, ss_task_kind kind, int resource, double 
                       int priority, int op, int tile, int mb, ss_diag *d);
 
 /* Dependency: `to` may start only after `from` has ended. Both must exist;
- * from == to is an error. On error the graph is unchanged. */
-ss_status ss_taskgraph_add_dep(ss_taskgraph *tg, int from, int to, ss_diag *d);
+ * from == to is an error. On error the graph is unchanged. Inline: a
+ * valid edge with room is stored here (builders add millions), everything
+ * else (growth, errors) goes to ss_taskgraph_add_dep_slow, which callers
+ * need not call themselves. */
+ss_status ss_taskgraph_add_dep_slow(ss_taskgraph *tg, int from, int to, ss_diag *d);
+static inline ss_status ss_taskgraph_add_dep(ss_taskgraph *tg, int from, int to, ss_diag *d)
+{
+    int m = tg->n_edges;
+    if ((unsigned)from < (unsigned)tg->n_tasks && (unsigned)to < (unsigned)tg->n_tasks &&
+        from != to && m < tg->cap_edges) {
+        tg->e_from[m] = from;
+        tg->e_to[m] = to;
+        tg->n_edges = m + 1;
+        tg->finalized = 0;
+        return SS_OK;
+    }
+    return ss_taskgraph_add_dep_slow(tg, from, to, d);
+}
+
+/* Whether finalize fills the predecessor lists pred[] (on, the default,
+ * for every new graph) or only their offsets pred_off (off: a graph that
+ * only the engine reads, which needs predecessor counts alone, finalizes
+ * faster). Un-finalizes the graph. */
+void ss_taskgraph_set_pred_lists(ss_taskgraph *tg, int on);
 
 /* Record the devices at the ends of channel c (-1 for none). Used for the
  * per-device communication breakdown and trace placement. */
