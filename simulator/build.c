@@ -85,6 +85,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->xf);
     ss_free(b->pairs);
     ss_free(b->preg);
+    ss_free(b->pbuf);
     ss_free(b->we);
     ss_free(b->we2);
     ss_free(b->widx);
@@ -545,12 +546,19 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
 
 /* ---- pass 3: reads, partial sums, forward dependencies and transfers ---- */
 
-/* Append pair (consumer tile j, producer unit uu) reading region ov of
- * tensor tid, at the head of the unit's list. */
-static ss_status add_pair(ss_builder *b, int uu, int j, int tid, const ss_region *ov, ss_diag *d)
+/* Room for n more pairs. */
+static ss_status reserve_pairs(ss_builder *b, int n, ss_diag *d)
 {
-    GROW(b, pairs, cap_pairs, b->n_pairs + 1, d);
-    GROW(b, preg, cap_preg, b->n_pairs + 1, d);
+    GROW(b, pairs, cap_pairs, b->n_pairs + n, d);
+    GROW(b, preg, cap_preg, b->n_pairs + n, d);
+    return SS_OK;
+}
+
+/* Append pair (consumer tile j, producer unit uu) reading region *reg of
+ * tensor tid (reg NULL: the next region of pbuf), at the head of the unit's
+ * list. reserve_pairs made room. */
+static inline void add_pair(ss_builder *b, int uu, int j, int tid, const ss_region *reg)
+{
     unitinfo *u = &b->units[uu];
     int pi = b->n_pairs++;
     pairinfo *pr = &b->pairs[pi];
@@ -558,10 +566,9 @@ static ss_status add_pair(ss_builder *b, int uu, int j, int tid, const ss_region
     pr->tile = j;
     pr->xfer = -1;
     pr->tensor = tid;
-    b->preg[pi] = *ov;
+    b->preg[pi] = reg;
     pr->next = u->phead;
     u->phead = pi;
-    return SS_OK;
 }
 
 /* Whether a and b share a point (exactly when ss_region_intersect gives a
@@ -604,8 +611,11 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
             ss_region ov;
             if (!overlaps(&need, have) || ss_region_intersect(&need, have, &ov) <= 0)
                 continue;
-            if (add_pair(b, uu, j, tid, &ov, d) != SS_OK)
+            if (reserve_pairs(b, 1, d) != SS_OK)
                 return d->status;
+            GROW(b, pbuf, cap_pbuf, b->n_pbuf + 1, d);
+            b->pbuf[b->n_pbuf++] = ov;
+            add_pair(b, uu, j, tid, NULL);
             if (qop->type != SS_OP_INPUT)
                 for (int r = 0; r < u->red; r++)
                     if (b->tiles[u->first + r].mb != tj->mb)
@@ -636,8 +646,10 @@ static edgeent *find_edge(ss_builder *b, int e, int q, int o, int *hit)
 }
 
 /* Remember pairs b->pairs[first ..] of edge entry x (for q's and o's
- * current configs). -1 on allocation failure (x is then empty). */
-static int store_edge(ss_builder *b, edgeent *x, int q, int o, int first, int mixes)
+ * current configs), their regions b->pbuf[pfirst ..]; the pairs then point
+ * to the entry's regions, and pbuf drops them. -1 on allocation failure (x
+ * is then empty). */
+static int store_edge(ss_builder *b, edgeent *x, int q, int o, int first, int pfirst, int mixes)
 {
     int n = b->n_pairs - first;
     ss_free(x->p);
@@ -648,8 +660,10 @@ static int store_edge(ss_builder *b, edgeent *x, int q, int o, int first, int mi
         const pairinfo *pr = &b->pairs[first + k];
         x->p[k].jl = pr->tile - b->tile_base[o];
         x->p[k].ul = pr->unit - b->unit_base[q];
-        x->p[k].reg = b->preg[first + k];
+        x->p[k].reg = b->pbuf[pfirst + k];
+        b->preg[first + k] = &x->p[k].reg;
     }
+    b->n_pbuf = pfirst;
     x->n = n;
     x->mixes = mixes;
     x->idq = b->slots[b->cur[q]].id;
@@ -677,26 +691,31 @@ static ss_status pass_pairs(ss_builder *b, ss_diag *d)
             edgeent *x = b->memo_on ? find_edge(b, b->edge_base[o] + i, q, o, &hit) : NULL;
             if (hit) {
                 b->mst.edge_hits++;
+                if (reserve_pairs(b, x->n, d) != SS_OK)
+                    return d->status;
                 for (int t = 0; t < x->n; t++)
-                    if (add_pair(b, b->unit_base[q] + x->p[t].ul, b->tile_base[o] + x->p[t].jl,
-                                 tid, &x->p[t].reg, d) != SS_OK)
-                        return d->status;
+                    add_pair(b, b->unit_base[q] + x->p[t].ul, b->tile_base[o] + x->p[t].jl, tid,
+                             &x->p[t].reg);
                 if (x->mixes)
                     b->gating_ok = 0;
                 continue;
             }
-            int first = b->n_pairs;
+            int first = b->n_pairs, pfirst = b->n_pbuf;
             if (edge_pairs(b, o, i, q, k, &mixes, d) != SS_OK)
                 return d->status;
             if (mixes)
                 b->gating_ok = 0;
             if (x) {
                 b->mst.edge_misses++;
-                if (store_edge(b, x, q, o, first, mixes))
+                if (store_edge(b, x, q, o, first, pfirst, mixes))
                     return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
             }
         }
     }
+    /* pairs computed and not memoized: their regions, in order, in pbuf */
+    for (int pi = 0, k = 0; k < b->n_pbuf; pi++)
+        if (!b->preg[pi])
+            b->preg[pi] = &b->pbuf[k++];
     return SS_OK;
 }
 
@@ -753,7 +772,7 @@ static ss_status unit_reads(ss_builder *b, const unitinfo *u, int n, int *outsid
             continue;
         }
         GROW(b, need, cap_need, m + 1, d);
-        b->need[m++] = (needinfo){dev, pr->tensor, b->preg[k]};
+        b->need[m++] = (needinfo){dev, pr->tensor, *b->preg[k]};
         has_root |= dev == root;
     }
     if (m > 1)
@@ -829,7 +848,8 @@ static int find_xfer(const ss_builder *b, const unitinfo *u, int tensor, int dev
                      const ss_region *reg)
 {
     for (int x = u->xhead; x >= 0; x = b->xf[x].next)
-        if (b->xf[x].tensor == tensor && b->xf[x].dev == dev && !region_cmp(&b->xf[x].reg, reg))
+        if (b->xf[x].tensor == tensor && b->xf[x].dev == dev &&
+            (b->xf[x].reg == reg || !region_cmp(b->xf[x].reg, reg)))
             return x;
     return -1;
 }
@@ -848,7 +868,7 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
                 return d->status;
             continue;
         }
-        const ss_region *reg = &b->preg[pi];
+        const ss_region *reg = b->preg[pi];
         int x = find_xfer(b, u, pr->tensor, tj->dev, reg);
         if (x < 0) {
             GROW(b, xf, cap_xf, b->n_xf + 1, d);
@@ -858,7 +878,7 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
             X->unit = pr->unit;
             X->dev = tj->dev;
             X->src = b->tiles[u->first].dev;
-            X->reg = *reg;
+            X->reg = reg;
             X->bytes = (double)volume(reg) *
                        (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
             X->btask = -1;
@@ -1135,6 +1155,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
     memset(&b->st, 0, sizeof b->st);
     b->gating_ok = 1;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
+    b->n_pbuf = 0;
     ss_status st;
     if ((st = ss_taskgraph_reset(tg, b->n_dev, 2 * ss_machine_n_links(b->m), d)) != SS_OK ||
         (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||

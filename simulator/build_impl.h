@@ -36,7 +36,7 @@ typedef struct unitinfo {
 
 typedef struct xferinfo {
     int tensor, unit, dev, src;
-    ss_region reg;
+    const ss_region *reg; /* a pair's (preg) */
     double bytes;
     int task, btask; /* forward transfer; its gradient transfer (-1 until made) */
     int block;       /* crosses pipeline stages: both transfers also hold src's and dev's streams */
@@ -47,7 +47,7 @@ typedef struct xferinfo {
 typedef struct pairinfo {
     int unit, tile, xfer; /* consumer tile reads unit (xfer -1: same device) */
     int tensor, next;     /* tensor read; next pair reading the same unit */
-} pairinfo;               /* the region read: preg[] at the same index */
+} pairinfo;               /* the region read: *preg[] at the same index */
 
 typedef struct needinfo { /* a region a member device of a unit reads */
     int dev, tensor;
@@ -130,10 +130,15 @@ struct ss_builder {
     int n_xf, cap_xf;
     pairinfo *pairs;
     int n_pairs, cap_pairs;
-    ss_region *preg; /* [n_pairs]: the region each pair reads (needed region within
-                      * the unit's output), apart: the passes over pairs mostly
-                      * do not read it */
+    const ss_region **preg; /* [n_pairs]: the region each pair reads (needed region
+                             * within the unit's output), apart: the passes over
+                             * pairs mostly do not read it. It points into the
+                             * edge's memo entry (stable for the run) or, for
+                             * pairs computed and not memoized, into pbuf (set
+                             * when pass_pairs ends: pbuf may move until then) */
     int cap_preg;
+    ss_region *pbuf; /* regions of computed pairs not (yet) memoized, in pair order */
+    int n_pbuf, cap_pbuf;
     wentry *we, *we2; /* one weight's entries (build_weights.c scratch) */
     int n_we, cap_we, cap_we2;
     int *widx, *wtmp; /* [n_we] index sort scratch */

@@ -96,9 +96,10 @@ static inline const int32_t *rres(const ss_taskgraph *tg, const trec *r)
 /* Completion events, grouped by time (the calendar): per distinct pending
  * time one bucket, its task ids in a chain of 64-byte chunks in push order;
  * a binary min-heap of the buckets by time; a hash from a time's bits to its
- * bucket (linear probing, backward-shift deletion). A round drains the
- * bucket of its time into cur[], sorted by id: the order a heap of (time,
- * id) pops them in. Pools are sized for the most events that can be pending
+ * bucket (linear probing, backward-shift deletion; an event for the time
+ * of the previous one, common as tasks end together, skips it). A round
+ * drains the bucket of its time into cur[], sorted by id: the order a heap
+ * of (time, id) pops them in. Pools are sized for the most events that can be pending
  * at once (every task holding a resource holds it alone: at most one per
  * resource, plus the tasks without resources), so no run allocates. */
 typedef struct echunk {
@@ -297,10 +298,12 @@ typedef struct run {
     const ss_taskgraph *tg;
     int nev;        /* pending events (calendar and cur) */
     int ntouched;
+    int nzero_queued; /* zero-duration tasks waiting in queues */
     int32_t round;  /* index of the event time being settled */
     int64_t retired, started;
     /* calendar state */
     int nbk, nheap, hcap, bk_free, ch_free;
+    int32_t last_bk; /* the bucket the last event went to, -1 if freed since */
     double now;     /* the time being settled */
     int collecting; /* 1 while events at `now` join cur (retire phase) */
     int cpos, ncur; /* cur[cpos .. ncur): ids at `now` still to retire */
@@ -406,11 +409,14 @@ static void epush(run *s, double t, int32_t id)
     t += 0.0; /* -0 -> +0: one bucket per time value */
     uint32_t mask = (uint32_t)s->hcap - 1;
     int32_t b = -1;
-    for (uint32_t i = thash(t, s->hcap); e->hslot[i]; i = (i + 1) & mask)
-        if (e->bk[e->hslot[i] - 1].t == t) {
-            b = e->hslot[i] - 1;
-            break;
-        }
+    if (s->last_bk >= 0 && e->bk[s->last_bk].t == t) /* tasks that end together */
+        b = s->last_bk;
+    else
+        for (uint32_t i = thash(t, s->hcap); e->hslot[i]; i = (i + 1) & mask)
+            if (e->bk[e->hslot[i] - 1].t == t) {
+                b = e->hslot[i] - 1;
+                break;
+            }
     if (b < 0) {
         b = s->bk_free;
         s->bk_free = e->bk[b].head;
@@ -428,6 +434,7 @@ static void epush(run *s, double t, int32_t id)
         e->theap[s->nheap++] = b;
         theap_up(e, s->nheap - 1);
     }
+    s->last_bk = b;
     ebucket *bk = &e->bk[b];
     echunk *c = bk->head >= 0 ? &e->ch[bk->head] : NULL;
     if (!c || c->n == 14) {
@@ -474,6 +481,8 @@ static void drain(run *s, double now)
     }
     bk->head = s->bk_free;
     s->bk_free = b;
+    if (s->last_bk == b)
+        s->last_bk = -1;
     int32_t *x = e->cur;
     int sorted = 1;
     for (int i = 1; i < n && sorted; i++)
@@ -559,6 +568,7 @@ static void start_task(run *s, int h, double t, double ready)
     const int32_t *rs = rres(tg, rh);
     int nres = rh->nres;
     double dur = rh->dur, end = t + dur;
+    s->nzero_queued -= nres > 0 && dur == 0;
     if (t > ready) {
         /* Waited for a resource: the blocker is the task that freed one of
          * them last (at t, see engine.c's proof in engine.h). */
@@ -607,6 +617,7 @@ static inline void release(run *s, int t_id, double t)
         return;
     }
     const int32_t *rs = rres(tg, rv);
+    s->nzero_queued += rv->dur == 0;
     qent q = qkey(rv->cls, t, rv->prio, t_id);
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
@@ -693,6 +704,7 @@ static void cal_reset(run *s)
         e->ch[k].next = k + 1 < nc ? k + 1 : -1;
     s->bk_free = 0;
     s->ch_free = 0;
+    s->last_bk = -1;
     s->nbk = s->nheap = 0;
     s->hcap = 64;
     memset(e->hslot, 0, (size_t)s->hcap * sizeof *e->hslot);
@@ -713,7 +725,8 @@ static void settle(run *s, double now)
             s->nev--;
             retire(s, h, now);
         }
-        dispatch(s, now, 1);
+        if (s->nzero_queued > 0) /* else it would start nothing */
+            dispatch(s, now, 1);
         if (s->cpos == s->ncur)
             break;
     }
