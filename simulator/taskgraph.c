@@ -198,7 +198,7 @@ ss_status ss_taskgraph_reserve(ss_taskgraph *tg, int tasks, int res, int edges, 
     return SS_OK;
 }
 
-int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
+int ss_taskgraph_add_slow(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
 {
     if ((unsigned)s->kind >= SS_TASK_KIND_COUNT) {
         ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid task kind %d", (int)s->kind);

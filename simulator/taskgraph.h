@@ -49,6 +49,8 @@
 
 #include "simsearch.h"
 
+#include <float.h>
+
 typedef enum ss_task_kind {
     SS_TASK_FWD = 0,     /* forward compute of one tile (one micro-batch) */
     SS_TASK_BWD,         /* backward compute of one tile */
@@ -132,8 +134,34 @@ ss_status ss_taskgraph_reserve(ss_taskgraph *tg, int tasks, int res, int edges, 
 
 /* Add a task. Returns its id (ids are 0, 1, 2 ... in order of addition) or
  * -1 with d set (invalid spec: negative or non-finite duration, resource out
- * of range or repeated, bad kind; or NOMEM). On error the graph is unchanged. */
-int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *spec, ss_diag *d);
+ * of range or repeated, bad kind; or NOMEM). On error the graph is unchanged.
+ * Inline: a valid task on one resource with room is stored here (most tasks
+ * a builder adds), everything else goes to ss_taskgraph_add_slow, which
+ * callers need not call themselves. */
+int ss_taskgraph_add_slow(ss_taskgraph *tg, const ss_task_spec *spec, ss_diag *d);
+static inline int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
+{
+    int t = tg->n_tasks;
+    int32_t at = tg->res_off[t];
+    if (s->n_res == 1 && (unsigned)s->kind < SS_TASK_KIND_COUNT && s->dur_us >= 0 &&
+        s->dur_us <= DBL_MAX && (unsigned)s->res[0] < (unsigned)tg->n_resources &&
+        t < tg->cap_tasks && at < tg->cap_res) {
+        tg->kind[t] = (uint8_t)s->kind;
+        tg->dur[t] = s->dur_us;
+        tg->prio[t] = s->priority;
+        tg->op[t] = s->op;
+        tg->tile[t] = s->tile;
+        tg->mb[t] = s->mb;
+        tg->aux[t] = s->aux;
+        tg->bytes[t] = s->bytes;
+        tg->res[at] = s->res[0];
+        tg->res_off[t + 1] = at + 1;
+        tg->n_tasks = t + 1;
+        tg->finalized = 0;
+        return t;
+    }
+    return ss_taskgraph_add_slow(tg, s, d);
+}
 
 /* Convenience: a task on one resource with op/tile/mb, bytes 0, aux 0. */
 int ss_taskgraph_add1(ss_taskgraph *tg, ss_task_kind kind, int resource, double dur_us,
