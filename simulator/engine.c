@@ -679,7 +679,7 @@ static void dispatch(run *s, double now, int zero_only)
         e->is_touched[r] = 0;
         int ok = 1;
         const int32_t *rs = rres(tg, rh);
-        for (int i = 0; i < rh->nres && ok; i++) {
+        for (int i = 0; rh->nres > 1 && i < rh->nres && ok; i++) {
             int r2 = rs[i];
             if (r2 == r)
                 continue;
