@@ -1041,14 +1041,17 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
         b->gate[k] = -1;
     for (int k = 0; k < nd; k++)
         stage[k] = b->set.stages;
-    for (int j = 0; j < b->n_tiles; j++) { /* op order: last write = latest op */
+    for (int j = 0, o = -1, s = 0; j < b->n_tiles; j++) { /* op order: last write = latest op */
         const tileinfo *t = &b->tiles[j];
         if (t->bwd < 0 || t->mb >= M) /* graph inputs have no backward */
             continue;
         lastf[t->dev * M + t->mb] = t->fwd;
         if (firstb[t->dev * M + t->mb] < 0)
             firstb[t->dev * M + t->mb] = t->bwd;
-        int s = ss_plan_config(p, t->op)->stage;
+        if (t->op != o) {
+            o = t->op;
+            s = ss_plan_config(p, o)->stage;
+        }
         if (s < stage[t->dev])
             stage[t->dev] = s;
     }
