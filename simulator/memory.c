@@ -37,8 +37,9 @@ struct ss_memory {
     int cap_ev;
     event *ev;
     /* ranked sweep scratch */
-    int cap_cnt, cap_rev, cap_live;
+    int cap_cnt, cap_rev, cap_live, cap_rr;
     int32_t *cnt;  /* [2 * n_ranks + 1] bucket offsets */
+    int32_t *rr;   /* [2 * n_iv]: each interval's alloc and release ranks */
     rankev *rev;   /* [2 * n_iv] events in sweep order */
     double *live;  /* [2 * n_devices]: live bytes, best so far */
 };
@@ -59,6 +60,7 @@ void ss_memory_free(ss_memory *mm)
     ss_free(mm->cnt);
     ss_free(mm->rev);
     ss_free(mm->live);
+    ss_free(mm->rr);
     ss_free(mm);
 }
 
@@ -227,19 +229,22 @@ ss_status ss_memory_sweep_ranked(ss_memory *mm, const int32_t *start_rank,
     int nb = 2 * n_ranks + 1;
     if (grow((void **)&mm->cnt, &mm->cap_cnt, nb, sizeof *mm->cnt) ||
         grow((void **)&mm->rev, &mm->cap_rev, 2 * mm->n_iv, sizeof *mm->rev) ||
-        grow((void **)&mm->live, &mm->cap_live, 2 * nd, sizeof *mm->live))
+        grow((void **)&mm->live, &mm->cap_live, 2 * nd, sizeof *mm->live) ||
+        grow((void **)&mm->rr, &mm->cap_rr, 2 * mm->n_iv, sizeof *mm->rr))
         return ss_diag_set(d, SS_ERR_NOMEM, "memory: out of memory for %d intervals",
                            mm->n_iv);
     /* Bucket key: 2 * rank for a release, 2 * rank + 1 for an alloc (frees
      * first at equal times). Filling buckets in interval order keeps ties in
      * interval order: the comparison sort's order exactly. */
-    int32_t *cnt = mm->cnt;
+    int32_t *cnt = mm->cnt, *rr = mm->rr;
     memset(cnt, 0, (size_t)nb * sizeof *cnt);
     for (int i = 0; i < mm->n_iv; i++) {
         const ss_mem_interval *iv = &mm->iv[i];
         int32_t r0 = iv->alloc.at_end ? end_rank[iv->alloc.task] : start_rank[iv->alloc.task];
         int32_t r1 = iv->release.at_end ? end_rank[iv->release.task]
                                         : start_rank[iv->release.task];
+        rr[2 * i] = r0;
+        rr[2 * i + 1] = r1;
         if (r1 <= r0)
             continue; /* zero lifetime */
         cnt[2 * r0 + 2]++;
@@ -249,12 +254,10 @@ ss_status ss_memory_sweep_ranked(ss_memory *mm, const int32_t *start_rank,
         cnt[k] += cnt[k - 1];
     int n_ev = cnt[nb - 1];
     for (int i = 0; i < mm->n_iv; i++) {
-        const ss_mem_interval *iv = &mm->iv[i];
-        int32_t r0 = iv->alloc.at_end ? end_rank[iv->alloc.task] : start_rank[iv->alloc.task];
-        int32_t r1 = iv->release.at_end ? end_rank[iv->release.task]
-                                        : start_rank[iv->release.task];
+        int32_t r0 = rr[2 * i], r1 = rr[2 * i + 1];
         if (r1 <= r0)
             continue;
+        const ss_mem_interval *iv = &mm->iv[i];
         mm->rev[cnt[2 * r0 + 1]++] = (rankev){iv->device, iv->bytes};
         mm->rev[cnt[2 * r1]++] = (rankev){iv->device, -iv->bytes};
     }
