@@ -28,7 +28,8 @@
  *
  * Life cycle: new -> add tasks and dependencies (any order; an edge may point
  * to a task with a lower id) -> finalize (builds successor and predecessor
- * lists in CSR form) -> hand to the engine, any number of times. Adding after
+ * lists in CSR form; see ss_taskgraph_set_pred_lists for graphs that need
+ * no predecessor lists) -> hand to the engine, any number of times. Adding after
  * finalize un-finalizes the graph (finalize again). reset -> empty again.
  *
  * The struct is open so the engine, the builder and a future delta engine
