@@ -583,6 +583,7 @@ static void start_task(run *s, int h, double t, double ready)
         }
         e->blocker[h] = best;
         e->by_res[h] = 1;
+        e->ready[h] = ready; /* finish derives the others' */
     }
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
@@ -598,8 +599,7 @@ static void start_task(run *s, int h, double t, double ready)
             chan_change(s, r, t, +1);
         }
     }
-    e->start[h] = t;
-    e->end[h] = end;
+    e->start[h] = t; /* finish sets end = start + dur */
     e->start_round[h] = s->round;
     s->started++;
     epush(s, end, h);
@@ -610,7 +610,6 @@ static inline void release(run *s, int t_id, double t)
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
     const trec *rv = &e->rec[t_id];
-    e->ready[t_id] = t;
     int nres = rv->nres;
     if (nres == 0) {
         start_task(s, t_id, t, t);
@@ -835,17 +834,33 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
                            tg->tile[bad]);
     }
 
-    /* The makespan, and the first task to end last (the critical path's
-     * end). */
+    /* End times (start + duration: what start_task computed), the makespan
+     * and the first task to end last (the critical path's end). */
     int last = n > 0 ? 0 : -1;
-    double best = n > 0 ? e->end[0] : 0;
-    for (int t = 1; t < n; t++)
-        if (e->end[t] > best) {
-            best = e->end[t];
+    double best = 0;
+    for (int t = 0; t < n; t++) {
+        double end = e->start[t] + tg->dur[t];
+        e->end[t] = end;
+        if (t == 0 || end > best) {
+            best = end;
             last = t;
         }
+    }
     double makespan = best > 0 ? best : 0;
     e->last_task = last;
+    /* Ready times not written by start_task (those of tasks that did not
+     * wait for a resource): the end of the predecessor that released the
+     * task, its blocker, as the settled time (-0 as +0); none: 0, or in a
+     * resumed run what resume computed. */
+    for (int t = 0; t < n; t++) {
+        if (e->by_res[t])
+            continue;
+        int b = e->blocker[t];
+        if (b >= 0)
+            e->ready[t] = e->end[b] + 0.0;
+        else if (full)
+            e->ready[t] = 0;
+    }
     ss_engine_result *r = &e->res;
     memset(r, 0, sizeof *r);
     if (full) {
