@@ -745,9 +745,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     if (!tg->finalized)
         return ss_diag_set(d, SS_ERR_INVALID, "engine: task graph not finalized");
     int n = tg->n_tasks, nr = tg->n_resources, nd = tg->n_devices;
-    int nslots = tg->res_off[n], nzero = 0;
-    for (int t = 0; t < n; t++)
-        nzero += tg->res_off[t + 1] == tg->res_off[t];
+    int nslots = tg->res_off[n], nzero = tg->n_free;
     /* most events pending at once: one per resource, plus resource-less tasks */
     int pend = (nr + nzero < n ? nr + nzero : n) + 1;
     if (reserve(e, n, nr, nslots, nd, pend))

@@ -125,6 +125,7 @@ static void set_dims(ss_taskgraph *tg, int n_devices, int n_channels)
     tg->n_channels = n_channels;
     tg->n_resources = n_devices + n_channels;
     tg->n_tasks = 0;
+    tg->n_free = 0;
     tg->n_edges = 0;
     tg->finalized = 0;
     tg->res_off[0] = 0;
@@ -259,6 +260,7 @@ int ss_taskgraph_add_slow(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
     else if (s->n_res > 1)
         memcpy(tg->res + tg->res_off[t], s->res, (size_t)s->n_res * sizeof *tg->res);
     tg->res_off[t + 1] = (int32_t)nres;
+    tg->n_free += s->n_res == 0;
     tg->n_tasks = t + 1;
     tg->finalized = 0;
     return t;

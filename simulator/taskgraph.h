@@ -84,6 +84,7 @@ typedef struct ss_task_spec {
 typedef struct ss_taskgraph {
     int n_devices, n_channels, n_resources; /* n_resources = n_devices + n_channels */
     int n_tasks;
+    int n_free;          /* tasks with no resources */
     int finalized;
 
     /* per task [n_tasks] */
