@@ -42,8 +42,10 @@ static void free_tables(ss_builder *b)
             ss_free(b->slots[k].shapes);
         }
     if (b->edges && b->edge_base)
-        for (int k = 0; k < b->edge_base[b->memo_ops] * KEDGE; k++)
+        for (int k = 0; k < b->edge_base[b->memo_ops] * KEDGE; k++) {
             ss_free(b->edges[k].p);
+            ss_free(b->edges[k].reg);
+        }
     ss_free(b->slots);
     ss_free(b->cur);
     ss_free(b->edge_base);
@@ -653,15 +655,25 @@ static int store_edge(ss_builder *b, edgeent *x, int q, int o, int first, int pf
 {
     int n = b->n_pairs - first;
     ss_free(x->p);
+    ss_free(x->reg);
     memset(x, 0, sizeof *x);
-    if (n > 0 && !(x->p = ss_malloc((size_t)n * sizeof *x->p)))
-        return -1;
+    if (n > 0) {
+        x->p = ss_malloc((size_t)n * sizeof *x->p);
+        x->reg = ss_malloc((size_t)n * sizeof *x->reg);
+        if (!x->p || !x->reg) {
+            ss_free(x->p);
+            ss_free(x->reg);
+            x->p = NULL;
+            x->reg = NULL;
+            return -1;
+        }
+    }
     for (int k = 0; k < n; k++) {
         const pairinfo *pr = &b->pairs[first + k];
         x->p[k].jl = pr->tile - b->tile_base[o];
         x->p[k].ul = pr->unit - b->unit_base[q];
-        x->p[k].reg = b->pbuf[pfirst + k];
-        b->preg[first + k] = &x->p[k].reg;
+        x->reg[k] = b->pbuf[pfirst + k];
+        b->preg[first + k] = &x->reg[k];
     }
     b->n_pbuf = pfirst;
     x->n = n;
@@ -695,7 +707,7 @@ static ss_status pass_pairs(ss_builder *b, ss_diag *d)
                     return d->status;
                 for (int t = 0; t < x->n; t++)
                     add_pair(b, b->unit_base[q] + x->p[t].ul, b->tile_base[o] + x->p[t].jl, tid,
-                             &x->p[t].reg);
+                             &x->reg[t]);
                 if (x->mixes)
                     b->gating_ok = 0;
                 continue;

@@ -91,17 +91,18 @@ typedef struct opslot {
 } opslot;
 
 /* The pairs of one graph edge (consumer op, input) for one pair of configs:
- * consumer tile and producer unit (local indices) with the region read. */
+ * consumer tile and producer unit (local indices), and apart (a hit reads
+ * only the indices) the region read. */
 typedef struct epair {
     int jl, ul;
-    ss_region reg;
 } epair;
 
 typedef struct edgeent {
     int idq, ido;    /* producer and consumer config ids, 0 = empty */
     uint64_t used;
     int n, mixes;    /* pairs; some pair links tiles of different micro-batches */
-    epair *p;
+    epair *p;        /* [n] */
+    ss_region *reg;  /* [n] */
 } edgeent;
 
 struct ss_builder {
