@@ -799,8 +799,10 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     }
     /* blocker -1, by_res 0 until set (tasks ready at the start, and those
      * a resumed run keeps, have neither) */
-    memset(e->blocker, 0xff, (size_t)n * sizeof *e->blocker);
-    memset(e->by_res, 0, (size_t)n);
+    if (n > 0) {
+        memset(e->blocker, 0xff, (size_t)n * sizeof *e->blocker);
+        memset(e->by_res, 0, (size_t)n);
+    }
     return SS_OK;
 }
 
