@@ -15,14 +15,18 @@
  * distinct time (see ebucket), drained a round at a time in id order. Per
  * task, one 32-byte read-only record holds what the event loop reads, with
  * the resource and up to two successors inline; predecessor counts stay
- * apart, one byte per task (see left); the result's arrays (start, end,
- * ready, blocker ...) are written in place as tasks are released, start and
- * end. A round mostly handles tasks with nearby ids (the tiles of one op on
- * many devices), so dense arrays and small records keep the cache lines it
- * touches few. Per-task and per-resource arrays are grown on demand and
- * reused by every run. Invariant between rounds:
- * holder[r] is the running task on r or -1; a task is in r's
- * queue iff it is released, not started, and uses r.
+ * apart, one byte per task (see left). The result's arrays are written in
+ * place, and only what cannot be derived later: start, blocker and the
+ * rounds as tasks are released, start and end (ready only for tasks that
+ * waited for a resource); finish derives every end (start + duration) and
+ * the other ready times (the end of the releasing predecessor, the
+ * blocker). A round mostly handles tasks with nearby ids (the tiles of one
+ * op on many devices), so dense arrays, small records and few bytes
+ * written per task keep the cache lines it touches few (the engine is
+ * bound by memory latency more than by instructions). Per-task and
+ * per-resource arrays are grown on demand and reused by every run.
+ * Invariant between rounds: holder[r] is the running task on r or -1; a
+ * task is in r's queue iff it is released, not started, and uses r.
  */
 #include "simulator/engine.h"
 
