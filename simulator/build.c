@@ -48,10 +48,12 @@ static void free_tables(ss_builder *b)
         }
     ss_free(b->slots);
     ss_free(b->cur);
+    ss_free(b->placed);
     ss_free(b->edge_base);
     ss_free(b->edges);
     b->slots = NULL;
     b->cur = NULL;
+    b->placed = NULL;
     b->edge_base = NULL;
     b->edges = NULL;
     b->memo_ops = 0;
@@ -310,9 +312,10 @@ static ss_status ensure_tables(ss_builder *b, ss_diag *d)
         ne += ss_graph_op(b->g, o)->n_in;
     b->slots = ss_calloc((size_t)b->n_ops * KOP, sizeof *b->slots);
     b->cur = ss_calloc((size_t)b->n_ops + 1, sizeof *b->cur);
+    b->placed = ss_calloc(2 * (size_t)b->n_ops + 1, sizeof *b->placed);
     b->edge_base = ss_calloc((size_t)b->n_ops + 1, sizeof *b->edge_base);
     b->edges = ss_calloc((size_t)ne * KEDGE + 1, sizeof *b->edges);
-    if (!b->slots || !b->cur || !b->edge_base || !b->edges) {
+    if (!b->slots || !b->cur || !b->placed || !b->edge_base || !b->edges) {
         free_tables(b);
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
     }
@@ -440,12 +443,19 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
         const ss_pconfig *c = ss_plan_config(p, o);
         int hit = b->memo_on ? find_slot(b, o, c) : -1;
         if (hit >= 0) {
-            memcpy(b->tiles + b->tile_base[o], b->slots[hit].tiles,
-                   (size_t)c->ntiles * sizeof(tileinfo));
+            int *pl = &b->placed[2 * o];
+            if (pl[0] != b->slots[hit].id || pl[1] != b->tile_base[o]) {
+                memcpy(b->tiles + b->tile_base[o], b->slots[hit].tiles,
+                       (size_t)c->ntiles * sizeof(tileinfo));
+                pl[0] = b->slots[hit].id;
+                pl[1] = b->tile_base[o];
+            }
             b->opshape[o] = b->slots[hit].shapes;
             b->cur[o] = hit;
             b->mst.op_hits++;
         } else {
+            if (b->memo_on)
+                b->placed[2 * o] = 0; /* op_tiles overwrites the range */
             ss_status st = op_tiles(b, o, c, d);
             if (st != SS_OK)
                 return st;
@@ -453,6 +463,8 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
                 b->mst.op_misses++;
                 if ((b->cur[o] = store_slot(b, o, c)) < 0)
                     return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+                b->placed[2 * o] = b->slots[b->cur[o]].id;
+                b->placed[2 * o + 1] = b->tile_base[o];
             }
         }
         for (int i = 0; i < c->ntiles; i++) {
@@ -1178,7 +1190,14 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         return st;
     if ((st = ensure_tables(b, d)) != SS_OK)
         return st;
-    if ((st = pass_tiles(b, p, tg, d)) != SS_OK || (st = pass_units(b, p, d)) != SS_OK ||
+    if ((st = pass_tiles(b, p, tg, d)) != SS_OK) {
+        /* the ops it did not reach may have lost their tiles to those it
+         * placed (another layout) */
+        if (b->placed)
+            memset(b->placed, 0, 2 * (size_t)b->n_ops * sizeof *b->placed);
+        return st;
+    }
+    if ((st = pass_units(b, p, d)) != SS_OK ||
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||

@@ -177,6 +177,12 @@ struct ss_builder {
     int memo_ops;       /* n_ops the tables below were made for, 0 = none */
     opslot *slots;      /* [n_ops * KOP] */
     int *cur;           /* [n_ops] slot of each op's config in this run */
+    int *placed;        /* [2 * n_ops]: the slot id and tile base of the tiles
+                         * b->tiles holds for each op since its last run (id
+                         * 0: none); ids are never reused, and within a run
+                         * only op o writes its range, so an op whose config
+                         * hits the same slot at the same base need not copy
+                         * its tiles again (fwd and bwd are set every run) */
     int *edge_base;     /* [n_ops + 1] first edge of each consumer op */
     edgeent *edges;     /* [n_edges * KEDGE] */
     uint64_t tick;
