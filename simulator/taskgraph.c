@@ -247,14 +247,7 @@ int ss_taskgraph_add_slow(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
         ss_diag_set(d, SS_ERR_NOMEM, "task graph: out of memory adding task %d", t);
         return -1;
     }
-    tg->kind[t] = (uint8_t)s->kind;
-    tg->dur[t] = s->dur_us;
-    tg->prio[t] = s->priority;
-    tg->op[t] = s->op;
-    tg->tile[t] = s->tile;
-    tg->mb[t] = s->mb;
-    tg->aux[t] = s->aux;
-    tg->bytes[t] = s->bytes;
+    ss_taskgraph_put_fields(tg, t, s);
     if (s->n_res == 1)
         tg->res[tg->res_off[t]] = s->res[0];
     else if (s->n_res > 1)

@@ -141,6 +141,18 @@ ss_status ss_taskgraph_reserve(ss_taskgraph *tg, int tasks, int res, int edges, 
  * a builder adds), everything else goes to ss_taskgraph_add_slow, which
  * callers need not call themselves. */
 int ss_taskgraph_add_slow(ss_taskgraph *tg, const ss_task_spec *spec, ss_diag *d);
+/* Task t's own fields from spec (both add paths; resources apart). */
+static inline void ss_taskgraph_put_fields(ss_taskgraph *tg, int t, const ss_task_spec *s)
+{
+    tg->kind[t] = (uint8_t)s->kind;
+    tg->dur[t] = s->dur_us;
+    tg->prio[t] = s->priority;
+    tg->op[t] = s->op;
+    tg->tile[t] = s->tile;
+    tg->mb[t] = s->mb;
+    tg->aux[t] = s->aux;
+    tg->bytes[t] = s->bytes;
+}
 static inline int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
 {
     int t = tg->n_tasks;
@@ -148,14 +160,7 @@ static inline int ss_taskgraph_add(ss_taskgraph *tg, const ss_task_spec *s, ss_d
     if (s->n_res == 1 && (unsigned)s->kind < SS_TASK_KIND_COUNT && s->dur_us >= 0 &&
         s->dur_us <= DBL_MAX && (unsigned)s->res[0] < (unsigned)tg->n_resources &&
         t < tg->cap_tasks && at < tg->cap_res) {
-        tg->kind[t] = (uint8_t)s->kind;
-        tg->dur[t] = s->dur_us;
-        tg->prio[t] = s->priority;
-        tg->op[t] = s->op;
-        tg->tile[t] = s->tile;
-        tg->mb[t] = s->mb;
-        tg->aux[t] = s->aux;
-        tg->bytes[t] = s->bytes;
+        ss_taskgraph_put_fields(tg, t, s);
         tg->res[at] = s->res[0];
         tg->res_off[t + 1] = at + 1;
         tg->n_tasks = t + 1;
