@@ -437,6 +437,17 @@ static ss_status toy_bound(void *ctx, const ss_plan *p, int changed, double *lb,
     return SS_OK;
 }
 
+/* Run b (best plan `other`) went the same way as run a (best in f->best). */
+static void same_chain(const fixture *f, const ss_plan *other, const ss_eval *ea,
+                       const ss_mcmc_stats *sa, const ss_eval *eb, const ss_mcmc_stats *sb)
+{
+    for (int op = 0; op < 3; op++)
+        assert_true(same(ss_plan_config(f->best, op), ss_plan_config(other, op)));
+    assert_true(ea->time_us == eb->time_us);
+    assert_int_equal(sa->proposals, sb->proposals);
+    assert_int_equal(sa->accepted, sb->accepted);
+}
+
 /* With a lower bound the chain is exactly the same (same best plan, same
  * proposals and acceptances), with fewer evaluator calls. */
 static void test_bound_same_chain(void **state)
@@ -458,11 +469,7 @@ static void test_bound_same_chain(void **state)
     ss_plan *other = ss_plan_new(f.g, NULL);
     f.ev.bound = toy_bound;
     assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, other, &e2, &s2, &d), SS_OK);
-    for (int op = 0; op < 3; op++)
-        assert_true(same(ss_plan_config(f.best, op), ss_plan_config(other, op)));
-    assert_true(e1.time_us == e2.time_us);
-    assert_int_equal(s1.proposals, s2.proposals);
-    assert_int_equal(s1.accepted, s2.accepted);
+    same_chain(&f, other, &e1, &s1, &e2, &s2);
     assert_int_equal(s1.pruned, 0);
     assert_true(s2.pruned > 0);
     assert_int_equal(s2.evaluations + s2.pruned, s1.evaluations);
@@ -474,11 +481,7 @@ static void test_bound_same_chain(void **state)
     ss_mcmc_stats s3;
     ss_eval e3;
     assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, other, &e3, &s3, &d), SS_OK);
-    for (int op = 0; op < 3; op++)
-        assert_true(same(ss_plan_config(f.best, op), ss_plan_config(other, op)));
-    assert_true(e1.time_us == e3.time_us);
-    assert_int_equal(s1.proposals, s3.proposals);
-    assert_int_equal(s1.accepted, s3.accepted);
+    same_chain(&f, other, &e1, &s1, &e3, &s3);
     assert_int_equal(s1.cut, 0);
     assert_int_equal(s3.cut, s2.pruned);
     assert_int_equal(s3.evaluations + s3.cut, s1.evaluations);
