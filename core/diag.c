@@ -78,6 +78,21 @@ void *ss_calloc(size_t count, size_t size)
 
 void *ss_realloc(void *p, size_t n) { return current.realloc_fn(p, n ? n : 1); }
 
+int ss_grow(void **p, int *cap, int need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    int nc = *cap ? *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    void *q = ss_realloc(*p, (size_t)nc * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
 void ss_free(void *p)
 {
     if (p)

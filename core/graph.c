@@ -167,28 +167,12 @@ void ss_graph_free(ss_graph *g)
     ss_free(g);
 }
 
-/* Grow an array of elem-sized items to hold `need`; on failure unchanged. */
-static int grow(void **arr, int *cap, int need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    int nc = *cap ? *cap : 16;
-    while (nc < need)
-        nc *= 2;
-    void *p = ss_realloc(*arr, (size_t)nc * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
-}
-
 /* Ensure chunk storage for `need` items of elem bytes. Chunks allocated
  * before a failure stay (spare capacity); nothing visible changes. */
 static int reserve_chunks(chunks *c, int need, size_t elem)
 {
     while ((int64_t)c->n * CHUNK < need) {
-        if (grow((void **)&c->chunk, &c->cap, c->n + 1, sizeof(void *)))
+        if (ss_grow((void **)&c->chunk, &c->cap, c->n + 1, sizeof(void *)))
             return -1;
         void *p = ss_malloc((size_t)CHUNK * elem);
         if (!p)
@@ -326,13 +310,13 @@ int ss_graph_add_op(ss_graph *g, const ss_op_spec *spec, ss_diag *d)
     /* Reserve everything. */
     if (reserve_chunks(&g->ops, g->n_ops + 1, sizeof(ss_op)) ||
         reserve_chunks(&g->tensors, g->n_tensors + n_new, sizeof(ss_tensor)) ||
-        grow((void **)&g->cons, &g->cap_cons, g->n_tensors + n_new, sizeof(conslist)) ||
+        ss_grow((void **)&g->cons, &g->cap_cons, g->n_tensors + n_new, sizeof(conslist)) ||
         map_reserve(g, &g->op_names, op_name_of, 1) ||
         map_reserve(g, &g->tensor_names, tensor_name_of, (size_t)n_new))
         goto nomem;
     for (int i = 0; i < spec->n_in; i++) {
         conslist *c = &g->cons[spec->inputs[i]];
-        if (!has_op(c->op, c->n, id) && grow((void **)&c->op, &c->cap, c->n + 1, sizeof(int)))
+        if (!has_op(c->op, c->n, id) && ss_grow((void **)&c->op, &c->cap, c->n + 1, sizeof(int)))
             goto nomem;
     }
     /* Commit: no allocation below. */

@@ -79,6 +79,9 @@ void ss_set_allocator(const ss_allocator *a);
 void *ss_malloc(size_t n);
 void *ss_calloc(size_t count, size_t size); /* overflow-checked */
 void *ss_realloc(void *p, size_t n);
+/* Grow the array *p of `size`-byte items (capacity *cap items) to hold at
+ * least `need`, doubling from 16; 0, or -1 with *p and *cap unchanged. */
+int ss_grow(void **p, int *cap, int need, size_t size);
 void ss_free(void *p);
 char *ss_strdup(const char *s);
 

@@ -167,7 +167,7 @@ static double unit_out_bytes(const ss_builder *b, const unitinfo *u)
 
 static int kbuf_grow(ss_builder *b, int need, ss_diag *d)
 {
-    if (grow((void **)&b->kbuf, &b->cap_kbuf, need, sizeof(int32_t)))
+    if (ss_grow((void **)&b->kbuf, &b->cap_kbuf, need, sizeof(int32_t)))
         return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     return 0;
 }
@@ -187,7 +187,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
         n = v[0];
         gbps = ss_memo_get_double(v + 1);
         lat = ss_memo_get_double(v + 3);
-        if (grow((void **)&b->res, &b->cap_res, n + 2, sizeof(int)))
+        if (ss_grow((void **)&b->res, &b->cap_res, n + 2, sizeof(int)))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
         for (int i = 0; i < n; i++)
             b->res[i] = b->n_dev + v[5 + i];
@@ -199,7 +199,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
                                 "of operator \"%s\"",
                                 src, dst, ss_graph_op(b->g, op)->name),
                     -1);
-        if (grow((void **)&b->res, &b->cap_res, n + 2, sizeof(int)) || kbuf_grow(b, 5 + n, d))
+        if (ss_grow((void **)&b->res, &b->cap_res, n + 2, sizeof(int)) || kbuf_grow(b, 5 + n, d))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
         gbps = ss_machine_path_gbps(b->m, src, dst);
         lat = ss_machine_path_latency_us(b->m, src, dst);
@@ -247,7 +247,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
     if (v) {
         time_us = ss_memo_get_double(v);
         nch = v[2];
-        if (grow((void **)&b->res, &b->cap_res, nch, sizeof(int)))
+        if (ss_grow((void **)&b->res, &b->cap_res, nch, sizeof(int)))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
         for (int i = 0; i < nch; i++)
             b->res[i] = b->n_dev + v[3 + i];
@@ -256,7 +256,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
             return -1;
         time_us = b->coll.time_us;
         nch = b->coll.n_channels;
-        if (grow((void **)&b->res, &b->cap_res, nch, sizeof(int)) ||
+        if (ss_grow((void **)&b->res, &b->cap_res, nch, sizeof(int)) ||
             kbuf_grow(b, 2 * (5 + n) + 3 + nch, d))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
         key = b->kbuf; /* may have moved */
@@ -277,7 +277,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
 /* Distinct devices of a unit into b->ipool scratch at the end (not kept). */
 static int unit_devices(ss_builder *b, const unitinfo *u, int **out, ss_diag *d)
 {
-    if (grow((void **)&b->ipool, &b->cap_ipool, b->n_ipool + u->red, sizeof(int)))
+    if (ss_grow((void **)&b->ipool, &b->cap_ipool, b->n_ipool + u->red, sizeof(int)))
         return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     int *dv = b->ipool + b->n_ipool, n = 0;
     for (int r = 0; r < u->red; r++) {
@@ -762,7 +762,7 @@ static double need_bytes(ss_builder *b, int a, int e)
         int z = t;
         while (z < e && b->need[z].tensor == b->need[t].tensor)
             z++;
-        if (grow((void **)&b->regs, &b->cap_regs, z - t, sizeof(ss_region)))
+        if (ss_grow((void **)&b->regs, &b->cap_regs, z - t, sizeof(ss_region)))
             return -1;
         int nr = 0;
         for (int q = t; q < z; q++)

@@ -194,24 +194,9 @@ struct ss_builder {
     ss_build_memo_stats mst;
 };
 
-static inline int grow(void **p, int *cap, int need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    int nc = *cap ? *cap : 16;
-    while (nc < need)
-        nc *= 2;
-    void *n = ss_realloc(*p, (size_t)nc * size);
-    if (!n)
-        return -1;
-    *p = n;
-    *cap = nc;
-    return 0;
-}
-
 #define GROW(b, arr, cap, need, d)                                                           \
     do {                                                                                     \
-        if (grow((void **)&(b)->arr, &(b)->cap, (need), sizeof(*(b)->arr)))                  \
+        if (ss_grow((void **)&(b)->arr, &(b)->cap, (need), sizeof(*(b)->arr)))                  \
             return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
     } while (0)
 

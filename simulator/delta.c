@@ -81,21 +81,6 @@ struct ss_delta {
 
 /* ---- small utilities -------------------------------------------------------- */
 
-static int grow(void **p, int *cap, int need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    int nc = *cap ? *cap : 64;
-    while (nc < need)
-        nc *= 2;
-    void *q = ss_realloc(*p, (size_t)nc * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 static int grow2(void **p, int cap_old, int cap_new, size_t size)
 {
     if (cap_new <= cap_old && *p)
@@ -306,7 +291,7 @@ static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, int c
     int n = nw->n_tasks, no = old->n_tasks;
     if (n + 1 > dl->cap_new) {
         int c = dl->cap_new;
-        if (grow((void **)&dl->map, &c, n + 1, sizeof *dl->map) ||
+        if (ss_grow((void **)&dl->map, &c, n + 1, sizeof *dl->map) ||
             grow2((void **)&dl->dirty, 0, c, sizeof *dl->dirty) ||
             grow2((void **)&dl->lb, 0, c, sizeof *dl->lb) ||
             grow2((void **)&dl->order, 0, c, sizeof *dl->order) ||
@@ -316,7 +301,7 @@ static ss_status map_tasks(ss_delta *dl, const state *os, const state *ns, int c
     }
     if (no + 1 > dl->cap_old) {
         int c = dl->cap_old;
-        if (grow((void **)&dl->used, &c, no + 1, sizeof *dl->used) ||
+        if (ss_grow((void **)&dl->used, &c, no + 1, sizeof *dl->used) ||
             grow2((void **)&dl->cnt, 0, c, sizeof *dl->cnt))
             return nomem(d);
         memset(dl->cnt, 0, (size_t)c * sizeof *dl->cnt);
@@ -431,7 +416,7 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
         dl->mapped = 1;
         if (n + 1 > dl->cap_from) {
             int c = dl->cap_from;
-            if (grow((void **)&dl->from_start, &c, n + 1, sizeof *dl->from_start) ||
+            if (ss_grow((void **)&dl->from_start, &c, n + 1, sizeof *dl->from_start) ||
                 grow2((void **)&dl->from_end, 0, c, sizeof *dl->from_end))
                 return nomem(d);
             dl->cap_from = c;

@@ -142,13 +142,8 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
     ss_status st = ss_engine_critical_path(s->e, &path, &n, d);
     if (st != SS_OK)
         return st;
-    if (n > s->cap_ck) {
-        critkey *k = ss_realloc(s->ck, (size_t)n * sizeof *k);
-        if (!k)
-            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
-        s->ck = k;
-        s->cap_ck = n;
-    }
+    if (ss_grow((void **)&s->ck, &s->cap_ck, n, sizeof *s->ck))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     const ss_taskgraph *tg = s->tg;
     double total = 0;
     for (int i = 0; i < n; i++) {
@@ -201,13 +196,8 @@ static ss_status max_load(ss_sim *s, double *out, ss_diag *d)
 {
     const ss_taskgraph *tg = s->tg;
     int nr = tg->n_resources;
-    if (nr > s->cap_load) {
-        double *l = ss_realloc(s->load, (size_t)nr * sizeof *l);
-        if (!l)
-            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
-        s->load = l;
-        s->cap_load = nr;
-    }
+    if (ss_grow((void **)&s->load, &s->cap_load, nr, sizeof *s->load))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     memset(s->load, 0, (size_t)nr * sizeof *s->load);
     for (int t = 0; t < tg->n_tasks; t++)
         for (int k = tg->res_off[t]; k < tg->res_off[t + 1]; k++)
@@ -247,13 +237,8 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
     if ((st = ss_engine_run(s->e, s->tg, &ec, d)) != SS_OK)
         return st;
     const ss_engine_result *er = ss_engine_result_of(s->e);
-    if (nd > s->cap_peak) {
-        double *pk = ss_realloc(s->peak, (size_t)nd * sizeof(double));
-        if (!pk)
-            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
-        s->peak = pk;
-        s->cap_peak = nd;
-    }
+    if (ss_grow((void **)&s->peak, &s->cap_peak, nd, sizeof *s->peak))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     if (s->cfg.skip_memory) {
         for (int i = 0; i < nd; i++)
             s->peak[i] = ss_memory_static_bytes(s->mm, i);
