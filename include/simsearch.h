@@ -687,6 +687,17 @@ ss_status ss_sim_result_copy(ss_sim_result *dst, const ss_sim_result *src, ss_di
 /* Number of tasks of the last run's task graph (0 before the first run). */
 int64_t ss_sim_n_tasks(const ss_sim *s);
 
+/* Where the last run's critical path spends its time, per op: op_us[i]
+ * (ss_graph_n_ops entries) = the summed duration of the path's tasks that
+ * belong to op i (its forward, backward and update tasks, the transfers and
+ * partial-sum collectives built for it, and the gradient collectives of the
+ * weights it is the first reader of). The path is the engine's chain of
+ * blockers from the last task to end (dependency or resource waits), so
+ * these are the ops whose change can shorten the iteration. Returns the
+ * path's total duration in *total_us (may be NULL). SS_ERR_INVALID if the
+ * simulator holds no run; SS_ERR_NOMEM. On error op_us is unchanged. */
+ss_status ss_sim_path_ops(ss_sim *s, double *op_us, double *total_us, ss_diag *d);
+
 /* Write the last run as Chrome Trace Event JSON (opens in Perfetto):
  * one process per device, tasks named after operators. */
 ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d);
@@ -722,12 +733,16 @@ typedef struct ss_search_config {
     uint64_t seed;
     int random_starts;       /* random start plans besides DP and expert (0: 2, < 0: none) */
     int use_delta;           /* 1: judge proposals by delta simulation (simulator/delta.h),
-                                0: by ss_sim_run; both give identical numbers */
+                                0: by ss_sim_run; both give identical numbers (delta keeps
+                                no critical path, so it makes no path moves: its chain is
+                                the full simulation's with p_path < 0) */
     double beta;             /* acceptance sharpness (0: default, see search/mcmc.h) */
     double explore_share;    /* share of budget/time for exploration chains (0: default) */
     int64_t restart_after;   /* proposals without improvement before a restart (0: default) */
     double p_heavy;          /* share of weight moves, weights drawn by bytes (0: default,
                                 < 0: none; see search/mcmc.h) */
+    double p_path;           /* share of the other moves whose op is drawn by its time on the
+                                critical path (0: default, < 0: none; full simulation only) */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
      * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
     int (*stop)(void *cb_ctx);

@@ -27,6 +27,8 @@
 typedef struct full_eval {
     ss_sim *sim;
     ss_sim_result r;
+    double *path;   /* per op: the committed plan's critical-path time */
+    int path_ok;    /* path holds the committed plan's */
 } full_eval;
 
 /* Full simulation; stops after building the task graph when one resource
@@ -50,6 +52,25 @@ static ss_status full_eval_fn(void *ctx, const ss_plan *p, int changed, double c
     out->fits = f->r.fits;
     out->overflow_bytes = f->r.overflow_bytes;
     return SS_OK;
+}
+
+/* The simulator's last run is the plan being committed (the search commits
+ * right after that plan's exact evaluation): keep its critical path per op
+ * for path moves. If the path cannot be had (no memory for it), path_ops
+ * says NULL and path moves draw uniformly: a weaker proposal, no wrong
+ * result. */
+static void full_commit_fn(void *ctx)
+{
+    full_eval *f = ctx;
+    ss_diag local;
+    ss_diag_init(&local);
+    f->path_ok = f->path && ss_sim_path_ops(f->sim, f->path, NULL, &local) == SS_OK;
+}
+
+static const double *full_path_ops(void *ctx)
+{
+    const full_eval *f = ctx;
+    return f->path_ok ? f->path : NULL;
 }
 
 static ss_status delta_eval_fn(void *ctx, const ss_plan *p, int changed, double cutoff_us,
@@ -96,6 +117,12 @@ static ss_status bounded_bound(void *ctx, const ss_plan *p, int changed, double 
 {
     bounded *b = ctx;
     return ss_bound_eval(b->bnd, p, changed, lb, d);
+}
+
+static const double *bounded_path_ops(void *ctx)
+{
+    bounded *b = ctx;
+    return b->inner.path_ops ? b->inner.path_ops(b->inner.ctx) : NULL;
 }
 
 /* ---- callbacks ------------------------------------------------------------ */
@@ -172,10 +199,14 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     if (st)
         return st;
     fe.sim = sim;
-    ss_evaluator full = {&fe, full_eval_fn, NULL, NULL};
+    fe.path = ss_malloc(((size_t)ss_graph_n_ops(g) + 1) * sizeof *fe.path);
+    if (!fe.path)
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    ss_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL};
 
     /* Baselines. */
-    st = ss_plan_data_parallel(g, m, 0, &r->data_parallel, d);
+    if (!st)
+        st = ss_plan_data_parallel(g, m, 0, &r->data_parallel, d);
     if (!st)
         st = ss_sim_run(sim, r->data_parallel, &r->dp_sim, d);
     if (!st)
@@ -206,12 +237,15 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
 
     /* Evaluator: the full simulator, or delta simulation if asked. */
     ss_evaluator ev = full;
+    ev.commit = full_commit_fn;
+    ev.path_ops = full_path_ops;
     if (!st && cfg.use_delta) {
         st = ss_delta_new(g, m, cm, &dl, d);
         if (!st) {
             ev.ctx = dl;
             ev.eval = delta_eval_fn;
             ev.commit = delta_commit_fn;
+            ev.path_ops = NULL; /* a resumed run has no critical path: no path moves */
             r->delta = 1;
         }
     }
@@ -219,7 +253,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     bounded bd = {ev, NULL};
     if (!st)
         st = ss_bound_new(g, m, cm, &bd.bnd, d);
-    ss_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound};
+    ss_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound, bounded_path_ops};
 
     /* The chains. */
     cb_bridge br = {&cfg};
@@ -232,6 +266,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.explore_share = cfg.explore_share;
     mc.restart_after = cfg.restart_after;
     mc.p_heavy = cfg.p_heavy;
+    mc.p_path = r->delta ? -1 : cfg.p_path; /* path moves need the full simulation's path */
     mc.stop = bridge_stop;
     mc.progress = bridge_progress;
     mc.cb_ctx = &br;
@@ -271,6 +306,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     ss_bound_free(bd.bnd);
     ss_delta_free(dl);
     ss_sim_result_clear(&fe.r);
+    ss_free(fe.path);
     if (st) {
         ss_sim_free(sim);
         ss_search_result_clear(r);

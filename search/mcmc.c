@@ -35,8 +35,11 @@ typedef struct search {
     ss_pconfig *gold;         /* saved configs of a group move */
     int *gold_dev, *moved;
     int n_moved, maxt;
+    double *pcum;             /* per op: running sum of the base's critical-path time */
+    int path_stale;           /* the base changed since pcum was built */
+    int path_known;           /* pcum holds a path with time on it */
     int *targets;
-    double p_group, p_segment, p_heavy, explore;
+    double p_group, p_segment, p_heavy, p_path, explore;
     double beta, beta_now, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
@@ -161,6 +164,7 @@ static void commit(search *s)
 {
     if (s->ev->commit)
         s->ev->commit(s->ev->ctx);
+    s->path_stale = 1;
 }
 
 static double elapsed(const search *s) { return ss_mcmc_now() - s->t0; }
@@ -283,6 +287,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 /* Defaults of the chain: the share of weight moves and the acceptance
  * sharpness (A/B measurements in benchmarks/RESULTS.md, "Search"). */
 #define P_HEAVY 0.5
+#define P_PATH 0.9
 #define BETA 250.0
 
 enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
@@ -342,6 +347,37 @@ static int heavy_op(search *s)
     }
     int n = s->grp_off[lo + 1] - s->grp_off[lo];
     return s->grp[s->grp_off[lo] + (int)ss_rng_below(&s->rng, n)];
+}
+
+/* An op for a path move: drawn with probability proportional to the time
+ * the base plan's critical path spends in it (the evaluator's path_ops,
+ * fetched again after every commit); uniform when the evaluator knows no
+ * path. */
+static int path_op(search *s)
+{
+    int n = ss_graph_n_ops(s->g);
+    if (s->path_stale) {
+        const double *w = s->ev->path_ops ? s->ev->path_ops(s->ev->ctx) : NULL;
+        double sum = 0;
+        for (int i = 0; w && i < n; i++) {
+            sum += w[i] > 0 ? w[i] : 0;
+            s->pcum[i] = sum;
+        }
+        s->path_known = w && sum > 0;
+        s->path_stale = 0;
+    }
+    if (!s->path_known)
+        return (int)ss_rng_below(&s->rng, n);
+    double x = ss_rng_unit(&s->rng) * s->pcum[n - 1];
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->pcum[mid] > x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
 }
 
 /* Apply s->prop to the move's ops that may take it (op itself always); the
@@ -406,7 +442,12 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
         const ss_pconfig *c = NULL;
         for (int tries = 0; tries < 8; tries++) {
             heavy = s->p_heavy > 0 && ss_rng_unit(&s->rng) < s->p_heavy;
-            op = heavy ? heavy_op(s) : (int)ss_rng_below(&s->rng, n_ops);
+            if (heavy)
+                op = heavy_op(s);
+            else if (s->p_path > 0 && ss_rng_unit(&s->rng) < s->p_path)
+                op = path_op(s);
+            else
+                op = (int)ss_rng_below(&s->rng, n_ops);
             propose(s, op);
             c = ss_plan_config(s->cur, op);
             if (!same_config(c, &s->prop))
@@ -531,6 +572,7 @@ static void cleanup(search *s)
 {
     ss_free(s->gid);
     ss_free(s->gcum);
+    ss_free(s->pcum);
     ss_free(s->grp_off);
     ss_free(s->grp);
     ss_free(s->moved);
@@ -562,6 +604,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.p_group = cfg->p_group < 0 ? 0 : cfg->p_group > 0 ? cfg->p_group : 0.5;
     s.p_segment = cfg->p_segment < 0 ? 0 : cfg->p_segment > 0 ? cfg->p_segment : 0.25;
     s.p_heavy = cfg->p_heavy < 0 ? 0 : cfg->p_heavy > 0 ? cfg->p_heavy : P_HEAVY;
+    s.p_path = cfg->p_path < 0 ? 0 : cfg->p_path > 0 ? cfg->p_path : P_PATH;
     s.patience = cfg->patience > 0 ? cfg->patience : cfg->patience < 0 ? 0 : s.budget / 2;
     s.restart_after = cfg->restart_after;
     if (s.restart_after <= 0) {
@@ -585,9 +628,11 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
                 maxt = ss_plan_config(starts[i], op)->ntiles;
     s.prop.devices = ss_malloc((size_t)maxt * sizeof(int));
     s.nbr = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof(int));
+    s.pcum = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof *s.pcum);
+    s.path_stale = 1;
     ss_status st = SS_OK;
     s.maxt = maxt;
-    if (!s.best || !s.cur || !s.prop.devices || !s.nbr)
+    if (!s.best || !s.cur || !s.prop.devices || !s.nbr || !s.pcum)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     if (st == SS_OK)
         st = make_groups(&s, d);

@@ -14,7 +14,12 @@
  * draws a weight with probability proportional to its bytes and makes a
  * group move on it: the big embeddings and projections whose replicated
  * gradients expose communication get most of the attention, not 1 / n_ops
- * each of their ops. The proposal is judged by an evaluator (a plan ->
+ * each of their ops. A path move (a share p_path of the rest) draws the op
+ * with probability proportional to the time the current plan's critical
+ * path spends in it: only a change on that chain of dependency and resource
+ * waits can shorten the iteration, so late in a search, when most ops are
+ * already placed well, the proposals go where the time is. The proposal is
+ * judged by an evaluator (a plan ->
  * iteration time and whether it fits in memory); with cost = iteration time,
  *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
  * so beta is scale-free (default beta = 250: a plan 1% slower is accepted
@@ -80,6 +85,10 @@ typedef struct ss_evaluator {
      * exceeds the acceptance threshold the move is rejected without eval
      * (the same decision eval would give: see search/bound.h). */
     ss_status (*bound)(void *ctx, const ss_plan *p, int changed, double *lb, ss_diag *d);
+    /* Optional: per op, the time the BASE plan's critical path spends in
+     * it (ss_sim_path_ops; n_ops entries, borrowed until the next eval or
+     * commit), or NULL when unknown. Path moves draw ops by it. */
+    const double *(*path_ops)(void *ctx);
 } ss_evaluator;
 
 typedef enum ss_mcmc_stop {
@@ -121,6 +130,9 @@ typedef struct ss_mcmc_config {
     double p_segment;        /* share of segment moves (< 0: 0; 0: 0.25) */
     double p_heavy;          /* share of weight moves: a weight drawn by its bytes, every op
                                 that reads it gets one new config (< 0: 0; 0: 0.5) */
+    double p_path;           /* share of the other proposals whose op is drawn by its time on
+                                the current plan's critical path (evaluator's path_ops;
+                                < 0: 0; 0: default, see mcmc.c) */
     /* Optional callbacks (cb_ctx passed to both). stop: polled before every
      * proposal, nonzero stops the search with SS_MCMC_STOP_USER. progress:
      * called about every progress_every_s seconds (0: 0.2 s). */

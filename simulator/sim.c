@@ -190,6 +190,30 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
     return SS_OK;
 }
 
+ss_status ss_sim_path_ops(ss_sim *s, double *op_us, double *total_us, ss_diag *d)
+{
+    if (!s || !s->ran)
+        return ss_diag_set(d, SS_ERR_INVALID, "simulate: no run to take a critical path from");
+    const int32_t *path;
+    int n;
+    ss_status st = ss_engine_critical_path(s->e, &path, &n, d);
+    if (st != SS_OK)
+        return st;
+    const ss_taskgraph *tg = s->tg;
+    int n_ops = ss_graph_n_ops(s->g);
+    double total = 0;
+    memset(op_us, 0, (size_t)n_ops * sizeof *op_us);
+    for (int i = 0; i < n; i++) {
+        int t = path[i], op = tg->op[t];
+        total += tg->dur[t];
+        if (op >= 0 && op < n_ops)
+            op_us[op] += tg->dur[t];
+    }
+    if (total_us)
+        *total_us = total;
+    return SS_OK;
+}
+
 /* The largest summed duration of the tasks on one resource of tg, into
  * *out (0 for a graph without resources). */
 static ss_status max_load(ss_sim *s, double *out, ss_diag *d)

@@ -161,7 +161,7 @@ static void test_transformer(void **state)
     (void)state;
     ss_machine *m = load_p100();
     ss_graph *g = build("gpt:layers=4,hidden=256,heads=4,seq=64,vocab=1024", 128);
-    ss_evaluator ev = {NULL, toy_eval, NULL, NULL};
+    ss_evaluator ev = {NULL, toy_eval, NULL, NULL, NULL};
     ss_plan *p = NULL;
     char label[128];
     ss_diag d;

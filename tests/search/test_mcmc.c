@@ -613,7 +613,7 @@ static void test_weight_moves(void **state)
     assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
     ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
     wtoy w = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_evaluator ev = {&w, wtoy_eval, NULL, NULL};
+    ss_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.budget = 4000;
@@ -640,6 +640,107 @@ static void test_weight_moves(void **state)
     assert_true(w.bad > 0);
 
     ss_plan_free(w.base);
+    ss_plan_free(start);
+    ss_plan_free(best);
+    ss_space_free(spc);
+    ss_graph_free(g);
+}
+
+/* Path moves (p_path). Graph: x -> a -> b -> c (linear layers, own
+ * weights). The toy evaluator says every plan costs the same (every move
+ * is accepted and becomes the base) and that the base's critical path
+ * spends 3 us in b, 1 us in c and nothing elsewhere. With only path moves,
+ * single-op ones, every move changes b or c, b three times as often as c
+ * (over evaluations: redraws of the current config are not evaluated);
+ * with the path unknown (path_ops NULL) the draw is uniform and a and x
+ * move too. */
+typedef struct ptoy {
+    ss_plan *base;
+    long moved[4], multi;
+    int known;
+    double w[4];
+} ptoy;
+
+static ss_status ptoy_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                           ss_eval *out, ss_diag *d)
+{
+    (void)changed;
+    (void)cutoff_us;
+    (void)d;
+    ptoy *t = ctx;
+    int n = 0;
+    for (int op = 0; op < 4; op++)
+        if (!same(ss_plan_config(p, op), ss_plan_config(t->base, op))) {
+            t->moved[op]++;
+            n++;
+        }
+    t->multi += n > 1;
+    ss_plan_copy(t->base, p);
+    out->time_us = 1;
+    out->fits = 1;
+    out->overflow_bytes = 0;
+    return SS_OK;
+}
+
+static const double *ptoy_path(void *ctx)
+{
+    ptoy *t = ctx;
+    return t->known ? t->w : NULL;
+}
+
+static void test_path_moves(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = ss_graph_new("path");
+    int x = input_x(g);
+    ss_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.out_features = 8;
+    assert_int_equal(ss_graph_add(g, "a", SS_OP_LINEAR, &a, 1, &x, &d), 1);
+    int ta = ss_graph_out(g, 1);
+    assert_int_equal(ss_graph_add(g, "b", SS_OP_LINEAR, &a, 1, &ta, &d), 2);
+    int tb = ss_graph_out(g, 2);
+    assert_int_equal(ss_graph_add(g, "c", SS_OP_LINEAR, &a, 1, &tb, &d), 3);
+    ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
+    ss_space_opts o = {4, 0};
+    ss_space *spc;
+    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
+    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
+    ptoy t = {ss_plan_new(g, NULL), {0, 0, 0, 0}, 0, 1, {0, 0, 3, 1}};
+    ss_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 4000;
+    cfg.seed = 5;
+    cfg.p_path = 1;
+    cfg.p_heavy = -1;
+    cfg.p_neighbor = -1;
+    cfg.p_group = -1;
+    cfg.p_segment = -1;
+    cfg.explore_share = -1;
+    cfg.restart_after = 1000000;
+    cfg.patience = -1;
+    ss_mcmc_stats st;
+    ss_eval be;
+    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    assert_int_equal(t.multi, 0);
+    assert_int_equal(t.moved[0] + t.moved[1], 0);
+    long moves = t.moved[2] + t.moved[3];
+    assert_true(moves > 2500);
+    /* b's share: 3/4, standard deviation over > 2,500 draws < 0.009 */
+    double share = (double)t.moved[2] / (double)moves;
+    assert_true(share > 0.71 && share < 0.79);
+
+    /* No path known: uniform, so a moves too (x, an input with a single
+     * candidate per placement family, may as well). */
+    memset(t.moved, 0, sizeof t.moved);
+    t.known = 0;
+    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    assert_true(t.moved[1] > 500);
+
+    ss_plan_free(t.base);
     ss_plan_free(start);
     ss_plan_free(best);
     ss_space_free(spc);
@@ -676,6 +777,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finds_exhaustive_optimum),
+        cmocka_unit_test(test_path_moves),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_stopping_rules),
         cmocka_unit_test(test_schedule_defaults),

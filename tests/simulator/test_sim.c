@@ -102,6 +102,19 @@ static void test_one_device_chain(void **state)
     /* largest line first: a backward of 256 us */
     assert_string_equal(r.crit[0].kind, "bwd");
     NEAR(r.crit[0].us, 256);
+    /* per op: fc1 and fc2 carry fwd 128 + bwd 256 + update 12 each, the
+     * input op nothing */
+    int n_ops = ss_graph_n_ops(f.g);
+    double op_us[8], total = 0;
+    assert_true(n_ops <= 8);
+    assert_int_equal(ss_sim_path_ops(f.sim, op_us, &total, &d), SS_OK);
+    NEAR(total, 792);
+    NEAR(op_us[ss_graph_find_op(f.g, "fc1")], 396);
+    NEAR(op_us[ss_graph_find_op(f.g, "fc2")], 396);
+    double ops_sum = 0;
+    for (int i = 0; i < n_ops; i++)
+        ops_sum += op_us[i];
+    NEAR(ops_sum, 792);
     /* memory: static 2e6 params * 8 B; peak adds fc1's and fc2's saved
      * inputs (256000 B each) which coexist from fc2's forward until fc2's
      * backward ends, so 16e6 + 512000 at least. */
@@ -131,8 +144,21 @@ static void test_two_devices_chain(void **state)
     ss_plan *p = ss_plan_new(f.g, f.m);
     place(p, f.g, "fc2", 1);
     ss_sim_result r = {0};
+    double op_us[8];
+    assert_true(ss_graph_n_ops(f.g) <= 8);
+    /* no run yet: no path */
+    assert_int_equal(ss_sim_path_ops(f.sim, op_us, NULL, &d), SS_ERR_INVALID);
+    ss_diag_init(&d);
     assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
     NEAR(r.iteration_us, 841.2);
+    /* every path task belongs to an op (the transfers to the ops they feed
+     * or come from): the per-op times add up to the path */
+    double total = 0, ops_sum = 0;
+    assert_int_equal(ss_sim_path_ops(f.sim, op_us, &total, &d), SS_OK);
+    NEAR(total, r.critical_path_us);
+    for (int i = 0; i < ss_graph_n_ops(f.g); i++)
+        ops_sum += op_us[i];
+    NEAR(ops_sum, r.critical_path_us);
     NEAR(r.compute_us[0], 128 + 256 + 12);
     NEAR(r.compute_us[1], 128 + 256 + 12);
     /* the link carries 2 * 30.6 us: both devices see it */
@@ -436,6 +462,20 @@ static void invariants_for(const char *spec, int64_t batch, int plans)
         assert_memory_equal(a.peak_memory_bytes, c.peak_memory_bytes,
                             (size_t)a.n_devices * sizeof(double));
         assert_int_equal(ss_sim_n_tasks(f.sim), a.n_tasks);
+        /* per-op path times: never negative, at most the path (tasks of
+         * barriers belong to no op), the path equal to the result's */
+        int n_ops = ss_graph_n_ops(g);
+        double *op_us = malloc((size_t)n_ops * sizeof *op_us), total = -1, ops_sum = 0;
+        assert_non_null(op_us);
+        assert_int_equal(ss_sim_path_ops(f.sim, op_us, &total, &d), SS_OK);
+        assert_true(total == c.critical_path_us);
+        for (int i = 0; i < n_ops; i++) {
+            assert_true(op_us[i] >= 0);
+            ops_sum += op_us[i];
+        }
+        assert_true(ops_sum <= total * (1 + 1e-12) + 1e-9);
+        assert_true(ops_sum >= 0.5 * total);
+        free(op_us);
         ss_sim_result_clear(&a);
         ss_sim_result_clear(&b);
         ss_sim_result_clear(&c);
