@@ -743,6 +743,8 @@ typedef struct ss_search_config {
                                 < 0: none; see search/mcmc.h) */
     double p_path;           /* share of the other moves whose op is drawn by its time on the
                                 critical path (0: default, < 0: none; full simulation only) */
+    double p_local;          /* share of new configs drawn near the current one (0: default,
+                                < 0: none; see search/mcmc.h) */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
      * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
     int (*stop)(void *cb_ctx);

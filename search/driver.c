@@ -267,6 +267,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.restart_after = cfg.restart_after;
     mc.p_heavy = cfg.p_heavy;
     mc.p_path = r->delta ? -1 : cfg.p_path; /* path moves need the full simulation's path */
+    mc.p_local = cfg.p_local;
     mc.stop = bridge_stop;
     mc.progress = bridge_progress;
     mc.cb_ctx = &br;

@@ -15,6 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+/* Local moves draw this many random candidates and keep the nearest. */
+#define NEAR_K 4
+
 typedef struct search {
     const ss_space *sp;
     const ss_graph *g;
@@ -35,11 +38,13 @@ typedef struct search {
     ss_pconfig *gold;         /* saved configs of a group move */
     int *gold_dev, *moved;
     int n_moved, maxt;
+    ss_pconfig near[NEAR_K];  /* local move scratch: candidates, own device buffers */
+    unsigned char *had;       /* per device: in the current config (local moves) */
     double *pcum;             /* per op: running sum of the base's critical-path time */
     int path_stale;           /* the base changed since pcum was built */
     int path_known;           /* pcum holds a path with time on it */
     int *targets;
-    double p_group, p_segment, p_heavy, p_path, explore;
+    double p_group, p_segment, p_heavy, p_path, p_local, explore;
     double beta, beta_now, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
@@ -237,6 +242,45 @@ static int neighbours(search *s, int op)
     return n;
 }
 
+/* How far candidate c is from the current config cur: the summed |log2|
+ * of the degree and reduction ratios, plus the share of c's tiles on
+ * devices cur does not use (s->had marks cur's devices). */
+static double config_distance(const search *s, const ss_pconfig *cur, const ss_pconfig *c)
+{
+    double dist = fabs(log2((double)c->red / (double)cur->red));
+    for (int k = 0; k < c->ndim && k < cur->ndim; k++)
+        dist += fabs(log2((double)c->deg[k] / (double)cur->deg[k]));
+    int away = 0;
+    for (int t = 0; t < c->ntiles; t++)
+        away += !s->had[c->devices[t]];
+    return dist + (double)away / (double)c->ntiles;
+}
+
+/* A local move: the nearest (config_distance) of NEAR_K random candidates
+ * of op that differ from its current config, into s->prop; the first
+ * random candidate when all equal the current one. */
+static void propose_near(search *s, int op, const ss_pconfig *cur)
+{
+    for (int t = 0; t < cur->ntiles; t++)
+        s->had[cur->devices[t]] = 1;
+    int best = -1;
+    double best_d = HUGE_VAL;
+    for (int k = 0; k < NEAR_K; k++) {
+        ss_space_random(s->sp, op, &s->rng, &s->near[k]);
+        s->near[k].stage = cur->stage;
+        if (same_config(&s->near[k], cur))
+            continue;
+        double dk = config_distance(s, cur, &s->near[k]);
+        if (dk < best_d) {
+            best_d = dk;
+            best = k;
+        }
+    }
+    for (int t = 0; t < cur->ntiles; t++)
+        s->had[cur->devices[t]] = 0;
+    copy_config(&s->prop, &s->near[best < 0 ? 0 : best]);
+}
+
 /* Draw a proposal for op into s->prop (stage kept from the current config). */
 static void propose(search *s, int op)
 {
@@ -251,6 +295,10 @@ static void propose(search *s, int op)
                 done = ss_space_allows(s->sp, op, &s->prop);
             }
         }
+    }
+    if (!done && s->p_local > 0 && ss_rng_unit(&s->rng) < s->p_local) {
+        propose_near(s, op, c);
+        done = 1;
     }
     if (!done)
         ss_space_random(s->sp, op, &s->rng, &s->prop);
@@ -288,6 +336,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
  * sharpness (A/B measurements in benchmarks/RESULTS.md, "Search"). */
 #define P_HEAVY 0.5
 #define P_PATH 0.9
+#define P_LOCAL 0.5
 #define BETA 250.0
 
 enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
@@ -573,6 +622,9 @@ static void cleanup(search *s)
     ss_free(s->gid);
     ss_free(s->gcum);
     ss_free(s->pcum);
+    ss_free(s->had);
+    for (int k = 0; k < NEAR_K; k++)
+        ss_free(s->near[k].devices);
     ss_free(s->grp_off);
     ss_free(s->grp);
     ss_free(s->moved);
@@ -605,6 +657,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.p_segment = cfg->p_segment < 0 ? 0 : cfg->p_segment > 0 ? cfg->p_segment : 0.25;
     s.p_heavy = cfg->p_heavy < 0 ? 0 : cfg->p_heavy > 0 ? cfg->p_heavy : P_HEAVY;
     s.p_path = cfg->p_path < 0 ? 0 : cfg->p_path > 0 ? cfg->p_path : P_PATH;
+    s.p_local = cfg->p_local < 0 ? 0 : cfg->p_local > 0 ? cfg->p_local : P_LOCAL;
     s.patience = cfg->patience > 0 ? cfg->patience : cfg->patience < 0 ? 0 : s.budget / 2;
     s.restart_after = cfg->restart_after;
     if (s.restart_after <= 0) {
@@ -629,10 +682,16 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.prop.devices = ss_malloc((size_t)maxt * sizeof(int));
     s.nbr = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof(int));
     s.pcum = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof *s.pcum);
+    int near_ok = 1;
+    for (int k = 0; k < NEAR_K; k++) {
+        s.near[k].devices = ss_malloc((size_t)maxt * sizeof(int));
+        near_ok &= s.near[k].devices != NULL;
+    }
+    s.had = ss_calloc((size_t)ss_space_n_devices(sp) + 1, 1);
     s.path_stale = 1;
     ss_status st = SS_OK;
     s.maxt = maxt;
-    if (!s.best || !s.cur || !s.prop.devices || !s.nbr || !s.pcum)
+    if (!s.best || !s.cur || !s.prop.devices || !s.nbr || !s.pcum || !near_ok || !s.had)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     if (st == SS_OK)
         st = make_groups(&s, d);

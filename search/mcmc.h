@@ -4,7 +4,11 @@
  * THE CHAIN. The state is a plan; a proposal changes ONE operator's parallel
  * config (a random candidate of the space, or the config of a neighbouring
  * operator when that config is valid for it: aligning producer and consumer
- * removes transfers). A group move gives the same config to every op that
+ * removes transfers). A share p_local of the random candidates are local:
+ * the nearest to the op's current config (degree ratios, devices it did not
+ * use) of a few random ones, so late in a search, when the plan is good and
+ * most random configs are far worse, more proposals are small steps that
+ * can be accepted. A group move gives the same config to every op that
  * shares the chosen op's first weight (the unrolled steps of an RNN layer,
  * tied embeddings): only then can a shared weight stop being replicated. A
  * segment move gives it to a chain of ops through the chosen one (along
@@ -133,6 +137,9 @@ typedef struct ss_mcmc_config {
     double p_path;           /* share of the other proposals whose op is drawn by its time on
                                 the current plan's critical path (evaluator's path_ops;
                                 < 0: 0; 0: default, see mcmc.c) */
+    double p_local;          /* share of the random configs drawn as local moves: the
+                                nearest to the current config of a few random candidates
+                                (< 0: 0; 0: default, see mcmc.c) */
     /* Optional callbacks (cb_ctx passed to both). stop: polled before every
      * proposal, nonzero stops the search with SS_MCMC_STOP_USER. progress:
      * called about every progress_every_s seconds (0: 0.2 s). */

@@ -747,6 +747,109 @@ static void test_path_moves(void **state)
     ss_graph_free(g);
 }
 
+/* Local moves (p_local). An input and one linear op on 16 devices (plenty
+ * of degree tuples and placements); every plan costs the same, so every move is
+ * accepted and the next starts from it. The toy measures how far each move
+ * goes (summed |log2| of the degree and reduction ratios plus the share of
+ * tiles on devices the old config did not use): local moves keep the
+ * nearest of four random candidates, so their mean step must be clearly
+ * shorter than that of uniform candidates, and no move may be a no-op. */
+typedef struct ltoy {
+    ss_plan *base;
+    double dist;
+    long moves, noop;
+} ltoy;
+
+static ss_status ltoy_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                           ss_eval *out, ss_diag *d)
+{
+    (void)changed;
+    (void)cutoff_us;
+    (void)d;
+    ltoy *t = ctx;
+    int changed_any = 0;
+    for (int op = 0; op < ss_plan_n_ops(p); op++) {
+        const ss_pconfig *a = ss_plan_config(t->base, op), *b = ss_plan_config(p, op);
+        if (same(a, b))
+            continue;
+        changed_any = 1;
+        double dist = fabs(log2((double)b->red / (double)a->red));
+        for (int k = 0; k < b->ndim; k++)
+            dist += fabs(log2((double)b->deg[k] / (double)a->deg[k]));
+        int away = 0;
+        for (int i = 0; i < b->ntiles; i++) {
+            int used = 0;
+            for (int j = 0; j < a->ntiles; j++)
+                used |= a->devices[j] == b->devices[i];
+            away += !used;
+        }
+        t->dist += dist + (double)away / (double)b->ntiles;
+        t->moves++;
+    }
+    t->noop += !changed_any;
+    ss_plan_copy(t->base, p);
+    out->time_us = 1;
+    out->fits = 1;
+    out->overflow_bytes = 0;
+    return SS_OK;
+}
+
+static double mean_step(ss_space *spc, const ss_graph *g, double p_local)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
+    ltoy t = {ss_plan_new(g, NULL), 0, 0, 0};
+    ss_evaluator ev = {&t, ltoy_eval, NULL, NULL, NULL};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 3000;
+    cfg.seed = 9;
+    cfg.p_local = p_local;
+    cfg.p_path = -1;
+    cfg.p_heavy = -1;
+    cfg.p_neighbor = -1;
+    cfg.p_segment = -1;
+    cfg.explore_share = -1;
+    cfg.restart_after = 1000000;
+    cfg.patience = -1;
+    ss_mcmc_stats st;
+    ss_eval be;
+    ss_status rs = ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d);
+    if (rs != SS_OK)
+        fail_msg("%s", d.msg);
+    assert_int_equal(t.noop, 2); /* the start, and the jump to the best before exploitation */
+    assert_true(t.moves > 2000);
+    double m = t.dist / (double)t.moves;
+    ss_plan_free(t.base);
+    ss_plan_free(start);
+    ss_plan_free(best);
+    return m;
+}
+
+static void test_local_moves(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = ss_graph_new("local");
+    int x = input_x(g);
+    ss_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.out_features = 64;
+    assert_int_equal(ss_graph_add(g, "a", SS_OP_LINEAR, &a, 1, &x, &d), 1);
+    ss_graph_set_training(g, 64, SS_OPT_SGD, SS_PREC_FP32);
+    ss_space_opts o = {16, 0};
+    ss_space *spc;
+    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
+    assert_true(ss_space_n_candidates(spc, 1) > 50);
+    double uniform = mean_step(spc, g, -1), local = mean_step(spc, g, 1);
+    if (!(local < 0.7 * uniform))
+        fail_msg("local moves: mean step %.3f, uniform %.3f", local, uniform);
+    ss_space_free(spc);
+    ss_graph_free(g);
+}
+
 /* Allocation failures inside the search: clean NOMEM, no leak. */
 static void test_nomem(void **state)
 {
@@ -778,6 +881,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finds_exhaustive_optimum),
         cmocka_unit_test(test_path_moves),
+        cmocka_unit_test(test_local_moves),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_stopping_rules),
         cmocka_unit_test(test_schedule_defaults),
