@@ -45,6 +45,7 @@ typedef struct search {
     int path_known;           /* pcum holds a path with time on it */
     int *targets;
     double p_group, p_segment, p_heavy, p_path, p_local, explore;
+    int exploiting;           /* in the exploitation chain (local moves only there) */
     double beta, beta_now, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
@@ -296,7 +297,7 @@ static void propose(search *s, int op)
             }
         }
     }
-    if (!done && s->p_local > 0 && ss_rng_unit(&s->rng) < s->p_local) {
+    if (!done && s->exploiting && s->p_local > 0 && ss_rng_unit(&s->rng) < s->p_local) {
         propose_near(s, op, c);
         done = 1;
     }
@@ -336,7 +337,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
  * sharpness (A/B measurements in benchmarks/RESULTS.md, "Search"). */
 #define P_HEAVY 0.5
 #define P_PATH 0.9
-#define P_LOCAL 0.5
+#define P_LOCAL 0.8
 #define BETA 250.0
 
 enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
@@ -732,6 +733,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     ss_free(ok_start);
     /* Exploitation: from the best, restarting there when stuck. */
     s.beta_now = s.beta;
+    s.exploiting = 1;
     if (st == SS_OK && !should_stop(&s)) {
         int ok;
         st = jump(&s, s.best, &ok, d);

@@ -4,11 +4,12 @@
  * THE CHAIN. The state is a plan; a proposal changes ONE operator's parallel
  * config (a random candidate of the space, or the config of a neighbouring
  * operator when that config is valid for it: aligning producer and consumer
- * removes transfers). A share p_local of the random candidates are local:
- * the nearest to the op's current config (degree ratios, devices it did not
- * use) of a few random ones, so late in a search, when the plan is good and
- * most random configs are far worse, more proposals are small steps that
- * can be accepted. A group move gives the same config to every op that
+ * removes transfers). In the exploitation chain a share p_local of the
+ * random candidates are local: the nearest to the op's current config
+ * (degree ratios, devices it did not use) of a few random ones, so late in
+ * a search, when the plan is good and most random configs are far worse,
+ * more proposals are small steps that can be accepted (the exploration
+ * chains keep uniform candidates: they are there to cross to other basins). A group move gives the same config to every op that
  * shares the chosen op's first weight (the unrolled steps of an RNN layer,
  * tied embeddings): only then can a shared weight stop being replicated. A
  * segment move gives it to a chain of ops through the chosen one (along
