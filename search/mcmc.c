@@ -379,6 +379,22 @@ static int move_targets(search *s, int op, int kind)
     return n;
 }
 
+/* Index i in [0, n) drawn with probability proportional to cum[i] -
+ * cum[i - 1] (cum: running sums, cum[n - 1] > 0). */
+static int draw_cumulative(search *s, const double *cum, int n)
+{
+    double x = ss_rng_unit(&s->rng) * cum[n - 1];
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (cum[mid] > x)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 /* An op for a weight move: a group drawn with probability proportional to
  * its first weight's bytes (gradient synchronisation and optimizer state
  * scale with them, so the large embeddings and projections that expose
@@ -386,15 +402,7 @@ static int move_targets(search *s, int op, int kind)
  * group's ops. Only called when some op has a weight (p_heavy > 0). */
 static int heavy_op(search *s)
 {
-    double x = ss_rng_unit(&s->rng) * s->gcum[s->n_groups - 1];
-    int lo = 0, hi = s->n_groups - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (s->gcum[mid] > x)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
+    int lo = draw_cumulative(s, s->gcum, s->n_groups);
     int n = s->grp_off[lo + 1] - s->grp_off[lo];
     return s->grp[s->grp_off[lo] + (int)ss_rng_below(&s->rng, n)];
 }
@@ -418,16 +426,7 @@ static int path_op(search *s)
     }
     if (!s->path_known)
         return (int)ss_rng_below(&s->rng, n);
-    double x = ss_rng_unit(&s->rng) * s->pcum[n - 1];
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (s->pcum[mid] > x)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    return draw_cumulative(s, s->pcum, n);
 }
 
 /* Apply s->prop to the move's ops that may take it (op itself always); the

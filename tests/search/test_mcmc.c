@@ -543,6 +543,27 @@ static void test_invalid_and_errors(void **state)
     teardown_fx(&f);
 }
 
+/* For the toys below that watch the moves: every plan costs the same (so
+ * every move is accepted and becomes the base of the next). */
+static void equal_cost(ss_plan *base, const ss_plan *p, ss_eval *out)
+{
+    ss_plan_copy(base, p);
+    out->time_us = 1;
+    out->fits = 1;
+    out->overflow_bytes = 0;
+}
+
+/* One long exploitation chain: no exploration, no restarts, no patience. */
+static void one_chain(ss_mcmc_config *cfg, int64_t budget, uint64_t seed)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->budget = budget;
+    cfg->seed = seed;
+    cfg->explore_share = -1;
+    cfg->restart_after = 1000000;
+    cfg->patience = -1;
+}
+
 /* Weight moves (p_heavy). Graph: x -> a1, a2 (linear, 12 outputs, sharing
  * one 6x12 weight: 288 bytes) and x -> b (linear, 2 outputs, its own 6x2
  * weight: 48 bytes). With only weight moves and every plan costing the same
@@ -575,10 +596,7 @@ static ss_status wtoy_eval(void *ctx, const ss_plan *p, int changed, double cuto
         w->moved_a += ch[1];
         w->moved_b += ch[3];
     }
-    ss_plan_copy(w->base, p);
-    out->time_us = 1;
-    out->fits = 1;
-    out->overflow_bytes = 0;
+    equal_cost(w->base, p, out);
     return SS_OK;
 }
 
@@ -615,13 +633,8 @@ static void test_weight_moves(void **state)
     wtoy w = {ss_plan_new(g, NULL), 0, 0, 0};
     ss_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL};
     ss_mcmc_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.budget = 4000;
-    cfg.seed = 3;
+    one_chain(&cfg, 4000, 3);
     cfg.p_heavy = 1;
-    cfg.explore_share = -1;
-    cfg.restart_after = 1000000;
-    cfg.patience = -1;
     ss_mcmc_stats st;
     ss_eval be;
     assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
@@ -675,10 +688,7 @@ static ss_status ptoy_eval(void *ctx, const ss_plan *p, int changed, double cuto
             n++;
         }
     t->multi += n > 1;
-    ss_plan_copy(t->base, p);
-    out->time_us = 1;
-    out->fits = 1;
-    out->overflow_bytes = 0;
+    equal_cost(t->base, p, out);
     return SS_OK;
 }
 
@@ -711,17 +721,12 @@ static void test_path_moves(void **state)
     ptoy t = {ss_plan_new(g, NULL), {0, 0, 0, 0}, 0, 1, {0, 0, 3, 1}};
     ss_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path};
     ss_mcmc_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.budget = 4000;
-    cfg.seed = 5;
+    one_chain(&cfg, 4000, 5);
     cfg.p_path = 1;
     cfg.p_heavy = -1;
     cfg.p_neighbor = -1;
     cfg.p_group = -1;
     cfg.p_segment = -1;
-    cfg.explore_share = -1;
-    cfg.restart_after = 1000000;
-    cfg.patience = -1;
     ss_mcmc_stats st;
     ss_eval be;
     assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
@@ -787,10 +792,7 @@ static ss_status ltoy_eval(void *ctx, const ss_plan *p, int changed, double cuto
         t->moves++;
     }
     t->noop += !changed_any;
-    ss_plan_copy(t->base, p);
-    out->time_us = 1;
-    out->fits = 1;
-    out->overflow_bytes = 0;
+    equal_cost(t->base, p, out);
     return SS_OK;
 }
 
@@ -802,17 +804,12 @@ static double mean_step(ss_space *spc, const ss_graph *g, double p_local)
     ltoy t = {ss_plan_new(g, NULL), 0, 0, 0};
     ss_evaluator ev = {&t, ltoy_eval, NULL, NULL, NULL};
     ss_mcmc_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.budget = 3000;
-    cfg.seed = 9;
+    one_chain(&cfg, 3000, 9);
     cfg.p_local = p_local;
     cfg.p_path = -1;
     cfg.p_heavy = -1;
     cfg.p_neighbor = -1;
     cfg.p_segment = -1;
-    cfg.explore_share = -1;
-    cfg.restart_after = 1000000;
-    cfg.patience = -1;
     ss_mcmc_stats st;
     ss_eval be;
     ss_status rs = ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d);
