@@ -46,7 +46,8 @@ static void help(FILE *f)
             "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
             "  --json            print one JSON object instead of the table\n"
             "  --delta           judge proposals by delta simulation (same numbers as the\n"
-            "                    full simulator; see docs/search.md for when it pays)\n",
+            "                    full simulator, but no critical path: no path moves;\n"
+            "                    see docs/search.md for when it pays)\n",
             DEFAULT_TIME_LIMIT);
 }
 
