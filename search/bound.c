@@ -4,7 +4,11 @@
  * base[op * n_dev + dev] is op's compute time on dev under the committed
  * plan and load[dev] their sum over ops (recomputed from base at every
  * commit, so no rounding drift accumulates). A one-op evaluation fills row[]
- * for the changed op; a full evaluation fills the whole pend[] matrix.
+ * for the changed op; a full evaluation fills the whole pend[] matrix, taking
+ * the base's row for every op whose tiles did not change (base_plan holds the
+ * configs behind base, kept in step at every commit; when it cannot be kept,
+ * base_known = 0 and the next full evaluation computes every row): a group
+ * move of 40 ops costs their rows, not the whole graph's.
  */
 #include "search/bound.h"
 
@@ -18,6 +22,13 @@ struct ss_bound {
     double *base, *pend, *load, *row;
     int pend_op;    /* -1: pend holds a full matrix; >= 0: row holds that op */
     int have_pend;
+    /* The configs behind base (base_known) and behind pend, so that a move
+     * of many ops (changed = -1: a group move) recomputes only the rows of
+     * ops whose config differs from the base. */
+    ss_plan *base_plan, *pend_plan;
+    int base_known;
+    ss_pconfig one;  /* a one-op move's new config (one_ok), for base_plan at commit */
+    int *one_dev, cap_one, one_ok;
 };
 
 ss_status ss_bound_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, ss_bound **out,
@@ -52,7 +63,21 @@ void ss_bound_free(ss_bound *b)
     ss_free(b->pend);
     ss_free(b->load);
     ss_free(b->row);
+    ss_plan_free(b->base_plan);
+    ss_plan_free(b->pend_plan);
+    ss_free(b->one_dev);
     ss_free(b);
+}
+
+/* Do configs a and b give op the same row (same tiles on the same devices)? */
+static int same_tiles(const ss_pconfig *a, const ss_pconfig *c)
+{
+    if (a->ndim != c->ndim || a->red != c->red || a->ntiles != c->ntiles)
+        return 0;
+    for (int k = 0; k < a->ndim; k++)
+        if (a->deg[k] != c->deg[k])
+            return 0;
+    return memcmp(a->devices, c->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
 }
 
 /* Op `o`'s per-device compute time under p into row[n_dev]. */
@@ -95,10 +120,24 @@ ss_status ss_bound_eval(ss_bound *b, const ss_plan *p, int changed, double *lb, 
                 mx = v;
         }
     } else {
+        const ss_plan *bp = b->base_known ? b->base_plan : NULL;
+        if (bp && ss_plan_settings_get(bp)->recompute != ss_plan_settings_get(p)->recompute)
+            bp = NULL;
         for (int o = 0; o < b->n_ops; o++) {
-            ss_status st = op_row(b, p, o, b->pend + (size_t)o * b->n_dev, d);
+            double *dst = b->pend + (size_t)o * b->n_dev;
+            if (bp && same_tiles(ss_plan_config(bp, o), ss_plan_config(p, o))) {
+                memcpy(dst, b->base + (size_t)o * b->n_dev, (size_t)b->n_dev * sizeof *dst);
+                continue;
+            }
+            ss_status st = op_row(b, p, o, dst, d);
             if (st)
                 return st;
+        }
+        if (!b->pend_plan)
+            b->pend_plan = ss_plan_clone(p);
+        else if (ss_plan_copy(b->pend_plan, p) != SS_OK) {
+            ss_plan_free(b->pend_plan);
+            b->pend_plan = NULL;
         }
         for (int k = 0; k < b->n_dev; k++) {
             double v = 0;
@@ -110,6 +149,16 @@ ss_status ss_bound_eval(ss_bound *b, const ss_plan *p, int changed, double *lb, 
     }
     b->pend_op = changed;
     b->have_pend = 1;
+    b->one_ok = 0;
+    if (changed >= 0 && b->base_known) {
+        const ss_pconfig *c = ss_plan_config(p, changed);
+        if (!ss_grow((void **)&b->one_dev, &b->cap_one, c->ntiles, sizeof *b->one_dev)) {
+            b->one = *c;
+            b->one.devices = b->one_dev;
+            memcpy(b->one_dev, c->devices, (size_t)c->ntiles * sizeof *b->one_dev);
+            b->one_ok = 1;
+        }
+    }
     *lb = mx * (1 - 1e-9);
     return SS_OK;
 }
@@ -120,10 +169,16 @@ void ss_bound_commit(ss_bound *b)
         return;
     if (b->pend_op >= 0) {
         memcpy(b->base + (size_t)b->pend_op * b->n_dev, b->row, (size_t)b->n_dev * sizeof *b->row);
+        b->base_known = b->base_known && b->one_ok &&
+                        ss_plan_set_config(b->base_plan, b->pend_op, &b->one, NULL) == SS_OK;
     } else {
         double *t = b->base;
         b->base = b->pend;
         b->pend = t;
+        ss_plan *tp = b->base_plan;
+        b->base_plan = b->pend_plan;
+        b->pend_plan = tp;
+        b->base_known = b->base_plan != NULL;
     }
     for (int k = 0; k < b->n_dev; k++) {
         double v = 0;
