@@ -11,28 +11,54 @@
  * entries released at the same time with a larger (prio, id): O(1) per task
  * in practice (a resumed run's initial releases may shift more). The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
- * all smaller). Completion events wait in a calendar, one bucket per
- * distinct time (see ebucket), drained a round at a time in id order. Per
- * task, one 32-byte read-only record holds what the event loop reads, with
- * the resource and up to two successors inline; predecessor counts stay
- * apart, one byte per task (see left). The result's arrays are written in
- * place, and only what cannot be derived later: start, blocker and the
- * rounds as tasks are released, start and end (ready only for tasks that
- * waited for a resource); finish derives every end (start + duration) and
- * the other ready times (the end of the releasing predecessor, the
- * blocker). A round mostly handles tasks with nearby ids (the tiles of one
- * op on many devices), so dense arrays, small records and few bytes
- * written per task keep the cache lines it touches few (the engine is
- * bound by memory latency more than by instructions). Per-task and
- * per-resource arrays are grown on demand and reused by every run.
- * Invariant between rounds: holder[r] is the running task on r or -1; a
- * task is in r's queue iff it is released, not started, and uses r.
+ * all smaller). Each queue slot also holds its task's position (qtask,
+ * below). Completion events wait in a calendar, one bucket per distinct
+ * time (see ebucket), drained a round at a time in id order.
+ *
+ * Positions. The engine is bound by memory latency more than by
+ * instructions: what costs is the cache lines a round touches. The tasks a
+ * round handles are those that end or become ready at one time, such as
+ * the tiles of one op and micro-batch on many devices, and the builder's
+ * ids put those far apart (an op's tiles are numbered replica by replica,
+ * micro-batches inside; a pipeline interleaves stages and micro-batches).
+ * So every per-task array of the run is indexed by a POSITION, a
+ * permutation of the ids made in prepare (order_tasks): ids are cut into
+ * windows of 2^WBITS consecutive ids, and within a window tasks are sorted
+ * by micro-batch (a transfer or collective takes its first successor's),
+ * ids increasing within one. The tasks of one op and micro-batch are then
+ * adjacent, next to the other ops of that micro-batch in the window; a
+ * window keeps the permutation local, so making it and mapping results
+ * back to ids stream through a few hundred KiB at a time. Ids stay what
+ * every rule and result speaks of: the queue key, the calendar's order
+ * (an event is id << 32 | position) and the blockers hold ids, so the
+ * schedule does not depend on the positions. Graphs whose windows are
+ * already in order (one micro-batch) get the identity, and the per-position
+ * result arrays are then the result's own.
+ *
+ * Per task (position), one 32-byte read-only record holds what the event
+ * loop reads, with the resource and up to two successors inline;
+ * predecessor counts stay apart, one byte per task (see left). The run
+ * writes only what cannot be derived later: start, blocker and the rounds
+ * as tasks are released, start and end, by position, and by id the
+ * by_res and ready of the few tasks that waited for a resource; finish
+ * maps the former to ids (unpermute) and derives every end (start +
+ * duration) and the other ready times (the end of the releasing
+ * predecessor, the blocker). Per-task and per-resource arrays are
+ * grown on demand and reused by every run. Invariant between rounds:
+ * holder[r] is the id of the running task on r or -1; a task is in r's
+ * queue iff it is released, not started, and uses r.
  */
 #include "simulator/engine.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Positions: windows of 2^WBITS ids (see the file comment). */
+#define WBITS 14
+/* Ordering groups within a window: micro-batches 0 .. NGROUPS - 2 (larger
+ * ones share the last of these), then tasks of none. */
+#define NGROUPS 1026
 
 /* Queue entry: the key (cls, ready, prio, id) packed into two unsigned
  * words compared lexicographically: hi = cls << 63 | the bits of ready (a
@@ -75,20 +101,26 @@ typedef struct trec {
     double dur;
     int32_t res;     /* nres == 1: the resource; else offset in tg->res */
     int32_t prio;
-    int32_t succ[2]; /* nsucc <= 2: the successors; else succ[0] is their
-                      * offset in tg->succ */
-    int32_t nsucc;
+    int32_t succ[2]; /* nsc <= 2: the successors' positions; else succ[0]
+                      * is their offset in isucc, succ[1] their count */
+    int32_t id;      /* the task's id in the graph */
     uint16_t nres;
     uint8_t cls;     /* 1: forward under backward-first */
-    uint8_t pad;
+    uint8_t nsc;     /* successors when <= 2, else 3 */
 } trec;
 
 _Static_assert(sizeof(trec) == 32, "a task record is half a 64-byte cache line");
 
-/* The successors of task record r (borrowed from r or from tg). */
-static inline const int32_t *rsucc(const ss_taskgraph *tg, const trec *r)
+/* The successors (positions) of task record r, borrowed from r or from
+ * isucc, and their count. */
+static inline const int32_t *rsucc(const int32_t *isucc, const trec *r)
 {
-    return r->nsucc <= 2 ? r->succ : tg->succ + r->succ[0];
+    return r->nsc <= 2 ? r->succ : isucc + r->succ[0];
+}
+
+static inline int rnsucc(const trec *r)
+{
+    return r->nsc <= 2 ? r->nsc : r->succ[1];
 }
 
 /* The resources of task record r (borrowed from r or from tg). */
@@ -98,7 +130,8 @@ static inline const int32_t *rres(const ss_taskgraph *tg, const trec *r)
 }
 
 /* Completion events, grouped by time (the calendar): per distinct pending
- * time one bucket, its task ids in a chain of 64-byte chunks in push order;
+ * time one bucket, its events (evt: the task's id and position) in a chain of
+ * 64-byte chunks in push order;
  * a binary min-heap of the buckets by time; a hash from a time's bits to its
  * bucket (linear probing, backward-shift deletion; an event for the time
  * of the previous one, common as tasks end together, skips it). A round
@@ -106,40 +139,61 @@ static inline const int32_t *rres(const ss_taskgraph *tg, const trec *r)
  * of (time, id) pops them in. Pools are sized for the most events that can be pending
  * at once (every task holding a resource holds it alone: at most one per
  * resource, plus the tasks without resources), so no run allocates. */
+typedef uint64_t evt; /* id << 32 | position: orders as the ids do */
+
+#define EV_PER_CHUNK 7
+
+static inline evt ev_of(int32_t id, int32_t pos) { return (uint64_t)(uint32_t)id << 32 | (uint32_t)pos; }
+static inline int32_t ev_pos(evt x) { return (int32_t)(uint32_t)x; }
+
 typedef struct echunk {
-    int32_t ids[14];
+    evt ev[EV_PER_CHUNK];
     int32_t n, next;   /* next: the chunk pushed before, -1 for none */
 } echunk;
 
 typedef struct ebucket {
     double t;
     int32_t head;      /* latest chunk; the free-list link when unused */
-    int32_t n;         /* ids in the chain */
+    int32_t n;         /* events in the chain */
 } ebucket;
 
 struct ss_engine {
     int valid;
     ss_engine_result res;
-    /* per task */
+    /* per task, by id: the result's arrays */
     int cap_tasks;
-    double *start, *end, *ready;        /* the result's arrays, written in place */
+    double *start, *end, *ready;
     int32_t *start_round, *end_round;
-    int32_t *blocker;                   /* -1 (prepare) until set */
+    int32_t *blocker;
     uint8_t *by_res;                    /* 0 (prepare) until set */
     int32_t last_task;                  /* critical path's end (finish) */
-    uint8_t *left;    /* per task: predecessors not yet ended, LEFT_BIG when
-                       * 255 or more (then counted in left_big): apart from
-                       * the records and one byte each, as decrements reach
+    /* per task, by position (see the file comment) */
+    int32_t *pos_of, *id_of;            /* id -> position, position -> id */
+    int ident;                          /* position == id for every task */
+    double *pstart;                     /* the run's start */
+    double *pready;                     /* resume's ready times */
+    int32_t *pstart_round, *pend_round;
+    int32_t *pblocker;                  /* ids; -1 (prepare) until set */
+    double *xstart, *xready;            /* their storage unless ident (then
+                                         * they are the result's arrays) */
+    int32_t *xstart_round, *xend_round, *xblocker;
+    uint8_t *left;    /* predecessors not yet ended, LEFT_BIG when 255 or
+                       * more (then counted in left_big): apart from the
+                       * records and one byte each, as decrements reach
                        * tasks long before they run and a dense array keeps
                        * those lines few */
-    int32_t *left_big; /* per task; read and written only where left is LEFT_BIG */
+    int32_t *left_big; /* read and written only where left is LEFT_BIG */
     void *rec_raw;                      /* allocation behind rec */
     trec *rec;                          /* 32-byte aligned */
+    int32_t *isucc;                     /* successor positions of tasks with more than two */
+    int cap_isucc;
+    int32_t *grp;                       /* by id: order_tasks' scratch */
     /* calendar (sized in prepare for cap_pend pending events) */
     int cap_pend;
     ebucket *bk;
     echunk *ch;
-    int32_t *theap, *hslot, *cur; /* hslot: bucket + 1, 0 empty; [hcap_max] */
+    int32_t *theap, *hslot; /* hslot: bucket + 1, 0 empty; [hcap_max] */
+    evt *cur;
     int hcap_max;
     /* per resource */
     int cap_res;
@@ -150,6 +204,7 @@ struct ss_engine {
     /* queue slots */
     int cap_slots;
     qent *slots;
+    int32_t *qtask;  /* per slot: its task's position */
     /* per device */
     int cap_dev;
     double *compute, *comm, *exposed, *idle, *last_t;
@@ -165,26 +220,37 @@ static inline int qless(const qent *a, const qent *b)
     return (a->hi < b->hi) | ((a->hi == b->hi) & (a->lo < b->lo));
 }
 
-/* Insert x into sorted queue q (see the file comment). */
-static inline void qpush(ss_engine *e, int q, qent x)
+/* Entries past the last slot, in slots and qtask, that qpush's prefetch
+ * may address. */
+#define QSLACK 16
+
+/* Insert x, the key of the task in position pos, into sorted queue q (see
+ * the file comment). Each slot is written once, in order, and the queues'
+ * tails lie far apart, so the line after the tail is fetched now: the next
+ * push there usually comes rounds later and would miss. */
+static inline void qpush(ss_engine *e, int q, qent x, int32_t pos)
 {
     int lo = e->qh[q], i = e->qt[q]++;
     while (i > lo && qless(&x, &e->slots[i - 1])) {
         e->slots[i] = e->slots[i - 1];
+        e->qtask[i] = e->qtask[i - 1];
         i--;
     }
     e->slots[i] = x;
+    e->qtask[i] = pos;
+    __builtin_prefetch(&e->slots[e->qt[q] + 4], 1);
+    __builtin_prefetch(&e->qtask[e->qt[q] + QSLACK - 1], 1);
 }
 
-/* The head of resource r's queues, NULL if both are empty. */
-static inline const qent *qtop(const ss_engine *e, int r)
+/* The slot of the head of resource r's queues, -1 if both are empty. */
+static inline int qtop(const ss_engine *e, int r)
 {
     int q = 2 * r;
     if (e->qh[q] < e->qt[q])
-        return &e->slots[e->qh[q]];
+        return e->qh[q];
     if (e->qh[q + 1] < e->qt[q + 1])
-        return &e->slots[e->qh[q + 1]];
-    return NULL;
+        return e->qh[q + 1];
+    return -1;
 }
 
 ss_engine *ss_engine_new(void) { return ss_calloc(1, sizeof(ss_engine)); }
@@ -199,6 +265,15 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->start_round);
     ss_free(e->end_round);
     ss_free(e->rec_raw);
+    ss_free(e->pos_of);
+    ss_free(e->id_of);
+    ss_free(e->xstart);
+    ss_free(e->xready);
+    ss_free(e->xstart_round);
+    ss_free(e->xend_round);
+    ss_free(e->xblocker);
+    ss_free(e->isucc);
+    ss_free(e->grp);
     ss_free(e->left);
     ss_free(e->left_big);
     ss_free(e->blocker);
@@ -217,6 +292,7 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->touched);
     ss_free(e->is_touched);
     ss_free(e->slots);
+    ss_free(e->qtask);
     ss_free(e->compute);
     ss_free(e->comm);
     ss_free(e->exposed);
@@ -241,10 +317,10 @@ static int grow(void **p, size_t sz, size_t n)
 
 #define LEFT_BIG 255
 
-/* Predecessors of t not yet ended. */
-static inline int32_t left_of(const ss_engine *e, int t)
+/* Predecessors of the task in position i not yet ended. */
+static inline int32_t left_of(const ss_engine *e, int i)
 {
-    return e->left[t] != LEFT_BIG ? e->left[t] : e->left_big[t];
+    return e->left[i] != LEFT_BIG ? e->left[i] : e->left_big[i];
 }
 
 /* Make room for a graph of this size. Arrays that grew stay grown on error;
@@ -255,7 +331,10 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
         if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) ||
             GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks) ||
-            GROW(left_big, tasks))
+            GROW(left_big, tasks) || GROW(pos_of, tasks) || GROW(id_of, tasks) ||
+            GROW(xstart, tasks) || GROW(xready, tasks) || GROW(xstart_round, tasks) ||
+            GROW(xend_round, tasks) || GROW(xblocker, tasks) ||
+            GROW(grp, tasks))
             return -1;
         void *raw = ss_malloc(((size_t)tasks + 1) * sizeof(trec));
         if (!raw)
@@ -272,7 +351,7 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
         e->cap_res = res;
     }
     if (slots > e->cap_slots) {
-        if (GROW(slots, slots))
+        if (GROW(slots, slots + QSLACK) || GROW(qtask, slots + QSLACK))
             return -1;
         e->cap_slots = slots;
     }
@@ -280,7 +359,7 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
         int hc = 64;
         while (hc < 2 * pend)
             hc *= 2;
-        if (GROW(bk, pend) || GROW(ch, pend + pend / 14 + 2) || GROW(theap, pend) ||
+        if (GROW(bk, pend) || GROW(ch, pend + pend / EV_PER_CHUNK + 2) || GROW(theap, pend) ||
             GROW(cur, pend) || GROW(hslot, hc))
             return -1;
         e->cap_pend = pend;
@@ -388,8 +467,8 @@ static void hash_del(run *s, int32_t b, double t)
     e->hslot[i] = 0;
 }
 
-/* Completion event of task id at time t. */
-static void epush(run *s, double t, int32_t id)
+/* Completion event x at time t. */
+static void epush(run *s, double t, evt x)
 {
     ss_engine *e = s->e;
     s->nev++;
@@ -403,11 +482,11 @@ static void epush(run *s, double t, int32_t id)
             s->cpos = 0;
         }
         int i = s->ncur++;
-        while (i > s->cpos && e->cur[i - 1] > id) {
+        while (i > s->cpos && e->cur[i - 1] > x) {
             e->cur[i] = e->cur[i - 1];
             i--;
         }
-        e->cur[i] = id;
+        e->cur[i] = x;
         return;
     }
     t += 0.0; /* -0 -> +0: one bucket per time value */
@@ -441,7 +520,7 @@ static void epush(run *s, double t, int32_t id)
     s->last_bk = b;
     ebucket *bk = &e->bk[b];
     echunk *c = bk->head >= 0 ? &e->ch[bk->head] : NULL;
-    if (!c || c->n == 14) {
+    if (!c || c->n == EV_PER_CHUNK) {
         int32_t k = s->ch_free;
         s->ch_free = e->ch[k].next;
         c = &e->ch[k];
@@ -449,13 +528,13 @@ static void epush(run *s, double t, int32_t id)
         c->next = bk->head;
         bk->head = k;
     }
-    c->ids[c->n++] = id;
+    c->ev[c->n++] = x;
     bk->n++;
 }
 
-static int cmp_i32(const void *pa, const void *pb)
+static int cmp_evt(const void *pa, const void *pb)
 {
-    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    evt a = *(const evt *)pa, b = *(const evt *)pb;
     return (a > b) - (a < b);
 }
 
@@ -477,7 +556,7 @@ static void drain(run *s, double now)
     for (int32_t k = bk->head; k >= 0;) { /* latest chunk last: push order */
         echunk *c = &e->ch[k];
         pos -= c->n;
-        memcpy(e->cur + pos, c->ids, (size_t)c->n * sizeof *c->ids);
+        memcpy(e->cur + pos, c->ev, (size_t)c->n * sizeof *c->ev);
         int32_t nx = c->next;
         c->next = s->ch_free;
         s->ch_free = k;
@@ -487,14 +566,14 @@ static void drain(run *s, double now)
     s->bk_free = b;
     if (s->last_bk == b)
         s->last_bk = -1;
-    int32_t *x = e->cur;
+    evt *x = e->cur;
     int sorted = 1;
     for (int i = 1; i < n && sorted; i++)
         sorted = x[i - 1] < x[i];
     if (!sorted) {
         if (n <= 32) {
             for (int i = 1; i < n; i++) {
-                int32_t v = x[i];
+                evt v = x[i];
                 int k = i;
                 while (k > 0 && x[k - 1] > v) {
                     x[k] = x[k - 1];
@@ -503,7 +582,7 @@ static void drain(run *s, double now)
                 x[k] = v;
             }
         } else {
-            qsort(x, (size_t)n, sizeof *x, cmp_i32);
+            qsort(x, (size_t)n, sizeof *x, cmp_evt);
         }
     }
     s->ncur = n;
@@ -511,11 +590,11 @@ static void drain(run *s, double now)
      * successors' counts and records (a round's tasks are independent: the
      * misses overlap) */
     for (int i = 0; i < n; i++)
-        __builtin_prefetch(&e->rec[x[i]]);
+        __builtin_prefetch(&e->rec[ev_pos(x[i])]);
     for (int i = 0; i < n; i++) {
-        const trec *rh = &e->rec[x[i]];
-        const int32_t *sc = rsucc(s->tg, rh);
-        for (int k = 0; k < rh->nsucc && k < 4; k++) {
+        const trec *rh = &e->rec[ev_pos(x[i])];
+        const int32_t *sc = rsucc(e->isucc, rh);
+        for (int k = 0, ns = rnsucc(rh); k < ns && k < 4; k++) {
             __builtin_prefetch(&e->left[sc[k]], 1);
             __builtin_prefetch(&e->rec[sc[k]], 1);
         }
@@ -563,12 +642,13 @@ static inline void chan_change(run *s, int r, double t, int delta)
     }
 }
 
-/* Start task h at t; it became ready at `ready` (rule 1). */
+/* Start the task in position h at t; it became ready at `ready` (rule 1). */
 static void start_task(run *s, int h, double t, double ready)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
     const trec *rh = &e->rec[h];
+    int32_t id = rh->id;
     const int32_t *rs = rres(tg, rh);
     int nres = rh->nres;
     double dur = rh->dur, end = t + dur;
@@ -585,15 +665,15 @@ static void start_task(run *s, int h, double t, double ready)
                 best = e->last[r];
             }
         }
-        e->blocker[h] = best;
-        e->by_res[h] = 1;
-        e->ready[h] = ready; /* finish derives the others' */
+        e->pblocker[h] = best;
+        e->by_res[id] = 1; /* few tasks wait: by id, at once */
+        e->ready[id] = ready; /* finish derives the others' */
     }
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
         e->qh[2 * r + rh->cls]++; /* h is r's head (dispatch checked) */
-        e->holder[r] = h;
-        e->last[r] = h;
+        e->holder[r] = id;
+        e->last[r] = id;
         e->last_end[r] = end;
         e->busy[r] += dur;
         if (r < tg->n_devices) {
@@ -603,39 +683,41 @@ static void start_task(run *s, int h, double t, double ready)
             chan_change(s, r, t, +1);
         }
     }
-    e->start[h] = t; /* finish sets end = start + dur */
-    e->start_round[h] = s->round;
+    e->pstart[h] = t; /* finish sets end = start + dur */
+    e->pstart_round[h] = s->round;
     s->started++;
-    epush(s, end, h);
+    epush(s, end, ev_of(id, h));
 }
 
-static inline void release(run *s, int t_id, double t)
+/* The task in position v is ready at t. */
+static inline void release(run *s, int v, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
-    const trec *rv = &e->rec[t_id];
+    const trec *rv = &e->rec[v];
     int nres = rv->nres;
     if (nres == 0) {
-        start_task(s, t_id, t, t);
+        start_task(s, v, t, t);
         return;
     }
     const int32_t *rs = rres(tg, rv);
     s->nzero_queued += rv->dur == 0;
-    qent q = qkey(rv->cls, t, rv->prio, t_id);
+    qent q = qkey(rv->cls, t, rv->prio, rv->id);
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
-        qpush(e, 2 * r + rv->cls, q);
+        qpush(e, 2 * r + rv->cls, q, v);
         touch(s, r);
     }
 }
 
+/* The task in position h ends at t. */
 static void retire(run *s, int h, double t)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
     const trec *rh = &e->rec[h];
     s->retired++;
-    e->end_round[h] = s->round;
+    e->pend_round[h] = s->round;
     const int32_t *rs = rres(tg, rh);
     for (int i = 0; i < rh->nres; i++) {
         int r = rs[i];
@@ -648,11 +730,11 @@ static void retire(run *s, int h, double t)
         }
         touch(s, r);
     }
-    const int32_t *sc = rsucc(tg, rh);
-    for (int i = 0, n = rh->nsucc; i < n; i++) {
+    const int32_t *sc = rsucc(e->isucc, rh);
+    for (int i = 0, n = rnsucc(rh); i < n; i++) {
         int v = sc[i];
         if (e->left[v] != LEFT_BIG ? --e->left[v] == 0 : --e->left_big[v] == 0) {
-            e->blocker[v] = h;
+            e->pblocker[v] = rh->id;
             release(s, v, t);
         }
     }
@@ -668,12 +750,13 @@ static void dispatch(run *s, double now, int zero_only)
     int keep = 0;
     for (int k = 0; k < s->ntouched; k++) {
         int r = e->touched[k];
-        const qent *top = e->holder[r] >= 0 ? NULL : qtop(e, r);
-        if (!top) {
+        int top = e->holder[r] >= 0 ? -1 : qtop(e, r);
+        if (top < 0) {
             e->is_touched[r] = 0;
             continue;
         }
-        int h = qid(top);
+        int32_t id = qid(&e->slots[top]);
+        int h = e->qtask[top];
         const trec *rh = &e->rec[h];
         if (zero_only && rh->dur > 0) {
             e->touched[keep++] = r;
@@ -686,12 +769,12 @@ static void dispatch(run *s, double now, int zero_only)
             int r2 = rs[i];
             if (r2 == r)
                 continue;
-            const qent *t2;
-            if (e->holder[r2] >= 0 || !(t2 = qtop(e, r2)) || qid(t2) != h)
+            int t2;
+            if (e->holder[r2] >= 0 || (t2 = qtop(e, r2)) < 0 || qid(&e->slots[t2]) != id)
                 ok = 0;
         }
         if (ok)
-            start_task(s, h, now, qready(top));
+            start_task(s, h, now, qready(&e->slots[top]));
     }
     s->ntouched = keep;
 }
@@ -700,7 +783,7 @@ static void dispatch(run *s, double now, int zero_only)
 static void cal_reset(run *s)
 {
     ss_engine *e = s->e;
-    int np = e->cap_pend, nc = np + np / 14 + 2;
+    int np = e->cap_pend, nc = np + np / EV_PER_CHUNK + 2;
     for (int b = 0; b < np; b++)
         e->bk[b].head = b + 1 < np ? b + 1 : -1;
     for (int k = 0; k < nc; k++)
@@ -724,7 +807,7 @@ static void settle(run *s, double now)
     s->collecting = 1;
     for (;;) {
         while (s->cpos < s->ncur) {
-            int h = e->cur[s->cpos++];
+            int h = ev_pos(e->cur[s->cpos++]);
             s->nev--;
             retire(s, h, now);
         }
@@ -735,6 +818,57 @@ static void settle(run *s, double now)
     }
     s->collecting = 0;
     dispatch(s, now, 0);
+}
+
+/* The positions (see the file comment): ids in windows of 2^WBITS, by
+ * group within a window, ids increasing within a group. A task without a
+ * micro-batch (transfer, collective, update) joins the group of its first
+ * successor that has one, else the last group. Sets pos_of, id_of and
+ * ident. */
+static void order_tasks(ss_engine *e, const ss_taskgraph *tg)
+{
+    int n = tg->n_tasks;
+    int32_t *grp = e->grp;
+    int mono = 1;
+    for (int a = 0; a < n; a += 1 << WBITS) {
+        int z = n - a > (1 << WBITS) ? a + (1 << WBITS) : n;
+        int off[NGROUPS] = {0};
+        int wmono = 1, prev = 0;
+        for (int t = a; t < z; t++) {
+            int g = tg->mb[t];
+            if (g < 0) {
+                g = NGROUPS - 1;
+                for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++)
+                    if (tg->mb[tg->succ[k]] >= 0) {
+                        g = tg->mb[tg->succ[k]];
+                        break;
+                    }
+            }
+            if (g > NGROUPS - 2 && g != NGROUPS - 1)
+                g = NGROUPS - 2;
+            grp[t] = g;
+            off[g]++;
+            wmono &= g >= prev;
+            prev = g;
+        }
+        if (wmono) {
+            for (int t = a; t < z; t++)
+                e->pos_of[t] = e->id_of[t] = t;
+            continue;
+        }
+        mono = 0;
+        for (int g = 0, pos = a; g < NGROUPS; g++) {
+            int c = off[g];
+            off[g] = pos;
+            pos += c;
+        }
+        for (int t = a; t < z; t++) {
+            int i = off[grp[t]]++;
+            e->pos_of[t] = i;
+            e->id_of[i] = t;
+        }
+    }
+    e->ident = mono;
 }
 
 /* Check the arguments and size and reset every work array for tg (every
@@ -752,7 +886,8 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     int nslots = tg->res_off[n], nzero = tg->n_free;
     /* most events pending at once: one per resource, plus resource-less tasks */
     int pend = (nr + nzero < n ? nr + nzero : n) + 1;
-    if (reserve(e, n, nr, nslots, nd, pend))
+    if (reserve(e, n, nr, nslots, nd, pend) ||
+        ss_grow((void **)&e->isucc, &e->cap_isucc, tg->succ_off[n], sizeof *e->isucc))
         return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for %d tasks", n);
 
     for (int r = 0; r < nr; r++) {
@@ -768,33 +903,54 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->ncomm[v] = 0;
         e->computing[v] = 0;
     }
-    /* Queue partition: queue 2r + cls gets as many slots as tasks of class
-     * cls use r (counted in qh, then turned into offsets). */
+    order_tasks(e, tg);
+    if (e->ident) {
+        e->pstart = e->start;
+        e->pready = e->ready;
+        e->pstart_round = e->start_round;
+        e->pend_round = e->end_round;
+        e->pblocker = e->blocker;
+    } else {
+        e->pstart = e->xstart;
+        e->pready = e->xready;
+        e->pstart_round = e->xstart_round;
+        e->pend_round = e->xend_round;
+        e->pblocker = e->xblocker;
+    }
+    /* Records, by position; queue partition: queue 2r + cls gets as many slots
+     * as tasks of class cls use r (counted in qh, then turned into
+     * offsets). */
     memset(e->qh, 0, 2 * (size_t)nr * sizeof *e->qh);
+    const int32_t *pos_of = e->pos_of;
+    int nis = 0;
     for (int t = 0; t < n; t++) {
-        trec *rt = &e->rec[t];
+        int i = pos_of[t];
+        trec *rt = &e->rec[i];
         int lo = tg->res_off[t], nres = tg->res_off[t + 1] - lo;
         rt->dur = tg->dur[t];
         rt->res = nres == 1 ? tg->res[lo] : lo;
         rt->prio = tg->prio[t];
+        rt->id = t;
         int np = tg->pred_off[t + 1] - tg->pred_off[t];
-        e->left[t] = np < LEFT_BIG ? (uint8_t)np : LEFT_BIG;
+        e->left[i] = np < LEFT_BIG ? (uint8_t)np : LEFT_BIG;
         if (np >= LEFT_BIG)
-            e->left_big[t] = np;
-        int so = tg->succ_off[t];
-        rt->nsucc = tg->succ_off[t + 1] - tg->succ_off[t];
+            e->left_big[i] = np;
+        int so = tg->succ_off[t], ns = tg->succ_off[t + 1] - so;
         rt->nres = (uint16_t)nres;
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
-        rt->pad = 0;
-        if (rt->nsucc > 2) {
-            rt->succ[0] = so;
-            rt->succ[1] = -1;
+        if (ns > 2) {
+            rt->nsc = 3;
+            rt->succ[0] = nis;
+            rt->succ[1] = ns;
+            for (int k = so; k < so + ns; k++)
+                e->isucc[nis++] = pos_of[tg->succ[k]];
         } else {
-            rt->succ[0] = rt->nsucc > 0 ? tg->succ[so] : -1;
-            rt->succ[1] = rt->nsucc > 1 ? tg->succ[so + 1] : -1;
+            rt->nsc = (uint8_t)ns;
+            rt->succ[0] = ns > 0 ? pos_of[tg->succ[so]] : -1;
+            rt->succ[1] = ns > 1 ? pos_of[tg->succ[so + 1]] : -1;
         }
-        for (int i = lo; i < lo + nres; i++)
-            e->qh[2 * tg->res[i] + rt->cls]++;
+        for (int k = lo; k < lo + nres; k++)
+            e->qh[2 * tg->res[k] + rt->cls]++;
     }
     for (int q = 0, pos = 0; q < 2 * nr; q++) {
         int c = e->qh[q];
@@ -804,10 +960,48 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     /* blocker -1, by_res 0 until set (tasks ready at the start, and those
      * a resumed run keeps, have neither) */
     if (n > 0) {
-        memset(e->blocker, 0xff, (size_t)n * sizeof *e->blocker);
+        memset(e->pblocker, 0xff, (size_t)n * sizeof *e->pblocker);
         memset(e->by_res, 0, (size_t)n);
     }
     return SS_OK;
+}
+
+/* The result's per-id arrays from the run's per-position ones (already
+ * the same arrays when ident): start, blocker and for a full run the
+ * rounds; with every end (start + duration). Returns the first task
+ * (lowest id) to end last, -1 for none. */
+static int unpermute(ss_engine *e, const ss_taskgraph *tg, int full)
+{
+    int n = tg->n_tasks, last = -1;
+    double best = 0;
+    if (e->ident) {
+        for (int t = 0; t < n; t++) {
+            double end = e->start[t] + tg->dur[t];
+            e->end[t] = end;
+            if (t == 0 || end > best) {
+                best = end;
+                last = t;
+            }
+        }
+        return last;
+    }
+    const int32_t *id_of = e->id_of;
+    for (int i = 0; i < n; i++) {
+        int t = id_of[i];
+        double end = e->pstart[i] + tg->dur[t];
+        e->start[t] = e->pstart[i];
+        e->end[t] = end;
+        e->blocker[t] = e->pblocker[i];
+        if (full) {
+            e->start_round[t] = e->pstart_round[i];
+            e->end_round[t] = e->pend_round[i];
+        }
+        if (last < 0 || end > best || (end == best && t < last)) {
+            best = end;
+            last = t;
+        }
+    }
+    return last;
 }
 
 /* Run rounds from time t0 until no event is left, then check that every
@@ -829,7 +1023,7 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
          * nothing waits in a queue when events run out) */
         int bad = -1;
         for (int t = 0; t < n && bad < 0; t++)
-            if (left_of(e, t) > 0)
+            if (left_of(e, e->pos_of[t]) > 0)
                 bad = t;
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: dependency cycle: %lld of %d tasks never ran (first: task %d, %s op %d tile %d)",
@@ -838,19 +1032,11 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
                            tg->tile[bad]);
     }
 
-    /* End times (start + duration: what start_task computed), the makespan
-     * and the first task to end last (the critical path's end). */
-    int last = n > 0 ? 0 : -1;
-    double best = 0;
-    for (int t = 0; t < n; t++) {
-        double end = e->start[t] + tg->dur[t];
-        e->end[t] = end;
-        if (t == 0 || end > best) {
-            best = end;
-            last = t;
-        }
-    }
-    double makespan = best > 0 ? best : 0;
+    /* Results by id, end times (start + duration: what start_task
+     * computed), the makespan and the first task to end last (the critical
+     * path's end). */
+    int last = unpermute(e, tg, full);
+    double makespan = last >= 0 && e->end[last] > 0 ? e->end[last] : 0;
     e->last_task = last;
     /* Ready times not written by start_task (those of tasks that did not
      * wait for a resource): the end of the predecessor that released the
@@ -908,9 +1094,9 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
     s.e = e;
     s.tg = tg;
     cal_reset(&s);
-    for (int t = 0; t < tg->n_tasks; t++)
-        if (e->left[t] == 0)
-            release(&s, t, 0.0);
+    for (int i = 0; i < tg->n_tasks; i++)
+        if (e->left[i] == 0)
+            release(&s, i, 0.0);
     return finish(&s, 0.0, 1, d);
 }
 
@@ -931,8 +1117,9 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
     s.e = e;
     s.tg = tg;
     cal_reset(&s);
-    for (int t = 0; t < n; t++)
-        e->ready[t] = 0;
+    const int32_t *pos_of = e->pos_of;
+    for (int i = 0; i < n; i++)
+        e->pready[i] = 0;
     /* Tasks that started before T keep their times: those that ended
      * before T are retired, the others hold their resources and have their
      * completion event. */
@@ -943,9 +1130,9 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
             return ss_diag_set(d, SS_ERR_INVALID,
                                "engine: resume state: task %d starts at %g, ends at %g (duration %g, resume time %g)",
                                t, fs[t], fe[t], tg->dur[t], T);
-        const trec *rt = &e->rec[t];
-        e->start[t] = fs[t];
-        e->end[t] = fe[t];
+        int it = pos_of[t];
+        const trec *rt = &e->rec[it];
+        e->pstart[it] = fs[t];
         const int32_t *rs = rres(tg, rt);
         for (int i = 0; i < rt->nres; i++) {
             int r = rs[i];
@@ -960,7 +1147,7 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
         if (fe[t] < T) {
             s.retired++;
         } else {
-            epush(&s, fe[t], t);
+            epush(&s, fe[t], ev_of(t, it));
         }
     }
     /* Remaining predecessor counts and ready times (rule 1): every retired
@@ -971,33 +1158,35 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
     for (int t = 0; t < n; t++) {
         if (fs[t] < 0 || fe[t] >= T)
             continue;
-        const trec *rt = &e->rec[t];
-        const int32_t *sc = rsucc(tg, rt);
-        for (int i = 0; i < rt->nsucc; i++) {
+        const trec *rt = &e->rec[pos_of[t]];
+        const int32_t *sc = rsucc(e->isucc, rt);
+        for (int i = 0, ns = rnsucc(rt); i < ns; i++) {
             int v = sc[i];
             if (e->left[v] != LEFT_BIG)
                 e->left[v]--;
             else
                 e->left_big[v]--;
-            if (fe[t] > e->ready[v])
-                e->ready[v] = fe[t];
+            if (fe[t] > e->pready[v])
+                e->pready[v] = fe[t];
         }
     }
     for (int t = 0; t < n; t++) {
+        int it = pos_of[t];
+        e->ready[t] = e->pready[it]; /* finish keeps it where no blocker */
         if (fs[t] >= 0) {
-            if (left_of(e, t) > 0 || e->ready[t] > fs[t])
+            if (left_of(e, it) > 0 || e->pready[it] > fs[t])
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "engine: resume state: task %d starts at %g before its predecessors end",
                                    t, fs[t]);
             continue;
         }
-        if (left_of(e, t) > 0)
+        if (left_of(e, it) > 0)
             continue;
-        if (e->rec[t].nres == 0 && e->ready[t] < T)
+        if (e->rec[it].nres == 0 && e->pready[it] < T)
             return ss_diag_set(d, SS_ERR_INVALID,
                                "engine: resume state: task %d (no resources) was ready at %g but did not start before %g",
-                               t, e->ready[t], T);
-        release(&s, t, e->ready[t]);
+                               t, e->pready[it], T);
+        release(&s, it, e->pready[it]);
     }
     return finish(&s, T, 0, d);
 }
