@@ -972,31 +972,21 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
  * (lowest id) to end last, -1 for none. */
 static int unpermute(ss_engine *e, const ss_taskgraph *tg, int full)
 {
-    int n = tg->n_tasks, last = -1;
+    int n = tg->n_tasks, last = -1, ident = e->ident;
     double best = 0;
-    if (e->ident) {
-        for (int t = 0; t < n; t++) {
-            double end = e->start[t] + tg->dur[t];
-            e->end[t] = end;
-            if (t == 0 || end > best) {
-                best = end;
-                last = t;
+    for (int t = 0; t < n; t++) {
+        if (!ident) {
+            int i = e->pos_of[t];
+            e->start[t] = e->pstart[i];
+            e->blocker[t] = e->pblocker[i];
+            if (full) {
+                e->start_round[t] = e->pstart_round[i];
+                e->end_round[t] = e->pend_round[i];
             }
         }
-        return last;
-    }
-    const int32_t *id_of = e->id_of;
-    for (int i = 0; i < n; i++) {
-        int t = id_of[i];
-        double end = e->pstart[i] + tg->dur[t];
-        e->start[t] = e->pstart[i];
+        double end = e->start[t] + tg->dur[t];
         e->end[t] = end;
-        e->blocker[t] = e->pblocker[i];
-        if (full) {
-            e->start_round[t] = e->pstart_round[i];
-            e->end_round[t] = e->pend_round[i];
-        }
-        if (last < 0 || end > best || (end == best && t < last)) {
+        if (t == 0 || end > best) {
             best = end;
             last = t;
         }
