@@ -168,7 +168,7 @@ struct ss_engine {
     uint8_t *by_res;                    /* 0 (prepare) until set */
     int32_t last_task;                  /* critical path's end (finish) */
     /* per task, by position (see the file comment) */
-    int32_t *pos_of, *id_of;            /* id -> position, position -> id */
+    int32_t *pos_of;                    /* id -> position */
     int ident;                          /* position == id for every task */
     double *pstart;                     /* the run's start */
     double *pready;                     /* resume's ready times */
@@ -187,7 +187,6 @@ struct ss_engine {
     trec *rec;                          /* 32-byte aligned */
     int32_t *isucc;                     /* successor positions of tasks with more than two */
     int cap_isucc;
-    int32_t *grp;                       /* by id: order_tasks' scratch */
     /* calendar (sized in prepare for cap_pend pending events) */
     int cap_pend;
     ebucket *bk;
@@ -266,14 +265,12 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->end_round);
     ss_free(e->rec_raw);
     ss_free(e->pos_of);
-    ss_free(e->id_of);
     ss_free(e->xstart);
     ss_free(e->xready);
     ss_free(e->xstart_round);
     ss_free(e->xend_round);
     ss_free(e->xblocker);
     ss_free(e->isucc);
-    ss_free(e->grp);
     ss_free(e->left);
     ss_free(e->left_big);
     ss_free(e->blocker);
@@ -331,10 +328,9 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
         if (GROW(start, tasks) || GROW(end, tasks) || GROW(ready, tasks) ||
             GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks) ||
-            GROW(left_big, tasks) || GROW(pos_of, tasks) || GROW(id_of, tasks) ||
+            GROW(left_big, tasks) || GROW(pos_of, tasks) ||
             GROW(xstart, tasks) || GROW(xready, tasks) || GROW(xstart_round, tasks) ||
-            GROW(xend_round, tasks) || GROW(xblocker, tasks) ||
-            GROW(grp, tasks))
+            GROW(xend_round, tasks) || GROW(xblocker, tasks))
             return -1;
         void *raw = ss_malloc(((size_t)tasks + 1) * sizeof(trec));
         if (!raw)
@@ -823,12 +819,12 @@ static void settle(run *s, double now)
 /* The positions (see the file comment): ids in windows of 2^WBITS, by
  * group within a window, ids increasing within a group. A task without a
  * micro-batch (transfer, collective, update) joins the group of its first
- * successor that has one, else the last group. Sets pos_of, id_of and
- * ident. */
+ * successor that has one, else the last group. Sets pos_of (holding each
+ * task's group until its window is sorted) and ident. */
 static void order_tasks(ss_engine *e, const ss_taskgraph *tg)
 {
     int n = tg->n_tasks;
-    int32_t *grp = e->grp;
+    int32_t *pos_of = e->pos_of;
     int mono = 1;
     for (int a = 0; a < n; a += 1 << WBITS) {
         int z = n - a > (1 << WBITS) ? a + (1 << WBITS) : n;
@@ -846,14 +842,14 @@ static void order_tasks(ss_engine *e, const ss_taskgraph *tg)
             }
             if (g > NGROUPS - 2 && g != NGROUPS - 1)
                 g = NGROUPS - 2;
-            grp[t] = g;
+            pos_of[t] = g;
             off[g]++;
             wmono &= g >= prev;
             prev = g;
         }
         if (wmono) {
             for (int t = a; t < z; t++)
-                e->pos_of[t] = e->id_of[t] = t;
+                pos_of[t] = t;
             continue;
         }
         mono = 0;
@@ -862,11 +858,8 @@ static void order_tasks(ss_engine *e, const ss_taskgraph *tg)
             off[g] = pos;
             pos += c;
         }
-        for (int t = a; t < z; t++) {
-            int i = off[grp[t]]++;
-            e->pos_of[t] = i;
-            e->id_of[i] = t;
-        }
+        for (int t = a; t < z; t++)
+            pos_of[t] = off[pos_of[t]]++;
     }
     e->ident = mono;
 }
