@@ -171,10 +171,12 @@ struct ss_engine {
     int32_t *pos_of;                    /* id -> position */
     int ident;                          /* position == id for every task */
     double *pstart;                     /* the run's start */
-    double *pready;                     /* resume's ready times */
+    double *pready;                     /* resume's ready times (unless ident,
+                                         * in end: finish fills end after
+                                         * resume is done with them) */
     int32_t *pstart_round, *pend_round;
     int32_t *pblocker;                  /* ids; -1 (prepare) until set */
-    double *xstart, *xready;            /* their storage unless ident (then
+    double *xstart;                     /* their storage unless ident (then
                                          * they are the result's arrays) */
     int32_t *xstart_round, *xend_round, *xblocker;
     uint8_t *left;    /* predecessors not yet ended, LEFT_BIG when 255 or
@@ -266,7 +268,6 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->rec_raw);
     ss_free(e->pos_of);
     ss_free(e->xstart);
-    ss_free(e->xready);
     ss_free(e->xstart_round);
     ss_free(e->xend_round);
     ss_free(e->xblocker);
@@ -329,7 +330,7 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
             GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks) ||
             GROW(left_big, tasks) || GROW(pos_of, tasks) ||
-            GROW(xstart, tasks) || GROW(xready, tasks) || GROW(xstart_round, tasks) ||
+            GROW(xstart, tasks) || GROW(xstart_round, tasks) ||
             GROW(xend_round, tasks) || GROW(xblocker, tasks))
             return -1;
         void *raw = ss_malloc(((size_t)tasks + 1) * sizeof(trec));
@@ -905,7 +906,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->pblocker = e->blocker;
     } else {
         e->pstart = e->xstart;
-        e->pready = e->xready;
+        e->pready = e->end;
         e->pstart_round = e->xstart_round;
         e->pend_round = e->xend_round;
         e->pblocker = e->xblocker;
