@@ -39,6 +39,7 @@ static void free_tables(ss_builder *b)
         for (int k = 0; k < b->memo_ops * KOP; k++) {
             ss_free(b->slots[k].devs);
             ss_free(b->slots[k].tiles);
+            ss_free(b->slots[k].costs);
             ss_free(b->slots[k].shapes);
         }
     if (b->edges && b->edge_base)
@@ -83,6 +84,7 @@ void ss_build_free(ss_builder *b)
     if (!b)
         return;
     ss_free(b->tiles);
+    ss_free(b->tcost);
     ss_free(b->tile_base);
     ss_free(b->unit_base);
     ss_free(b->units);
@@ -361,22 +363,27 @@ static int store_slot(ss_builder *b, int o, const ss_pconfig *c)
     opslot *s = &b->slots[k];
     ss_free(s->devs);
     ss_free(s->tiles);
+    ss_free(s->costs);
     ss_free(s->shapes);
     memset(s, 0, sizeof *s);
     s->devs = ss_malloc((size_t)c->ntiles * sizeof *s->devs);
     s->tiles = ss_malloc((size_t)c->ntiles * sizeof *s->tiles);
+    s->costs = ss_malloc((size_t)c->ntiles * sizeof *s->costs);
     s->shapes = ss_malloc((size_t)c->ntiles * sizeof *s->shapes);
-    if (!s->devs || !s->tiles || !s->shapes) {
+    if (!s->devs || !s->tiles || !s->costs || !s->shapes) {
         ss_free(s->devs);
         ss_free(s->tiles);
+        ss_free(s->costs);
         ss_free(s->shapes);
         s->devs = NULL;
         s->tiles = NULL;
+        s->costs = NULL;
         s->shapes = NULL;
         return -1;
     }
     memcpy(s->devs, c->devices, (size_t)c->ntiles * sizeof *s->devs);
     memcpy(s->tiles, b->tiles + b->tile_base[o], (size_t)c->ntiles * sizeof *s->tiles);
+    memcpy(s->costs, b->tcost + b->tile_base[o], (size_t)c->ntiles * sizeof *s->costs);
     memcpy(s->shapes, b->opshape[o], (size_t)c->ntiles * sizeof *s->shapes);
     s->ndim = c->ndim;
     for (int i = 0; i < SS_MAX_DIMS; i++)
@@ -434,6 +441,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     b->tile_base[b->n_ops] = total;
     b->unit_base[b->n_ops] = units;
     GROW(b, tiles, cap_tiles, total, d);
+    GROW(b, tcost, cap_tcost, total, d);
     GROW(b, shape_buf, cap_shape, total, d);
     GROW(b, opshape, cap_opshape, b->n_ops, d);
     GROW(b, units, cap_units, units, d);
@@ -447,6 +455,8 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
             if (pl[0] != b->slots[hit].id || pl[1] != b->tile_base[o]) {
                 memcpy(b->tiles + b->tile_base[o], b->slots[hit].tiles,
                        (size_t)c->ntiles * sizeof(tileinfo));
+                memcpy(b->tcost + b->tile_base[o], b->slots[hit].costs,
+                       (size_t)c->ntiles * sizeof(tilecost));
                 pl[0] = b->slots[hit].id;
                 pl[1] = b->tile_base[o];
             }
@@ -469,8 +479,8 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
         }
         for (int i = 0; i < c->ntiles; i++) {
             tileinfo *ti = &b->tiles[b->tile_base[o] + i];
-            ti->fwd = add_task(tg, SS_TASK_FWD, ti->fwd_us, prio_fwd(o, ti->mb), o, i, ti->mb, 0,
-                               0, 1, &ti->dev, d);
+            ti->fwd = add_task(tg, SS_TASK_FWD, b->tcost[b->tile_base[o] + i].fwd_us,
+                               prio_fwd(o, ti->mb), o, i, ti->mb, 0, 0, 1, &ti->dev, d);
             if (ti->fwd < 0)
                 return d ? d->status : SS_ERR_INVALID;
             ti->bwd = -1;
@@ -511,17 +521,18 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
     }
     for (int i = 0; i < c->ntiles; i++) {
         tileinfo *ti = &b->tiles[b->tile_base[o] + i];
+        tilecost *tc = &b->tcost[b->tile_base[o] + i];
         if (op->type == SS_OP_INPUT) {
-            ti->fwd_us = ti->bwd_us = ti->saved = ti->ws = 0;
+            tc->fwd_us = tc->bwd_us = tc->saved = tc->ws = 0;
         } else {
             ss_cost cost;
             ss_status st = ss_cost_tile(b->cm, g, op, &shape[i], ti->devtype, &cost);
             if (st != SS_OK)
                 return ss_diag_set(d, st, "simulate: no cost for operator \"%s\"", op->name);
-            ti->fwd_us = cost.fwd_us;
-            ti->bwd_us = cost.bwd_us;
-            ti->saved = cost.work.saved_bytes;
-            ti->ws = cost.workspace_bytes;
+            tc->fwd_us = cost.fwd_us;
+            tc->bwd_us = cost.bwd_us;
+            tc->saved = cost.work.saved_bytes;
+            tc->ws = cost.workspace_bytes;
         }
         ti->fwd = ti->bwd = -1;
     }
@@ -943,7 +954,7 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         }
         if (input)
             continue;
-        double dur = t->bwd_us + (recompute ? t->fwd_us : 0);
+        double dur = b->tcost[j].bwd_us + (recompute ? b->tcost[j].fwd_us : 0);
         t->bwd = add_task(tg, SS_TASK_BWD, dur, prio_bwd(b, t->op, t->mb), t->op,
                           j - b->tile_base[t->op], t->mb, 0, 0, 1, &t->dev, d);
         if (t->bwd < 0)
@@ -1126,13 +1137,14 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         const tileinfo *t = &b->tiles[j];
         if (t->bwd < 0)
             continue;
+        const tilecost *tc = &b->tcost[j];
         if (recompute)
-            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, t->saved, t->bwd, 0, t->bwd, 1, d);
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, t->bwd, 1, d);
         else
-            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, t->saved, t->fwd, 0, t->bwd, 1, d);
-        if (st != SS_OK || (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, t->ws, t->fwd, 0, t->fwd,
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->fwd, 0, t->bwd, 1, d);
+        if (st != SS_OK || (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, tc->ws, t->fwd, 0, t->fwd,
                                          1, d)) != SS_OK ||
-            (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, t->ws, t->bwd, 0, t->bwd, 1, d)) != SS_OK)
+            (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, tc->ws, t->bwd, 0, t->bwd, 1, d)) != SS_OK)
             return st;
     }
     for (int x = 0; x < b->n_xf; x++) {

@@ -16,13 +16,17 @@
 #define MB_CLAMP 1023
 
 /* What the passes read of a tile, kept small (the passes stream through
- * every tile several times); its shape lives apart (tshape). */
+ * every tile several times); its costs (tilecost, read by two passes) and
+ * its shape (tshape) live apart. */
 typedef struct tileinfo {
     int op, dev, devtype;
     int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
     int mb;       /* micro-batch: rank of its sample range among the op's tiles on its device */
-    double fwd_us, bwd_us, saved, ws;
 } tileinfo;
+
+typedef struct tilecost {
+    double fwd_us, bwd_us, saved, ws;
+} tilecost;
 
 typedef struct unitinfo {
     int op, first, red; /* tiles first .. first + red - 1 (global indices) */
@@ -87,6 +91,7 @@ typedef struct opslot {
     int ndim, deg[SS_MAX_DIMS], red, ntiles;
     int *devs;       /* ntiles */
     tileinfo *tiles; /* ntiles, task ids not meaningful */
+    tilecost *costs; /* ntiles */
     ss_tile *shapes; /* ntiles */
 } opslot;
 
@@ -116,6 +121,8 @@ struct ss_builder {
 
     tileinfo *tiles;
     int n_tiles, cap_tiles;
+    tilecost *tcost;        /* [n_tiles] each tile's costs */
+    int cap_tcost;
     ss_tile *shape_buf;     /* [n_tiles] shapes computed in this run */
     int cap_shape;
     const ss_tile **opshape; /* [n_ops] this run's tile shapes of each op: in
