@@ -54,8 +54,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Positions: windows of 2^WBITS ids (see the file comment). */
+/* Positions: windows of 2^WBITS ids (see the file comment); graphs of at
+ * most ORDER_MIN tasks, whose run state fits in the caches anyway, keep
+ * the identity. */
 #define WBITS 14
+#define ORDER_MIN (1 << 16)
 /* Ordering groups within a window: micro-batches 0 .. NGROUPS - 2 (larger
  * ones share the last of these), then tasks of none. */
 #define NGROUPS 1026
@@ -206,6 +209,7 @@ struct ss_engine {
     int cap_slots;
     qent *slots;
     int32_t *qtask;  /* per slot: its task's position */
+    int pf_tail;     /* qpush prefetches (prepare: more than PF_SLOTS slots) */
     /* per device */
     int cap_dev;
     double *compute, *comm, *exposed, *idle, *last_t;
@@ -225,10 +229,14 @@ static inline int qless(const qent *a, const qent *b)
  * may address. */
 #define QSLACK 16
 
+/* Queue slots (20 bytes each) beyond which qpush prefetches. */
+#define PF_SLOTS (1 << 17)
+
 /* Insert x, the key of the task in position pos, into sorted queue q (see
  * the file comment). Each slot is written once, in order, and the queues'
- * tails lie far apart, so the line after the tail is fetched now: the next
- * push there usually comes rounds later and would miss. */
+ * tails lie far apart, so in a graph whose slots outgrow the caches
+ * (pf_tail) the line after the tail is fetched now: the next push there
+ * usually comes rounds later and would miss. */
 static inline void qpush(ss_engine *e, int q, qent x, int32_t pos)
 {
     int lo = e->qh[q], i = e->qt[q]++;
@@ -239,8 +247,10 @@ static inline void qpush(ss_engine *e, int q, qent x, int32_t pos)
     }
     e->slots[i] = x;
     e->qtask[i] = pos;
-    __builtin_prefetch(&e->slots[e->qt[q] + 4], 1);
-    __builtin_prefetch(&e->qtask[e->qt[q] + QSLACK - 1], 1);
+    if (e->pf_tail) {
+        __builtin_prefetch(&e->slots[e->qt[q] + 4], 1);
+        __builtin_prefetch(&e->qtask[e->qt[q] + QSLACK - 1], 1);
+    }
 }
 
 /* The slot of the head of resource r's queues, -1 if both are empty. */
@@ -827,6 +837,12 @@ static void order_tasks(ss_engine *e, const ss_taskgraph *tg)
     int n = tg->n_tasks;
     int32_t *pos_of = e->pos_of;
     int mono = 1;
+    if (n <= ORDER_MIN) {
+        for (int t = 0; t < n; t++)
+            pos_of[t] = t;
+        e->ident = 1;
+        return;
+    }
     for (int a = 0; a < n; a += 1 << WBITS) {
         int z = n - a > (1 << WBITS) ? a + (1 << WBITS) : n;
         int off[NGROUPS] = {0};
@@ -897,6 +913,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->ncomm[v] = 0;
         e->computing[v] = 0;
     }
+    e->pf_tail = nslots > PF_SLOTS;
     order_tasks(e, tg);
     if (e->ident) {
         e->pstart = e->start;

@@ -713,10 +713,10 @@ static void test_resume_equals_run(void **state)
 
 /* The engine's internal task order (by micro-batch within windows of ids,
  * engine.c) changes no result: random DAGs whose tasks carry micro-batches
- * (the engine reorders them; 40,000 tasks span several windows) give
- * bit-identical results to the same DAGs without any (no reordering),
- * under both policies, and resuming the reordered run from its own state
- * gives the run's times. */
+ * (the engine reorders graphs of more than 2^16 tasks; 70,000 and 90,000
+ * span several windows) give bit-identical results to the same DAGs
+ * without any (no reordering), under both policies, and resuming the
+ * reordered run from its own state gives the run's times. */
 static void test_positions_invisible(void **state)
 {
     (void)state;
@@ -724,7 +724,7 @@ static void test_positions_invisible(void **state)
     ss_taskgraph *tg = ss_taskgraph_new(4, 6), *tg2 = ss_taskgraph_new(4, 6);
     ss_diag d = {0};
     for (int rep = 0; rep < 6; rep++) {
-        int nd = 1 + rep % 4, nc = (rep * 5) % 7, n = rep < 4 ? 500 + 300 * rep : 40000;
+        int nd = 1 + rep % 4, nc = (rep * 5) % 7, n = rep < 4 ? 500 + 300 * rep : 50000 + 20000 * rep;
         ss_engine_config cfg = {rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO};
         assert_int_equal(ss_taskgraph_reset(tg, nd, nc, &d), SS_OK);
         assert_int_equal(ss_taskgraph_reset(tg2, nd, nc, &d), SS_OK);
