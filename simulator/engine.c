@@ -12,7 +12,7 @@
  * in practice (a resumed run's initial releases may shift more). The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
  * all smaller). Each queue slot also holds its task's position (qtask,
- * below). Completion events wait in a calendar, one bucket per distinct
+ * below) unless positions are ids. Completion events wait in a calendar, one bucket per distinct
  * time (see ebucket), drained a round at a time in id order.
  *
  * Positions. The engine is bound by memory latency more than by
@@ -105,7 +105,7 @@ typedef struct trec {
     int32_t res;     /* nres == 1: the resource; else offset in tg->res */
     int32_t prio;
     int32_t succ[2]; /* nsc <= 2: the successors' positions; else succ[0]
-                      * is their offset in isucc, succ[1] their count */
+                      * is their offset in sbase, succ[1] their count */
     int32_t id;      /* the task's id in the graph */
     uint16_t nres;
     uint8_t cls;     /* 1: forward under backward-first */
@@ -115,10 +115,10 @@ typedef struct trec {
 _Static_assert(sizeof(trec) == 32, "a task record is half a 64-byte cache line");
 
 /* The successors (positions) of task record r, borrowed from r or from
- * isucc, and their count. */
-static inline const int32_t *rsucc(const int32_t *isucc, const trec *r)
+ * sbase (isucc or tg->succ), and their count. */
+static inline const int32_t *rsucc(const int32_t *sbase, const trec *r)
 {
-    return r->nsc <= 2 ? r->succ : isucc + r->succ[0];
+    return r->nsc <= 2 ? r->succ : sbase + r->succ[0];
 }
 
 static inline int rnsucc(const trec *r)
@@ -192,6 +192,8 @@ struct ss_engine {
     trec *rec;                          /* 32-byte aligned */
     int32_t *isucc;                     /* successor positions of tasks with more than two */
     int cap_isucc;
+    const int32_t *sbase;               /* where those lists are: isucc, or
+                                         * tg->succ itself when ident */
     /* calendar (sized in prepare for cap_pend pending events) */
     int cap_pend;
     ebucket *bk;
@@ -208,7 +210,7 @@ struct ss_engine {
     /* queue slots */
     int cap_slots;
     qent *slots;
-    int32_t *qtask;  /* per slot: its task's position */
+    int32_t *qtask;  /* per slot: its task's position (not kept when ident) */
     int pf_tail;     /* qpush prefetches (prepare: more than PF_SLOTS slots) */
     /* per device */
     int cap_dev;
@@ -240,6 +242,14 @@ static inline int qless(const qent *a, const qent *b)
 static inline void qpush(ss_engine *e, int q, qent x, int32_t pos)
 {
     int lo = e->qh[q], i = e->qt[q]++;
+    if (e->ident) { /* positions are ids: qtask unused */
+        while (i > lo && qless(&x, &e->slots[i - 1])) {
+            e->slots[i] = e->slots[i - 1];
+            i--;
+        }
+        e->slots[i] = x;
+        return;
+    }
     while (i > lo && qless(&x, &e->slots[i - 1])) {
         e->slots[i] = e->slots[i - 1];
         e->qtask[i] = e->qtask[i - 1];
@@ -600,7 +610,7 @@ static void drain(run *s, double now)
         __builtin_prefetch(&e->rec[ev_pos(x[i])]);
     for (int i = 0; i < n; i++) {
         const trec *rh = &e->rec[ev_pos(x[i])];
-        const int32_t *sc = rsucc(e->isucc, rh);
+        const int32_t *sc = rsucc(e->sbase, rh);
         for (int k = 0, ns = rnsucc(rh); k < ns && k < 4; k++) {
             __builtin_prefetch(&e->left[sc[k]], 1);
             __builtin_prefetch(&e->rec[sc[k]], 1);
@@ -737,7 +747,7 @@ static void retire(run *s, int h, double t)
         }
         touch(s, r);
     }
-    const int32_t *sc = rsucc(e->isucc, rh);
+    const int32_t *sc = rsucc(e->sbase, rh);
     for (int i = 0, n = rnsucc(rh); i < n; i++) {
         int v = sc[i];
         if (e->left[v] != LEFT_BIG ? --e->left[v] == 0 : --e->left_big[v] == 0) {
@@ -763,7 +773,7 @@ static void dispatch(run *s, double now, int zero_only)
             continue;
         }
         int32_t id = qid(&e->slots[top]);
-        int h = e->qtask[top];
+        int h = e->ident ? id : e->qtask[top];
         const trec *rh = &e->rec[h];
         if (zero_only && rh->dur > 0) {
             e->touched[keep++] = r;
@@ -933,9 +943,10 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
      * offsets). */
     memset(e->qh, 0, 2 * (size_t)nr * sizeof *e->qh);
     const int32_t *pos_of = e->pos_of;
-    int nis = 0;
+    int nis = 0, ident = e->ident;
+    e->sbase = ident ? tg->succ : e->isucc;
     for (int t = 0; t < n; t++) {
-        int i = pos_of[t];
+        int i = ident ? t : pos_of[t];
         trec *rt = &e->rec[i];
         int lo = tg->res_off[t], nres = tg->res_off[t + 1] - lo;
         rt->dur = tg->dur[t];
@@ -951,14 +962,18 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
         if (ns > 2) {
             rt->nsc = 3;
-            rt->succ[0] = nis;
             rt->succ[1] = ns;
-            for (int k = so; k < so + ns; k++)
-                e->isucc[nis++] = pos_of[tg->succ[k]];
+            if (ident) {
+                rt->succ[0] = so;
+            } else {
+                rt->succ[0] = nis;
+                for (int k = so; k < so + ns; k++)
+                    e->isucc[nis++] = pos_of[tg->succ[k]];
+            }
         } else {
             rt->nsc = (uint8_t)ns;
-            rt->succ[0] = ns > 0 ? pos_of[tg->succ[so]] : -1;
-            rt->succ[1] = ns > 1 ? pos_of[tg->succ[so + 1]] : -1;
+            rt->succ[0] = ns > 0 ? (ident ? tg->succ[so] : pos_of[tg->succ[so]]) : -1;
+            rt->succ[1] = ns > 1 ? (ident ? tg->succ[so + 1] : pos_of[tg->succ[so + 1]]) : -1;
         }
         for (int k = lo; k < lo + nres; k++)
             e->qh[2 * tg->res[k] + rt->cls]++;
@@ -1160,7 +1175,7 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
         if (fs[t] < 0 || fe[t] >= T)
             continue;
         const trec *rt = &e->rec[pos_of[t]];
-        const int32_t *sc = rsucc(e->isucc, rt);
+        const int32_t *sc = rsucc(e->sbase, rt);
         for (int i = 0, ns = rnsucc(rt); i < ns; i++) {
             int v = sc[i];
             if (e->left[v] != LEFT_BIG)
