@@ -12,8 +12,9 @@
  * in practice (a resumed run's initial releases may shift more). The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
  * all smaller). Each queue slot also holds its task's position (qtask,
- * below) unless positions are ids. Completion events wait in a calendar, one bucket per distinct
- * time (see ebucket), drained a round at a time in id order.
+ * below) unless positions are ids. Completion events wait in a calendar,
+ * one bucket per distinct time (see ebucket), drained a round at a time
+ * in id order.
  *
  * Positions. The engine is bound by memory latency more than by
  * instructions: what costs is the cache lines a round touches. The tasks a
@@ -31,9 +32,9 @@
  * back to ids stream through a few hundred KiB at a time. Ids stay what
  * every rule and result speaks of: the queue key, the calendar's order
  * (an event is id << 32 | position) and the blockers hold ids, so the
- * schedule does not depend on the positions. Graphs whose windows are
- * already in order (one micro-batch) get the identity, and the per-position
- * result arrays are then the result's own.
+ * schedule does not depend on the positions. Small graphs (ORDER_MIN) and
+ * graphs whose windows are already in order (one micro-batch) get the
+ * identity, and the per-position result arrays are then the result's own.
  *
  * Per task (position), one 32-byte read-only record holds what the event
  * loop reads, with the resource and up to two successors inline;
