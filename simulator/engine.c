@@ -147,7 +147,10 @@ typedef uint64_t evt; /* id << 32 | position: orders as the ids do */
 
 #define EV_PER_CHUNK 7
 
-static inline evt ev_of(int32_t id, int32_t pos) { return (uint64_t)(uint32_t)id << 32 | (uint32_t)pos; }
+static inline evt ev_of(int32_t id, int32_t pos)
+{
+    return (uint64_t)(uint32_t)id << 32 | (uint32_t)pos;
+}
 static inline int32_t ev_pos(evt x) { return (int32_t)(uint32_t)x; }
 
 typedef struct echunk {
