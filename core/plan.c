@@ -234,6 +234,16 @@ const ss_plan_settings *ss_plan_settings_get(const ss_plan *p) { return p ? &p->
 uint64_t ss_plan_model_fingerprint(const ss_plan *p) { return p ? p->model_fp : 0; }
 uint64_t ss_plan_topology_fingerprint(const ss_plan *p) { return p ? p->topo_fp : 0; }
 
+int ss_pconfig_same_tiles(const ss_pconfig *a, const ss_pconfig *b)
+{
+    if (a->ndim != b->ndim || a->red != b->red || a->ntiles != b->ntiles)
+        return 0;
+    for (int k = 0; k < a->ndim; k++)
+        if (a->deg[k] != b->deg[k])
+            return 0;
+    return memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
+}
+
 void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, int index,
                      ss_tile *t)
 {

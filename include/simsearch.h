@@ -481,6 +481,10 @@ typedef struct ss_pconfig {
 void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, int index,
                      ss_tile *t);
 
+/* 1 if a and b cut the op into the same tiles on the same devices (same
+ * degrees, reduction and device list; the stage is not compared), else 0. */
+int ss_pconfig_same_tiles(const ss_pconfig *a, const ss_pconfig *b);
+
 typedef enum ss_pipe_schedule { SS_PIPE_GPIPE = 0, SS_PIPE_1F1B } ss_pipe_schedule;
 typedef enum ss_queue_policy { SS_QUEUE_FIFO = 0, SS_QUEUE_BACKWARD_FIRST } ss_queue_policy;
 typedef enum ss_sync_mode { SS_SYNC_WAIT_FREE = 0, SS_SYNC_BULK } ss_sync_mode;

@@ -69,16 +69,6 @@ void ss_bound_free(ss_bound *b)
     ss_free(b);
 }
 
-/* Do configs a and b give op the same row (same tiles on the same devices)? */
-static int same_tiles(const ss_pconfig *a, const ss_pconfig *c)
-{
-    if (a->ndim != c->ndim || a->red != c->red || a->ntiles != c->ntiles)
-        return 0;
-    for (int k = 0; k < a->ndim; k++)
-        if (a->deg[k] != c->deg[k])
-            return 0;
-    return memcmp(a->devices, c->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
-}
 
 /* Op `o`'s per-device compute time under p into row[n_dev]. */
 static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_diag *d)
@@ -125,7 +115,7 @@ ss_status ss_bound_eval(ss_bound *b, const ss_plan *p, int changed, double *lb, 
             bp = NULL;
         for (int o = 0; o < b->n_ops; o++) {
             double *dst = b->pend + (size_t)o * b->n_dev;
-            if (bp && same_tiles(ss_plan_config(bp, o), ss_plan_config(p, o))) {
+            if (bp && ss_pconfig_same_tiles(ss_plan_config(bp, o), ss_plan_config(p, o))) {
                 memcpy(dst, b->base + (size_t)o * b->n_dev, (size_t)b->n_dev * sizeof *dst);
                 continue;
             }

@@ -101,12 +101,7 @@ static int accept(search *s, const ss_eval *from, const ss_eval *to, double u)
 
 static int same_config(const ss_pconfig *a, const ss_pconfig *b)
 {
-    if (a->ndim != b->ndim || a->red != b->red || a->ntiles != b->ntiles || a->stage != b->stage)
-        return 0;
-    for (int k = 0; k < a->ndim; k++)
-        if (a->deg[k] != b->deg[k])
-            return 0;
-    return memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
+    return a->stage == b->stage && ss_pconfig_same_tiles(a, b);
 }
 
 static void copy_config(ss_pconfig *dst, const ss_pconfig *src)

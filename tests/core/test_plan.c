@@ -120,6 +120,31 @@ static void test_new_defaults(void **state)
 }
 
 /* Index order is row-major over (dims..., red); ranges are lo = i*ext/deg. */
+/* Same tiles: degrees, reduction and device list compared, stage not. */
+static void test_same_tiles(void **state)
+{
+    (void)state;
+    int da[4] = {0, 1, 2, 3}, db[4] = {0, 1, 2, 3};
+    ss_pconfig a = {2, {2, 2}, 1, 4, da, 0}, b = {2, {2, 2}, 1, 4, db, 1};
+    assert_true(ss_pconfig_same_tiles(&a, &b)); /* another stage, same tiles */
+    db[3] = 5;
+    assert_false(ss_pconfig_same_tiles(&a, &b));
+    db[3] = 3;
+    b.deg[0] = 4;
+    b.deg[1] = 1;
+    assert_false(ss_pconfig_same_tiles(&a, &b)); /* same tile count, other split */
+    b.deg[0] = 2;
+    b.deg[1] = 1;
+    b.red = 2;
+    assert_false(ss_pconfig_same_tiles(&a, &b)); /* a reduction instead */
+    b.red = 1;
+    b.deg[1] = 2;
+    b.ntiles = 2;
+    a.ntiles = 2;
+    a.deg[1] = 1;
+    assert_false(ss_pconfig_same_tiles(&a, &b));
+}
+
 static void test_tile_index_order(void **state)
 {
     fixture *f = *state;
@@ -350,6 +375,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_new_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tile_index_order, setup, teardown),
+        cmocka_unit_test(test_same_tiles),
         cmocka_unit_test_setup_teardown(test_tiles_cover_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_copy_clone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_validate_errors, setup, teardown),

@@ -55,12 +55,7 @@ static ss_graph *branch_graph(void)
 
 static int same(const ss_pconfig *a, const ss_pconfig *b)
 {
-    if (a->ndim != b->ndim || a->red != b->red || a->ntiles != b->ntiles)
-        return 0;
-    for (int k = 0; k < a->ndim; k++)
-        if (a->deg[k] != b->deg[k])
-            return 0;
-    return !memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof(int));
+    return ss_pconfig_same_tiles(a, b);
 }
 
 static void toy_cost(const ss_plan *p, ss_eval *e)
