@@ -10,8 +10,8 @@
 # speedups of the best known plan, proposals and simulations per second
 # (medians), the median time to within 1%, and how many runs got there in
 # at most SECONDS/2 seconds (the target with SECONDS = 20: within 1%
-# in <= 10 s). Then delta vs full simulation per evaluation on the graphs of
-# >= 10,000 tasks (DELTA_PROPOSALS random one-op proposals each, default 40).
+# in <= 10 s). Then delta vs full simulation per evaluation for the six models on
+# both topologies (DELTA_PROPOSALS random one-op proposals each, default 40).
 # With REF_SECONDS > 0 one more search of that length per pair (seed 11) joins
 # the reference (the "10x longer search": REF_SECONDS = 10 x 10).
 # Single-threaded; runs one at a time.
@@ -59,7 +59,9 @@ PY
   done
 done
 echo
-echo "delta vs full simulation per evaluation (median of $nd proposals):"
-for model in inception_v3 resnet101 nmt; do
-  "$bin" delta "$model" topologies/p100x16.json "$nd"
+echo "delta vs full simulation per evaluation (median of $nd proposals; the target concerns graphs of >= 10,000 tasks):"
+for topo in p100x16 k80x64; do
+  for model in alexnet inception_v3 resnet101 rnntc rnnlm nmt; do
+    "$bin" delta "$model" "topologies/$topo.json" "$nd"
+  done
 done
