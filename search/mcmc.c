@@ -257,8 +257,10 @@ static double config_distance(const search *s, const ss_pconfig *cur, const ss_p
  * random candidate when all equal the current one. */
 static void propose_near(search *s, int op, const ss_pconfig *cur)
 {
+    int nd = ss_space_n_devices(s->sp); /* a start plan may use devices beyond the space's */
     for (int t = 0; t < cur->ntiles; t++)
-        s->had[cur->devices[t]] = 1;
+        if (cur->devices[t] >= 0 && cur->devices[t] < nd)
+            s->had[cur->devices[t]] = 1;
     int best = -1;
     double best_d = HUGE_VAL;
     for (int k = 0; k < NEAR_K; k++) {
@@ -273,7 +275,8 @@ static void propose_near(search *s, int op, const ss_pconfig *cur)
         }
     }
     for (int t = 0; t < cur->ntiles; t++)
-        s->had[cur->devices[t]] = 0;
+        if (cur->devices[t] >= 0 && cur->devices[t] < nd)
+            s->had[cur->devices[t]] = 0;
     copy_config(&s->prop, &s->near[best < 0 ? 0 : best]);
 }
 
