@@ -221,8 +221,8 @@ struct ss_engine {
     double *compute, *comm, *exposed, *idle, *last_t;
     int32_t *ncomm;
     uint8_t *computing;
-    /* critical path */
-    int cap_path;
+    /* critical path: path[0 .. path_n) once walked for this run (-1: not yet) */
+    int cap_path, path_n;
     int32_t *path;
 };
 
@@ -901,6 +901,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
                          ss_diag *d)
 {
     e->valid = 0;
+    e->path_n = -1;
     ss_queue_policy pol = cfg ? cfg->policy : SS_QUEUE_FIFO;
     if (pol != SS_QUEUE_FIFO && pol != SS_QUEUE_BACKWARD_FIRST)
         return ss_diag_set(d, SS_ERR_INVALID, "engine: unknown queue policy %d", (int)pol);
@@ -1223,6 +1224,11 @@ ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss
     if (e->res.resumed)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: no critical path after a resumed run (blockers of kept tasks unknown)");
+    if (e->path_n >= 0) { /* walked already for this run (the summary, then path moves) */
+        *path = e->path;
+        *n = e->path_n;
+        return SS_OK;
+    }
     int last = e->last_task;
     int len = 0;
     for (int t = last; t >= 0; t = e->blocker[t])
@@ -1235,6 +1241,7 @@ ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss
     int i = len;
     for (int t = last; t >= 0; t = e->blocker[t])
         e->path[--i] = t;
+    e->path_n = len;
     *path = e->path;
     *n = len;
     return SS_OK;

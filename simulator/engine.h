@@ -180,7 +180,8 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
 /* Results of the last successful run (borrowed), or NULL if none. */
 const ss_engine_result *ss_engine_result_of(const ss_engine *e);
 
-/* The critical path of the last successful run: task ids, first to last, in
+/* The critical path of the last successful run: task ids, first to last (walked
+ * once per run, then returned again), in
  * an engine-owned buffer valid until the next run or free. *n = 0 for an
  * empty graph. SS_ERR_INVALID if there is no result; SS_ERR_NOMEM. */
 ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss_diag *d);
