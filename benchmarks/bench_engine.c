@@ -92,7 +92,7 @@ int main(int argc, char **argv)
     double best = 1e30;
     for (int rep = 0; rep < REPS; rep++) {
         for (int pol = 0; pol < 2; pol++) {
-            ss_engine_config cfg = {(ss_queue_policy)pol};
+            ss_engine_config cfg = {.policy = (ss_queue_policy)pol};
             t0 = now_s();
             if (ss_engine_run(e, tg, &cfg, &d)) {
                 fprintf(stderr, "bench_engine: %s\n", d.msg);

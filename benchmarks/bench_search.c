@@ -630,7 +630,7 @@ static int bench_shiftprobe(const char *model, const char *topo, int n, uint64_t
         ss_status s1 = ss_delta_run(dl, p, op, &e, &d);
         ss_delta_view v;
         if (s1 == SS_OK && ss_delta_view_of(dl, &v)) {
-            ss_engine_config ec = {v.policy};
+            ss_engine_config ec = {.policy = v.policy};
             if (ss_engine_run(full, v.tg, &ec, &d)) {
                 fprintf(stderr, "bench_search: %s\n", d.msg);
                 return 1;

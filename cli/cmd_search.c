@@ -178,7 +178,7 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
     printf("  speedup of the best plan: %.2fx over data parallel, %.2fx over expert\n",
            r->speedup_vs_dp, r->speedup_vs_expert);
     printf("  search: %lld proposals (%lld rejected by the compute bound, %lld by the load\n"
-           "          bound after building), %lld accepted,\n"
+           "          bound while simulating), %lld accepted,\n"
            "          %lld simulations (%.0f/s, %s), %.2f s, stopped: %s\n",
            (long long)r->proposals, (long long)r->pruned, (long long)r->cut,
            (long long)r->accepted,

@@ -671,14 +671,18 @@ void ss_sim_free(ss_sim *s);
 ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d);
 
 /* ss_sim_run with a cutoff, for searches that only need to know whether a
- * plan beats a threshold. With cutoff_us < HUGE_VAL, *load_us is set to the
- * largest total duration of the tasks on any one resource (device stream or
- * link channel) of p's task graph: no schedule ends before it, so the
- * iteration time is >= it. When *load_us > cutoff_us the run stops after
- * building the task graph: SS_OK, *r unchanged, the simulator holds no run
- * (ss_sim_write_trace and ss_sim_n_tasks see none). Otherwise it is exactly
- * ss_sim_run. cutoff_us = HUGE_VAL: ss_sim_run, *load_us = 0. On error *r
- * is unchanged. */
+ * plan beats a threshold. With cutoff_us < HUGE_VAL, *load_us is set to a
+ * lower bound of the iteration time: first the largest total duration of
+ * the tasks on any one resource (device stream or link channel) of p's
+ * task graph, and when the run stops early, the bound that stopped it. The
+ * run stops (SS_OK, *r unchanged, *load_us > cutoff_us, the simulator holds
+ * no run: ss_sim_write_trace and ss_sim_n_tasks see none) after building
+ * the task graph when that load exceeds cutoff_us, or during the event
+ * simulation as soon as some resource's remaining work proves the
+ * iteration ends after cutoff_us (CUTTING in simulator/engine.h).
+ * Otherwise it is exactly ss_sim_run (*load_us <= cutoff_us): a plan whose
+ * iteration time is at most cutoff_us is never stopped. cutoff_us =
+ * HUGE_VAL: ss_sim_run, *load_us = 0. On error *r is unchanged. */
 ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                             double *load_us, ss_diag *d);
 
@@ -763,8 +767,10 @@ typedef struct ss_search_result {
     double speedup_vs_dp, speedup_vs_expert; /* baseline time / best time */
     int64_t proposals, accepted, evaluations, infeasible, restarts;
     int64_t pruned;          /* proposals rejected by the compute lower bound, unsimulated */
-    int64_t cut;             /* proposals rejected after building their task graph: one
-                                resource's load exceeded the acceptance threshold */
+    int64_t cut;             /* proposals rejected after building their task graph, before
+                                their simulation ended: a resource's load (at the start,
+                                or its remaining work during the simulation) proved the
+                                iteration slower than the acceptance threshold */
     double time_s, evals_per_s, best_found_at_s; /* evals_per_s: simulations per second */
     double log10_space;      /* log10 of the number of plans in the space */
     int delta;               /* 1 if delta simulation judged the proposals */

@@ -405,7 +405,7 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
     if (st)
         return st;
     ns->policy = ss_build_policy(dl->b);
-    ss_engine_config ec = {ns->policy};
+    ss_engine_config ec = {.policy = ns->policy};
     int n = ns->tg->n_tasks;
     int delta = changed >= 0 && changed < ss_graph_n_ops(dl->g) && os->valid &&
                 os->policy == ns->policy;

@@ -166,6 +166,8 @@ typedef struct ebucket {
 
 struct ss_engine {
     int valid;
+    int cut;          /* the last run stopped early (CUTTING, engine.h) */
+    double cut_bound; /* its proof: a lower bound of the makespan */
     ss_engine_result res;
     /* per task, by id: the result's arrays */
     int cap_tasks;
@@ -411,6 +413,10 @@ typedef struct run {
     double now;     /* the time being settled */
     int collecting; /* 1 while events at `now` join cur (retire phase) */
     int cpos, ncur; /* cur[cpos .. ncur): ids at `now` still to retire */
+    const double *load; /* CUTTING: per resource, all its tasks' durations */
+    double cut_at;      /* stop once a bound exceeds this (HUGE_VAL: never) */
+    int stop;           /* a bound exceeded cut_at: stop after this round */
+    double bound;       /* that bound */
 } run;
 
 static inline uint32_t thash(double t, int hcap)
@@ -692,6 +698,11 @@ static void start_task(run *s, int h, double t, double ready)
     }
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
+        /* CUTTING: r still has load - busy of work to do from t on */
+        if (s->load && !s->stop && t + (s->load[r] - e->busy[r]) > s->cut_at) {
+            s->stop = 1;
+            s->bound = t + (s->load[r] - e->busy[r]);
+        }
         e->qh[2 * r + rh->cls]++; /* h is r's head (dispatch checked) */
         e->holder[r] = id;
         e->last[r] = id;
@@ -901,6 +912,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
                          ss_diag *d)
 {
     e->valid = 0;
+    e->cut = 0;
     e->path_n = -1;
     ss_queue_policy pol = cfg ? cfg->policy : SS_QUEUE_FIFO;
     if (pol != SS_QUEUE_FIFO && pol != SS_QUEUE_BACKWARD_FIRST)
@@ -1035,9 +1047,14 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     int64_t rounds = 1;
     s->round = 0;
     settle(s, t0);
-    while (s->nev > 0) {
+    while (s->nev > 0 && !s->stop) {
         s->round = (int32_t)rounds++;
         settle(s, e->bk[e->theap[0]].t);
+    }
+    if (s->stop) {
+        e->cut = 1;
+        e->cut_bound = s->bound;
+        return SS_OK; /* prepare left valid = 0: no result */
     }
     if (s->retired != n) {
         /* tasks that never started are those never released (engine.h:
@@ -1114,6 +1131,10 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
     memset(&s, 0, sizeof s);
     s.e = e;
     s.tg = tg;
+    if (cfg && cfg->load) {
+        s.load = cfg->load;
+        s.cut_at = cfg->cutoff + 1e-9 * fabs(cfg->cutoff);
+    }
     cal_reset(&s);
     for (int i = 0; i < tg->n_tasks; i++)
         if (e->left[i] == 0)
@@ -1210,6 +1231,15 @@ ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine
         release(&s, it, e->pready[it]);
     }
     return finish(&s, T, 0, d);
+}
+
+int ss_engine_cut(const ss_engine *e, double *bound)
+{
+    if (!e || !e->cut)
+        return 0;
+    if (bound)
+        *bound = e->cut_bound;
+    return 1;
 }
 
 const ss_engine_result *ss_engine_result_of(const ss_engine *e)

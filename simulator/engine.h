@@ -108,6 +108,18 @@
  * all work arrays, so a search that simulates thousands of graphs allocates
  * only while they grow.
  *
+ * CUTTING (search, issue 4). A search only needs to know whether a plan
+ * beats its acceptance threshold. Every resource runs one task at a time
+ * and every task that has not started by the time being settled starts at
+ * or after it, so when a task starts on resource r at t, the makespan is
+ * at least t + (the summed durations of r's tasks not started before
+ * this one). When that bound exceeds cfg->cutoff (by more than a relative
+ * 1e-9, far above the rounding of the sums) the run stops at the end of
+ * the round: ss_engine_cut reports it with the bound. A plan whose
+ * makespan is at most the cutoff is never stopped, and a stopped plan's
+ * makespan is above it, so the search's decisions are those of a run to
+ * the end.
+ *
  * Speed: O(tasks log + edges + resource slots) with compact arrays: sorted
  * per-resource queues filled in key order (O(1) push and pop in practice,
  * engine.c), completion events bucketed by time; no allocation per task. See
@@ -121,6 +133,12 @@
 
 typedef struct ss_engine_config {
     ss_queue_policy policy;  /* SS_QUEUE_FIFO or SS_QUEUE_BACKWARD_FIRST */
+    /* Optional early stop (CUTTING above; ss_engine_run only): with load
+     * non-NULL (per resource, the summed durations of the graph's tasks
+     * on it), the run stops as soon as it proves the makespan exceeds
+     * cutoff. NULL: run to the end. */
+    const double *load;
+    double cutoff;
 } ss_engine_config;
 
 typedef struct ss_engine_result {
@@ -176,6 +194,11 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
  * the previous results are no longer valid. */
 ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
                            const ss_engine_state *from, ss_diag *d);
+
+/* 1 if the last ss_engine_run stopped early (CUTTING): *bound (if
+ * non-NULL) is then a lower bound of the makespan, > cfg->cutoff, and no
+ * result is available (ss_engine_result_of returns NULL). 0 otherwise. */
+int ss_engine_cut(const ss_engine *e, double *bound);
 
 /* Results of the last successful run (borrowed), or NULL if none. */
 const ss_engine_result *ss_engine_result_of(const ss_engine *e);

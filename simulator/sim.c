@@ -257,9 +257,15 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
         if (*load_us > cutoff_us)
             return SS_OK;
     }
-    ss_engine_config ec = {ss_build_policy(s->b)};
+    ss_engine_config ec = {.policy = ss_build_policy(s->b)};
+    if (cutoff_us < HUGE_VAL) {
+        ec.load = s->load; /* max_load's, per resource */
+        ec.cutoff = cutoff_us;
+    }
     if ((st = ss_engine_run(s->e, s->tg, &ec, d)) != SS_OK)
         return st;
+    if (ss_engine_cut(s->e, load_us))
+        return SS_OK; /* the run proved the iteration ends after cutoff_us */
     const ss_engine_result *er = ss_engine_result_of(s->e);
     if (ss_grow((void **)&s->peak, &s->cap_peak, nd, sizeof *s->peak))
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");

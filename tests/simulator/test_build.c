@@ -87,7 +87,7 @@ static void run(fix *f)
     ss_diag_init(&d);
     assert_int_equal(ss_plan_validate(f->p, f->g, f->m, &d), SS_OK);
     assert_int_equal(ss_build_run(f->b, f->p, f->tg, f->mm, &d), SS_OK);
-    ss_engine_config ec = {ss_build_policy(f->b)};
+    ss_engine_config ec = {.policy = ss_build_policy(f->b)};
     assert_int_equal(ss_engine_run(f->e, f->tg, &ec, &d), SS_OK);
     f->r = ss_engine_result_of(f->e);
     assert_non_null(f->r);

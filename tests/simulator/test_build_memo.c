@@ -137,7 +137,7 @@ static void same_memory(env *v, const char *model, int step)
         assert_true(ss_memory_static_bytes(v->mm, k) == ss_memory_static_bytes(v->mm2, k));
         assert_true(ss_memory_weight_bytes(v->mm, k) == ss_memory_weight_bytes(v->mm2, k));
     }
-    ss_engine_config ec = {ss_build_policy(v->b)};
+    ss_engine_config ec = {.policy = ss_build_policy(v->b)};
     assert_int_equal(ss_engine_run(v->e, v->tg, &ec, &d), SS_OK);
     const ss_engine_result *r = ss_engine_result_of(v->e);
     assert_int_equal(ss_memory_sweep(v->mm, r->start, r->end, v->pk1, &d), SS_OK);

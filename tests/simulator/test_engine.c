@@ -40,7 +40,7 @@ static void dep(ss_taskgraph *tg, int a, int b)
 static const ss_engine_result *run(ss_engine *e, ss_taskgraph *tg, ss_queue_policy pol)
 {
     ss_diag d = {0};
-    ss_engine_config cfg = {pol};
+    ss_engine_config cfg = {.policy = pol};
     assert_int_equal(ss_taskgraph_finalize(tg, &d), SS_OK);
     ss_status st = ss_engine_run(e, tg, &cfg, &d);
     if (st)
@@ -639,7 +639,7 @@ static void test_resume_golden(void **state)
     double st[3] = {0, -1, -1}, en[3] = {10, -1, -1};
     ss_engine_state from = {10, st, en};
     ss_diag d = {0};
-    ss_engine_config cfg = {SS_QUEUE_FIFO};
+    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
     assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_OK);
     r = ss_engine_result_of(e);
     assert_true(r->start[a] == 0 && r->end[a] == 10);
@@ -674,7 +674,7 @@ static void test_resume_equals_run(void **state)
         int nd = 1 + rep % 4, nc = (rep * 5) % 7;
         assert_int_equal(ss_taskgraph_reset(tg, nd, nc, &d), SS_OK);
         random_graph(tg, 300 + rep * 50, 7000 + (uint64_t)rep);
-        ss_engine_config cfg = {rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO};
+        ss_engine_config cfg = {.policy = rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO};
         const ss_engine_result *full = run(e, tg, cfg.policy);
         int n = tg->n_tasks;
         double *st = malloc((size_t)n * sizeof *st), *en = malloc((size_t)n * sizeof *en);
@@ -711,6 +711,101 @@ static void test_resume_equals_run(void **state)
     ss_engine_free(e2);
 }
 
+/* Per resource, the summed durations of tg's tasks on it (CUTTING's load). */
+static double *loads_of(const ss_taskgraph *tg)
+{
+    double *l = calloc((size_t)tg->n_resources + 1, sizeof *l);
+    for (int t = 0; t < tg->n_tasks; t++)
+        for (int k = tg->res_off[t]; k < tg->res_off[t + 1]; k++)
+            l[tg->res[k]] += tg->dur[t];
+    return l;
+}
+
+/* Cutting, by hand: A (10) on device 0, then B (10) on device 1. Every
+ * resource carries 10 us but B cannot start before 10, so the run proves
+ * at B's start that the makespan is at least 20: a cutoff of 15 stops it
+ * with bound 20 and no result; 20 (the makespan) does not, and gives the
+ * uncut result. */
+static void test_cut_golden(void **state)
+{
+    (void)state;
+    ss_taskgraph *tg = ss_taskgraph_new(2, 0);
+    ss_engine *e = ss_engine_new();
+    ss_diag d = {0};
+    int a = add1(tg, SS_TASK_FWD, 0, 10, 0);
+    int b = add1(tg, SS_TASK_FWD, 1, 10, 0);
+    dep(tg, a, b);
+    assert_true(run(e, tg, SS_QUEUE_FIFO)->makespan == 20);
+    double *load = loads_of(tg), bound = 0;
+    assert_false(ss_engine_cut(e, &bound));
+    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO, .load = load, .cutoff = 15};
+    assert_int_equal(ss_engine_run(e, tg, &cfg, &d), SS_OK);
+    assert_true(ss_engine_cut(e, &bound));
+    assert_true(bound == 20);
+    assert_null(ss_engine_result_of(e));
+    cfg.cutoff = 20;
+    assert_int_equal(ss_engine_run(e, tg, &cfg, &d), SS_OK);
+    assert_false(ss_engine_cut(e, NULL));
+    const ss_engine_result *r = ss_engine_result_of(e);
+    assert_non_null(r);
+    assert_true(r->makespan == 20 && r->start[b] == 10);
+    free(load);
+    ss_engine_free(e);
+    ss_taskgraph_free(tg);
+}
+
+/* On random DAGs under both policies: a cutoff at or above the makespan
+ * never stops the run and changes no result (bit-identical times); below
+ * it, a run that stops gives a bound above the cutoff and at most the
+ * makespan (a true lower bound), and one below the largest load always
+ * stops. Runs alternate with uncut ones on the same engine, so a stopped
+ * run leaves nothing behind. */
+static void test_cut_random(void **state)
+{
+    (void)state;
+    ss_engine *e = ss_engine_new(), *e2 = ss_engine_new();
+    ss_taskgraph *tg = ss_taskgraph_new(4, 6);
+    ss_diag d = {0};
+    int stopped = 0, stopped_late = 0;
+    for (int rep = 0; rep < 12; rep++) {
+        int nd = 1 + rep % 4, nc = (rep * 5) % 7;
+        assert_int_equal(ss_taskgraph_reset(tg, nd, nc, &d), SS_OK);
+        random_graph(tg, 300 + rep * 50, 9100 + (uint64_t)rep);
+        ss_queue_policy pol = rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
+        const ss_engine_result *full = run(e, tg, pol);
+        int n = tg->n_tasks;
+        double mk = full->makespan, *load = loads_of(tg), maxload = 0;
+        for (int r = 0; r < tg->n_resources; r++)
+            maxload = load[r] > maxload ? load[r] : maxload;
+        const double fr[] = {0, 0.3, 0.6, 0.9, 0.97, 0.999, 1.0, 1.5};
+        for (int k = 0; k < (int)(sizeof fr / sizeof fr[0]); k++) {
+            ss_engine_config cfg = {.policy = pol, .load = load, .cutoff = fr[k] * mk};
+            assert_int_equal(ss_engine_run(e2, tg, &cfg, &d), SS_OK);
+            double bound = -1;
+            if (ss_engine_cut(e2, &bound)) {
+                assert_true(fr[k] < 1.0);
+                assert_true(bound > cfg.cutoff && bound <= mk * (1 + 1e-12));
+                assert_null(ss_engine_result_of(e2));
+                stopped++;
+                stopped_late += cfg.cutoff >= maxload;
+            } else {
+                assert_true(cfg.cutoff >= maxload);
+                const ss_engine_result *r = ss_engine_result_of(e2);
+                assert_non_null(r);
+                assert_memory_equal(r->start, full->start, (size_t)n * sizeof(double));
+                assert_memory_equal(r->end, full->end, (size_t)n * sizeof(double));
+                assert_true(r->makespan == mk);
+            }
+        }
+        free(load);
+    }
+    assert_true(stopped > 40);
+    assert_true(stopped_late > 5); /* the run's bound, not the static load, stopped them */
+    ss_taskgraph_free(tg);
+    ss_engine_free(e);
+    ss_engine_free(e2);
+}
+
 /* The engine's internal task order (by micro-batch within windows of ids,
  * engine.c) changes no result: random DAGs whose tasks carry micro-batches
  * (the engine reorders graphs of more than 2^16 tasks; 70,000 and 90,000
@@ -725,7 +820,7 @@ static void test_positions_invisible(void **state)
     ss_diag d = {0};
     for (int rep = 0; rep < 6; rep++) {
         int nd = 1 + rep % 4, nc = (rep * 5) % 7, n = rep < 4 ? 500 + 300 * rep : 50000 + 20000 * rep;
-        ss_engine_config cfg = {rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO};
+        ss_engine_config cfg = {.policy = rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO};
         assert_int_equal(ss_taskgraph_reset(tg, nd, nc, &d), SS_OK);
         assert_int_equal(ss_taskgraph_reset(tg2, nd, nc, &d), SS_OK);
         rg_mb = 0;
@@ -789,7 +884,7 @@ static void test_resume_errors(void **state)
     dep(tg, a, b);
     dep(tg, a, j);
     run(e, tg, SS_QUEUE_FIFO);
-    ss_engine_config cfg = {SS_QUEUE_FIFO};
+    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
     ss_diag d;
     struct { double T, st[3], en[3]; const char *msg; } bad[] = {
         {5, {5, -1, -1}, {15, -1, -1}, "task 0 starts at 5"},
@@ -881,7 +976,7 @@ static void test_wide_fan(void **state)
     }
     ss_engine_state from = {140, st, en};
     ss_diag d = {0};
-    ss_engine_config cfg = {SS_QUEUE_FIFO};
+    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
     assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_OK);
     r = ss_engine_result_of(e);
     for (int t = 0; t < n; t++)
@@ -1005,7 +1100,7 @@ static void test_errors(void **state)
     assert_non_null(strstr(d.msg, "cycle"));
     assert_non_null(strstr(d.msg, "2 of 3 tasks"));
     (void)c;
-    ss_engine_config bad = {(ss_queue_policy)7};
+    ss_engine_config bad = {.policy = (ss_queue_policy)7};
     ss_diag_init(&d);
     assert_int_equal(ss_engine_run(e, tg, &bad, &d), SS_ERR_INVALID);
     const int32_t *path;
@@ -1099,6 +1194,8 @@ int main(void)
         cmocka_unit_test(test_resume_golden),
         cmocka_unit_test(test_resume_equals_run),
         cmocka_unit_test(test_resume_errors),
+        cmocka_unit_test(test_cut_golden),
+        cmocka_unit_test(test_cut_random),
         cmocka_unit_test(test_positions_invisible),
         cmocka_unit_test(test_wide_fan),
         cmocka_unit_test(test_zero_chain),

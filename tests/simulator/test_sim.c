@@ -445,8 +445,10 @@ static void invariants_for(const char *spec, int64_t batch, int plans)
         assert_memory_equal(a.comm_us, b.comm_us, (size_t)a.n_devices * sizeof(double));
         /* the load bound of ss_sim_run_within: no more than the iteration
          * time, no less than any device's compute time; a cutoff below it
-         * stops the run before the engine (result untouched, no run held),
-         * a cutoff at it changes nothing */
+         * stops the run before the engine (result untouched, no run held);
+         * a cutoff at it, below the iteration time, lets the engine prove a
+         * larger bound, still at most the iteration time (or run to the
+         * end); a cutoff at the iteration time changes nothing */
         ss_sim_result c = {0};
         double load = -1, load2 = -1, busiest = 0;
         assert_int_equal(ss_sim_run_within(f.sim, p, 0, &c, &load, &d), SS_OK);
@@ -457,6 +459,14 @@ static void invariants_for(const char *spec, int64_t batch, int plans)
         assert_true(c.n_devices == 0 && c.iteration_us == 0 && c.peak_memory_bytes == NULL);
         assert_int_equal(ss_sim_n_tasks(f.sim), 0);
         assert_int_equal(ss_sim_run_within(f.sim, p, load, &c, &load2, &d), SS_OK);
+        if (load2 > load) {
+            assert_true(load2 <= a.iteration_us * (1 + 1e-12));
+            assert_true(c.n_devices == 0 && c.iteration_us == 0);
+            assert_int_equal(ss_sim_n_tasks(f.sim), 0);
+        } else {
+            assert_true(load2 == load && c.iteration_us == a.iteration_us);
+        }
+        assert_int_equal(ss_sim_run_within(f.sim, p, a.iteration_us, &c, &load2, &d), SS_OK);
         assert_true(load2 == load);
         assert_true(c.iteration_us == a.iteration_us);
         assert_memory_equal(a.peak_memory_bytes, c.peak_memory_bytes,
