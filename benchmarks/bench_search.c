@@ -755,7 +755,7 @@ static void on_progress(void *ctx, const ss_search_progress *p)
 
 static int bench_run(const char *model, const char *topo, double secs, uint64_t seed, int trace,
                      double explore, int64_t restart, int random_starts, double p_heavy,
-                     double beta, double p_path, double p_local)
+                     double beta, double p_path, double p_local, double p_class)
 {
     ss_machine *m;
     ss_graph *g;
@@ -774,6 +774,7 @@ static int bench_run(const char *model, const char *topo, double secs, uint64_t 
     cfg.beta = beta;
     cfg.p_path = p_path;
     cfg.p_local = p_local;
+    cfg.p_class = p_class;
     curve cv = {trace ? stdout : NULL, -1};
     cfg.progress = on_progress;
     cfg.cb_ctx = &cv;
@@ -818,10 +819,11 @@ int main(int argc, char **argv)
                          !strcmp(argv[1], "trace"), argc > 6 ? atof(argv[6]) : 0,
                          argc > 7 ? atoll(argv[7]) : 0, argc > 8 ? atoi(argv[8]) : 0,
                          argc > 9 ? atof(argv[9]) : 0, argc > 10 ? atof(argv[10]) : 0,
-                         argc > 11 ? atof(argv[11]) : 0, argc > 12 ? atof(argv[12]) : 0);
+                         argc > 11 ? atof(argv[11]) : 0, argc > 12 ? atof(argv[12]) : 0,
+                         argc > 13 ? atof(argv[13]) : 0);
     fprintf(stderr, "usage: bench_search delta MODEL TOPOLOGY [N]\n"
                     "       bench_search shiftprobe MODEL TOPOLOGY N [SEED [NODES BATCH PLAN]]\n"
                     "       bench_search search|trace MODEL TOPOLOGY SECONDS SEED "
-                    "[EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS [P_HEAVY [BETA [P_PATH [P_LOCAL]]]]]]]\n");
+                    "[EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS [P_HEAVY [BETA [P_PATH [P_LOCAL [P_CLASS]]]]]]]]\n");
     return 2;
 }

@@ -590,6 +590,35 @@ static uint64_t hash_attrs(uint64_t h, const ss_op_attrs *a)
     return h;
 }
 
+static uint64_t hash_tensor_shape(uint64_t h, const ss_tensor *t)
+{
+    h = fnv_int(h, t->ndim);
+    for (int k = 0; k < t->ndim; k++) {
+        h = fnv_int(h, t->shape[k]);
+        h = fnv_int(h, t->kind[k]);
+    }
+    return fnv_int(h, t->dtype);
+}
+
+uint64_t ss_op_signature(const ss_graph *g, int op)
+{
+    if (op < 0 || op >= g->n_ops)
+        return 0;
+    const ss_op *o = OP(g, op);
+    uint64_t h = fnv_int(SS_FNV_INIT, o->type);
+    h = hash_attrs(h, &o->attrs);
+    h = fnv_int(h, o->n_in);
+    for (int k = 0; k < o->n_in; k++)
+        h = hash_tensor_shape(h, TEN(g, o->inputs[k]));
+    h = fnv_int(h, o->n_w);
+    for (int k = 0; k < o->n_w; k++)
+        h = hash_tensor_shape(h, TEN(g, o->weights[k]));
+    h = fnv_int(h, o->n_out);
+    for (int k = 0; k < o->n_out; k++)
+        h = hash_tensor_shape(h, TEN(g, o->outputs[k]));
+    return h;
+}
+
 /* Fingerprint over ops (names, types, attrs field by field, operands),
  * tensors (names, shapes, kinds, dtypes, weight flags) and the training
  * settings. The graph's own name is left out: renaming a model file does not

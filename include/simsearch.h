@@ -243,6 +243,12 @@ int ss_graph_find_op(const ss_graph *g, const char *name);     /* id or -1 */
 int ss_graph_find_tensor(const ss_graph *g, const char *name); /* id or -1 */
 /* The first output tensor id of op `op` (convenience for builders). */
 int ss_graph_out(const ss_graph *g, int op);
+/* What op computes, as a 64-bit hash: its type, attributes and the shapes,
+ * dim kinds and dtypes of its inputs, weights and outputs (not its name, not
+ * which tensors). Two ops with equal signatures do the same work on operands
+ * of the same shapes (the unrolled steps of an RNN layer); equal inputs are
+ * necessary, not sufficient, for equal signatures. 0 if op is out of range. */
+uint64_t ss_op_signature(const ss_graph *g, int op);
 
 /* Training settings carried by the model. Batch size is the global batch
  * (the sample extent of the inputs); the zoo builds graphs with it. */
@@ -753,6 +759,8 @@ typedef struct ss_search_config {
                                 critical path (0: default, < 0: none; full simulation only) */
     double p_local;          /* share of new configs drawn near the current one (0: default,
                                 < 0: none; see search/mcmc.h) */
+    double p_class;          /* share of class moves: one config for every op of a structural
+                                class (0: default, < 0: none; see search/classes.h) */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
      * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
     int (*stop)(void *cb_ctx);

@@ -268,6 +268,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.p_heavy = cfg.p_heavy;
     mc.p_path = r->delta ? -1 : cfg.p_path; /* path moves need the full simulation's path */
     mc.p_local = cfg.p_local;
+    mc.p_class = cfg.p_class;
     mc.stop = bridge_stop;
     mc.progress = bridge_progress;
     mc.cb_ctx = &br;

@@ -11,6 +11,8 @@
  */
 #include "search/mcmc.h"
 
+#include "search/classes.h"
+
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +34,8 @@ typedef struct search {
     int *grp_off, *grp;       /* ops sharing a weight: members of op's group are
                                  grp[grp_off[gid[op]] .. grp_off[gid[op] + 1]) */
     int *gid;
+    int *cls_off, *cls, *cid; /* structural classes (classes.h): members of op's class
+                                 are cls[cls_off[cid[op]] .. cls_off[cid[op] + 1]) */
     double *gcum;             /* per group: running sum of its first weight's bytes
                                  (weight moves draw a group by it); n_groups entries */
     int n_groups;
@@ -44,7 +48,7 @@ typedef struct search {
     int path_stale;           /* the base changed since pcum was built */
     int path_known;           /* pcum holds a path with time on it */
     int *targets;
-    double p_group, p_segment, p_heavy, p_path, p_local, explore;
+    double p_group, p_segment, p_class, p_heavy, p_path, p_local, explore;
     int exploiting;           /* in the exploitation chain (local moves only there) */
     double beta, beta_now, p_nbr, t0, next_progress;
     int64_t budget, patience, restart_after, last_improve;
@@ -337,19 +341,27 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 #define P_PATH 0.9
 #define P_LOCAL 0.8
 #define BETA 250.0
+#define P_CLASS 0.5
+#define CLASS_ROUNDS 1
 
-enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_SEGMENT };
+enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_CLASS, MOVE_SEGMENT };
 #define SEGMENT_MAX 8
 
 /* Ops a move touches, into s->targets: op alone; every op sharing op's
- * first weight (group); or a chain through op along single-consumer edges,
- * each step taken with probability 3/4, at most SEGMENT_MAX each way. */
+ * first weight (group); every op of op's structural class (class); or a
+ * chain through op along single-consumer edges, each step taken with
+ * probability 3/4, at most SEGMENT_MAX each way. */
 static int move_targets(search *s, int op, int kind)
 {
     int n = 0;
     if (kind == MOVE_GROUP) {
         for (int k = s->grp_off[s->gid[op]]; k < s->grp_off[s->gid[op] + 1]; k++)
             s->targets[n++] = s->grp[k];
+        return n;
+    }
+    if (kind == MOVE_CLASS) {
+        for (int k = s->cls_off[s->cid[op]]; k < s->cls_off[s->cid[op] + 1]; k++)
+            s->targets[n++] = s->cls[k];
         return n;
     }
     s->targets[n++] = op;
@@ -506,9 +518,12 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
             continue;
         }
         int gsize = s->grp_off[s->gid[op] + 1] - s->grp_off[s->gid[op]];
+        int csize = s->cls_off[s->cid[op] + 1] - s->cls_off[s->cid[op]];
         int kind = MOVE_ONE;
         if (gsize > 1 && (heavy || ss_rng_unit(&s->rng) < s->p_group))
             kind = MOVE_GROUP;
+        else if (!heavy && csize > 1 && s->p_class > 0 && ss_rng_unit(&s->rng) < s->p_class)
+            kind = MOVE_CLASS;
         else if (!heavy && ss_rng_unit(&s->rng) < s->p_segment)
             kind = MOVE_SEGMENT;
         ss_status st = apply_move(s, op, kind, d);
@@ -546,8 +561,29 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
     return SS_OK;
 }
 
+/* Members by id in CSR form: off[0..nid] (nid + 1 entries, zeroed by the
+ * caller) and mem[] (n entries), ids[op] in [0, nid); returns the largest
+ * set's size. fill: nid scratch entries. */
+static int csr_of(const int *ids, int n, int nid, int *off, int *mem, int *fill)
+{
+    int largest = 1;
+    for (int o = 0; o < n; o++)
+        off[ids[o] + 1]++;
+    for (int g = 0; g < nid; g++) {
+        if (off[g + 1] > largest)
+            largest = off[g + 1];
+        off[g + 1] += off[g];
+    }
+    for (int g = 0; g < nid; g++)
+        fill[g] = off[g];
+    for (int o = 0; o < n; o++)
+        mem[fill[ids[o]]++] = o;
+    return largest;
+}
+
 /* Groups of ops sharing their first weight (unrolled RNN steps, tied
- * embeddings): gid[op] indexes grp_off; ops without weights are alone. */
+ * embeddings): gid[op] indexes grp_off; ops without weights are alone.
+ * Structural classes (classes.h): cid[op] indexes cls_off. */
 static ss_status make_groups(search *s, ss_diag *d)
 {
     int n = ss_graph_n_ops(s->g), nt = ss_graph_n_tensors(s->g);
@@ -558,13 +594,17 @@ static ss_status make_groups(search *s, ss_diag *d)
     s->moved = ss_malloc(((size_t)n + 1) * sizeof *s->moved);
     s->targets = ss_malloc(((size_t)n + 2 * SEGMENT_MAX + 2) * sizeof *s->targets);
     s->gold = ss_calloc((size_t)n + 1, sizeof *s->gold);
-    if (!first || !s->gid || !s->grp_off || !s->grp || !s->moved || !s->gold || !s->targets) {
+    s->cid = ss_malloc(((size_t)n + 1) * sizeof *s->cid);
+    s->cls_off = ss_calloc((size_t)n + 2, sizeof *s->cls_off);
+    s->cls = ss_malloc(((size_t)n + 1) * sizeof *s->cls);
+    if (!first || !s->gid || !s->grp_off || !s->grp || !s->moved || !s->gold || !s->targets ||
+        !s->cid || !s->cls_off || !s->cls) {
         ss_free(first);
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     }
     for (int t = 0; t < nt; t++)
         first[t] = -1;
-    int ng = 0, gmax = 1;
+    int ng = 0;
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(s->g, o);
         if (op->n_w > 0 && first[op->weights[0]] >= 0) {
@@ -574,19 +614,17 @@ static ss_status make_groups(search *s, ss_diag *d)
             if (op->n_w > 0)
                 first[op->weights[0]] = o;
         }
-        s->grp_off[s->gid[o] + 1]++;
     }
     ss_free(first);
-    for (int g = 0; g < ng; g++) {
-        if (s->grp_off[g + 1] > gmax)
-            gmax = s->grp_off[g + 1];
-        s->grp_off[g + 1] += s->grp_off[g];
-    }
-    int *fill = s->moved; /* scratch: next slot per group */
-    for (int g = 0; g < ng; g++)
-        fill[g] = s->grp_off[g];
-    for (int o = 0; o < n; o++)
-        s->grp[fill[s->gid[o]]++] = o;
+    /* s->moved serves as scratch */
+    int gmax = csr_of(s->gid, n, ng, s->grp_off, s->grp, s->moved);
+    int nc;
+    ss_status st = ss_op_classes(s->g, CLASS_ROUNDS, s->cid, &nc, d);
+    if (st)
+        return st;
+    int cmax = csr_of(s->cid, n, nc, s->cls_off, s->cls, s->moved);
+    if (cmax > gmax)
+        gmax = cmax;
     /* weight moves: running bytes of each group's first weight (0 for ops
      * without weights, which weight moves never draw) */
     s->n_groups = ng;
@@ -625,6 +663,9 @@ static void cleanup(search *s)
         ss_free(s->near[k].devices);
     ss_free(s->grp_off);
     ss_free(s->grp);
+    ss_free(s->cid);
+    ss_free(s->cls_off);
+    ss_free(s->cls);
     ss_free(s->moved);
     ss_free(s->targets);
     ss_free(s->gold);
@@ -653,6 +694,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.p_nbr = cfg->p_neighbor < 0 ? 0 : cfg->p_neighbor > 0 ? cfg->p_neighbor : 0.3;
     s.p_group = cfg->p_group < 0 ? 0 : cfg->p_group > 0 ? cfg->p_group : 0.5;
     s.p_segment = cfg->p_segment < 0 ? 0 : cfg->p_segment > 0 ? cfg->p_segment : 0.25;
+    s.p_class = cfg->p_class < 0 ? 0 : cfg->p_class > 0 ? cfg->p_class : P_CLASS;
     s.p_heavy = cfg->p_heavy < 0 ? 0 : cfg->p_heavy > 0 ? cfg->p_heavy : P_HEAVY;
     s.p_path = cfg->p_path < 0 ? 0 : cfg->p_path > 0 ? cfg->p_path : P_PATH;
     s.p_local = cfg->p_local < 0 ? 0 : cfg->p_local > 0 ? cfg->p_local : P_LOCAL;

@@ -133,6 +133,8 @@ typedef struct ss_mcmc_config {
     double p_neighbor;       /* share of neighbour-alignment proposals (< 0: 0; 0: default 0.3) */
     double p_group;          /* share of group moves for ops sharing weights (< 0: 0; 0: 0.5) */
     double p_segment;        /* share of segment moves (< 0: 0; 0: 0.25) */
+    double p_class;          /* share of class moves: every op of the op's structural class
+                                (classes.h) gets the config (< 0: 0; 0: default, see mcmc.c) */
     double p_heavy;          /* share of weight moves: a weight drawn by its bytes, every op
                                 that reads it gets one new config (< 0: 0; 0: 0.5) */
     double p_path;           /* share of the other proposals whose op is drawn by its time on

@@ -654,6 +654,78 @@ static void test_weight_moves(void **state)
     ss_graph_free(g);
 }
 
+/* Class moves (p_class). Graph: x -> r1 = relu(x), r2 = relu(x), and
+ * x -> b (linear, 2 outputs). r1 and r2 are one structural class (same
+ * signature, same producer; search/classes.h), x and b are alone. With only
+ * class moves (every plan costing the same), r1 and r2 start equal and move
+ * together to one config in every evaluated plan, while x and b still move;
+ * without class moves r1 moves alone. */
+typedef struct ctoy {
+    ss_plan *base;
+    long moved_r, moved_other, apart;
+} ctoy;
+
+static ss_status ctoy_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                           ss_eval *out, ss_diag *d)
+{
+    (void)changed;
+    (void)cutoff_us;
+    (void)d;
+    ctoy *t = ctx;
+    t->apart += !same(ss_plan_config(p, 1), ss_plan_config(p, 2));
+    t->moved_r += !same(ss_plan_config(p, 1), ss_plan_config(t->base, 1));
+    t->moved_other += !same(ss_plan_config(p, 0), ss_plan_config(t->base, 0)) ||
+                      !same(ss_plan_config(p, 3), ss_plan_config(t->base, 3));
+    equal_cost(t->base, p, out);
+    return SS_OK;
+}
+
+static void test_class_moves(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = ss_graph_new("classes");
+    int in = input_x(g);
+    ss_op_attrs a;
+    memset(&a, 0, sizeof a);
+    a.unary = SS_UNARY_RELU;
+    assert_int_equal(ss_graph_add(g, "r1", SS_OP_UNARY, &a, 1, &in, &d), 1);
+    assert_int_equal(ss_graph_add(g, "r2", SS_OP_UNARY, &a, 1, &in, &d), 2);
+    memset(&a, 0, sizeof a);
+    a.out_features = 2;
+    assert_int_equal(ss_graph_add(g, "b", SS_OP_LINEAR, &a, 1, &in, &d), 3);
+    ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
+
+    ss_space_opts o = {4, 0};
+    ss_space *spc;
+    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
+    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
+    assert_true(same(ss_plan_config(start, 1), ss_plan_config(start, 2)));
+    ctoy t = {ss_plan_new(g, NULL), 0, 0, 0};
+    ss_evaluator ev = {&t, ctoy_eval, NULL, NULL, NULL};
+    ss_mcmc_config cfg;
+    one_chain(&cfg, 2000, 5);
+    cfg.p_class = 1;
+    cfg.p_heavy = cfg.p_group = cfg.p_segment = cfg.p_path = -1;
+    ss_mcmc_stats st;
+    ss_eval be;
+    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    assert_int_equal(t.apart, 0);
+    assert_true(t.moved_r > 500 && t.moved_other > 500);
+
+    t.moved_r = t.moved_other = t.apart = 0;
+    cfg.p_class = -1;
+    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    assert_true(t.apart > 0);
+
+    ss_plan_free(t.base);
+    ss_plan_free(start);
+    ss_plan_free(best);
+    ss_space_free(spc);
+    ss_graph_free(g);
+}
+
 /* Path moves (p_path). Graph: x -> a -> b -> c (linear layers, own
  * weights). The toy evaluator says every plan costs the same (every move
  * is accepted and becomes the base) and that the base's critical path
@@ -880,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_bound_same_chain),
         cmocka_unit_test(test_invalid_and_errors),
         cmocka_unit_test(test_weight_moves),
+        cmocka_unit_test(test_class_moves),
         cmocka_unit_test(test_nomem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
