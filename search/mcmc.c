@@ -333,7 +333,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
  * bounded by time rather than proposals still returns to its best). */
 #define EXPLORE_SHARE 0.25
 #define RESTART_MIN 100
-#define RESTART_MAX 500
+#define RESTART_MAX 150
 
 /* Defaults of the chain: the share of weight moves and the acceptance
  * sharpness (A/B measurements in benchmarks/RESULTS.md, "Search"). */

@@ -127,7 +127,7 @@ typedef struct ss_mcmc_config {
     uint64_t seed;
     double beta;             /* 0: default 250 */
     int64_t patience;        /* 0: budget / 2; < 0: never */
-    int64_t restart_after;   /* 0: budget / 20 clamped to [100, 500] */
+    int64_t restart_after;   /* 0: budget / 20 clamped to [100, 150] */
     double explore_share;    /* share of budget and time for the exploration chains
                                 (< 0: none; 0: default 0.25; at most 1) */
     double p_neighbor;       /* share of neighbour-alignment proposals (< 0: 0; 0: default 0.3) */

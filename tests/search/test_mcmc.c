@@ -369,10 +369,11 @@ static void test_stopping_rules(void **state)
 
 /* The schedule's defaults are what mcmc.h says: with every plan costing the
  * same (no improvement ever), a 20,000-proposal search restarts every
- * min(max(100, 20000 / 20), 500) = 500 proposals and explores for a quarter
+ * min(max(100, 20000 / 20), 150) = 150 proposals and explores for a quarter
  * of the budget: the same run as with those values given explicitly, fewer
  * restarts with a 1,000-proposal interval, and without exploration 2 start
- * evaluations + 1 exploitation chain + restarts at 500 ... 19,500 (39) = 42. */
+ * evaluations + 1 exploitation chain + restarts at 150 ... 19,950 (133) =
+ * 136. */
 static void test_schedule_defaults(void **state)
 {
     (void)state;
@@ -394,9 +395,9 @@ static void test_schedule_defaults(void **state)
     /* chain starts: 2 start evaluations + 2 exploration chains (each jumps to
      * its start) + the exploitation chain = 5; exploitation runs proposals
      * 5,000..19,999 and restarts whenever the proposals since the best (set
-     * at 0) are a multiple of 500: at 5,000, 5,500 ... 19,500 = 30. */
-    assert_int_equal(def.restarts, 35);
-    cfg.restart_after = 500;
+     * at 0) are a multiple of 150: at 5,100, 5,250 ... 19,950 = 100. */
+    assert_int_equal(def.restarts, 105);
+    cfg.restart_after = 150;
     cfg.explore_share = 0.25;
     assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
     assert_int_equal(st.restarts, def.restarts);
@@ -404,10 +405,10 @@ static void test_schedule_defaults(void **state)
     cfg.restart_after = 1000;
     assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
     assert_true(st.restarts < def.restarts);
-    cfg.restart_after = 500;
+    cfg.restart_after = 150;
     cfg.explore_share = -1;
     assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
-    assert_int_equal(st.restarts, 42);
+    assert_int_equal(st.restarts, 136);
     f.t.constant = 0;
     teardown_fx(&f);
 }
