@@ -14,7 +14,8 @@
 # both topologies (DELTA_PROPOSALS random one-op proposals each, default 40).
 # With REF_SECONDS > 0 one more search of that length per pair (seed 11) joins
 # the reference (the "10x longer search": REF_SECONDS = 10 x 10).
-# Single-threaded; runs one at a time.
+# Single-threaded; runs one at a time. TOPOLOGIES (default "p100x16 k80x64")
+# picks the topologies, e.g. to run each in its own process.
 set -eu
 build=${1:?usage: bench_search.sh BUILD_DIR [SECONDS] [DELTA_PROPOSALS] [SEEDS]}
 secs=${2:-20}
@@ -27,7 +28,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '%-13s %-8s %9s %9s %9s %9s %7s %7s %8s %7s %10s %6s\n' model topology dp_ms expert_ms \
   median_ms best_ms vs_dp vs_exp props/s sims/s within1%_s "<=T/2"
-for topo in p100x16 k80x64; do
+for topo in ${TOPOLOGIES:-p100x16 k80x64}; do
   for model in alexnet inception_v3 resnet101 rnntc rnnlm nmt; do
     for seed in $(seq 1 "$seeds"); do
       "$bin" trace "$model" "topologies/$topo.json" "$secs" "$seed" >"$tmp/curve.$seed" \
@@ -60,7 +61,7 @@ PY
 done
 echo
 echo "delta vs full simulation per evaluation (median of $nd proposals; the target concerns graphs of >= 10,000 tasks):"
-for topo in p100x16 k80x64; do
+for topo in ${TOPOLOGIES:-p100x16 k80x64}; do
   for model in alexnet inception_v3 resnet101 rnntc rnnlm nmt; do
     "$bin" delta "$model" "topologies/$topo.json" "$nd"
   done

@@ -66,14 +66,10 @@ ss_status ss_op_classes(const ss_graph *g, int rounds, int *class_of, int *n_cla
     uint64_t *scratch = ss_malloc(m * sizeof *scratch);
     colour_op *sorted = ss_malloc(m * sizeof *sorted);
     int *first = ss_malloc(m * sizeof *first), *id = ss_malloc(m * sizeof *id);
+    ss_status st = SS_OK;
     if (!col || !next || !scratch || !sorted || !first || !id) {
-        ss_free(col);
-        ss_free(next);
-        ss_free(scratch);
-        ss_free(sorted);
-        ss_free(first);
-        ss_free(id);
-        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+        goto out;
     }
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(g, o);
@@ -101,11 +97,12 @@ ss_status ss_op_classes(const ss_graph *g, int rounds, int *class_of, int *n_cla
         id[o] = first[o] == o ? nc++ : id[first[o]];
     memcpy(class_of, id, (size_t)n * sizeof *class_of);
     *n_classes = nc;
+out:
     ss_free(col);
     ss_free(next);
     ss_free(scratch);
     ss_free(sorted);
     ss_free(first);
     ss_free(id);
-    return SS_OK;
+    return st;
 }
