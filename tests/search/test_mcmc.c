@@ -560,6 +560,24 @@ static void one_chain(ss_mcmc_config *cfg, int64_t budget, uint64_t seed)
     cfg->patience = -1;
 }
 
+/* One search of g on 4 devices from the all-default plan, judged by ev
+ * (the toys below watch the moves through their evaluators). */
+static void toy_run(const ss_graph *g, const ss_evaluator *ev, const ss_mcmc_config *cfg)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_space_opts o = {4, 0};
+    ss_space *spc;
+    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
+    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
+    ss_mcmc_stats st;
+    ss_eval be;
+    assert_int_equal(ss_mcmc_run(spc, ev, &start, 1, cfg, best, &be, &st, &d), SS_OK);
+    ss_plan_free(start);
+    ss_plan_free(best);
+    ss_space_free(spc);
+}
+
 /* Weight moves (p_heavy). Graph: x -> a1, a2 (linear, 12 outputs, sharing
  * one 6x12 weight: 288 bytes) and x -> b (linear, 2 outputs, its own 6x2
  * weight: 48 bytes). With only weight moves and every plan costing the same
@@ -622,18 +640,12 @@ static void test_weight_moves(void **state)
     assert_int_equal(ss_graph_add(g, "b", SS_OP_LINEAR, &a, 1, &in, &d), 3);
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
-    ss_space_opts o = {4, 0};
-    ss_space *spc;
-    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
-    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
     wtoy w = {ss_plan_new(g, NULL), 0, 0, 0};
     ss_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 4000, 3);
     cfg.p_heavy = 1;
-    ss_mcmc_stats st;
-    ss_eval be;
-    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    toy_run(g, &ev, &cfg);
     assert_int_equal(w.bad, 0);
     long moves = w.moved_a + w.moved_b;
     assert_true(moves > 3000);
@@ -645,13 +657,10 @@ static void test_weight_moves(void **state)
     w.moved_a = w.moved_b = w.bad = 0;
     cfg.p_heavy = -1;
     cfg.p_group = -1;
-    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    toy_run(g, &ev, &cfg);
     assert_true(w.bad > 0);
 
     ss_plan_free(w.base);
-    ss_plan_free(start);
-    ss_plan_free(best);
-    ss_space_free(spc);
     ss_graph_free(g);
 }
 
@@ -698,32 +707,22 @@ static void test_class_moves(void **state)
     assert_int_equal(ss_graph_add(g, "b", SS_OP_LINEAR, &a, 1, &in, &d), 3);
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
-    ss_space_opts o = {4, 0};
-    ss_space *spc;
-    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
-    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
-    assert_true(same(ss_plan_config(start, 1), ss_plan_config(start, 2)));
     ctoy t = {ss_plan_new(g, NULL), 0, 0, 0};
     ss_evaluator ev = {&t, ctoy_eval, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 2000, 5);
     cfg.p_class = 1;
     cfg.p_heavy = cfg.p_group = cfg.p_segment = cfg.p_path = -1;
-    ss_mcmc_stats st;
-    ss_eval be;
-    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    toy_run(g, &ev, &cfg);
     assert_int_equal(t.apart, 0);
     assert_true(t.moved_r > 500 && t.moved_other > 500);
 
     t.moved_r = t.moved_other = t.apart = 0;
     cfg.p_class = -1;
-    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    toy_run(g, &ev, &cfg);
     assert_true(t.apart > 0);
 
     ss_plan_free(t.base);
-    ss_plan_free(start);
-    ss_plan_free(best);
-    ss_space_free(spc);
     ss_graph_free(g);
 }
 
@@ -782,10 +781,6 @@ static void test_path_moves(void **state)
     int tb = ss_graph_out(g, 2);
     assert_int_equal(ss_graph_add(g, "c", SS_OP_LINEAR, &a, 1, &tb, &d), 3);
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
-    ss_space_opts o = {4, 0};
-    ss_space *spc;
-    assert_int_equal(ss_space_new(g, &o, &spc, &d), SS_OK);
-    ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
     ptoy t = {ss_plan_new(g, NULL), {0, 0, 0, 0}, 0, 1, {0, 0, 3, 1}};
     ss_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path};
     ss_mcmc_config cfg;
@@ -795,9 +790,7 @@ static void test_path_moves(void **state)
     cfg.p_neighbor = -1;
     cfg.p_group = -1;
     cfg.p_segment = -1;
-    ss_mcmc_stats st;
-    ss_eval be;
-    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    toy_run(g, &ev, &cfg);
     assert_int_equal(t.multi, 0);
     assert_int_equal(t.moved[0] + t.moved[1], 0);
     long moves = t.moved[2] + t.moved[3];
@@ -810,13 +803,10 @@ static void test_path_moves(void **state)
      * candidate per placement family, may as well). */
     memset(t.moved, 0, sizeof t.moved);
     t.known = 0;
-    assert_int_equal(ss_mcmc_run(spc, &ev, &start, 1, &cfg, best, &be, &st, &d), SS_OK);
+    toy_run(g, &ev, &cfg);
     assert_true(t.moved[1] > 500);
 
     ss_plan_free(t.base);
-    ss_plan_free(start);
-    ss_plan_free(best);
-    ss_space_free(spc);
     ss_graph_free(g);
 }
 
