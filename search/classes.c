@@ -6,7 +6,6 @@
 #include "search/classes.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/json_util.h"
 
@@ -65,9 +64,9 @@ ss_status ss_op_classes(const ss_graph *g, int rounds, int *class_of, int *n_cla
     uint64_t *col = ss_malloc(m * sizeof *col), *next = ss_malloc(m * sizeof *next);
     uint64_t *scratch = ss_malloc(m * sizeof *scratch);
     colour_op *sorted = ss_malloc(m * sizeof *sorted);
-    int *first = ss_malloc(m * sizeof *first), *id = ss_malloc(m * sizeof *id);
+    int *first = ss_malloc(m * sizeof *first);
     ss_status st = SS_OK;
-    if (!col || !next || !scratch || !sorted || !first || !id) {
+    if (!col || !next || !scratch || !sorted || !first) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
         goto out;
     }
@@ -84,7 +83,8 @@ ss_status ss_op_classes(const ss_graph *g, int rounds, int *class_of, int *n_cla
         col = next;
         next = t;
     }
-    /* first[o]: the lowest op of o's colour; ids by first op */
+    /* first[o]: the lowest op of o's colour; ids by first op (class_of is
+     * written only from here on: nothing below can fail) */
     for (int o = 0; o < n; o++)
         sorted[o] = (colour_op){col[o], o};
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_colour_op);
@@ -94,8 +94,7 @@ ss_status ss_op_classes(const ss_graph *g, int rounds, int *class_of, int *n_cla
                                   : sorted[i].op;
     int nc = 0;
     for (int o = 0; o < n; o++)
-        id[o] = first[o] == o ? nc++ : id[first[o]];
-    memcpy(class_of, id, (size_t)n * sizeof *class_of);
+        class_of[o] = first[o] == o ? nc++ : class_of[first[o]];
     *n_classes = nc;
 out:
     ss_free(col);
@@ -103,6 +102,5 @@ out:
     ss_free(scratch);
     ss_free(sorted);
     ss_free(first);
-    ss_free(id);
     return st;
 }

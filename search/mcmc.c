@@ -20,6 +20,16 @@
 /* Local moves draw this many random candidates and keep the nearest. */
 #define NEAR_K 4
 
+/* A partition of the ops in CSR form: the members of op's set are
+ * mem[off[of[op]] .. off[of[op] + 1]). */
+typedef struct opsets {
+    int *of, *off, *mem;
+} opsets;
+
+static int set_size(const opsets *x, int op) { return x->off[x->of[op] + 1] - x->off[x->of[op]]; }
+
+static const int *set_members(const opsets *x, int op) { return x->mem + x->off[x->of[op]]; }
+
 typedef struct search {
     const ss_space *sp;
     const ss_graph *g;
@@ -31,11 +41,8 @@ typedef struct search {
     int have_best;
     ss_pconfig prop;          /* proposal scratch with its own device buffer */
     int *nbr;                 /* neighbour op scratch */
-    int *grp_off, *grp;       /* ops sharing a weight: members of op's group are
-                                 grp[grp_off[gid[op]] .. grp_off[gid[op] + 1]) */
-    int *gid;
-    int *cls_off, *cls, *cid; /* structural classes (classes.h): members of op's class
-                                 are cls[cls_off[cid[op]] .. cls_off[cid[op] + 1]) */
+    opsets grp;               /* ops sharing their first weight (group moves) */
+    opsets cls;               /* structural classes (classes.h; class moves) */
     double *gcum;             /* per group: running sum of its first weight's bytes
                                  (weight moves draw a group by it); n_groups entries */
     int n_groups;
@@ -354,14 +361,10 @@ enum { MOVE_ONE = 0, MOVE_GROUP, MOVE_CLASS, MOVE_SEGMENT };
 static int move_targets(search *s, int op, int kind)
 {
     int n = 0;
-    if (kind == MOVE_GROUP) {
-        for (int k = s->grp_off[s->gid[op]]; k < s->grp_off[s->gid[op] + 1]; k++)
-            s->targets[n++] = s->grp[k];
-        return n;
-    }
-    if (kind == MOVE_CLASS) {
-        for (int k = s->cls_off[s->cid[op]]; k < s->cls_off[s->cid[op] + 1]; k++)
-            s->targets[n++] = s->cls[k];
+    if (kind == MOVE_GROUP || kind == MOVE_CLASS) {
+        const opsets *x = kind == MOVE_GROUP ? &s->grp : &s->cls;
+        n = set_size(x, op);
+        memcpy(s->targets, set_members(x, op), (size_t)n * sizeof *s->targets);
         return n;
     }
     s->targets[n++] = op;
@@ -413,8 +416,8 @@ static int draw_cumulative(search *s, const double *cum, int n)
 static int heavy_op(search *s)
 {
     int lo = draw_cumulative(s, s->gcum, s->n_groups);
-    int n = s->grp_off[lo + 1] - s->grp_off[lo];
-    return s->grp[s->grp_off[lo] + (int)ss_rng_below(&s->rng, n)];
+    int n = s->grp.off[lo + 1] - s->grp.off[lo];
+    return s->grp.mem[s->grp.off[lo] + (int)ss_rng_below(&s->rng, n)];
 }
 
 /* An op for a path move: drawn with probability proportional to the time
@@ -517,12 +520,11 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
             progress(s);
             continue;
         }
-        int gsize = s->grp_off[s->gid[op] + 1] - s->grp_off[s->gid[op]];
-        int csize = s->cls_off[s->cid[op] + 1] - s->cls_off[s->cid[op]];
         int kind = MOVE_ONE;
-        if (gsize > 1 && (heavy || ss_rng_unit(&s->rng) < s->p_group))
+        if (set_size(&s->grp, op) > 1 && (heavy || ss_rng_unit(&s->rng) < s->p_group))
             kind = MOVE_GROUP;
-        else if (!heavy && csize > 1 && s->p_class > 0 && ss_rng_unit(&s->rng) < s->p_class)
+        else if (!heavy && set_size(&s->cls, op) > 1 && s->p_class > 0 &&
+                 ss_rng_unit(&s->rng) < s->p_class)
             kind = MOVE_CLASS;
         else if (!heavy && ss_rng_unit(&s->rng) < s->p_segment)
             kind = MOVE_SEGMENT;
@@ -561,44 +563,52 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
     return SS_OK;
 }
 
-/* Members by id in CSR form: off[0..nid] (nid + 1 entries, zeroed by the
- * caller) and mem[] (n entries), ids[op] in [0, nid); returns the largest
- * set's size. fill: nid scratch entries. */
-static int csr_of(const int *ids, int n, int nid, int *off, int *mem, int *fill)
+/* x->off and x->mem from x->of (n ops in nid sets; x->off zeroed, nid + 1
+ * entries); returns the largest set's size. fill: nid scratch entries. */
+static int fill_sets(opsets *x, int n, int nid, int *fill)
 {
     int largest = 1;
     for (int o = 0; o < n; o++)
-        off[ids[o] + 1]++;
+        x->off[x->of[o] + 1]++;
     for (int g = 0; g < nid; g++) {
-        if (off[g + 1] > largest)
-            largest = off[g + 1];
-        off[g + 1] += off[g];
+        if (x->off[g + 1] > largest)
+            largest = x->off[g + 1];
+        x->off[g + 1] += x->off[g];
     }
     for (int g = 0; g < nid; g++)
-        fill[g] = off[g];
+        fill[g] = x->off[g];
     for (int o = 0; o < n; o++)
-        mem[fill[ids[o]]++] = o;
+        x->mem[fill[x->of[o]]++] = o;
     return largest;
 }
 
+static int alloc_sets(opsets *x, int n)
+{
+    x->of = ss_malloc(((size_t)n + 1) * sizeof *x->of);
+    x->off = ss_calloc((size_t)n + 2, sizeof *x->off);
+    x->mem = ss_malloc(((size_t)n + 1) * sizeof *x->mem);
+    return x->of && x->off && x->mem;
+}
+
+static void free_sets(opsets *x)
+{
+    ss_free(x->of);
+    ss_free(x->off);
+    ss_free(x->mem);
+}
+
 /* Groups of ops sharing their first weight (unrolled RNN steps, tied
- * embeddings): gid[op] indexes grp_off; ops without weights are alone.
- * Structural classes (classes.h): cid[op] indexes cls_off. */
+ * embeddings; ops without weights are alone) and structural classes
+ * (classes.h). */
 static ss_status make_groups(search *s, ss_diag *d)
 {
     int n = ss_graph_n_ops(s->g), nt = ss_graph_n_tensors(s->g);
     int *first = ss_malloc(((size_t)nt + 1) * sizeof *first);
-    s->gid = ss_malloc(((size_t)n + 1) * sizeof *s->gid);
-    s->grp_off = ss_calloc((size_t)n + 2, sizeof *s->grp_off);
-    s->grp = ss_malloc(((size_t)n + 1) * sizeof *s->grp);
     s->moved = ss_malloc(((size_t)n + 1) * sizeof *s->moved);
     s->targets = ss_malloc(((size_t)n + 2 * SEGMENT_MAX + 2) * sizeof *s->targets);
     s->gold = ss_calloc((size_t)n + 1, sizeof *s->gold);
-    s->cid = ss_malloc(((size_t)n + 1) * sizeof *s->cid);
-    s->cls_off = ss_calloc((size_t)n + 2, sizeof *s->cls_off);
-    s->cls = ss_malloc(((size_t)n + 1) * sizeof *s->cls);
-    if (!first || !s->gid || !s->grp_off || !s->grp || !s->moved || !s->gold || !s->targets ||
-        !s->cid || !s->cls_off || !s->cls) {
+    int sets_ok = alloc_sets(&s->grp, n) & alloc_sets(&s->cls, n);
+    if (!first || !sets_ok || !s->moved || !s->gold || !s->targets) {
         ss_free(first);
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     }
@@ -608,21 +618,21 @@ static ss_status make_groups(search *s, ss_diag *d)
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(s->g, o);
         if (op->n_w > 0 && first[op->weights[0]] >= 0) {
-            s->gid[o] = s->gid[first[op->weights[0]]];
+            s->grp.of[o] = s->grp.of[first[op->weights[0]]];
         } else {
-            s->gid[o] = ng++;
+            s->grp.of[o] = ng++;
             if (op->n_w > 0)
                 first[op->weights[0]] = o;
         }
     }
     ss_free(first);
     /* s->moved serves as scratch */
-    int gmax = csr_of(s->gid, n, ng, s->grp_off, s->grp, s->moved);
+    int gmax = fill_sets(&s->grp, n, ng, s->moved);
     int nc;
-    ss_status st = ss_op_classes(s->g, CLASS_ROUNDS, s->cid, &nc, d);
+    ss_status st = ss_op_classes(s->g, CLASS_ROUNDS, s->cls.of, &nc, d);
     if (st)
         return st;
-    int cmax = csr_of(s->cid, n, nc, s->cls_off, s->cls, s->moved);
+    int cmax = fill_sets(&s->cls, n, nc, s->moved);
     if (cmax > gmax)
         gmax = cmax;
     /* weight moves: running bytes of each group's first weight (0 for ops
@@ -633,7 +643,7 @@ static ss_status make_groups(search *s, ss_diag *d)
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     double sum = 0;
     for (int g = 0; g < ng; g++) {
-        const ss_op *lead = ss_graph_op(s->g, s->grp[s->grp_off[g]]);
+        const ss_op *lead = ss_graph_op(s->g, s->grp.mem[s->grp.off[g]]);
         if (lead->n_w > 0) {
             const ss_tensor *w = ss_graph_tensor(s->g, lead->weights[0]);
             double b = (double)ss_dtype_size(w->dtype);
@@ -655,17 +665,13 @@ static ss_status make_groups(search *s, ss_diag *d)
 
 static void cleanup(search *s)
 {
-    ss_free(s->gid);
     ss_free(s->gcum);
     ss_free(s->pcum);
     ss_free(s->had);
     for (int k = 0; k < NEAR_K; k++)
         ss_free(s->near[k].devices);
-    ss_free(s->grp_off);
-    ss_free(s->grp);
-    ss_free(s->cid);
-    ss_free(s->cls_off);
-    ss_free(s->cls);
+    free_sets(&s->grp);
+    free_sets(&s->cls);
     ss_free(s->moved);
     ss_free(s->targets);
     ss_free(s->gold);
