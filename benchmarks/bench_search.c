@@ -18,12 +18,13 @@
  *       data-parallel plan, or PLAN, a plan spec such as
  *       megatron:tp=2,pp=1,dp=32,mb=4; NODES and BATCH as in bench_sim, 0 =
  *       as in the files), one line per proposal and summary lines.
- *   bench_search search MODEL TOPOLOGY SECONDS SEED [EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS [P_HEAVY [BETA [P_PATH [P_LOCAL]]]]]]]
+ *   bench_search search MODEL TOPOLOGY SECONDS SEED [EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS [P_HEAVY [BETA [P_PATH [P_LOCAL [P_CLASS [NO_EVAL_CACHE]]]]]]]]]
  *       one search with a time limit (budget unlimited; the optional
- *       arguments override the search defaults, 0 = default); prints one line:
+ *       arguments override the search defaults, 0 = default; NO_EVAL_CACHE
+ *       1 judges revisited plans again); prints one line:
  *       model topology dp_ms expert_ms best_ms speedup_dp speedup_expert
  *       proposals simulations evals_per_s best_found_at_s
- *   bench_search trace MODEL TOPOLOGY SECONDS SEED [EXPLORE_SHARE [RESTART_AFTER [RANDOM_STARTS [P_HEAVY [BETA [P_PATH [P_LOCAL]]]]]]]
+ *   bench_search trace MODEL TOPOLOGY SECONDS SEED [same options as search]
  *       the best-so-far curve of one search: "t best_ms" lines on stdout (to
  *       measure the time to come within 1% of a longer search's best), and
  *       "proposals simulations dp_ms expert_ms" on stderr.
@@ -755,7 +756,8 @@ static void on_progress(void *ctx, const ss_search_progress *p)
 
 static int bench_run(const char *model, const char *topo, double secs, uint64_t seed, int trace,
                      double explore, int64_t restart, int random_starts, double p_heavy,
-                     double beta, double p_path, double p_local, double p_class)
+                     double beta, double p_path, double p_local, double p_class,
+                     int no_cache)
 {
     ss_machine *m;
     ss_graph *g;
@@ -775,6 +777,7 @@ static int bench_run(const char *model, const char *topo, double secs, uint64_t 
     cfg.p_path = p_path;
     cfg.p_local = p_local;
     cfg.p_class = p_class;
+    cfg.no_eval_cache = no_cache;
     curve cv = {trace ? stdout : NULL, -1};
     cfg.progress = on_progress;
     cfg.cb_ctx = &cv;
@@ -820,7 +823,7 @@ int main(int argc, char **argv)
                          argc > 7 ? atoll(argv[7]) : 0, argc > 8 ? atoi(argv[8]) : 0,
                          argc > 9 ? atof(argv[9]) : 0, argc > 10 ? atof(argv[10]) : 0,
                          argc > 11 ? atof(argv[11]) : 0, argc > 12 ? atof(argv[12]) : 0,
-                         argc > 13 ? atof(argv[13]) : 0);
+                         argc > 13 ? atof(argv[13]) : 0, argc > 14 ? atoi(argv[14]) : 0);
     fprintf(stderr, "usage: bench_search delta MODEL TOPOLOGY [N]\n"
                     "       bench_search shiftprobe MODEL TOPOLOGY N [SEED [NODES BATCH PLAN]]\n"
                     "       bench_search search|trace MODEL TOPOLOGY SECONDS SEED "

@@ -29,7 +29,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
             "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
-            "                 [--trace FILE] [--json] [--delta]\n\n"
+            "                 [--trace FILE] [--json] [--delta] [--no-eval-cache]\n\n"
             "Search a parallelization plan (MCMC over every operator's split and placement,\n"
             "judged by the simulator) and compare it with data parallelism and the expert\n"
             "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
@@ -47,7 +47,9 @@ static void help(FILE *f)
             "  --json            print one JSON object instead of the table\n"
             "  --delta           judge proposals by delta simulation (same numbers as the\n"
             "                    full simulator, but no critical path: no path moves;\n"
-            "                    see docs/search.md for when it pays)\n",
+            "                    see docs/search.md for when it pays)\n"
+            "  --no-eval-cache   simulate a plan again when the search meets it again\n"
+            "                    (for measurements: the same chain and plan, only slower)\n",
             DEFAULT_TIME_LIMIT);
 }
 
@@ -57,6 +59,7 @@ typedef struct opts {
     long long budget, seed;
     double time_limit;
     int delta;
+    int no_cache; /* --no-eval-cache */
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
@@ -80,6 +83,10 @@ static int parse(int argc, char **argv, opts *o)
         }
         if (!strcmp(argv[i], "--delta")) {
             o->delta = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--no-eval-cache")) {
+            o->no_cache = 1;
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
@@ -178,10 +185,10 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
     printf("  speedup of the best plan: %.2fx over data parallel, %.2fx over expert\n",
            r->speedup_vs_dp, r->speedup_vs_expert);
     printf("  search: %lld proposals (%lld rejected by the compute bound, %lld by the load\n"
-           "          bound while simulating), %lld accepted,\n"
-           "          %lld simulations (%.0f/s, %s), %.2f s, stopped: %s\n",
+           "          bound while simulating, %lld by an earlier judgement of the same plan),\n"
+           "          %lld accepted, %lld simulations (%.0f/s, %s), %.2f s, stopped: %s\n",
            (long long)r->proposals, (long long)r->pruned, (long long)r->cut,
-           (long long)r->accepted,
+           (long long)r->cached, (long long)r->accepted,
            (long long)r->evaluations, r->evals_per_s,
            r->delta ? "delta simulation" : "full simulation", r->time_s, r->stopped_by);
     printf("  best found after %.2f s; plan space about 10^%.0f plans\n", r->best_found_at_s,
@@ -220,6 +227,7 @@ static int run(const opts *o, struct sigaction *old)
     cfg.time_limit_s = o->time_limit;
     cfg.seed = (uint64_t)o->seed;
     cfg.use_delta = o->delta;
+    cfg.no_eval_cache = o->no_cache;
     cfg.stop = stop_cb;
     cfg.progress = isatty(STDERR_FILENO) ? progress_cb : NULL;
 

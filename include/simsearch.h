@@ -761,6 +761,9 @@ typedef struct ss_search_config {
                                 < 0: none; see search/mcmc.h) */
     double p_class;          /* share of class moves: one config for every op of a structural
                                 class (0: default, < 0: none; see search/classes.h) */
+    int no_eval_cache;       /* 1: simulate a plan again when the search meets it again
+                                (for measurements); 0: decide from the cached evaluation
+                                (search/evalcache.h). Same chain, same plan either way */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
      * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
     int (*stop)(void *cb_ctx);
@@ -779,6 +782,8 @@ typedef struct ss_search_result {
                                 their simulation ended: a resource's load (at the start,
                                 or its remaining work during the simulation) proved the
                                 iteration slower than the acceptance threshold */
+    int64_t cached;          /* proposals rejected from the cache: the same plan was judged
+                                before, and that judgement decides the test */
     double time_s, evals_per_s, best_found_at_s; /* evals_per_s: simulations per second */
     double log10_space;      /* log10 of the number of plans in the space */
     int delta;               /* 1 if delta simulation judged the proposals */

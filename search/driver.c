@@ -269,6 +269,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.p_path = r->delta ? -1 : cfg.p_path; /* path moves need the full simulation's path */
     mc.p_local = cfg.p_local;
     mc.p_class = cfg.p_class;
+    mc.eval_cache = cfg.no_eval_cache ? -1 : 0;
     mc.stop = bridge_stop;
     mc.progress = bridge_progress;
     mc.cb_ctx = &br;
@@ -294,6 +295,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         r->evaluations = ms.evaluations;
         r->pruned = ms.pruned;
         r->cut = ms.cut;
+        r->cached = ms.cached;
         r->infeasible = ms.infeasible;
         r->restarts = ms.restarts;
         r->time_s = ms.time_s;
@@ -346,6 +348,7 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(srch, "evaluations", json_integer(r->evaluations));
         bad |= json_object_set_new(srch, "pruned", json_integer(r->pruned));
         bad |= json_object_set_new(srch, "cut", json_integer(r->cut));
+        bad |= json_object_set_new(srch, "cached", json_integer(r->cached));
         bad |= json_object_set_new(srch, "infeasible", json_integer(r->infeasible));
         bad |= json_object_set_new(srch, "restarts", json_integer(r->restarts));
         bad |= json_object_set_new(srch, "time_s", json_real(r->time_s));

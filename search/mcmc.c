@@ -12,6 +12,7 @@
 #include "search/mcmc.h"
 
 #include "search/classes.h"
+#include "search/evalcache.h"
 
 #include <math.h>
 #include <string.h>
@@ -55,6 +56,10 @@ typedef struct search {
     int path_stale;           /* the base changed since pcum was built */
     int path_known;           /* pcum holds a path with time on it */
     int *targets;
+    ss_evalcache *cache;      /* earlier evaluations (NULL: off) */
+    ss_planhash key;          /* cache key of cur: the XOR of ophash[] */
+    ss_planhash *ophash;      /* per op: the hash of its config in cur */
+    ss_planhash *gold_hash;   /* ophash of the ops a move changed, before it */
     double p_group, p_segment, p_class, p_heavy, p_path, p_local, explore;
     int exploiting;           /* in the exploitation chain (local moves only there) */
     double beta, beta_now, p_nbr, t0, next_progress;
@@ -94,7 +99,7 @@ static int better(const ss_eval *a, const ss_eval *b)
 
 /* Metropolis–Hastings acceptance of moving from a to b, with the uniform u
  * drawn before the evaluation. */
-static int accept(search *s, const ss_eval *from, const ss_eval *to, double u)
+static int accept(const search *s, const ss_eval *from, const ss_eval *to, double u)
 {
     if (from->fits && !to->fits)
         return 0;
@@ -315,6 +320,28 @@ static void propose(search *s, int op)
     s->prop.stage = c->stage;
 }
 
+/* The cache key of cur from scratch (after cur was replaced). */
+static void rehash(search *s)
+{
+    if (!s->cache)
+        return;
+    s->key.a = s->key.b = 0;
+    for (int op = 0; op < ss_plan_n_ops(s->cur); op++) {
+        s->ophash[op] = ss_evalcache_config_hash(op, ss_plan_config(s->cur, op));
+        s->key.a ^= s->ophash[op].a;
+        s->key.b ^= s->ophash[op].b;
+    }
+}
+
+/* Op o of cur changed: its new hash into ophash[] and the key. */
+static void rehash_op(search *s, int o)
+{
+    ss_planhash old = s->ophash[o], now = ss_evalcache_config_hash(o, ss_plan_config(s->cur, o));
+    s->key.a ^= old.a ^ now.a;
+    s->key.b ^= old.b ^ now.b;
+    s->ophash[o] = now;
+}
+
 /* Move cur to plan p (fresh evaluation) and commit it. *ok as evaluate. */
 static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 {
@@ -328,6 +355,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
         return st;
     if (p != s->cur && ss_plan_copy(s->cur, p) != SS_OK)
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    rehash(s);
     commit(s);
     s->cur_e = e;
     s->st.restarts++;
@@ -464,6 +492,10 @@ static ss_status apply_move(search *s, int op, int kind, ss_diag *d)
         s->prop.stage = stage;
         if (st)
             return ss_diag_set(d, sd.status, "%s", sd.msg);
+        if (s->cache) {
+            s->gold_hash[s->n_moved] = s->ophash[o];
+            rehash_op(s, o);
+        }
         s->moved[s->n_moved++] = o;
     }
     return SS_OK;
@@ -473,11 +505,48 @@ static ss_status undo_move(search *s, ss_diag *d)
 {
     ss_diag sd;
     ss_diag_init(&sd);
-    for (int k = 0; k < s->n_moved; k++)
-        if (ss_plan_set_config(s->cur, s->moved[k], &s->gold[k], &sd) != SS_OK)
+    for (int k = 0; k < s->n_moved; k++) {
+        int o = s->moved[k];
+        if (ss_plan_set_config(s->cur, o, &s->gold[k], &sd) != SS_OK)
             return ss_diag_set(d, sd.status, "%s", sd.msg);
+        if (s->cache) {
+            s->key.a ^= s->ophash[o].a ^ s->gold_hash[k].a;
+            s->key.b ^= s->ophash[o].b ^ s->gold_hash[k].b;
+            s->ophash[o] = s->gold_hash[k];
+        }
+    }
     s->n_moved = 0;
     return SS_OK;
+}
+
+/* 1 if the cache knows the move to cur is rejected at threshold thr with
+ * the uniform u (the decision an evaluation would give: accept() on the
+ * cached answer, a cached bound above thr, or a plan that cannot run). A
+ * move the cache says is accepted is evaluated all the same, since the
+ * evaluator commits only a plan it has just judged. */
+static int cached_reject(const search *s, double thr, double u)
+{
+    ss_evalcache_entry ce;
+    if (!s->cache || !ss_evalcache_get(s->cache, s->key, &ce))
+        return 0;
+    switch (ce.kind) {
+    case SS_EVALCACHE_INVALID: return 1;
+    case SS_EVALCACHE_BEYOND: return ce.e.time_us > thr;
+    case SS_EVALCACHE_EXACT: return !accept(s, &s->cur_e, &ce.e, u);
+    }
+    return 0;
+}
+
+/* Cache what the evaluation of cur said (evaluate's e and ok). */
+static void remember(search *s, const ss_eval *e, int ok)
+{
+    if (!s->cache)
+        return;
+    ss_evalcache_entry ce = {.kind = !ok        ? SS_EVALCACHE_INVALID
+                                     : e->beyond ? SS_EVALCACHE_BEYOND
+                                                 : SS_EVALCACHE_EXACT,
+                             .e = *e};
+    ss_evalcache_put(s->cache, s->key, &ce);
 }
 
 /* One chain of at most `steps` proposals from cur, until `deadline` seconds
@@ -545,10 +614,18 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
             progress(s);
             continue;
         }
+        if (cached_reject(s, thr, u)) {
+            s->st.cached++;
+            if ((st = undo_move(s, d)) != SS_OK)
+                return st;
+            progress(s);
+            continue;
+        }
         ss_eval e;
         int ok;
         if ((st = evaluate(s, s->cur, changed, thr, &e, &ok, d)) != SS_OK)
             return st;
+        remember(s, &e, ok);
         if (ok && !e.beyond && accept(s, &s->cur_e, &e, u)) {
             commit(s);
             s->cur_e = e;
@@ -677,6 +754,9 @@ static void cleanup(search *s)
     ss_free(s->gold);
     ss_free(s->gold_dev);
     ss_plan_free(s->cur);
+    ss_evalcache_free(s->cache);
+    ss_free(s->ophash);
+    ss_free(s->gold_hash);
     ss_free(s->prop.devices);
     ss_free(s->nbr);
 }
@@ -741,6 +821,14 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     if (st == SS_OK)
         st = make_groups(&s, d);
+    if (st == SS_OK && cfg->eval_cache >= 0) {
+        int n = ss_graph_n_ops(s.g) + 1;
+        s.cache = ss_evalcache_new();
+        s.ophash = ss_malloc((size_t)n * sizeof *s.ophash);
+        s.gold_hash = ss_malloc((size_t)n * sizeof *s.gold_hash);
+        if (!s.cache || !s.ophash || !s.gold_hash)
+            st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    }
 
     /* Evaluate every start first (even after a stop, so the best is never
      * worse than any start). */
@@ -749,7 +837,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     int n_ok = 0, at = -1; /* at: the start the evaluator's base holds */
     for (int i = 0; st == SS_OK && i < n_starts; i++) {
-        int ok;
+        int ok = 0;
         st = jump(&s, starts[i], &ok, d);
         ok_start[i] = (char)ok;
         n_ok += ok;

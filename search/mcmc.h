@@ -111,6 +111,9 @@ typedef struct ss_mcmc_stats {
     int64_t pruned;        /* moves rejected by the lower bound, without eval */
     int64_t cut;           /* moves rejected by an eval that stopped early (beyond the
                               acceptance threshold); not counted in evaluations */
+    int64_t cached;        /* moves rejected from the cache of earlier evaluations
+                              (evalcache.h): the same plan was judged before, and what it
+                              said decides the test; not counted in evaluations */
     int64_t infeasible;    /* evaluations that did not fit or could not run */
     int64_t restarts;      /* chain starts + restarts from the best */
     double time_s;         /* wall time of the search */
@@ -143,6 +146,9 @@ typedef struct ss_mcmc_config {
     double p_local;          /* share of the random configs drawn as local moves: the
                                 nearest to the current config of a few random candidates
                                 (< 0: 0; 0: default, see mcmc.c) */
+    int eval_cache;          /* >= 0: remember every evaluation and decide a move to a plan
+                                judged before from what it said (evalcache.h); < 0: judge it
+                                again. The chain is the same either way, only its time is not */
     /* Optional callbacks (cb_ctx passed to both). stop: polled before every
      * proposal, nonzero stops the search with SS_MCMC_STOP_USER. progress:
      * called about every progress_every_s seconds (0: 0.2 s). */

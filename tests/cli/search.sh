@@ -40,7 +40,8 @@ for k in ["iteration_time_ms", "throughput_samples_per_s", "peak_memory_bytes", 
     assert k in d["best"], k
     assert k in d["baselines"]["data_parallel"], k
     assert k in d["baselines"]["expert"], k
-for k in ["proposals", "accepted", "evaluations", "pruned", "cut", "time_s", "evals_per_s"]:
+for k in ["proposals", "accepted", "evaluations", "pruned", "cut", "cached", "time_s",
+          "evals_per_s"]:
     assert k in d["search"], k
 assert 0 < d["search"]["proposals"] <= 400
 dp = d["baselines"]["data_parallel"]["iteration_time_ms"]
@@ -62,6 +63,21 @@ fi
 for want in "data parallel" "expert" "best found" "plan written to $tmp/b.json" "proposals"; do
   grep -q -- "$want" "$tmp/out" || { echo "FAIL report lacks '$want'"; fail=$((fail + 1)); }
 done
+
+# --no-eval-cache: every revisited plan simulated again, the same chain and plan.
+check "search --no-eval-cache" 0 "$bin" search --topology $topo --nodes 1 --model mlp \
+  --budget 400 --time-limit 0 --seed 7 --out "$tmp/nc.json" --no-eval-cache --json
+if ! cmp -s "$tmp/a.json" "$tmp/nc.json"; then
+  echo "FAIL --no-eval-cache: a different plan"
+  fail=$((fail + 1))
+fi
+python3 - "$tmp/search.json" "$tmp/out" <<'PY' || { echo "FAIL --no-eval-cache counts"; fail=$((fail + 1)); }
+import json, sys
+a, b = json.load(open(sys.argv[1]))["search"], json.load(open(sys.argv[2]))["search"]
+assert b["cached"] == 0, b
+assert a["accepted"] == b["accepted"] and a["proposals"] == b["proposals"], (a, b)
+assert a["evaluations"] + a["cut"] + a["cached"] == b["evaluations"] + b["cut"], (a, b)
+PY
 
 # 3. The written plan loads into simulate and gives the same prediction.
 if check "simulate the plan" 0 "$bin" simulate --topology $topo --nodes 1 --model mlp \

@@ -457,6 +457,7 @@ static void test_bound_same_chain(void **state)
     cfg.budget = 3000;
     cfg.seed = 77;
     cfg.patience = -1;
+    cfg.eval_cache = -1; /* the counts below compare bound and evaluator alone */
     ss_mcmc_stats s1, s2;
     ss_eval e1, e2;
     ss_diag d;
@@ -484,6 +485,53 @@ static void test_bound_same_chain(void **state)
     assert_int_equal(f.t.contract_violations, 0);
     ss_plan_free(other);
     teardown_fx(&f);
+}
+
+/* The evaluation cache (evalcache.h) decides a move to a plan judged
+ * before exactly as a new evaluation would: with the cache on and off the
+ * chain is the same (best plan, proposals, acceptances), and every move it
+ * decides is an evaluator call saved. Three kinds of cached answers: exact
+ * times, bounds of evaluations cut at a threshold (cutoff), plans that
+ * cannot run (fc1 on device 3). */
+static void test_cache_same_chain(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 3; variant++) {
+        fixture f;
+        setup_fx(&f);
+        f.t.cutoff = variant == 1;
+        f.t.invalid_dev3 = variant == 2;
+        ss_plan *single = ss_plan_new(f.g, NULL); /* all on device 0: runs in variant 2 */
+        ss_plan *starts[3] = {f.dp, f.rnd, single};
+        ss_mcmc_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.budget = 3000;
+        cfg.seed = 77;
+        cfg.patience = -1;
+        cfg.eval_cache = -1;
+        ss_mcmc_stats s1, s2;
+        ss_eval e1, e2;
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 3, &cfg, f.best, &e1, &s1, &d), SS_OK);
+        long calls1 = f.t.evals;
+        ss_plan *other = ss_plan_new(f.g, NULL);
+        cfg.eval_cache = 0;
+        assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 3, &cfg, other, &e2, &s2, &d), SS_OK);
+        same_chain(&f, other, &e1, &s1, &e2, &s2);
+        assert_int_equal(s1.cached, 0);
+        assert_true(s2.cached > 100); /* 6,174 plans: a chain of 3,000 moves revisits many */
+        assert_int_equal(s2.evaluations + s2.cut + s2.cached, s1.evaluations + s1.cut);
+        assert_int_equal(f.t.evals - calls1 + s2.cached, calls1);
+        if (variant == 1)
+            assert_true(s1.cut > 0);
+        if (variant == 2)
+            assert_true(s1.infeasible > 0 && s2.infeasible < s1.infeasible);
+        assert_int_equal(f.t.contract_violations, 0);
+        ss_plan_free(single);
+        ss_plan_free(other);
+        teardown_fx(&f);
+    }
 }
 
 /* Plans the evaluator cannot run are rejected and the search goes on; a
@@ -941,6 +989,7 @@ int main(void)
         cmocka_unit_test(test_stopping_rules),
         cmocka_unit_test(test_schedule_defaults),
         cmocka_unit_test(test_bound_same_chain),
+        cmocka_unit_test(test_cache_same_chain),
         cmocka_unit_test(test_invalid_and_errors),
         cmocka_unit_test(test_weight_moves),
         cmocka_unit_test(test_class_moves),
