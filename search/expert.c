@@ -1,7 +1,8 @@
 /*
  * expert.c — expert plans (expert.h): data-parallel convolutions with
  * model-parallel fully-connected layers, GNMT-style layer placement for
- * LSTMs, and the best of a few Megatron-LM configs for transformers.
+ * LSTMs (the fc layers in the variant the evaluator judges best), and the
+ * best of a few Megatron-LM configs for transformers.
  *
  * Every rule edits a data-parallel plan op by op and keeps the data-parallel
  * config wherever its split would not divide a dim, so the result is always
@@ -50,9 +51,14 @@ static int out_ndim(const ss_graph *g, int op)
 }
 
 /* Model-parallel fully-connected layers and the element-wise ops after
- * them. mp[op] = 1 marks ops whose config was changed here. */
-static ss_status mp_fc(const ss_graph *g, ss_plan *p, int n_dev, int *devs, char *mp,
-                       const char *skip, ss_diag *d)
+ * them: the output-feature dim split k ways over `per` devices of a group,
+ * k the largest degree dividing both, and with groups > 1 the batch split
+ * over the groups (devs: groups x per devices, group-major; tile (i, j) on
+ * devs[i * per + j]). Ops whose dims do not divide stay as they are. mp[op]
+ * = 1 marks ops whose config was changed here; tiles: scratch of groups x
+ * per entries. */
+static ss_status mp_fc(const ss_graph *g, ss_plan *p, int groups, int per, const int *devs,
+                       int *tiles, char *mp, const char *skip, ss_diag *d)
 {
     for (int i = 0; i < ss_graph_n_ops(g); i++) {
         const ss_op *op = ss_graph_op(g, i);
@@ -62,18 +68,24 @@ static ss_status mp_fc(const ss_graph *g, ss_plan *p, int n_dev, int *devs, char
         if (op->type == SS_OP_LINEAR) {
             int nd = out_ndim(g, i);
             const ss_tensor *o = ss_graph_tensor(g, ss_graph_out(g, i));
-            int k = common_degree(n_dev, o->shape[nd - 1]);
-            if (k < 2 || !(ss_op_split_mask(g, op) & (1u << (nd - 1))))
+            unsigned mask = ss_op_split_mask(g, op);
+            int k = common_degree(per, o->shape[nd - 1]);
+            if (k < 2 || !(mask & (1u << (nd - 1))) || nd < 2 ||
+                (groups > 1 && (!(mask & 1u) || o->shape[0] % groups != 0)))
                 continue;
+            for (int a = 0; a < groups; a++)
+                for (int b = 0; b < k; b++)
+                    tiles[a * k + b] = devs[a * per + b];
             ss_pconfig c;
             memset(&c, 0, sizeof c);
             c.ndim = nd;
             for (int j = 0; j < SS_MAX_DIMS; j++)
                 c.deg[j] = 1;
+            c.deg[0] = groups;
             c.deg[nd - 1] = k;
             c.red = 1;
-            c.ntiles = k;
-            c.devices = devs;
+            c.ntiles = groups * k;
+            c.devices = tiles;
             c.stage = ss_plan_config(p, i)->stage;
             st = ss_plan_set_config(p, i, &c, d);
             mp[i] = 1;
@@ -91,6 +103,10 @@ static ss_status mp_fc(const ss_graph *g, ss_plan *p, int n_dev, int *devs, char
     }
     return SS_OK;
 }
+
+/* The fully-connected layers of the rule plans: split over all devices,
+ * within each host (batch split over hosts), or left data parallel. */
+typedef enum { FC_ALL = 0, FC_PER_HOST, FC_DATA } fc_variant;
 
 /* GNMT: LSTM layer l on local rank l mod D of every host, batch split over
  * hosts. Layers are told apart by their (shared) first weight. lstm[op] = 1
@@ -158,28 +174,58 @@ out:
     return st;
 }
 
-static ss_status rule_plan(const ss_graph *g, const ss_machine *m, ss_family fam, ss_plan **out,
-                           ss_diag *d)
+/* Hosts of m that have at least `per` devices each, when every host does:
+ * their first `per` devices by local rank, host by host, into devs (N
+ * entries); returns the number of hosts, or 0 when some host has fewer. */
+static int host_groups(const ss_machine *m, int per, int *devs)
+{
+    int H = ss_machine_n_hosts(m), N = ss_machine_n_devices(m);
+    for (int h = 0; h < H; h++)
+        for (int r = 0; r < per; r++) {
+            int found = -1;
+            for (int k = 0; k < N && found < 0; k++)
+                if (ss_machine_device(m, k)->host == h && ss_machine_device(m, k)->local_rank == r)
+                    found = k;
+            if (found < 0)
+                return 0;
+            devs[h * per + r] = found;
+        }
+    return H;
+}
+
+/* The rule plan of family fam with fc variant v (expert.h); INVALID when
+ * the variant does not apply to m (one host: per-host = all devices). */
+static ss_status rule_plan(const ss_graph *g, const ss_machine *m, ss_family fam, fc_variant v,
+                           ss_plan **out, ss_diag *d)
 {
     ss_plan *p = NULL;
     ss_status st = ss_plan_data_parallel(g, m, 0, &p, d);
     if (st)
         return st;
-    int N = ss_machine_n_devices(m), n_ops = ss_graph_n_ops(g);
-    int *devs = ss_malloc((size_t)N * sizeof *devs);
+    int N = ss_machine_n_devices(m), n_ops = ss_graph_n_ops(g), H = ss_machine_n_hosts(m);
+    int *devs = ss_malloc((size_t)N * sizeof *devs), *tiles = ss_malloc((size_t)N * sizeof *tiles);
     char *mp = ss_calloc((size_t)n_ops + 1, 1);
     char *lstm = ss_calloc((size_t)n_ops + 1, 1);
-    if (!devs || !mp || !lstm)
+    if (!devs || !tiles || !mp || !lstm)
         st = ss_diag_set(d, SS_ERR_NOMEM, "expert plan: out of memory");
-    for (int i = 0; i < N && st == SS_OK; i++)
+    int groups = 1, per = N;
+    if (st == SS_OK && v == FC_PER_HOST) {
+        per = H > 1 ? N / H : N;
+        groups = H > 1 ? host_groups(m, per, devs) : 0;
+        if (groups < 2)
+            st = ss_diag_set(d, SS_ERR_INVALID, "expert plan: fc within each host needs several "
+                                                "hosts of equal size");
+    }
+    for (int i = 0; i < N && st == SS_OK && v != FC_PER_HOST; i++)
         devs[i] = i;
     if (st == SS_OK && fam == SS_FAMILY_RNN)
         st = gnmt(g, m, p, lstm, d);
-    if (st == SS_OK)
-        st = mp_fc(g, p, N, devs, mp, lstm, d);
+    if (st == SS_OK && v != FC_DATA)
+        st = mp_fc(g, p, groups, per, devs, tiles, mp, lstm, d);
     if (st == SS_OK)
         st = ss_plan_validate(p, g, m, d);
     ss_free(devs);
+    ss_free(tiles);
     ss_free(mp);
     ss_free(lstm);
     if (st) {
@@ -188,6 +234,15 @@ static ss_status rule_plan(const ss_graph *g, const ss_machine *m, ss_family fam
     }
     *out = p;
     return SS_OK;
+}
+
+/* Is evaluation e (of a candidate) better than the best so far, be (none
+ * yet: have == 0)? Fitting first, then time, then overflow; the first
+ * candidate wins ties. */
+static int candidate_wins(int have, const ss_eval *e, const ss_eval *be)
+{
+    return !have || (e->fits && !be->fits) || (e->fits && be->fits && e->time_us < be->time_us) ||
+           (!e->fits && !be->fits && e->overflow_bytes < be->overflow_bytes);
 }
 
 /* Best Megatron config: tp a power of two within a node (<= 8), pp in
@@ -225,10 +280,7 @@ static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_
                 ss_plan_free(best);
                 return ss_diag_set(d, st, "%s", local.msg);
             }
-            int win = !best || (ev && ((e.fits && !be.fits) ||
-                                       (e.fits && e.time_us < be.time_us) ||
-                                       (!e.fits && !be.fits && e.overflow_bytes < be.overflow_bytes)));
-            if (win) {
+            if (!best || (ev && candidate_wins(1, &e, &be))) {
                 ss_plan_free(best);
                 best = p;
                 be = e;
@@ -259,10 +311,45 @@ ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_evalua
         if (st != SS_ERR_INVALID)
             return st ? ss_diag_set(d, st, "%s", local.msg) : SS_OK;
     }
-    ss_status st = rule_plan(g, m, fam, out, d);
-    if (st == SS_OK)
-        snprintf(label, n, "%s",
-                 fam == SS_FAMILY_RNN ? "GNMT layers per device + model-parallel fc"
-                                      : "data-parallel conv + model-parallel fc");
-    return st;
+    /* The rule's fc variants: without an evaluator the first, else the best. */
+    static const char *fc_label[] = {"model-parallel fc", "model-parallel fc within each host",
+                                     "data-parallel fc"};
+    int n_var = !ev ? 1 : fam == SS_FAMILY_RNN ? 3 : 2;
+    ss_plan *best = NULL;
+    ss_eval be = {0, 0, 0, 0};
+    for (int v = 0; v < n_var; v++) {
+        ss_plan *p = NULL;
+        ss_diag local;
+        ss_diag_init(&local);
+        ss_status st = rule_plan(g, m, fam, (fc_variant)v, &p, &local);
+        ss_eval e = {0, 0, 0, 0};
+        if (st == SS_OK && ev)
+            st = ev->eval(ev->ctx, p, -1, HUGE_VAL, &e, &local);
+        if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) {
+            ss_plan_free(p);
+            if (v == 0 && n_var == 1)
+                return ss_diag_set(d, st, "%s", local.msg);
+            continue;
+        }
+        if (st) {
+            ss_plan_free(p);
+            ss_plan_free(best);
+            return ss_diag_set(d, st, "%s", local.msg);
+        }
+        if (candidate_wins(best != NULL, &e, &be)) {
+            ss_plan_free(best);
+            best = p;
+            be = e;
+            snprintf(label, n, "%s + %s",
+                     fam == SS_FAMILY_RNN ? "GNMT layers per device" : "data-parallel conv",
+                     fc_label[v]);
+        } else {
+            ss_plan_free(p);
+        }
+    }
+    if (!best)
+        return ss_diag_set(d, SS_ERR_INVALID, "expert plan: no rule plan of this model runs on %d "
+                                              "devices", ss_machine_n_devices(m));
+    *out = best;
+    return SS_OK;
 }

@@ -12,6 +12,12 @@
  *                      node) and the batch is split across nodes (data
  *                      parallelism between nodes); other ops follow the CNN
  *                      rule.
+ *   fc variants        with an evaluator, the fully-connected layers of the
+ *                      two rules above are tried split over all devices,
+ *                      split within each host (batch split over the hosts;
+ *                      only with several hosts of equal size) and, for RNNs,
+ *                      data parallel; the best evaluation is kept (the first
+ *                      on ties). Without one: split over all devices.
  *   transformers       the best of a few Megatron-LM configurations
  *   (attention ops)    (tensor parallel degree within a node, pipeline
  *                      depth, data parallel for the rest), judged by the
@@ -38,11 +44,13 @@ typedef enum ss_family {
 ss_family ss_expert_family(const ss_graph *g);
 const char *ss_family_name(ss_family f); /* "cnn", "rnn", "transformer", "other" */
 
-/* Build the expert plan of g on m. For transformers ev judges the Megatron
- * candidates (ev may be NULL for other families; its base is left at the
+/* Build the expert plan of g on m. ev judges the Megatron candidates of
+ * transformers and the fc variants of the other rules (ev may be NULL: the
+ * first fc variant; Megatron candidates in order; its base is left at the
  * last candidate evaluated). On success *out is a new plan the caller frees
- * and label (n bytes) describes it ("data-parallel conv + model-parallel
- * fc", "megatron:tp=4,pp=1,dp=4"). On error *out is untouched. */
+ * and label (n bytes) describes it ("data-parallel conv + model-parallel fc
+ * within each host", "megatron:tp=4,pp=1,dp=4"). On error *out is
+ * untouched. */
 ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_evaluator *ev,
                          ss_plan **out, char *label, size_t n, ss_diag *d);
 

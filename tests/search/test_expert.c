@@ -177,6 +177,135 @@ static void test_transformer(void **state)
     ss_machine_free(m);
 }
 
+/* CNN and RNN rules with an evaluator: the fc variants (all devices,
+ * within each host, and for RNNs data parallel) are each judged and the
+ * best kept. A constant toy evaluator: 2 candidates for a CNN, 3 for an
+ * RNN, the first wins ties. On one host (dgx-a100) "within each host" does
+ * not apply: 1 and 2 candidates. */
+static int n_const;
+static ss_status const_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us,
+                            ss_eval *e, ss_diag *d)
+{
+    (void)ctx;
+    (void)p;
+    (void)d;
+    assert_int_equal(changed, -1);
+    assert_true(cutoff_us == HUGE_VAL);
+    n_const++;
+    e->time_us = 1;
+    e->fits = 1;
+    e->overflow_bytes = 0;
+    return SS_OK;
+}
+
+static void test_rule_variants_counted(void **state)
+{
+    (void)state;
+    ss_evaluator ev = {NULL, const_eval, NULL, NULL, NULL};
+    const char *topo[2] = {"topologies/p100x16.json", "topologies/dgx-a100.json"};
+    int want_cnn[2] = {2, 1}, want_rnn[2] = {3, 2};
+    for (int k = 0; k < 2; k++) {
+        ss_machine *m = NULL;
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_machine_load(ss_test_path(topo[k]), &m, &d), SS_OK);
+        int nd = ss_machine_n_devices(m);
+        const char *spec[2] = {"alexnet", "rnnlm:steps=3"};
+        for (int j = 0; j < 2; j++) {
+            ss_graph *g = NULL;
+            assert_int_equal(ss_model_build(spec[j], 64, nd, &g, &d), SS_OK);
+            ss_plan *p = NULL;
+            char label[128];
+            n_const = 0;
+            assert_int_equal(ss_expert_plan(g, m, &ev, &p, label, sizeof label, &d), SS_OK);
+            assert_int_equal(n_const, j == 0 ? want_cnn[k] : want_rnn[k]);
+            assert_string_equal(label, j == 0 ? "data-parallel conv + model-parallel fc"
+                                              : "GNMT layers per device + model-parallel fc");
+            ss_plan_free(p);
+            ss_graph_free(g);
+        }
+        ss_machine_free(m);
+    }
+}
+
+/* With the simulator as the judge (p100x16): alexnet's fc layers split 4
+ * ways within each host, batch split over the 4 hosts (an fc split over
+ * all 16 devices, the rule without an evaluator, is slower); rnntc's
+ * fc stays data parallel. The chosen plan is never slower than the plain
+ * rule's. */
+static ss_status sim_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us, ss_eval *e,
+                          ss_diag *d)
+{
+    (void)changed;
+    (void)cutoff_us;
+    ss_sim_result r;
+    memset(&r, 0, sizeof r);
+    ss_status st = ss_sim_run(ctx, p, &r, d);
+    e->time_us = r.iteration_us;
+    e->fits = r.fits;
+    e->overflow_bytes = r.overflow_bytes;
+    ss_sim_result_clear(&r);
+    return st;
+}
+
+static double sim_time(ss_sim *sim, const ss_plan *p)
+{
+    ss_eval e;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(sim_eval(sim, p, -1, HUGE_VAL, &e, &d), SS_OK);
+    return e.time_us;
+}
+
+static void test_rule_variants_simulated(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100();
+    ss_costmodel *cm = ss_cost_new(m);
+    const char *spec[2] = {"alexnet", "rnntc:steps=4"};
+    for (int j = 0; j < 2; j++) {
+        ss_graph *g = build(spec[j], j == 0 ? 256 : 64);
+        ss_sim *sim = NULL;
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_sim_new(g, m, cm, NULL, &sim, &d), SS_OK);
+        ss_evaluator ev = {sim, sim_eval, NULL, NULL, NULL};
+        ss_plan *p = NULL, *plain = NULL;
+        char label[128];
+        assert_int_equal(ss_expert_plan(g, m, &ev, &p, label, sizeof label, &d), SS_OK);
+        assert_int_equal(ss_expert_plan(g, m, NULL, &plain, label + 64, 64, &d), SS_OK);
+        assert_int_equal(ss_plan_validate(p, g, m, &d), SS_OK);
+        double t = sim_time(sim, p), t_plain = sim_time(sim, plain);
+        assert_true(t <= t_plain);
+        for (int i = 0; i < ss_graph_n_ops(g); i++) {
+            if (ss_graph_op(g, i)->type != SS_OP_LINEAR)
+                continue;
+            const ss_pconfig *c = ss_plan_config(p, i);
+            if (j == 0) {
+                assert_int_equal(c->deg[0], 4);
+                assert_int_equal(c->deg[c->ndim - 1], 4);
+                for (int k = 0; k < 16; k++)
+                    assert_int_equal(c->devices[k], k); /* host h: 4h .. 4h + 3 */
+            } else {
+                assert_int_equal(c->deg[0], 16);
+                assert_int_equal(c->ntiles, 16);
+            }
+        }
+        if (j == 0) {
+            assert_string_equal(label, "data-parallel conv + model-parallel fc within each host");
+            assert_true(t < t_plain);
+        } else {
+            assert_string_equal(label, "GNMT layers per device + data-parallel fc");
+        }
+        ss_plan_free(p);
+        ss_plan_free(plain);
+        ss_sim_free(sim);
+        ss_graph_free(g);
+    }
+    ss_cost_free(cm);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -184,6 +313,8 @@ int main(void)
         cmocka_unit_test(test_cnn),
         cmocka_unit_test(test_rnn),
         cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_rule_variants_counted),
+        cmocka_unit_test(test_rule_variants_simulated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
