@@ -236,13 +236,30 @@ static ss_status rule_plan(const ss_graph *g, const ss_machine *m, ss_family fam
     return SS_OK;
 }
 
-/* Is evaluation e (of a candidate) better than the best so far, be (none
- * yet: have == 0)? Fitting first, then time, then overflow; the first
- * candidate wins ties. */
-static int candidate_wins(int have, const ss_eval *e, const ss_eval *be)
+/* Offer candidate plan p (owned) to the best so far (*best, judged *be):
+ * ev judges it, and it replaces the best when it is better — fitting first,
+ * then time, then overflow; the first candidate wins ties, and without ev
+ * only the first counts. *won = 1 when it did; otherwise p is freed. A
+ * candidate that cannot run (INVALID / INFEASIBLE, message in *d) is
+ * dropped with SS_OK; any other evaluator error is returned, p freed. */
+static ss_status offer(const ss_evaluator *ev, ss_plan *p, ss_plan **best, ss_eval *be, int *won,
+                       ss_diag *d)
 {
-    return !have || (e->fits && !be->fits) || (e->fits && be->fits && e->time_us < be->time_us) ||
-           (!e->fits && !be->fits && e->overflow_bytes < be->overflow_bytes);
+    ss_eval e = {0, 0, 0, 0};
+    ss_status st = ev ? ev->eval(ev->ctx, p, -1, HUGE_VAL, &e, d) : SS_OK;
+    *won = 0;
+    if (st == SS_OK)
+        *won = !*best || (ev && ((e.fits && !be->fits) ||
+                                 (e.fits && be->fits && e.time_us < be->time_us) ||
+                                 (!e.fits && !be->fits && e.overflow_bytes < be->overflow_bytes)));
+    if (!*won) {
+        ss_plan_free(p);
+        return st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE ? SS_OK : st;
+    }
+    ss_plan_free(*best);
+    *best = p;
+    *be = e;
+    return SS_OK;
 }
 
 /* Best Megatron config: tp a power of two within a node (<= 8), pp in
@@ -269,25 +286,14 @@ static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_
             ss_diag_init(&local);
             if (ss_plan_megatron(g, m, &mc, &p, &local) != SS_OK)
                 continue;
-            ss_eval e;
-            ss_status st = ev ? ev->eval(ev->ctx, p, -1, HUGE_VAL, &e, &local) : SS_OK;
-            if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) {
-                ss_plan_free(p);
-                continue;
-            }
+            int won;
+            ss_status st = offer(ev, p, &best, &be, &won, &local);
             if (st) {
-                ss_plan_free(p);
                 ss_plan_free(best);
                 return ss_diag_set(d, st, "%s", local.msg);
             }
-            if (!best || (ev && candidate_wins(1, &e, &be))) {
-                ss_plan_free(best);
-                best = p;
-                be = e;
+            if (won)
                 snprintf(label, n, "megatron:tp=%d,pp=%d,dp=%d", tp, pp, mc.dp);
-            } else {
-                ss_plan_free(p);
-            }
         }
     }
     if (!best)
@@ -317,39 +323,30 @@ ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_evalua
     int n_var = !ev ? 1 : fam == SS_FAMILY_RNN ? 3 : 2;
     ss_plan *best = NULL;
     ss_eval be = {0, 0, 0, 0};
+    ss_diag local; /* the last variant's trouble, reported if none runs */
+    ss_diag_init(&local);
+    ss_status st = SS_OK;
     for (int v = 0; v < n_var; v++) {
         ss_plan *p = NULL;
-        ss_diag local;
+        int won = 0;
         ss_diag_init(&local);
-        ss_status st = rule_plan(g, m, fam, (fc_variant)v, &p, &local);
-        ss_eval e = {0, 0, 0, 0};
-        if (st == SS_OK && ev)
-            st = ev->eval(ev->ctx, p, -1, HUGE_VAL, &e, &local);
-        if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) {
-            ss_plan_free(p);
-            if (v == 0 && n_var == 1)
-                return ss_diag_set(d, st, "%s", local.msg);
+        st = rule_plan(g, m, fam, (fc_variant)v, &p, &local);
+        if (st == SS_OK)
+            st = offer(ev, p, &best, &be, &won, &local);
+        if (st == SS_ERR_INVALID || st == SS_ERR_INFEASIBLE) /* this variant does not apply */
             continue;
-        }
         if (st) {
-            ss_plan_free(p);
             ss_plan_free(best);
             return ss_diag_set(d, st, "%s", local.msg);
         }
-        if (candidate_wins(best != NULL, &e, &be)) {
-            ss_plan_free(best);
-            best = p;
-            be = e;
+        if (won)
             snprintf(label, n, "%s + %s",
                      fam == SS_FAMILY_RNN ? "GNMT layers per device" : "data-parallel conv",
                      fc_label[v]);
-        } else {
-            ss_plan_free(p);
-        }
     }
     if (!best)
-        return ss_diag_set(d, SS_ERR_INVALID, "expert plan: no rule plan of this model runs on %d "
-                                              "devices", ss_machine_n_devices(m));
+        return ss_diag_set(d, st ? st : SS_ERR_INVALID, "%s",
+                           local.msg[0] ? local.msg : "expert plan: no rule plan runs");
     *out = best;
     return SS_OK;
 }
