@@ -9,10 +9,29 @@
  * configs behind base, kept in step at every commit; when it cannot be kept,
  * base_known = 0 and the next full evaluation computes every row): a group
  * move of 40 ops costs their rows, not the whole graph's.
+ *
+ * Tile costs are remembered per (op, degrees, reduction, recomputation,
+ * device type of every tile): a tile's cost depends on nothing else
+ * (ss_pconfig_tile fixes the tile from the degrees, the cost model prices it
+ * on a device type), and the chain proposes the same configs again and
+ * again (local moves, moves undone). A hit replays the stored per-tile
+ * values in tile order, so a row is bit-identical with or without the memo.
+ * The memo is bounded (MEMO_SLOTS entries, MEMO_VALUES values) and emptied
+ * when full.
  */
 #include "search/bound.h"
 
 #include <string.h>
+
+#define MEMO_SLOTS (1 << 15)   /* power of two; at most half are used */
+#define MEMO_VALUES (1 << 21)  /* stored tile values (16 MiB) */
+
+typedef struct rowent {
+    uint64_t h;     /* 0: empty */
+    int32_t op, red, ntiles, recompute;
+    int32_t deg[SS_MAX_DIMS];
+    int32_t off;    /* into vals and types */
+} rowent;
 
 struct ss_bound {
     const ss_graph *g;
@@ -29,6 +48,13 @@ struct ss_bound {
     int base_known;
     ss_pconfig one;  /* a one-op move's new config (one_ok), for base_plan at commit */
     int *one_dev, cap_one, one_ok;
+    /* the tile-cost memo (file comment): open addressing on memo_key() */
+    rowent *slots;
+    int n_slots;
+    double *vals;    /* per entry: its tiles' values, in tile order */
+    uint16_t *types; /* per entry: its tiles' device types (several types only) */
+    int n_vals;
+    int hetero;      /* the machine has several device types */
 };
 
 ss_status ss_bound_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, ss_bound **out,
@@ -47,7 +73,13 @@ ss_status ss_bound_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     b->pend = ss_calloc(cells, sizeof *b->pend);
     b->load = ss_calloc((size_t)b->n_dev + 1, sizeof *b->load);
     b->row = ss_calloc((size_t)b->n_dev + 1, sizeof *b->row);
-    if (!b->base || !b->pend || !b->load || !b->row) {
+    b->slots = ss_calloc(MEMO_SLOTS, sizeof *b->slots);
+    b->vals = ss_malloc(MEMO_VALUES * sizeof *b->vals);
+    b->hetero = ss_machine_n_types(m) > 1;
+    if (b->hetero)
+        b->types = ss_malloc(MEMO_VALUES * sizeof *b->types);
+    if (!b->base || !b->pend || !b->load || !b->row || !b->slots || !b->vals ||
+        (b->hetero && !b->types)) {
         ss_bound_free(b);
         return ss_diag_set(d, SS_ERR_NOMEM, "search bound: out of memory");
     }
@@ -66,9 +98,47 @@ void ss_bound_free(ss_bound *b)
     ss_plan_free(b->base_plan);
     ss_plan_free(b->pend_plan);
     ss_free(b->one_dev);
+    ss_free(b->slots);
+    ss_free(b->vals);
+    ss_free(b->types);
     ss_free(b);
 }
 
+
+static inline uint64_t mix(uint64_t h, uint64_t x)
+{
+    h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0xbf58476d1ce4e5b9ULL;
+}
+
+/* The memo key's hash of op o under c (never 0). */
+static uint64_t memo_key(const ss_bound *b, int o, const ss_pconfig *c, int recompute)
+{
+    uint64_t h = mix(mix(mix((uint64_t)o, (uint64_t)c->red), (uint64_t)c->ndim),
+                     (uint64_t)recompute);
+    for (int i = 0; i < c->ndim; i++)
+        h = mix(h, (uint64_t)c->deg[i]);
+    if (b->hetero)
+        for (int i = 0; i < c->ntiles; i++)
+            h = mix(h, (uint64_t)ss_machine_device(b->m, c->devices[i])->type);
+    return h ? h : 1;
+}
+
+static int memo_match(const ss_bound *b, const rowent *e, uint64_t h, int o, const ss_pconfig *c,
+                      int recompute)
+{
+    if (e->h != h || e->op != o || e->red != c->red || e->ntiles != c->ntiles ||
+        e->recompute != recompute)
+        return 0;
+    for (int i = 0; i < c->ndim; i++)
+        if (e->deg[i] != c->deg[i])
+            return 0;
+    if (b->hetero)
+        for (int i = 0; i < c->ntiles; i++)
+            if (b->types[e->off + i] != ss_machine_device(b->m, c->devices[i])->type)
+                return 0;
+    return 1;
+}
 
 /* Op `o`'s per-device compute time under p into row[n_dev]. */
 static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_diag *d)
@@ -79,18 +149,57 @@ static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_di
         return SS_OK;
     const ss_pconfig *c = ss_plan_config(p, o);
     int recompute = ss_plan_settings_get(p)->recompute == SS_RECOMPUTE_FULL;
+    for (int i = 0; i < c->ntiles; i++)
+        if (c->devices[i] < 0 || c->devices[i] >= b->n_dev)
+            return ss_diag_set(d, SS_ERR_INVALID, "search bound: operator \"%s\" on device %d",
+                               op->name, c->devices[i]);
+    uint64_t h = memo_key(b, o, c, recompute);
+    uint32_t mask = MEMO_SLOTS - 1, k = (uint32_t)(h >> 32) & mask;
+    for (; b->slots[k].h; k = (k + 1) & mask) {
+        const rowent *e = &b->slots[k];
+        if (memo_match(b, e, h, o, c, recompute)) {
+            for (int i = 0; i < c->ntiles; i++)
+                row[c->devices[i]] += b->vals[e->off + i];
+            return SS_OK;
+        }
+    }
+    if (b->n_vals + c->ntiles > MEMO_VALUES || 2 * (b->n_slots + 1) > MEMO_SLOTS) {
+        memset(b->slots, 0, MEMO_SLOTS * sizeof *b->slots); /* full: start over */
+        b->n_slots = b->n_vals = 0;
+        for (k = (uint32_t)(h >> 32) & mask; b->slots[k].h; k = (k + 1) & mask)
+            ;
+    }
+    int store = c->ntiles <= MEMO_VALUES;
+    int off = b->n_vals;
     for (int i = 0; i < c->ntiles; i++) {
         int dev = c->devices[i];
-        if (dev < 0 || dev >= b->n_dev)
-            return ss_diag_set(d, SS_ERR_INVALID, "search bound: operator \"%s\" on device %d",
-                               op->name, dev);
         ss_tile t;
         ss_cost cost;
         ss_pconfig_tile(b->g, op, c, i, &t);
         ss_status st = ss_cost_tile(b->cm, b->g, op, &t, ss_machine_device(b->m, dev)->type, &cost);
         if (st)
             return ss_diag_set(d, st, "search bound: no cost for operator \"%s\"", op->name);
-        row[dev] += cost.fwd_us + cost.bwd_us + (recompute ? cost.fwd_us : 0);
+        double v = cost.fwd_us + cost.bwd_us + (recompute ? cost.fwd_us : 0);
+        row[dev] += v;
+        if (store) {
+            b->vals[off + i] = v;
+            if (b->hetero)
+                b->types[off + i] = (uint16_t)ss_machine_device(b->m, dev)->type;
+        }
+    }
+    if (store) {
+        rowent *e = &b->slots[k];
+        e->h = h;
+        e->op = o;
+        e->red = c->red;
+        e->ntiles = c->ntiles;
+        e->recompute = recompute;
+        memset(e->deg, 0, sizeof e->deg);
+        for (int i = 0; i < c->ndim; i++)
+            e->deg[i] = c->deg[i];
+        e->off = off;
+        b->n_vals += c->ntiles;
+        b->n_slots++;
     }
     return SS_OK;
 }
