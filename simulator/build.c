@@ -2,13 +2,14 @@
  * build.c — model + plan + machine + costs -> task graph and memory
  * intervals (build.h has the rules, docs/simulator.md the long form).
  *
- * One run makes ten passes: tiles and forward tasks; units; the pairs
+ * One run makes nine passes: tiles and forward tasks; units; the pairs
  * (consumer tile, producer unit) with the region read; partial-sum
  * collectives, chosen from what each unit's consumers read; forward data
  * dependencies and transfers; backward tasks; backward dependencies,
  * gradient transfers and output-gradient collectives; micro-batch gating;
  * weight gradients (memory, shards, buckets, all-reduces, updates:
- * build_weights.c); memory intervals. The builder struct and the helpers the
+ * build_weights.c). The memory intervals are a tenth pass, run on request
+ * (ss_build_memory) from the state the run left. The builder struct and the helpers the
  * two files share are in build_impl.h. Every scratch array is owned by the builder and only grows, so
  * repeated runs allocate nothing once warmed up. Invariant: task ids
  * recorded in the scratch arrays always refer to tasks already added to tg.
@@ -1193,6 +1194,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
                     : SS_QUEUE_FIFO;
     memset(&b->st, 0, sizeof b->st);
     b->gating_ok = 1;
+    b->mem_pending = 0;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
     b->n_pbuf = 0;
     ss_status st;
@@ -1213,9 +1215,20 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
-        (st = ss_build_weights(b, tg, mm, d)) != SS_OK || (st = pass_memory(b, mm, d)) != SS_OK)
+        (st = ss_build_weights(b, tg, mm, d)) != SS_OK ||
+        (st = ss_taskgraph_finalize(tg, d)) != SS_OK)
         return st;
-    return ss_taskgraph_finalize(tg, d);
+    b->mem_pending = 1;
+    return SS_OK;
+}
+
+ss_status ss_build_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
+{
+    if (!b->mem_pending)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: memory intervals asked for without a build to add them to");
+    b->mem_pending = 0;
+    return pass_memory(b, mm, d);
 }
 
 /* ---- naming ------------------------------------------------------------- */

@@ -139,12 +139,22 @@ typedef struct ss_builder ss_builder;
 ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm);
 void ss_build_free(ss_builder *b);
 
-/* Build plan p's task graph into tg (reset first) and its memory into mm
- * (reset first), and finalize tg. Errors: SS_ERR_INVALID (tile count or
- * device out of range, unreachable device pair), NOMEM, cost errors. On
- * error tg and mm hold a partial build (reset them before reuse). */
+/* Build plan p's task graph into tg (reset first) and its static memory
+ * (weights, gradients, optimizer state per device) into mm (reset first),
+ * and finalize tg. Errors: SS_ERR_INVALID (tile count or device out of
+ * range, unreachable device pair), NOMEM, cost errors. On error tg and mm
+ * hold a partial build (reset them before reuse). */
 ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_memory *mm,
                        ss_diag *d);
+
+/* Add the memory intervals of the last successful ss_build_run
+ * (activations kept for the backward, kernel workspace, transfer buffers)
+ * to mm, the memory that run filled; once per run. Apart from
+ * ss_build_run because only a memory sweep needs them: an evaluation that
+ * the engine's cutoff rejects on time never asks (a third of a search's
+ * interval building went to such plans). Errors: SS_ERR_INVALID (no run
+ * to add to, or added already), NOMEM (mm then holds some of them). */
+ss_status ss_build_memory(ss_builder *b, ss_memory *mm, ss_diag *d);
 
 typedef struct ss_build_memo_stats {
     int64_t op_hits, op_misses;     /* per op per run: tiles reused / computed */

@@ -174,6 +174,7 @@ struct ss_builder {
     ss_region *uhave; /* scratch of edge_pairs: each producer unit's output region */
     int cap_uhave;
     int gating_ok; /* every data edge links tiles of the same micro-batch */
+    int mem_pending; /* the last run succeeded and ss_build_memory has not run */
     struct mbkey *mbk;
     int cap_mbk;
     needinfo *need;

@@ -402,6 +402,8 @@ ss_status ss_delta_run(ss_delta *dl, const ss_plan *p, int changed, ss_delta_eva
     state *ns = &dl->st[dl->cur], *os = &dl->st[dl->base];
     ns->valid = 0;
     ss_status st = ss_build_run(dl->b, p, ns->tg, ns->mm, d);
+    if (!st)
+        st = ss_build_memory(dl->b, ns->mm, d);
     if (st)
         return st;
     ns->policy = ss_build_policy(dl->b);

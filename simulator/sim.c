@@ -272,7 +272,8 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
     if (s->cfg.skip_memory) {
         for (int i = 0; i < nd; i++)
             s->peak[i] = ss_memory_static_bytes(s->mm, i);
-    } else if ((st = ss_memory_sweep_ranked(s->mm, er->start_round, er->end_round,
+    } else if ((st = ss_build_memory(s->b, s->mm, d)) != SS_OK ||
+               (st = ss_memory_sweep_ranked(s->mm, er->start_round, er->end_round,
                                             (int)er->n_rounds, s->peak, d)) != SS_OK) {
         return st;
     }

@@ -87,6 +87,7 @@ static void run(fix *f)
     ss_diag_init(&d);
     assert_int_equal(ss_plan_validate(f->p, f->g, f->m, &d), SS_OK);
     assert_int_equal(ss_build_run(f->b, f->p, f->tg, f->mm, &d), SS_OK);
+    assert_int_equal(ss_build_memory(f->b, f->mm, &d), SS_OK);
     ss_engine_config ec = {.policy = ss_build_policy(f->b)};
     assert_int_equal(ss_engine_run(f->e, f->tg, &ec, &d), SS_OK);
     f->r = ss_engine_result_of(f->e);
@@ -149,6 +150,11 @@ static void test_two_devices_chain(void **state)
     assert_true(ss_memory_static_bytes(f.mm, 0) == 8e6);
     assert_true(ss_memory_weight_bytes(f.mm, 1) == 4e6);
     assert_true(peak[0] >= 8e6 + 256000);
+    /* the intervals come once per run (run() added them) */
+    int n_iv = ss_memory_n_intervals(f.mm);
+    assert_true(n_iv > 0);
+    assert_int_equal(ss_build_memory(f.b, f.mm, &d), SS_ERR_INVALID);
+    assert_int_equal(ss_memory_n_intervals(f.mm), n_iv);
     /* naming */
     char name[128];
     ss_build_task_name(f.b, f.tg, x, name, sizeof name);
@@ -875,6 +881,9 @@ static void test_bad_device(void **state)
     set_cfg(&f, "fc2", 1, 1, d5, 0);
     assert_int_equal(ss_build_run(f.b, f.p, f.tg, f.mm, &d), SS_ERR_INVALID);
     assert_non_null(strstr(d.msg, "fc2"));
+    /* a failed run leaves no memory intervals to add */
+    ss_diag_init(&d);
+    assert_int_equal(ss_build_memory(f.b, f.mm, &d), SS_ERR_INVALID);
     teardown(&f);
 }
 
@@ -898,6 +907,8 @@ static void faults_for(fix *f)
         ss_diag_init(&d);
         if (b && tg && mm)
             st = ss_build_run(b, f->p, tg, mm, &d);
+        if (st == SS_OK)
+            st = ss_build_memory(b, mm, &d);
         ss_test_fail_after(-1);
         if (st == SS_OK)
             ok = 1;

@@ -175,9 +175,13 @@ static void check_plan(env *v, const ss_plan *p, const char *model, int step)
     ss_diag_init(&d1);
     ss_diag_init(&d2);
     ss_status s1 = ss_build_run(v->b, p, v->tg, v->mm, &d1);
+    if (s1 == SS_OK)
+        s1 = ss_build_memory(v->b, v->mm, &d1);
     ss_builder *fresh = ss_build_new(v->g, v->m, v->cm);
     assert_non_null(fresh);
     ss_status s2 = ss_build_run(fresh, p, v->tg2, v->mm2, &d2);
+    if (s2 == SS_OK)
+        s2 = ss_build_memory(fresh, v->mm2, &d2);
     if (s1 != s2)
         fail_msg("%s step %d: memo %d (%s), fresh %d (%s)", model, step, s1, d1.msg, s2, d2.msg);
     if (s1 == SS_OK) {
@@ -341,6 +345,8 @@ static void faults_for(const mcase *mc, int warm)
         }
         ss_test_fail_after(k);
         ss_status st = ss_build_run(v.b, p, v.tg, v.mm, &d);
+        if (st == SS_OK)
+            st = ss_build_memory(v.b, v.mm, &d);
         ss_test_fail_after(-1);
         if (st == SS_OK)
             ok = 1;
