@@ -830,40 +830,27 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
             st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     }
 
-    /* Evaluate every start first (even after a stop, so the best is never
-     * worse than any start). */
-    char *ok_start = st == SS_OK ? ss_calloc((size_t)n_starts, 1) : NULL;
-    if (st == SS_OK && !ok_start)
-        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
-    int n_ok = 0, at = -1; /* at: the start the evaluator's base holds */
+    /* Exploration: a hotter chain from each start, with an equal share of
+     * the budget and of the time limit. Each start is evaluated right before
+     * its chain — the evaluation that makes it the evaluator's base — and
+     * also when there is no chain to run (a stop, no exploration), so the
+     * best is never worse than any start. */
+    int64_t share = (int64_t)((double)s.budget * s.explore / (double)n_starts);
+    s.beta_now = s.beta / 20;
+    int n_ok = 0;
     for (int i = 0; st == SS_OK && i < n_starts; i++) {
         int ok = 0;
         st = jump(&s, starts[i], &ok, d);
-        ok_start[i] = (char)ok;
         n_ok += ok;
-        if (ok)
-            at = i;
-    }
-    if (st == SS_OK && n_ok == 0)
-        st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
-    /* Exploration: a hotter chain from each start, with an equal share of
-     * the budget and of the time limit. */
-    int64_t share = (int64_t)((double)s.budget * s.explore / (double)n_starts);
-    s.beta_now = s.beta / 20;
-    for (int i = 0; st == SS_OK && i < n_starts && share > 0 && !should_stop(&s); i++) {
-        if (!ok_start[i])
+        if (st != SS_OK || !ok || share <= 0 || should_stop(&s))
             continue;
-        int ok = 1;
-        if (at != i) /* the base must be this start (its own evaluation again) */
-            st = jump(&s, starts[i], &ok, d);
-        at = -1;
         double deadline = cfg->time_limit_s > 0
                               ? cfg->time_limit_s * s.explore * (double)(i + 1) / (double)n_starts
                               : HUGE_VAL;
-        if (st == SS_OK && ok)
-            st = chain(&s, share, deadline, 0, d);
+        st = chain(&s, share, deadline, 0, d);
     }
-    ss_free(ok_start);
+    if (st == SS_OK && n_ok == 0)
+        st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
     /* Exploitation: from the best, restarting there when stuck. */
     s.beta_now = s.beta;
     s.exploiting = 1;

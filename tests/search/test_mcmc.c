@@ -392,11 +392,11 @@ static void test_schedule_defaults(void **state)
     cfg.seed = 5;
     assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &def, &d), SS_OK);
     assert_int_equal(def.proposals, 20000);
-    /* chain starts: 2 start evaluations + 2 exploration chains (each jumps to
-     * its start) + the exploitation chain = 5; exploitation runs proposals
+    /* chain starts: 2 exploration chains (each starts with its start's one
+     * evaluation) + the exploitation chain = 3; exploitation runs proposals
      * 5,000..19,999 and restarts whenever the proposals since the best (set
      * at 0) are a multiple of 150: at 5,100, 5,250 ... 19,950 = 100. */
-    assert_int_equal(def.restarts, 105);
+    assert_int_equal(def.restarts, 103);
     cfg.restart_after = 150;
     cfg.explore_share = 0.25;
     assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
