@@ -26,6 +26,7 @@
 
 typedef struct full_eval {
     ss_sim *sim;
+    int n_ops;
     ss_sim_result r;
     double *path;   /* per op: the committed plan's critical-path time */
     int path_ok;    /* path holds the committed plan's */
@@ -73,6 +74,18 @@ static const double *full_path_ops(void *ctx)
     return f->path_ok ? f->path : NULL;
 }
 
+/* The full evaluator's base is its path: restoring a committed plan is
+ * taking back the path it had then. */
+static int full_restore_fn(void *ctx, const ss_plan *p, const double *path)
+{
+    (void)p;
+    full_eval *f = ctx;
+    f->path_ok = path && f->path;
+    if (f->path_ok)
+        memcpy(f->path, path, (size_t)f->n_ops * sizeof *path);
+    return 1;
+}
+
 static ss_status delta_eval_fn(void *ctx, const ss_plan *p, int changed, double cutoff_us,
                                ss_eval *out, ss_diag *d)
 {
@@ -117,6 +130,18 @@ static ss_status bounded_bound(void *ctx, const ss_plan *p, int changed, double 
 {
     bounded *b = ctx;
     return ss_bound_eval(b->bnd, p, changed, lb, d);
+}
+
+/* The bound's pending rows are p's (the search called bound(p, -1)); the
+ * inner evaluator restores its own base or cannot (delta keeps a full
+ * schedule of its base: it simulates again). */
+static int bounded_restore(void *ctx, const ss_plan *p, const double *path)
+{
+    bounded *b = ctx;
+    if (!b->inner.restore || !b->inner.restore(b->inner.ctx, p, path))
+        return 0;
+    ss_bound_commit(b->bnd);
+    return 1;
 }
 
 static const double *bounded_path_ops(void *ctx)
@@ -199,10 +224,11 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     if (st)
         return st;
     fe.sim = sim;
+    fe.n_ops = ss_graph_n_ops(g);
     fe.path = ss_malloc(((size_t)ss_graph_n_ops(g) + 1) * sizeof *fe.path);
     if (!fe.path)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
-    ss_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL};
+    ss_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL, NULL};
 
     /* Baselines. */
     if (!st)
@@ -239,6 +265,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     ss_evaluator ev = full;
     ev.commit = full_commit_fn;
     ev.path_ops = full_path_ops;
+    ev.restore = full_restore_fn;
     if (!st && cfg.use_delta) {
         st = ss_delta_new(g, m, cm, &dl, d);
         if (!st) {
@@ -246,6 +273,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
             ev.eval = delta_eval_fn;
             ev.commit = delta_commit_fn;
             ev.path_ops = NULL; /* a resumed run has no critical path: no path moves */
+            ev.restore = NULL;  /* its base is a whole schedule: simulated again */
             r->delta = 1;
         }
     }
@@ -253,7 +281,8 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     bounded bd = {ev, NULL};
     if (!st)
         st = ss_bound_new(g, m, cm, &bd.bnd, d);
-    ss_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound, bounded_path_ops};
+    ss_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound, bounded_path_ops,
+                        bounded_restore};
 
     /* The chains. */
     cb_bridge br = {&cfg};

@@ -56,6 +56,8 @@ typedef struct search {
     int path_stale;           /* the base changed since pcum was built */
     int path_known;           /* pcum holds a path with time on it */
     int *targets;
+    double *best_path;        /* path_ops of the best plan when it was committed */
+    int best_path_ok;
     ss_evalcache *cache;      /* earlier evaluations (NULL: off) */
     ss_planhash key;          /* cache key of cur: the XOR of ophash[] */
     ss_planhash *ophash;      /* per op: the hash of its config in cur */
@@ -195,6 +197,11 @@ static ss_status note_best(search *s, ss_diag *d)
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     s->best_e = s->cur_e;
     s->have_best = 1;
+    /* the evaluator's path for the committed plan, for restore() */
+    const double *pp = s->ev->restore && s->ev->path_ops ? s->ev->path_ops(s->ev->ctx) : NULL;
+    s->best_path_ok = pp && s->best_path;
+    if (s->best_path_ok)
+        memcpy(s->best_path, pp, (size_t)ss_graph_n_ops(s->g) * sizeof *pp);
     s->st.best_us = s->best_e.fits ? s->best_e.time_us : HUGE_VAL;
     s->st.best_at_s = elapsed(s);
     s->st.best_at_proposal = s->st.proposals;
@@ -350,6 +357,20 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
     ss_status st = bound(s, p, -1, &lb, d);
     if (st)
         return st;
+    if (p == s->best && s->have_best && s->ev->restore &&
+        s->ev->restore(s->ev->ctx, p, s->best_path_ok ? s->best_path : NULL)) {
+        /* the best plan was simulated when it became the best: its answer
+         * and its path are known */
+        if (ss_plan_copy(s->cur, p) != SS_OK)
+            return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+        rehash(s);
+        s->path_stale = 1;
+        s->cur_e = s->best_e;
+        s->st.restarts++;
+        s->st.restored++;
+        *ok = 1;
+        return SS_OK;
+    }
     st = evaluate(s, p, -1, HUGE_VAL, &e, ok, d);
     if (st || !*ok)
         return st;
@@ -744,6 +765,7 @@ static void cleanup(search *s)
 {
     ss_free(s->gcum);
     ss_free(s->pcum);
+    ss_free(s->best_path);
     ss_free(s->had);
     for (int k = 0; k < NEAR_K; k++)
         ss_free(s->near[k].devices);
@@ -808,6 +830,8 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     s.prop.devices = ss_malloc((size_t)maxt * sizeof(int));
     s.nbr = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof(int));
     s.pcum = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof *s.pcum);
+    if (ev->restore)
+        s.best_path = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof *s.best_path);
     int near_ok = 1;
     for (int k = 0; k < NEAR_K; k++) {
         s.near[k].devices = ss_malloc((size_t)maxt * sizeof(int));

@@ -94,6 +94,14 @@ typedef struct ss_evaluator {
      * it (ss_sim_path_ops; n_ops entries, borrowed until the next eval or
      * commit), or NULL when unknown. Path moves draw ops by it. */
     const double *(*path_ops)(void *ctx);
+    /* Optional: make p the base again without evaluating it. p is a plan
+     * this evaluator evaluated and had committed earlier, `path` what
+     * path_ops said right after that commit (n_ops entries, or NULL), and
+     * the search has just called bound(p, -1). Returns 1 if the evaluator's
+     * state is now what eval(p) + commit would have left (the chain goes on
+     * as if p had been simulated again), 0 if it cannot restore (the search
+     * then evaluates p). Restarts to the best plan use it. */
+    int (*restore)(void *ctx, const ss_plan *p, const double *path);
 } ss_evaluator;
 
 typedef enum ss_mcmc_stop {
@@ -116,6 +124,8 @@ typedef struct ss_mcmc_stats {
                               said decides the test; not counted in evaluations */
     int64_t infeasible;    /* evaluations that did not fit or could not run */
     int64_t restarts;      /* chain starts + restarts from the best */
+    int64_t restored;      /* of those, restarts the evaluator restored without
+                              simulating the best plan again (restore) */
     double time_s;         /* wall time of the search */
     double evals_per_s;    /* evaluations per second */
     double best_us;        /* iteration time of the best plan (HUGE_VAL if none fits) */

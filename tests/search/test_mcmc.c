@@ -87,7 +87,7 @@ static void toy_cost(const ss_plan *p, ss_eval *e)
 typedef struct toy {
     ss_plan *base, *pending;
     int has_base;
-    long evals, contract_violations;
+    long evals, contract_violations, restores;
     int invalid_dev3;   /* fc1 anywhere on device 3 -> SS_ERR_INVALID */
     long fail_at;       /* eval number that returns SS_ERR_NOMEM (-1 never) */
     int constant;       /* every plan costs 1 */
@@ -142,6 +142,19 @@ static void toy_commit(void *ctx)
     toy *t = ctx;
     ss_plan_copy(t->base, t->pending);
     t->has_base = 1;
+}
+
+/* The toy's base is a plan: restoring is taking p back as the base (the
+ * contract check in toy_eval then verifies the chain's later one-op moves
+ * against it). */
+static int toy_restore(void *ctx, const ss_plan *p, const double *path)
+{
+    (void)path;
+    toy *t = ctx;
+    ss_plan_copy(t->base, p);
+    t->has_base = 1;
+    t->restores++;
+    return 1;
 }
 
 typedef struct fixture {
@@ -534,6 +547,48 @@ static void test_cache_same_chain(void **state)
     }
 }
 
+/* Restarts to the best plan restore the evaluator's base (restore) instead
+ * of simulating the best again: the chain is the same as with every restart
+ * simulated (best plan, proposals, acceptances), each restored restart is an
+ * evaluator call saved, and the one-op moves after a restore satisfy the
+ * evaluator's contract (their plans differ from its base in the changed op
+ * only). With and without cut evaluations. */
+static void test_restore_same_chain(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 2; variant++) {
+        fixture f;
+        setup_fx(&f);
+        f.t.cutoff = variant == 1;
+        ss_plan *starts[2] = {f.dp, f.rnd};
+        ss_mcmc_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.budget = 4000;
+        cfg.seed = 31;
+        cfg.patience = -1;
+        cfg.beta = 8; /* hot: the chain wanders off the best between restarts */
+        ss_mcmc_stats s1, s2;
+        ss_eval e1, e2;
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &e1, &s1, &d), SS_OK);
+        long calls1 = f.t.evals;
+        ss_plan *other = ss_plan_new(f.g, NULL);
+        f.ev.restore = toy_restore;
+        assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, other, &e2, &s2, &d), SS_OK);
+        same_chain(&f, other, &e1, &s1, &e2, &s2);
+        assert_int_equal(s1.restored, 0);
+        assert_true(s2.restored > 5);
+        assert_int_equal(s2.restored, f.t.restores);
+        assert_int_equal(s2.restarts, s1.restarts);
+        assert_int_equal(s2.evaluations + s2.restored, s1.evaluations);
+        assert_int_equal(f.t.evals - calls1 + s2.restored, calls1);
+        assert_int_equal(f.t.contract_violations, 0);
+        ss_plan_free(other);
+        teardown_fx(&f);
+    }
+}
+
 /* Plans the evaluator cannot run are rejected and the search goes on; a
  * fatal evaluator error stops it and leaves `best` untouched. */
 static void test_invalid_and_errors(void **state)
@@ -689,7 +744,7 @@ static void test_weight_moves(void **state)
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
     wtoy w = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL};
+    ss_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 4000, 3);
     cfg.p_heavy = 1;
@@ -756,7 +811,7 @@ static void test_class_moves(void **state)
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
     ctoy t = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_evaluator ev = {&t, ctoy_eval, NULL, NULL, NULL};
+    ss_evaluator ev = {&t, ctoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 2000, 5);
     cfg.p_class = 1;
@@ -830,7 +885,7 @@ static void test_path_moves(void **state)
     assert_int_equal(ss_graph_add(g, "c", SS_OP_LINEAR, &a, 1, &tb, &d), 3);
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
     ptoy t = {ss_plan_new(g, NULL), {0, 0, 0, 0}, 0, 1, {0, 0, 3, 1}};
-    ss_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path};
+    ss_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 4000, 5);
     cfg.p_path = 1;
@@ -908,7 +963,7 @@ static double mean_step(ss_space *spc, const ss_graph *g, double p_local)
     ss_diag_init(&d);
     ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
     ltoy t = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_evaluator ev = {&t, ltoy_eval, NULL, NULL, NULL};
+    ss_evaluator ev = {&t, ltoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 3000, 9);
     cfg.p_local = p_local;
@@ -990,6 +1045,7 @@ int main(void)
         cmocka_unit_test(test_schedule_defaults),
         cmocka_unit_test(test_bound_same_chain),
         cmocka_unit_test(test_cache_same_chain),
+        cmocka_unit_test(test_restore_same_chain),
         cmocka_unit_test(test_invalid_and_errors),
         cmocka_unit_test(test_weight_moves),
         cmocka_unit_test(test_class_moves),
