@@ -166,8 +166,7 @@ static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_di
     if (b->n_vals + c->ntiles > MEMO_VALUES || 2 * (b->n_slots + 1) > MEMO_SLOTS) {
         memset(b->slots, 0, MEMO_SLOTS * sizeof *b->slots); /* full: start over */
         b->n_slots = b->n_vals = 0;
-        for (k = (uint32_t)(h >> 32) & mask; b->slots[k].h; k = (k + 1) & mask)
-            ;
+        k = (uint32_t)(h >> 32) & mask; /* the home slot, empty now */
     }
     int store = c->ntiles <= MEMO_VALUES;
     int off = b->n_vals;

@@ -225,7 +225,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         return st;
     fe.sim = sim;
     fe.n_ops = ss_graph_n_ops(g);
-    fe.path = ss_malloc(((size_t)ss_graph_n_ops(g) + 1) * sizeof *fe.path);
+    fe.path = ss_malloc(((size_t)fe.n_ops + 1) * sizeof *fe.path);
     if (!fe.path)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     ss_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL, NULL};

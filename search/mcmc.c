@@ -340,16 +340,22 @@ static void rehash(search *s)
     }
 }
 
+/* Op o's config hash becomes h: into ophash[] and the key. */
+static void set_hash(search *s, int o, ss_planhash h)
+{
+    s->key.a ^= s->ophash[o].a ^ h.a;
+    s->key.b ^= s->ophash[o].b ^ h.b;
+    s->ophash[o] = h;
+}
+
 /* Op o of cur changed: its new hash into ophash[] and the key. */
 static void rehash_op(search *s, int o)
 {
-    ss_planhash old = s->ophash[o], now = ss_evalcache_config_hash(o, ss_plan_config(s->cur, o));
-    s->key.a ^= old.a ^ now.a;
-    s->key.b ^= old.b ^ now.b;
-    s->ophash[o] = now;
+    set_hash(s, o, ss_evalcache_config_hash(o, ss_plan_config(s->cur, o)));
 }
 
-/* Move cur to plan p (fresh evaluation) and commit it. *ok as evaluate. */
+/* Move cur to plan p (fresh evaluation, or the best plan restored) and
+ * commit it. *ok as evaluate. */
 static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 {
     ss_eval e;
@@ -357,27 +363,26 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
     ss_status st = bound(s, p, -1, &lb, d);
     if (st)
         return st;
-    if (p == s->best && s->have_best && s->ev->restore &&
-        s->ev->restore(s->ev->ctx, p, s->best_path_ok ? s->best_path : NULL)) {
-        /* the best plan was simulated when it became the best: its answer
-         * and its path are known */
-        if (ss_plan_copy(s->cur, p) != SS_OK)
-            return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
-        rehash(s);
-        s->path_stale = 1;
-        s->cur_e = s->best_e;
-        s->st.restarts++;
-        s->st.restored++;
+    /* the best plan was simulated when it became the best: its answer and
+     * its path are known, and the evaluator may take them back */
+    int restored = p == s->best && s->have_best && s->ev->restore &&
+                   s->ev->restore(s->ev->ctx, p, s->best_path_ok ? s->best_path : NULL);
+    if (restored) {
+        e = s->best_e;
         *ok = 1;
-        return SS_OK;
+        s->st.restored++;
+    } else {
+        st = evaluate(s, p, -1, HUGE_VAL, &e, ok, d);
+        if (st || !*ok)
+            return st;
     }
-    st = evaluate(s, p, -1, HUGE_VAL, &e, ok, d);
-    if (st || !*ok)
-        return st;
     if (p != s->cur && ss_plan_copy(s->cur, p) != SS_OK)
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     rehash(s);
-    commit(s);
+    if (restored)
+        s->path_stale = 1; /* what commit() does besides the evaluator's commit */
+    else
+        commit(s);
     s->cur_e = e;
     s->st.restarts++;
     return note_best(s, d);
@@ -530,11 +535,8 @@ static ss_status undo_move(search *s, ss_diag *d)
         int o = s->moved[k];
         if (ss_plan_set_config(s->cur, o, &s->gold[k], &sd) != SS_OK)
             return ss_diag_set(d, sd.status, "%s", sd.msg);
-        if (s->cache) {
-            s->key.a ^= s->ophash[o].a ^ s->gold_hash[k].a;
-            s->key.b ^= s->ophash[o].b ^ s->gold_hash[k].b;
-            s->ophash[o] = s->gold_hash[k];
-        }
+        if (s->cache)
+            set_hash(s, o, s->gold_hash[k]);
     }
     s->n_moved = 0;
     return SS_OK;
