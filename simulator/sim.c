@@ -39,6 +39,8 @@ struct ss_sim {
     int cap_peak;
     critkey *ck;
     int cap_ck;
+    int32_t *ck_slot; /* (kind, op + 2) -> index in ck, -1 between runs */
+    int cap_ck_slot;
     double *load;    /* per resource: summed task durations (ss_sim_run_within) */
     int cap_load;
     int ran;
@@ -87,6 +89,7 @@ void ss_sim_free(ss_sim *s)
     ss_engine_free(s->e);
     ss_free(s->peak);
     ss_free(s->ck);
+    ss_free(s->ck_slot);
     ss_free(s->load);
     ss_free(s);
 }
@@ -101,9 +104,8 @@ int64_t ss_sim_n_tasks(const ss_sim *s)
     return s && s->ran ? s->tg->n_tasks : 0;
 }
 
-static int cmp_ck_key(const void *pa, const void *pb)
+static int cmp_ck_key(const critkey *a, const critkey *b)
 {
-    const critkey *a = pa, *b = pb;
     if (a->kind != b->kind)
         return a->kind < b->kind ? -1 : 1;
     return a->op < b->op ? -1 : a->op > b->op;
@@ -114,7 +116,7 @@ static int cmp_ck_time(const void *pa, const void *pb)
     const critkey *a = pa, *b = pb;
     if (a->us != b->us)
         return a->us > b->us ? -1 : 1;
-    return cmp_ck_key(pa, pb);
+    return cmp_ck_key(a, b);
 }
 
 static void crit_name(const ss_sim *s, const critkey *k, ss_sim_crit *c)
@@ -142,35 +144,40 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
     ss_status st = ss_engine_critical_path(s->e, &path, &n, d);
     if (st != SS_OK)
         return st;
-    if (ss_grow((void **)&s->ck, &s->cap_ck, n, sizeof *s->ck))
+    /* One entry per (kind, op) in the order of first appearance, each summed
+     * in path order: a direct index over (kind, op + 2), op in [-2, n_ops)
+     * (-2: every gradient bucket; an op outside the graph counts as -1,
+     * "(barrier)"), then the few distinct entries sorted by time. */
+    int n_ops = ss_graph_n_ops(s->g), width = n_ops + 2;
+    int n_slot = SS_TASK_KIND_COUNT * width, had = s->cap_ck_slot;
+    if (ss_grow((void **)&s->ck, &s->cap_ck, n, sizeof *s->ck) ||
+        ss_grow((void **)&s->ck_slot, &s->cap_ck_slot, n_slot, sizeof *s->ck_slot))
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    if (s->cap_ck_slot > had)
+        memset(s->ck_slot + had, 0xff, (size_t)(s->cap_ck_slot - had) * sizeof *s->ck_slot);
     const ss_taskgraph *tg = s->tg;
     double total = 0;
+    int m = 0;
     for (int i = 0; i < n; i++) {
-        int t = path[i];
-        critkey *k = &s->ck[i];
-        k->kind = tg->kind[t];
-        k->op = tg->op[t];
-        if (k->kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD)
-            k->op = -2; /* all gradient buckets count as one line */
-        k->us = tg->dur[t];
-        k->n = 1;
+        int t = path[i], kind = tg->kind[t], op = tg->op[t];
+        if (kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD)
+            op = -2; /* all gradient buckets count as one line */
+        else if (op < -1 || op >= n_ops)
+            op = -1;
+        int32_t *slot = &s->ck_slot[kind * width + op + 2];
+        if (*slot < 0) {
+            *slot = m;
+            s->ck[m++] = (critkey){kind, op, tg->dur[t], 1};
+        } else {
+            s->ck[*slot].us += tg->dur[t];
+            s->ck[*slot].n++;
+        }
         total += tg->dur[t];
     }
     *len = total;
-    int m = 0;
-    if (n > 0) {
-        qsort(s->ck, (size_t)n, sizeof(critkey), cmp_ck_key);
-        for (int i = 0; i < n; i++) {
-            if (m > 0 && !cmp_ck_key(&s->ck[m - 1], &s->ck[i])) {
-                s->ck[m - 1].us += s->ck[i].us;
-                s->ck[m - 1].n++;
-            } else {
-                s->ck[m++] = s->ck[i];
-            }
-        }
-        qsort(s->ck, (size_t)m, sizeof(critkey), cmp_ck_time);
-    }
+    for (int i = 0; i < m; i++)
+        s->ck_slot[s->ck[i].kind * width + s->ck[i].op + 2] = -1;
+    qsort(s->ck, (size_t)m, sizeof(critkey), cmp_ck_time);
     int keep = m <= SS_SIM_CRIT_MAX ? m : SS_SIM_CRIT_MAX - 1;
     for (int i = 0; i < keep; i++)
         crit_name(s, &s->ck[i], &out[i]);

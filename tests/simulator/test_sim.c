@@ -485,6 +485,30 @@ static void invariants_for(const char *spec, int64_t batch, int plans)
         }
         assert_true(ops_sum <= total * (1 + 1e-12) + 1e-9);
         assert_true(ops_sum >= 0.5 * total);
+        /* the summary: lines largest first, one per (name, kind), "(other)"
+         * only last, summing to the path; an op's lines within its path
+         * time; the same lines on every run of the plan */
+        double lines = 0;
+        assert_true(c.n_crit >= 1 && c.n_crit <= SS_SIM_CRIT_MAX && c.n_crit == a.n_crit);
+        for (int i = 0; i < c.n_crit; i++) {
+            const ss_sim_crit *l = &c.crit[i];
+            int other = !strcmp(l->name, "(other)");
+            assert_true(!other || i == c.n_crit - 1);
+            assert_true(other || i == 0 || l->us <= c.crit[i - 1].us);
+            assert_true(l->n_tasks >= 1 && l->us >= 0);
+            assert_true(l->us == a.crit[i].us && !strcmp(l->name, a.crit[i].name));
+            for (int j = 0; j < i; j++)
+                assert_true(strcmp(l->name, c.crit[j].name) || strcmp(l->kind, c.crit[j].kind));
+            double named = 0;
+            for (int j = 0; j < c.n_crit; j++)
+                if (!strcmp(c.crit[j].name, l->name))
+                    named += c.crit[j].us;
+            for (int o = 0; o < n_ops; o++)
+                if (!strcmp(ss_graph_op(g, o)->name, l->name))
+                    assert_true(named <= op_us[o] * (1 + 1e-12) + 1e-9);
+            lines += l->us;
+        }
+        assert_true(fabs(lines - total) <= 1e-9 * total + 1e-9);
         free(op_us);
         ss_sim_result_clear(&a);
         ss_sim_result_clear(&b);
