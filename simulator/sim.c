@@ -177,7 +177,8 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
     *len = total;
     for (int i = 0; i < m; i++)
         s->ck_slot[s->ck[i].kind * width + s->ck[i].op + 2] = -1;
-    qsort(s->ck, (size_t)m, sizeof(critkey), cmp_ck_time);
+    if (m > 1)
+        qsort(s->ck, (size_t)m, sizeof(critkey), cmp_ck_time);
     int keep = m <= SS_SIM_CRIT_MAX ? m : SS_SIM_CRIT_MAX - 1;
     for (int i = 0; i < keep; i++)
         crit_name(s, &s->ck[i], &out[i]);
