@@ -23,6 +23,9 @@
 #define DEFAULT_MODEL "rnntc"
 #define DEFAULT_OUT "plan.json"
 #define DEFAULT_TIME_LIMIT 10.0
+/* A search whose second half made the best plan at least this much faster
+ * (relative) reports that it was still improving (docs/search.md, "Output"). */
+#define STILL_IMPROVING 0.002
 
 static void help(FILE *f)
 {
@@ -193,6 +196,13 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
            r->delta ? "delta simulation" : "full simulation", r->time_s, r->stopped_by);
     printf("  best found after %.2f s; plan space about 10^%.0f plans\n", r->best_found_at_s,
            r->log10_space);
+    if (!isfinite(r->gain_second_half))
+        printf("  still improving: the first plan that fits came in the second half of the\n"
+               "          search; a longer --time-limit or --budget may find a better one\n");
+    else if (r->gain_second_half >= STILL_IMPROVING)
+        printf("  still improving: the best plan got %.1f%% faster in the second half of the\n"
+               "          search; a longer --time-limit or --budget will likely find a better one\n",
+               100 * r->gain_second_half);
     if (b->n_crit > 0) {
         printf("  critical path of the best plan:");
         for (int i = 0; i < b->n_crit && i < 3; i++)

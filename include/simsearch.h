@@ -785,6 +785,11 @@ typedef struct ss_search_result {
     int64_t cached;          /* proposals rejected from the cache: the same plan was judged
                                 before, and that judgement decides the test */
     double time_s, evals_per_s, best_found_at_s; /* evals_per_s: simulations per second */
+    double gain_second_half; /* how much faster the best plan got in the second half of the
+                                proposals: best time after the first half / best time - 1
+                                (>= 0; 0 when no plan fits); HUGE_VAL when the first plan
+                                that fits was found in the second half. Well above 0: the
+                                search was still improving, a longer one likely finds better */
     double log10_space;      /* log10 of the number of plans in the space */
     int delta;               /* 1 if delta simulation judged the proposals */
     int interrupted;         /* stopped by the stop callback */

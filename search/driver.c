@@ -330,6 +330,9 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         r->time_s = ms.time_s;
         r->evals_per_s = ms.evals_per_s;
         r->best_found_at_s = ms.best_at_s;
+        r->gain_second_half = !isfinite(ms.best_us) ? 0
+                              : !isfinite(ms.best_half_us) ? HUGE_VAL
+                                                           : ms.best_half_us / ms.best_us - 1;
         r->interrupted = ms.stopped_by == SS_MCMC_STOP_USER;
         snprintf(r->stopped_by, sizeof r->stopped_by, "%s", ss_mcmc_stop_name(ms.stopped_by));
     }
@@ -383,6 +386,10 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(srch, "time_s", json_real(r->time_s));
         bad |= json_object_set_new(srch, "evals_per_s", json_real(r->evals_per_s));
         bad |= json_object_set_new(srch, "best_found_at_s", json_real(r->best_found_at_s));
+        bad |= json_object_set_new(srch, "gain_second_half",
+                                   isfinite(r->gain_second_half)
+                                       ? json_real(r->gain_second_half)
+                                       : json_null());
         bad |= json_object_set_new(srch, "stopped_by", json_string(r->stopped_by));
         bad |= json_object_set_new(srch, "interrupted", json_boolean(r->interrupted));
         bad |= json_object_set_new(srch, "delta", json_boolean(r->delta));

@@ -68,6 +68,12 @@ typedef struct search {
     int64_t budget, patience, restart_after, last_improve;
     ss_mcmc_stats st;
     int stopped;
+    /* every improvement of the best, for st.best_half_us */
+    struct improvement {
+        int64_t at; /* the proposal count when it was found */
+        double us;  /* st.best_us after it */
+    } *imp;
+    int n_imp, cap_imp;
 } search;
 
 double ss_mcmc_now(void)
@@ -206,7 +212,20 @@ static ss_status note_best(search *s, ss_diag *d)
     s->st.best_at_s = elapsed(s);
     s->st.best_at_proposal = s->st.proposals;
     s->last_improve = s->st.proposals;
+    if (ss_grow((void **)&s->imp, &s->cap_imp, s->n_imp + 1, sizeof *s->imp))
+        return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    s->imp[s->n_imp].at = s->st.proposals;
+    s->imp[s->n_imp++].us = s->st.best_us;
     return SS_OK;
+}
+
+/* The best time after the first half of the proposals (st.best_half_us). */
+static double best_at_half(const search *s)
+{
+    double us = HUGE_VAL;
+    for (int i = 0; i < s->n_imp && s->imp[i].at <= s->st.proposals / 2; i++)
+        us = s->imp[i].us;
+    return us;
 }
 
 /* Check the stopping rules; sets s->stopped and the reason. */
@@ -783,6 +802,7 @@ static void cleanup(search *s)
     ss_free(s->gold_hash);
     ss_free(s->prop.devices);
     ss_free(s->nbr);
+    ss_free(s->imp);
 }
 
 ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const *starts,
@@ -889,6 +909,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
     if (st == SS_OK && !s.stopped)
         s.st.stopped_by = SS_MCMC_STOP_BUDGET;
     s.st.time_s = elapsed(&s);
+    s.st.best_half_us = best_at_half(&s);
     s.st.evals_per_s = s.st.time_s > 0 ? (double)s.st.evaluations / s.st.time_s : 0;
     if (st == SS_OK && ss_plan_copy(best, s.best) != SS_OK)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");

@@ -131,6 +131,10 @@ typedef struct ss_mcmc_stats {
     double best_us;        /* iteration time of the best plan (HUGE_VAL if none fits) */
     double best_at_s;      /* when the best plan was found */
     int64_t best_at_proposal;
+    double best_half_us;   /* iteration time of the best plan after the first half of the
+                              proposals (the first proposals / 2; HUGE_VAL if none that
+                              fits had been found by then): best_half_us / best_us - 1 is
+                              what the second half of the search gained */
     ss_mcmc_stop stopped_by;
 } ss_mcmc_stats;
 

@@ -4,7 +4,8 @@
 # `simsearch simulate --plan` loads and predicts identically; --json has the
 # documented fields; the same seed writes the same plan byte for byte;
 # --trace writes Chrome Trace JSON; Ctrl-C (SIGINT) during a long search
-# still writes a valid plan and prints the report; bad usage exits 2.
+# still writes a valid plan and prints the report; the "still improving" line
+# agrees with --json's gain_second_half; bad usage exits 2.
 set -u
 src=${SS_SOURCE_DIR:?}
 bin=${SS_BINARY:?}
@@ -116,7 +117,34 @@ grep -q "best found" "$tmp/int.out" || { echo "FAIL SIGINT: no report"; fail=$((
 check "SIGINT plan loads in simulate" 0 "$bin" simulate --topology $topo --model alexnet \
   --plan "$tmp/int.json"
 
-# 6. Bad usage and bad input exit 2 with a message.
+# 6. "still improving": the human report has the line exactly when --json's
+#    gain_second_half (what the second half of the proposals gained) is at
+#    least 0.2% or null (the first plan that fits came in the second half).
+#    The mlp search of test 1 is still improving; one five times longer is not
+#    (it stops after half its budget without improvement).
+improving_seen=""
+for args in "--budget 400" "--budget 2000"; do
+  # shellcheck disable=SC2086
+  check "gain $args" 0 "$bin" --topology $topo --nodes 1 --model mlp $args --time-limit 0 \
+    --seed 7 --out "$tmp/g.json" --json || continue
+  cp "$tmp/out" "$tmp/g.out"
+  # shellcheck disable=SC2086
+  check "gain $args (human)" 0 "$bin" --topology $topo --nodes 1 --model mlp $args \
+    --time-limit 0 --seed 7 --out "$tmp/g.json" || continue
+  want=$(python3 -c '
+import json, sys
+g = json.load(open(sys.argv[1]))["search"]["gain_second_half"]
+assert g is None or g >= 0, g
+print("yes" if g is None or g >= 0.002 else "no")' "$tmp/g.out") || {
+    echo "FAIL gain_second_half $args"; fail=$((fail + 1)); continue; }
+  have=no
+  grep -q "still improving" "$tmp/out" && have=yes
+  [ "$want" = "$have" ] || { echo "FAIL still improving ($args): json says $want, report $have"; fail=$((fail + 1)); }
+  improving_seen="$improving_seen$have"
+done
+[ "$improving_seen" = "yesno" ] || { echo "FAIL still improving: expected yes, no; got $improving_seen"; fail=$((fail + 1)); }
+
+# 7. Bad usage and bad input exit 2 with a message.
 check "no topology" 2 "$bin" search --model mlp
 check "unknown option" 2 "$bin" --topology $topo --frobnicate
 check "zero budget" 2 "$bin" --topology $topo --budget 0

@@ -380,6 +380,87 @@ static void test_stopping_rules(void **state)
     teardown_fx(&f);
 }
 
+/* best_half_us is the best plan's time after the first proposals / 2
+ * proposals. Checked against the same chain stopped there: a search
+ * stopped by the user after k polls follows the full search's chain up to
+ * its stop (stopping draws nothing), each proposal is preceded by at least
+ * one poll, so some k stops it after exactly proposals / 2 proposals, and
+ * its best_us is the full run's best at that point (no patience: the full
+ * run spends its whole budget and has evaluated both starts by then). The
+ * seeds include searches that found their best in the first half (gain 0)
+ * and in the second. */
+static void test_best_half(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fx(&f);
+    ss_plan *starts[2] = {f.dp, f.rnd};
+    ss_mcmc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.budget = 120;
+    cfg.patience = -1;
+    int early = 0, late = 0;
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        ss_mcmc_stats st, half;
+        ss_eval be;
+        ss_diag d;
+        ss_diag_init(&d);
+        cfg.seed = seed;
+        cfg.stop = NULL;
+        assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+        assert_int_equal(st.proposals, cfg.budget);
+        assert_true(isfinite(st.best_us));
+        assert_true(st.best_half_us >= st.best_us);
+        if (st.best_at_proposal <= st.proposals / 2) {
+            assert_true(st.best_half_us == st.best_us);
+            early++;
+        } else {
+            assert_true(st.best_half_us > st.best_us);
+            late++;
+        }
+        cfg.stop = stop_cb;
+        half.proposals = -1;
+        for (int k = (int)(st.proposals / 2); half.proposals < st.proposals / 2; k++) {
+            stop_after = k;
+            assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &half, &d),
+                             SS_OK);
+            assert_true(half.proposals <= st.proposals / 2);
+        }
+        assert_true(half.best_us == st.best_half_us);
+    }
+    assert_true(early > 0 && late > 0);
+
+    /* The boundary: without exploration and with a fixed restart interval
+     * the chain does not depend on the budget, so a search whose best came
+     * at proposal b, given the budget 2b, finds it at b = proposals / 2
+     * (still the first half: no gain), and given 2b + 2 it finds it at
+     * b < proposals / 2 while given 2b - 1 it finds it in the second half. */
+    cfg.stop = NULL;
+    cfg.explore_share = -1;
+    cfg.restart_after = 40;
+    cfg.budget = 400;
+    cfg.seed = 5;
+    ss_mcmc_stats st;
+    ss_eval be;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+    int64_t b = st.best_at_proposal;
+    double best = st.best_us;
+    assert_true(b > 1);
+    for (int64_t budget = 2 * b - 1; budget <= 2 * b + 2; budget++) {
+        cfg.budget = budget;
+        assert_int_equal(ss_mcmc_run(f.sp, &f.ev, starts, 2, &cfg, f.best, &be, &st, &d), SS_OK);
+        assert_int_equal(st.best_at_proposal, b);
+        assert_true(st.best_us == best);
+        if (budget >= 2 * b)
+            assert_true(st.best_half_us == best);
+        else
+            assert_true(st.best_half_us > best);
+    }
+    teardown_fx(&f);
+}
+
 /* The schedule's defaults are what mcmc.h says: with every plan costing the
  * same (no improvement ever), a 20,000-proposal search restarts every
  * min(max(100, 20000 / 20), 150) = 150 proposals and explores for a quarter
@@ -1042,6 +1123,7 @@ int main(void)
         cmocka_unit_test(test_local_moves),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_stopping_rules),
+        cmocka_unit_test(test_best_half),
         cmocka_unit_test(test_schedule_defaults),
         cmocka_unit_test(test_bound_same_chain),
         cmocka_unit_test(test_cache_same_chain),
