@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """plan_swap.py — how the difference between two plans of one model is made up.
 
-Usage: benchmarks/plan_swap.py SIMSEARCH MODEL TOPOLOGY PLAN_A PLAN_B
+Usage: benchmarks/plan_swap.py SIMSEARCH MODEL TOPOLOGY PLAN_A PLAN_B [SIMULATE_ARGS...]
 
 Ops are grouped into classes by name with every step index tN replaced by tN
 (the unrolled steps of an RNN layer are one class). For every class in which
 the plans differ, PLAN_A with that class's configs taken from PLAN_B is
-simulated (`SIMSEARCH simulate --json`); then the classes are taken over
+simulated (`SIMSEARCH simulate --json`, with SIMULATE_ARGS such as `--nodes 1`
+when the plans were made with them); then the classes are taken over
 cumulatively, the most helpful single swap first. If the cumulative line falls
 steadily, PLAN_B is reachable from PLAN_A by single class moves that each
 help; if only the last steps fall, the two plans lie in different basins that
@@ -22,9 +23,10 @@ import tempfile
 
 
 def main():
-    if len(sys.argv) != 6:
+    if len(sys.argv) < 6:
         sys.exit(__doc__.strip().splitlines()[2])
-    simsearch, model, topo, path_a, path_b = sys.argv[1:]
+    simsearch, model, topo, path_a, path_b = sys.argv[1:6]
+    extra = sys.argv[6:]
     a, b = (json.load(open(p)) for p in (path_a, path_b))
     if set(a["operators"]) != set(b["operators"]):
         sys.exit("plan_swap: %s and %s name different operators" % (path_a, path_b))
@@ -36,7 +38,7 @@ def main():
         with open(tmp, "w") as f:
             json.dump(plan, f)
         out = subprocess.run([simsearch, "simulate", "--model", model, "--topology", topo,
-                              "--plan", tmp, "--json"], capture_output=True, text=True)
+                              "--plan", tmp, "--json"] + extra, capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit("plan_swap: simulate failed: " + out.stderr.strip())
         return json.loads(out.stdout)["iteration_time_ms"]

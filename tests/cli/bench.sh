@@ -3,7 +3,8 @@
 # rows (tests/data/vtrain_small.csv, from vTrain's set) — its statistics
 # are recomputed here independently from its --predictions CSV (MAPE,
 # median, max, Spearman without ties) and must match the report; runs are
-# deterministic; bad input exits non-zero. bench_sim measures one model.
+# deterministic; bad input exits non-zero. bench_sim measures one model. The
+# plan analysis scripts plan_swap.py and plan_symmetry.py on small plans.
 set -u
 src=${SS_SOURCE_DIR:?}
 bin=${SS_BINARY:?}
@@ -41,6 +42,49 @@ grep -q "bad row" "$tmp/e" || err "bad CSV message: $(cat "$tmp/e")"
 
 "$dir/bench_sim" --only alexnet --markdown "$tmp/s.md" >/dev/null 2>&1 || err "bench_sim exit $?"
 awk -F'|' '$2 ~ /alexnet/ { exit !($5 + 0 > 0 && $8 + 0 > 0) }' "$tmp/s.md" || err "bench_sim row: $(cat "$tmp/s.md")"
+
+# The plan analysis scripts (benchmarks/RESULTS.md, "Search") on mlp over one
+# p100x16 node: data parallelism (A) against a searched plan (B).
+topo="--topology topologies/p100x16.json --nodes 1 --model mlp"
+# shellcheck disable=SC2086
+"$bin" plan $topo --plan data-parallel --out "$tmp/a.json" >/dev/null 2>&1 || err "plan exit $?"
+# shellcheck disable=SC2086
+"$bin" search $topo --budget 400 --time-limit 0 --seed 7 --out "$tmp/b.json" >/dev/null 2>&1 ||
+  err "search exit $?"
+# plan_swap: taking every class that differs over from B gives B's time.
+if python3 benchmarks/plan_swap.py "$bin" mlp topologies/p100x16.json "$tmp/a.json" "$tmp/b.json" \
+    --nodes 1 >"$tmp/swap" 2>&1; then
+  b_ms=$(awk 'NR == 1 { print $5 }' "$tmp/swap")
+  last_ms=$(awk '$1 == "+" { v = $3 } END { print v }' "$tmp/swap")
+  [ -n "$b_ms" ] && [ "$b_ms" = "$last_ms" ] || err "plan_swap: B $b_ms ms, all classes taken over $last_ms ms"
+  grep -q "classes differ" "$tmp/swap" || err "plan_swap: no summary line"
+else
+  err "plan_swap exit: $(cat "$tmp/swap")"
+fi
+# plan_symmetry: data parallelism runs the same timeline on all 4 devices; a
+# plan with one op moved onto device 0 alone does not.
+# shellcheck disable=SC2086
+"$bin" simulate $topo --plan "$tmp/a.json" --trace "$tmp/a.trace" >/dev/null 2>&1 ||
+  err "simulate --trace exit $?"
+python3 benchmarks/plan_symmetry.py "$tmp/a.trace" dp >"$tmp/sym" 2>&1 || err "plan_symmetry exit"
+grep -q "dp: 4 devices, .*classes by work: 1 (largest 4), by timeline: 1 (largest 4)" "$tmp/sym" ||
+  err "plan_symmetry on data parallelism: $(cat "$tmp/sym")"
+python3 - "$tmp/a.json" "$tmp/c.json" <<'PY' || err "editing a plan"
+import json, sys
+p = json.load(open(sys.argv[1]))
+op = sorted(p["operators"])[0]
+c = p["operators"][op]
+c["degrees"] = [1] * len(c["degrees"])
+c["reduction"] = 1
+c["devices"] = [0]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+# shellcheck disable=SC2086
+"$bin" simulate $topo --plan "$tmp/c.json" --trace "$tmp/c.trace" >/dev/null 2>&1 ||
+  err "simulate --trace (one op on device 0) exit $?"
+python3 benchmarks/plan_symmetry.py "$tmp/c.trace" one >"$tmp/sym" 2>&1 || err "plan_symmetry exit"
+grep -q "one: 4 devices, .*classes by work: [2-4] " "$tmp/sym" ||
+  err "plan_symmetry on an asymmetric plan: $(cat "$tmp/sym")"
 
 [ $fail -eq 0 ] && echo "bench: all checks passed"
 exit $fail
