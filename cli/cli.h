@@ -76,6 +76,28 @@ int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m);
 int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_graph **g);
 
+/* An output a command writes: its flag ("--out") and path (NULL: not asked). */
+typedef struct ss_cli_output {
+    const char *flag;
+    const char *path;
+} ss_cli_output;
+
+/* Check a command's outputs before any work (array ended by a NULL flag):
+ * each path must be writable (ss_output_check), no two the same, at most one
+ * "-" (standard output), none "-" with --json. *stdout_taken (may be NULL)
+ * says whether an output goes to standard output. Returns 0, or
+ * SS_EXIT_USAGE after printing why. */
+int ss_cli_check_outputs(const char *cmd, const ss_cli_output *outs, int json, int *stdout_taken);
+
+/* After an output was written to standard output ("-"): send what the
+ * command prints next (its report) to standard error instead. */
+void ss_cli_report_to_stderr(void);
+
+/* Install the handlers of SIGINT, SIGTERM and SIGHUP that remove the temp
+ * files of outputs being written, then die of the signal (commands may
+ * catch SIGINT themselves meanwhile, as the search does). */
+void ss_cli_catch_signals(void);
+
 /* Human-friendly numbers: "1.23 G", "456 M"; into buf. */
 const char *ss_cli_si(double v, char *buf, size_t n);
 /* Bytes as "1.50 GiB". */

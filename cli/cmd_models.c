@@ -196,8 +196,13 @@ int ss_cmd_model(int argc, char **argv)
     }
     if (!spec)
         return ss_cli_usage_error("model", "missing the model (NAME[:key=value,...] or FILE)");
+    int taken = 0;
+    const ss_cli_output outs[] = {{"--export", export_path}, {NULL, NULL}};
+    int rc = ss_cli_check_outputs("model", outs, json, &taken);
+    if (rc != SS_EXIT_OK)
+        return rc;
     ss_graph *g = NULL;
-    int rc = ss_cli_build_model(spec, batch, (int)devices, &g);
+    rc = ss_cli_build_model(spec, batch, (int)devices, &g);
     if (rc != SS_EXIT_OK)
         return rc;
     summary s;
@@ -209,6 +214,8 @@ int ss_cmd_model(int argc, char **argv)
             ss_graph_free(g);
             return ss_cli_fail(&d);
         }
+        if (taken)
+            ss_cli_report_to_stderr();
     }
     if (json) {
         char fp[17];

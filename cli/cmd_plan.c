@@ -185,12 +185,18 @@ int ss_cmd_plan(int argc, char **argv)
     ss_plan *p = NULL;
     ss_diag d;
     ss_diag_init(&d);
+    int taken = 0;
+    const ss_cli_output outs[] = {{"--out", o.out}, {NULL, NULL}};
+    if ((r = ss_cli_check_outputs("plan", outs, o.c.json, &taken)))
+        return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
         return r;
     if (o.out && ss_plan_save(p, g, o.out, &d) != SS_OK) {
         r = ss_cli_fail(&d);
         goto out;
     }
+    if (taken)
+        ss_cli_report_to_stderr();
     r = summarise(&o, p, g, m);
 out:
     ss_plan_free(p);

@@ -42,9 +42,10 @@ static void help(FILE *f)
             "  --nodes N         override the node count of a compact topology\n"
             "  --batch N         global batch (default: 64 per device, 256 for alexnet)\n"
             "  --budget N        proposals in all (default 20000)\n"
-            "  --time-limit S    stop after S seconds (default %g; 0: no limit)\n"
-            "  --seed N          random seed (default 1); same seed and budget, no time\n"
-            "                    limit reached => the same plan\n"
+            "  --time-limit S    stop after S seconds (0: no limit; default %g without\n"
+            "                    --budget, none with it)\n"
+            "  --seed N          random seed (default 1); same inputs, seed and --budget\n"
+            "                    without --time-limit => the same plan, byte for byte\n"
             "  --out FILE        where to write the best plan (default ./" DEFAULT_OUT ")\n"
             "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
             "  --json            print one JSON object instead of the table\n"
@@ -71,7 +72,7 @@ static int parse(int argc, char **argv, opts *o)
     o->c.model = DEFAULT_MODEL;
     o->out = DEFAULT_OUT;
     o->seed = 1;
-    o->time_limit = DEFAULT_TIME_LIMIT;
+    o->time_limit = -1; /* unset: DEFAULT_TIME_LIMIT unless --budget is given */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -121,6 +122,9 @@ static int parse(int argc, char **argv, opts *o)
     }
     if (!o->c.topology)
         return ss_cli_usage_error("search", "--topology is required");
+    /* A budget alone makes the search reproducible: no clock unless asked. */
+    if (o->time_limit < 0)
+        o->time_limit = o->budget > 0 ? 0 : DEFAULT_TIME_LIMIT;
     return 0;
 }
 
@@ -203,6 +207,9 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
         printf("  still improving: the best plan got %.1f%% faster in the second half of the\n"
                "          search; a longer --time-limit or --budget will likely find a better one\n",
                100 * r->gain_second_half);
+    if (r->time_dependent)
+        printf("  the time limit decided where the search stopped: the same seed may give\n"
+               "          another plan; --budget N without --time-limit is reproducible\n");
     if (b->n_crit > 0) {
         printf("  critical path of the best plan:");
         for (int i = 0; i < b->n_crit && i < 3; i++)
@@ -220,7 +227,12 @@ static int run(const opts *o, struct sigaction *old)
 {
     ss_machine *m = NULL;
     ss_graph *g = NULL;
-    int rc = ss_cli_common_load(&o->c, &m, &g, NULL);
+    int taken = 0;
+    const ss_cli_output outs[] = {{"--out", o->out}, {"--trace", o->trace}, {NULL, NULL}};
+    int rc = ss_cli_check_outputs("search", outs, o->c.json, &taken);
+    if (rc)
+        return rc;
+    rc = ss_cli_common_load(&o->c, &m, &g, NULL);
     if (rc)
         return rc;
     ss_costmodel *cm = ss_cost_new(m);
@@ -251,21 +263,31 @@ static int run(const opts *o, struct sigaction *old)
         fprintf(stderr, "\r%78s\r", "");
     if (st == SS_OK)
         st = ss_plan_save(r.best, g, o->out, &d);
-    if (st == SS_OK && o->trace)
-        st = ss_sim_write_trace(r.sim, o->trace, &d);
+    /* The plan is written: a trace that fails now does not hide the report. */
+    ss_diag dt;
+    ss_diag_init(&dt);
+    int trace_ok = st != SS_OK || !o->trace || ss_sim_write_trace(r.sim, o->trace, &dt) == SS_OK;
+    if (st == SS_OK && taken)
+        ss_cli_report_to_stderr();
     if (st == SS_OK) {
         if (o->c.json) {
             char *js = NULL;
-            st = ss_search_result_to_json(&r, o->out, &js, &d);
+            st = ss_search_result_to_json(&r, o->out, trace_ok ? o->trace : NULL, &js, &d);
             if (st == SS_OK) {
                 printf("%s\n", js);
                 ss_free(js);
             }
         } else {
-            print_human(&r, o->out, o->trace);
+            print_human(&r, o->out, trace_ok ? o->trace : NULL);
         }
     }
-    rc = st == SS_OK ? SS_EXIT_OK : ss_cli_fail(&d);
+    if (st != SS_OK)
+        rc = ss_cli_fail(&d);
+    else if (!trace_ok) {
+        fprintf(stderr, "simsearch: the plan was written to %s, but not the trace:\n", o->out);
+        rc = ss_cli_fail(&dt);
+    } else
+        rc = SS_EXIT_OK;
     ss_search_result_clear(&r);
     ss_cost_free(cm);
     ss_graph_free(g);

@@ -135,6 +135,10 @@ int ss_cmd_simulate(int argc, char **argv)
     char *txt = NULL;
     ss_diag d;
     ss_diag_init(&d);
+    int taken = 0;
+    const ss_cli_output outs[] = {{"--trace", o.trace}, {NULL, NULL}};
+    if ((r = ss_cli_check_outputs("simulate", outs, o.c.json, &taken)))
+        return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
         return r;
     cm = ss_cost_new(m);
@@ -148,6 +152,8 @@ int ss_cmd_simulate(int argc, char **argv)
         r = ss_cli_fail(&d);
         goto out;
     }
+    if (taken)
+        ss_cli_report_to_stderr();
     if (o.c.json) {
         if (ss_sim_result_to_json(&res, o.c.plan, &txt, &d) != SS_OK) {
             r = ss_cli_fail(&d);

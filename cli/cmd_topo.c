@@ -268,15 +268,21 @@ static int discover(const char *out)
     ss_diag d;
     ss_diag_init(&d);
     ss_machine *m = NULL;
+    int taken = 0;
+    const ss_cli_output outs[] = {{"--out", out}, {NULL, NULL}};
+    int rc = ss_cli_check_outputs("topo", outs, 0, &taken);
+    if (rc != SS_EXIT_OK)
+        return rc;
     if (ss_machine_discover(&m, &d) != SS_OK) {
         fprintf(stderr, "simsearch: %s\n", d.msg[0] ? d.msg : ss_status_name(d.status));
         return SS_EXIT_FAIL;
     }
-    int rc = SS_EXIT_OK;
     if (out) {
         if (ss_machine_save(m, out, &d) != SS_OK)
             rc = ss_cli_fail(&d);
-        else
+        else if (taken)
+            ss_cli_report_to_stderr();
+        if (rc == SS_EXIT_OK)
             printf("wrote %s: %d devices on %d hosts\n", out, ss_machine_n_devices(m),
                    ss_machine_n_hosts(m));
     } else {

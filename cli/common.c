@@ -5,9 +5,11 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int ss_cli_fail(const ss_diag *d)
 {
@@ -196,4 +198,64 @@ const char *ss_cli_bytes(double v, char *buf, size_t n)
     }
     snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", v, suf[k]);
     return buf;
+}
+
+int ss_cli_check_outputs(const char *cmd, const ss_cli_output *outs, int json, int *stdout_taken)
+{
+    const char *to_stdout = NULL;
+    for (int i = 0; outs[i].flag; i++) {
+        const char *p = outs[i].path;
+        if (!p)
+            continue;
+        for (int j = 0; j < i; j++)
+            if (outs[j].path && !strcmp(outs[j].path, p))
+                return ss_cli_usage_error(cmd, "%s and %s name the same file '%s'",
+                                          outs[j].flag, outs[i].flag, p);
+        if (!strcmp(p, "-")) {
+            if (to_stdout)
+                return ss_cli_usage_error(cmd, "%s and %s both write to standard output (-)",
+                                          to_stdout, outs[i].flag);
+            if (json)
+                return ss_cli_usage_error(cmd, "--json prints to standard output; give %s a "
+                                               "file name, not -",
+                                          outs[i].flag);
+            to_stdout = outs[i].flag;
+        }
+        ss_diag d;
+        ss_diag_init(&d);
+        if (ss_output_check(p, &d) != SS_OK) {
+            fprintf(stderr, "simsearch%s%s: %s: %s\n", cmd ? " " : "", cmd ? cmd : "",
+                    outs[i].flag, d.msg);
+            return SS_EXIT_USAGE;
+        }
+    }
+    if (stdout_taken)
+        *stdout_taken = to_stdout != NULL;
+    return SS_EXIT_OK;
+}
+
+void ss_cli_report_to_stderr(void)
+{
+    fflush(stdout);
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+}
+
+/* A fatal signal while an output is being written: remove its temp file,
+ * then die of the signal as if it had not been caught. */
+static void on_fatal_signal(int sig)
+{
+    ss_output_remove_temps();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void ss_cli_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }

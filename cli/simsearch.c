@@ -35,6 +35,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    ss_cli_catch_signals();
     if (argc < 2) {
         usage(stderr);
         return SS_EXIT_USAGE;

@@ -6,13 +6,13 @@
  * were.
  */
 #include "json_util.h"
+#include "outfile.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 ss_status ss_json_parse_file(const char *path, json_t **root, ss_diag *d)
 {
@@ -276,34 +276,18 @@ ss_status ss_json_write_atomic(const char *path, const json_t *root, ss_diag *d)
     ss_status st = ss_json_to_string(root, &text, d);
     if (st)
         return st;
-    size_t n = strlen(path) + 32;
-    char *tmp = ss_malloc(n);
-    if (!tmp) {
-        ss_free(text);
-        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    ss_output *o = NULL;
+    FILE *f = NULL;
+    st = ss_output_open(path, &o, &f, d);
+    if (st == SS_OK) {
+        size_t len = strlen(text);
+        if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF) {
+            st = ss_diag_set(d, SS_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+            ss_output_abort(o);
+        } else {
+            st = ss_output_commit(o, d);
+        }
     }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = ss_diag_set(d, SS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        goto out;
-    }
-    size_t len = strlen(text);
-    int bad = fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF;
-    bad |= fflush(f) != 0;
-    bad |= fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        st = ss_diag_set(d, SS_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        remove(tmp);
-        goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        st = ss_diag_set(d, SS_ERR_IO, "%s: cannot rename temp file: %s", path, strerror(errno));
-        remove(tmp);
-    }
-out:
-    ss_free(tmp);
     ss_free(text);
     return st;
 }

@@ -86,6 +86,22 @@ void ss_free(void *p);
 char *ss_strdup(const char *s);
 
 /* ------------------------------------------------------------------ */
+/* Output files (core/outfile.c; the rules in core/outfile.h)           */
+/* ------------------------------------------------------------------ */
+
+/* Can an output be written at path? "-" (standard output) can; a path that
+ * exists must be a regular file the user may write (a symbolic link is
+ * followed to one); its directory must exist and take a new file (probed by
+ * creating and removing a temp file). Call it before the work whose result
+ * goes there. SS_ERR_INVALID (empty path, not a regular file, dangling
+ * link) or SS_ERR_IO (no such directory, not writable), naming the path. */
+ss_status ss_output_check(const char *path, ss_diag *d);
+
+/* Remove the temp files of the outputs being written right now. Only
+ * async-signal-safe calls: for a signal handler, before the process dies. */
+void ss_output_remove_temps(void);
+
+/* ------------------------------------------------------------------ */
 /* Data types and dimension kinds                                      */
 /* ------------------------------------------------------------------ */
 
@@ -732,8 +748,9 @@ ss_status ss_sim_result_to_json(const ss_sim_result *r, const char *plan_label, 
 /* Metropolis-Hastings over the SOAP space (every op's degrees over its
  * sample, attribute, parameter and reduction dims, and its device list),
  * judged by the simulator (full or exact delta simulation). Chains start from
- * data parallelism, the expert plan and random plans. Same seed, same
- * budget and no time limit => the same plan. */
+ * data parallelism, the expert plan and random plans. Same inputs, seed and
+ * budget => the same plan, unless the time limit cut the search
+ * (ss_search_result.time_dependent) or it was interrupted. */
 
 typedef struct ss_search_progress {
     int64_t proposals, accepted, evaluations;
@@ -793,6 +810,11 @@ typedef struct ss_search_result {
     double log10_space;      /* log10 of the number of plans in the space */
     int delta;               /* 1 if delta simulation judged the proposals */
     int interrupted;         /* stopped by the stop callback */
+    double time_limit_s;     /* the time limit it ran under (0: none) */
+    int time_dependent;      /* 1 if the time limit decided something (stopped the search or
+                                ended an exploration chain early): the same seed may then
+                                give another plan. 0: a pure function of the inputs, seed
+                                and budget (and interrupted = 0) */
     char stopped_by[32];     /* "budget", "time limit", "no improvement", "interrupted" */
     ss_sim *sim;             /* owned: its last run is best_sim (for ss_sim_write_trace) */
 } ss_search_result;
@@ -811,10 +833,11 @@ void ss_search_result_clear(ss_search_result *r);
  * ..., "expert": ...}, "expert_plan", "speedup_vs_data_parallel",
  * "speedup_vs_expert", "search": {proposals, accepted, evaluations,
  * pruned, cut, infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
- * interrupted, delta, log10_space_size}, "plan_file"}. plan_file may be NULL.
+ * interrupted, time_limit_s, time_dependent, delta, log10_space_size},
+ * "plan_file", "trace_file"}: the files written (NULL: none, JSON null).
  * *out is an ss_malloc'd string. */
-ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file, char **out,
-                                   ss_diag *d);
+ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file,
+                                  const char *trace_file, char **out, ss_diag *d);
 
 #ifdef __cplusplus
 }

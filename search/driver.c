@@ -334,6 +334,8 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
                               : !isfinite(ms.best_half_us) ? HUGE_VAL
                                                            : ms.best_half_us / ms.best_us - 1;
         r->interrupted = ms.stopped_by == SS_MCMC_STOP_USER;
+        r->time_dependent = ms.time_cut;
+        r->time_limit_s = cfg.time_limit_s;
         snprintf(r->stopped_by, sizeof r->stopped_by, "%s", ss_mcmc_stop_name(ms.stopped_by));
     }
     for (int i = 2; i < n_starts; i++)
@@ -354,8 +356,8 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file, char **out,
-                                   ss_diag *d)
+ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file,
+                                  const char *trace_file, char **out, ss_diag *d)
 {
     json_t *o = json_object();
     json_t *best = ss_sim_result_json(&r->best_sim, plan_file);
@@ -392,12 +394,16 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
                                        : json_null());
         bad |= json_object_set_new(srch, "stopped_by", json_string(r->stopped_by));
         bad |= json_object_set_new(srch, "interrupted", json_boolean(r->interrupted));
+        bad |= json_object_set_new(srch, "time_limit_s", json_real(r->time_limit_s));
+        bad |= json_object_set_new(srch, "time_dependent", json_boolean(r->time_dependent));
         bad |= json_object_set_new(srch, "delta", json_boolean(r->delta));
         bad |= json_object_set_new(srch, "log10_space_size", json_real(r->log10_space));
         bad |= json_object_set_new(o, "search", srch);
         srch = NULL;
         bad |= json_object_set_new(o, "plan_file",
                                    plan_file ? json_string(plan_file) : json_null());
+        bad |= json_object_set_new(o, "trace_file",
+                                   trace_file ? json_string(trace_file) : json_null());
     }
     json_decref(best);
     json_decref(dp);

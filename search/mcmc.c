@@ -238,8 +238,10 @@ static int should_stop(search *s)
         why = SS_MCMC_STOP_USER;
     else if (s->st.proposals >= s->budget)
         why = SS_MCMC_STOP_BUDGET;
-    else if (s->cfg->time_limit_s > 0 && elapsed(s) >= s->cfg->time_limit_s)
+    else if (s->cfg->time_limit_s > 0 && elapsed(s) >= s->cfg->time_limit_s) {
         why = SS_MCMC_STOP_TIME;
+        s->st.time_cut = 1;
+    }
     else if (s->patience > 0 && s->st.proposals - s->last_improve >= s->patience)
         why = SS_MCMC_STOP_PATIENCE;
     else
@@ -600,7 +602,11 @@ static ss_status chain(search *s, int64_t steps, double deadline, int restart_to
 {
     int n_ops = ss_graph_n_ops(s->g);
     int64_t end = s->st.proposals + steps;
-    while (s->st.proposals < end && !should_stop(s) && elapsed(s) < deadline) {
+    while (s->st.proposals < end && !should_stop(s)) {
+        if (deadline < HUGE_VAL && elapsed(s) >= deadline) {
+            s->st.time_cut = 1; /* the clock, not the budget, ended this chain */
+            break;
+        }
         if (restart_to_best && s->st.proposals - s->last_improve > 0 &&
             (s->st.proposals - s->last_improve) % s->restart_after == 0) {
             int ok;

@@ -136,6 +136,9 @@ typedef struct ss_mcmc_stats {
                               fits had been found by then): best_half_us / best_us - 1 is
                               what the second half of the search gained */
     ss_mcmc_stop stopped_by;
+    int time_cut;          /* 1 if the clock decided something: the time limit stopped the
+                              search or ended an exploration chain before its share of the
+                              budget. Only then may the same seed give another plan */
 } ss_mcmc_stats;
 
 typedef struct ss_mcmc_config {

@@ -1,20 +1,20 @@
 /*
  * trace.c — streamed Chrome Trace Event JSON writer (layout in trace.h).
  *
- * Invariant: the output is written to a temporary file in the target's
- * directory and renamed over the target only after every byte was written
- * and the file closed without error; any failure removes the temporary
- * file. Every string goes through esc(), every number is finite and printed
- * with %.17g, so the text is always valid JSON.
+ * Invariant: the output goes through core/outfile.h (a temp file in the
+ * target's directory, renamed over it only after every byte was written
+ * and synced; any failure or signal removes the temp file). Every string
+ * goes through esc(), every number is finite and printed with %.17g, so the
+ * text is always valid JSON.
  */
 #include "simulator/trace.h"
+#include "core/outfile.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Write s as a JSON string literal. */
 static void esc(FILE *f, const char *s)
@@ -129,26 +129,14 @@ ss_status ss_trace_write(const char *path, const ss_taskgraph *tg, const ss_engi
                            path, ss_machine_n_devices(m), 2 * ss_machine_n_links(m),
                            tg->n_devices, tg->n_channels);
     uint8_t *used = ss_calloc((size_t)tg->n_channels + 1, 1);
-    size_t plen = strlen(path);
-    char *tmp = ss_malloc(plen + 16);
-    if (!used || !tmp) {
-        ss_free(used);
-        ss_free(tmp);
+    if (!used)
         return ss_diag_set(d, SS_ERR_NOMEM, "trace %s: out of memory", path);
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        int err = errno;
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
+    ss_output *o = NULL;
+    FILE *f = NULL;
+    ss_status st = ss_output_open(path, &o, &f, d);
+    if (st) {
         ss_free(used);
-        ss_free(tmp);
-        return ss_diag_set(d, SS_ERR_IO, "trace %s: cannot write: %s", path, strerror(err));
+        return st;
     }
     for (int t = 0; t < tg->n_tasks; t++)
         for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++)
@@ -175,20 +163,11 @@ ss_status ss_trace_write(const char *path, const ss_taskgraph *tg, const ss_engi
         }
     }
     fputs("\n]}\n", f);
-    int bad = ferror(f);
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
-    }
     ss_free(used);
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad)
-            err = errno;
-        unlink(tmp);
-        ss_free(tmp);
-        return ss_diag_set(d, SS_ERR_IO, "trace %s: write failed: %s", path, strerror(err));
+    if (ferror(f)) {
+        st = ss_diag_set(d, SS_ERR_IO, "trace %s: write failed: %s", path, strerror(errno));
+        ss_output_abort(o);
+        return st;
     }
-    ss_free(tmp);
-    return SS_OK;
+    return ss_output_commit(o, d);
 }

@@ -222,7 +222,7 @@ static void test_json_and_stop(void **state)
     assert_true(r.proposals <= 20);
     assert_true(r.best_sim.iteration_us <= r.dp_sim.iteration_us);
     char *js = NULL;
-    assert_int_equal(ss_search_result_to_json(&r, "out.json", &js, &d), SS_OK);
+    assert_int_equal(ss_search_result_to_json(&r, "out.json", NULL, &js, &d), SS_OK);
     json_error_t err;
     json_t *o = json_loads(js, 0, &err);
     assert_non_null(o);
