@@ -311,7 +311,7 @@ static int predict_part(bench *b, const params *p, int want, int phase, int stri
         if (!fit_row(r, want) || k++ % stride != phase)
             continue;
         ss_sim *s = NULL;
-        ss_sim_config cfg = {0, 1}; /* memory is not what is measured here */
+        ss_sim_config cfg = {.skip_memory = 1}; /* memory is not what is measured here */
         if (ss_sim_new(b->graphs[r->graph], m, cm, &cfg, &s, d) ||
             ss_sim_run(s, r->plan, &res, d))
             rc = -1;

@@ -132,9 +132,15 @@ static int parse(int argc, char **argv, opts *o)
 
 static volatile sig_atomic_t interrupted;
 
+/* The first Ctrl-C stops the search (it polls the flag, also inside long
+ * simulations); a second one ends the program at once. */
 static void on_sigint(int sig)
 {
-    (void)sig;
+    if (interrupted) {
+        ss_output_remove_temps();
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     interrupted = 1;
 }
 
@@ -191,6 +197,11 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
     printf("\n  expert plan: %s\n", r->expert_label);
     printf("  speedup of the best plan: %.2fx over data parallel, %.2fx over expert\n",
            r->speedup_vs_dp, r->speedup_vs_expert);
+    if (r->interrupted && r->proposals == 0) {
+        printf("  search: interrupted before its first proposal; the plans above are the\n"
+               "          ones judged by then\n");
+        goto written;
+    }
     printf("  search: %lld proposals (%lld rejected by the compute bound, %lld by the load\n"
            "          bound while simulating, %lld by an earlier judgement of the same plan),\n"
            "          %lld accepted, %lld simulations (%.0f/s, %s), %.2f s, stopped: %s\n",
@@ -217,6 +228,7 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
                    b->crit[i].us / 1000);
         printf("\n");
     }
+written:
     printf("\nplan written to %s", out_path);
     if (trace)
         printf(", trace to %s", trace);

@@ -635,6 +635,11 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
 typedef struct ss_sim_config {
     double mem_fraction; /* usable share of each device's memory (0 = 1.0) */
     int skip_memory;     /* 1: skip the liveness sweep (peaks = static memory only) */
+    /* Optional: polled while a run builds its task graph and simulates it
+     * (every few thousand tasks); nonzero stops the run, which returns
+     * SS_ERR_INTERRUPTED with the result unchanged (Ctrl-C on a big plan). */
+    int (*stop)(void *ctx);
+    void *stop_ctx;
 } ss_sim_config;
 
 #define SS_SIM_CRIT_MAX 8
@@ -707,6 +712,9 @@ ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d);
  * HUGE_VAL: ss_sim_run, *load_us = 0. On error *r is unchanged. */
 ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                             double *load_us, ss_diag *d);
+
+/* Replace the stop callback of s's config (NULL: runs cannot be stopped). */
+void ss_sim_set_stop(ss_sim *s, int (*stop)(void *ctx), void *ctx);
 
 /* Free a result's arrays and zero it (NULL is a no-op). */
 void ss_sim_result_clear(ss_sim_result *r);

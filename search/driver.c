@@ -198,6 +198,34 @@ static double speedup(const ss_sim_result *base, const ss_sim_result *best)
     return best->iteration_us > 0 ? base->iteration_us / best->iteration_us : 0;
 }
 
+/* The search was stopped while the expert plan was judged: data parallelism
+ * (simulated already) is the best plan and stands for the expert too. Takes
+ * over sim (r->sim). */
+static ss_status interrupted_early(ss_sim *sim, ss_search_result *r, ss_diag *d)
+{
+    ss_plan_free(r->expert);
+    r->expert = ss_plan_clone(r->data_parallel);
+    r->best = ss_plan_clone(r->data_parallel);
+    snprintf(r->expert_label, sizeof r->expert_label, "not judged (interrupted)");
+    ss_sim_set_stop(sim, NULL, NULL);
+    ss_status st = !r->expert || !r->best ? ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory")
+                                          : SS_OK;
+    if (!st)
+        st = ss_sim_result_copy(&r->expert_sim, &r->dp_sim, d);
+    if (!st)
+        st = ss_sim_run(sim, r->best, &r->best_sim, d); /* for the trace */
+    r->sim = sim;
+    if (st) {
+        ss_search_result_clear(r);
+        return st;
+    }
+    r->speedup_vs_dp = r->speedup_vs_expert = 1;
+    r->interrupted = 1;
+    r->gain_second_half = 0;
+    snprintf(r->stopped_by, sizeof r->stopped_by, "%s", ss_mcmc_stop_name(SS_MCMC_STOP_USER));
+    return SS_OK;
+}
+
 ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                         const ss_search_config *cfg_in, ss_search_result *r, ss_diag *d)
 {
@@ -220,7 +248,11 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     memset(&fe, 0, sizeof fe);
     ss_plan *starts[2 + 64] = {0};
     int n_starts = 0;
-    ss_status st = ss_sim_new(g, m, cm, NULL, &sim, d);
+    /* Every simulation polls the stop callback, so Ctrl-C is honoured while
+     * a big plan is built or simulated, not only between proposals. */
+    cb_bridge br = {&cfg};
+    ss_sim_config sc = {.stop = cfg.stop ? bridge_stop : NULL, .stop_ctx = &br};
+    ss_status st = ss_sim_new(g, m, cm, &sc, &sim, d);
     if (st)
         return st;
     fe.sim = sim;
@@ -235,10 +267,22 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         st = ss_plan_data_parallel(g, m, 0, &r->data_parallel, d);
     if (!st)
         st = ss_sim_run(sim, r->data_parallel, &r->dp_sim, d);
+    if (st == SS_ERR_INTERRUPTED) {
+        ss_diag_init(d);
+        st = ss_diag_set(d, SS_ERR_INTERRUPTED,
+                         "search: interrupted before the first plan (data parallelism) was "
+                         "simulated; no plan found");
+    }
+    ss_diag de; /* the expert's own errors, but for a stop */
+    ss_diag_init(&de);
     if (!st)
-        st = ss_expert_plan(g, m, &full, &r->expert, r->expert_label, sizeof r->expert_label, d);
+        st = ss_expert_plan(g, m, &full, &r->expert, r->expert_label, sizeof r->expert_label, &de);
     if (!st)
-        st = ss_sim_run(sim, r->expert, &r->expert_sim, d);
+        st = ss_sim_run(sim, r->expert, &r->expert_sim, &de);
+    if (st == SS_ERR_INTERRUPTED) /* stopped while judging the expert: data parallelism */
+        return interrupted_early(sim, r, d);
+    if (st && de.status)
+        ss_diag_set(d, de.status, "%s", de.msg);
 
     /* Space and start plans: DP, expert, random. */
     ss_space_opts so = {ss_machine_n_devices(m), 0};
@@ -285,7 +329,6 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
                         bounded_restore};
 
     /* The chains. */
-    cb_bridge br = {&cfg};
     ss_mcmc_config mc;
     memset(&mc, 0, sizeof mc);
     mc.budget = cfg.budget;
@@ -313,7 +356,9 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     if (!st)
         st = ss_mcmc_run(sp, &bev, starts, n_starts, &mc, r->best, &be, &ms, d);
 
-    /* The best plan, judged by the full simulator (its trace is the last run). */
+    /* The best plan, judged by the full simulator (its trace is the last run):
+     * not stopped by a Ctrl-C that already stopped the search. */
+    ss_sim_set_stop(sim, NULL, NULL);
     if (!st)
         st = ss_sim_run(sim, r->best, &r->best_sim, d);
     if (!st) {

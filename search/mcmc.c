@@ -147,6 +147,12 @@ static ss_status evaluate(search *s, const ss_plan *p, int changed, double cutof
     ss_diag_init(&local);
     memset(e, 0, sizeof *e);
     ss_status st = s->ev->eval(s->ev->ctx, p, changed, cutoff_us, e, &local);
+    if (st == SS_ERR_INTERRUPTED) { /* the stop callback, polled inside: not judged */
+        *ok = 0;
+        s->stopped = 1;
+        s->st.stopped_by = SS_MCMC_STOP_USER;
+        return SS_OK;
+    }
     if (st == SS_OK && e->beyond) {
         s->st.cut++;
         *ok = 1;
@@ -901,7 +907,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const
                               : HUGE_VAL;
         st = chain(&s, share, deadline, 0, d);
     }
-    if (st == SS_OK && n_ok == 0)
+    if (st == SS_OK && n_ok == 0 && s.st.stopped_by != SS_MCMC_STOP_USER)
         st = ss_diag_set(d, SS_ERR_INVALID, "search: no start plan could be simulated");
     /* Exploitation: from the best, restarting there when stuck. */
     s.beta_now = s.beta;

@@ -179,9 +179,27 @@ static int kbuf_grow(ss_builder *b, int need, ss_diag *d)
  * bottleneck bandwidth, summed latency) is memoized per device pair. With
  * `block` the task also occupies the compute streams of src and dst (resource
  * id = device id): a blocking send/receive pair between pipeline stages. */
+void ss_build_set_stop(ss_builder *b, int (*stop)(void *ctx), void *ctx)
+{
+    b->stop = stop;
+    b->stop_ctx = ctx;
+}
+
+/* Whether the stop callback asks to stop (checked every `every`-th call,
+ * every a power of two); sets d. */
+static int stopped(ss_builder *b, unsigned every, ss_diag *d)
+{
+    if (!b->stop || (++b->polls & (every - 1)) != 0 || !b->stop(b->stop_ctx))
+        return 0;
+    ss_diag_set(d, SS_ERR_INTERRUPTED, "simulation interrupted");
+    return 1;
+}
+
 static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, double bytes, int op,
                         int aux, int prio, int block, ss_diag *d)
 {
+    if (stopped(b, 1024, d))
+        return -1;
     int32_t key[3] = {0, src, dst};
     int vlen = 0, n = 0;
     double gbps, lat;
@@ -715,6 +733,8 @@ static ss_status pass_pairs(ss_builder *b, ss_diag *d)
     const ss_graph *g = b->g;
     for (int o = 0; o < b->n_ops; o++) {
         const ss_op *op = ss_graph_op(g, o);
+        if (stopped(b, 1, d))
+            return d->status;
         for (int i = 0; i < op->n_in; i++) {
             int tid = op->inputs[i];
             int q = ss_graph_tensor(g, tid)->producer;
@@ -1215,6 +1235,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
+        (st = stopped(b, 1, d) ? SS_ERR_INTERRUPTED : SS_OK) != SS_OK ||
         (st = ss_build_weights(b, tg, mm, d)) != SS_OK ||
         (st = ss_taskgraph_finalize(tg, d)) != SS_OK)
         return st;

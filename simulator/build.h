@@ -139,6 +139,10 @@ typedef struct ss_builder ss_builder;
 ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm);
 void ss_build_free(ss_builder *b);
 
+/* Poll stop while building (every few thousand transfers and at each pass);
+ * nonzero makes ss_build_run fail with SS_ERR_INTERRUPTED. NULL: never. */
+void ss_build_set_stop(ss_builder *b, int (*stop)(void *ctx), void *ctx);
+
 /* Build plan p's task graph into tg (reset first) and its static memory
  * (weights, gradients, optimizer state per device) into mm (reset first),
  * and finalize tg. Errors: SS_ERR_INVALID (tile count or device out of

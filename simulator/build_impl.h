@@ -111,6 +111,9 @@ typedef struct edgeent {
 } edgeent;
 
 struct ss_builder {
+    int (*stop)(void *ctx); /* polled while building (ss_build_set_stop) */
+    void *stop_ctx;
+    unsigned polls;
     const ss_graph *g;
     const ss_machine *m;
     ss_costmodel *cm;

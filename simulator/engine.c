@@ -402,6 +402,10 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
 typedef struct run {
     ss_engine *e;
     const ss_taskgraph *tg;
+    int (*poll)(void *ctx); /* the config's stop callback */
+    void *poll_ctx;
+    unsigned npoll;
+    int interrupted;    /* poll asked to stop: abandon the run */
     int nev;        /* pending events (calendar and cur) */
     int ntouched;
     int nzero_queued; /* zero-duration tasks waiting in queues */
@@ -749,6 +753,8 @@ static void retire(run *s, int h, double t)
     const ss_taskgraph *tg = s->tg;
     const trec *rh = &e->rec[h];
     s->retired++;
+    if (s->poll && (++s->npoll & 4095) == 0 && s->poll(s->poll_ctx))
+        s->interrupted = 1;
     e->pend_round[h] = s->round;
     const int32_t *rs = rres(tg, rh);
     for (int i = 0; i < rh->nres; i++) {
@@ -838,11 +844,13 @@ static void settle(run *s, double now)
     drain(s, now);
     s->collecting = 1;
     for (;;) {
-        while (s->cpos < s->ncur) {
+        while (s->cpos < s->ncur && !s->interrupted) {
             int h = ev_pos(e->cur[s->cpos++]);
             s->nev--;
             retire(s, h, now);
         }
+        if (s->interrupted)
+            return;
         if (s->nzero_queued > 0) /* else it would start nothing */
             dispatch(s, now, 1);
         if (s->cpos == s->ncur)
@@ -1047,10 +1055,12 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     int64_t rounds = 1;
     s->round = 0;
     settle(s, t0);
-    while (s->nev > 0 && !s->stop) {
+    while (s->nev > 0 && !s->stop && !s->interrupted) {
         s->round = (int32_t)rounds++;
         settle(s, e->bk[e->theap[0]].t);
     }
+    if (s->interrupted)
+        return ss_diag_set(d, SS_ERR_INTERRUPTED, "simulation interrupted");
     if (s->stop) {
         e->cut = 1;
         e->cut_bound = s->bound;
@@ -1134,6 +1144,10 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
     if (cfg && cfg->load) {
         s.load = cfg->load;
         s.cut_at = cfg->cutoff + 1e-9 * fabs(cfg->cutoff);
+    }
+    if (cfg) {
+        s.poll = cfg->stop;
+        s.poll_ctx = cfg->stop_ctx;
     }
     cal_reset(&s);
     for (int i = 0; i < tg->n_tasks; i++)

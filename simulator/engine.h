@@ -139,6 +139,10 @@ typedef struct ss_engine_config {
      * cutoff. NULL: run to the end. */
     const double *load;
     double cutoff;
+    /* Optional: polled every few thousand retired tasks; nonzero stops the
+     * run with SS_ERR_INTERRUPTED (no result). NULL: never. */
+    int (*stop)(void *ctx);
+    void *stop_ctx;
 } ss_engine_config;
 
 typedef struct ss_engine_result {

@@ -67,6 +67,8 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     if (!(s->cfg.mem_fraction > 0))
         s->cfg.mem_fraction = 1.0;
     s->b = ss_build_new(g, m, cm);
+    if (s->b)
+        ss_build_set_stop(s->b, s->cfg.stop, s->cfg.stop_ctx);
     s->tg = ss_taskgraph_new(ss_machine_n_devices(m), 2 * ss_machine_n_links(m));
     s->mm = ss_memory_new();
     s->e = ss_engine_new();
@@ -241,6 +243,13 @@ static ss_status max_load(ss_sim *s, double *out, ss_diag *d)
     return SS_OK;
 }
 
+void ss_sim_set_stop(ss_sim *s, int (*stop)(void *ctx), void *ctx)
+{
+    s->cfg.stop = stop;
+    s->cfg.stop_ctx = ctx;
+    ss_build_set_stop(s->b, stop, ctx);
+}
+
 ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d)
 {
     double load;
@@ -265,7 +274,8 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
         if (*load_us > cutoff_us)
             return SS_OK;
     }
-    ss_engine_config ec = {.policy = ss_build_policy(s->b)};
+    ss_engine_config ec = {.policy = ss_build_policy(s->b), .stop = s->cfg.stop,
+                           .stop_ctx = s->cfg.stop_ctx};
     if (cutoff_us < HUGE_VAL) {
         ec.load = s->load; /* max_load's, per resource */
         ec.cutoff = cutoff_us;

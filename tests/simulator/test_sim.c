@@ -216,7 +216,7 @@ static void test_does_not_fit(void **state)
     fix f;
     ss_diag d;
     ss_diag_init(&d);
-    ss_sim_config cfg = {1e-6, 0};
+    ss_sim_config cfg = {.mem_fraction = 1e-6};
     setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json", &cfg);
     ss_plan *p = ss_plan_new(f.g, f.m);
     ss_sim_result r = {0};
@@ -240,10 +240,65 @@ static void test_does_not_fit(void **state)
     teardown(&f);
 
     ss_sim *s = NULL;
-    ss_sim_config bad = {2.0, 0};
+    ss_sim_config bad = {.mem_fraction = 2.0};
     ss_diag_init(&d);
     assert_int_equal(ss_sim_new(f.g, f.m, f.cm, &bad, &s, &d), SS_ERR_INVALID);
     assert_null(s);
+}
+
+/* The stop callback (ss_sim_config.stop) is polled while building and while
+ * simulating: stopping at the first poll (in the builder) or at the last one
+ * of a full run (in the engine, after the build) fails with
+ * SS_ERR_INTERRUPTED and leaves the result unchanged; without a callback the
+ * same simulator runs on and gives the uninterrupted answer. */
+typedef struct stopper {
+    int calls, stop_at; /* stop at call number stop_at (0: never) */
+} stopper;
+
+static int stop_cb(void *ctx)
+{
+    stopper *st = ctx;
+    return ++st->calls == st->stop_at;
+}
+
+static void test_stop(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=12", 64, 16, &g, &d), SS_OK);
+    stopper st = {0, 0};
+    ss_sim_config cfg = {.stop = stop_cb, .stop_ctx = &st};
+    fix f;
+    setup_g(&f, g, "topologies/p100x16.json", &cfg);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 0, &p, &d), SS_OK);
+    ss_sim_result ref = {0}, r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &ref, &d), SS_OK);
+    int total = st.calls;
+    /* the engine polled too: more polls than the builder's per op + 1 */
+    assert_true(ss_sim_n_tasks(f.sim) > 4096);
+    assert_true(total > ss_graph_n_ops(f.g) + 1);
+    for (int k = 0; k < 2; k++) {
+        st.calls = 0;
+        st.stop_at = k == 0 ? 1 : total;
+        r.iteration_us = -1;
+        ss_diag_init(&d);
+        assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_ERR_INTERRUPTED);
+        assert_string_equal(d.msg, "simulation interrupted");
+        assert_true(r.iteration_us == -1);
+        assert_int_equal(st.calls, st.stop_at); /* stopped at once */
+    }
+    ss_sim_set_stop(f.sim, NULL, NULL);
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    assert_true(r.iteration_us == ref.iteration_us);
+    assert_true(r.peak_memory_bytes[3] == ref.peak_memory_bytes[3]);
+    ss_sim_result_clear(&r);
+    ss_sim_result_clear(&ref);
+    ss_plan_free(p);
+    teardown(&f);
 }
 
 static void test_json_and_trace(void **state)
@@ -573,6 +628,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_device_chain),  cmocka_unit_test(test_two_devices_chain),
         cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_does_not_fit),
+        cmocka_unit_test(test_stop),
         cmocka_unit_test(test_json_and_trace),     cmocka_unit_test(test_copy_and_faults),
         cmocka_unit_test(test_invariants_mlp),     cmocka_unit_test(test_invariants_gpt),
         cmocka_unit_test(test_invariants_alexnet),
