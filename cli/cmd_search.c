@@ -48,6 +48,8 @@ static void help(FILE *f)
             "                    without --time-limit => the same plan, byte for byte\n"
             "  --out FILE        where to write the best plan (default ./" DEFAULT_OUT ")\n"
             "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
+            "  --least-bad       when no plan fits in memory, write the one that overflows\n"
+            "                    least anyway (without it: no plan is written, exit 2)\n"
             "  --json            print one JSON object instead of the table\n"
             "  --delta           judge proposals by delta simulation (same numbers as the\n"
             "                    full simulator, but no critical path: no path moves;\n"
@@ -63,7 +65,8 @@ typedef struct opts {
     long long budget, seed;
     double time_limit;
     int delta;
-    int no_cache; /* --no-eval-cache */
+    int no_cache;  /* --no-eval-cache */
+    int least_bad; /* --least-bad */
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
@@ -91,6 +94,10 @@ static int parse(int argc, char **argv, opts *o)
         }
         if (!strcmp(argv[i], "--no-eval-cache")) {
             o->no_cache = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--least-bad")) {
+            o->least_bad = 1;
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
@@ -189,6 +196,9 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
            b->n_devices, (long long)b->batch);
     if (r->interrupted)
         printf("search interrupted (Ctrl-C): the best plan found so far\n");
+    if (r->devices_usable < b->n_devices)
+        printf("note: no two devices of this topology can reach each other (every peer refuses\n"
+               "      connections and none relays): plans use device 0 alone\n");
     printf("\n  %-14s %13s %12s %11s %9s\n", "plan", "time/iter", "samples/s", "peak mem",
            "speedup");
     row("data parallel", &r->dp_sim, &r->dp_sim);
@@ -229,6 +239,12 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
         printf("\n");
     }
 written:
+    if (!out_path) {
+        printf("\nno plan written: none fits in memory\n");
+        return;
+    }
+    if (!b->fits)
+        printf("\nthe least bad plan, which does NOT fit in memory, was written (--least-bad)");
     printf("\nplan written to %s", out_path);
     if (trace)
         printf(", trace to %s", trace);
@@ -273,29 +289,43 @@ static int run(const opts *o, struct sigaction *old)
     sigaction(SIGINT, old, NULL); /* a second Ctrl-C now ends the program */
     if (cfg.progress)
         fprintf(stderr, "\r%78s\r", "");
-    if (st == SS_OK)
-        st = ss_plan_save(r.best, g, o->out, &d);
+    /* No plan fits: say so, and write nothing unless the least bad is asked for. */
+    int none_fits = st == SS_OK && !r.best_sim.fits;
+    const char *out = none_fits && !o->least_bad ? NULL : o->out;
+    if (st == SS_OK && out)
+        st = ss_plan_save(r.best, g, out, &d);
     /* The plan is written: a trace that fails now does not hide the report. */
     ss_diag dt;
     ss_diag_init(&dt);
-    int trace_ok = st != SS_OK || !o->trace || ss_sim_write_trace(r.sim, o->trace, &dt) == SS_OK;
+    int trace_ok = st != SS_OK || !out || !o->trace ||
+                   ss_sim_write_trace(r.sim, o->trace, &dt) == SS_OK;
+    const char *trace = out && trace_ok ? o->trace : NULL;
     if (st == SS_OK && taken)
         ss_cli_report_to_stderr();
     if (st == SS_OK) {
         if (o->c.json) {
             char *js = NULL;
-            st = ss_search_result_to_json(&r, o->out, trace_ok ? o->trace : NULL, &js, &d);
+            st = ss_search_result_to_json(&r, out, trace, &js, &d);
             if (st == SS_OK) {
                 printf("%s\n", js);
                 ss_free(js);
             }
         } else {
-            print_human(&r, o->out, trace_ok ? o->trace : NULL);
+            print_human(&r, out, trace);
         }
     }
-    if (st != SS_OK)
+    if (st != SS_OK) {
         rc = ss_cli_fail(&d);
-    else if (!trace_ok) {
+    } else if (none_fits && !o->least_bad) {
+        const ss_sim_result *b = &r.best_sim;
+        char over[32];
+        fprintf(stderr,
+                "simsearch: no plan found fits in memory (the least bad overflows device %d by "
+                "%s); no plan written. --least-bad writes it anyway; a larger machine "
+                "(--nodes), a smaller --batch or a model with fewer parameters may fit\n",
+                b->overflow_device, ss_cli_bytes(b->overflow_bytes, over, sizeof over));
+        rc = SS_EXIT_USAGE;
+    } else if (!trace_ok) {
         fprintf(stderr, "simsearch: the plan was written to %s, but not the trace:\n", o->out);
         rc = ss_cli_fail(&dt);
     } else

@@ -163,6 +163,13 @@ int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_
     if (p && c->plan &&
         (ss_plan_from_spec(c->plan, *g, *m, p, &d) != SS_OK ||
          ss_plan_validate(*p, *g, *m, &d) != SS_OK)) {
+        if (!strstr(d.msg, c->plan)) { /* name the plan and the topology */
+            ss_diag named;
+            ss_diag_init(&named);
+            ss_diag_set(&named, d.status, "%s (plan %s, topology %s)", d.msg, c->plan,
+                        c->topology);
+            d = named;
+        }
         ss_plan_free(*p);
         ss_graph_free(*g);
         ss_machine_free(*m);

@@ -352,6 +352,33 @@ ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices
     return SS_OK;
 }
 
+/* Every two devices the plan uses must reach each other: two peers that
+ * both refuse connections can only talk through a device that accepts them
+ * (core/machine.c), so with none such, a plan may use one of them. */
+static ss_status check_reachable(const ss_plan *p, const ss_machine *m, const char *prefix,
+                                 ss_diag *d)
+{
+    int n = ss_machine_n_devices(m);
+    for (int i = 0; i < n; i++)
+        if (ss_machine_device(m, i)->accepts_connections)
+            return SS_OK;
+    int first = -1;
+    for (int i = 0; i < p->n_ops; i++)
+        for (int t = 0; t < p->cfg[i].ntiles; t++) {
+            int dv = p->cfg[i].devices[t];
+            if (first < 0)
+                first = dv;
+            else if (dv != first)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "%s: devices %d (%s) and %d (%s) cannot reach each other: "
+                                   "every device of topology \"%s\" refuses connections, so "
+                                   "none can relay; a plan for it uses one device",
+                                   prefix, first, ss_machine_device(m, first)->name, dv,
+                                   ss_machine_device(m, dv)->name, ss_machine_name(m));
+        }
+    return SS_OK;
+}
+
 ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_machine *m,
                                 const char *prefix, ss_diag *d)
 {
@@ -368,7 +395,7 @@ ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_ma
     for (int i = 0; i < p->n_ops; i++)
         if ((st = ss_plan_validate_op(p, g, n_devices, i, prefix, d)) != SS_OK)
             return st;
-    return SS_OK;
+    return m ? check_reachable(p, m, prefix, d) : SS_OK;
 }
 
 ss_status ss_plan_validate(const ss_plan *p, const ss_graph *g, const ss_machine *m, ss_diag *d)

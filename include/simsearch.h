@@ -819,6 +819,9 @@ typedef struct ss_search_result {
     int delta;               /* 1 if delta simulation judged the proposals */
     int interrupted;         /* stopped by the stop callback */
     double time_limit_s;     /* the time limit it ran under (0: none) */
+    int devices_usable;      /* devices the plans could use: all, or 1 when no two devices
+                                of the machine can reach each other (every device is a peer
+                                that refuses connections) */
     int time_dependent;      /* 1 if the time limit decided something (stopped the search or
                                 ended an exploration chain early): the same seed may then
                                 give another plan. 0: a pure function of the inputs, seed

@@ -198,6 +198,18 @@ static double speedup(const ss_sim_result *base, const ss_sim_result *best)
     return best->iteration_us > 0 ? base->iteration_us / best->iteration_us : 0;
 }
 
+/* How many devices (the first ones) plans may use: all, or 1 when no two
+ * devices can reach each other. Two devices cannot only when both refuse
+ * connections and no device accepts them to relay (core/machine.c). */
+static int usable_devices(const ss_machine *m)
+{
+    int n = ss_machine_n_devices(m);
+    for (int i = 0; i < n; i++)
+        if (ss_machine_device(m, i)->accepts_connections)
+            return n;
+    return 1;
+}
+
 /* The search was stopped while the expert plan was judged: data parallelism
  * (simulated already) is the best plan and stands for the expert too. Takes
  * over sim (r->sim). */
@@ -262,9 +274,15 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     ss_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL, NULL};
 
+    /* Devices the plans may use: all, unless no two can reach each other
+     * (every device is a peer that refuses connections, and none relays):
+     * then plans run on device 0 alone. */
+    r->devices_usable = usable_devices(m);
+    int all = r->devices_usable == ss_machine_n_devices(m);
+
     /* Baselines. */
     if (!st)
-        st = ss_plan_data_parallel(g, m, 0, &r->data_parallel, d);
+        st = ss_plan_data_parallel(g, m, all ? 0 : r->devices_usable, &r->data_parallel, d);
     if (!st)
         st = ss_sim_run(sim, r->data_parallel, &r->dp_sim, d);
     if (st == SS_ERR_INTERRUPTED) {
@@ -275,8 +293,14 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     }
     ss_diag de; /* the expert's own errors, but for a stop */
     ss_diag_init(&de);
-    if (!st)
+    if (!st && all)
         st = ss_expert_plan(g, m, &full, &r->expert, r->expert_label, sizeof r->expert_label, &de);
+    if (!st && !all) { /* the expert rules place over the whole machine */
+        r->expert = ss_plan_clone(r->data_parallel);
+        snprintf(r->expert_label, sizeof r->expert_label, "one device (no two reach each other)");
+        if (!r->expert)
+            st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    }
     if (!st)
         st = ss_sim_run(sim, r->expert, &r->expert_sim, &de);
     if (st == SS_ERR_INTERRUPTED) /* stopped while judging the expert: data parallelism */
@@ -285,7 +309,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         ss_diag_set(d, de.status, "%s", de.msg);
 
     /* Space and start plans: DP, expert, random. */
-    ss_space_opts so = {ss_machine_n_devices(m), 0};
+    ss_space_opts so = {r->devices_usable, 0};
     if (!st)
         st = ss_space_new(g, &so, &sp, d);
     if (!st) {
@@ -440,6 +464,7 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(srch, "stopped_by", json_string(r->stopped_by));
         bad |= json_object_set_new(srch, "interrupted", json_boolean(r->interrupted));
         bad |= json_object_set_new(srch, "time_limit_s", json_real(r->time_limit_s));
+        bad |= json_object_set_new(srch, "devices_usable", json_integer(r->devices_usable));
         bad |= json_object_set_new(srch, "time_dependent", json_boolean(r->time_dependent));
         bad |= json_object_set_new(srch, "delta", json_boolean(r->delta));
         bad |= json_object_set_new(srch, "log10_space_size", json_real(r->log10_space));

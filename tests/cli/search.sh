@@ -202,6 +202,40 @@ else
     { echo "FAIL interrupted long simulation: exit $rc"; head -5 "$tmp/ring.out"; fail=$((fail + 1)); }
 fi
 
+# 10. Peers that all refuse connections: simulate refuses a plan that needs
+# two of them, naming the devices, the plan and the topology; the search
+# plans on one device and says so.
+cat >"$tmp/fw.json" <<'JSON'
+{"format": "simsearch-topology", "version": 1, "name": "firewalled3", "peers": [
+ {"name": "a", "type": "RTX3090", "up_mbps": 40, "down_mbps": 400, "latency_ms": 20, "accepts_connections": false},
+ {"name": "b", "type": "RTX3090", "up_mbps": 40, "down_mbps": 400, "latency_ms": 20, "accepts_connections": false},
+ {"name": "c", "type": "T4", "up_mbps": 40, "down_mbps": 400, "latency_ms": 20, "accepts_connections": false}]}
+JSON
+if check "simulate on unreachable peers" 2 "$bin" simulate --model mlp --topology "$tmp/fw.json" \
+    --plan data-parallel; then
+  grep -q 'devices 0 (a) and 1 (b) cannot reach each other.*plan data-parallel, topology' \
+    "$tmp/err" || { echo "FAIL unreachable: message"; cat "$tmp/err"; fail=$((fail + 1)); }
+fi
+if check "search on unreachable peers" 0 "$bin" --model mlp --topology "$tmp/fw.json" --budget 60 \
+    --out "$tmp/fw-plan.json"; then
+  grep -q "plans use device 0 alone" "$tmp/out" || { echo "FAIL unreachable: no note"; fail=$((fail + 1)); }
+  check "the one-device plan simulates" 0 "$bin" simulate --model mlp --topology "$tmp/fw.json" \
+    --plan "$tmp/fw-plan.json"
+fi
+
+# 11. No plan fits: exit 2, no plan written, the overflow named; --least-bad
+# writes it (exit 0) and the report says it does not fit.
+huge=(--model gpt:layers=48,hidden=4096 --topology $topo --nodes 1 --budget 30)
+if check "nothing fits" 2 "$bin" "${huge[@]}" --out "$tmp/huge.json"; then
+  [ -e "$tmp/huge.json" ] && { echo "FAIL nothing fits: a plan was written"; fail=$((fail + 1)); }
+  grep -q "no plan found fits in memory (the least bad overflows device" "$tmp/err" ||
+    { echo "FAIL nothing fits: message"; fail=$((fail + 1)); }
+fi
+if check "nothing fits --least-bad" 0 "$bin" "${huge[@]}" --out "$tmp/huge.json" --least-bad; then
+  [ -s "$tmp/huge.json" ] || { echo "FAIL --least-bad wrote no plan"; fail=$((fail + 1)); }
+  grep -q "does NOT fit" "$tmp/out" || { echo "FAIL --least-bad: no warning"; fail=$((fail + 1)); }
+fi
+
 if [ "$fail" -ne 0 ]; then
   echo "search.sh: $fail failure(s)"
   exit 1
