@@ -5,8 +5,11 @@
  * write its topology JSON.
  *
  * Pair statistics cover every ordered device pair up to ALL_PAIRS_MAX
- * devices; beyond that, the pairs from and to device 0 (enough for the
- * homogeneous clusters compact files describe), and the output says so.
+ * devices; beyond that, the pairs from and to device 0 of SAMPLE_MAX devices
+ * spread evenly over the machine (enough for the homogeneous clusters
+ * compact files describe; each route from another device is a shortest-path
+ * search over the whole network, so the sample keeps `topo` of a
+ * 65,536-device machine within seconds), and the output says so.
  */
 #include "cli.h"
 
@@ -16,6 +19,8 @@
 #include <string.h>
 
 #define ALL_PAIRS_MAX 512
+#define SAMPLE_MAX 128
+#define NEAR_MAX 16 /* sampled too: devices 0 .. NEAR_MAX-1 (device 0's node) */
 #define MAX_LISTED 5
 
 static void usage(FILE *f)
@@ -43,6 +48,7 @@ typedef struct kind_stat {
 
 typedef struct pair_stat {
     int sampled;
+    int stride; /* sampled: every stride-th device, from and to device 0 */
     long long pairs, unreachable, relayed;
     int min_a, min_b, max_a, max_b;
     double min_gbps, max_gbps;
@@ -83,10 +89,17 @@ static void pair_stats(const ss_machine *m, pair_stat *ps)
     memset(ps, 0, sizeof *ps);
     ps->min_a = ps->max_a = -1;
     ps->sampled = n > ALL_PAIRS_MAX;
-    for (int a = 0; a < n; a++)
-        for (int b = 0; b < n; b++)
-            if (!ps->sampled || a == 0 || b == 0)
+    if (!ps->sampled) {
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++)
                 pair_visit(m, a, b, ps);
+        return;
+    }
+    ps->stride = (n + SAMPLE_MAX - 1) / SAMPLE_MAX;
+    for (int b = 0; b < n; b += b < NEAR_MAX ? 1 : ps->stride) {
+        pair_visit(m, 0, b, ps);
+        pair_visit(m, b, 0, ps);
+    }
 }
 
 /* Per-kind link statistics; returns the number of kinds (<= n_links). */
@@ -175,7 +188,12 @@ static void print_text(const ss_machine *m, const kind_stat *ks, int nk, const p
         else
             printf(", latency %g - %g us\n", ks[k].lat_min, ks[k].lat_max);
     }
-    printf("\ndevice pairs%s: %lld\n", ps->sampled ? " (from and to device 0)" : "", ps->pairs);
+    if (ps->sampled)
+        printf("\ndevice pairs (a sample: from and to device 0, devices 1-%d and every %d-th "
+               "device): %lld\n",
+               NEAR_MAX - 1, ps->stride, ps->pairs);
+    else
+        printf("\ndevice pairs: %lld\n", ps->pairs);
     if (ps->min_a >= 0) {
         printf("  slowest: %s -> %s  %.4g GB/s, %.1f us\n", dev_name(m, ps->min_a),
                dev_name(m, ps->min_b), ps->min_gbps,

@@ -211,7 +211,14 @@ int ss_taskgraph_add_slow(ss_taskgraph *tg, const ss_task_spec *s, ss_diag *d)
         return -1;
     }
     if (s->n_res < 0 || s->n_res > SS_TASK_MAX_RES || (s->n_res > 0 && !s->res)) {
-        ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid resource count %d", s->n_res);
+        if (s->n_res > SS_TASK_MAX_RES)
+            ss_diag_set(d, SS_ERR_INVALID,
+                        "simulate: a %s task (op %d) would occupy %d links and devices at once; "
+                        "the simulator handles at most %d per task (a collective over a few "
+                        "thousand devices; docs/limits.md)",
+                        ss_task_kind_name(s->kind), s->op, s->n_res, SS_TASK_MAX_RES);
+        else
+            ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid resource count %d", s->n_res);
         return -1;
     }
     if (s->n_res == 1) { /* the common case: nothing to repeat */

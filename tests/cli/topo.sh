@@ -41,6 +41,17 @@ check "--discover --out" 0 "$bin" topo --discover --out "$tmp/host.json"
 check "discovered file loads" 0 "$bin" topo "$tmp/host.json"
 check "--discover to stdout" 0 "$bin" topo --discover
 grep -q '"estimated": true' <<<"$out" || { echo "FAIL discover: no estimated links"; fail=$((fail + 1)); }
+# Large machines: topo of 16,384 devices samples the pairs and says so
+# (pair by pair it took minutes); a 1,024-device data-parallel simulation
+# runs (its collectives occupy more than 4,096 links at once).
+check "topo 16384 devices" 0 "$bin" topo topologies/dgx-a100.json --nodes 2048
+grep -q "device pairs (a sample: from and to device 0" <<<"$out" ||
+  { echo "FAIL topo 16384: the sample is not named"; fail=$((fail + 1)); }
+grep -q "fastest: n0.gpu0 -> n0.gpu1  300 GB/s" <<<"$out" ||
+  { echo "FAIL topo 16384: the sample misses the node's own devices"; fail=$((fail + 1)); }
+check "simulate 1024 devices" 0 "$bin" simulate --model mlp:layers=1,hidden=64,in=64 \
+  --topology topologies/dgx-a100.json --nodes 128 --plan data-parallel
+grep -q "1024 devices" <<<"$out" || { echo "FAIL simulate 1024 devices"; fail=$((fail + 1)); }
 rm -rf "$tmp"
 echo "topo cli: $fail failed"
 [ "$fail" -eq 0 ]
