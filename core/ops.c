@@ -76,6 +76,8 @@ int ss_op_type_parse(const char *s, ss_op_type *out)
 /* Whether op runs a kernel (see simsearch.h). */
 int ss_op_has_kernel(const ss_op *op)
 {
+    if ((unsigned)op->type >= SS_OP_TYPE_COUNT)
+        return 0;
     unsigned f = classes[op->type]->flags;
     return !(f & SS_OPF_NO_KERNEL) && !((f & SS_OPF_VIEW_ATTR) && op->attrs.view);
 }

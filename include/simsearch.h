@@ -324,7 +324,8 @@ typedef struct ss_work {
 void ss_op_tile_work(const ss_graph *g, const ss_op *op, const ss_tile *t, ss_work *w);
 
 /* Whether op runs a kernel: 0 for graph inputs, reshapes (views) and splits
- * or transposes with attrs.view set (their consumers read them in place). */
+ * or transposes with attrs.view set (their consumers read them in place),
+ * and for an out-of-range type. */
 int ss_op_has_kernel(const ss_op *op);
 
 int64_t ss_region_volume(const ss_region *r);
