@@ -18,8 +18,8 @@
  *     core switches on the operator type.
  *   - Hooks are pure functions of their arguments; they never allocate, never
  *     print and touch no graph state. Required hooks: infer, split_mask,
- *     contraction, input_region, work. Optional hooks (NULL) have the default
- *     stated at their field.
+ *     input_region, work. Optional hooks (NULL) have the default stated at
+ *     their field.
  *   - Layers above core (kernels/, profiler/, runtime/) index their own
  *     per-type tables by the same ss_op_type; core never refers to them.
  *
@@ -123,7 +123,7 @@ typedef struct ss_op_class {
 
     /* Splittable dims of output o (output 0, present): see ss_op_split_mask. */
     unsigned (*split_mask)(const ss_graph *g, const ss_op *op, const ss_tensor *o);
-    /* Contraction extent, 0 if none; x is input 0 (present). */
+    /* Contraction extent; x is input 0 (present). NULL: none (0). */
     int64_t (*contraction)(const ss_graph *g, const ss_op *op, const ss_tensor *x);
 
     /* Region of operand q->operand that tile q->t needs. On entry out holds
@@ -193,7 +193,6 @@ void ss_op_add_weight2(ss_op_shape *s, const char *suffix, int64_t a, int64_t b,
 unsigned ss_op_mask_all(const ss_graph *g, const ss_op *op, const ss_tensor *o);
 /* Every dim but the (normalised) attrs.axis of input 0; 0 without input. */
 unsigned ss_op_mask_but_axis(const ss_graph *g, const ss_op *op, const ss_tensor *o);
-int64_t ss_op_no_contraction(const ss_graph *g, const ss_op *op, const ss_tensor *x);
 
 /* Attribute "axis" (softmax, concat, split): read and write. */
 ss_status ss_op_read_axis(const ss_attr_reader *r, ss_op_attrs *a);

@@ -212,15 +212,6 @@ unsigned ss_op_mask_but_axis(const ss_graph *g, const ss_op *op, const ss_tensor
 }
 
 /* See op_table.h. */
-int64_t ss_op_no_contraction(const ss_graph *g, const ss_op *op, const ss_tensor *x)
-{
-    (void)g;
-    (void)op;
-    (void)x;
-    return 0;
-}
-
-/* See op_table.h. */
 void ss_op_region_tile(const ss_region_args *q, ss_region *out)
 {
     *out = q->t->out;
@@ -321,7 +312,7 @@ unsigned ss_op_split_mask(const ss_graph *g, const ss_op *op)
 int64_t ss_op_contraction(const ss_graph *g, const ss_op *op)
 {
     const ss_tensor *x = op->n_in > 0 ? ss_graph_tensor(g, op->inputs[0]) : NULL;
-    if (!x || (unsigned)op->type >= SS_OP_TYPE_COUNT)
+    if (!x || (unsigned)op->type >= SS_OP_TYPE_COUNT || !classes[op->type]->contraction)
         return 0;
     return classes[op->type]->contraction(g, op, x);
 }
@@ -475,9 +466,12 @@ void ss_op_tile_work(const ss_graph *g, const ss_op *op, const ss_tile *t, ss_wo
     q.vol = (double)ss_region_volume(&t->out);
     q.cols = (double)ss_range_len(t->out.r[n - 1]);
     q.red = (double)ss_range_len(t->red);
-    double rd = ss_op_operands_bytes(g, op, t, 0, op->n_in + op->n_w);
-    double wr = outputs_bytes(g, op, t);
+    /* reads: input 0's bytes (q.x_bytes, measured once) plus the others' */
     q.x_bytes = op->n_in ? ss_op_operand_bytes(g, op, t, 0) : 0;
+    double rd = q.x_bytes;
+    for (int i = op->n_in ? 1 : 0; i < op->n_in + op->n_w; i++)
+        rd += ss_op_operand_bytes(g, op, t, i);
+    double wr = outputs_bytes(g, op, t);
     q.first_red = t->red.lo == 0;
     w->fwd_bytes = rd + wr;
     w->bwd_bytes = 2 * (rd + wr);

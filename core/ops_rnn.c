@@ -150,7 +150,6 @@ const ss_op_class ss_op_class_lstm = {
     .arity_of = lstm_arity,
     .infer = lstm_infer,
     .split_mask = lstm_mask,
-    .contraction = ss_op_no_contraction,
     .input_region = lstm_region,
     .work = lstm_work,
     .keys = lstm_keys,

@@ -44,7 +44,6 @@ static void test_every_type_has_a_complete_entry(void **state)
         assert_true(c->name[0] != '\0');
         assert_non_null(c->infer);
         assert_non_null(c->split_mask);
-        assert_non_null(c->contraction);
         assert_non_null(c->input_region);
         assert_non_null(c->work);
         assert_true(c->arity == SS_OP_ANY_INPUTS ||
