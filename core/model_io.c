@@ -9,7 +9,9 @@
  * against the declarations. Invariants: save then load gives a graph with the
  * same fingerprint (same op order, names, attrs, tensor ids, training
  * settings); every load error names the file and either line:column (syntax)
- * or a JSON path, and no graph is returned on error.
+ * or a JSON path, and no graph is returned on error. Operator attributes are
+ * read and written by the operator table's entries (op_table.h) through the
+ * ss_attr_* helpers defined here, so each type's keys live with its entry.
  */
 #include "model_io.h"
 #include "op_table.h"
@@ -121,12 +123,14 @@ static ss_status get_i64(loader *L, const char *jp, const json_t *o, const char 
 /* Attribute getters for the operator table's readers (op_table.h)     */
 /* ------------------------------------------------------------------ */
 
+/* See op_table.h. */
 ss_status ss_attr_i64(const ss_attr_reader *r, const char *key, int required, int64_t lo,
                       int64_t hi, int64_t *out)
 {
     return ss_json_get_int(r->file, r->jp, r->o, key, required, lo, hi, out, r->d);
 }
 
+/* See op_table.h. */
 ss_status ss_attr_int(const ss_attr_reader *r, const char *key, int required, int lo, int hi,
                       int *out)
 {
@@ -137,35 +141,41 @@ ss_status ss_attr_int(const ss_attr_reader *r, const char *key, int required, in
     return st;
 }
 
+/* See op_table.h. */
 ss_status ss_attr_bool(const ss_attr_reader *r, const char *key, int *out)
 {
     return ss_json_get_bool(r->file, r->jp, r->o, key, 0, out, r->d);
 }
 
+/* See op_table.h. */
 ss_status ss_attr_num(const ss_attr_reader *r, const char *key, int required, double lo,
                       double hi, double *out)
 {
     return ss_json_get_num(r->file, r->jp, r->o, key, required, lo, hi, out, r->d);
 }
 
+/* See op_table.h. */
 ss_status ss_attr_str(const ss_attr_reader *r, const char *key, int required, size_t max_len,
                       const char **out)
 {
     return ss_json_get_str(r->file, r->jp, r->o, key, required, max_len, out, r->d);
 }
 
+/* See op_table.h. */
 ss_status ss_attr_enum(const ss_attr_reader *r, const char *key, int required,
                        const char *const *names, int *out)
 {
     return enum_at(r->file, r->d, r->jp, r->o, key, required, names, out);
 }
 
+/* See op_table.h. */
 ss_status ss_attr_ints(const ss_attr_reader *r, const char *key, int required, int min_n,
                        int max_n, int64_t lo, int64_t hi, int64_t *out, int *n)
 {
     return ints_at(r->file, r->d, r->jp, r->o, key, required, min_n, max_n, lo, hi, out, n);
 }
 
+/* See op_table.h. */
 ss_status ss_attr_fail(const ss_attr_reader *r, ss_status st, const char *key,
                        const char *fmt, ...)
 {
@@ -657,26 +667,31 @@ static json_t *names_json(const ss_graph *g, const int *ids, int n, int *ok)
 /* Attribute setters for the operator table's writers (op_table.h)     */
 /* ------------------------------------------------------------------ */
 
+/* See op_table.h. */
 void ss_attr_put_int(ss_attr_writer *w, const char *key, int64_t v)
 {
     put(w->o, key, json_integer((json_int_t)v), &w->ok);
 }
 
+/* See op_table.h. */
 void ss_attr_put_bool(ss_attr_writer *w, const char *key, int v)
 {
     put(w->o, key, json_boolean(v), &w->ok);
 }
 
+/* See op_table.h. */
 void ss_attr_put_real(ss_attr_writer *w, const char *key, double v)
 {
     put(w->o, key, json_real(v), &w->ok);
 }
 
+/* See op_table.h. */
 void ss_attr_put_str(ss_attr_writer *w, const char *key, const char *v)
 {
     put(w->o, key, json_string(v), &w->ok);
 }
 
+/* See op_table.h. */
 void ss_attr_put_ints(ss_attr_writer *w, const char *key, const int64_t *v, int n)
 {
     put(w->o, key, int_array(v, n, &w->ok), &w->ok);

@@ -121,12 +121,14 @@ static ss_status opfail(ss_diag *d, const char *name, ss_op_type type, const cha
     return st;
 }
 
+/* See ops.h. */
 int ss_op_axis(int axis, int ndim)
 {
     int a = axis < 0 ? axis + ndim : axis;
     return (a >= 0 && a < ndim) ? a : -1;
 }
 
+/* Floating-point (f32, f16, bf16) and integer (i32, i64) dtypes. */
 int ss_dtype_is_float(ss_dtype t) { return t == SS_F32 || t == SS_F16 || t == SS_BF16; }
 int ss_dtype_is_int(ss_dtype t) { return t == SS_I32 || t == SS_I64; }
 
@@ -181,6 +183,7 @@ void ss_op_add_weight(ss_op_shape *s, const char *suffix, int ndim, const int64_
     snprintf(t->name, sizeof t->name, "%s", suffix);
 }
 
+/* Own weights of one and two dims (see ss_op_add_weight). */
 void ss_op_add_weight1(ss_op_shape *s, const char *suffix, int64_t a, ss_dtype dt)
 {
     ss_op_add_weight(s, suffix, 1, &a, dt);
