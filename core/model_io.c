@@ -9,68 +9,20 @@
  * against the declarations. Invariants: save then load gives a graph with the
  * same fingerprint (same op order, names, attrs, tensor ids, training
  * settings); every load error names the file and either line:column (syntax)
- * or a JSON path, and no graph is returned on error.
+ * or a JSON path, and no graph is returned on error. Operator attributes are
+ * read and written by the operator table's entries (op_table.h) through the
+ * ss_attr_* helpers defined here, so each type's keys live with its entry.
  */
-#include "json_util.h"
 #include "model_io.h"
+#include "op_table.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_DIM (INT64_C(1) << 32)
+#define MAX_DIM SS_ATTR_MAX_DIM
 #define MAX_BATCH (INT64_C(1) << 32)
 #define PATH_MAX_LEN 160
-
-/* ------------------------------------------------------------------ */
-/* Per-type attribute keys                                             */
-/* ------------------------------------------------------------------ */
-
-#define COMMON "name", "type", "inputs", "weights"
-
-static const char *const keys_input[] = {"name", "type", NULL};
-static const char *const keys_none[] = {COMMON, NULL};
-static const char *const keys_linear[] = {COMMON, "out_features", "use_bias", "trans_b", NULL};
-static const char *const keys_bmm[] = {COMMON, "trans_a", "trans_b", NULL};
-static const char *const keys_conv[] = {COMMON, "out_channels", "kernel", "stride", "pad",
-                                        "groups", "use_bias", NULL};
-static const char *const keys_pool[] = {COMMON, "pool", "kernel", "stride", "pad", NULL};
-static const char *const keys_function[] = {COMMON, "function", NULL};
-static const char *const keys_axis[] = {COMMON, "axis", NULL};
-static const char *const keys_dropout[] = {COMMON, "rate", NULL};
-static const char *const keys_embedding[] = {COMMON, "vocab", "dim", "dtype", NULL};
-static const char *const keys_split[] = {COMMON, "axis", "sizes", "view", NULL};
-static const char *const keys_reshape[] = {COMMON, "shape", NULL};
-static const char *const keys_transpose[] = {COMMON, "perm", "view", NULL};
-static const char *const keys_lstm[] = {COMMON, "mode", "hidden", "return_sequences", NULL};
-static const char *const keys_attention[] = {COMMON, "heads", "causal", "use_bias", NULL};
-
-static const char *const *type_keys(ss_op_type t)
-{
-    switch (t) {
-    case SS_OP_INPUT: return keys_input;
-    case SS_OP_LINEAR: return keys_linear;
-    case SS_OP_BATCH_MATMUL: return keys_bmm;
-    case SS_OP_CONV2D: return keys_conv;
-    case SS_OP_POOL2D: return keys_pool;
-    case SS_OP_UNARY:
-    case SS_OP_BINARY: return keys_function;
-    case SS_OP_SOFTMAX:
-    case SS_OP_CONCAT: return keys_axis;
-    case SS_OP_DROPOUT: return keys_dropout;
-    case SS_OP_EMBEDDING: return keys_embedding;
-    case SS_OP_SPLIT: return keys_split;
-    case SS_OP_RESHAPE: return keys_reshape;
-    case SS_OP_TRANSPOSE: return keys_transpose;
-    case SS_OP_LSTM: return keys_lstm;
-    case SS_OP_ATTENTION: return keys_attention;
-    default: return keys_none;
-    }
-}
-
-static const char *const pool_names[] = {"max", "avg", NULL};
-static const char *const unary_names[] = {"relu", "gelu", "tanh", "sigmoid", NULL};
-static const char *const binary_names[] = {"add", "mul", NULL};
-static const char *const lstm_names[] = {"sequence", "cell", NULL};
 
 /* ------------------------------------------------------------------ */
 /* Loading                                                             */
@@ -94,11 +46,11 @@ static ss_status nomem(loader *L)
 }
 
 /* String value of obj[key] that must be one of names[]; *out its index. */
-static ss_status get_enum(loader *L, const char *jp, const json_t *obj, const char *key,
-                          int required, const char *const *names, int *out)
+static ss_status enum_at(const char *file, ss_diag *d, const char *jp, const json_t *obj,
+                         const char *key, int required, const char *const *names, int *out)
 {
     const char *s = NULL;
-    ss_status st = ss_json_get_str(L->file, jp, obj, key, required, 64, &s, L->d);
+    ss_status st = ss_json_get_str(file, jp, obj, key, required, 64, &s, d);
     if (st || !s)
         return st;
     char list[160] = "";
@@ -111,41 +63,54 @@ static ss_status get_enum(loader *L, const char *jp, const json_t *obj, const ch
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
                                  names[i]);
     }
-    return ss_diag_set(L->d, SS_ERR_PARSE, "%s: %s.%s: unknown value \"%s\" (expected one of: %s)",
-                       L->file, jp, key, s, list);
+    return ss_diag_set(d, SS_ERR_PARSE, "%s: %s.%s: unknown value \"%s\" (expected one of: %s)",
+                       file, jp, key, s, list);
+}
+
+static ss_status get_enum(loader *L, const char *jp, const json_t *obj, const char *key,
+                          int required, const char *const *names, int *out)
+{
+    return enum_at(L->file, L->d, jp, obj, key, required, names, out);
 }
 
 /* Integer array obj[key] with n in [min_n, max_n] entries, each in [lo, hi]. */
-static ss_status get_ints(loader *L, const char *jp, const json_t *obj, const char *key,
-                          int required, int min_n, int max_n, int64_t lo, int64_t hi,
-                          int64_t *out, int *n)
+static ss_status ints_at(const char *file, ss_diag *d, const char *jp, const json_t *obj,
+                         const char *key, int required, int min_n, int max_n, int64_t lo,
+                         int64_t hi, int64_t *out, int *n)
 {
     json_t *a = NULL;
-    ss_status st = ss_json_get_child(L->file, jp, obj, key, JSON_ARRAY, required, &a, L->d);
+    ss_status st = ss_json_get_child(file, jp, obj, key, JSON_ARRAY, required, &a, d);
     if (st || !a)
         return st;
     int len = (int)json_array_size(a);
     if (len < min_n || len > max_n) {
         if (min_n == max_n)
-            return ss_diag_set(L->d, SS_ERR_INVALID, "%s: %s.%s: expected %d entries, got %d",
-                               L->file, jp, key, min_n, len);
-        return ss_diag_set(L->d, SS_ERR_INVALID, "%s: %s.%s: expected %d to %d entries, got %d",
-                           L->file, jp, key, min_n, max_n, len);
+            return ss_diag_set(d, SS_ERR_INVALID, "%s: %s.%s: expected %d entries, got %d",
+                               file, jp, key, min_n, len);
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: %s.%s: expected %d to %d entries, got %d",
+                           file, jp, key, min_n, max_n, len);
     }
     for (int i = 0; i < len; i++) {
         json_t *v = json_array_get(a, (size_t)i);
         if (!json_is_integer(v))
-            return ss_diag_set(L->d, SS_ERR_PARSE, "%s: %s.%s[%d]: expected an integer, got %s",
-                               L->file, jp, key, i, ss_json_type_name(v));
+            return ss_diag_set(d, SS_ERR_PARSE, "%s: %s.%s[%d]: expected an integer, got %s",
+                               file, jp, key, i, ss_json_type_name(v));
         json_int_t x = json_integer_value(v);
         if (x < lo || x > hi)
-            return ss_diag_set(L->d, SS_ERR_INVALID,
+            return ss_diag_set(d, SS_ERR_INVALID,
                                "%s: %s.%s[%d]: value %lld out of range (expected %lld to %lld)",
-                               L->file, jp, key, i, (long long)x, (long long)lo, (long long)hi);
+                               file, jp, key, i, (long long)x, (long long)lo, (long long)hi);
         out[i] = x;
     }
     *n = len;
     return SS_OK;
+}
+
+static ss_status get_ints(loader *L, const char *jp, const json_t *obj, const char *key,
+                          int required, int min_n, int max_n, int64_t lo, int64_t hi,
+                          int64_t *out, int *n)
+{
+    return ints_at(L->file, L->d, jp, obj, key, required, min_n, max_n, lo, hi, out, n);
 }
 
 static ss_status get_i64(loader *L, const char *jp, const json_t *o, const char *key, int req,
@@ -154,19 +119,72 @@ static ss_status get_i64(loader *L, const char *jp, const json_t *o, const char 
     return ss_json_get_int(L->file, jp, o, key, req, lo, hi, out, L->d);
 }
 
-static ss_status get_int(loader *L, const char *jp, const json_t *o, const char *key, int req,
-                         int lo, int hi, int *out)
+/* ------------------------------------------------------------------ */
+/* Attribute getters for the operator table's readers (op_table.h)     */
+/* ------------------------------------------------------------------ */
+
+/* See op_table.h. */
+ss_status ss_attr_i64(const ss_attr_reader *r, const char *key, int required, int64_t lo,
+                      int64_t hi, int64_t *out)
+{
+    return ss_json_get_int(r->file, r->jp, r->o, key, required, lo, hi, out, r->d);
+}
+
+/* See op_table.h. */
+ss_status ss_attr_int(const ss_attr_reader *r, const char *key, int required, int lo, int hi,
+                      int *out)
 {
     int64_t v = *out;
-    ss_status st = ss_json_get_int(L->file, jp, o, key, req, lo, hi, &v, L->d);
+    ss_status st = ss_json_get_int(r->file, r->jp, r->o, key, required, lo, hi, &v, r->d);
     if (!st)
         *out = (int)v;
     return st;
 }
 
-static ss_status get_bool(loader *L, const char *jp, const json_t *o, const char *key, int *out)
+/* See op_table.h. */
+ss_status ss_attr_bool(const ss_attr_reader *r, const char *key, int *out)
 {
-    return ss_json_get_bool(L->file, jp, o, key, 0, out, L->d);
+    return ss_json_get_bool(r->file, r->jp, r->o, key, 0, out, r->d);
+}
+
+/* See op_table.h. */
+ss_status ss_attr_num(const ss_attr_reader *r, const char *key, int required, double lo,
+                      double hi, double *out)
+{
+    return ss_json_get_num(r->file, r->jp, r->o, key, required, lo, hi, out, r->d);
+}
+
+/* See op_table.h. */
+ss_status ss_attr_str(const ss_attr_reader *r, const char *key, int required, size_t max_len,
+                      const char **out)
+{
+    return ss_json_get_str(r->file, r->jp, r->o, key, required, max_len, out, r->d);
+}
+
+/* See op_table.h. */
+ss_status ss_attr_enum(const ss_attr_reader *r, const char *key, int required,
+                       const char *const *names, int *out)
+{
+    return enum_at(r->file, r->d, r->jp, r->o, key, required, names, out);
+}
+
+/* See op_table.h. */
+ss_status ss_attr_ints(const ss_attr_reader *r, const char *key, int required, int min_n,
+                       int max_n, int64_t lo, int64_t hi, int64_t *out, int *n)
+{
+    return ints_at(r->file, r->d, r->jp, r->o, key, required, min_n, max_n, lo, hi, out, n);
+}
+
+/* See op_table.h. */
+ss_status ss_attr_fail(const ss_attr_reader *r, ss_status st, const char *key,
+                       const char *fmt, ...)
+{
+    char buf[SS_DIAG_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return ss_diag_set(r->d, st, "%s: %s.%s: %s", r->file, r->jp, key, buf);
 }
 
 /* Check the "tensors" declarations: unique names, valid roles and shapes. */
@@ -285,128 +303,6 @@ static ss_status input_attrs(loader *L, const char *jp, const char *name, ss_op_
             a->shape[i] = L->rebatch;
     }
     return SS_OK;
-}
-
-/* Type-specific attributes of the op object o. */
-static ss_status read_attrs(loader *L, const char *jp, const json_t *o, ss_op_type type,
-                            ss_graph *g, const int *in, int n_in, ss_op_attrs *a)
-{
-    ss_status st = SS_OK;
-    int64_t v2[2];
-    int n = 0, e = 0;
-    switch (type) {
-    case SS_OP_LINEAR:
-        st = get_i64(L, jp, o, "out_features", 1, 1, MAX_DIM, &a->out_features);
-        if (!st)
-            st = get_bool(L, jp, o, "use_bias", &a->use_bias);
-        if (!st)
-            st = get_bool(L, jp, o, "trans_b", &a->trans_b);
-        return st;
-    case SS_OP_BATCH_MATMUL:
-        st = get_bool(L, jp, o, "trans_a", &a->trans_a);
-        if (!st)
-            st = get_bool(L, jp, o, "trans_b", &a->trans_b);
-        return st;
-    case SS_OP_CONV2D:
-        a->groups = 1;
-        st = get_i64(L, jp, o, "out_channels", 1, 1, MAX_DIM, &a->out_channels);
-        if (!st)
-            st = get_i64(L, jp, o, "groups", 0, 0, MAX_DIM, &a->groups);
-        if (!st)
-            st = get_bool(L, jp, o, "use_bias", &a->use_bias);
-        /* fall through */
-    case SS_OP_POOL2D:
-        if (!st && type == SS_OP_POOL2D)
-            st = get_enum(L, jp, o, "pool", 1, pool_names, &e);
-        a->pool = (ss_pool_kind)e;
-        if (!st)
-            st = get_ints(L, jp, o, "kernel", 1, 2, 2, 1, MAX_DIM, a->kernel, &n);
-        v2[0] = v2[1] = 1;
-        if (!st)
-            st = get_ints(L, jp, o, "stride", 0, 2, 2, 0, MAX_DIM, v2, &n);
-        a->stride[0] = v2[0];
-        a->stride[1] = v2[1];
-        if (!st)
-            st = get_ints(L, jp, o, "pad", 0, 2, 2, 0, MAX_DIM, a->pad, &n);
-        return st;
-    case SS_OP_UNARY:
-        st = get_enum(L, jp, o, "function", 1, unary_names, &e);
-        a->unary = (ss_unary_kind)e;
-        return st;
-    case SS_OP_BINARY:
-        st = get_enum(L, jp, o, "function", 1, binary_names, &e);
-        a->binary = (ss_binary_kind)e;
-        return st;
-    case SS_OP_SOFTMAX:
-    case SS_OP_CONCAT:
-        return get_int(L, jp, o, "axis", 1, -SS_MAX_DIMS, SS_MAX_DIMS - 1, &a->axis);
-    case SS_OP_DROPOUT:
-        st = ss_json_get_num(L->file, jp, o, "rate", 1, 0.0, 0.999999, &a->rate, L->d);
-        return st;
-    case SS_OP_EMBEDDING: {
-        const char *dt = NULL;
-        st = get_i64(L, jp, o, "vocab", 1, 1, MAX_DIM, &a->vocab);
-        if (!st)
-            st = get_i64(L, jp, o, "dim", 1, 1, MAX_DIM, &a->dim);
-        if (!st)
-            st = ss_json_get_str(L->file, jp, o, "dtype", 0, 16, &dt, L->d);
-        if (!st && dt && ss_dtype_parse(dt, &a->dtype))
-            st = ss_diag_set(L->d, SS_ERR_PARSE, "%s: %s.dtype: unknown dtype \"%s\"", L->file,
-                             jp, dt);
-        return st;
-    }
-    case SS_OP_SPLIT:
-        st = get_int(L, jp, o, "axis", 1, -SS_MAX_DIMS, SS_MAX_DIMS - 1, &a->axis);
-        if (!st)
-            st = get_ints(L, jp, o, "sizes", 1, 1, SS_MAX_OUTPUTS, 1, MAX_DIM, a->split_sizes,
-                          &a->n_split);
-        if (!st)
-            st = get_bool(L, jp, o, "view", &a->view);
-        return st;
-    case SS_OP_RESHAPE:
-        st = get_ints(L, jp, o, "shape", 1, 1, SS_MAX_DIMS, 1, MAX_DIM, a->shape, &a->ndim);
-        if (!st && L->rebatch > 0 && n_in == 1) {
-            const ss_tensor *x = ss_graph_tensor(g, in[0]);
-            if (x->ndim > 0 && x->kind[0] == SS_DIM_SAMPLE && a->shape[0] == L->batch)
-                a->shape[0] = x->shape[0];
-        }
-        return st;
-    case SS_OP_TRANSPOSE: {
-        int64_t p[SS_MAX_DIMS];
-        st = get_ints(L, jp, o, "perm", 1, 1, SS_MAX_DIMS, 0, SS_MAX_DIMS - 1, p, &n);
-        if (st)
-            return st;
-        const ss_tensor *x = n_in == 1 ? ss_graph_tensor(g, in[0]) : NULL;
-        if (x && x->ndim != n)
-            return ss_diag_set(L->d, SS_ERR_INVALID,
-                               "%s: %s.perm: has %d entries, but input \"%s\" has %d dims",
-                               L->file, jp, n, x->name, x->ndim);
-        for (int i = 0; i < n; i++)
-            a->perm[i] = (int)p[i];
-        return get_bool(L, jp, o, "view", &a->view);
-    }
-    case SS_OP_LSTM:
-        st = get_enum(L, jp, o, "mode", 1, lstm_names, &e);
-        a->lstm_mode = (ss_lstm_mode)e;
-        if (!st)
-            st = get_i64(L, jp, o, "hidden", 1, 1, MAX_DIM, &a->hidden);
-        if (!st)
-            st = get_bool(L, jp, o, "return_sequences", &a->return_sequences);
-        if (!st && a->lstm_mode == SS_LSTM_CELL && a->return_sequences)
-            st = ss_diag_set(L->d, SS_ERR_INVALID,
-                             "%s: %s.return_sequences: only a sequence LSTM returns sequences",
-                             L->file, jp);
-        return st;
-    case SS_OP_ATTENTION:
-        st = get_i64(L, jp, o, "heads", 1, 1, MAX_DIM, &a->heads);
-        if (!st)
-            st = get_bool(L, jp, o, "causal", &a->causal);
-        if (!st)
-            st = get_bool(L, jp, o, "use_bias", &a->use_bias);
-        return st;
-    default:
-        return SS_OK;
-    }
 }
 
 /* Does an operator after index `after` produce tensor `name` ("op" or "op:k")? */
@@ -542,7 +438,8 @@ static ss_status read_op(loader *L, size_t i, ss_graph *g)
                            "%s: %s.type: unknown operator type \"%s\" (expected one of: %s)",
                            L->file, jp, tname, list);
     }
-    st = ss_json_check_keys(L->file, jp, o, type_keys(type), L->d);
+    const ss_op_class *c = ss_op_class_of(type);
+    st = ss_json_check_keys(L->file, jp, o, c->keys, L->d);
     if (st)
         return st;
     ss_op_spec s;
@@ -559,8 +456,10 @@ static ss_status read_op(loader *L, size_t i, ss_graph *g)
         st = read_refs(L, jp, o, "inputs", i, g, 0, SS_MAX_INPUTS, s.inputs, &s.n_in);
         if (!st && json_object_get(o, "weights"))
             st = read_refs(L, jp, o, "weights", i, g, 1, SS_MAX_WEIGHTS, s.weights, &s.n_w);
-        if (!st)
-            st = read_attrs(L, jp, o, type, g, s.inputs, s.n_in, &s.attrs);
+        if (!st && c->read_attrs) {
+            ss_attr_reader r = {L->file, jp, o, L->d, L->batch, L->rebatch, g, s.inputs, s.n_in};
+            st = c->read_attrs(&r, &s.attrs);
+        }
     }
     if (st)
         return st;
@@ -764,83 +663,38 @@ static json_t *names_json(const ss_graph *g, const int *ids, int n, int *ok)
     return a;
 }
 
-static void attrs_json(json_t *o, const ss_graph *g, const ss_op *op, int *ok)
+/* ------------------------------------------------------------------ */
+/* Attribute setters for the operator table's writers (op_table.h)     */
+/* ------------------------------------------------------------------ */
+
+/* See op_table.h. */
+void ss_attr_put_int(ss_attr_writer *w, const char *key, int64_t v)
 {
-    const ss_op_attrs *a = &op->attrs;
-    switch (op->type) {
-    case SS_OP_LINEAR:
-        put(o, "out_features", json_integer(a->out_features), ok);
-        put(o, "use_bias", json_boolean(a->use_bias), ok);
-        put(o, "trans_b", json_boolean(a->trans_b), ok);
-        break;
-    case SS_OP_BATCH_MATMUL:
-        put(o, "trans_a", json_boolean(a->trans_a), ok);
-        put(o, "trans_b", json_boolean(a->trans_b), ok);
-        break;
-    case SS_OP_CONV2D:
-        put(o, "out_channels", json_integer(a->out_channels), ok);
-        put(o, "groups", json_integer(a->groups), ok);
-        put(o, "use_bias", json_boolean(a->use_bias), ok);
-        /* fall through */
-    case SS_OP_POOL2D:
-        if (op->type == SS_OP_POOL2D)
-            put(o, "pool", json_string(pool_names[a->pool == SS_POOL_AVG]), ok);
-        put(o, "kernel", int_array(a->kernel, 2, ok), ok);
-        put(o, "stride", int_array(a->stride, 2, ok), ok);
-        put(o, "pad", int_array(a->pad, 2, ok), ok);
-        break;
-    case SS_OP_UNARY:
-        put(o, "function", json_string(unary_names[(unsigned)a->unary <= SS_UNARY_SIGMOID
-                                                       ? a->unary : 0]), ok);
-        break;
-    case SS_OP_BINARY:
-        put(o, "function", json_string(binary_names[a->binary == SS_BINARY_MUL]), ok);
-        break;
-    case SS_OP_SOFTMAX:
-    case SS_OP_CONCAT:
-        put(o, "axis", json_integer(a->axis), ok);
-        break;
-    case SS_OP_DROPOUT:
-        put(o, "rate", json_real(a->rate), ok);
-        break;
-    case SS_OP_EMBEDDING:
-        put(o, "vocab", json_integer(a->vocab), ok);
-        put(o, "dim", json_integer(a->dim), ok);
-        put(o, "dtype", json_string(ss_dtype_name(a->dtype)), ok);
-        break;
-    case SS_OP_SPLIT:
-        put(o, "axis", json_integer(a->axis), ok);
-        put(o, "sizes", int_array(a->split_sizes, a->n_split, ok), ok);
-        if (a->view)
-            put(o, "view", json_true(), ok);
-        break;
-    case SS_OP_RESHAPE:
-        put(o, "shape", int_array(a->shape, a->ndim, ok), ok);
-        break;
-    case SS_OP_TRANSPOSE: {
-        int64_t p[SS_MAX_DIMS];
-        int n = ss_graph_tensor(g, op->inputs[0])->ndim;
-        for (int i = 0; i < SS_MAX_DIMS; i++)
-            p[i] = a->perm[i];
-        put(o, "perm", int_array(p, n, ok), ok);
-        if (a->view)
-            put(o, "view", json_true(), ok);
-        break;
-    }
-    case SS_OP_LSTM:
-        put(o, "mode", json_string(lstm_names[a->lstm_mode == SS_LSTM_CELL]), ok);
-        put(o, "hidden", json_integer(a->hidden), ok);
-        if (a->lstm_mode == SS_LSTM_SEQUENCE)
-            put(o, "return_sequences", json_boolean(a->return_sequences), ok);
-        break;
-    case SS_OP_ATTENTION:
-        put(o, "heads", json_integer(a->heads), ok);
-        put(o, "causal", json_boolean(a->causal), ok);
-        put(o, "use_bias", json_boolean(a->use_bias), ok);
-        break;
-    default:
-        break;
-    }
+    put(w->o, key, json_integer((json_int_t)v), &w->ok);
+}
+
+/* See op_table.h. */
+void ss_attr_put_bool(ss_attr_writer *w, const char *key, int v)
+{
+    put(w->o, key, json_boolean(v), &w->ok);
+}
+
+/* See op_table.h. */
+void ss_attr_put_real(ss_attr_writer *w, const char *key, double v)
+{
+    put(w->o, key, json_real(v), &w->ok);
+}
+
+/* See op_table.h. */
+void ss_attr_put_str(ss_attr_writer *w, const char *key, const char *v)
+{
+    put(w->o, key, json_string(v), &w->ok);
+}
+
+/* See op_table.h. */
+void ss_attr_put_ints(ss_attr_writer *w, const char *key, const int64_t *v, int n)
+{
+    put(w->o, key, int_array(v, n, &w->ok), &w->ok);
 }
 
 static ss_status to_json(const ss_graph *g, json_t **out, ss_diag *d)
@@ -883,7 +737,12 @@ static ss_status to_json(const ss_graph *g, json_t **out, ss_diag *d)
             int shared = op->n_w > 0 && op->weights[0] < op->outputs[0];
             if (shared)
                 put(o, "weights", names_json(g, op->weights, op->n_w, &ok), &ok);
-            attrs_json(o, g, op, &ok);
+            const ss_op_class *c = ss_op_class_of(op->type);
+            if (c->write_attrs) {
+                ss_attr_writer w = {o, ok};
+                c->write_attrs(&w, g, op);
+                ok = w.ok;
+            }
         }
         push(ops, o, &ok);
     }

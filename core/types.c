@@ -1,6 +1,7 @@
 /*
  * types.c — names and parsers for the small enums of the public API: data
- * types, dimension kinds, operator types, optimizers and precisions.
+ * types, dimension kinds, optimizers and precisions (operator type names
+ * live in the operator table, ops.c).
  *
  * Invariant: every name table is indexed by its enum value and covers every
  * value below the enum's count, so name(parse(s)) == s and parse(name(v)) == v.
@@ -14,12 +15,6 @@ static const char *const dtype_names[SS_DTYPE_COUNT] = {"f32", "f16", "bf16", "i
 static const size_t dtype_sizes[SS_DTYPE_COUNT] = {4, 2, 2, 4, 8};
 
 static const char *const kind_names[] = {"sample", "attribute", "parameter"};
-
-static const char *const op_names[SS_OP_TYPE_COUNT] = {
-    "input",   "linear",    "batch_matmul", "conv2d",  "pool2d",    "batchnorm", "layernorm",
-    "unary",   "binary",    "softmax",      "dropout", "embedding", "concat",    "split",
-    "reshape", "transpose", "lstm",         "attention", "softmax_ce",
-};
 
 static const char *const opt_names[] = {"sgd", "sgd_momentum", "adam"};
 static const char *const prec_names[] = {"fp32", "mixed"};
@@ -63,22 +58,6 @@ int ss_dtype_parse(const char *s, ss_dtype *out)
 const char *ss_dim_kind_name(ss_dim_kind k)
 {
     return (unsigned)k < (unsigned)COUNT(kind_names) ? kind_names[k] : "?";
-}
-
-/* Operator type name ("linear", "conv2d", ...); "?" for an invalid value. */
-const char *ss_op_type_name(ss_op_type t)
-{
-    return (unsigned)t < SS_OP_TYPE_COUNT ? op_names[t] : "?";
-}
-
-/* Parse an operator type name; 0 on success, -1 if unknown. */
-int ss_op_type_parse(const char *s, ss_op_type *out)
-{
-    int i = lookup(op_names, SS_OP_TYPE_COUNT, s);
-    if (i < 0)
-        return -1;
-    *out = (ss_op_type)i;
-    return 0;
 }
 
 /* "sgd", "sgd_momentum", "adam"; "?" for an invalid value. */

@@ -339,6 +339,11 @@ typedef struct ss_work {
 } ss_work;
 void ss_op_tile_work(const ss_graph *g, const ss_op *op, const ss_tile *t, ss_work *w);
 
+/* Whether op runs a kernel: 0 for graph inputs, reshapes (views) and splits
+ * or transposes with attrs.view set (their consumers read them in place),
+ * and for an out-of-range type. */
+int ss_op_has_kernel(const ss_op *op);
+
 int64_t ss_region_volume(const ss_region *r);
 /* Intersection of a and b into out; returns its volume (0 if empty). */
 int64_t ss_region_intersect(const ss_region *a, const ss_region *b, ss_region *out);

@@ -117,10 +117,8 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
     memset(out, 0, sizeof *out);
     out->source = SS_COST_ANALYTIC;
     ss_op_tile_work(g, op, t, &out->work);
-    if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
-        return; /* no kernel: data arrives / a view */
-    if ((op->type == SS_OP_SPLIT || op->type == SS_OP_TRANSPOSE) && op->attrs.view)
-        return; /* a strided view its consumers read in place */
+    if (!ss_op_has_kernel(op))
+        return; /* data arrives, or a view its consumers read in place */
     ss_dtype dtype = compute_dtype(g, op);
     double fal = align_factor(dt, g, op, t, dtype);
     out->fwd_us = pass_us(dt, dtype, out->work.fwd_flops, out->work.fwd_bytes, 1, fal);
