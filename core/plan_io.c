@@ -10,6 +10,7 @@
  */
 #include "core/json_util.h"
 #include "core/plan_impl.h"
+#include "core/plan_mesh.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -157,6 +158,54 @@ static ss_status int_array(const char *file, const char *jpath, const json_t *ar
     return SS_OK;
 }
 
+/* An operator's device list, given as a mesh expression (plan_mesh.h):
+ * {"offset", "shape", "strides"} at jpath, expanding to exactly `want`
+ * devices, each a non-negative int, into devs (want entries). */
+static ss_status mesh_devices(const char *file, const char *jpath, const json_t *obj,
+                              int64_t want, int *devs, ss_diag *d)
+{
+    static const char *const keys[] = {"offset", "shape", "strides", NULL};
+    ss_status st = ss_json_check_keys(file, jpath, obj, keys, d);
+    json_t *shape = NULL, *strides = NULL;
+    ss_mesh m = {0};
+    if (st || (st = ss_json_get_int(file, jpath, obj, "offset", 1, 0, (1LL << 31) - 1,
+                                    &m.offset, d)) ||
+        (st = ss_json_get_child(file, jpath, obj, "shape", JSON_ARRAY, 1, &shape, d)) ||
+        (st = ss_json_get_child(file, jpath, obj, "strides", JSON_ARRAY, 1, &strides, d)))
+        return st;
+    char sub[SS_NAME_MAX + 64];
+    int sh[SS_MESH_MAX_AXES], sd[SS_MESH_MAX_AXES], n_sh = 0, n_sd = 0;
+    snprintf(sub, sizeof sub, "%s.shape", jpath);
+    if ((st = int_array(file, sub, shape, 1, 1 << 20, sh, SS_MESH_MAX_AXES, &n_sh, d)))
+        return st;
+    snprintf(sub, sizeof sub, "%s.strides", jpath);
+    if ((st = int_array(file, sub, strides, -(1LL << 31), (1LL << 31) - 1, sd, SS_MESH_MAX_AXES,
+                        &n_sd, d)))
+        return st;
+    if (n_sd != n_sh)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s: %d strides for %d axes (one stride per shape entry)", file,
+                           jpath, n_sd, n_sh);
+    m.n_axes = n_sh;
+    for (int a = 0; a < n_sh; a++) {
+        m.shape[a] = sh[a];
+        m.strides[a] = sd[a];
+    }
+    int64_t n = ss_mesh_count(&m, 1LL << 40), lo, hi;
+    if (n != want)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s: tile count mismatch: the mesh has %lld devices, but the "
+                           "degrees and reduction give %lld tiles",
+                           file, jpath, (long long)n, (long long)want);
+    ss_mesh_range(&m, &lo, &hi);
+    if (lo < 0 || hi > (1LL << 31) - 1)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s: the mesh reaches device %lld (devices are 0 and up)", file,
+                           jpath, (long long)(lo < 0 ? lo : hi));
+    ss_mesh_expand(&m, devs);
+    return SS_OK;
+}
+
 static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id,
                          const json_t *obj, ss_diag *d)
 {
@@ -167,10 +216,14 @@ static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id
     ss_status st = ss_json_check_keys(file, jpath, obj, keys, d);
     if (st)
         return st;
-    json_t *degs = NULL, *devs = NULL;
-    if ((st = ss_json_get_child(file, jpath, obj, "degrees", JSON_ARRAY, 1, &degs, d)) ||
-        (st = ss_json_get_child(file, jpath, obj, "devices", JSON_ARRAY, 1, &devs, d)))
+    json_t *degs = NULL, *devs = json_object_get(obj, "devices");
+    if ((st = ss_json_get_child(file, jpath, obj, "degrees", JSON_ARRAY, 1, &degs, d)))
         return st;
+    if (!json_is_array(devs) && !json_is_object(devs))
+        return ss_diag_set(d, devs ? SS_ERR_PARSE : SS_ERR_INVALID,
+                           "%s: %s.devices: expected an array of device indices or a mesh "
+                           "{\"offset\", \"shape\", \"strides\"}, got %s",
+                           file, jpath, devs ? ss_json_type_name(devs) : "nothing");
     ss_pconfig c = p->cfg[id];
     char sub[SS_NAME_MAX + 48];
     int nd = 0;
@@ -194,7 +247,7 @@ static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id
             return ss_diag_set(d, SS_ERR_INVALID, "%s: %s: more than %d tiles", file, jpath,
                                1 << 20);
     }
-    size_t ndev = json_array_size(devs);
+    size_t ndev = json_is_array(devs) ? json_array_size(devs) : (size_t)want;
     if ((int64_t)ndev != want)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: %s.devices: tile count mismatch: %zu devices listed, but the "
@@ -206,7 +259,9 @@ static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     int n = 0;
     snprintf(sub, sizeof sub, "%s.devices", jpath);
-    st = int_array(file, sub, devs, -(1LL << 31), (1LL << 31) - 1, tmp, (int)ndev, &n, d);
+    st = json_is_object(devs)
+             ? mesh_devices(file, sub, devs, want, tmp, d)
+             : int_array(file, sub, devs, -(1LL << 31), (1LL << 31) - 1, tmp, (int)ndev, &n, d);
     if (!st) {
         c.devices = tmp;
         st = ss_plan_set_config(p, id, &c, d);
@@ -357,9 +412,32 @@ static json_t *settings_json(const ss_plan_settings *s, int *bad)
     return o;
 }
 
+/* An operator's device list: a mesh expression when it is one and has at
+ * least MESH_MIN entries (plan_mesh.h), else the explicit array. */
+#define MESH_MIN 8
+static json_t *devices_json(const ss_pconfig *c, int *bad)
+{
+    ss_mesh m;
+    if (c->ntiles >= MESH_MIN && ss_mesh_fit(c->devices, c->ntiles, &m)) {
+        json_t *o = json_object(), *sh = json_array(), *sd = json_array();
+        for (int a = 0; a < m.n_axes; a++) {
+            push(sh, json_integer(m.shape[a]), bad);
+            push(sd, json_integer(m.strides[a]), bad);
+        }
+        put(o, "offset", json_integer(m.offset), bad);
+        put(o, "shape", sh, bad);
+        put(o, "strides", sd, bad);
+        return o;
+    }
+    json_t *devs = json_array();
+    for (int t = 0; t < c->ntiles; t++)
+        push(devs, json_integer(c->devices[t]), bad);
+    return devs;
+}
+
 static json_t *config_json(const ss_pconfig *c, int *bad)
 {
-    json_t *o = json_object(), *degs = json_array(), *devs = json_array();
+    json_t *o = json_object(), *degs = json_array(), *devs = devices_json(c, bad);
     if (!o || !degs || !devs) {
         json_decref(o);
         json_decref(degs);
@@ -369,8 +447,6 @@ static json_t *config_json(const ss_pconfig *c, int *bad)
     }
     for (int k = 0; k < c->ndim; k++)
         push(degs, json_integer(c->deg[k]), bad);
-    for (int t = 0; t < c->ntiles; t++)
-        push(devs, json_integer(c->devices[t]), bad);
     put(o, "degrees", degs, bad);
     put(o, "reduction", json_integer(c->red), bad);
     put(o, "devices", devs, bad);
