@@ -325,6 +325,7 @@ static void tile0(const gen *G, const ss_op *op, int dim, int red, ss_tile *t)
     for (int k = 0; k < SS_MAX_DIMS; k++)
         c.deg[k] = 1;
     c.red = 1;
+    c.rep = 1;
     if (dim >= 0)
         c.deg[dim] = G->c.tp;
     if (red)
@@ -540,6 +541,7 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
     for (int k = 0; k < SS_MAX_DIMS; k++)
         c->deg[k] = 1;
     c->red = 1;
+    c->rep = 1;
     int sdim = sample_dim(G->g, op);
     if (sdim >= 0 && o->shape[sdim] % (dp * mb) != 0)
         sdim = -1;

@@ -160,7 +160,8 @@ static ss_status int_array(const char *file, const char *jpath, const json_t *ar
 static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id,
                          const json_t *obj, ss_diag *d)
 {
-    static const char *const keys[] = {"degrees", "reduction", "devices", "stage", NULL};
+    static const char *const keys[] = {"degrees", "reduction", "replicas", "devices", "stage",
+                                       NULL};
     const ss_op *op = ss_graph_op(g, id);
     char jpath[SS_NAME_MAX + 32];
     snprintf(jpath, sizeof jpath, "$.operators[\"%s\"]", op->name);
@@ -181,13 +182,15 @@ static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: %s: %d degrees given, but the output of operator \"%s\" has %d dims",
                            file, sub, nd, op->name, c.ndim);
-    int64_t red = 1, stage = 0;
+    int64_t red = 1, rep = 1, stage = 0;
     if ((st = ss_json_get_int(file, jpath, obj, "reduction", 0, 1, 1 << 20, &red, d)) ||
+        (st = ss_json_get_int(file, jpath, obj, "replicas", 0, 1, 1 << 20, &rep, d)) ||
         (st = ss_json_get_int(file, jpath, obj, "stage", 0, 0, 65535, &stage, d)))
         return st;
     c.red = (int)red;
+    c.rep = (int)rep;
     c.stage = (int)stage;
-    int64_t want = c.red;
+    int64_t want = c.red * c.rep;
     for (int k = 0; k < c.ndim; k++) {
         want *= c.deg[k];
         if (want > (1 << 20))
@@ -198,7 +201,7 @@ static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id
     if ((int64_t)ndev != want)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: %s.devices: tile count mismatch: %zu devices listed, but the "
-                           "degrees and reduction give %lld tiles",
+                           "degrees, reduction and replicas give %lld tiles",
                            file, jpath, ndev, (long long)want);
     c.ntiles = (int)want;
     int *tmp = ss_malloc(ndev * sizeof *tmp);
@@ -373,6 +376,8 @@ static json_t *config_json(const ss_pconfig *c, int *bad)
         push(devs, json_integer(c->devices[t]), bad);
     put(o, "degrees", degs, bad);
     put(o, "reduction", json_integer(c->red), bad);
+    if (c->rep > 1)
+        put(o, "replicas", json_integer(c->rep), bad);
     put(o, "devices", devs, bad);
     put(o, "stage", json_integer(c->stage), bad);
     return o;

@@ -469,15 +469,21 @@ ss_status ss_machine_discover(ss_machine **out, ss_diag *d);
 /* ------------------------------------------------------------------ */
 
 /* Parallel config of one op: a degree per dim of output 0, a reduction
- * degree (splits the contraction dim: partial sums), and one device per
- * tile. Tiles are numbered row-major over (dim 0, ..., dim ndim-1, red):
- * tile index = ((i0 * deg1 + i1) * ... ) * red + r. Entries may repeat: tiles
- * on one device run one after another (micro-batching). */
+ * degree (splits the contraction dim: partial sums), a replica degree (the
+ * same tile computed on several devices: a device-mesh axis that splits
+ * nothing; every replica needs its whole input region and the weight
+ * gradients are summed over replicas as in data parallelism), and one
+ * device per tile and replica. Tiles are numbered row-major over
+ * (dim 0, ..., dim ndim-1, replica, red):
+ * index = (((i0 * deg1 + i1) * ... ) * rep + q) * red + r. Entries may
+ * repeat: tiles on one device run one after another (micro-batching); the
+ * replicas of one tile must sit on distinct devices. */
 typedef struct ss_pconfig {
     int ndim;
     int deg[SS_MAX_DIMS];
     int red;
-    int ntiles;      /* = prod(deg) * red */
+    int rep;         /* replica degree, >= 1 (1: no replication) */
+    int ntiles;      /* = prod(deg) * rep * red */
     int *devices;    /* ntiles entries */
     int stage;       /* pipeline stage of the op (0 when not pipelined) */
 } ss_pconfig;
@@ -488,7 +494,8 @@ void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, in
                      ss_tile *t);
 
 /* 1 if a and b cut the op into the same tiles on the same devices (same
- * degrees, reduction and device list; the stage is not compared), else 0. */
+ * degrees, reduction, replica degree and device list; the stage is not
+ * compared), else 0. */
 int ss_pconfig_same_tiles(const ss_pconfig *a, const ss_pconfig *b);
 
 typedef enum ss_pipe_schedule { SS_PIPE_GPIPE = 0, SS_PIPE_1F1B } ss_pipe_schedule;
