@@ -425,7 +425,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     for (int o = 0; o < b->n_ops; o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
         const ss_op *op = ss_graph_op(g, o);
-        if (!c || c->ntiles < 1 || c->red < 1 || c->ntiles % c->red)
+        if (!c || c->ntiles < 1 || c->red < 1 || c->rep < 1 || c->ntiles % (c->red * c->rep))
             return ss_diag_set(d, SS_ERR_INVALID, "simulate: operator \"%s\" has a bad config",
                                op->name);
         for (int i = 0; i < c->ntiles; i++)
@@ -556,6 +556,12 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
             u->xhead = -1;
             u->phead = -1;
             u->btag = SS_BUILD_COLL_BCAST;
+            u->local = 0;
+            u->rep = c->rep;
+            u->q = k % c->rep;
+            u->gsum = 0;
+            u->gentry = -1;
+            u->rhash = 0;
             u->ready = R == 1 ? b->tiles[u->first].fwd : -1;
             u->n_unique = 1;
             if (R > 1) {
@@ -612,6 +618,16 @@ static inline int overlaps(const ss_region *a, const ss_region *b)
     return 1;
 }
 
+/* The replica of the group whose first unit is g0 that a consumer tile (jl
+ * within its op) on device dev reads: the one on dev, else jl mod rep. */
+static int chosen_replica(const ss_builder *b, int g0, int rep, int dev, int jl)
+{
+    for (int q = 0; q < rep; q++)
+        if (is_member(b, &b->units[g0 + q], dev))
+            return q;
+    return jl % rep;
+}
+
 /* The pairs of edge (op o, input i) from producer q's output k, computed:
  * region intersections of every consumer tile with every producer unit.
  * *mixes: some pair links tiles of different micro-batches. */
@@ -636,6 +652,9 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
             const ss_region *have = &b->uhave[uu - u0];
             ss_region ov;
             if (!overlaps(&need, have) || ss_region_intersect(&need, have, &ov) <= 0)
+                continue;
+            if (u->rep > 1 &&
+                u->q != chosen_replica(b, uu - u->q, u->rep, tj->dev, j - b->tile_base[o]))
                 continue;
             if (reserve_pairs(b, 1, d) != SS_OK)
                 return d->status;
@@ -839,6 +858,67 @@ static ss_status unit_reads(ss_builder *b, const unitinfo *u, int n, int *outsid
     return SS_OK;
 }
 
+/* Hash of the work a consumer tile j does on `tensor`: its op and its tile
+ * with the replica index left out (replicas of one tile do the same work). */
+static uint64_t work_hash(const ss_builder *b, int j, int tensor)
+{
+    int op = b->tiles[j].op, jl = j - b->tile_base[op];
+    const unitinfo *u0 = &b->units[b->unit_base[op]];
+    int64_t wid = (int64_t)(jl / (u0->red * u0->rep)) * u0->red + jl % u0->red;
+    uint64_t h = ((uint64_t)(uint32_t)op << 32 | (uint32_t)tensor) * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)wid + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+/* Replica groups: each unit's consumer-work hash, and whether a group's
+ * replicas are read by different work (then its output gradient is summed
+ * over the group). */
+static ss_status pass_replicas(ss_builder *b)
+{
+    for (int uu = 0; uu < b->n_units; uu++) {
+        unitinfo *u = &b->units[uu];
+        if (u->rep == 1)
+            continue;
+        for (int k = u->phead; k >= 0; k = b->pairs[k].next)
+            u->rhash += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
+        if (u->q == u->rep - 1) {
+            unitinfo *g0 = u - u->q;
+            int differ = 0;
+            for (int q = 1; q < u->rep; q++)
+                differ |= g0[q].rhash != g0->rhash;
+            for (int q = 0; q < u->rep; q++)
+                g0[q].gsum = differ;
+        }
+    }
+    return SS_OK;
+}
+
+/* Whether the consumers of partial-sum unit u (devices dv[0..n)) all sit on
+ * members and every member feeds the same consumer work (replicas): then
+ * each member's output gradient is already whole. */
+static int grads_local(const ss_builder *b, const unitinfo *u, const int *dv, int n)
+{
+    uint64_t h0 = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t h = 0;
+        int any = 0;
+        for (int k = u->phead; k >= 0; k = b->pairs[k].next) {
+            int dev = b->tiles[b->pairs[k].tile].dev;
+            if (!is_member(b, u, dev))
+                return 0;
+            if (dev == dv[i]) {
+                h += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
+                any = 1;
+            }
+        }
+        if (!any || (i > 0 && h != h0))
+            return 0;
+        h0 = h;
+    }
+    return 1;
+}
+
 /* The task that makes each partial-sum unit whole: a join on one device; a
  * reduce-scatter when its consumers all sit on its devices and read disjoint
  * slices of at most 1/n each; an all-reduce otherwise. Also picks the
@@ -868,6 +948,7 @@ static ss_status pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
                 u->ready = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op,
                                           k, SS_BUILD_COLL_PARTIAL, prio, d);
                 u->btag = sources > 1 ? SS_BUILD_COLL_GRADSUM : SS_BUILD_COLL_BCAST;
+                u->local = grads_local(b, u, dv, n);
                 b->st.coll_partial++;
             }
         }
@@ -975,9 +1056,13 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
  * back to one device (a pipelined ring broadcast of S costs what a ring
  * all-gather of n/(n-1) S does), an all-reduce of the partial gradients
  * otherwise. */
+static int group_entry(ss_builder *b, ss_taskgraph *tg, int g0, ss_diag *d);
+
 static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
 {
     unitinfo *u = &b->units[uu];
+    if (u->gsum)
+        return group_entry(b, tg, uu - u->q, d);
     if (u->entry >= 0)
         return u->entry;
     if (u->red == 1)
@@ -1016,6 +1101,46 @@ static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
     return u->entry = join;
 }
 
+/* The backward entry of replica group g0 .. g0 + rep - 1 whose output
+ * gradient is summed: a join of every gradient reaching any replica, an
+ * all-reduce of the output bytes over the group's devices, then every
+ * replica's backward tiles. */
+static int group_entry(ss_builder *b, ss_taskgraph *tg, int g0, ss_diag *d)
+{
+    unitinfo *u = &b->units[g0];
+    if (u->gentry >= 0)
+        return u->gentry;
+    int prio = prio_bwd(b, u->op, b->tiles[u->first].mb);
+    int k = g0 - b->unit_base[u->op];
+    int join = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
+    if (join < 0)
+        return -1;
+    int nt = u->rep * u->red;
+    if (ss_grow((void **)&b->ipool, &b->cap_ipool, b->n_ipool + nt, sizeof(int)))
+        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    int *dv = b->ipool + b->n_ipool, n = 0;
+    for (int t = 0; t < nt; t++) {
+        int dev = b->tiles[u->first + t].dev, seen = 0;
+        for (int i = 0; i < n && !seen; i++)
+            seen = dv[i] == dev;
+        if (!seen)
+            dv[n++] = dev;
+    }
+    int last = join;
+    if (n > 1) {
+        double bytes = unit_out_bytes(b, u);
+        last = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op, k,
+                                       SS_BUILD_COLL_REPSUM, prio, d);
+        if (last < 0 || ss_taskgraph_add_dep(tg, join, last, d) != SS_OK)
+            return -1;
+        b->st.coll_repsum++;
+    }
+    for (int t = 0; t < nt; t++)
+        if (ss_taskgraph_add_dep(tg, last, b->tiles[u->first + t].bwd, d) != SS_OK)
+            return -1;
+    return u->gentry = join;
+}
+
 static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
     for (int k = 0; k < b->n_pairs; k++) {
@@ -1024,7 +1149,7 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (b->tiles[u->first].bwd < 0)
             continue; /* a graph input's unit */
         const tileinfo *tj = &b->tiles[pr->tile];
-        if (pr->xfer < 0 && u->red > 1 && u->n_unique > 1) {
+        if (pr->xfer < 0 && (u->gsum || (u->red > 1 && u->n_unique > 1 && !u->local))) {
             /* a member of a unit spread over several devices: every member
              * needs this gradient, so it goes through the unit's entry */
             int entry = unit_entry(b, tg, pr->unit, d);
@@ -1212,7 +1337,8 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         return st;
     }
     if ((st = pass_units(b, p, d)) != SS_OK ||
-        (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
+        (st = pass_pairs(b, d)) != SS_OK || (st = pass_replicas(b)) != SS_OK ||
+        (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = ss_build_weights(b, tg, mm, d)) != SS_OK ||
@@ -1265,6 +1391,8 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
             snprintf(buf, n, "allgather output grad %s", name);
         else if (tg->aux[task] == SS_BUILD_COLL_GRADSUM)
             snprintf(buf, n, "allreduce output grad %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_REPSUM)
+            snprintf(buf, n, "allreduce replicas' output grad %s", name);
         else
             snprintf(buf, n, "broadcast output grad %s", name);
         break;

@@ -19,6 +19,20 @@
  *                       read disjoint slices of at most 1/n of the output
  *                       each (sequence parallelism after a row-parallel
  *                       linear), else an all-reduce.
+ *   replicas            units of one op with the same output region (rep >
+ *                       1: the same tile computed on several devices) form
+ *                       a group. A consumer tile reads the group's replica
+ *                       on its own device, else replica (its tile index mod
+ *                       rep) through a transfer. When the group's replicas
+ *                       are read by different consumer work (a column-
+ *                       parallel linear after a replicated LayerNorm), the
+ *                       output gradient is summed over the group's devices
+ *                       by an all-reduce before every replica's backward;
+ *                       when every replica feeds replicas of the same work
+ *                       (a replicated residual add), each replica's gradient
+ *                       is already whole: no collective. Likewise a partial-
+ *                       sum unit whose consumers on every member are
+ *                       replicas of the same work gets its gradient locally.
  *   transfers           for every consumer tile and producer unit whose
  *                       output region overlaps the region the tile needs
  *                       (ss_op_input_region), a transfer of the overlap bytes
@@ -122,12 +136,13 @@ enum {
     SS_BUILD_COLL_BCAST = 2,   /* output gradient broadcast to a partial-sum unit's devices */
     SS_BUILD_COLL_SCATTER = 3, /* reduce-scatter of partial sums */
     SS_BUILD_COLL_GATHER = 4,  /* all-gather of sliced output gradients to the unit's devices */
-    SS_BUILD_COLL_GRADSUM = 5  /* all-reduce of partial output gradients on the unit's devices */
+    SS_BUILD_COLL_GRADSUM = 5, /* all-reduce of partial output gradients on the unit's devices */
+    SS_BUILD_COLL_REPSUM = 6   /* all-reduce of output gradients over an op's replicas */
 };
 
 typedef struct ss_build_stats {
     int fwd, bwd, xfer_fwd, xfer_bwd, coll_partial, coll_bcast, coll_grad, updates;
-    int coll_scatter, coll_gather, coll_gradsum;
+    int coll_scatter, coll_gather, coll_gradsum, coll_repsum;
     int buckets, shards;
     int microbatch_gating; /* 1 if micro-batch program order was applied */
 } ss_build_stats;

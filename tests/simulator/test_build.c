@@ -613,6 +613,87 @@ static void test_reduce_scatter_all_gather(void **state)
     teardown(&f);
 }
 
+/* Set op `name`'s config: dims split deg[0..1], rep replicas, devices. */
+static void set_cfg_rep(fix *f, const char *name, int d0, int d1, int rep, const int *devs)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    int op = ss_graph_find_op(f->g, name);
+    assert_true(op >= 0);
+    ss_pconfig c = *ss_plan_config(f->p, op);
+    for (int k = 0; k < SS_MAX_DIMS; k++)
+        c.deg[k] = 1;
+    c.deg[0] = d0;
+    c.deg[1] = d1;
+    c.red = 1;
+    c.rep = rep;
+    c.ntiles = d0 * d1 * rep;
+    c.devices = (int *)devs;
+    assert_int_equal(ss_plan_set_config(f->p, op, &c, &d), SS_OK);
+}
+
+/*
+ * Replication, chain2 on "pair" (10 GB/s, 5 us; a ring all-reduce of S bytes
+ * over the pair costs 16 + S / 1e4 us: 41.6 us for 256000 B, 416 us for
+ * fc1's 4e6 B weight gradient). fc1 replicated on both GPUs (rep = 2), fc2
+ * split on its output features (column-parallel: tile k on GPU k reads the
+ * replica on its own GPU, no transfer):
+ *   fwd fc1 on both GPUs [0, 128] (each replica pays the whole 128 us);
+ *   fwd fc2 tiles (64 us) [128, 192]; bwd fc2 (128 us) [192, 320];
+ *   each fc2 tile holds a partial gradient of fc1's whole output: all-reduce
+ *   over the replicas (41.6 us) [320, 361.6]; bwd fc1 on both [361.6, 617.6];
+ *   fc1's weight gradient is summed over its replicas like data
+ *   parallelism: all-reduce of 4e6 B [617.6, 1033.6]; update 12 us -> 1045.6.
+ * fc2 replicated instead (replica k reads fc1's replica k: the same work on
+ * both): no transfer and no output-gradient collective; bwd fc2 [256, 512],
+ * bwd fc1 [512, 768]; both weights all-reduced (416 us each, one link
+ * direction pair, back layer first): fc2 [512, 928], fc1 [928, 1344], its
+ * update -> 1356.
+ */
+static void test_replicas(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d01[] = {0, 1};
+    set_cfg_rep(&f, "x", 1, 1, 2, d01); /* the input loaded on both */
+    set_cfg_rep(&f, "fc1", 1, 1, 2, d01);
+    set_cfg_rep(&f, "fc2", 1, 2, 1, d01);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->fwd, 2 + 2 + 2);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    assert_int_equal(st->coll_repsum, 1);
+    assert_int_equal(st->coll_grad, 1);
+    for (int r = 0; r < 2; r++) {
+        int t = find_task(&f, SS_TASK_FWD, "fc1", r);
+        NEAR(f.tg->dur[t], 128);
+        NEAR(f.r->start[t], 0);
+        NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", r)], 361.6);
+    }
+    int rs = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    NEAR(f.tg->dur[rs], 41.6);
+    NEAR(f.tg->bytes[rs], 256000);
+    NEAR(f.r->start[rs], 320);
+    char name[128];
+    ss_build_task_name(f.b, f.tg, rs, name, sizeof name);
+    assert_string_equal(name, "allreduce replicas' output grad fc1");
+    int gr = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 1);
+    NEAR(f.tg->dur[gr], 416);
+    NEAR(f.r->start[gr], 617.6);
+    NEAR(f.r->makespan, 1045.6);
+
+    set_cfg_rep(&f, "fc2", 1, 1, 2, d01);
+    run(&f);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    assert_int_equal(st->coll_repsum, 0);
+    assert_int_equal(st->coll_grad, 2);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", 1)], 512);
+    NEAR(f.r->makespan, 1356);
+    teardown(&f);
+}
+
 static void setup_zoo(fix *f, const char *spec, int64_t batch, const char *topo)
 {
     ss_diag d;
@@ -950,6 +1031,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_devices_chain), cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_partial_sums),
+        cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_pipeline_bubble),   cmocka_unit_test(test_bad_device),
         cmocka_unit_test(test_blocking_stage_transfers),
         cmocka_unit_test(test_fault_injection),
