@@ -292,8 +292,9 @@ static ss_status check_settings(const ss_plan_settings *s, const char *prefix, s
                            "%s: settings: bucket_bytes must be a finite number >= 0 (got %g)",
                            prefix, s->bucket_bytes);
     if ((unsigned)s->schedule > SS_PIPE_1F1B || (unsigned)s->queue > SS_QUEUE_BACKWARD_FIRST ||
-        (unsigned)s->sync > SS_SYNC_BULK || (unsigned)s->recompute > SS_RECOMPUTE_FULL)
-        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute",
+        (unsigned)s->sync > SS_SYNC_BULK || (unsigned)s->recompute > SS_RECOMPUTE_SELECTIVE ||
+        (unsigned)s->distopt > 1)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute/distopt",
                            prefix);
     return SS_OK;
 }

@@ -18,7 +18,7 @@
 static const char *const schedule_names[] = {"gpipe", "1f1b", NULL};
 static const char *const queue_names[] = {"fifo", "backward_first", NULL};
 static const char *const sync_names[] = {"wait_free", "bulk", NULL};
-static const char *const recompute_names[] = {"none", "full", NULL};
+static const char *const recompute_names[] = {"none", "full", "selective", NULL};
 
 /* ---------------------------------------------------------------- load */
 
@@ -57,7 +57,7 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
 {
     static const char *const keys[] = {"stages", "microbatches", "schedule", "queue",
                                        "sync", "bucket_bytes", "priority", "reorder_backward",
-                                       "recompute", NULL};
+                                       "recompute", "distopt", NULL};
     ss_status st = ss_json_check_keys(file, "$.settings", obj, keys, d);
     if (st)
         return st;
@@ -91,6 +91,8 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
                               &s->bucket_bytes, d)))
         return st;
     if ((st = ss_json_get_bool(file, "$.settings", obj, "priority", 0, &s->priority, d)))
+        return st;
+    if ((st = ss_json_get_bool(file, "$.settings", obj, "distopt", 0, &s->distopt, d)))
         return st;
     return ss_json_get_bool(file, "$.settings", obj, "reorder_backward", 0, &s->reorder_backward,
                             d);
@@ -357,6 +359,8 @@ static json_t *settings_json(const ss_plan_settings *s, int *bad)
     put(o, "priority", json_boolean(s->priority), bad);
     put(o, "reorder_backward", json_boolean(s->reorder_backward), bad);
     put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
+    if (s->distopt)
+        put(o, "distopt", json_true(), bad);
     return o;
 }
 

@@ -54,6 +54,7 @@ static void assert_plans_equal(const ss_plan *a, const ss_plan *b)
     assert_int_equal(s->priority, t->priority);
     assert_int_equal(s->reorder_backward, t->reorder_backward);
     assert_int_equal(s->recompute, t->recompute);
+    assert_int_equal(s->distopt, t->distopt);
     for (int i = 0; i < ss_plan_n_ops(a); i++) {
         const ss_pconfig *x = ss_plan_config(a, i), *y = ss_plan_config(b, i);
         assert_int_equal(x->ndim, y->ndim);
@@ -75,6 +76,8 @@ static void round_trip(fixture *f, const ss_graph *g, const char *spec)
         fail_msg("%s", d.msg);
     ss_plan_settings_of(p)->bucket_bytes = 1.5e6 + 0.25; /* a non-integer survives */
     ss_plan_settings_of(p)->priority = 1;
+    ss_plan_settings_of(p)->distopt = 1;
+    ss_plan_settings_of(p)->recompute = SS_RECOMPUTE_SELECTIVE;
     char *s1 = NULL, *s2 = NULL;
     assert_int_equal(ss_plan_to_string(p, g, &s1, &d), SS_OK);
     if (ss_plan_load_string(s1, "rt", g, f->m, &q, &d))

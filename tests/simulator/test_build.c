@@ -728,7 +728,8 @@ static double wire_bytes(const fix *f, int task, int n)
     int tag = f->tg->aux[task];
     if (f->tg->kind[task] == SS_TASK_XFER)
         return f->tg->bytes[task];
-    if (tag == SS_BUILD_COLL_PARTIAL || tag == SS_BUILD_COLL_GRADSUM)
+    if (tag == SS_BUILD_COLL_PARTIAL || tag == SS_BUILD_COLL_GRADSUM ||
+        tag == SS_BUILD_COLL_REPSUM)
         return 2.0 * (n - 1) * f->tg->bytes[task];
     return (double)(n - 1) * f->tg->bytes[task];
 }
@@ -776,8 +777,59 @@ static void test_sequence_parallel_volume(void **state)
         if (f.tg->kind[t] == SS_TASK_COLLECTIVE && f.tg->aux[t] == SS_BUILD_COLL_PARTIAL &&
             !strncmp(ss_graph_op(f.g, f.tg->op[t])->name, "l1.", 3))
             ar += wire_bytes(&f, t, 4);
+    /* Megatron exactly: forward the all-reduces after attn.proj and mlp.fc2,
+     * backward the all-reduces of the input gradients of the column-parallel
+     * qkv and fc1 (over the replicas of ln1 and ln2); no point-to-point */
     NEAR(ar, 2 * 12 * S);
-    assert_true(fw > ar); /* plus the transfers of the ops run on the first rank only */
+    NEAR(fw, 2 * 12 * S);
+    NEAR(bw, 2 * 12 * S);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    teardown(&f);
+}
+
+/*
+ * No point-to-point fan-out from one device of a tensor-parallel group: a
+ * tp = 8 Megatron plan of gpt (8 heads) on two DGX-A100 nodes. With pp = 1
+ * the task graph has no transfer at all (replicated ops read their own
+ * rank's copy; partial sums are all-reduced; column-parallel input
+ * gradients are all-reduced over the replicas). With pp = 2 and one
+ * micro-batch the only transfers are the pipeline sends of the one
+ * activation crossing the stages: one per tensor-parallel rank (rank q of
+ * stage 0 to rank q of stage 1), and their gradients back, 8 + 8.
+ */
+static void test_megatron_tp8_no_fanout(void **state)
+{
+    (void)state;
+    fix f;
+    setup_zoo(&f, "gpt:layers=2,hidden=128,heads=8,seq=64,vocab=512", 8,
+              "topologies/dgx-a100.json");
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m2 = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 2, &m2, &d),
+                     SS_OK);
+    ss_build_free(f.b);
+    ss_cost_free(f.cm);
+    ss_plan_free(f.p);
+    f.p = NULL;
+    ss_machine_free(f.m);
+    f.m = m2;
+    f.cm = ss_cost_new(f.m);
+    f.b = ss_build_new(f.g, f.m, f.cm);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=8,pp=1,dp=1", f.g, f.m, &f.p, &d), SS_OK);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    assert_true(st->coll_partial > 0 && st->coll_repsum > 0);
+    ss_plan_free(f.p);
+    f.p = NULL;
+    assert_int_equal(ss_plan_from_spec("megatron:tp=8,pp=2,dp=1,mb=1", f.g, f.m, &f.p, &d),
+                     SS_OK);
+    run(&f);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd, 8);
+    assert_int_equal(st->xfer_bwd, 8);
     teardown(&f);
 }
 
@@ -1038,6 +1090,7 @@ int main(void)
         cmocka_unit_test(test_partial_grad_reaches_members),
         cmocka_unit_test(test_reduce_scatter_all_gather),
         cmocka_unit_test(test_sequence_parallel_volume),
+        cmocka_unit_test(test_megatron_tp8_no_fanout),
         cmocka_unit_test(test_dataflow_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
