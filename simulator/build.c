@@ -120,6 +120,7 @@ void ss_build_free(ss_builder *b)
     ss_memo_free(&b->memo);
     ss_memo_free(&b->wmemo);
     ss_free(b->kbuf);
+    ss_free(b->score);
     ss_free(b);
 }
 
@@ -1025,14 +1026,58 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
 
 /* ---- passes 4 and 5: backward tasks, dependencies, gradient transfers --- */
 
+static int holds_scores(const ss_tensor *t)
+{
+    int n = t->ndim;
+    return n >= 2 && t->kind[n - 1] == SS_DIM_ATTRIBUTE && t->kind[n - 2] == SS_DIM_ATTRIBUTE &&
+           t->shape[n - 1] == t->shape[n - 2] && t->shape[n - 1] > 1;
+}
+
+int ss_build_score_op(const ss_graph *g, int o)
+{
+    const ss_op *op = ss_graph_op(g, o);
+    if (!op || (op->type != SS_OP_BATCH_MATMUL && op->type != SS_OP_SOFTMAX &&
+                op->type != SS_OP_DROPOUT))
+        return 0;
+    if (op->n_out > 0 && holds_scores(ss_graph_tensor(g, op->outputs[0])))
+        return 1;
+    for (int i = 0; i < op->n_in; i++)
+        if (holds_scores(ss_graph_tensor(g, op->inputs[i])))
+            return 1;
+    return 0;
+}
+
+/* Whether op o's tiles recompute their forward in the backward (and keep
+ * no activations meanwhile) under the plan's recompute mode. */
+static int recomputed(const ss_builder *b, int o)
+{
+    return b->set.recompute == SS_RECOMPUTE_FULL ||
+           (b->set.recompute == SS_RECOMPUTE_SELECTIVE && b->score[o]);
+}
+
+static ss_status ensure_score(ss_builder *b, ss_diag *d)
+{
+    if (b->n_score == b->n_ops)
+        return SS_OK;
+    char *s = ss_realloc(b->score, (size_t)b->n_ops + 1);
+    if (!s)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+    b->score = s;
+    for (int o = 0; o < b->n_ops; o++)
+        s[o] = (char)ss_build_score_op(b->g, o);
+    b->n_score = b->n_ops;
+    return SS_OK;
+}
+
 static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
-    int recompute = b->set.recompute == SS_RECOMPUTE_FULL;
+    int recompute = 0;
     for (int j = 0, o = -1, input = 0; j < b->n_tiles; j++) {
         tileinfo *t = &b->tiles[j];
         if (t->op != o) {
             o = t->op;
             input = ss_graph_op(b->g, o)->type == SS_OP_INPUT;
+            recompute = recomputed(b, o);
         }
         if (input)
             continue;
@@ -1264,7 +1309,7 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         if (t->bwd < 0)
             continue;
         const tilecost *tc = &b->tcost[j];
-        if (recompute)
+        if (recomputed(b, t->op))
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, t->bwd, 1, d);
         else
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->fwd, 0, t->bwd, 1, d);
@@ -1327,7 +1372,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||
         (st = ss_memory_reset(mm, b->n_dev, d)) != SS_OK)
         return st;
-    if ((st = ensure_tables(b, d)) != SS_OK)
+    if ((st = ensure_tables(b, d)) != SS_OK || (st = ensure_score(b, d)) != SS_OK)
         return st;
     if ((st = pass_tiles(b, p, tg, d)) != SS_OK) {
         /* the ops it did not reach may have lost their tiles to those it

@@ -8,7 +8,8 @@
  *                       tile's device, durations from ss_cost_tile. Graph
  *                       inputs (SS_OP_INPUT) get a zero-length forward task
  *                       and no backward. With recompute = full the backward
- *                       also pays the tile's forward time.
+ *                       also pays the tile's forward time; with selective,
+ *                       only the attention-score ops' (ss_build_score_op).
  *   units               tiles of one op that share an output region and
  *                       differ only in their reduction range form a unit
  *                       (red = 1: each tile is its own unit). A unit with
@@ -88,9 +89,9 @@
  *                       settings.priority.
  *
  * Memory intervals (memory.h): activations (ss_work.saved_bytes) from the
- * forward's start to the backward's end (recompute: only during the
+ * forward's start to the backward's end (recompute = full: only during the
  * backward, plus the received inputs kept as checkpoints until the consumer's
- * backward ends); receive buffers from the transfer's start to the end of
+ * backward ends; selective: only during the backward for score ops); receive buffers from the transfer's start to the end of
  * the task that consumes them; kernel workspace while a task runs; weights,
  * gradients and optimizer state per distinct weight region a device holds
  * (union of the regions its tiles need, shared weights counted once).
@@ -188,6 +189,14 @@ const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b);
 /* The builder an ss_sim simulates with (sim.c; borrowed): benchmarks turn
  * its memoization off through it to time from-scratch simulation. */
 ss_builder *ss_sim_builder(ss_sim *s);
+
+/* 1 if op is an attention-score op that selective recomputation recomputes
+ * (Korthikanti et al.): a batch_matmul, softmax or dropout whose output or
+ * an input holds a score matrix (two trailing attribute dims of equal
+ * extent > 1: [..., seq, seq]) — QK^T, its softmax and dropout, and the
+ * product with V. Under recompute = selective these keep no activations
+ * from the forward and pay their forward again in the backward. */
+int ss_build_score_op(const ss_graph *g, int op);
 
 /* Queue policy the engine should use for the last built plan (backward-first
  * for 1F1B or when the plan asks for it). */
