@@ -49,6 +49,10 @@
 #define DEFAULT_CSV "../shared/data/vtrain_ground_truth_single.csv"
 #define GPT_VOCAB 50257
 #define NODE_GPUS 8
+/* fitted (docs/calibration.md, "Collectives") */
+#define COLL_EFF 0.8
+#define COLL_HALF_BYTES 4e6
+#define COLL_LAUNCH_US 6.0
 
 typedef struct row {
     int gpus, gbatch, mbatch, hidden, heads, layers, seq, tp, dp, pp;
@@ -86,7 +90,10 @@ typedef struct params {
 } params;
 
 static const char *devname = "A100-SXM4-40GB";
-static int multi = 0;      /* the rows are the multi-node file's (--multi) */
+static int multi = 0;      /* the rows are the multi-node file's (its header says so) */
+/* NCCL bus-bandwidth efficiency curve (ss_sim_config; docs/calibration.md):
+ * --coll-eff, --coll-half */
+static double coll_eff = COLL_EFF, coll_half = COLL_HALF_BYTES, coll_launch = COLL_LAUNCH_US;
 /* Inter-node fabric of the multi-node runs (data/README.md): DGX A100 nodes,
  * 800 Gb/s per node = 8 HDR NICs of 12.5 GB/s, one per GPU. */
 #define INTER_NIC_GBPS 12.5
@@ -350,7 +357,9 @@ static int predict_part(bench *b, const params *p, int want, int phase, int stri
             m_nodes = nodes;
         }
         ss_sim *s = NULL;
-        ss_sim_config cfg = {0, 1}; /* memory is not what is measured here */
+        /* memory is not what is measured here */
+        ss_sim_config cfg = {.skip_memory = 1, .coll_eff = coll_eff, .coll_half_bytes = coll_half,
+                             .coll_launch_us = coll_launch};
         if (ss_sim_new(b->graphs[r->graph], m, cm, &cfg, &s, d) ||
             ss_sim_run(s, r->plan, &res, d))
             rc = -1;
@@ -899,7 +908,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: bench_vtrain [--csv FILE] [--topology FILE] [--seed N] "
                     "[--markdown FILE] [--predictions FILE] [--jobs N]\n"
-                    "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n");
+                    "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n"
+                    "                    [--coll-eff E] [--coll-half BYTES] [--coll-launch US]\n");
     return 2;
 }
 
@@ -932,6 +942,12 @@ int main(int argc, char **argv)
             jobs = atoi(v), i++;
         else if (!strcmp(a, "--limit"))
             limit = atoi(v), i++;
+        else if (!strcmp(a, "--coll-eff"))
+            coll_eff = atof(v), i++;
+        else if (!strcmp(a, "--coll-half"))
+            coll_half = atof(v), i++;
+        else if (!strcmp(a, "--coll-launch"))
+            coll_launch = atof(v), i++;
         else
             return usage();
     }

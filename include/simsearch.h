@@ -648,6 +648,13 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
 typedef struct ss_sim_config {
     double mem_fraction; /* usable share of each device's memory (0 = 1.0) */
     int skip_memory;     /* 1: skip the liveness sweep (peaks = static memory only) */
+    /* Collectives' bus-bandwidth efficiency (simulator/collective.h): every
+     * collective's bandwidth times coll_eff * S / (S + coll_half_bytes) for
+     * S bytes per device. 0, 0 = the ideal alpha-beta model; the values
+     * fitted on NCCL over A100 NVSwitch and InfiniBand are in
+     * docs/calibration.md. */
+    double coll_eff, coll_half_bytes;
+    double coll_launch_us; /* per-collective call overhead (NCCL launch + framework); 0 = 6 */
 } ss_sim_config;
 
 #define SS_SIM_CRIT_MAX 8

@@ -29,6 +29,7 @@ ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     b->m = m;
     b->cm = cm;
     b->memo_on = 1;
+    b->ccfg.launch_us = 6.0;
     ss_memo_init(&b->memo, MEMO_WORDS);
     ss_memo_init(&b->wmemo, WMEMO_WORDS);
     return b;
@@ -66,6 +67,18 @@ void ss_build_forget(ss_builder *b)
     free_tables(b);
     ss_memo_free(&b->memo);
     ss_memo_free(&b->wmemo);
+}
+
+void ss_build_set_coll(ss_builder *b, double eff, double half_bytes, double launch_us)
+{
+    if (!(launch_us > 0))
+        launch_us = 6.0;
+    if (b->ccfg.bus_eff != eff || b->ccfg.bus_half_bytes != half_bytes ||
+        b->ccfg.launch_us != launch_us)
+        ss_memo_free(&b->memo); /* memoized collective prices used the old curve */
+    b->ccfg.bus_eff = eff;
+    b->ccfg.bus_half_bytes = half_bytes;
+    b->ccfg.launch_us = launch_us;
 }
 
 void ss_build_set_memo(ss_builder *b, int on)
@@ -256,7 +269,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
         for (int i = 0; i < nch; i++)
             b->res[i] = b->n_dev + v[3 + i];
     } else {
-        if (ss_coll_cost(b->m, kind, devs, n, cost_bytes, NULL, &b->coll, d) != SS_OK)
+        if (ss_coll_cost(b->m, kind, devs, n, cost_bytes, &b->ccfg, &b->coll, d) != SS_OK)
             return -1;
         time_us = b->coll.time_us;
         nch = b->coll.n_channels;

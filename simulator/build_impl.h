@@ -208,6 +208,7 @@ struct ss_builder {
     int32_t *kbuf;
     int cap_kbuf;
     ss_build_memo_stats mst;
+    ss_coll_config ccfg; /* how collectives are priced (ss_build_set_coll) */
     char *score;        /* [n_ops] ss_build_score_op, made once per graph */
     int n_score;        /* ops it was made for, 0 = not yet */
 };

@@ -217,7 +217,7 @@ static void test_does_not_fit(void **state)
     fix f;
     ss_diag d;
     ss_diag_init(&d);
-    ss_sim_config cfg = {1e-6, 0};
+    ss_sim_config cfg = {.mem_fraction = 1e-6};
     setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json", &cfg);
     ss_plan *p = ss_plan_new(f.g, f.m);
     ss_sim_result r = {0};
@@ -241,7 +241,7 @@ static void test_does_not_fit(void **state)
     teardown(&f);
 
     ss_sim *s = NULL;
-    ss_sim_config bad = {2.0, 0};
+    ss_sim_config bad = {.mem_fraction = 2.0};
     ss_diag_init(&d);
     assert_int_equal(ss_sim_new(f.g, f.m, f.cm, &bad, &s, &d), SS_ERR_INVALID);
     assert_null(s);
