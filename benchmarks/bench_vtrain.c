@@ -49,9 +49,14 @@
 #define DEFAULT_CSV "../shared/data/vtrain_ground_truth_single.csv"
 #define GPT_VOCAB 50257
 #define NODE_GPUS 8
+/* fitted (docs/calibration.md, "Collectives") */
+#define COLL_EFF 0.8
+#define COLL_HALF_BYTES 4e6
+#define COLL_LAUNCH_US 6.0
 
 typedef struct row {
     int gpus, gbatch, mbatch, hidden, heads, layers, seq, tp, dp, pp;
+    double billions; /* model size column of the multi-node file (0: single-node file) */
     double measured_ms;
     double predicted_ms;
     int train;    /* 1: in the calibration half */
@@ -85,6 +90,14 @@ typedef struct params {
 } params;
 
 static const char *devname = "A100-SXM4-40GB";
+static int multi = 0;      /* the rows are the multi-node file's (its header says so) */
+/* NCCL bus-bandwidth efficiency curve (ss_sim_config; docs/calibration.md):
+ * --coll-eff, --coll-half */
+static double coll_eff = COLL_EFF, coll_half = COLL_HALF_BYTES, coll_launch = COLL_LAUNCH_US;
+/* Inter-node fabric of the multi-node runs (data/README.md): DGX A100 nodes,
+ * 800 Gb/s per node = 8 HDR NICs of 12.5 GB/s, one per GPU. */
+#define INTER_NIC_GBPS 12.5
+#define INTER_LAT_US 5.0
 static int jobs = 1;       /* --jobs: forked prediction workers */
 static int fit_tp1 = 0;    /* --fit-tp1: calibrate on tensor-parallel degree 1 rows only */
 
@@ -121,12 +134,23 @@ static int load_csv(const char *path, bench *b)
         lineno++;
         if (line[0] == '#' || line[0] == '\n')
             continue;
+        if (!strncmp(line, "Parameters", 10)) {
+            multi = 1; /* the multi-node file: its header names the size column */
+            continue;
+        }
         row r;
         memset(&r, 0, sizeof r);
-        if (sscanf(line, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lf", &r.gpus, &r.gbatch, &r.mbatch,
+        const char *at = line;
+        if (multi) { /* a leading column: the model size in billions */
+            r.billions = atof(line);
+            at = strchr(line, ',');
+            at = at ? at + 1 : line;
+        }
+        if (sscanf(at, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lf", &r.gpus, &r.gbatch, &r.mbatch,
                    &r.hidden, &r.heads, &r.layers, &r.seq, &r.tp, &r.dp, &r.pp,
                    &r.measured_ms) != 11 ||
-            r.tp * r.dp * r.pp != r.gpus || r.gpus > NODE_GPUS || r.mbatch < 1 ||
+            r.tp * r.dp * r.pp != r.gpus || (!multi && r.gpus > NODE_GPUS) ||
+            (multi && r.gpus % NODE_GPUS) || r.mbatch < 1 ||
             r.gbatch % (r.mbatch * r.dp) != 0 || !(r.measured_ms > 0)) {
             fprintf(stderr, "bench_vtrain: %s:%d: bad row\n", path, lineno);
             fclose(f);
@@ -158,7 +182,12 @@ static int load_csv(const char *path, bench *b)
  * what the same work costs per vocabulary row at tp = 2, and twice as much
  * per row at tp = 4 as at tp = 2 (docs/calibration.md). Megatron-LM itself
  * would pad to a multiple of 128 * tp (50,304 at tp = 1). */
-static int model_vocab(int tp) { return GPT_VOCAB / tp * tp; }
+static int model_vocab(int tp)
+{
+    if (multi) /* Megatron-DeepSpeed pads to a multiple of 128 * tp */
+        return (GPT_VOCAB + 128 * tp - 1) / (128 * tp) * (128 * tp);
+    return GPT_VOCAB / tp * tp;
+}
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -226,8 +255,8 @@ static int prepare(bench *b, const ss_machine *m, ss_diag *d)
         r->graph = graph_for(b, &k, d);
         if (r->graph < 0)
             return -1;
-        ss_megatron_config c = {r->tp, r->pp, r->dp, r->gbatch / (r->mbatch * r->dp),
-                                SS_RECOMPUTE_FULL, 0};
+        ss_megatron_config c = {.tp = r->tp, .pp = r->pp, .dp = r->dp, .mbs = r->mbatch,
+                                .recompute = SS_RECOMPUTE_FULL, .sync = SS_SYNC_BULK};
         if (ss_plan_megatron(b->graphs[r->graph], m, &c, &r->plan, d))
             return -1;
         /* Megatron's local DDP without gradient buckets (vTrain's
@@ -276,22 +305,28 @@ static size_t put_table(char *s, size_t cap, const double *x, const double *y, i
     return k;
 }
 
-/* One node of 8 GPUs of type devname on NVSwitch, the device type overridden
+/* `nodes` nodes of 8 GPUs of type devname on NVSwitch (and, with more than
+ * one, InfiniBand between them: one NIC per GPU), the device type overridden
  * with p's tables and launch overhead. */
-static int make_machine(const params *p, ss_machine **m, ss_diag *d)
+static int make_machine(const params *p, int nodes, ss_machine **m, ss_diag *d)
 {
-    char ft[1024], mt[1024], js[4096];
+    char ft[1024], mt[1024], js[4096], inter[256] = "";
     put_table(ft, sizeof ft, p->fx, p->fy, p->nf);
     put_table(mt, sizeof mt, p->mx, p->my, p->nm);
+    if (nodes > 1)
+        snprintf(inter, sizeof inter,
+                 ",\n   \"inter\": {\"kind\": \"infiniband\", \"gbps\": %.6g, \"latency_us\": %.6g, "
+                 "\"nics_per_node\": %d}",
+                 INTER_NIC_GBPS, INTER_LAT_US, NODE_GPUS);
     snprintf(js, sizeof js,
              "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"vtrain-a100x8\",\n"
              " \"device_types\": [{\"name\": \"%s\", \"launch_us\": %.6g,\n"
              "   \"eff_flops\": [%s],\n   \"eff_mem\": [%s],\n"
              "   \"eff_align\": [%.6g, %.6g, %.6g]}],\n"
-             " \"compact\": {\"nodes\": 1, \"devices_per_node\": %d, \"device_type\": \"%s\",\n"
-             "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": 1.0}}}\n",
-             devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2], NODE_GPUS,
-             devname, p->gbps);
+             " \"compact\": {\"nodes\": %d, \"devices_per_node\": %d, \"device_type\": \"%s\",\n"
+             "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": 1.0}%s}}\n",
+             devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2], nodes,
+             NODE_GPUS, devname, p->gbps, inter);
     return ss_machine_load_string(js, "vtrain-a100x8", m, d) ? -1 : 0;
 }
 
@@ -300,18 +335,31 @@ static int make_machine(const params *p, ss_machine **m, ss_diag *d)
 static int predict_part(bench *b, const params *p, int want, int phase, int stride, ss_diag *d)
 {
     ss_machine *m = NULL;
-    if (make_machine(p, &m, d))
-        return -1;
-    ss_costmodel *cm = ss_cost_new(m);
+    ss_costmodel *cm = NULL;
+    int m_nodes = 0;
     ss_sim_result res;
     memset(&res, 0, sizeof res);
-    int rc = cm ? 0 : -1, k = 0;
+    int rc = 0, k = 0;
     for (int i = 0; i < b->n && !rc; i++) {
         row *r = &b->rows[i];
         if (!fit_row(r, want) || k++ % stride != phase)
             continue;
+        int nodes = (r->gpus + NODE_GPUS - 1) / NODE_GPUS;
+        if (nodes != m_nodes) { /* rows come grouped by size: few rebuilds */
+            ss_cost_free(cm);
+            ss_machine_free(m);
+            m = NULL;
+            cm = NULL;
+            if (make_machine(p, nodes, &m, d) || !(cm = ss_cost_new(m))) {
+                rc = -1;
+                break;
+            }
+            m_nodes = nodes;
+        }
         ss_sim *s = NULL;
-        ss_sim_config cfg = {.skip_memory = 1}; /* memory is not what is measured here */
+        /* memory is not what is measured here */
+        ss_sim_config cfg = {.skip_memory = 1, .coll_eff = coll_eff, .coll_half_bytes = coll_half,
+                             .coll_launch_us = coll_launch};
         if (ss_sim_new(b->graphs[r->graph], m, cm, &cfg, &s, d) ||
             ss_sim_run(s, r->plan, &res, d))
             rc = -1;
@@ -860,7 +908,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: bench_vtrain [--csv FILE] [--topology FILE] [--seed N] "
                     "[--markdown FILE] [--predictions FILE] [--jobs N]\n"
-                    "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n");
+                    "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n"
+                    "                    [--coll-eff E] [--coll-half BYTES] [--coll-launch US]\n");
     return 2;
 }
 
@@ -893,6 +942,12 @@ int main(int argc, char **argv)
             jobs = atoi(v), i++;
         else if (!strcmp(a, "--limit"))
             limit = atoi(v), i++;
+        else if (!strcmp(a, "--coll-eff"))
+            coll_eff = atof(v), i++;
+        else if (!strcmp(a, "--coll-half"))
+            coll_half = atof(v), i++;
+        else if (!strcmp(a, "--coll-launch"))
+            coll_launch = atof(v), i++;
         else
             return usage();
     }
@@ -915,8 +970,21 @@ int main(int argc, char **argv)
     devname = dt->name;
     params p;
     params_from(&p, dt, ss_machine_link(m, 0)->gbps_ab);
+    ss_machine *big = NULL; /* for the multi-node file: as many nodes as its largest run */
+    if (multi) {
+        int most = 1;
+        for (int i = 0; i < b.n; i++)
+            if (b.rows[i].gpus / NODE_GPUS > most)
+                most = b.rows[i].gpus / NODE_GPUS;
+        if (make_machine(&p, most, &big, &d)) {
+            fprintf(stderr, "bench_vtrain: %s\n", d.msg);
+            goto out;
+        }
+    }
     double t0 = now_s();
-    if (split(&b, seed) || prepare(&b, m, &d)) {
+    int prep = split(&b, seed) || prepare(&b, big ? big : m, &d);
+    ss_machine_free(big);
+    if (prep) {
         fprintf(stderr, "bench_vtrain: %s\n", d.msg);
         goto out;
     }

@@ -6,7 +6,8 @@
 #
 # Sections and what fills them:
 #   "Simulator speed"     bench_sim (six FlexFlow models on p100x16, GPT on dgx-a100)
-#   "Simulator accuracy"  bench_vtrain (vTrain's 1,440 measured Megatron runs)
+#   "Simulator accuracy"  bench_vtrain over vTrain's 1,440 single-node and 41
+#                         multi-node measured Megatron runs
 #   "Search"              benchmarks/bench_search.sh (engineer h7's)
 # Each run writes its figures between the markers
 #   <!-- BEGIN <key> (benchmarks/run.sh) --> ... <!-- END <key> -->
@@ -15,7 +16,8 @@
 # is appended. Text outside the markers (hand-written notes, other sections)
 # is kept as it is. --quick: bench_sim --quick and a 5 s search per model.
 # Environment: SEARCH_SECONDS (default 20), VTRAIN_CSV (default
-# ../shared/data/vtrain_ground_truth_single.csv relative to the repository).
+# ../shared/data/vtrain_ground_truth_single.csv relative to the repository),
+# VTRAIN_MULTI_CSV (default ../shared/data/vtrain_ground_truth_multi_3.6B_18.4B.csv).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -98,19 +100,21 @@ fi
 
 if want accuracy; then
   csv=${VTRAIN_CSV:-../shared/data/vtrain_ground_truth_single.csv}
+  mcsv=${VTRAIN_MULTI_CSV:-../shared/data/vtrain_ground_truth_multi_3.6B_18.4B.csv}
   cmd="$build/bench_vtrain --csv $csv --topology benchmarks/vtrain-a100x8.json"
-  echo "== simulator accuracy: $cmd" >&2
+  mcmd="$build/bench_vtrain --csv $mcsv --topology benchmarks/vtrain-a100x8.json --jobs $(nproc)"
+  echo "== simulator accuracy: $cmd; $mcmd" >&2
   { header "$cmd"
+    printf 'Commit: %s\n\n### Single node (vTrain, 1,440 runs on 2-8 A100s)\n\n' "$(git rev-parse --short HEAD)"
     "$build/bench_vtrain" --csv "$csv" --topology benchmarks/vtrain-a100x8.json \
       --markdown "$tmp/acc.md" >"$tmp/acc.out"
     cat "$tmp/acc.md"
     printf '\nAPE = |predicted - measured| / measured; bias = mean signed error. Calibration: docs/calibration.md.\n'
-    # the data does not say which A100 memory size was used: the same
-    # calibrated tables on the 80 GB part (2,039 GB/s) for comparison
-    printf '\nSame built-in tables on A100-SXM4-80GB (`--topology topologies/dgx-a100.json`): '
-    "$build/bench_vtrain" --csv "$csv" --topology topologies/dgx-a100.json | sed -n 's/^as given: //p'
-    printf '\nBefore calibration (`--topology benchmarks/vtrain-a100x8-start.json`, the uncalibrated tables and a 5 us launch): '
-    "$build/bench_vtrain" --csv "$csv" --topology benchmarks/vtrain-a100x8-start.json | sed -n 's/^as given: //p'
+    printf '\n### Multi-node (vTrain, 41 runs of 3.6B on 64 and 18.4B on 256 A100s)\n\nCommand: `%s`\n\n' "$mcmd"
+    "$build/bench_vtrain" --csv "$mcsv" --topology benchmarks/vtrain-a100x8.json \
+      --jobs "$(nproc)" --markdown "$tmp/macc.md" >"$tmp/macc.out"
+    cat "$tmp/macc.md"
+    printf '\nSpearman within each model size: the "By model size" table. The calibration half of this file is not used for fitting (no parameter is fitted per configuration; docs/calibration.md).\n'
   } >"$tmp/acc.block"
   splice accuracy "Simulator accuracy" "$tmp/acc.block"
 fi

@@ -17,8 +17,9 @@ static void help(FILE *f)
             "Build or load a plan, validate it and summarise it.\n\n"
             "  --model SPEC     zoo model NAME[:key=value,...] or a model JSON file\n"
             "  --topology FILE  topology JSON\n"
-            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mb=M]\n"
-            "                   [,recompute=none|full][,sp=0|1] | a plan JSON file\n"
+            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M]\n"
+            "                   [,recompute=none|selective|full][,sp=0|1][,distopt=0|1]\n"
+            "                   [,sync=overlap|bulk] | a plan JSON file\n"
             "  --nodes N        override the node count of a compact topology\n"
             "  --batch N        global batch (default: 64 per device, 256 for alexnet)\n"
             "  --out FILE       write the plan as JSON (atomically)\n"
@@ -103,7 +104,7 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         }
     }
     static const char *sched[] = {"gpipe", "1f1b"}, *queue[] = {"fifo", "backward_first"},
-                      *sync[] = {"wait_free", "bulk"}, *recomp[] = {"none", "full"};
+                      *sync[] = {"wait_free", "bulk"}, *recomp[] = {"none", "full", "selective"};
     char kn[64];
     if (o->c.json) {
         json_t *root = json_object(), *jk = json_object(), *js = json_array();
@@ -134,6 +135,7 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         json_object_set_new(root, "sync", json_string(sync[s->sync]));
         json_object_set_new(root, "bucket_bytes", json_real(s->bucket_bytes));
         json_object_set_new(root, "recompute", json_string(recomp[s->recompute]));
+        json_object_set_new(root, "distopt", json_boolean(s->distopt));
         if (o->out)
             json_object_set_new(root, "written", json_string(o->out));
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -161,9 +163,10 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         for (int st = 0; s->stages > 1 && st < s->stages; st++)
             printf("  stage %d: %d operators on %d devices\n", st, stage_ops[st], stage_dev[st]);
         printf("gradient sync: %s, bucket %.0f bytes, priority %s, reorder backward %s; "
-               "recompute %s\n",
+               "recompute %s; distributed optimizer %s\n",
                sync[s->sync], s->bucket_bytes, s->priority ? "on" : "off",
-               s->reorder_backward ? "on" : "off", recomp[s->recompute]);
+               s->reorder_backward ? "on" : "off", recomp[s->recompute],
+               s->distopt ? "on" : "off");
         if (o->out)
             printf("written to %s\n", o->out);
     }

@@ -91,6 +91,7 @@ ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m)
         for (int k = 0; k < SS_MAX_DIMS; k++)
             c->deg[k] = 1;
         c->red = 1;
+        c->rep = 1;
         c->ntiles = 1;
         c->devices[0] = 0;
         c->stage = 0;
@@ -191,7 +192,12 @@ static int shape_problem(const ss_pconfig *c, int ndim, char *why, size_t n)
         snprintf(why, n, "reduction degree %d must be at least 1", c->red);
         return 1;
     }
+    if (c->rep < 1) {
+        snprintf(why, n, "replica degree %d must be at least 1", c->rep);
+        return 1;
+    }
     prod *= c->red;
+    prod *= c->rep;
     if (prod > MAX_TILES) {
         snprintf(why, n, "more than %d tiles", MAX_TILES);
         return 1;
@@ -236,7 +242,7 @@ uint64_t ss_plan_topology_fingerprint(const ss_plan *p) { return p ? p->topo_fp 
 
 int ss_pconfig_same_tiles(const ss_pconfig *a, const ss_pconfig *b)
 {
-    if (a->ndim != b->ndim || a->red != b->red || a->ntiles != b->ntiles)
+    if (a->ndim != b->ndim || a->red != b->red || a->rep != b->rep || a->ntiles != b->ntiles)
         return 0;
     for (int k = 0; k < a->ndim; k++)
         if (a->deg[k] != b->deg[k])
@@ -256,6 +262,8 @@ void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, in
         t->red.lo = lo + r * ext / c->red;
         t->red.hi = lo + (r + 1) * ext / c->red;
     }
+    if (c->rep > 1)
+        rest /= c->rep; /* replicas compute the same tile */
     int nd = c->ndim < t->out.ndim ? c->ndim : t->out.ndim;
     for (int k = nd - 1; k >= 0; k--) {
         int deg = c->deg[k];
@@ -284,8 +292,9 @@ static ss_status check_settings(const ss_plan_settings *s, const char *prefix, s
                            "%s: settings: bucket_bytes must be a finite number >= 0 (got %g)",
                            prefix, s->bucket_bytes);
     if ((unsigned)s->schedule > SS_PIPE_1F1B || (unsigned)s->queue > SS_QUEUE_BACKWARD_FIRST ||
-        (unsigned)s->sync > SS_SYNC_BULK || (unsigned)s->recompute > SS_RECOMPUTE_FULL)
-        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute",
+        (unsigned)s->sync > SS_SYNC_BULK || (unsigned)s->recompute > SS_RECOMPUTE_SELECTIVE ||
+        (unsigned)s->distopt > 1)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute/distopt",
                            prefix);
     return SS_OK;
 }
@@ -331,6 +340,19 @@ ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices
                                "%s: operator \"%s\": device %d of tile %d out of range "
                                "(the machine has %d devices)",
                                prefix, op->name, c->devices[t], t, n_devices);
+    /* replicas of one tile (same dims index and reduction slice) on
+     * distinct devices: a device holding two copies of one tile computes
+     * nothing new */
+    if (c->rep > 1)
+        for (int t = 0; t < c->ntiles; t++) {
+            int q = t / c->red % c->rep, base = t - q * c->red;
+            for (int q2 = 0; q2 < q; q2++)
+                if (c->devices[base + q2 * c->red] == c->devices[t])
+                    return ss_diag_set(d, SS_ERR_INVALID,
+                                       "%s: operator \"%s\": replicas %d and %d of one tile are "
+                                       "both on device %d (replicas need distinct devices)",
+                                       prefix, op->name, q2, q, c->devices[t]);
+        }
     if (c->stage < 0 || c->stage >= p->settings.stages)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: operator \"%s\": stage %d out of range (the plan has %d stages)",

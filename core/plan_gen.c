@@ -19,7 +19,11 @@
  * region of that input (this makes reshape/split/transpose/batch_matmul/
  * softmax/dropout/gelu follow the heads split, and row-parallel linears get
  * red = tp); consumers of partial sums are not split (or with sp=1 split
- * along their sequence dim). The embedding with the largest vocabulary is
+ * along their sequence dim). Every op left unsplit (graph inputs, LayerNorm,
+ * residual adds, dropout outside the heads) is replicated over the tp group
+ * (rep = tp, replica q on tp rank q), as Megatron runs it on every rank, so
+ * a row-parallel linear ends in an all-reduce (reduce-scatter with sp=1)
+ * and no rank sends an activation to the others. The embedding with the largest vocabulary is
  * vocab-parallel (red = tp); fused attention splits its heads (red = tp).
  * A vocabulary tp does not divide stays whole (embedding and LM head). When
  * a column split cannot be followed downstream (a dense layer feeding a
@@ -31,12 +35,17 @@
  * evenly over the stages (prefix in the first, suffix in the last),
  * otherwise cuts balance forward FLOPs. Graph inputs take the stage of their
  * first consumer. Device of a tile = stage*(tp*dp) + dp_rank*tp + tp_rank,
- * the sample dim split dp*mb with each dp rank's device repeated mb times.
+ * the sample dim split dp*mb with each dp rank's device repeated mb times
+ * (mb from the micro-batch size mbs when given: batch / (dp*mbs)).
  */
 #include "core/json_util.h"
 #include "core/plan_impl.h"
 
 #include <errno.h>
+
+/* Megatron-LM's data-parallel gradient bucket (--ddp-bucket-size default:
+ * 40M parameters) in bytes of fp16 gradients, for sync=overlap. */
+#define MEGATRON_BUCKET_BYTES 80e6
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +334,7 @@ static void tile0(const gen *G, const ss_op *op, int dim, int red, ss_tile *t)
     for (int k = 0; k < SS_MAX_DIMS; k++)
         c.deg[k] = 1;
     c.red = 1;
+    c.rep = 1;
     if (dim >= 0)
         c.deg[dim] = G->c.tp;
     if (red)
@@ -540,6 +550,7 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
     for (int k = 0; k < SS_MAX_DIMS; k++)
         c->deg[k] = 1;
     c->red = 1;
+    c->rep = 1;
     int sdim = sample_dim(G->g, op);
     if (sdim >= 0 && o->shape[sdim] % (dp * mb) != 0)
         sdim = -1;
@@ -554,7 +565,9 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
         c->deg[tdim] = tp;
     if (G->tpred[id])
         c->red = tp;
-    c->ntiles = c->red;
+    if (tp > 1 && tdim < 0 && !G->tpred[id])
+        c->rep = tp;
+    c->ntiles = c->red * c->rep;
     for (int k = 0; k < nd; k++)
         c->ntiles *= c->deg[k];
     c->stage = G->stage[id];
@@ -571,6 +584,10 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
             r = rest % c->red;
             rest /= c->red;
             tpr = r;
+        }
+        if (c->rep > 1) {
+            tpr = rest % c->rep;
+            rest /= c->rep;
         }
         for (int k = nd - 1; k >= 0; k--) {
             int i = rest % c->deg[k];
@@ -592,11 +609,30 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     if (!g || !cfg || !out)
         return ss_diag_set(d, SS_ERR_INVALID, "megatron: missing argument");
     ss_megatron_config c = *cfg;
-    if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.mb < 0)
+    if (c.tp < 1 || c.pp < 1 || c.dp < 1 || c.mb < 0 || c.mbs < 0)
         return ss_diag_set(d, SS_ERR_INVALID,
-                           "megatron: tp, pp and dp must be at least 1 and mb at least 0 (got "
-                           "tp=%d pp=%d dp=%d mb=%d)",
-                           c.tp, c.pp, c.dp, c.mb);
+                           "megatron: tp, pp and dp must be at least 1 and mb, mbs at least 0 "
+                           "(got tp=%d pp=%d dp=%d mb=%d mbs=%d)",
+                           c.tp, c.pp, c.dp, c.mb, c.mbs);
+    if ((unsigned)c.recompute > SS_RECOMPUTE_SELECTIVE || (unsigned)c.sync > SS_SYNC_BULK)
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: unknown recompute or sync mode");
+    if (c.mbs > 0) {
+        int64_t batch = ss_graph_batch(g), per = (int64_t)c.dp * c.mbs;
+        if (batch <= 0 || batch % per != 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "megatron: the global batch %lld is not divisible by dp*mbs = "
+                               "%d*%d",
+                               (long long)batch, c.dp, c.mbs);
+        if (batch / per > (1 << 20))
+            return ss_diag_set(d, SS_ERR_INVALID, "megatron: batch / (dp*mbs) is absurdly large");
+        int nmb = (int)(batch / per);
+        if (c.mb > 0 && c.mb != nmb)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "megatron: mb=%d micro-batches and micro-batch size mbs=%d "
+                               "disagree (batch %lld / (dp=%d * mbs=%d) = %d micro-batches)",
+                               c.mb, c.mbs, (long long)batch, c.dp, c.mbs, nmb);
+        c.mb = nmb;
+    }
     if (c.mb == 0)
         c.mb = c.pp > 1 ? 4 * c.pp : 1;
     if ((int64_t)c.tp * c.pp * c.dp > (1 << 20) || (int64_t)c.dp * c.mb > (1 << 20))
@@ -638,6 +674,10 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     p->settings.schedule = SS_PIPE_1F1B;
     p->settings.queue = c.pp > 1 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
     p->settings.recompute = c.recompute;
+    p->settings.distopt = c.distopt;
+    p->settings.sync = c.sync;
+    /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients) */
+    p->settings.bucket_bytes = c.sync == SS_SYNC_BULK ? 0 : MEGATRON_BUCKET_BYTES;
     for (int i = 0; i < G.n_ops && !st; i++) {
         ss_pconfig pc;
         if (megatron_config(&G, i, &pc, &devs, &cap)) {
@@ -683,6 +723,12 @@ static ss_status parse_int(const char *spec, const char *key, const char *val, i
     return SS_OK;
 }
 
+static ss_status parse_flag(const char *spec, const char *key, const char *val, int *out,
+                            ss_diag *d)
+{
+    return parse_int(spec, key, val, 0, 1, out, d);
+}
+
 static ss_status parse_megatron(const char *spec, const char *params, const ss_machine *m,
                                 ss_megatron_config *c, ss_diag *d)
 {
@@ -712,24 +758,40 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
             dp_given = 1;
         } else if (!strcmp(key, "mb"))
             st = parse_int(spec, key, val, 1, 1 << 20, &c->mb, d);
+        else if (!strcmp(key, "mbs"))
+            st = parse_int(spec, key, val, 1, 1 << 20, &c->mbs, d);
         else if (!strcmp(key, "sp")) {
-            st = parse_int(spec, key, val, 0, 1, &tmp, d);
-            if (!st)
+            if (!(st = parse_flag(spec, key, val, &tmp, d)))
                 c->sp = tmp;
+        } else if (!strcmp(key, "distopt")) {
+            if (!(st = parse_flag(spec, key, val, &tmp, d)))
+                c->distopt = tmp;
+        } else if (!strcmp(key, "sync")) {
+            if (!strcmp(val, "overlap"))
+                c->sync = SS_SYNC_WAIT_FREE;
+            else if (!strcmp(val, "bulk"))
+                c->sync = SS_SYNC_BULK;
+            else
+                st = ss_diag_set(d, SS_ERR_INVALID,
+                                 "plan spec \"%s\": bad value \"%s\" for sync (expected "
+                                 "overlap or bulk)",
+                                 spec, val);
         } else if (!strcmp(key, "recompute")) {
             if (!strcmp(val, "none"))
                 c->recompute = SS_RECOMPUTE_NONE;
+            else if (!strcmp(val, "selective"))
+                c->recompute = SS_RECOMPUTE_SELECTIVE;
             else if (!strcmp(val, "full"))
                 c->recompute = SS_RECOMPUTE_FULL;
             else
                 st = ss_diag_set(d, SS_ERR_INVALID,
                                  "plan spec \"%s\": bad value \"%s\" for recompute (expected "
-                                 "none or full)",
+                                 "none, selective or full)",
                                  spec, val);
         } else
             st = ss_diag_set(d, SS_ERR_INVALID,
-                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, mb, "
-                             "recompute, sp)",
+                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, mbs, "
+                             "mb, recompute, sp, distopt, sync)",
                              spec, key);
         if (st)
             return st;
@@ -766,7 +828,7 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
     }
     return ss_diag_set(d, SS_ERR_INVALID,
                        "plan spec \"%s\": unknown (expected data-parallel, "
-                       "megatron:tp=T,pp=P,dp=D[,mb=M][,recompute=none|full][,sp=0|1], or a "
-                       "plan file path)",
+                       "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,recompute=none|selective|full]"
+                       "[,sp=0|1][,distopt=0|1][,sync=overlap|bulk], or a plan file path)",
                        spec);
 }

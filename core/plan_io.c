@@ -19,7 +19,7 @@
 static const char *const schedule_names[] = {"gpipe", "1f1b", NULL};
 static const char *const queue_names[] = {"fifo", "backward_first", NULL};
 static const char *const sync_names[] = {"wait_free", "bulk", NULL};
-static const char *const recompute_names[] = {"none", "full", NULL};
+static const char *const recompute_names[] = {"none", "full", "selective", NULL};
 
 /* ---------------------------------------------------------------- load */
 
@@ -58,7 +58,7 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
 {
     static const char *const keys[] = {"stages", "microbatches", "schedule", "queue",
                                        "sync", "bucket_bytes", "priority", "reorder_backward",
-                                       "recompute", NULL};
+                                       "recompute", "distopt", NULL};
     ss_status st = ss_json_check_keys(file, "$.settings", obj, keys, d);
     if (st)
         return st;
@@ -92,6 +92,8 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
                               &s->bucket_bytes, d)))
         return st;
     if ((st = ss_json_get_bool(file, "$.settings", obj, "priority", 0, &s->priority, d)))
+        return st;
+    if ((st = ss_json_get_bool(file, "$.settings", obj, "distopt", 0, &s->distopt, d)))
         return st;
     return ss_json_get_bool(file, "$.settings", obj, "reorder_backward", 0, &s->reorder_backward,
                             d);
@@ -209,7 +211,8 @@ static ss_status mesh_devices(const char *file, const char *jpath, const json_t 
 static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id,
                          const json_t *obj, ss_diag *d)
 {
-    static const char *const keys[] = {"degrees", "reduction", "devices", "stage", NULL};
+    static const char *const keys[] = {"degrees", "reduction", "replicas", "devices", "stage",
+                                       NULL};
     const ss_op *op = ss_graph_op(g, id);
     char jpath[SS_NAME_MAX + 32];
     snprintf(jpath, sizeof jpath, "$.operators[\"%s\"]", op->name);
@@ -234,13 +237,15 @@ static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: %s: %d degrees given, but the output of operator \"%s\" has %d dims",
                            file, sub, nd, op->name, c.ndim);
-    int64_t red = 1, stage = 0;
+    int64_t red = 1, rep = 1, stage = 0;
     if ((st = ss_json_get_int(file, jpath, obj, "reduction", 0, 1, 1 << 20, &red, d)) ||
+        (st = ss_json_get_int(file, jpath, obj, "replicas", 0, 1, 1 << 20, &rep, d)) ||
         (st = ss_json_get_int(file, jpath, obj, "stage", 0, 0, 65535, &stage, d)))
         return st;
     c.red = (int)red;
+    c.rep = (int)rep;
     c.stage = (int)stage;
-    int64_t want = c.red;
+    int64_t want = c.red * c.rep;
     for (int k = 0; k < c.ndim; k++) {
         want *= c.deg[k];
         if (want > (1 << 20))
@@ -251,7 +256,7 @@ static ss_status load_op(const char *file, const ss_graph *g, ss_plan *p, int id
     if ((int64_t)ndev != want)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: %s.devices: tile count mismatch: %zu devices listed, but the "
-                           "degrees and reduction give %lld tiles",
+                           "degrees, reduction and replicas give %lld tiles",
                            file, jpath, ndev, (long long)want);
     c.ntiles = (int)want;
     int *tmp = ss_malloc(ndev * sizeof *tmp);
@@ -409,6 +414,8 @@ static json_t *settings_json(const ss_plan_settings *s, int *bad)
     put(o, "priority", json_boolean(s->priority), bad);
     put(o, "reorder_backward", json_boolean(s->reorder_backward), bad);
     put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
+    if (s->distopt)
+        put(o, "distopt", json_true(), bad);
     return o;
 }
 
@@ -449,6 +456,8 @@ static json_t *config_json(const ss_pconfig *c, int *bad)
         push(degs, json_integer(c->deg[k]), bad);
     put(o, "degrees", degs, bad);
     put(o, "reduction", json_integer(c->red), bad);
+    if (c->rep > 1)
+        put(o, "replicas", json_integer(c->rep), bad);
     put(o, "devices", devs, bad);
     put(o, "stage", json_integer(c->stage), bad);
     return o;

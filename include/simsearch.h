@@ -490,15 +490,21 @@ ss_status ss_machine_discover(ss_machine **out, ss_diag *d);
 /* ------------------------------------------------------------------ */
 
 /* Parallel config of one op: a degree per dim of output 0, a reduction
- * degree (splits the contraction dim: partial sums), and one device per
- * tile. Tiles are numbered row-major over (dim 0, ..., dim ndim-1, red):
- * tile index = ((i0 * deg1 + i1) * ... ) * red + r. Entries may repeat: tiles
- * on one device run one after another (micro-batching). */
+ * degree (splits the contraction dim: partial sums), a replica degree (the
+ * same tile computed on several devices: a device-mesh axis that splits
+ * nothing; every replica needs its whole input region and the weight
+ * gradients are summed over replicas as in data parallelism), and one
+ * device per tile and replica. Tiles are numbered row-major over
+ * (dim 0, ..., dim ndim-1, replica, red):
+ * index = (((i0 * deg1 + i1) * ... ) * rep + q) * red + r. Entries may
+ * repeat: tiles on one device run one after another (micro-batching); the
+ * replicas of one tile must sit on distinct devices. */
 typedef struct ss_pconfig {
     int ndim;
     int deg[SS_MAX_DIMS];
     int red;
-    int ntiles;      /* = prod(deg) * red */
+    int rep;         /* replica degree, >= 1 (1: no replication) */
+    int ntiles;      /* = prod(deg) * rep * red */
     int *devices;    /* ntiles entries */
     int stage;       /* pipeline stage of the op (0 when not pipelined) */
 } ss_pconfig;
@@ -509,13 +515,22 @@ void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, in
                      ss_tile *t);
 
 /* 1 if a and b cut the op into the same tiles on the same devices (same
- * degrees, reduction and device list; the stage is not compared), else 0. */
+ * degrees, reduction, replica degree and device list; the stage is not
+ * compared), else 0. */
 int ss_pconfig_same_tiles(const ss_pconfig *a, const ss_pconfig *b);
 
 typedef enum ss_pipe_schedule { SS_PIPE_GPIPE = 0, SS_PIPE_1F1B } ss_pipe_schedule;
 typedef enum ss_queue_policy { SS_QUEUE_FIFO = 0, SS_QUEUE_BACKWARD_FIRST } ss_queue_policy;
 typedef enum ss_sync_mode { SS_SYNC_WAIT_FREE = 0, SS_SYNC_BULK } ss_sync_mode;
-typedef enum ss_recompute { SS_RECOMPUTE_NONE = 0, SS_RECOMPUTE_FULL } ss_recompute;
+/* Activation recomputation: none; selective (Korthikanti et al.: the
+ * attention-score ops — the ops whose output holds a [seq x seq] score
+ * matrix, two attribute dims of equal extent — keep no activations and
+ * recompute their forward in the backward); full (every op). */
+typedef enum ss_recompute {
+    SS_RECOMPUTE_NONE = 0,
+    SS_RECOMPUTE_FULL,
+    SS_RECOMPUTE_SELECTIVE
+} ss_recompute;
 
 typedef struct ss_plan_settings {
     int stages;               /* pipeline stages (1 = none) */
@@ -527,6 +542,11 @@ typedef struct ss_plan_settings {
     int priority;             /* send front layers' gradients first */
     int reorder_backward;     /* compute first layers' weight grads earlier */
     ss_recompute recompute;
+    int distopt;              /* distributed optimizer (ZeRO-1): each weight shard's
+                                 optimizer state is split over the devices that hold
+                                 it; its gradient sync is a reduce-scatter, then the
+                                 update of the device's slice, then an all-gather of
+                                 the updated parameters */
 } ss_plan_settings;
 
 typedef struct ss_plan ss_plan;
@@ -564,19 +584,28 @@ ss_status ss_plan_to_string(const ss_plan *p, const ss_graph *g, char **out, ss_
  * sample dim split n ways, weights replicated. */
 ss_status ss_plan_data_parallel(const ss_graph *g, const ss_machine *m, int n_devices,
                                 ss_plan **out, ss_diag *d);
-/* Megatron-LM: tensor parallel tp (column/row split of attention and MLP),
- * pipeline pp (layers evenly over stages), data parallel dp, mb micro-batches
- * (0 = default: pp > 1 ? 4*pp : 1); tp*pp*dp must equal the device count used. */
+/* Megatron-LM: tensor parallel tp (column/row split of attention and MLP;
+ * every other op replicated over the tp group, as Megatron runs LayerNorm,
+ * residual and dropout on every rank), pipeline pp (layers evenly over
+ * stages), data parallel dp; the micro-batches given by their count mb or
+ * their size mbs (samples per micro-batch per dp rank, Megatron's
+ * --micro-batch-size): mb = batch / (dp * mbs); both 0 = default
+ * (pp > 1 ? 4*pp : 1 micro-batches); both given and inconsistent is an
+ * error. tp*pp*dp must equal the device count used. */
 typedef struct ss_megatron_config {
     int tp, pp, dp, mb;
     ss_recompute recompute;
-    int sp; /* sequence parallelism: ops after partial sums split their sequence dim tp ways */
+    int sp;      /* sequence parallelism: ops after partial sums split their sequence dim tp ways */
+    int mbs;     /* micro-batch size (0: from mb) */
+    int distopt; /* distributed optimizer (settings.distopt) */
+    ss_sync_mode sync; /* SS_SYNC_WAIT_FREE ("overlap": bucketed, 40 MB buckets) or bulk */
 } ss_megatron_config;
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
-/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mb=M][,recompute=none|full][,sp=0|1]"
- * (tp, pp default 1; dp defaults to devices / (tp*pp)) | a path to a plan JSON
- * (contains '/' or ends in ".json"). Bad specs: SS_ERR_INVALID naming the key. */
+/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,recompute=none|selective|full]
+ * [,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp default 1; dp defaults to
+ * devices / (tp*pp)) | a path to a plan JSON (contains '/' or ends in ".json").
+ * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);
 
@@ -645,6 +674,13 @@ typedef struct ss_sim_config {
      * SS_ERR_INTERRUPTED with the result unchanged (Ctrl-C on a big plan). */
     int (*stop)(void *ctx);
     void *stop_ctx;
+    /* Collectives' bus-bandwidth efficiency (simulator/collective.h): every
+     * collective's bandwidth times coll_eff * S / (S + coll_half_bytes) for
+     * S bytes per device. 0, 0 = the ideal alpha-beta model; the values
+     * fitted on NCCL over A100 NVSwitch and InfiniBand are in
+     * docs/calibration.md. */
+    double coll_eff, coll_half_bytes;
+    double coll_launch_us; /* per-collective call overhead (NCCL launch + framework); 0 = 6 */
 } ss_sim_config;
 
 #define SS_SIM_CRIT_MAX 8

@@ -84,6 +84,7 @@ static ss_status mp_fc(const ss_graph *g, ss_plan *p, int groups, int per, const
             c.deg[0] = groups;
             c.deg[nd - 1] = k;
             c.red = 1;
+            c.rep = 1;
             c.ntiles = groups * k;
             c.devices = tiles;
             c.stage = ss_plan_config(p, i)->stage;
@@ -161,6 +162,7 @@ static ss_status gnmt(const ss_graph *g, const ss_machine *m, ss_plan *p, char *
             c.deg[j] = 1;
         c.deg[0] = n;
         c.red = 1;
+        c.rep = 1;
         c.ntiles = n;
         c.devices = devs;
         c.stage = ss_plan_config(p, i)->stage;

@@ -210,6 +210,7 @@ static void fill(const ss_space *s, int op, int t, int j, ss_pconfig *c)
     for (int k = 0; k < SS_MAX_DIMS; k++)
         c->deg[k] = k < c->ndim ? deg[k] : 1;
     c->red = deg[SS_MAX_DIMS];
+    c->rep = 1;
     c->ntiles = T;
     c->stage = 0;
     for (int k = 0; k < T; k++)

@@ -29,6 +29,7 @@ ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     b->m = m;
     b->cm = cm;
     b->memo_on = 1;
+    b->ccfg.launch_us = 6.0;
     ss_memo_init(&b->memo, MEMO_WORDS);
     ss_memo_init(&b->wmemo, WMEMO_WORDS);
     return b;
@@ -66,6 +67,18 @@ void ss_build_forget(ss_builder *b)
     free_tables(b);
     ss_memo_free(&b->memo);
     ss_memo_free(&b->wmemo);
+}
+
+void ss_build_set_coll(ss_builder *b, double eff, double half_bytes, double launch_us)
+{
+    if (!(launch_us > 0))
+        launch_us = 6.0;
+    if (b->ccfg.bus_eff != eff || b->ccfg.bus_half_bytes != half_bytes ||
+        b->ccfg.launch_us != launch_us)
+        ss_memo_free(&b->memo); /* memoized collective prices used the old curve */
+    b->ccfg.bus_eff = eff;
+    b->ccfg.bus_half_bytes = half_bytes;
+    b->ccfg.launch_us = launch_us;
 }
 
 void ss_build_set_memo(ss_builder *b, int on)
@@ -120,6 +133,7 @@ void ss_build_free(ss_builder *b)
     ss_memo_free(&b->memo);
     ss_memo_free(&b->wmemo);
     ss_free(b->kbuf);
+    ss_free(b->score);
     ss_free(b);
 }
 
@@ -273,7 +287,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
         for (int i = 0; i < nch; i++)
             b->res[i] = b->n_dev + v[3 + i];
     } else {
-        if (ss_coll_cost(b->m, kind, devs, n, cost_bytes, NULL, &b->coll, d) != SS_OK)
+        if (ss_coll_cost(b->m, kind, devs, n, cost_bytes, &b->ccfg, &b->coll, d) != SS_OK)
             return -1;
         time_us = b->coll.time_us;
         nch = b->coll.n_channels;
@@ -443,7 +457,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     for (int o = 0; o < b->n_ops; o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
         const ss_op *op = ss_graph_op(g, o);
-        if (!c || c->ntiles < 1 || c->red < 1 || c->ntiles % c->red)
+        if (!c || c->ntiles < 1 || c->red < 1 || c->rep < 1 || c->ntiles % (c->red * c->rep))
             return ss_diag_set(d, SS_ERR_INVALID, "simulate: operator \"%s\" has a bad config",
                                op->name);
         for (int i = 0; i < c->ntiles; i++)
@@ -574,6 +588,12 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
             u->xhead = -1;
             u->phead = -1;
             u->btag = SS_BUILD_COLL_BCAST;
+            u->local = 0;
+            u->rep = c->rep;
+            u->q = k % c->rep;
+            u->gsum = 0;
+            u->gentry = -1;
+            u->rhash = 0;
             u->ready = R == 1 ? b->tiles[u->first].fwd : -1;
             u->n_unique = 1;
             if (R > 1) {
@@ -630,6 +650,16 @@ static inline int overlaps(const ss_region *a, const ss_region *b)
     return 1;
 }
 
+/* The replica of the group whose first unit is g0 that a consumer tile (jl
+ * within its op) on device dev reads: the one on dev, else jl mod rep. */
+static int chosen_replica(const ss_builder *b, int g0, int rep, int dev, int jl)
+{
+    for (int q = 0; q < rep; q++)
+        if (is_member(b, &b->units[g0 + q], dev))
+            return q;
+    return jl % rep;
+}
+
 /* The pairs of edge (op o, input i) from producer q's output k, computed:
  * region intersections of every consumer tile with every producer unit.
  * *mixes: some pair links tiles of different micro-batches. */
@@ -654,6 +684,9 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
             const ss_region *have = &b->uhave[uu - u0];
             ss_region ov;
             if (!overlaps(&need, have) || ss_region_intersect(&need, have, &ov) <= 0)
+                continue;
+            if (u->rep > 1 &&
+                u->q != chosen_replica(b, uu - u->q, u->rep, tj->dev, j - b->tile_base[o]))
                 continue;
             if (reserve_pairs(b, 1, d) != SS_OK)
                 return d->status;
@@ -859,6 +892,67 @@ static ss_status unit_reads(ss_builder *b, const unitinfo *u, int n, int *outsid
     return SS_OK;
 }
 
+/* Hash of the work a consumer tile j does on `tensor`: its op and its tile
+ * with the replica index left out (replicas of one tile do the same work). */
+static uint64_t work_hash(const ss_builder *b, int j, int tensor)
+{
+    int op = b->tiles[j].op, jl = j - b->tile_base[op];
+    const unitinfo *u0 = &b->units[b->unit_base[op]];
+    int64_t wid = (int64_t)(jl / (u0->red * u0->rep)) * u0->red + jl % u0->red;
+    uint64_t h = ((uint64_t)(uint32_t)op << 32 | (uint32_t)tensor) * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)wid + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+/* Replica groups: each unit's consumer-work hash, and whether a group's
+ * replicas are read by different work (then its output gradient is summed
+ * over the group). */
+static ss_status pass_replicas(ss_builder *b)
+{
+    for (int uu = 0; uu < b->n_units; uu++) {
+        unitinfo *u = &b->units[uu];
+        if (u->rep == 1)
+            continue;
+        for (int k = u->phead; k >= 0; k = b->pairs[k].next)
+            u->rhash += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
+        if (u->q == u->rep - 1) {
+            unitinfo *g0 = u - u->q;
+            int differ = 0;
+            for (int q = 1; q < u->rep; q++)
+                differ |= g0[q].rhash != g0->rhash;
+            for (int q = 0; q < u->rep; q++)
+                g0[q].gsum = differ;
+        }
+    }
+    return SS_OK;
+}
+
+/* Whether the consumers of partial-sum unit u (devices dv[0..n)) all sit on
+ * members and every member feeds the same consumer work (replicas): then
+ * each member's output gradient is already whole. */
+static int grads_local(const ss_builder *b, const unitinfo *u, const int *dv, int n)
+{
+    uint64_t h0 = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t h = 0;
+        int any = 0;
+        for (int k = u->phead; k >= 0; k = b->pairs[k].next) {
+            int dev = b->tiles[b->pairs[k].tile].dev;
+            if (!is_member(b, u, dev))
+                return 0;
+            if (dev == dv[i]) {
+                h += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
+                any = 1;
+            }
+        }
+        if (!any || (i > 0 && h != h0))
+            return 0;
+        h0 = h;
+    }
+    return 1;
+}
+
 /* The task that makes each partial-sum unit whole: a join on one device; a
  * reduce-scatter when its consumers all sit on its devices and read disjoint
  * slices of at most 1/n each; an all-reduce otherwise. Also picks the
@@ -888,6 +982,7 @@ static ss_status pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
                 u->ready = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op,
                                           k, SS_BUILD_COLL_PARTIAL, prio, d);
                 u->btag = sources > 1 ? SS_BUILD_COLL_GRADSUM : SS_BUILD_COLL_BCAST;
+                u->local = grads_local(b, u, dv, n);
                 b->st.coll_partial++;
             }
         }
@@ -964,14 +1059,58 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
 
 /* ---- passes 4 and 5: backward tasks, dependencies, gradient transfers --- */
 
+static int holds_scores(const ss_tensor *t)
+{
+    int n = t->ndim;
+    return n >= 2 && t->kind[n - 1] == SS_DIM_ATTRIBUTE && t->kind[n - 2] == SS_DIM_ATTRIBUTE &&
+           t->shape[n - 1] == t->shape[n - 2] && t->shape[n - 1] > 1;
+}
+
+int ss_build_score_op(const ss_graph *g, int o)
+{
+    const ss_op *op = ss_graph_op(g, o);
+    if (!op || (op->type != SS_OP_BATCH_MATMUL && op->type != SS_OP_SOFTMAX &&
+                op->type != SS_OP_DROPOUT))
+        return 0;
+    if (op->n_out > 0 && holds_scores(ss_graph_tensor(g, op->outputs[0])))
+        return 1;
+    for (int i = 0; i < op->n_in; i++)
+        if (holds_scores(ss_graph_tensor(g, op->inputs[i])))
+            return 1;
+    return 0;
+}
+
+/* Whether op o's tiles recompute their forward in the backward (and keep
+ * no activations meanwhile) under the plan's recompute mode. */
+static int recomputed(const ss_builder *b, int o)
+{
+    return b->set.recompute == SS_RECOMPUTE_FULL ||
+           (b->set.recompute == SS_RECOMPUTE_SELECTIVE && b->score[o]);
+}
+
+static ss_status ensure_score(ss_builder *b, ss_diag *d)
+{
+    if (b->n_score == b->n_ops)
+        return SS_OK;
+    char *s = ss_realloc(b->score, (size_t)b->n_ops + 1);
+    if (!s)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+    b->score = s;
+    for (int o = 0; o < b->n_ops; o++)
+        s[o] = (char)ss_build_score_op(b->g, o);
+    b->n_score = b->n_ops;
+    return SS_OK;
+}
+
 static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
-    int recompute = b->set.recompute == SS_RECOMPUTE_FULL;
+    int recompute = 0;
     for (int j = 0, o = -1, input = 0; j < b->n_tiles; j++) {
         tileinfo *t = &b->tiles[j];
         if (t->op != o) {
             o = t->op;
             input = ss_graph_op(b->g, o)->type == SS_OP_INPUT;
+            recompute = recomputed(b, o);
         }
         if (input)
             continue;
@@ -995,9 +1134,13 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
  * back to one device (a pipelined ring broadcast of S costs what a ring
  * all-gather of n/(n-1) S does), an all-reduce of the partial gradients
  * otherwise. */
+static int group_entry(ss_builder *b, ss_taskgraph *tg, int g0, ss_diag *d);
+
 static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
 {
     unitinfo *u = &b->units[uu];
+    if (u->gsum)
+        return group_entry(b, tg, uu - u->q, d);
     if (u->entry >= 0)
         return u->entry;
     if (u->red == 1)
@@ -1036,6 +1179,46 @@ static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
     return u->entry = join;
 }
 
+/* The backward entry of replica group g0 .. g0 + rep - 1 whose output
+ * gradient is summed: a join of every gradient reaching any replica, an
+ * all-reduce of the output bytes over the group's devices, then every
+ * replica's backward tiles. */
+static int group_entry(ss_builder *b, ss_taskgraph *tg, int g0, ss_diag *d)
+{
+    unitinfo *u = &b->units[g0];
+    if (u->gentry >= 0)
+        return u->gentry;
+    int prio = prio_bwd(b, u->op, b->tiles[u->first].mb);
+    int k = g0 - b->unit_base[u->op];
+    int join = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
+    if (join < 0)
+        return -1;
+    int nt = u->rep * u->red;
+    if (ss_grow((void **)&b->ipool, &b->cap_ipool, b->n_ipool + nt, sizeof(int)))
+        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    int *dv = b->ipool + b->n_ipool, n = 0;
+    for (int t = 0; t < nt; t++) {
+        int dev = b->tiles[u->first + t].dev, seen = 0;
+        for (int i = 0; i < n && !seen; i++)
+            seen = dv[i] == dev;
+        if (!seen)
+            dv[n++] = dev;
+    }
+    int last = join;
+    if (n > 1) {
+        double bytes = unit_out_bytes(b, u);
+        last = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, dv, n, bytes, bytes, u->op, k,
+                                       SS_BUILD_COLL_REPSUM, prio, d);
+        if (last < 0 || ss_taskgraph_add_dep(tg, join, last, d) != SS_OK)
+            return -1;
+        b->st.coll_repsum++;
+    }
+    for (int t = 0; t < nt; t++)
+        if (ss_taskgraph_add_dep(tg, last, b->tiles[u->first + t].bwd, d) != SS_OK)
+            return -1;
+    return u->gentry = join;
+}
+
 static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
     for (int k = 0; k < b->n_pairs; k++) {
@@ -1044,7 +1227,7 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (b->tiles[u->first].bwd < 0)
             continue; /* a graph input's unit */
         const tileinfo *tj = &b->tiles[pr->tile];
-        if (pr->xfer < 0 && u->red > 1 && u->n_unique > 1) {
+        if (pr->xfer < 0 && (u->gsum || (u->red > 1 && u->n_unique > 1 && !u->local))) {
             /* a member of a unit spread over several devices: every member
              * needs this gradient, so it goes through the unit's entry */
             int entry = unit_entry(b, tg, pr->unit, d);
@@ -1159,7 +1342,7 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         if (t->bwd < 0)
             continue;
         const tilecost *tc = &b->tcost[j];
-        if (recompute)
+        if (recomputed(b, t->op))
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, t->bwd, 1, d);
         else
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->fwd, 0, t->bwd, 1, d);
@@ -1222,7 +1405,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||
         (st = ss_memory_reset(mm, b->n_dev, d)) != SS_OK)
         return st;
-    if ((st = ensure_tables(b, d)) != SS_OK)
+    if ((st = ensure_tables(b, d)) != SS_OK || (st = ensure_score(b, d)) != SS_OK)
         return st;
     if ((st = pass_tiles(b, p, tg, d)) != SS_OK) {
         /* the ops it did not reach may have lost their tiles to those it
@@ -1232,7 +1415,8 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         return st;
     }
     if ((st = pass_units(b, p, d)) != SS_OK ||
-        (st = pass_pairs(b, d)) != SS_OK || (st = pass_partial(b, tg, d)) != SS_OK ||
+        (st = pass_pairs(b, d)) != SS_OK || (st = pass_replicas(b)) != SS_OK ||
+        (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = stopped(b, 1, d) ? SS_ERR_INTERRUPTED : SS_OK) != SS_OK ||
@@ -1286,6 +1470,8 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
             snprintf(buf, n, "allgather output grad %s", name);
         else if (tg->aux[task] == SS_BUILD_COLL_GRADSUM)
             snprintf(buf, n, "allreduce output grad %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_REPSUM)
+            snprintf(buf, n, "allreduce replicas' output grad %s", name);
         else
             snprintf(buf, n, "broadcast output grad %s", name);
         break;

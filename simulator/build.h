@@ -8,7 +8,8 @@
  *                       tile's device, durations from ss_cost_tile. Graph
  *                       inputs (SS_OP_INPUT) get a zero-length forward task
  *                       and no backward. With recompute = full the backward
- *                       also pays the tile's forward time.
+ *                       also pays the tile's forward time; with selective,
+ *                       only the attention-score ops' (ss_build_score_op).
  *   units               tiles of one op that share an output region and
  *                       differ only in their reduction range form a unit
  *                       (red = 1: each tile is its own unit). A unit with
@@ -19,6 +20,20 @@
  *                       read disjoint slices of at most 1/n of the output
  *                       each (sequence parallelism after a row-parallel
  *                       linear), else an all-reduce.
+ *   replicas            units of one op with the same output region (rep >
+ *                       1: the same tile computed on several devices) form
+ *                       a group. A consumer tile reads the group's replica
+ *                       on its own device, else replica (its tile index mod
+ *                       rep) through a transfer. When the group's replicas
+ *                       are read by different consumer work (a column-
+ *                       parallel linear after a replicated LayerNorm), the
+ *                       output gradient is summed over the group's devices
+ *                       by an all-reduce before every replica's backward;
+ *                       when every replica feeds replicas of the same work
+ *                       (a replicated residual add), each replica's gradient
+ *                       is already whole: no collective. Likewise a partial-
+ *                       sum unit whose consumers on every member are
+ *                       replicas of the same work gets its gradient locally.
  *   transfers           for every consumer tile and producer unit whose
  *                       output region overlaps the region the tile needs
  *                       (ss_op_input_region), a transfer of the overlap bytes
@@ -74,9 +89,9 @@
  *                       settings.priority.
  *
  * Memory intervals (memory.h): activations (ss_work.saved_bytes) from the
- * forward's start to the backward's end (recompute: only during the
+ * forward's start to the backward's end (recompute = full: only during the
  * backward, plus the received inputs kept as checkpoints until the consumer's
- * backward ends); receive buffers from the transfer's start to the end of
+ * backward ends; selective: only during the backward for score ops); receive buffers from the transfer's start to the end of
  * the task that consumes them; kernel workspace while a task runs; weights,
  * gradients and optimizer state per distinct weight region a device holds
  * (union of the regions its tiles need, shared weights counted once).
@@ -122,12 +137,13 @@ enum {
     SS_BUILD_COLL_BCAST = 2,   /* output gradient broadcast to a partial-sum unit's devices */
     SS_BUILD_COLL_SCATTER = 3, /* reduce-scatter of partial sums */
     SS_BUILD_COLL_GATHER = 4,  /* all-gather of sliced output gradients to the unit's devices */
-    SS_BUILD_COLL_GRADSUM = 5  /* all-reduce of partial output gradients on the unit's devices */
+    SS_BUILD_COLL_GRADSUM = 5, /* all-reduce of partial output gradients on the unit's devices */
+    SS_BUILD_COLL_REPSUM = 6   /* all-reduce of output gradients over an op's replicas */
 };
 
 typedef struct ss_build_stats {
     int fwd, bwd, xfer_fwd, xfer_bwd, coll_partial, coll_bcast, coll_grad, updates;
-    int coll_scatter, coll_gather, coll_gradsum;
+    int coll_scatter, coll_gather, coll_gradsum, coll_repsum;
     int buckets, shards;
     int microbatch_gating; /* 1 if micro-batch program order was applied */
 } ss_build_stats;
@@ -166,6 +182,12 @@ typedef struct ss_build_memo_stats {
     int64_t weight_hits, weight_misses; /* per weight per run: shard structure reused / computed */
 } ss_build_memo_stats;
 
+/* How collectives are priced: the bus-bandwidth efficiency curve
+ * (ss_coll_config: eff 0 and half 0 = ideal, the default) and the per-call
+ * launch overhead (0 = 6 us). Forgets memoized collective prices when it
+ * changes. */
+void ss_build_set_coll(ss_builder *b, double eff, double half_bytes, double launch_us);
+
 /* Drop everything memoized (the next run computes everything; scratch
  * arrays are kept). */
 void ss_build_forget(ss_builder *b);
@@ -177,6 +199,14 @@ const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b);
 /* The builder an ss_sim simulates with (sim.c; borrowed): benchmarks turn
  * its memoization off through it to time from-scratch simulation. */
 ss_builder *ss_sim_builder(ss_sim *s);
+
+/* 1 if op is an attention-score op that selective recomputation recomputes
+ * (Korthikanti et al.): a batch_matmul, softmax or dropout whose output or
+ * an input holds a score matrix (two trailing attribute dims of equal
+ * extent > 1: [..., seq, seq]) — QK^T, its softmax and dropout, and the
+ * product with V. Under recompute = selective these keep no activations
+ * from the forward and pay their forward again in the backward. */
+int ss_build_score_op(const ss_graph *g, int op);
 
 /* Queue policy the engine should use for the last built plan (backward-first
  * for 1F1B or when the plan asks for it). */

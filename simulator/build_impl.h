@@ -36,6 +36,14 @@ typedef struct unitinfo {
     int xhead;          /* first transfer from this unit, -1 if none */
     int phead;          /* first pair reading this unit, -1 if none */
     int btag;           /* SS_BUILD_COLL_* carrying the output gradient to the members */
+    int local;          /* partial sums whose consumers are replicas of the same work on
+                         * every member: each member's gradient is already whole */
+    int rep, q;         /* the op's replica degree; this unit's replica index: units
+                         * uu - q .. uu - q + rep - 1 compute the same tile (a group) */
+    int gsum;           /* the group's replicas are read by different consumer work: the
+                         * output gradient is summed over the group (all-reduce) */
+    int gentry;         /* on a group's replica 0: its backward entry, -1 until made */
+    uint64_t rhash;     /* order-free hash of the consumer work reading this unit */
 } unitinfo;
 
 typedef struct xferinfo {
@@ -203,6 +211,9 @@ struct ss_builder {
     int32_t *kbuf;
     int cap_kbuf;
     ss_build_memo_stats mst;
+    ss_coll_config ccfg; /* how collectives are priced (ss_build_set_coll) */
+    char *score;        /* [n_ops] ss_build_score_op, made once per graph */
+    int n_score;        /* ops it was made for, 0 = not yet */
 };
 
 #define GROW(b, arr, cap, need, d)                                                           \

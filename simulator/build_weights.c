@@ -287,11 +287,11 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
     ss_optimizer opt = ss_graph_optimizer(g);
     ss_precision prec = ss_graph_precision(g);
     int nm = *v++;
-    for (int i = 0; i < nm; i++, v += 3)
-        ss_memory_add_params(mm, v[0], get_i64(v + 1), dt, opt, prec);
+    const int32_t *mv = v; /* (device, params) entries, applied after the shards */
+    v += 3 * nm;
     double gb;
     ss_memory_param_bytes(dt, opt, prec, NULL, &gb, NULL);
-    int ns = *v++;
+    int ns = *v++, sh0 = b->n_sh;
     GROW(b, sh, cap_sh, b->n_sh + ns, d);
     for (int i = 0; i < ns; i++) {
         shard *s = &b->sh[b->n_sh++];
@@ -314,6 +314,16 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
             const tileinfo *t = &b->tiles[b->tile_base[v[0]] + v[1]];
             b->wr[b->n_wr++] = (wref){t->bwd, t->dev};
         }
+    }
+    /* the distributed optimizer splits a device's optimizer state over the
+     * devices holding its shard */
+    for (int i = 0; i < nm; i++, mv += 3) {
+        int split = 1;
+        for (int k = sh0; b->set.distopt && k < b->n_sh && split == 1; k++)
+            for (int e = 0; e < b->sh[k].n_dev; e++)
+                if (b->ipool[b->sh[k].dev_off + e] == mv[0])
+                    split = b->sh[k].n_dev;
+        ss_memory_add_params_split(mm, mv[0], get_i64(mv + 1), dt, opt, prec, split);
     }
     return SS_OK;
 }
@@ -367,21 +377,26 @@ static int same_devs(const ss_builder *b, const shard *x, const shard *y)
 }
 
 /* Updates of shard s on each of its devices, after `after` (a collective) or,
- * when after < 0, after the shard's own backward tasks on that device. */
+ * when after < 0, after the shard's own backward tasks on that device; with
+ * `split` (the distributed optimizer) each device updates its 1/n_dev slice
+ * and `gather` (if >= 0) waits for every update. */
 static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, int after,
-                             ss_diag *d)
+                             int split, int gather, ss_diag *d)
 {
     const ss_graph *g = b->g;
+    int64_t params = split ? (s->params + s->n_dev - 1) / s->n_dev : s->params;
     for (int k = 0; k < s->n_dev; k++) {
         int dev = b->ipool[s->dev_off + k];
         int type = ss_machine_device(b->m, dev)->type;
-        double us = ss_cost_update_us(b->cm, type, s->params, ss_graph_optimizer(g),
+        double us = ss_cost_update_us(b->cm, type, params, ss_graph_optimizer(g),
                                       ss_graph_precision(g));
         int u = add_task(tg, SS_TASK_UPDATE, us, 3 * b->n_ops * (MB_CLAMP + 1) + s->minop,
                          s->minop, -1, -1, s->w, 0, 1, &dev, d);
         if (u < 0)
             return d->status;
         b->st.updates++;
+        if (gather >= 0 && ss_taskgraph_add_dep(tg, u, gather, d) != SS_OK)
+            return d->status;
         if (after >= 0) {
             if (ss_taskgraph_add_dep(tg, after, u, d) != SS_OK)
                 return d->status;
@@ -413,11 +428,31 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
     int prio = 2 * b->n_ops * (MB_CLAMP + 1) +
                (b->set.priority ? minop : b->n_ops - 1 - maxop);
     int bucket = b->st.buckets++;
-    int c = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, b->ipool + s0->dev_off, s0->n_dev, bytes,
-                           bytes, s0->minop, bucket, SS_BUILD_COLL_GRAD, prio, d);
+    int dist = b->set.distopt;
+    /* distributed optimizer: reduce-scatter the gradients, update the
+     * slices, all-gather the updated parameters (weight bytes) */
+    int c = ss_build_add_collective(b, tg, dist ? SS_COLL_REDUCE_SCATTER : SS_COLL_ALLREDUCE,
+                                    b->ipool + s0->dev_off, s0->n_dev, bytes, bytes, s0->minop,
+                                    bucket, SS_BUILD_COLL_GRAD, prio, d);
     if (c < 0)
         return d->status;
     b->st.coll_grad++;
+    int gather = -1;
+    if (dist) {
+        double wb, pbytes = 0;
+        for (int k = lo; k < hi; k++) {
+            const shard *s = &b->sh[b->order[k]];
+            ss_memory_param_bytes(ss_graph_tensor(b->g, s->w)->dtype, SS_OPT_SGD,
+                                  ss_graph_precision(b->g), &wb, NULL, NULL);
+            pbytes += (double)s->params * wb;
+        }
+        gather = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, b->ipool + s0->dev_off,
+                                         s0->n_dev, pbytes, pbytes, s0->minop, bucket,
+                                         SS_BUILD_COLL_GRAD, prio, d);
+        if (gather < 0)
+            return d->status;
+        b->st.coll_grad++;
+    }
     if (barrier >= 0) {
         if (ss_taskgraph_add_dep(tg, barrier, c, d) != SS_OK)
             return d->status;
@@ -430,7 +465,7 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
         }
     }
     for (int k = lo; k < hi; k++) {
-        ss_status st = add_updates(b, tg, &b->sh[b->order[k]], c, d);
+        ss_status st = add_updates(b, tg, &b->sh[b->order[k]], c, dist, gather, d);
         if (st != SS_OK)
             return st;
     }
@@ -472,7 +507,7 @@ ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_di
             open = -1;
         }
         if (s->n_dev == 1) {
-            if ((st = add_updates(b, tg, s, barrier, d)) != SS_OK)
+            if ((st = add_updates(b, tg, s, barrier, 0, -1, d)) != SS_OK)
                 return st;
             continue;
         }

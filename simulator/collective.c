@@ -37,6 +37,16 @@ const char *ss_coll_algo_name(ss_coll_algo a)
     return "unknown";
 }
 
+double ss_coll_bus_eff(const ss_coll_config *cfg, double bytes)
+{
+    if (!cfg)
+        return 1.0;
+    double e = cfg->bus_eff > 0 ? cfg->bus_eff : 1.0;
+    if (cfg->bus_half_bytes > 0 && bytes > 0)
+        e *= bytes / (bytes + cfg->bus_half_bytes);
+    return e;
+}
+
 /* bytes over GB/s, in us */
 static double xfer(double bytes, double gbps) { return bytes / (gbps * 1e3); }
 
@@ -257,7 +267,7 @@ static int int_cmp(const void *x, const void *y)
 /* Cost one algorithm: fill the channels of this algorithm into r (from
  * position 0) and return its time, or -1 when not applicable. */
 static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const int *v, int n,
-                           double bytes, double launch, double *time, double *gbps,
+                           double bytes, double launch, double eff, double *time, double *gbps,
                            double *lat_out)
 {
     ss_coll_result *r = a->r;
@@ -274,7 +284,7 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
         st = ring_hops(a, v, n, 1, kind == SS_COLL_ALLREDUCE);
         if (st)
             break;
-        b = phase_end(a, &lat);
+        b = phase_end(a, &lat) * eff;
         *time = ss_coll_ring_us(kind, n, bytes, b, lat, launch);
         break;
     case SS_COLL_TREE:
@@ -285,7 +295,7 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
             st = tree_hops(a, v, n, 1);
         if (st)
             break;
-        b = phase_end(a, &lat);
+        b = phase_end(a, &lat) * eff;
         *time = ss_coll_tree_us(n, bytes, b, lat, launch);
         break;
     case SS_COLL_HIER: {
@@ -298,13 +308,13 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
             st = ring_hops(a, v + h * per, per, 1, 1);
         if (st)
             break;
-        double lat_i, b_i = phase_end(a, &lat_i);
+        double lat_i, b_i = phase_end(a, &lat_i) * eff;
         /* inter-node rings, one per local index, concurrent */
         for (int k = 0; k < per && !st; k++)
             st = ring_hops(a, v + k, nodes, per, 1);
         if (st)
             break;
-        b = phase_end(a, &lat);
+        b = phase_end(a, &lat) * eff;
         *time = ss_coll_hier_us(nodes, per, bytes, b_i, lat_i, b, lat, launch);
         break;
     }
@@ -317,7 +327,7 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
                     st = hop(a, v[i], v[j], 1);
         if (st)
             break;
-        b = phase_end(a, &lat);
+        b = phase_end(a, &lat) * eff;
         /* B_eff = (n-1) * min_c(bw_c / pairs_c): see collective.h */
         b *= (n - 1);
         *time = ss_coll_ring_us(SS_COLL_REDUCE_SCATTER, n, bytes, b, lat, launch);
@@ -353,13 +363,16 @@ static int grow_int(int **p, int *cap, int want)
 ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *devices, int n,
                        double bytes, const ss_coll_config *cfg, ss_coll_result *out, ss_diag *d)
 {
-    double launch = cfg ? cfg->launch_us : 6.0;
+    double launch = cfg ? cfg->launch_us : 6.0, eff = ss_coll_bus_eff(cfg, bytes);
     unsigned algos = cfg && cfg->algos ? cfg->algos : ~0u;
     int nd = ss_machine_n_devices(m);
     if ((unsigned)kind >= SS_COLL_KIND_COUNT)
         return ss_diag_set(d, SS_ERR_INVALID, "collective: invalid kind %d", (int)kind);
-    if (n < 1 || !isfinite(bytes) || bytes < 0 || !isfinite(launch) || launch < 0)
-        return ss_diag_set(d, SS_ERR_INVALID, "collective: invalid group size %d or size %g bytes",
+    if (n < 1 || !isfinite(bytes) || bytes < 0 || !isfinite(launch) || launch < 0 ||
+        (cfg && (!(cfg->bus_eff >= 0) || cfg->bus_eff > 1 || !(cfg->bus_half_bytes >= 0) ||
+                 !isfinite(cfg->bus_half_bytes))))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "collective: invalid group size %d, size %g bytes or configuration",
                            n, bytes);
     int nch = 2 * ss_machine_n_links(m);
     if (grow_int(&out->ring, &out->cap_ring, n))
@@ -400,7 +413,8 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
         if (!(algos & (1u << k)))
             continue;
         double t, b = 0, lat = 0;
-        ss_status st = cost_algo(&a, kind, (ss_coll_algo)k, v, n, bytes, launch, &t, &b, &lat);
+        ss_status st =
+            cost_algo(&a, kind, (ss_coll_algo)k, v, n, bytes, launch, eff, &t, &b, &lat);
         if (st)
             return st;
         out->algo_us[k] = t;
@@ -416,7 +430,8 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
                            ss_coll_kind_name(kind), n);
     /* Rebuild the winner's channel list (the last candidate overwrote it). */
     double t, b, lat;
-    ss_status st = cost_algo(&a, kind, (ss_coll_algo)best, v, n, bytes, launch, &t, &b, &lat);
+    ss_status st =
+        cost_algo(&a, kind, (ss_coll_algo)best, v, n, bytes, launch, eff, &t, &b, &lat);
     if (st)
         return st;
     qsort(out->channels, (size_t)out->n_channels, sizeof *out->channels, int_cmp);

@@ -77,10 +77,20 @@ double ss_coll_hier_us(int nodes, int per_node, double bytes, double intra_gbps,
  * message is sent). */
 double ss_p2p_us(double bytes, double gbps, double lat_us);
 
+/* Bus-bandwidth efficiency (NCCL's busbw falls short of the line rate, the
+ * more so for small messages): every algorithm's bandwidth B is multiplied
+ * by eff(S) = bus_eff * S / (S + bus_half_bytes) for a collective of S bytes
+ * per device. bus_eff 0 reads as 1 and bus_half_bytes 0 as no size
+ * dependence: the ideal alpha-beta model. */
 typedef struct ss_coll_config {
     double launch_us;   /* per-call overhead (NCCL kernel launch + setup), e.g. 6 */
     unsigned algos;     /* bit (1u << ss_coll_algo) allowed; 0 = all */
+    double bus_eff;     /* large-message bus-bandwidth efficiency in (0, 1]; 0 = 1 */
+    double bus_half_bytes; /* S at which the efficiency is half of bus_eff; 0 = none */
 } ss_coll_config;
+
+/* eff(S) of cfg (1 for cfg NULL). */
+double ss_coll_bus_eff(const ss_coll_config *cfg, double bytes);
 
 /* Result of a machine-level costing. Zero-initialise; reuse across calls
  * (arrays grow, never shrink); free with ss_coll_result_clear. */

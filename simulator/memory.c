@@ -114,15 +114,21 @@ void ss_memory_param_bytes(ss_dtype wdtype, ss_optimizer opt, ss_precision prec,
         *optim = o;
 }
 
-void ss_memory_add_params(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
-                          ss_optimizer opt, ss_precision prec)
+void ss_memory_add_params_split(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
+                                ss_optimizer opt, ss_precision prec, int split)
 {
     double w, g, o;
     if (device < 0 || device >= mm->n_devices || n_params <= 0)
         return;
     ss_memory_param_bytes(wdtype, opt, prec, &w, &g, &o);
     mm->weights[device] += w * (double)n_params;
-    mm->stat[device] += (w + g + o) * (double)n_params;
+    mm->stat[device] += (w + g + o / (split > 1 ? split : 1)) * (double)n_params;
+}
+
+void ss_memory_add_params(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
+                          ss_optimizer opt, ss_precision prec)
+{
+    ss_memory_add_params_split(mm, device, n_params, wdtype, opt, prec, 1);
 }
 
 ss_status ss_memory_add(ss_memory *mm, const ss_mem_interval *iv, ss_diag *d)

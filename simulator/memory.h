@@ -69,7 +69,12 @@ void ss_memory_param_bytes(ss_dtype wdtype, ss_optimizer opt, ss_precision prec,
                            double *weight, double *grad, double *optim);
 
 /* Add n_params parameters of a weight shard held by `device` (weights,
- * gradients and optimizer state per the rule). Device must be in range. */
+ * gradients and optimizer state per the rule). Device must be in range.
+ * ss_memory_add_params_split: the optimizer state split over `split`
+ * devices (the distributed optimizer: each holds 1/split of it; split < 1
+ * reads as 1). */
+void ss_memory_add_params_split(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
+                                ss_optimizer opt, ss_precision prec, int split);
 void ss_memory_add_params(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
                           ss_optimizer opt, ss_precision prec);
 

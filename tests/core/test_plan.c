@@ -86,6 +86,7 @@ static ss_pconfig cfg2(int d0, int d1, int red, int *devs)
     c.deg[0] = d0;
     c.deg[1] = d1;
     c.red = red;
+    c.rep = 1;
     c.ntiles = d0 * d1 * red;
     c.devices = devs;
     return c;
@@ -125,7 +126,7 @@ static void test_same_tiles(void **state)
 {
     (void)state;
     int da[4] = {0, 1, 2, 3}, db[4] = {0, 1, 2, 3};
-    ss_pconfig a = {2, {2, 2}, 1, 4, da, 0}, b = {2, {2, 2}, 1, 4, db, 1};
+    ss_pconfig a = {2, {2, 2}, 1, 1, 4, da, 0}, b = {2, {2, 2}, 1, 1, 4, db, 1};
     assert_true(ss_pconfig_same_tiles(&a, &b)); /* another stage, same tiles */
     db[3] = 5;
     assert_false(ss_pconfig_same_tiles(&a, &b));
@@ -143,6 +144,55 @@ static void test_same_tiles(void **state)
     a.ntiles = 2;
     a.deg[1] = 1;
     assert_false(ss_pconfig_same_tiles(&a, &b));
+}
+
+/* Replicas: index = (dims * rep + q) * red + r; replicas of one tile share
+ * its ranges, sit on distinct devices, and count in the tile total. */
+static void test_replica_tiles(void **state)
+{
+    fixture *f = *state;
+    const ss_op *op = ss_graph_op(f->g, f->fc1); /* out [8,12], contraction 16 */
+    int devs[8] = {0, 1, 2, 3, 0, 1, 2, 3};
+    ss_pconfig c = cfg2(2, 1, 2, devs);
+    c.rep = 2;
+    c.ntiles = 8;
+    ss_tile t;
+    /* index 6 = (i0*2 + q)*2 + r -> r = 0, q = 1, i0 = 1 */
+    ss_pconfig_tile(f->g, op, &c, 6, &t);
+    assert_int_equal(t.out.r[0].lo, 4);
+    assert_int_equal(t.out.r[0].hi, 8);
+    assert_int_equal(t.red.lo, 0);
+    assert_int_equal(t.red.hi, 8);
+    ss_tile u;
+    ss_pconfig_tile(f->g, op, &c, 4, &u); /* the same tile, replica 0 */
+    assert_memory_equal(&t, &u, sizeof t);
+    ss_plan *p = ss_plan_new(f->g, f->m);
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c, &d), SS_OK);
+    assert_int_equal(ss_plan_config(p, f->fc1)->rep, 2);
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_OK);
+    /* replicas 0 and 1 of tile (i0 = 0, r = 1) both on device 1 */
+    devs[3] = 1;
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c, &d), SS_OK);
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "replicas 0 and 1 of one tile are both on device 1"));
+    /* the tile count must include the replicas */
+    ss_diag_init(&d);
+    c.ntiles = 4;
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "expected 8"));
+    ss_diag_init(&d);
+    c.rep = 0;
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "replica degree 0"));
+    /* same_tiles compares the replica degree */
+    int da[4] = {0, 1, 2, 3};
+    ss_pconfig a = cfg2(2, 1, 2, da), b = cfg2(2, 2, 1, da);
+    b.deg[1] = 1;
+    b.rep = 2;
+    assert_false(ss_pconfig_same_tiles(&a, &b));
+    ss_plan_free(p);
 }
 
 static void test_tile_index_order(void **state)
@@ -378,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_same_tiles),
         cmocka_unit_test_setup_teardown(test_tiles_cover_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_copy_clone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replica_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_validate_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };

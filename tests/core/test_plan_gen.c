@@ -37,14 +37,17 @@ static const ss_pconfig *cfg_of(const ss_plan *p, const ss_graph *g, const char 
     return ss_plan_config(p, id);
 }
 
-/* Degrees as a string "8x1x2/r1" for compact assertions. */
+/* Degrees as a string "8x1x2/r1" ("/q2" appended with 2 replicas) for
+ * compact assertions. */
 static const char *shape(const ss_pconfig *c)
 {
     static char buf[64];
     size_t u = 0;
     for (int k = 0; k < c->ndim; k++)
         u += (size_t)snprintf(buf + u, sizeof buf - u, "%s%d", k ? "x" : "", c->deg[k]);
-    snprintf(buf + u, sizeof buf - u, "/r%d", c->red);
+    u += (size_t)snprintf(buf + u, sizeof buf - u, "/r%d", c->red);
+    if (c->rep > 1)
+        snprintf(buf + u, sizeof buf - u, "/q%d", c->rep);
     return buf;
 }
 
@@ -122,12 +125,13 @@ static void test_megatron_gpt(void **state)
     /* row parallel: partial sums */
     assert_string_equal(shape(cfg_of(p, g, "l0.attn.proj")), "8x1x1/r2");
     assert_string_equal(shape(cfg_of(p, g, "l1.mlp.fc2")), "8x1x1/r2");
-    /* after partial sums: whole, first device of the TP group */
-    assert_string_equal(shape(cfg_of(p, g, "l0.attn.residual")), "8x1x1/r1");
-    assert_string_equal(shape(cfg_of(p, g, "l0.ln2")), "8x1x1/r1");
+    /* after partial sums: whole, replicated on every rank of the TP group */
+    assert_string_equal(shape(cfg_of(p, g, "l0.attn.residual")), "8x1x1/r1/q2");
+    assert_string_equal(shape(cfg_of(p, g, "l0.ln2")), "8x1x1/r1/q2");
+    assert_string_equal(shape(cfg_of(p, g, "tokens")), "8x1/r1/q2");
     /* vocab-parallel embedding, column-parallel head, loss red = tp */
     assert_string_equal(shape(cfg_of(p, g, "embed.tokens")), "8x1x1/r2");
-    assert_string_equal(shape(cfg_of(p, g, "embed.positions")), "8x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "embed.positions")), "8x1x1/r1/q2");
     assert_string_equal(shape(cfg_of(p, g, "lm_head")), "8x1x2/r1");
     assert_string_equal(shape(cfg_of(p, g, "loss")), "8x1/r2");
     /* stages: embedding + layer 0 on stage 0, layer 1 + head on stage 1 */
@@ -148,9 +152,10 @@ static void test_megatron_gpt(void **state)
     c = cfg_of(p, g, "l1.mlp.fc2"); /* red is the innermost index */
     for (int t = 0; t < c->ntiles; t++)
         assert_int_equal(c->devices[t], 2 + t % 2);
-    c = cfg_of(p, g, "l1.ln2");
+    c = cfg_of(p, g, "l1.ln2"); /* replica q on tp rank q */
+    assert_int_equal(c->ntiles, 16);
     for (int t = 0; t < c->ntiles; t++)
-        assert_int_equal(c->devices[t], 2);
+        assert_int_equal(c->devices[t], 2 + t % 2);
     assert_int_equal(ss_plan_validate(p, g, m, &d), SS_OK);
     ss_plan_free(p);
     ss_graph_free(g);
@@ -179,9 +184,10 @@ static void test_megatron_dp_mb(void **state)
     static const int want0[8] = {0, 1, 0, 1, 2, 3, 2, 3};
     for (int t = 0; t < 8; t++)
         assert_int_equal(c->devices[t], want0[t]);
-    c = cfg_of(p, g, "l3.ln1"); /* stage 1, whole: dp ranks 0,0,1,1 -> 4,4,6,6 */
-    static const int want1[4] = {4, 4, 6, 6};
-    for (int t = 0; t < 4; t++)
+    c = cfg_of(p, g, "l3.ln1"); /* stage 1, replicated: dp ranks 0,0,1,1 x tp ranks */
+    static const int want1[8] = {4, 5, 4, 5, 6, 7, 6, 7};
+    assert_int_equal(c->ntiles, 8);
+    for (int t = 0; t < 8; t++)
         assert_int_equal(c->devices[t], want1[t]);
     ss_plan_free(p);
 
@@ -193,12 +199,35 @@ static void test_megatron_dp_mb(void **state)
     assert_string_equal(shape(cfg_of(p, g, "l0.mlp.fc2")), "2x1x1/r2");
     assert_int_equal(ss_plan_settings_get(p)->queue, SS_QUEUE_FIFO);
     ss_plan_free(p);
+
+    /* micro-batch SIZE: batch 16 / (dp 2 * mbs 2) = 4 micro-batches, as mb=4;
+     * the other Megatron settings reach the plan */
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mbs=2,recompute=selective,"
+                                       "distopt=1,sync=bulk",
+                                       g, m, &p, &d), SS_OK);
+    const ss_plan_settings *s = ss_plan_settings_get(p);
+    assert_int_equal(s->microbatches, 4);
+    assert_int_equal(s->recompute, SS_RECOMPUTE_SELECTIVE);
+    assert_int_equal(s->distopt, 1);
+    assert_int_equal(s->sync, SS_SYNC_BULK);
+    assert_true(s->bucket_bytes == 0);
+    assert_string_equal(shape(cfg_of(p, g, "l0.mlp.fc1")), "8x1x2/r1");
+    ss_plan *q = NULL;
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mb=4,mbs=2,sync=overlap", g, m,
+                                       &q, &d), SS_OK);
+    assert_int_equal(ss_plan_settings_get(q)->microbatches, 4);
+    assert_int_equal(ss_plan_settings_get(q)->sync, SS_SYNC_WAIT_FREE);
+    assert_true(ss_plan_settings_get(q)->bucket_bytes == 80e6);
+    assert_int_equal(ss_plan_settings_get(q)->distopt, 0);
+    ss_plan_free(q);
+    ss_plan_free(p);
     ss_graph_free(g);
     ss_machine_free(m);
 }
 
 /* BERT's MLM head (dense -> gelu -> LayerNorm) cannot stay column split:
- * the dense layer is left whole, the decoder is column parallel. */
+ * the dense layer is left whole (replicated on both ranks), the decoder is
+ * column parallel. */
 static void test_megatron_bert_head(void **state)
 {
     (void)state;
@@ -208,8 +237,8 @@ static void test_megatron_bert_head(void **state)
     ss_diag d;
     ss_diag_init(&d);
     assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=1,dp=1", g, m, &p, &d), SS_OK);
-    assert_string_equal(shape(cfg_of(p, g, "mlm.dense")), "1x1x1/r1");
-    assert_string_equal(shape(cfg_of(p, g, "mlm.ln")), "1x1x1/r1");
+    assert_string_equal(shape(cfg_of(p, g, "mlm.dense")), "1x1x1/r1/q2");
+    assert_string_equal(shape(cfg_of(p, g, "mlm.ln")), "1x1x1/r1/q2");
     assert_string_equal(shape(cfg_of(p, g, "mlm.decoder")), "1x1x2/r1");
     assert_string_equal(shape(cfg_of(p, g, "l1.attn.qkv")), "1x1x2/r1");
     assert_string_equal(shape(cfg_of(p, g, "loss")), "1x1/r2");
@@ -244,6 +273,11 @@ static void test_spec_errors(void **state)
     expect_spec_error("megatron:tp=2,recompute=some", gpt, "bad value \"some\" for recompute");
     expect_spec_error("megatron:tp=2,sp=2", gpt, "bad value \"2\" for sp");
     expect_spec_error("megatron:tp", gpt, "expected key=value");
+    expect_spec_error("megatron:tp=2,dp=2,mb=2,mbs=2", gpt,
+                      "mb=2 micro-batches and micro-batch size mbs=2 disagree");
+    expect_spec_error("megatron:tp=2,dp=2,mbs=3", gpt, "not divisible by dp*mbs = 2*3");
+    expect_spec_error("megatron:tp=2,distopt=2", gpt, "bad value \"2\" for distopt");
+    expect_spec_error("megatron:tp=2,sync=eager", gpt, "bad value \"eager\" for sync");
     expect_spec_error("zero-bubble", gpt, "plan spec \"zero-bubble\": unknown");
     expect_spec_error("megatron:tp=4,pp=2,dp=4", gpt, "needs 32 devices");
     expect_spec_error("megatron:tp=3,pp=1", gpt, "dp not given");

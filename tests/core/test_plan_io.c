@@ -54,11 +54,13 @@ static void assert_plans_equal(const ss_plan *a, const ss_plan *b)
     assert_int_equal(s->priority, t->priority);
     assert_int_equal(s->reorder_backward, t->reorder_backward);
     assert_int_equal(s->recompute, t->recompute);
+    assert_int_equal(s->distopt, t->distopt);
     for (int i = 0; i < ss_plan_n_ops(a); i++) {
         const ss_pconfig *x = ss_plan_config(a, i), *y = ss_plan_config(b, i);
         assert_int_equal(x->ndim, y->ndim);
         assert_memory_equal(x->deg, y->deg, sizeof x->deg);
         assert_int_equal(x->red, y->red);
+        assert_int_equal(x->rep, y->rep);
         assert_int_equal(x->ntiles, y->ntiles);
         assert_int_equal(x->stage, y->stage);
         assert_memory_equal(x->devices, y->devices, (size_t)x->ntiles * sizeof(int));
@@ -74,6 +76,8 @@ static void round_trip(fixture *f, const ss_graph *g, const char *spec)
         fail_msg("%s", d.msg);
     ss_plan_settings_of(p)->bucket_bytes = 1.5e6 + 0.25; /* a non-integer survives */
     ss_plan_settings_of(p)->priority = 1;
+    ss_plan_settings_of(p)->distopt = 1;
+    ss_plan_settings_of(p)->recompute = SS_RECOMPUTE_SELECTIVE;
     char *s1 = NULL, *s2 = NULL;
     assert_int_equal(ss_plan_to_string(p, g, &s1, &d), SS_OK);
     if (ss_plan_load_string(s1, "rt", g, f->m, &q, &d))
@@ -165,8 +169,15 @@ static void test_minimal_and_defaults(void **state)
     for (int i = 0; i < ss_graph_n_ops(f->mlp); i++) {
         const ss_op *op = ss_graph_op(f->mlp, i);
         int nd = ss_graph_tensor(f->mlp, op->outputs[0])->ndim;
-        u += (size_t)snprintf(json + u, sizeof json - u, "%s\"%s\": {\"degrees\": [2%s], \"devices\": [3, 5]}",
-                              i ? ", " : "", op->name, nd == 2 ? ", 1" : "");
+        if (!strcmp(op->name, "fc2")) /* replicated: 2 tiles x 2 replicas */
+            u += (size_t)snprintf(json + u, sizeof json - u,
+                                  "%s\"%s\": {\"degrees\": [2%s], \"replicas\": 2, "
+                                  "\"devices\": [3, 4, 5, 6]}",
+                                  i ? ", " : "", op->name, nd == 2 ? ", 1" : "");
+        else
+            u += (size_t)snprintf(json + u, sizeof json - u,
+                                  "%s\"%s\": {\"degrees\": [2%s], \"devices\": [3, 5]}",
+                                  i ? ", " : "", op->name, nd == 2 ? ", 1" : "");
     }
     snprintf(json + u, sizeof json - u, "}}");
     ss_diag d;
@@ -178,9 +189,32 @@ static void test_minimal_and_defaults(void **state)
     assert_int_equal(ss_plan_settings_get(p)->microbatches, 1);
     const ss_pconfig *c = ss_plan_config(p, ss_graph_find_op(f->mlp, "fc2"));
     assert_int_equal(c->red, 1);
+    assert_int_equal(c->rep, 2);
+    assert_int_equal(c->ntiles, 4);
     assert_int_equal(c->stage, 0);
-    assert_int_equal(c->devices[1], 5);
+    assert_int_equal(c->devices[2], 5);
+    assert_int_equal(ss_plan_config(p, ss_graph_find_op(f->mlp, "fc1"))->rep, 1);
+    /* saved with "replicas" only where > 1; loads back the same */
+    char *text = NULL;
+    assert_int_equal(ss_plan_to_string(p, f->mlp, &text, &d), SS_OK);
+    assert_non_null(strstr(text, "\"replicas\": 2"));
+    ss_plan *q = NULL;
+    if (ss_plan_load_string(text, "rt", f->mlp, f->m, &q, &d))
+        fail_msg("%s", d.msg);
+    assert_plans_equal(p, q);
+    ss_plan_free(q);
+    ss_free(text);
     ss_plan_free(p);
+    /* a bad replica degree names the JSON path */
+    char *at = strstr(json, "\"replicas\": 2");
+    assert_non_null(at);
+    at[12] = '0';
+    p = NULL;
+    assert_int_equal(ss_plan_load_string(json, "mini", f->mlp, f->m, &p, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "$.operators[\"fc2\"]"));
+    assert_non_null(strstr(d.msg, "replicas"));
+    at[12] = '2';
+    ss_diag_init(&d);
 
     /* the same file for another topology is refused; without a machine it loads */
     ss_machine *m2 = NULL;

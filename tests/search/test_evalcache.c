@@ -27,6 +27,7 @@ static ss_pconfig config(int *devs, int d0, int d1, int ntiles)
     c.deg[0] = ntiles;
     c.deg[1] = 1;
     c.red = 1;
+    c.rep = 1;
     c.ntiles = ntiles;
     c.devices = devs;
     devs[0] = d0;

@@ -182,6 +182,7 @@ static void setup_fx(fixture *f)
     c.deg[0] = 4;
     c.deg[1] = 1;
     c.red = 1;
+    c.rep = 1;
     c.ntiles = 4;
     c.devices = devs;
     for (int op = 0; op < 3; op++)

@@ -176,6 +176,7 @@ static void test_allows(void **state)
     c.deg[0] = 2;
     c.deg[1] = 2;
     c.red = 1;
+    c.rep = 1;
     c.ntiles = 4;
     /* A permuted placement is allowed (starts may use their own). */
     assert_true(ss_space_allows(s, 1, &c));

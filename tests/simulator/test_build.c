@@ -613,6 +613,87 @@ static void test_reduce_scatter_all_gather(void **state)
     teardown(&f);
 }
 
+/* Set op `name`'s config: dims split deg[0..1], rep replicas, devices. */
+static void set_cfg_rep(fix *f, const char *name, int d0, int d1, int rep, const int *devs)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    int op = ss_graph_find_op(f->g, name);
+    assert_true(op >= 0);
+    ss_pconfig c = *ss_plan_config(f->p, op);
+    for (int k = 0; k < SS_MAX_DIMS; k++)
+        c.deg[k] = 1;
+    c.deg[0] = d0;
+    c.deg[1] = d1;
+    c.red = 1;
+    c.rep = rep;
+    c.ntiles = d0 * d1 * rep;
+    c.devices = (int *)devs;
+    assert_int_equal(ss_plan_set_config(f->p, op, &c, &d), SS_OK);
+}
+
+/*
+ * Replication, chain2 on "pair" (10 GB/s, 5 us; a ring all-reduce of S bytes
+ * over the pair costs 16 + S / 1e4 us: 41.6 us for 256000 B, 416 us for
+ * fc1's 4e6 B weight gradient). fc1 replicated on both GPUs (rep = 2), fc2
+ * split on its output features (column-parallel: tile k on GPU k reads the
+ * replica on its own GPU, no transfer):
+ *   fwd fc1 on both GPUs [0, 128] (each replica pays the whole 128 us);
+ *   fwd fc2 tiles (64 us) [128, 192]; bwd fc2 (128 us) [192, 320];
+ *   each fc2 tile holds a partial gradient of fc1's whole output: all-reduce
+ *   over the replicas (41.6 us) [320, 361.6]; bwd fc1 on both [361.6, 617.6];
+ *   fc1's weight gradient is summed over its replicas like data
+ *   parallelism: all-reduce of 4e6 B [617.6, 1033.6]; update 12 us -> 1045.6.
+ * fc2 replicated instead (replica k reads fc1's replica k: the same work on
+ * both): no transfer and no output-gradient collective; bwd fc2 [256, 512],
+ * bwd fc1 [512, 768]; both weights all-reduced (416 us each, one link
+ * direction pair, back layer first): fc2 [512, 928], fc1 [928, 1344], its
+ * update -> 1356.
+ */
+static void test_replicas(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/pair.json");
+    static const int d01[] = {0, 1};
+    set_cfg_rep(&f, "x", 1, 1, 2, d01); /* the input loaded on both */
+    set_cfg_rep(&f, "fc1", 1, 1, 2, d01);
+    set_cfg_rep(&f, "fc2", 1, 2, 1, d01);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->fwd, 2 + 2 + 2);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    assert_int_equal(st->coll_repsum, 1);
+    assert_int_equal(st->coll_grad, 1);
+    for (int r = 0; r < 2; r++) {
+        int t = find_task(&f, SS_TASK_FWD, "fc1", r);
+        NEAR(f.tg->dur[t], 128);
+        NEAR(f.r->start[t], 0);
+        NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", r)], 361.6);
+    }
+    int rs = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    NEAR(f.tg->dur[rs], 41.6);
+    NEAR(f.tg->bytes[rs], 256000);
+    NEAR(f.r->start[rs], 320);
+    char name[128];
+    ss_build_task_name(f.b, f.tg, rs, name, sizeof name);
+    assert_string_equal(name, "allreduce replicas' output grad fc1");
+    int gr = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 1);
+    NEAR(f.tg->dur[gr], 416);
+    NEAR(f.r->start[gr], 617.6);
+    NEAR(f.r->makespan, 1045.6);
+
+    set_cfg_rep(&f, "fc2", 1, 1, 2, d01);
+    run(&f);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    assert_int_equal(st->coll_repsum, 0);
+    assert_int_equal(st->coll_grad, 2);
+    NEAR(f.r->start[find_task(&f, SS_TASK_BWD, "fc1", 1)], 512);
+    NEAR(f.r->makespan, 1356);
+    teardown(&f);
+}
+
 static void setup_zoo(fix *f, const char *spec, int64_t batch, const char *topo)
 {
     ss_diag d;
@@ -647,7 +728,8 @@ static double wire_bytes(const fix *f, int task, int n)
     int tag = f->tg->aux[task];
     if (f->tg->kind[task] == SS_TASK_XFER)
         return f->tg->bytes[task];
-    if (tag == SS_BUILD_COLL_PARTIAL || tag == SS_BUILD_COLL_GRADSUM)
+    if (tag == SS_BUILD_COLL_PARTIAL || tag == SS_BUILD_COLL_GRADSUM ||
+        tag == SS_BUILD_COLL_REPSUM)
         return 2.0 * (n - 1) * f->tg->bytes[task];
     return (double)(n - 1) * f->tg->bytes[task];
 }
@@ -695,8 +777,59 @@ static void test_sequence_parallel_volume(void **state)
         if (f.tg->kind[t] == SS_TASK_COLLECTIVE && f.tg->aux[t] == SS_BUILD_COLL_PARTIAL &&
             !strncmp(ss_graph_op(f.g, f.tg->op[t])->name, "l1.", 3))
             ar += wire_bytes(&f, t, 4);
+    /* Megatron exactly: forward the all-reduces after attn.proj and mlp.fc2,
+     * backward the all-reduces of the input gradients of the column-parallel
+     * qkv and fc1 (over the replicas of ln1 and ln2); no point-to-point */
     NEAR(ar, 2 * 12 * S);
-    assert_true(fw > ar); /* plus the transfers of the ops run on the first rank only */
+    NEAR(fw, 2 * 12 * S);
+    NEAR(bw, 2 * 12 * S);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    teardown(&f);
+}
+
+/*
+ * No point-to-point fan-out from one device of a tensor-parallel group: a
+ * tp = 8 Megatron plan of gpt (8 heads) on two DGX-A100 nodes. With pp = 1
+ * the task graph has no transfer at all (replicated ops read their own
+ * rank's copy; partial sums are all-reduced; column-parallel input
+ * gradients are all-reduced over the replicas). With pp = 2 and one
+ * micro-batch the only transfers are the pipeline sends of the one
+ * activation crossing the stages: one per tensor-parallel rank (rank q of
+ * stage 0 to rank q of stage 1), and their gradients back, 8 + 8.
+ */
+static void test_megatron_tp8_no_fanout(void **state)
+{
+    (void)state;
+    fix f;
+    setup_zoo(&f, "gpt:layers=2,hidden=128,heads=8,seq=64,vocab=512", 8,
+              "topologies/dgx-a100.json");
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m2 = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 2, &m2, &d),
+                     SS_OK);
+    ss_build_free(f.b);
+    ss_cost_free(f.cm);
+    ss_plan_free(f.p);
+    f.p = NULL;
+    ss_machine_free(f.m);
+    f.m = m2;
+    f.cm = ss_cost_new(f.m);
+    f.b = ss_build_new(f.g, f.m, f.cm);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=8,pp=1,dp=1", f.g, f.m, &f.p, &d), SS_OK);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd + st->xfer_bwd, 0);
+    assert_true(st->coll_partial > 0 && st->coll_repsum > 0);
+    ss_plan_free(f.p);
+    f.p = NULL;
+    assert_int_equal(ss_plan_from_spec("megatron:tp=8,pp=2,dp=1,mb=1", f.g, f.m, &f.p, &d),
+                     SS_OK);
+    run(&f);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->xfer_fwd, 8);
+    assert_int_equal(st->xfer_bwd, 8);
     teardown(&f);
 }
 
@@ -950,12 +1083,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_devices_chain), cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_partial_sums),
+        cmocka_unit_test(test_replicas),
         cmocka_unit_test(test_pipeline_bubble),   cmocka_unit_test(test_bad_device),
         cmocka_unit_test(test_blocking_stage_transfers),
         cmocka_unit_test(test_fault_injection),
         cmocka_unit_test(test_partial_grad_reaches_members),
         cmocka_unit_test(test_reduce_scatter_all_gather),
         cmocka_unit_test(test_sequence_parallel_volume),
+        cmocka_unit_test(test_megatron_tp8_no_fanout),
         cmocka_unit_test(test_dataflow_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -114,10 +114,26 @@ static void test_star_allreduce(void **state)
     NEAR(r.gbps, 25.0 / 3);
 
     /* Restricting the algorithms: ring only. */
-    ss_coll_config cfg = {6, 1u << SS_COLL_RING};
+    ss_coll_config cfg = {.launch_us = 6, .algos = 1u << SS_COLL_RING};
     assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 4, 8, &cfg, &r, &d), SS_OK);
     assert_int_equal(r.algo, SS_COLL_RING);
     NEAR(r.time_us, 36.00048);
+
+    /* Bus-bandwidth efficiency: eff(S) = 0.8 * S / (S + 1e8) = 0.4 at
+     * S = 1e8: the ring's B is 25 * 0.4 = 10 GB/s, 6 + 30 + 1.5 * 1e8/1e4 =
+     * 15036 us (the latency terms unchanged); tree B = 25/3 * 0.4. */
+    ss_coll_config eff = {.launch_us = 6, .bus_eff = 0.8, .bus_half_bytes = 1e8};
+    NEAR(ss_coll_bus_eff(&eff, 1e8), 0.4);
+    NEAR(ss_coll_bus_eff(NULL, 1e8), 1);
+    assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 4, 1e8, &eff, &r, &d), SS_OK);
+    assert_int_equal(r.algo, SS_COLL_RING);
+    NEAR(r.time_us, 15036);
+    NEAR(r.gbps, 10);
+    NEAR(r.algo_us[SS_COLL_TREE], 6 + 20 + 2 * 1e8 / (25e3 / 3 * 0.4));
+    eff.bus_eff = 1.5; /* out of (0, 1] */
+    assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 4, 1e8, &eff, &r, &d),
+                     SS_ERR_INVALID);
+    ss_diag_init(&d);
 
     /* Reduce-scatter over {1, 2}: ring 1 -> 2 -> 1; both hops are loaded
      * (a 2-ring), 1 step: 6 + 5 + 1/2 * 1e6/25e3 = 11 + 20 = 31 us; channels
@@ -237,7 +253,7 @@ static void test_errors(void **state)
     assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, bad, 2, 1e6, NULL, &r, &d), SS_ERR_INVALID);
     assert_non_null(strstr(d.msg, "out of range"));
     int ok[2] = {0, 1};
-    ss_coll_config tree_only = {6, 1u << SS_COLL_TREE};
+    ss_coll_config tree_only = {.launch_us = 6, .algos = 1u << SS_COLL_TREE};
     ss_diag_init(&d);
     assert_int_equal(ss_coll_cost(m, SS_COLL_REDUCE_SCATTER, ok, 2, 1e6, &tree_only, &r, &d),
                      SS_ERR_INVALID);

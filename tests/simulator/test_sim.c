@@ -9,6 +9,7 @@
  * update of 1e6 fp32 params: 12 B/param / 1000 GB/s = 12 us.
  */
 #include "testutil.h"
+#include "simulator/build.h"
 #include "core/json_util.h"
 
 #include <math.h>
@@ -409,6 +410,99 @@ static void test_copy_and_faults(void **state)
 
 /* ---- invariants on random valid plans of zoo models ---------------------- */
 
+/* Run spec on f's simulator into r. */
+static void sim_spec(fix *f, const char *spec, ss_sim_result *r)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = NULL;
+    if (ss_plan_from_spec(spec, f->g, f->m, &p, &d) != SS_OK)
+        fail_msg("%s", d.msg);
+    if (ss_sim_run(f->sim, p, r, &d) != SS_OK)
+        fail_msg("%s", d.msg);
+    ss_plan_free(p);
+}
+
+/*
+ * Distributed optimizer, by formula: gpt (fp16 mixed precision + Adam: 2 B
+ * weight + 2 B gradient + 12 B optimizer state per parameter) data parallel
+ * over the 8 GPUs of a DGX-A100. Every GPU holds all P parameters: static
+ * memory 16 P without, (2 + 2 + 12/8) P with distopt=1 (the state split
+ * over the 8 replicas of every shard). Its gradient sync becomes a
+ * reduce-scatter plus an all-gather (same bus volume) and each GPU updates
+ * 1/8 of the parameters.
+ */
+static void test_distopt_memory(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1024", 16, 8,
+                                    &g, &d), SS_OK);
+    setup_g(&f, g, "topologies/dgx-a100.json", NULL);
+    double P = (double)ss_graph_parameters(g);
+    ss_sim_result r0 = {0}, r1 = {0};
+    sim_spec(&f, "megatron:tp=1,pp=1,dp=8,sync=bulk", &r0);
+    sim_spec(&f, "megatron:tp=1,pp=1,dp=8,sync=bulk,distopt=1", &r1);
+    for (int dev = 0; dev < 8; dev++) {
+        assert_true(fabs(r0.static_memory_bytes[dev] - 16 * P) < 1e-6 * P);
+        assert_true(fabs(r1.static_memory_bytes[dev] - (4 + 12.0 / 8) * P) < 1e-6 * P);
+    }
+    ss_sim_result_clear(&r0);
+    ss_sim_result_clear(&r1);
+    teardown(&f);
+}
+
+/*
+ * Selective recomputation, by formula (Korthikanti et al.): it drops the
+ * attention-score activations and keeps every other one. gpt on one GPU,
+ * b = 4, a = 4 heads, s = 256, 2 layers. The score ops (ss_build_score_op)
+ * per layer are QK^T, softmax, dropout and the product with V; what they
+ * save (ss_op_tile_work) holds the s x s scores several times (the softmax
+ * output, the dropout's mask and output, the product's input: at least
+ * Korthikanti's 5 a s^2 b bytes per layer) plus q, k and v. At the first
+ * backward task every forward activation is live without recomputation, and
+ * none of the score activations with selective (each is recomputed during
+ * its own backward, after the layer's MLP freed more than it holds), so the
+ * peaks differ by exactly the score ops' saved bytes. The
+ * backward pays the score ops' forwards again.
+ */
+static void test_selective_recompute_memory(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=2,hidden=256,heads=4,seq=256,vocab=1024", 4, 1,
+                                    &g, &d), SS_OK);
+    setup_g(&f, g, "topologies/dgx-a100.json", NULL);
+    ss_sim_result r0 = {0}, r1 = {0};
+    sim_spec(&f, "megatron:tp=1,pp=1,dp=1", &r0);
+    sim_spec(&f, "megatron:tp=1,pp=1,dp=1,recompute=selective", &r1);
+    double score = 0;
+    int n_score = 0;
+    for (int o = 0; o < ss_graph_n_ops(g); o++)
+        if (ss_build_score_op(g, o)) {
+            ss_tile t;
+            ss_work w;
+            ss_op_full_tile(g, ss_graph_op(g, o), &t);
+            ss_op_tile_work(g, ss_graph_op(g, o), &t, &w);
+            score += w.saved_bytes;
+            n_score++;
+        }
+    assert_int_equal(n_score, 2 * 4); /* scores, softmax, dropout, context per layer */
+    double a = 4, s = 256, b = 4, asb = a * s * s * b;
+    assert_true(score >= 2 * 5 * asb); /* at least Korthikanti's 5 a s^2 b per layer */
+    NEAR(r0.peak_memory_bytes[0] - r1.peak_memory_bytes[0], score);
+    assert_true(r1.iteration_us > r0.iteration_us);
+    ss_sim_result_clear(&r0);
+    ss_sim_result_clear(&r1);
+    teardown(&f);
+}
+
 static uint64_t rng = 88172645463325252ULL;
 static unsigned rnd(unsigned n)
 {
@@ -632,6 +726,8 @@ int main(void)
         cmocka_unit_test(test_json_and_trace),     cmocka_unit_test(test_copy_and_faults),
         cmocka_unit_test(test_invariants_mlp),     cmocka_unit_test(test_invariants_gpt),
         cmocka_unit_test(test_invariants_alexnet),
+        cmocka_unit_test(test_distopt_memory),
+        cmocka_unit_test(test_selective_recompute_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
