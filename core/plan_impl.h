@@ -32,4 +32,12 @@ ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_ma
 ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
                               const char *prefix, ss_diag *d);
 
+/* Cross-field checks of a loaded plan, messages "<file>: $.settings.KEY: ...":
+ * every stage in [0, stages) holds a non-input operator; with microbatches
+ * M > 1, M <= the model's batch, M divides it, and M <= the micro-batches the
+ * tiles form (the most tiles of one operator at distinct sample offsets on
+ * one device; the simulator runs exactly those). */
+ss_status ss_plan_check_consistency(const ss_plan *p, const ss_graph *g, const char *file,
+                                    ss_diag *d);
+
 #endif
