@@ -1,12 +1,16 @@
 # Thin wrapper over CMake: deps, build, run, test.
 #   make run    install packages if missing, build, run the main job
-#   make test   build (normal + ASan/UBSan) and run the whole test suite
+#   make test   build (normal + ASan/UBSan + fuzz) and run the whole test suite
+#   make fuzz   run each libFuzzer harness for FUZZ_TIME seconds (default 120)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_TIME ?= 120
+FUZZ_CC ?= $(shell command -v clang || command -v clang-14)
 JOBS ?= $(shell nproc)
 TOPOLOGY ?= topologies/p100x16.json
 
-.PHONY: all deps build run test test-fast test-asan bench clean
+.PHONY: all deps build run test test-fast test-asan fuzz-build test-fuzz fuzz bench clean
 
 all: build
 
@@ -29,10 +33,34 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --no-tests=error --output-on-failure -j $(JOBS)
 
-test: test-fast test-asan
+# The fuzz harnesses (tests/fuzz) need clang with libFuzzer: without clang
+# this says SKIP; with clang but no fuzzer runtime the ctests are skipped.
+fuzz-build: deps
+	@if [ -z "$(FUZZ_CC)" ]; then \
+		echo "SKIP fuzz: clang not found (scripts/setup.sh installs clang-14 and libclang-rt-14-dev)"; \
+	else \
+		CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSS_FUZZ=ON >/dev/null && \
+		cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers; \
+	fi
+
+test-fuzz: fuzz-build
+	@if [ -n "$(FUZZ_CC)" ]; then \
+		cd $(FUZZ_BUILD) && ctest --no-tests=error --output-on-failure -L fuzz; \
+	fi
+
+fuzz: fuzz-build
+	@if [ -n "$(FUZZ_CC)" ]; then \
+		for h in topology model plan; do \
+			[ -x $(FUZZ_BUILD)/fuzz_$$h ] || { echo "SKIP fuzz: no libFuzzer runtime"; exit 0; }; \
+			bash tests/fuzz/run.sh $$h $(FUZZ_BUILD)/fuzz_$$h $(FUZZ_BUILD)/fuzz \
+				-max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 || exit 1; \
+		done; \
+	fi
+
+test: test-fast test-asan test-fuzz
 
 bench: build
 	bash benchmarks/run.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

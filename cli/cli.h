@@ -38,6 +38,19 @@ int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
 int ss_cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
 /* Parse a positive integer in [lo, hi]; 0 on success, -1 otherwise. */
 int ss_cli_int(const char *s, long long lo, long long hi, long long *out);
+/* The value of integer option `name` (r and v from ss_cli_opt) in [lo, hi]:
+ * 0 on success; otherwise prints a usage error for `cmd` that states the
+ * range ("--batch: 1000000000000 is out of range (expected an integer from 1
+ * to 2^32 = 4294967296)") and returns -1. */
+int ss_cli_int_opt(const char *cmd, const char *name, int r, const char *v, long long lo,
+                   long long hi, long long *out);
+
+/* Limits of the options: a model's batch (core/model_io.c, the zoo), a
+ * compact topology's node count (core/topology_io.c) and a machine's devices
+ * (core/machine_impl.h); docs/limits.md. */
+#define SS_CLI_MAX_BATCH (1LL << 32)
+#define SS_CLI_MAX_NODES 65536
+#define SS_CLI_MAX_DEVICES 65536
 
 /* Options shared by the commands that take a model on a topology. */
 typedef struct ss_cli_common {
@@ -98,7 +111,9 @@ void ss_cli_report_to_stderr(void);
  * catch SIGINT themselves meanwhile, as the search does). */
 void ss_cli_catch_signals(void);
 
-/* Human-friendly numbers: "1.23 G", "456 M"; into buf. */
+/* Human-friendly numbers: "1.23 G", "456 M", "456", "42.7", "0.0123",
+ * "1.5e-07" (three significant digits below 100, so a small non-zero value
+ * never prints as 0); into buf. */
 const char *ss_cli_si(double v, char *buf, size_t n);
 /* Bytes as "1.50 GiB". */
 const char *ss_cli_bytes(double v, char *buf, size_t n);

@@ -176,11 +176,11 @@ int ss_cmd_model(int argc, char **argv)
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v)) != 0) {
-            if (r < 0 || ss_cli_int(v, 1, 1LL << 32, &batch))
-                return ss_cli_usage_error("model", "--batch needs a positive integer");
+            if (ss_cli_int_opt("model", "--batch", r, v, 1, SS_CLI_MAX_BATCH, &batch))
+                return SS_EXIT_USAGE;
         } else if ((r = ss_cli_opt(argc, argv, &i, "--devices", &v)) != 0) {
-            if (r < 0 || ss_cli_int(v, 1, 1 << 24, &devices))
-                return ss_cli_usage_error("model", "--devices needs a positive integer");
+            if (ss_cli_int_opt("model", "--devices", r, v, 1, SS_CLI_MAX_DEVICES, &devices))
+                return SS_EXIT_USAGE;
         } else if ((r = ss_cli_opt(argc, argv, &i, "--export", &v)) != 0) {
             if (r < 0 || !*v)
                 return ss_cli_usage_error("model", "--export needs a file name");

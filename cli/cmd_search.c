@@ -107,13 +107,13 @@ static int parse(int argc, char **argv, opts *o)
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--budget", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &o->budget))
-                return ss_cli_usage_error("search", "--budget needs a positive integer");
+            if (ss_cli_int_opt("search", "--budget", r, v, 1, 1LL << 40, &o->budget))
+                return SS_EXIT_USAGE;
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--seed", &v))) {
-            if (r < 0 || ss_cli_int(v, 0, (1LL << 62), &o->seed))
-                return ss_cli_usage_error("search", "--seed needs a non-negative integer");
+            if (ss_cli_int_opt("search", "--seed", r, v, 0, 1LL << 62, &o->seed))
+                return SS_EXIT_USAGE;
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--time-limit", &v))) {
@@ -121,7 +121,9 @@ static int parse(int argc, char **argv, opts *o)
             double t = r < 0 ? -1 : strtod(v, &end);
             if (r < 0 || !end || *end || end == v || !(t >= 0) || t > 1e7)
                 return ss_cli_usage_error("search",
-                                          "--time-limit needs a number of seconds >= 0");
+                                          "--time-limit: '%s' is not a number of seconds from "
+                                          "0 to 1e7 (0: no limit)",
+                                          r < 0 ? "(missing)" : v);
             o->time_limit = t;
             continue;
         }
@@ -182,9 +184,9 @@ static double max_peak(const ss_sim_result *r)
 
 static void row(const char *name, const ss_sim_result *r, const ss_sim_result *dp)
 {
-    char mem[32];
-    printf("  %-14s %10.2f ms %12.1f %11s %8.2fx%s\n", name, r->iteration_us / 1000,
-           r->throughput, ss_cli_bytes(max_peak(r), mem, sizeof mem),
+    char mem[32], tp[32];
+    printf("  %-14s %10.2f ms %12s %11s %8.2fx%s\n", name, r->iteration_us / 1000,
+           ss_cli_si(r->throughput, tp, sizeof tp), ss_cli_bytes(max_peak(r), mem, sizeof mem),
            r->iteration_us > 0 ? dp->iteration_us / r->iteration_us : 0,
            r->fits ? "" : "  DOES NOT FIT");
 }

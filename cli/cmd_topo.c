@@ -331,8 +331,8 @@ int ss_cmd_topo(int argc, char **argv)
         } else if (!strcmp(argv[i], "--discover")) {
             disc = 1;
         } else if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v)) != 0) {
-            if (r < 0 || ss_cli_int(v, 1, 65536, &nodes))
-                return ss_cli_usage_error("topo", "--nodes expects an integer from 1 to 65536");
+            if (ss_cli_int_opt("topo", "--nodes", r, v, 1, SS_CLI_MAX_NODES, &nodes))
+                return SS_EXIT_USAGE;
         } else if ((r = ss_cli_opt(argc, argv, &i, "--out", &v)) != 0) {
             if (r < 0)
                 return ss_cli_usage_error("topo", "--out expects a file name");

@@ -65,6 +65,45 @@ int ss_cli_int(const char *s, long long lo, long long hi, long long *out)
     return 0;
 }
 
+/* "N" or, for powers of two from 2^20 on, "2^k = N". */
+static const char *limit_text(long long v, char *buf, size_t n)
+{
+    int k = 0;
+    while (k < 62 && (1LL << k) < v)
+        k++;
+    if (v >= (1LL << 20) && v == (1LL << k))
+        snprintf(buf, n, "2^%d = %lld", k, v);
+    else
+        snprintf(buf, n, "%lld", v);
+    return buf;
+}
+
+int ss_cli_int_opt(const char *cmd, const char *name, int r, const char *v, long long lo,
+                   long long hi, long long *out)
+{
+    char a[48], b[48];
+    limit_text(lo, a, sizeof a);
+    limit_text(hi, b, sizeof b);
+    if (r < 0) {
+        ss_cli_usage_error(cmd, "%s needs a value (an integer from %s to %s)", name, a, b);
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end) {
+        ss_cli_usage_error(cmd, "%s: '%s' is not an integer (expected %s to %s)", name, v, a, b);
+        return -1;
+    }
+    if (errno == ERANGE || x < lo || x > hi) {
+        ss_cli_usage_error(cmd, "%s: %s is out of range (expected an integer from %s to %s)", name,
+                           v, a, b);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m)
 {
     ss_diag d;
@@ -102,18 +141,10 @@ int ss_cli_common_opt(const char *cmd, int argc, char **argv, int *i, ss_cli_com
         return 1;
     }
     if ((r = ss_cli_opt(argc, argv, i, "--nodes", &v))) {
-        if (r < 0 || ss_cli_int(v, 1, 1 << 20, &c->nodes)) {
-            ss_cli_usage_error(cmd, "--nodes needs an integer from 1 to %d", 1 << 20);
-            return -1;
-        }
-        return 1;
+        return ss_cli_int_opt(cmd, "--nodes", r, v, 1, SS_CLI_MAX_NODES, &c->nodes) ? -1 : 1;
     }
     if ((r = ss_cli_opt(argc, argv, i, "--batch", &v))) {
-        if (r < 0 || ss_cli_int(v, 1, 1LL << 40, &c->batch)) {
-            ss_cli_usage_error(cmd, "--batch needs an integer from 1 to 2^40");
-            return -1;
-        }
-        return 1;
+        return ss_cli_int_opt(cmd, "--batch", r, v, 1, SS_CLI_MAX_BATCH, &c->batch) ? -1 : 1;
     }
     return 0;
 }
@@ -191,7 +222,10 @@ const char *ss_cli_si(double v, char *buf, size_t n)
         v /= 1000;
         k++;
     }
-    snprintf(buf, n, k ? "%.2f%s" : "%.0f%s", v, suf[k]);
+    if (k || a == 0 || a >= 100)
+        snprintf(buf, n, k ? "%.2f%s" : "%.0f%s", v, suf[k]);
+    else
+        snprintf(buf, n, "%.3g", v); /* 0.0123, 1.5, 42.7: never a bare 0 for a small rate */
     return buf;
 }
 

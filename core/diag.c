@@ -22,14 +22,38 @@ void ss_diag_init(ss_diag *d)
     d->msg[0] = '\0';
 }
 
+/* msg holds the first size-1 of the n > size-1 characters fmt makes: keep
+ * its head and the tail (the reason comes last in "FILE: $.path: reason"),
+ * eliding the middle, so an over-long path or key never hides the reason.
+ * Without memory for the full text, the cut head stays, marked. */
+static void elide(char *msg, size_t size, size_t n, const char *fmt, va_list ap)
+{
+    static const char mark[] = " [...] ";
+    size_t ml = sizeof mark - 1, head = (size - 1) / 4, tail = size - 1 - head - ml;
+    char *full = ss_malloc(n + 1);
+    if (!full) {
+        memcpy(msg + size - 1 - ml, mark, ml + 1);
+        return;
+    }
+    vsnprintf(full, n + 1, fmt, ap);
+    memcpy(msg + head, mark, ml);
+    memcpy(msg + head + ml, full + n - tail, tail);
+    msg[size - 1] = '\0';
+    ss_free(full);
+}
+
 ss_status ss_diag_set(ss_diag *d, ss_status st, const char *fmt, ...)
 {
     if (!d || d->status != SS_OK || st == SS_OK)
         return st;
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_copy(ap2, ap);
+    int n = vsnprintf(d->msg, sizeof d->msg, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof d->msg)
+        elide(d->msg, sizeof d->msg, (size_t)n, fmt, ap2);
+    va_end(ap2);
     d->status = st;
     return st;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 ss_status ss_json_parse_file(const char *path, json_t **root, ss_diag *d)
 {
@@ -20,6 +21,11 @@ ss_status ss_json_parse_file(const char *path, json_t **root, ss_diag *d)
     FILE *f = fopen(path, "rb");
     if (!f)
         return ss_diag_set(d, SS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return ss_diag_set(d, SS_ERR_IO, "%s: is a directory (expected a JSON file)", path);
+    }
     json_t *j = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
     fclose(f);
     if (!j) {

@@ -13,6 +13,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_TILES (1 << 20)
@@ -423,4 +424,138 @@ ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_ma
 ss_status ss_plan_validate(const ss_plan *p, const ss_graph *g, const ss_machine *m, ss_diag *d)
 {
     return ss_plan_validate_with(p, g, m, "plan", d);
+}
+
+/* ---- cross-field consistency of a plan file ---- */
+
+typedef struct devlo {
+    int dev;
+    int64_t lo;
+} devlo;
+
+static int cmp_devlo(const void *a, const void *b)
+{
+    const devlo *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Micro-batches op i's tiles form: the most distinct sample offsets of its
+ * tiles on one device (the simulator's micro-batch rule, simulator/build.h);
+ * -1 when out of memory. */
+static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *buf)
+{
+    const ss_op *op = ss_graph_op(g, i);
+    const ss_pconfig *c = &p->cfg[i];
+    const ss_tensor *out = op->n_out > 0 ? ss_graph_tensor(g, op->outputs[0]) : NULL;
+    int sd = -1;
+    for (int k = 0; out && k < out->ndim && sd < 0; k++)
+        if (out->kind[k] == SS_DIM_SAMPLE)
+            sd = k;
+    if (sd < 0 || c->ntiles <= 1)
+        return 1;
+    for (int t = 0; t < c->ntiles; t++) {
+        ss_tile tile;
+        ss_pconfig_tile(g, op, c, t, &tile);
+        buf[t].dev = c->devices[t];
+        buf[t].lo = tile.out.r[sd].lo;
+    }
+    qsort(buf, (size_t)c->ntiles, sizeof *buf, cmp_devlo);
+    int best = 1;
+    for (int t = 1, rank = 1; t < c->ntiles; t++) {
+        if (buf[t].dev != buf[t - 1].dev)
+            rank = 1;
+        else if (buf[t].lo != buf[t - 1].lo)
+            rank++;
+        if (rank > best)
+            best = rank;
+    }
+    return best;
+}
+
+/* The most micro-batches any operator's tiles form, and that operator in
+ * *at (-1 if none forms more than one); -1 when out of memory. */
+static int layout_microbatches(const ss_plan *p, const ss_graph *g, int *at)
+{
+    int maxt = 1;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->cfg[i].ntiles > maxt)
+            maxt = p->cfg[i].ntiles;
+    devlo *buf = ss_malloc((size_t)maxt * sizeof *buf);
+    if (!buf)
+        return -1;
+    int layout = 1;
+    *at = -1;
+    for (int i = 0; i < p->n_ops; i++) {
+        if (ss_graph_op(g, i)->type == SS_OP_INPUT)
+            continue;
+        int k = op_microbatches(p, g, i, buf);
+        if (k > layout) {
+            layout = k;
+            *at = i;
+        }
+    }
+    ss_free(buf);
+    return layout;
+}
+
+int ss_plan_layout_microbatches(const ss_plan *p, const ss_graph *g)
+{
+    int at;
+    return layout_microbatches(p, g, &at);
+}
+
+ss_status ss_plan_check_consistency(const ss_plan *p, const ss_graph *g, const char *file,
+                                    ss_diag *d)
+{
+    const ss_plan_settings *s = &p->settings;
+    /* every pipeline stage holds an operator: the 1F1B warm-up depth and the
+     * stage count reported are taken from settings.stages */
+    if (s->stages > 1) {
+        unsigned char *used = ss_calloc((size_t)s->stages, 1);
+        if (!used)
+            return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < p->n_ops; i++)
+            if (ss_graph_op(g, i)->type != SS_OP_INPUT && p->cfg[i].stage >= 0 &&
+                p->cfg[i].stage < s->stages)
+                used[p->cfg[i].stage] = 1;
+        int empty = -1;
+        for (int k = 0; k < s->stages && empty < 0; k++)
+            if (!used[k])
+                empty = k;
+        ss_free(used);
+        if (empty >= 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: $.settings.stages: %d stages, but no operator is in stage %d "
+                               "(every stage needs at least one operator: see the operators' "
+                               "\"stage\")",
+                               file, s->stages, empty);
+    }
+    if (s->microbatches <= 1)
+        return SS_OK;
+    int64_t batch = ss_graph_batch(g);
+    if (batch > 0 && s->microbatches > batch)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: $.settings.microbatches: %d micro-batches, more than the %lld "
+                           "samples of the batch of model \"%s\"",
+                           file, s->microbatches, (long long)batch, ss_graph_name(g));
+    if (batch > 0 && batch % s->microbatches != 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: $.settings.microbatches: %d micro-batches do not divide the "
+                           "batch of %lld samples of model \"%s\"",
+                           file, s->microbatches, (long long)batch, ss_graph_name(g));
+    int at = -1;
+    int layout = layout_microbatches(p, g, &at);
+    if (layout < 0)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    if (s->microbatches > layout)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: $.settings.microbatches: %d micro-batches, but the operators' "
+                           "tiles form at most %d per device%s%s%s (a micro-batch is one of "
+                           "several tiles of an operator at different sample offsets on the same "
+                           "device)",
+                           file, s->microbatches, layout, at >= 0 ? " ($.operators[\"" : "",
+                           at >= 0 ? ss_graph_op(g, at)->name : "", at >= 0 ? "\"])" : "");
+    return SS_OK;
 }

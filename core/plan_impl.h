@@ -32,4 +32,17 @@ ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_ma
 ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
                               const char *prefix, ss_diag *d);
 
+/* Cross-field checks of a loaded plan, messages "<file>: $.settings.KEY: ...":
+ * every stage in [0, stages) holds a non-input operator; with microbatches
+ * M > 1, M <= the model's batch, M divides it, and M <= the micro-batches the
+ * tiles form (the most tiles of one operator at distinct sample offsets on
+ * one device; the simulator runs exactly those). */
+ss_status ss_plan_check_consistency(const ss_plan *p, const ss_graph *g, const char *file,
+                                    ss_diag *d);
+
+/* The micro-batches p's tiles form (the most of any operator, as above);
+ * -1 when out of memory. A plan whose settings say more runs exactly these:
+ * the search lowers its setting to this before it writes the plan. */
+int ss_plan_layout_microbatches(const ss_plan *p, const ss_graph *g);
+
 #endif

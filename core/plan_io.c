@@ -329,6 +329,8 @@ static ss_status load_root(const char *file, const json_t *root, const ss_graph 
         st = load_op(file, g, p, i, json_object_get(ops, ss_graph_op(g, i)->name), d);
     if (!st)
         st = ss_plan_validate_with(p, g, m, file, d);
+    if (!st)
+        st = ss_plan_check_consistency(p, g, file, d);
     if (st) {
         ss_plan_free(p);
         return st;

@@ -17,6 +17,7 @@
 #include "machine_impl.h"
 #include "json_util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,6 +25,17 @@
 #define FORMAT "simsearch-topology"
 #define MAX_NODES_PER_COMPACT 65536
 #define MAX_DEVICES_PER_NODE 1024
+
+/* Documented ranges (docs/topology-format.md, "Ranges"): what a real device
+ * or link could have, with headroom, so that every derived time is finite and
+ * printable. */
+#define PEAK_MIN 1e-4   /* TFLOP/s; 0 = dtype not supported */
+#define PEAK_MAX 1e5
+#define EFF_MIN 1e-4    /* efficiency factors */
+#define EFF_SIZE_MIN 1.0 /* FLOPs or bytes per kernel */
+#define EFF_SIZE_MAX 1e20
+#define GBPS_MIN 1e-6   /* link GB/s; gbps_ba may also be 0 (no such direction) */
+#define GBPS_MAX 1e6
 
 /* JSON keys of peak_tflops, in ss_dtype order (NULL-terminated for key checks). */
 static const char *const dtype_keys[SS_DTYPE_COUNT + 1] = {"f32", "f16", "bf16", "i32", "i64", NULL};
@@ -112,16 +124,37 @@ static ss_status parse_eff(const char *file, const char *jp, const json_t *obj, 
                                file, jp, key, i);
         tx[i] = json_number_value(json_array_get(p, 0));
         ty[i] = json_number_value(json_array_get(p, 1));
-        if (!(tx[i] > 0) || !isfinite(tx[i]) || (i > 0 && !(tx[i] > tx[i - 1])))
-            return ss_diag_set(d, SS_ERR_INVALID, "%s: %s.%s[%zu]: sizes must be positive and strictly increasing",
+        if (!(tx[i] >= EFF_SIZE_MIN && tx[i] <= EFF_SIZE_MAX))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: %s.%s[%zu][0]: size %g out of range (expected %g to %g)", file,
+                               jp, key, i, tx[i], EFF_SIZE_MIN, EFF_SIZE_MAX);
+        if (i > 0 && !(tx[i] > tx[i - 1]))
+            return ss_diag_set(d, SS_ERR_INVALID, "%s: %s.%s[%zu][0]: sizes must be strictly increasing",
                                file, jp, key, i);
-        if (!(ty[i] > 0 && ty[i] <= 1))
-            return ss_diag_set(d, SS_ERR_INVALID, "%s: %s.%s[%zu]: efficiency %g out of range (expected 0 < e <= 1)",
-                               file, jp, key, i, ty[i]);
+        if (!(ty[i] >= EFF_MIN && ty[i] <= 1))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: %s.%s[%zu][1]: efficiency %g out of range (expected %g to 1)",
+                               file, jp, key, i, ty[i], EFF_MIN);
     }
     *n = (int)k;
     memcpy(xs, tx, k * sizeof *xs);
     memcpy(ys, ty, k * sizeof *ys);
+    return SS_OK;
+}
+
+/* Optional number key of obj in {0} or [lo, hi] (0 meaning "none"). */
+static ss_status get_num_or_zero(const char *file, const char *jp, const json_t *obj,
+                                 const char *key, double lo, double hi, double *out, ss_diag *d)
+{
+    double v = *out;
+    ss_status st = ss_json_get_num(file, jp, obj, key, 0, -DBL_MAX, DBL_MAX, &v, d);
+    if (st)
+        return st;
+    if (v != 0 && !(v >= lo && v <= hi))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s.%s: value %g out of range (expected 0 or %g to %g)", file, jp,
+                           key, v, lo, hi);
+    *out = v;
     return SS_OK;
 }
 
@@ -141,9 +174,10 @@ static ss_status parse_align(const char *file, const char *jp, const json_t *o, 
     for (size_t i = 0; i < 3; i++) {
         const json_t *e = json_array_get(a, i);
         v[i] = json_is_number(e) ? json_number_value(e) : -1;
-        if (!(v[i] > 0 && v[i] <= 1))
+        if (!(v[i] >= EFF_MIN && v[i] <= 1))
             return ss_diag_set(d, SS_ERR_INVALID,
-                               "%s: %s.eff_align[%zu]: expected a number in (0, 1]", file, jp, i);
+                               "%s: %s.eff_align[%zu]: expected a number from %g to 1", file, jp,
+                               i, EFF_MIN);
     }
     memcpy(out, v, sizeof v);
     return SS_OK;
@@ -223,7 +257,8 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
         snprintf(pj, sizeof pj, "%s.peak_tflops", jp);
         st = ss_json_check_keys(file, pj, peak, dtype_keys, d);
         for (int k = 0; k < SS_DTYPE_COUNT && !st; k++)
-            st = ss_json_get_num(file, pj, peak, dtype_keys[k], 0, 0, 1e5, &tt.peak_tflops[k], d);
+            st = get_num_or_zero(file, pj, peak, dtype_keys[k], PEAK_MIN, PEAK_MAX,
+                                 &tt.peak_tflops[k], d);
     }
     if (!st)
         st = ss_json_get_num(file, jp, o, "mem_gbps", 0, 1e-3, 1e6, &tt.mem_gbps, d);
@@ -240,7 +275,9 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
     if (st)
         return st;
     if (!(tt.peak_tflops[SS_F32] > 0))
-        return ss_diag_set(d, SS_ERR_INVALID, "%s: %s.peak_tflops.f32: must be > 0", file, jp);
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %s.peak_tflops.f32: must be from %g to %g (every type needs an f32 rate)",
+                           file, jp, PEAK_MIN, PEAK_MAX);
     *t = tt;
     return SS_OK;
 }
@@ -473,10 +510,10 @@ static ss_status load_links(loader *L, const json_t *arr)
         if (!st)
             st = ss_json_get_str(L->file, jp, o, "b", 1, SS_NAME_MAX, &b, L->d);
         if (!st)
-            st = ss_json_get_num(L->file, jp, o, "gbps", 1, 1e-6, 1e6, &l->gbps_ab, L->d);
+            st = ss_json_get_num(L->file, jp, o, "gbps", 1, GBPS_MIN, GBPS_MAX, &l->gbps_ab, L->d);
         l->gbps_ba = l->gbps_ab;
         if (!st)
-            st = ss_json_get_num(L->file, jp, o, "gbps_ba", 0, 0, 1e6, &l->gbps_ba, L->d);
+            st = get_num_or_zero(L->file, jp, o, "gbps_ba", GBPS_MIN, GBPS_MAX, &l->gbps_ba, L->d);
         if (!st)
             st = ss_json_get_num(L->file, jp, o, "latency_us", 1, 0, 1e7, &l->latency_us, L->d);
         if (!st)
@@ -675,7 +712,7 @@ static ss_status parse_fabric(const char *file, const json_t *c, const char *key
     if (!st)
         st = ss_json_get_str(file, jp, o, "kind", 1, 32, &f->kind, d);
     if (!st)
-        st = ss_json_get_num(file, jp, o, "gbps", 1, 1e-6, 1e6, &f->gbps, d);
+        st = ss_json_get_num(file, jp, o, "gbps", 1, GBPS_MIN, GBPS_MAX, &f->gbps, d);
     if (!st)
         st = ss_json_get_num(file, jp, o, "latency_us", 1, 0, 1e7, &f->latency_us, d);
     if (st)
@@ -686,7 +723,7 @@ static ss_status parse_fabric(const char *file, const json_t *c, const char *key
         f->pcie_latency_us = 2.0;
         st = ss_json_get_int(file, jp, o, "nics_per_node", 0, 1, MAX_DEVICES_PER_NODE, &k, d);
         if (!st)
-            st = ss_json_get_num(file, jp, o, "pcie_gbps", 0, 1e-6, 1e6, &f->pcie_gbps, d);
+            st = ss_json_get_num(file, jp, o, "pcie_gbps", 0, GBPS_MIN, GBPS_MAX, &f->pcie_gbps, d);
         if (!st)
             st = ss_json_get_num(file, jp, o, "pcie_latency_us", 0, 0, 1e7, &f->pcie_latency_us, d);
         f->nics = (int)k;

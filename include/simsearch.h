@@ -44,10 +44,13 @@ typedef enum ss_status {
     SS_ERR_INTERRUPTED  /* stopped by the user (SIGINT) */
 } ss_status;
 
-#define SS_DIAG_MSG_MAX 1024
+#define SS_DIAG_MSG_MAX 4096
 
 /* Error object. The first error set is kept; later ones are ignored, so the
- * message names the root cause. Zero-initialise or ss_diag_init() it. */
+ * message names the root cause. Zero-initialise or ss_diag_init() it. A
+ * message longer than SS_DIAG_MSG_MAX - 1 keeps its first quarter and its
+ * end with the middle replaced by " [...] ", so the reason after a long path
+ * survives. */
 typedef struct ss_diag {
     ss_status status;
     char msg[SS_DIAG_MSG_MAX];

@@ -17,6 +17,7 @@
 #include "simulator/delta.h"
 #include "simulator/report.h"
 #include "core/json_util.h"
+#include "core/plan_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -383,6 +384,13 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     /* The best plan, judged by the full simulator (its trace is the last run):
      * not stopped by a Ctrl-C that already stopped the search. */
     ss_sim_set_stop(sim, NULL, NULL);
+    /* Moves may have merged the tiles that formed the micro-batches: the
+     * plan says what it runs, so that its file loads back (plan.c). */
+    int layout = st ? 1 : ss_plan_layout_microbatches(r->best, g);
+    if (layout < 0)
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    else if (!st && ss_plan_settings_get(r->best)->microbatches > layout)
+        ss_plan_settings_of(r->best)->microbatches = layout;
     if (!st)
         st = ss_sim_run(sim, r->best, &r->best_sim, d);
     if (!st) {

@@ -6,6 +6,7 @@
 #include "core/json_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -183,6 +184,53 @@ static void test_reals_shortest_exact(void **state)
     ss_free(text);
 }
 
+/* A directory given as a JSON file says so (not "invalid JSON"). */
+static void test_directory_input(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ss_jdir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    ss_diag d;
+    ss_diag_init(&d);
+    json_t *j = NULL;
+    assert_int_equal(ss_json_parse_file(dir, &j, &d), SS_ERR_IO);
+    assert_null(j);
+    assert_non_null(strstr(d.msg, dir));
+    assert_non_null(strstr(d.msg, "is a directory"));
+    rmdir(dir);
+}
+
+/* A message longer than the diag keeps its head and its end: the reason
+ * after a 4,000-character path survives, and so does the file name. */
+static void test_long_message_keeps_reason(void **state)
+{
+    (void)state;
+    static char path[4200];
+    size_t n = 0;
+    while (n < 4000) {
+        memcpy(path + n, "/abcdefghijklmnopqrstuvwxyz0123456789", 37);
+        n += 37;
+    }
+    strcpy(path + n, "/topology-file.json");
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_diag_set(&d, SS_ERR_INVALID, "%s: $.links[3].gbps: value %g out of range (expected %g to %g)",
+                path, 1e-300, 1e-6, 1e6);
+    assert_int_equal(d.status, SS_ERR_INVALID);
+    size_t len = strlen(d.msg);
+    assert_true(len < SS_DIAG_MSG_MAX);
+    assert_true(len > SS_DIAG_MSG_MAX / 2);
+    assert_int_equal(strncmp(d.msg, path, 100), 0);
+    assert_non_null(strstr(d.msg, " [...] "));
+    assert_non_null(strstr(d.msg, "/topology-file.json: $.links[3].gbps: value 1e-300 out of range "
+                                  "(expected 1e-06 to 1e+06)"));
+    /* a message that fits is left whole */
+    ss_diag_init(&d);
+    ss_diag_set(&d, SS_ERR_INVALID, "%.3000s: short", path);
+    assert_int_equal(strlen(d.msg), 3000 + strlen(": short"));
+    assert_null(strstr(d.msg, "[...]"));
+}
+
 static void test_allocator_hook(void **state)
 {
     (void)state;
@@ -213,6 +261,8 @@ int main(void)
         cmocka_unit_test(test_atomic_write_and_fingerprint),
         cmocka_unit_test(test_reals_shortest_exact),
         cmocka_unit_test(test_allocator_hook),
+        cmocka_unit_test(test_directory_input),
+        cmocka_unit_test(test_long_message_keeps_reason),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
