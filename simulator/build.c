@@ -126,6 +126,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->mbk);
     ss_free(b->shape_buf);
     ss_free(b->uhave);
+    ss_free(b->giv);
     ss_free(b->opshape);
     ss_free(b->need);
     ss_coll_result_clear(&b->coll);
@@ -663,6 +664,93 @@ static int chosen_replica(const ss_builder *b, int g0, int rep, int dev, int jl)
 /* The pairs of edge (op o, input i) from producer q's output k, computed:
  * region intersections of every consumer tile with every producer unit.
  * *mixes: some pair links tiles of different micro-batches. */
+/* The producer units of an edge as a grid: unit index = row-major over the
+ * producer's degrees, then its replicas, and along each dim the units'
+ * output ranges strictly increasing (lo and hi) and the same for every unit
+ * with that dim's index. Then the units a region overlaps are a product of
+ * per-dim index intervals, found by binary search: edge_pairs visits them
+ * alone, in ascending unit order, instead of scanning every unit for every
+ * consumer tile (quadratic in the tiles: 71% of simulating a 64-GPU GPT
+ * with 64 micro-batches went there). */
+typedef struct ugrid {
+    int nd, rep;
+    int n[SS_MAX_DIMS];           /* units along each dim (the degrees) */
+    int64_t stride[SS_MAX_DIMS];  /* unit-index stride of each dim */
+    const ss_range *iv[SS_MAX_DIMS]; /* n[d] ranges of dim d */
+} ugrid;
+
+/* Fill gr for producer q's nu units (their regions in b->uhave); 0 when
+ * they are no such grid (edge_pairs then scans), -1 out of memory. */
+static int unit_grid(ss_builder *b, int q, int nu, ugrid *gr)
+{
+    const ss_pconfig *sl = ss_plan_config(b->plan, q);
+    int nd = sl->ndim, cells = 1, total = 0;
+    for (int dd = 0; dd < nd; dd++) {
+        cells *= sl->deg[dd];
+        total += sl->deg[dd];
+    }
+    if (nu < 1 || cells < 1 || nu % cells != 0 || b->uhave[0].ndim != nd)
+        return 0;
+    gr->nd = nd;
+    gr->rep = nu / cells;
+    if (ss_grow((void **)&b->giv, &b->cap_giv, total + 1, sizeof *b->giv))
+        return -1;
+    int64_t st = gr->rep;
+    for (int dd = nd - 1; dd >= 0; dd--) {
+        gr->n[dd] = sl->deg[dd];
+        gr->stride[dd] = st;
+        st *= sl->deg[dd];
+    }
+    ss_range *iv = b->giv;
+    for (int dd = 0; dd < nd; dd++) {
+        gr->iv[dd] = iv;
+        for (int x = 0; x < gr->n[dd]; x++) {
+            iv[x] = b->uhave[(int64_t)x * gr->stride[dd]].r[dd];
+            if (iv[x].hi <= iv[x].lo ||
+                (x > 0 && (iv[x].lo <= iv[x - 1].lo || iv[x].hi <= iv[x - 1].hi)))
+                return 0;
+        }
+        iv += gr->n[dd];
+    }
+    for (int uu = 0; uu < nu; uu++) { /* every unit sits where the grid says */
+        const ss_region *h = &b->uhave[uu];
+        if (h->ndim != nd)
+            return 0;
+        for (int dd = 0; dd < nd; dd++) {
+            const ss_range *r = &gr->iv[dd][(uu / gr->stride[dd]) % gr->n[dd]];
+            if (h->r[dd].lo != r->lo || h->r[dd].hi != r->hi)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* The index interval [*lo, *hi] of the grid's ranges along dim dd that
+ * overlap r; *lo > *hi when none does. */
+static void grid_span(const ugrid *gr, int dd, const ss_range *r, int *lo, int *hi)
+{
+    const ss_range *iv = gr->iv[dd];
+    int a = 0, z = gr->n[dd];
+    while (a < z) { /* first range ending after r->lo */
+        int mid = (a + z) / 2;
+        if (iv[mid].hi > r->lo)
+            z = mid;
+        else
+            a = mid + 1;
+    }
+    *lo = a;
+    a = *lo;
+    z = gr->n[dd];
+    while (a < z) { /* first range starting at or after r->hi */
+        int mid = (a + z) / 2;
+        if (iv[mid].lo >= r->hi)
+            z = mid;
+        else
+            a = mid + 1;
+    }
+    *hi = a - 1;
+}
+
 static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixes, ss_diag *d)
 {
     const ss_graph *g = b->g;
@@ -673,13 +761,54 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
     GROW(b, uhave, cap_uhave, nu, d);
     for (int uu = u0; uu < u0 + nu; uu++)
         ss_op_output_region(g, qop, tshape(b, b->units[uu].first), k, &b->uhave[uu - u0]);
+    ugrid gr = {0};
+    int grid = unit_grid(b, q, nu, &gr);
+    if (grid < 0)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
     for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
         const tileinfo *tj = &b->tiles[j];
         ss_region need;
         ss_op_input_region(g, op, tshape(b, j), i, &need);
         if (volume(&need) == 0)
             continue;
-        for (int uu = u0; uu < u0 + nu; uu++) {
+        /* the units to visit: all, or the grid's cells overlapping need */
+        int lo[SS_MAX_DIMS], hi[SS_MAX_DIMS], idx[SS_MAX_DIMS];
+        int empty = 0;
+        if (grid) {
+            if (need.ndim != gr.nd)
+                continue; /* overlaps nothing (overlaps() compares ndim) */
+            for (int dd = 0; dd < gr.nd && !empty; dd++) {
+                grid_span(&gr, dd, &need.r[dd], &lo[dd], &hi[dd]);
+                empty = lo[dd] > hi[dd];
+                idx[dd] = lo[dd];
+            }
+            if (empty)
+                continue;
+        }
+        for (int cell = 0, qq = 0, next = u0;;) {
+            int uu;
+            if (grid) { /* next cell, replicas innermost: ascending unit order */
+                if (qq == gr.rep) {
+                    qq = 0;
+                    int dd = gr.nd - 1;
+                    while (dd >= 0 && ++idx[dd] > hi[dd]) {
+                        idx[dd] = lo[dd];
+                        dd--;
+                    }
+                    if (dd < 0)
+                        break;
+                }
+                if (qq == 0) {
+                    cell = 0;
+                    for (int dd = 0; dd < gr.nd; dd++)
+                        cell += (int)(idx[dd] * gr.stride[dd]);
+                }
+                uu = u0 + cell + qq++;
+            } else {
+                if (next == u0 + nu)
+                    break;
+                uu = next++;
+            }
             const unitinfo *u = &b->units[uu];
             const ss_region *have = &b->uhave[uu - u0];
             ss_region ov;
@@ -1388,6 +1517,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
                            "simulate: the plan has %d operators but model \"%s\" has %d",
                            ss_plan_n_ops(p), ss_graph_name(b->g), b->n_ops);
     b->set = *ss_plan_settings_get(p);
+    b->plan = p;
     if (b->set.stages < 1)
         b->set.stages = 1;
     if (b->set.microbatches < 1)

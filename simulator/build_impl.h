@@ -182,8 +182,11 @@ struct ss_builder {
     int cap_gate;
     ss_region *regs;
     int cap_regs;
+    const ss_plan *plan; /* the plan of the run being built (borrowed, during ss_build_run) */
     ss_region *uhave; /* scratch of edge_pairs: each producer unit's output region */
     int cap_uhave;
+    ss_range *giv;    /* scratch of edge_pairs: the unit grid's ranges per dim */
+    int cap_giv;
     int gating_ok; /* every data edge links tiles of the same micro-batch */
     int mem_pending; /* the last run succeeded and ss_build_memory has not run */
     struct mbkey *mbk;
