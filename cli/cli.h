@@ -9,6 +9,7 @@
 #define SS_CLI_H
 
 #include "simsearch.h"
+#include "profiler/profile_db.h"
 #include <stdio.h>
 
 enum { SS_EXIT_OK = 0, SS_EXIT_FAIL = 1, SS_EXIT_USAGE = 2 };
@@ -75,6 +76,14 @@ int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_
  * model for it (batch 0: the model's per-device default times devices). */
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m);
 int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_graph **g);
+
+/* The cost model for m: the profile database at db_path first when given
+ * (loaded strictly; a missing file is an error), then the analytic model.
+ * On success *cm and *db (NULL without db_path) belong to the caller (free
+ * the cost model first). Returns an exit code; on failure nothing is left
+ * allocated. */
+int ss_cli_cost_model(const ss_machine *m, const char *db_path, ss_costmodel **cm,
+                      ss_profile_db **db);
 
 /* Human-friendly numbers: "1.23 G", "456 M"; into buf. */
 const char *ss_cli_si(double v, char *buf, size_t n);

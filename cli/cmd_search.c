@@ -32,7 +32,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
             "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
-            "                 [--trace FILE] [--json] [--delta] [--no-eval-cache]\n\n"
+            "                 [--trace FILE] [--db FILE] [--json] [--delta] [--no-eval-cache]\n\n"
             "Search a parallelization plan (MCMC over every operator's split and placement,\n"
             "judged by the simulator) and compare it with data parallelism and the expert\n"
             "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
@@ -47,6 +47,7 @@ static void help(FILE *f)
             "                    limit reached => the same plan\n"
             "  --out FILE        where to write the best plan (default ./" DEFAULT_OUT ")\n"
             "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
+            "  --db FILE         profile database: measured tile costs first, then analytic\n"
             "  --json            print one JSON object instead of the table\n"
             "  --delta           judge proposals by delta simulation (same numbers as the\n"
             "                    full simulator, but no critical path: no path moves;\n"
@@ -58,7 +59,7 @@ static void help(FILE *f)
 
 typedef struct opts {
     ss_cli_common c; /* --model, --topology, --nodes, --batch, --json */
-    const char *out, *trace;
+    const char *out, *trace, *db;
     long long budget, seed;
     double time_limit;
     int delta;
@@ -93,7 +94,8 @@ static int parse(int argc, char **argv, opts *o)
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
+            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--db", &o->db))) {
             if (r < 0)
                 return ss_cli_usage_error("search", "%s needs a value", argv[i]);
             continue;
@@ -223,12 +225,12 @@ static int run(const opts *o, struct sigaction *old)
     int rc = ss_cli_common_load(&o->c, &m, &g, NULL);
     if (rc)
         return rc;
-    ss_costmodel *cm = ss_cost_new(m);
-    if (!cm) {
+    ss_costmodel *cm = NULL;
+    ss_profile_db *db = NULL;
+    if ((rc = ss_cli_cost_model(m, o->db, &cm, &db))) {
         ss_graph_free(g);
         ss_machine_free(m);
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
+        return rc;
     }
 
     ss_search_config cfg;
@@ -268,6 +270,7 @@ static int run(const opts *o, struct sigaction *old)
     rc = st == SS_OK ? SS_EXIT_OK : ss_cli_fail(&d);
     ss_search_result_clear(&r);
     ss_cost_free(cm);
+    ss_profile_db_free(db);
     ss_graph_free(g);
     ss_machine_free(m);
     return rc;

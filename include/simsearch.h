@@ -599,6 +599,12 @@ ss_status ss_cost_tile(ss_costmodel *cm, const ss_graph *g, const ss_op *op, con
  * overhead per call; profiler/cost.c). 0 for n_params <= 0 or a bad type. */
 double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_optimizer opt,
                          ss_precision prec);
+/* Where the plan's compute time comes from: share[s] (s an ss_cost_source)
+ * = the summed forward + backward time of every tile of p (on its device's
+ * type) answered by source s, over the total (all 0 when the total is 0).
+ * Optimizer updates are not tiles and not counted. */
+ss_status ss_cost_plan_sources(ss_costmodel *cm, const ss_graph *g, const ss_machine *m,
+                               const ss_plan *p, double share[3], ss_diag *d);
 /* The analytic roofline alone (for providers and tests). */
 void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *op,
                       const ss_tile *t, ss_cost *out);
