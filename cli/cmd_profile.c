@@ -29,7 +29,8 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch profile --model SPEC --topology FILE [--plan SPEC | --candidates]\n"
             "                         [--device cpu|cuda:N] [--device-type NAME] [--db FILE]\n"
-            "                         [--reps N] [--warmup N] [--nodes N] [--batch N]\n\n"
+            "                         [--reps N] [--warmup N] [--warm-cache] [--cpu-time]\n"
+            "                         [--nodes N] [--batch N]\n\n"
             "Measure the forward and backward time of every distinct operator tile that a\n"
             "plan (or every candidate config of the search) runs on one device type, and\n"
             "merge them into a profile database. Entries already there are skipped, so an\n"
@@ -45,6 +46,12 @@ static void help(FILE *f)
             "  --db FILE           profile database to merge into (default ./" DEFAULT_DB ")\n"
             "  --reps N            timed repetitions per tile (default 10)\n"
             "  --warmup N          untimed repetitions first (default 2)\n"
+            "  --warm-cache        CPU: keep the tile's buffers in the caches between passes\n"
+            "                      (default: evict them before every timed pass, as the rest\n"
+            "                      of a training iteration does)\n"
+            "  --cpu-time          CPU: time by the process's CPU time, not wall time (on a\n"
+            "                      shared machine other jobs' preemption then does not count;\n"
+            "                      use with OPENBLAS_NUM_THREADS=1)\n"
             "  --nodes N           override the node count of a compact topology\n"
             "  --batch N           global batch (default: 64 per device, 256 for alexnet)\n\n"
             "Pin CPU measurements to one thread per device (OPENBLAS_NUM_THREADS=1) when a\n"
@@ -55,7 +62,7 @@ static void help(FILE *f)
 typedef struct opts {
     ss_cli_common c;
     const char *device, *devtype, *db;
-    int candidates;
+    int candidates, warm_cache, cpu_time;
     long long reps, warmup;
 } opts;
 
@@ -82,6 +89,14 @@ static int parse(int argc, char **argv, opts *o)
         }
         if (!strcmp(argv[i], "--candidates")) {
             o->candidates = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--warm-cache")) {
+            o->warm_cache = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--cpu-time")) {
+            o->cpu_time = 1;
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--device", &o->device)) ||
@@ -285,6 +300,8 @@ static int run(const opts *o, ss_machine *m, ss_graph *g, ss_plan *p)
     if (parse_device(o->device, &be, &dev))
         return ss_cli_usage_error("profile", "--device must be cpu or cuda:N, not '%s'",
                                   o->device);
+    if (be == SS_BACKEND_CUDA && o->cpu_time)
+        return ss_cli_usage_error("profile", "--cpu-time applies to --device cpu only");
     if (be == SS_BACKEND_CUDA && dev >= ss_kernel_device_count(be)) {
         fprintf(stderr, "simsearch: no CUDA device %d: this machine has %d CUDA device(s)%s\n",
                 dev, ss_kernel_device_count(be),
@@ -330,7 +347,8 @@ static int run(const opts *o, ss_machine *m, ss_graph *g, ss_plan *p)
            "measure on %s\n", already + todo, ss_graph_name(g), tname, already, o->db, todo,
            devname);
     fflush(stdout);
-    ss_measure_config mc = {be, dev, (int)o->reps, o->warmup ? (int)o->warmup : -1};
+    ss_measure_config mc = {be, dev, (int)o->reps, o->warmup ? (int)o->warmup : -1,
+                            o->warm_cache ? 0 : ss_measure_cache_flush_bytes(), o->cpu_time};
     int tty = isatty(STDERR_FILENO), done = 0, measured = 0, skipped = 0;
     char why[SS_DIAG_MSG_MAX] = "";
     double t0 = wall_s();

@@ -32,6 +32,12 @@ void ss_cpu_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, c
                 C, (blasint)ldc);
 }
 
+void ss_kernel_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                        float *C)
+{
+    ss_cpu_gemm(0, 0, M, N, K, 1, A, K, B, N, 0, C, N);
+}
+
 void ss_cpu_axpy(int64_t n, float alpha, const float *x, float *y)
 {
     cblas_saxpy((blasint)n, alpha, x, 1, y, 1);

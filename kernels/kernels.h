@@ -103,6 +103,11 @@ ss_status ss_kernel_sync(ss_backend b, const ss_kargs *a, ss_diag *d);
  * toolkit is not built in or the runtime fails, e.g. no driver). */
 int ss_kernel_device_count(ss_backend b);
 
+/* C[M,N] = A[M,K] B[K,N], row-major fp32, with the CPU backend's GEMM
+ * (OpenBLAS); for peak-rate measurements. */
+void ss_kernel_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                        float *C);
+
 /* The CPU table (kernels/cpu_*.c) and the CUDA table (kernels/cuda/, NULL
  * entries when not built). */
 const ss_kernel *ss_kernels_cpu(ss_op_type t);

@@ -5,8 +5,11 @@
  * node: one "numaN" switch per NUMA node, a shared-memory link per core, a
  * link between each pair of NUMA nodes); every NVIDIA PCI GPU whose model it
  * can name becomes a device of that built-in type, linked to the NUMA node
- * closest to it over PCIe. Bandwidths are not measured here, so every link
- * is marked "estimated": true (link probes replace them later).
+ * closest to it over PCIe. The CPU-core type gets this machine's measured
+ * peak rates (profiler/measure.c: one core's f32 GEMM rate and streaming
+ * memory bandwidth) instead of the built-in spec's guess. Link bandwidths
+ * are not measured here, so every link is marked "estimated": true (link
+ * probes replace them later).
  *
  * Invariant: the result is produced by writing a simsearch-topology document
  * and loading it with the ordinary loader, so a discovered machine obeys the
@@ -14,6 +17,7 @@
  */
 #include "core/json_util.h"
 #include "core/machine_impl.h"
+#include "profiler/measure.h"
 
 #include <hwloc.h>
 #include <stdio.h>
@@ -180,6 +184,15 @@ static int build(hwloc_topology_t topo, json_t *doc)
     json_t *cpu = obj2("name", "CPU-core", NULL, NULL, &bad);
     if (cpu && mem > 0)
         put(cpu, "mem_gib", json_real((double)mem / ncores / (1024.0 * 1024.0 * 1024.0)), &bad);
+    double gflops, core_gbps;
+    ss_measure_cpu_rates(0, &gflops, &core_gbps);
+    if (cpu && gflops > 0 && core_gbps > 0) {
+        json_t *peak = json_object();
+        if (peak)
+            put(peak, "f32", json_real(gflops / 1e3), &bad);
+        put(cpu, "peak_tflops", peak, &bad);
+        put(cpu, "mem_gbps", json_real(core_gbps), &bad);
+    }
     append(types, cpu, &bad);
     append(hosts, obj2("name", host, NULL, NULL, &bad), &bad);
     for (int i = 0; i < ncores; i++) {
