@@ -6,7 +6,9 @@
  *   core       errors (ss_diag), allocation hook, graph IR with operator
  *              semantics, machine model (topology), plans, strict JSON I/O
  *   models     the model zoo (builders for known networks)
- *   profiler   per-operator-tile costs (analytic roofline, profile database)
+ *   kernels    forward/backward kernels per op type and backend (kernels/kernels.h)
+ *   profiler   per-operator-tile costs (analytic roofline, profile database,
+ *              live measurement: profiler/profile_db.h, profiler/measure.h)
  *   simulator  task graph + event simulation (see simulator/ headers)
  *   search     MCMC / ILP plan search (see search/ headers)
  *
