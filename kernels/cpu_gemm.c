@@ -268,19 +268,20 @@ static int64_t conv_chunks(const ss_kargs *a, const geo *g, int64_t *cg, chunk *
     return n;
 }
 
+#define MAX_CHUNKS 4096
+
 static ss_status conv_sizes(const ss_kargs *a, size_t *saved, size_t *work, ss_diag *d)
 {
-    (void)d;
     geo g;
     conv_geo(a, &g);
     int64_t cg;
-    conv_chunks(a, &g, &cg, NULL, 0);
+    if (conv_chunks(a, &g, &cg, NULL, 0) > MAX_CHUNKS)
+        return ss_diag_set(d, SS_ERR_UNSUPPORTED, "kernels: conv2d '%s': a tile of more than "
+                           "%d channel groups", a->op->name, MAX_CHUNKS);
     *saved = 0;
     *work = (size_t)(cg * g.kh * g.kw * g.Ho * g.Wo) * sizeof(float);
     return SS_OK;
 }
-
-#define MAX_CHUNKS 4096
 
 static void conv_fwd(const ss_kargs *a)
 {
