@@ -23,6 +23,7 @@ int ss_cmd_plan(int argc, char **argv);
 int ss_cmd_simulate(int argc, char **argv);
 int ss_cmd_search(int argc, char **argv);
 int ss_cmd_profile(int argc, char **argv);
+int ss_cmd_probe(int argc, char **argv);
 
 /* Print "simsearch: <msg>" for a failed status and map it to an exit code
  * (parse/invalid/io/infeasible input: 2; nomem and others: 1). */

@@ -22,6 +22,7 @@ static const command commands[] = {
     {"topo", ss_cmd_topo, "summarise a topology file, or discover this host"},
     {"simulate", ss_cmd_simulate, "predict iteration time and memory of a plan"},
     {"profile", ss_cmd_profile, "measure operator tiles into a profile database"},
+    {"probe", ss_cmd_probe, "measure link latency and bandwidth between MPI ranks"},
 };
 
 static void usage(FILE *f)

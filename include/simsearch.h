@@ -465,6 +465,12 @@ double ss_machine_path_latency_us(const ss_machine *m, int src, int dst);
 
 /* Build a topology of this host with hwloc (profiler/discover.c). */
 ss_status ss_machine_discover(ss_machine **out, ss_diag *d);
+/* Measured figures of a core-to-core transfer over shared memory (link probes). */
+typedef struct ss_link_figures { double gbps, latency_us; } ss_link_figures;
+/* ss_machine_discover with the core links set from measured core-to-core
+ * figures (each of the two hops core - NUMA node - core gets the bandwidth
+ * and half the latency), marked "estimated": false. shm NULL: the estimates. */
+ss_status ss_machine_discover_measured(const ss_link_figures *shm, ss_machine **out, ss_diag *d);
 
 /* ------------------------------------------------------------------ */
 /* Plans (core/plan.c, core/plan_io.c, core/plan_gen.c)                */

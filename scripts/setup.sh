@@ -2,7 +2,7 @@
 # Install the Debian packages simsearch needs, if any are missing.
 # Non-interactive and idempotent: when everything is there it only checks.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libjansson-dev libcmocka-dev libhwloc-dev libopenblas-dev)
+pkgs=(build-essential cmake pkg-config libjansson-dev libcmocka-dev libhwloc-dev libopenblas-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
