@@ -69,7 +69,12 @@ ss_status ss_cuda_ctx_get(int device, void **out, ss_diag *d)
         if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreate(&c->stream) != cudaSuccess ||
             cudaEventCreate(&c->ev[0]) != cudaSuccess || cudaEventCreate(&c->ev[1]) != cudaSuccess ||
             cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS ||
-            cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS) {
+            cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS
+#ifdef SS_HAVE_CUDNN
+            || cudnnCreate(&c->dnn) != CUDNN_STATUS_SUCCESS ||
+            cudnnSetStream(c->dnn, c->stream) != CUDNN_STATUS_SUCCESS
+#endif
+        ) {
             ss_free(c);
             return ss_diag_set(d, SS_ERR_UNSUPPORTED, "cuda: cannot set up device %d: %s",
                                device, cudaGetErrorString(cudaGetLastError()));
@@ -89,6 +94,9 @@ void ss_cuda_ctx_release(void *p)
         return;
     cudaSetDevice(c->device);
     cublasDestroy(c->blas);
+#ifdef SS_HAVE_CUDNN
+    cudnnDestroy(c->dnn);
+#endif
     cudaEventDestroy(c->ev[0]);
     cudaEventDestroy(c->ev[1]);
     cudaStreamDestroy(c->stream);

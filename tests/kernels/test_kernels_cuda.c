@@ -146,6 +146,40 @@ static void test_transformer_ops(void **state)
     ss_graph_free(G);
 }
 
+static void test_cnn_rnn_attention(void **state)
+{
+    (void)state;
+    G = ss_graph_new("cuda2");
+    int64_t xs[4] = {2, 3, 7, 6};
+    int x = input("x", 4, xs, SS_F32);
+    ss_op_attrs a = {0};
+    a.out_channels = 4;
+    a.use_bias = 1;
+    a.kernel[0] = a.kernel[1] = 3;
+    a.pad[0] = a.pad[1] = 1;
+    compare(add("conv", SS_OP_CONV2D, &a, 1, &x));
+    memset(&a, 0, sizeof a);
+    a.kernel[0] = a.kernel[1] = 2;
+    a.stride[0] = a.stride[1] = 2;
+    compare(add("maxpool", SS_OP_POOL2D, &a, 1, &x));
+    a.pool = SS_POOL_AVG;
+    compare(add("avgpool", SS_OP_POOL2D, &a, 1, &x));
+    memset(&a, 0, sizeof a);
+    compare(add("bn", SS_OP_BATCHNORM, &a, 1, &x));
+    int64_t ss[3] = {2, 5, 8};
+    int q = input("q", 3, ss, SS_F32);
+    a.heads = 2;
+    a.causal = 1;
+    a.use_bias = 1;
+    int in3[3] = {q, q, q};
+    compare(add("attn", SS_OP_ATTENTION, &a, 3, in3));
+    memset(&a, 0, sizeof a);
+    a.hidden = 6;
+    a.return_sequences = 1;
+    compare(add("lstm", SS_OP_LSTM, &a, 1, &q));
+    ss_graph_free(G);
+}
+
 int main(void)
 {
     int n = ss_kernel_device_count(SS_BACKEND_CUDA);
@@ -155,6 +189,7 @@ int main(void)
                                : "this build has no CUDA kernels");
         return 77;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_transformer_ops)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_transformer_ops),
+                                       cmocka_unit_test(test_cnn_rnn_attention)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
