@@ -243,6 +243,59 @@ static void test_concurrent_writers(void **state)
     ss_profile_db_free(back);
 }
 
+/* Allocation failures at every step of load, put and serialise: each call
+ * succeeds or fails cleanly (no result, nothing leaked: ASan), and a failed
+ * put leaves the database as it was. jansson reports some of its own
+ * allocation failures as syntax errors, so a load may also say SS_ERR_PARSE. */
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_profile_db *db = ss_profile_db_new();
+    ss_profile_entry e;
+    for (int i = 0; i < 40; i++) {
+        entry(&e, "CPU-core", i, i + 1);
+        ss_diag_init(&d);
+        assert_int_equal(ss_profile_db_put(db, &e, &d), SS_OK);
+    }
+    char *text = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_profile_db_to_string(db, &text, &d), SS_OK);
+    int ok_seen = 0;
+    for (long n = 0; n < 20000 && !ok_seen; n++) {
+        ss_test_fail_after(n);
+        ss_profile_db *back = NULL;
+        ss_diag_init(&d);
+        ss_status st = ss_profile_db_load_string(text, "t.json", &back, &d);
+        char *s2 = NULL;
+        if (st == SS_OK) {
+            st = ss_profile_db_to_string(back, &s2, &d);
+            ok_seen = st == SS_OK;
+        }
+        ss_test_fail_after(-1);
+        if (st != SS_OK && st != SS_ERR_NOMEM && st != SS_ERR_PARSE)
+            fail_msg("allocation %ld failing: status %d: %s", n, (int)st, d.msg);
+        if (st == SS_OK)
+            assert_string_equal(s2, text);
+        else if (!s2 && st != SS_OK)
+            assert_true(back == NULL || ss_profile_db_count(back) == 40);
+        ss_free(s2);
+        ss_profile_db_free(back);
+    }
+    assert_true(ok_seen);
+    for (long n = 0; n < 10; n++) {
+        ss_test_fail_after(n);
+        entry(&e, "A100", 1000 + (int)n, 1);
+        ss_diag_init(&d);
+        ss_status st = ss_profile_db_put(db, &e, &d);
+        ss_test_fail_after(-1);
+        assert_true(st == SS_OK || st == SS_ERR_NOMEM);
+        assert_true((ss_profile_db_find(db, "A100", e.signature) != NULL) == (st == SS_OK));
+    }
+    ss_free(text);
+    ss_profile_db_free(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_provider),
         cmocka_unit_test(test_kill_during_write),
         cmocka_unit_test(test_concurrent_writers),
+        cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
