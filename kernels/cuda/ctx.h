@@ -2,7 +2,8 @@
  * ctx.h — the per-device CUDA context shared by kernels/cuda/runtime.c and
  * kernels/cuda/kernels.cu: the device, a stream every kernel and library
  * call of the context runs on, a cuBLAS and (with SS_HAVE_CUDNN) a cuDNN
- * handle bound to that stream, and two events for timing. Created on first use, reference counted.
+ * handle bound to that stream, and two events for timing. Created on first
+ * use, kept until the process ends.
  */
 #ifndef SS_KERNELS_CUDA_CTX_H
 #define SS_KERNELS_CUDA_CTX_H

@@ -23,7 +23,8 @@ void ss_cuda_free(void *p);
 int ss_cuda_memset(void *p, size_t n);
 int ss_cuda_upload(void *dst, const void *src, size_t n);
 int ss_cuda_download(void *dst, const void *src, size_t n);
-/* The context of `device` (created on first use, reference counted). */
+/* The context of `device` (created on first use; it lives until the process
+ * ends, release only counts users). */
 ss_status ss_cuda_ctx_get(int device, void **ctx, ss_diag *d);
 void ss_cuda_ctx_release(void *ctx);
 /* The last launch error, if any (clears it). */

@@ -87,21 +87,14 @@ ss_status ss_cuda_ctx_get(int device, void **out, ss_diag *d)
     return SS_OK;
 }
 
+/* Contexts stay alive until the process ends: creating cuBLAS and cuDNN
+ * handles costs tens of milliseconds, and the profiler sets up one tile
+ * after another. Release only counts. */
 void ss_cuda_ctx_release(void *p)
 {
     ss_cuda_ctx *c = p;
-    if (!c || --c->refs > 0)
-        return;
-    cudaSetDevice(c->device);
-    cublasDestroy(c->blas);
-#ifdef SS_HAVE_CUDNN
-    cudnnDestroy(c->dnn);
-#endif
-    cudaEventDestroy(c->ev[0]);
-    cudaEventDestroy(c->ev[1]);
-    cudaStreamDestroy(c->stream);
-    ctxs[c->device] = NULL;
-    ss_free(c);
+    if (c && c->refs > 0)
+        c->refs--;
 }
 
 ss_status ss_cuda_check(ss_diag *d)
