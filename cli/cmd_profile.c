@@ -403,8 +403,11 @@ static int run(const opts *o, ss_machine *m, ss_graph *g, ss_plan *p)
     }
     if (tty)
         fprintf(stderr, "\r%90s\r", "");
-    printf("profile: measured %d tiles in %.1f s (%d reps each after %lld warm-up), written to "
-           "%s\n", measured, wall_s() - t0, (int)o->reps, o->warmup, o->db);
+    if (measured)
+        printf("profile: measured %d tiles in %.1f s (%d reps each after %lld warm-up), written "
+               "to %s\n", measured, wall_s() - t0, (int)o->reps, o->warmup, o->db);
+    else
+        printf("profile: measured 0 tiles; %s unchanged\n", o->db);
     if (skipped)
         printf("profile: %d tiles skipped, not runnable on %s (first: %s); they stay analytic\n",
                skipped, ss_backend_name(be), why);
