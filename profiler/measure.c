@@ -105,10 +105,10 @@ ss_status ss_measure_tile(const ss_measure_config *c, const ss_graph *g, const s
         goto out;
     }
     for (int i = 0; i < warm + reps; i++) {
-        if (fbuf)
+        if (fbuf && i >= warm)
             flush(fbuf, fl);
         double f = timed(c, &a, 0, d);
-        if (fbuf)
+        if (fbuf && i >= warm)
             flush(fbuf, fl);
         double b = f >= 0 ? timed(c, &a, 1, d) : -1;
         if (f < 0 || b < 0) {

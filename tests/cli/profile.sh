@@ -39,13 +39,13 @@ grep -q "no CUDA device 0" "$tmp/e"; check "... and says there is no CUDA device
 "$bin" profile --model "$model" --topology $topo --db "$db" --reps 3 >"$tmp/o" 2>&1; check "profile exits 0" $?
 grep -q "5 to measure" "$tmp/o"; check "5 distinct tiles (3 linear shapes, relu, loss)" $?
 n=$(grep -c "\"signature\"" "$db"); [ "$n" -eq 5 ]; check "database holds 5 entries ($n)" $?
-"$bin" profile --model "$model" --topology $topo --db "$db" --reps 3 >"$tmp/o" 2>&1; check "second run exits 0" $?
+"$bin" profile --model "$model" --topology $topo --db "$db" --reps 3 --warm-cache >"$tmp/o" 2>&1; check "second run exits 0" $?
 grep -q "5 already in" "$tmp/o" && grep -q "measured 0 tiles; .* unchanged" "$tmp/o"; check "second run resumes: nothing measured" $?
 gpt="gpt:layers=1,hidden=32,heads=2,seq=8,vocab=50"
 "$bin" profile --model "$gpt" --topology $topo --db "$tmp/g.json" --reps 1 >"$tmp/o" 2>&1; check "profile of a bf16 model exits 0" $?
 grep -q "skipped, not runnable on cpu (first: .*does not run bf16" "$tmp/o" && [ ! -e "$tmp/g.json" ]
 check "... skips its bf16 tiles with the reason and writes nothing" $?
-"$bin" profile --model "$model" --topology $topo --db "$db" --reps 2 --candidates >"$tmp/o" 2>&1; check "--candidates exits 0" $?
+"$bin" profile --model "$model" --topology $topo --db "$db" --reps 2 --candidates --warm-cache --cpu-time >"$tmp/o" 2>&1; check "--candidates exits 0" $?
 n=$(grep -c '"signature"' "$db"); [ "$n" -gt 5 ]; check "--candidates adds the other tilings ($n entries)" $?
 
 "$bin" simulate --model "$model" --topology $topo --plan data-parallel --db "$db" --json >"$tmp/s" 2>&1
