@@ -170,8 +170,8 @@ int ss_cmd_simulate(int argc, char **argv)
         return r;
     if ((r = ss_cli_cost_model(m, o.db, &cm, &db)))
         goto out;
-    double share[3];
-    if (ss_cost_plan_sources(cm, g, m, p, share, &d) != SS_OK) {
+    double share[3] = {0, 0, 0};
+    if ((o.c.json || o.db) && ss_cost_plan_sources(cm, g, m, p, share, &d) != SS_OK) {
         r = ss_cli_fail(&d);
         goto out;
     }
