@@ -300,8 +300,9 @@ static int run(const opts *o, ss_machine *m, ss_graph *g, ss_plan *p)
     if (parse_device(o->device, &be, &dev))
         return ss_cli_usage_error("profile", "--device must be cpu or cuda:N, not '%s'",
                                   o->device);
-    if (be == SS_BACKEND_CUDA && o->cpu_time)
-        return ss_cli_usage_error("profile", "--cpu-time applies to --device cpu only");
+    if (be == SS_BACKEND_CUDA && (o->cpu_time || o->warm_cache))
+        return ss_cli_usage_error("profile", "--cpu-time and --warm-cache apply to --device cpu "
+                                  "only");
     if (be == SS_BACKEND_CUDA && dev >= ss_kernel_device_count(be)) {
         fprintf(stderr, "simsearch: no CUDA device %d: this machine has %d CUDA device(s)%s\n",
                 dev, ss_kernel_device_count(be),
