@@ -2,13 +2,15 @@
 # benchmarks/run.sh — the `make bench` entry: runs the benchmarks and updates
 # their sections of benchmarks/RESULTS.md.
 #
-#   benchmarks/run.sh [--build DIR] [--only sim|accuracy|search]... [--quick]
+#   benchmarks/run.sh [--build DIR] [--only sim|accuracy|search|profile]... [--quick]
 #
 # Sections and what fills them:
 #   "Simulator speed"     bench_sim (six FlexFlow models on p100x16, GPT on dgx-a100)
 #   "Simulator accuracy"  bench_vtrain over vTrain's 1,440 single-node and 41
 #                         multi-node measured Megatron runs
 #   "Search"              benchmarks/bench_search.sh (engineer h7's)
+#   "Profiler: analytic vs measured on the CPU"  benchmarks/bench_profile.sh (its own
+#                         markers, at the end; per-operator tables in profile-cpu.md)
 # Each run writes its figures between the markers
 #   <!-- BEGIN <key> (benchmarks/run.sh) --> ... <!-- END <key> -->
 # replacing only what is between them; without markers the block goes at the
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --only) only+=("$2"); shift 2 ;;
     --quick) quick=1; shift ;;
-    *) echo "usage: benchmarks/run.sh [--build DIR] [--only sim|accuracy|search]... [--quick]" >&2
+    *) echo "usage: benchmarks/run.sh [--build DIR] [--only sim|accuracy|search|profile]... [--quick]" >&2
        exit 2 ;;
   esac
 done
@@ -130,5 +132,10 @@ if want search; then
     printf '```\n'
   } >"$tmp/search.block"
   splice search "Search" "$tmp/search.block"
+fi
+
+if want profile; then
+  echo "== profiler: benchmarks/bench_profile.sh" >&2
+  bash benchmarks/bench_profile.sh --build "$build" >/dev/null
 fi
 echo "updated $results" >&2

@@ -9,6 +9,7 @@
 #define SS_CLI_H
 
 #include "simsearch.h"
+#include "profiler/profile_db.h"
 #include <stdio.h>
 
 enum { SS_EXIT_OK = 0, SS_EXIT_FAIL = 1, SS_EXIT_USAGE = 2 };
@@ -21,6 +22,8 @@ int ss_cmd_topo(int argc, char **argv);
 int ss_cmd_plan(int argc, char **argv);
 int ss_cmd_simulate(int argc, char **argv);
 int ss_cmd_search(int argc, char **argv);
+int ss_cmd_profile(int argc, char **argv);
+int ss_cmd_probe(int argc, char **argv);
 
 /* Print "simsearch: <msg>" for a failed status and map it to an exit code
  * (parse/invalid/io/infeasible input: 2; nomem and others: 1). */
@@ -88,6 +91,14 @@ int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_
  * model for it (batch 0: the model's per-device default times devices). */
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m);
 int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_graph **g);
+
+/* The cost model for m: the profile database at db_path first when given
+ * (loaded strictly; a missing file is an error), then the analytic model.
+ * On success *cm and *db (NULL without db_path) belong to the caller (free
+ * the cost model first). Returns an exit code; on failure nothing is left
+ * allocated. */
+int ss_cli_cost_model(const ss_machine *m, const char *db_path, ss_costmodel **cm,
+                      ss_profile_db **db);
 
 /* An output a command writes: its flag ("--out") and path (NULL: not asked). */
 typedef struct ss_cli_output {

@@ -18,7 +18,7 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: simsearch cost --model SPEC --topology FILE [--nodes N] [--batch N]\n"
-            "                      [--device-type NAME] [--json]\n\n"
+            "                      [--device-type NAME] [--db FILE] [--json]\n\n"
             "Per-operator cost on one device: each op's data-parallel tile (one device's\n"
             "share of the global batch) on the topology's first device type.\n\n"
             "  --model SPEC        zoo model NAME[:key=value,...] or a model JSON file\n"
@@ -26,6 +26,7 @@ static void help(FILE *f)
             "  --nodes N           override the node count of a compact topology\n"
             "  --batch N           global batch (default: 64 per device, 256 for alexnet)\n"
             "  --device-type NAME  price on this device type (in the topology or built in)\n"
+            "  --db FILE           profile database: measured entries first, then analytic\n"
             "  --json              one JSON object instead of the table\n"
             "Columns: op, type, output shape (of the tile), GFLOPs forward, forward and\n"
             "backward time (us), MB moved (forward + backward), cost source.\n");
@@ -33,13 +34,13 @@ static void help(FILE *f)
 
 typedef struct opts {
     ss_cli_common c;
-    const char *devtype;
+    const char *devtype, *db;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    const ss_cli_extra extra[] = {{"--device-type", &o->devtype}, {NULL, NULL}};
+    const ss_cli_extra extra[] = {{"--device-type", &o->devtype}, {"--db", &o->db}, {NULL, NULL}};
     return ss_cli_parse("cost", argc, argv, &o->c, 0, extra, help);
 }
 
@@ -75,7 +76,7 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
         if (!dt && !(dt = ss_devtype_find_builtin(o->devtype)))
             return ss_cli_usage_error("cost", "unknown device type '%s'", o->devtype);
         if (dt != ss_machine_type(m, devtype))
-            devtype = -1; /* built-in, not in the topology: analytic only */
+            devtype = -1; /* built-in, not in the topology: no cost model */
     } else {
         if (ss_machine_n_types(m) < 1)
             return ss_cli_usage_error("cost", "topology has no device types");
@@ -84,11 +85,12 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
     ss_plan *p = NULL;
     if (ss_plan_data_parallel(g, m, 0, &p, &d) != SS_OK)
         return ss_cli_fail(&d);
-    ss_costmodel *cm = ss_cost_new(m);
-    if (!cm) {
+    ss_costmodel *cm = NULL;
+    ss_profile_db *db = NULL;
+    int rc = ss_cli_cost_model(m, o->db, &cm, &db);
+    if (rc) {
         ss_plan_free(p);
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
+        return rc;
     }
     json_t *root = NULL, *ops = NULL;
     if (o->c.json) {
@@ -96,6 +98,7 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
         ops = json_array();
     }
     int n = ss_graph_n_ops(g);
+    double by_src[3] = {0, 0, 0};
     double sum_f = 0, sum_b = 0, sum_flops = 0, sum_bytes = 0;
     if (!o->c.json)
         printf("%-32s %-13s %-20s %10s %11s %11s %10s  %s\n", "op", "type", "output (tile)",
@@ -107,9 +110,11 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
         ss_pconfig_tile(g, op, ss_plan_config(p, i), 0, &t);
         if (devtype >= 0)
             ss_cost_tile(cm, g, op, &t, devtype, &c);
-        else
-            ss_cost_analytic(dt, g, op, &t, &c);
+        else if (!db || !ss_profile_provider(db).lookup(db, g, op, &t, dt, &c))
+            ss_cost_analytic(dt, g, op, &t, &c); /* a built-in type: the database, else analytic */
         double bytes = c.work.fwd_bytes + c.work.bwd_bytes;
+        if ((unsigned)c.source < 3)
+            by_src[c.source] += c.fwd_us + c.bwd_us;
         sum_f += c.fwd_us;
         sum_b += c.bwd_us;
         sum_flops += c.work.fwd_flops;
@@ -151,6 +156,12 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
         json_object_set_new(tot, "bytes", json_real(sum_bytes));
         json_object_set_new(tot, "parameters", json_integer(params));
         json_object_set_new(root, "totals", tot);
+        json_t *src = json_object();
+        for (int k = 0; k < 3; k++)
+            if (by_src[k] > 0)
+                json_object_set_new(src, ss_cost_source_name((ss_cost_source)k),
+                                    json_real(by_src[k] / (sum_f + sum_b)));
+        json_object_set_new(root, "cost_sources", src);
         char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (s) {
             printf("%s\n", s);
@@ -163,11 +174,16 @@ static int run(const opts *o, ss_machine *m, ss_graph *g)
                "%.1f MB moved; %s parameters\n",
                sum_f, sum_b, ss_cli_si(sum_flops, b1, sizeof b1), sum_bytes / 1e6,
                ss_cli_si((double)params, b2, sizeof b2));
+        if (o->db)
+            printf("time from the profile database %s: %.1f%% (analytic %.1f%%)\n", o->db,
+                   sum_f + sum_b > 0 ? 100 * by_src[SS_COST_PROFILE] / (sum_f + sum_b) : 0,
+                   sum_f + sum_b > 0 ? 100 * by_src[SS_COST_ANALYTIC] / (sum_f + sum_b) : 0);
         printf("model %s, batch %lld over %d devices (%lld per device), device type %s\n",
                ss_graph_name(g), (long long)ss_graph_batch(g), per_dev,
                (long long)(ss_graph_batch(g) / (per_dev ? per_dev : 1)), dt->name);
     }
     ss_cost_free(cm);
+    ss_profile_db_free(db);
     ss_plan_free(p);
     return SS_EXIT_OK;
 }

@@ -32,7 +32,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
             "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
-            "                 [--trace FILE] [--json] [--delta] [--no-eval-cache]\n\n"
+            "                 [--trace FILE] [--db FILE] [--json] [--delta] [--no-eval-cache]\n\n"
             "Search a parallelization plan (MCMC over every operator's split and placement,\n"
             "judged by the simulator) and compare it with data parallelism and the expert\n"
             "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
@@ -50,6 +50,7 @@ static void help(FILE *f)
             "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
             "  --least-bad       when no plan fits in memory, write the one that overflows\n"
             "                    least anyway (without it: no plan is written, exit 2)\n"
+            "  --db FILE         profile database: measured tile costs first, then analytic\n"
             "  --json            print one JSON object instead of the table\n"
             "  --delta           judge proposals by delta simulation (same numbers as the\n"
             "                    full simulator, but no critical path: no path moves;\n"
@@ -61,7 +62,7 @@ static void help(FILE *f)
 
 typedef struct opts {
     ss_cli_common c; /* --model, --topology, --nodes, --batch, --json */
-    const char *out, *trace;
+    const char *out, *trace, *db;
     long long budget, seed;
     double time_limit;
     int delta;
@@ -101,7 +102,8 @@ static int parse(int argc, char **argv, opts *o)
             continue;
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace))) {
+            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--db", &o->db))) {
             if (r < 0)
                 return ss_cli_usage_error("search", "%s needs a value", argv[i]);
             continue;
@@ -265,12 +267,12 @@ static int run(const opts *o, struct sigaction *old)
     rc = ss_cli_common_load(&o->c, &m, &g, NULL);
     if (rc)
         return rc;
-    ss_costmodel *cm = ss_cost_new(m);
-    if (!cm) {
+    ss_costmodel *cm = NULL;
+    ss_profile_db *db = NULL;
+    if ((rc = ss_cli_cost_model(m, o->db, &cm, &db))) {
         ss_graph_free(g);
         ss_machine_free(m);
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
+        return rc;
     }
 
     ss_search_config cfg;
@@ -334,6 +336,7 @@ static int run(const opts *o, struct sigaction *old)
         rc = SS_EXIT_OK;
     ss_search_result_clear(&r);
     ss_cost_free(cm);
+    ss_profile_db_free(db);
     ss_graph_free(g);
     ss_machine_free(m);
     return rc;

@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,7 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: simsearch simulate --model SPEC --topology FILE --plan SPEC [--nodes N]\n"
-            "                          [--batch N] [--trace FILE] [--json]\n\n"
+            "                          [--batch N] [--db FILE] [--trace FILE] [--json]\n\n"
             "Predict one training iteration of a plan: time, throughput, compute /\n"
             "communication / idle per device, peak memory per device, whether it fits,\n"
             "and the critical path.\n\n"
@@ -25,6 +26,9 @@ static void help(FILE *f)
             "                   [,sync=overlap|bulk] | a plan JSON file\n"
             "  --nodes N        override the node count of a compact topology\n"
             "  --batch N        global batch (default: 64 per device, 256 for alexnet)\n"
+            "  --db FILE        profile database: measured tile costs first, then analytic\n"
+            "                   (--json reports cost_sources: each source's share of the\n"
+            "                   predicted compute time)\n"
             "  --trace FILE     write the simulated timeline as Chrome Trace JSON (Perfetto)\n"
             "  --json           print the result as one JSON object\n\n"
             "Exit status: 0 success (also when the plan does not fit: see \"fits\"),\n"
@@ -33,13 +37,13 @@ static void help(FILE *f)
 
 typedef struct opts {
     ss_cli_common c;
-    const char *trace;
+    const char *trace, *db;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    const ss_cli_extra extra[] = {{"--trace", &o->trace}, {NULL, NULL}};
+    const ss_cli_extra extra[] = {{"--trace", &o->trace}, {"--db", &o->db}, {NULL, NULL}};
     return ss_cli_parse("simulate", argc, argv, &o->c, 1, extra, help);
 }
 
@@ -121,6 +125,32 @@ static void print_human(const opts *o, const ss_sim_result *r)
         printf("trace written to %s\n", o->trace);
 }
 
+/* The result JSON with "cost_sources" added: each source's share of the
+ * plan's compute time (sources with no share left out). */
+static int print_json(const char *txt, const double share[3])
+{
+    json_error_t err;
+    json_t *root = json_loads(txt, 0, &err);
+    if (!root) {
+        fprintf(stderr, "simsearch: internal error: result JSON: %s\n", err.text);
+        return SS_EXIT_FAIL;
+    }
+    json_t *src = json_object();
+    for (int k = 0; k < 3; k++)
+        if (share[k] > 0)
+            json_object_set_new(src, ss_cost_source_name((ss_cost_source)k), json_real(share[k]));
+    json_object_set_new(root, "cost_sources", src);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!s) {
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+    printf("%s\n", s);
+    free(s);
+    return SS_EXIT_OK;
+}
+
 int ss_cmd_simulate(int argc, char **argv)
 {
     opts o;
@@ -131,6 +161,7 @@ int ss_cmd_simulate(int argc, char **argv)
     ss_graph *g = NULL;
     ss_plan *p = NULL;
     ss_costmodel *cm = NULL;
+    ss_profile_db *db = NULL;
     ss_sim *sim = NULL;
     ss_sim_result res = {0};
     char *txt = NULL;
@@ -142,9 +173,10 @@ int ss_cmd_simulate(int argc, char **argv)
         return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
         return r;
-    cm = ss_cost_new(m);
-    if (!cm) {
-        ss_diag_set(&d, SS_ERR_NOMEM, "out of memory");
+    if ((r = ss_cli_cost_model(m, o.db, &cm, &db)))
+        goto out;
+    double share[3] = {0, 0, 0};
+    if ((o.c.json || o.db) && ss_cost_plan_sources(cm, g, m, p, share, &d) != SS_OK) {
         r = ss_cli_fail(&d);
         goto out;
     }
@@ -160,11 +192,13 @@ int ss_cmd_simulate(int argc, char **argv)
             r = ss_cli_fail(&d);
             goto out;
         }
-        fputs(txt, stdout);
-        if (txt[0] && txt[strlen(txt) - 1] != '\n')
-            fputc('\n', stdout);
+        if ((r = print_json(txt, share)))
+            goto out;
     } else {
         print_human(&o, &res);
+        if (o.db)
+            printf("cost sources: profile %.1f%%, analytic %.1f%% of the compute time\n",
+                   100 * share[SS_COST_PROFILE], 100 * share[SS_COST_ANALYTIC]);
     }
     r = SS_EXIT_OK;
 out:
@@ -172,6 +206,7 @@ out:
     ss_sim_result_clear(&res);
     ss_sim_free(sim);
     ss_cost_free(cm);
+    ss_profile_db_free(db);
     ss_plan_free(p);
     ss_graph_free(g);
     ss_machine_free(m);

@@ -12,6 +12,7 @@
  * 65,536-device machine within seconds), and the output says so.
  */
 #include "cli.h"
+#include "profiler/probe.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -26,7 +27,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: simsearch topo FILE [--nodes N] [--json]\n"
-               "       simsearch topo --discover [--out FILE]\n\n"
+               "       simsearch topo --discover [--probe [--np N]] [--out FILE]\n\n"
                "Summarise a topology (simsearch-topology JSON, explicit or compact form):\n"
                "devices by type and host, aggregate peak TFLOP/s and memory, links by kind,\n"
                "the slowest and fastest device-pair bandwidths, unreachable pairs.\n\n"
@@ -35,6 +36,10 @@ static void usage(FILE *f)
                "  --json        print the summary as JSON\n"
                "  --discover    build a topology of this host with hwloc (cores as CPU-core\n"
                "                devices, PCI GPUs; estimated bandwidths are marked so)\n"
+               "  --probe       with --discover: measure the core-to-core links with the MPI\n"
+               "                link probe (simsearch probe) and use the measured bandwidth\n"
+               "                and latency instead of estimates\n"
+               "  --np N        with --probe: MPI ranks (default 2)\n"
                "  --out FILE    with --discover: write the JSON to FILE (atomically)\n"
                "  --help        this text\n\n"
                "exit status: 0 ok, 2 bad usage or input, 1 other failure\n");
@@ -281,7 +286,7 @@ static int print_json(const ss_machine *m, const kind_stat *ks, int nk, const pa
     return SS_EXIT_OK;
 }
 
-static int discover(const char *out)
+static int discover(const char *out, int probe, int np)
 {
     ss_diag d;
     ss_diag_init(&d);
@@ -291,7 +296,18 @@ static int discover(const char *out)
     int rc = ss_cli_check_outputs("topo", outs, 0, &taken);
     if (rc != SS_EXIT_OK)
         return rc;
-    if (ss_machine_discover(&m, &d) != SS_OK) {
+    ss_link_figures shm;
+    if (probe) {
+        ss_probe_config pc = {"mpi", np, 0, 1L << 22, NULL};
+        ss_probe_result pr;
+        if (ss_probe_run(&pc, &pr, &d) != SS_OK)
+            return ss_cli_fail(&d);
+        shm.gbps = pr.p2p_gbps;
+        shm.latency_us = pr.latency_us;
+        fprintf(stderr, "probe: core-to-core %.2f GB/s, %.2f us (MPI, %d ranks)\n", shm.gbps,
+                shm.latency_us, pr.ranks);
+    }
+    if (ss_machine_discover_measured(probe ? &shm : NULL, &m, &d) != SS_OK) {
         fprintf(stderr, "simsearch: %s\n", d.msg[0] ? d.msg : ss_status_name(d.status));
         return SS_EXIT_FAIL;
     }
@@ -319,8 +335,8 @@ static int discover(const char *out)
 int ss_cmd_topo(int argc, char **argv)
 {
     const char *file = NULL, *out = NULL, *v = NULL;
-    int json = 0, disc = 0;
-    long long nodes = 0;
+    int json = 0, disc = 0, probe = 0;
+    long long nodes = 0, np = 0;
     for (int i = 1; i < argc; i++) {
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -330,6 +346,11 @@ int ss_cmd_topo(int argc, char **argv)
             json = 1;
         } else if (!strcmp(argv[i], "--discover")) {
             disc = 1;
+        } else if (!strcmp(argv[i], "--probe")) {
+            probe = 1;
+        } else if ((r = ss_cli_opt(argc, argv, &i, "--np", &v)) != 0) {
+            if (r < 0 || ss_cli_int(v, 2, 4096, &np))
+                return ss_cli_usage_error("topo", "--np expects an integer from 2 to 4096");
         } else if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v)) != 0) {
             if (ss_cli_int_opt("topo", "--nodes", r, v, 1, SS_CLI_MAX_NODES, &nodes))
                 return SS_EXIT_USAGE;
@@ -349,8 +370,12 @@ int ss_cmd_topo(int argc, char **argv)
     if (disc) {
         if (file || json || nodes)
             return ss_cli_usage_error("topo", "--discover takes no FILE, --json or --nodes");
-        return discover(out);
+        if (np && !probe)
+            return ss_cli_usage_error("topo", "--np applies to --probe only");
+        return discover(out, probe, (int)np);
     }
+    if (probe || np)
+        return ss_cli_usage_error("topo", "--probe and --np apply to --discover only");
     if (out)
         return ss_cli_usage_error("topo", "--out applies to --discover only");
     if (!file)

@@ -212,6 +212,35 @@ int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_
     return SS_EXIT_OK;
 }
 
+int ss_cli_cost_model(const ss_machine *m, const char *db_path, ss_costmodel **cm,
+                      ss_profile_db **db)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    *cm = NULL;
+    *db = NULL;
+    if (db_path && ss_profile_db_load(db_path, db, &d) != SS_OK)
+        return ss_cli_fail(&d);
+    *cm = ss_cost_new(m);
+    if (!*cm) {
+        ss_profile_db_free(*db);
+        *db = NULL;
+        ss_diag_set(&d, SS_ERR_NOMEM, "out of memory");
+        return ss_cli_fail(&d);
+    }
+    if (*db) {
+        ss_cost_provider p = ss_profile_provider(*db);
+        if (ss_cost_add_provider(*cm, &p, &d) != SS_OK) {
+            ss_cost_free(*cm);
+            ss_profile_db_free(*db);
+            *cm = NULL;
+            *db = NULL;
+            return ss_cli_fail(&d);
+        }
+    }
+    return SS_EXIT_OK;
+}
+
 const char *ss_cli_si(double v, char *buf, size_t n)
 {
     static const char *suf[] = {"", " K", " M", " G", " T", " P", " E"};

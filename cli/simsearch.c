@@ -21,6 +21,8 @@ static const command commands[] = {
     {"plan", ss_cmd_plan, "build or load a plan, validate and summarise it"},
     {"topo", ss_cmd_topo, "summarise a topology file, or discover this host"},
     {"simulate", ss_cmd_simulate, "predict iteration time and memory of a plan"},
+    {"profile", ss_cmd_profile, "measure operator tiles into a profile database"},
+    {"probe", ss_cmd_probe, "measure link latency and bandwidth between MPI ranks"},
 };
 
 static void usage(FILE *f)

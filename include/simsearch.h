@@ -6,7 +6,9 @@
  *   core       errors (ss_diag), allocation hook, graph IR with operator
  *              semantics, machine model (topology), plans, strict JSON I/O
  *   models     the model zoo (builders for known networks)
- *   profiler   per-operator-tile costs (analytic roofline, profile database)
+ *   kernels    forward/backward kernels per op type and backend (kernels/kernels.h)
+ *   profiler   per-operator-tile costs (analytic roofline, profile database,
+ *              live measurement: profiler/profile_db.h, profiler/measure.h)
  *   simulator  task graph + event simulation (see simulator/ headers)
  *   search     MCMC / ILP plan search (see search/ headers)
  *
@@ -487,6 +489,12 @@ double ss_machine_path_latency_us(const ss_machine *m, int src, int dst);
 
 /* Build a topology of this host with hwloc (profiler/discover.c). */
 ss_status ss_machine_discover(ss_machine **out, ss_diag *d);
+/* Measured figures of a core-to-core transfer over shared memory (link probes). */
+typedef struct ss_link_figures { double gbps, latency_us; } ss_link_figures;
+/* ss_machine_discover with the core links set from measured core-to-core
+ * figures (each of the two hops core - NUMA node - core gets the bandwidth
+ * and half the latency), marked "estimated": false. shm NULL: the estimates. */
+ss_status ss_machine_discover_measured(const ss_link_figures *shm, ss_machine **out, ss_diag *d);
 
 /* ------------------------------------------------------------------ */
 /* Plans (core/plan.c, core/plan_io.c, core/plan_gen.c)                */
@@ -652,6 +660,12 @@ ss_status ss_cost_tile(ss_costmodel *cm, const ss_graph *g, const ss_op *op, con
  * overhead per call; profiler/cost.c). 0 for n_params <= 0 or a bad type. */
 double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_optimizer opt,
                          ss_precision prec);
+/* Where the plan's compute time comes from: share[s] (s an ss_cost_source)
+ * = the summed forward + backward time of every tile of p (on its device's
+ * type) answered by source s, over the total (all 0 when the total is 0).
+ * Optimizer updates are not tiles and not counted. */
+ss_status ss_cost_plan_sources(ss_costmodel *cm, const ss_graph *g, const ss_machine *m,
+                               const ss_plan *p, double share[3], ss_diag *d);
 /* The analytic roofline alone (for providers and tests). */
 void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *op,
                       const ss_tile *t, ss_cost *out);

@@ -301,3 +301,34 @@ double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_opt
         eff = 1e-6;
     return bytes / (dt->mem_gbps * 1e9 * eff) * 1e6;
 }
+
+ss_status ss_cost_plan_sources(ss_costmodel *cm, const ss_graph *g, const ss_machine *m,
+                               const ss_plan *p, double share[3], ss_diag *d)
+{
+    double acc[3] = {0, 0, 0}, total = 0;
+    if (!cm || !g || !m || !p || ss_plan_n_ops(p) != ss_graph_n_ops(g))
+        return ss_diag_set(d, SS_ERR_INVALID, "cost: plan sources need a cost model, graph, "
+                           "machine and a plan of that graph");
+    for (int i = 0; i < ss_graph_n_ops(g); i++) {
+        const ss_op *op = ss_graph_op(g, i);
+        const ss_pconfig *c = ss_plan_config(p, i);
+        for (int k = 0; c && k < c->ntiles; k++) {
+            const ss_device *dev = ss_machine_device(m, c->devices[k]);
+            if (!dev)
+                return ss_diag_set(d, SS_ERR_INVALID, "cost: op '%s' tile %d on device %d, "
+                                   "not in the machine", op->name, k, c->devices[k]);
+            ss_tile t;
+            ss_cost cost;
+            ss_pconfig_tile(g, op, c, k, &t);
+            if (ss_cost_tile(cm, g, op, &t, dev->type, &cost) != SS_OK)
+                return ss_diag_set(d, SS_ERR_INVALID, "cost: cannot price op '%s'", op->name);
+            double us = cost.fwd_us + cost.bwd_us;
+            if ((unsigned)cost.source < 3)
+                acc[cost.source] += us;
+            total += us;
+        }
+    }
+    for (int s = 0; s < 3; s++)
+        share[s] = total > 0 ? acc[s] / total : 0;
+    return SS_OK;
+}

@@ -5,8 +5,12 @@
  * node: one "numaN" switch per NUMA node, a shared-memory link per core, a
  * link between each pair of NUMA nodes); every NVIDIA PCI GPU whose model it
  * can name becomes a device of that built-in type, linked to the NUMA node
- * closest to it over PCIe. Bandwidths are not measured here, so every link
- * is marked "estimated": true (link probes replace them later).
+ * closest to it over PCIe. The CPU-core type gets this machine's measured
+ * peak rates (profiler/measure.c: one core's f32 GEMM rate and streaming
+ * memory bandwidth) instead of the built-in spec's guess. Link bandwidths
+ * are not measured here: every link is marked "estimated": true, except
+ * the core links when the caller passes measured core-to-core figures
+ * (`topo --discover --probe`, profiler/probe.c).
  *
  * Invariant: the result is produced by writing a simsearch-topology document
  * and loading it with the ordinary loader, so a discovered machine obeys the
@@ -14,6 +18,7 @@
  */
 #include "core/json_util.h"
 #include "core/machine_impl.h"
+#include "profiler/measure.h"
 
 #include <hwloc.h>
 #include <stdio.h>
@@ -128,7 +133,7 @@ static json_t *obj2(const char *k1, const char *v1, const char *k2, const char *
 }
 
 static void add_link(json_t *links, const char *a, const char *b, double gbps, double lat,
-                 const char *kind, int *bad)
+                     const char *kind, int estimated, int *bad)
 {
     json_t *o = obj2("a", a, "b", b, bad);
     if (!o)
@@ -136,7 +141,7 @@ static void add_link(json_t *links, const char *a, const char *b, double gbps, d
     put(o, "gbps", json_real(gbps), bad);
     put(o, "latency_us", json_real(lat), bad);
     put(o, "kind", json_string(kind), bad);
-    put(o, "estimated", json_true(), bad);
+    put(o, "estimated", estimated ? json_true() : json_false(), bad);
     append(links, o, bad);
 }
 
@@ -154,7 +159,7 @@ static int numa_of(hwloc_topology_t topo, hwloc_const_cpuset_t set)
 
 /* Fill the topology document from hwloc; 0 on success, -1 on allocation
  * failure, -2 if no core or PU was found. */
-static int build(hwloc_topology_t topo, json_t *doc)
+static int build(hwloc_topology_t topo, json_t *doc, const ss_link_figures *shm)
 {
     int bad = 0;
     char host[SS_NAME_MAX] = "localhost", a[SS_NAME_MAX], b[SS_NAME_MAX];
@@ -180,6 +185,15 @@ static int build(hwloc_topology_t topo, json_t *doc)
     json_t *cpu = obj2("name", "CPU-core", NULL, NULL, &bad);
     if (cpu && mem > 0)
         put(cpu, "mem_gib", json_real((double)mem / ncores / (1024.0 * 1024.0 * 1024.0)), &bad);
+    double gflops, core_gbps;
+    ss_measure_cpu_rates(0, &gflops, &core_gbps);
+    if (cpu && gflops > 0 && core_gbps > 0) {
+        json_t *peak = json_object();
+        if (peak)
+            put(peak, "f32", json_real(gflops / 1e3), &bad);
+        put(cpu, "peak_tflops", peak, &bad);
+        put(cpu, "mem_gbps", json_real(core_gbps), &bad);
+    }
     append(types, cpu, &bad);
     append(hosts, obj2("name", host, NULL, NULL, &bad), &bad);
     for (int i = 0; i < ncores; i++) {
@@ -211,7 +225,10 @@ static int build(hwloc_topology_t topo, json_t *doc)
         hwloc_obj_t c = hwloc_get_obj_by_type(topo, ct, (unsigned)i);
         snprintf(a, sizeof a, "core%d", i);
         snprintf(b, sizeof b, "numa%d", numa_of(topo, c->cpuset));
-        add_link(links, a, b, CORE_SHM_GBPS, CORE_SHM_LAT_US, "shm", &bad);
+        if (shm)
+            add_link(links, a, b, shm->gbps, shm->latency_us / 2, "shm", 0, &bad);
+        else
+            add_link(links, a, b, CORE_SHM_GBPS, CORE_SHM_LAT_US, "shm", 1, &bad);
     }
     ngpu = 0;
     for (hwloc_obj_t p = hwloc_get_next_pcidev(topo, NULL); p; p = hwloc_get_next_pcidev(topo, p)) {
@@ -222,13 +239,13 @@ static int build(hwloc_topology_t topo, json_t *doc)
         double gbps = p->attr->pcidev.linkspeed > 0 ? p->attr->pcidev.linkspeed : PCIE_DEFAULT_GBPS;
         snprintf(a, sizeof a, "gpu%d", ngpu++);
         snprintf(b, sizeof b, "numa%d", numa_of(topo, anc ? anc->cpuset : NULL));
-        add_link(links, a, b, gbps, PCIE_LAT_US, "pcie", &bad);
+        add_link(links, a, b, gbps, PCIE_LAT_US, "pcie", 1, &bad);
     }
     for (int i = 0; i < nnuma; i++)
         for (int j = i + 1; j < nnuma; j++) {
             snprintf(a, sizeof a, "numa%d", i);
             snprintf(b, sizeof b, "numa%d", j);
-            add_link(links, a, b, NUMA_GBPS, NUMA_LAT_US, "numa", &bad);
+            add_link(links, a, b, NUMA_GBPS, NUMA_LAT_US, "numa", 1, &bad);
         }
     put(doc, "format", json_string("simsearch-topology"), &bad);
     put(doc, "version", json_integer(1), &bad);
@@ -246,6 +263,14 @@ static int build(hwloc_topology_t topo, json_t *doc)
  * hwloc cannot read the host, SS_ERR_NOMEM on allocation failure. */
 ss_status ss_machine_discover(ss_machine **out, ss_diag *d)
 {
+    return ss_machine_discover_measured(NULL, out, d);
+}
+
+ss_status ss_machine_discover_measured(const ss_link_figures *shm, ss_machine **out, ss_diag *d)
+{
+    if (shm && !(shm->gbps > 0 && shm->latency_us >= 0))
+        return ss_diag_set(d, SS_ERR_INVALID, "discover: measured core-to-core figures must be "
+                           "a bandwidth > 0 and a latency >= 0");
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0)
         return ss_diag_set(d, SS_ERR_IO, "discover: hwloc cannot initialise");
@@ -261,7 +286,7 @@ ss_status ss_machine_discover(ss_machine **out, ss_diag *d)
         return ss_diag_set(d, SS_ERR_IO, "discover: hwloc cannot read this host's topology");
     }
     json_t *doc = json_object();
-    int r = doc ? build(topo, doc) : -1;
+    int r = doc ? build(topo, doc, shm) : -1;
     hwloc_topology_destroy(topo);
     ss_status st;
     if (r == -1)

@@ -5,6 +5,7 @@
 #   model_*  -> simsearch model FILE
 #   topo_*   -> simsearch topo FILE
 #   plan_*   -> simsearch plan --model mlp --topology topologies/p100x16.json --plan FILE
+#   profile_* -> simsearch cost --model mlp --topology topologies/local-cpu.json --db FILE
 set -u
 src=${SS_SOURCE_DIR:?}
 bin=${SS_BINARY:?}
@@ -20,6 +21,7 @@ for f in tests/data/bad/*.json; do
     model_*) cmd=("$bin" model "$f") ;;
     topo_*) cmd=("$bin" topo "$f") ;;
     plan_*) cmd=("$bin" plan --model mlp --topology topologies/p100x16.json --plan "$f") ;;
+    profile_*) cmd=("$bin" cost --model mlp --topology topologies/local-cpu.json --db "$f") ;;
     *) echo "FAIL $f: unknown fixture prefix"; fail=$((fail + 1)); continue ;;
   esac
   count=$((count + 1))

@@ -86,5 +86,15 @@ python3 benchmarks/plan_symmetry.py "$tmp/c.trace" one >"$tmp/sym" 2>&1 || err "
 grep -q "one: 4 devices, .*classes by work: [2-4] " "$tmp/sym" ||
   err "plan_symmetry on an asymmetric plan: $(cat "$tmp/sym")"
 
+# bench_profile on a tiny MLP: the per-tile table, the iteration table and the
+# summary line (exit 0 or 1: within or beyond 10% on a loaded machine; 2 is bad input)
+OPENBLAS_NUM_THREADS=1 "$dir/bench_profile" --model mlp:layers=1,hidden=64,in=32,classes=4 \
+  --batch 16 --rounds 3 --cpu-time --warm-cache >"$tmp/bp" 2>&1
+rc=$?
+[ $rc -le 1 ] || err "bench_profile exit $rc"
+grep -q '^| fc1 | linear | 16x64 | 1 |' "$tmp/bp" || err "bench_profile: no row for fc1"
+grep -q '^| simulated with the profile database (100% profile)' "$tmp/bp" || err "bench_profile: no simulated row"
+grep -Eq '^SUMMARY [0-9.]+ [0-9.]+ [-+][0-9.]+ ' "$tmp/bp" || err "bench_profile: no SUMMARY line"
+"$dir/bench_profile" --rounds 0 >/dev/null 2>&1; [ $? -eq 2 ] || err "bench_profile --rounds 0 should exit 2"
 [ $fail -eq 0 ] && echo "bench: all checks passed"
 exit $fail

@@ -36,6 +36,11 @@ for p in fifo dir link-to-fifo dangling; do
   expect_refused "plan --out $p" "$tmp/$p" \
     "$bin" plan --model mlp --topology $topo --plan data-parallel --out "$tmp/$p"
 done
+expect_refused "profile --db fifo" "FIFO" \
+  "$bin" profile --model mlp --topology topologies/local-cpu.json --plan data-parallel --db "$tmp/fifo"
+expect_refused "profile --db missing dir" "does not exist" \
+  "$bin" profile --model mlp --topology topologies/local-cpu.json --plan data-parallel \
+  --db "$tmp/no/such/db.json"
 [ -p "$tmp/fifo" ] || bad "the FIFO was replaced"
 [ -L "$tmp/dangling" ] && [ ! -e "$tmp/missing" ] || bad "the dangling link was written through"
 if [ "$(id -u)" -eq 0 ]; then
