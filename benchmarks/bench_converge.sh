@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The convergence target read literally (benchmarks/RESULTS.md,
-# "Search", "10 s against 10x longer, seed by seed"). Usage:
+# The convergence target read literally (docs/experiments.md,
+# "10 s against 10x longer, seed by seed"). Usage:
 #   benchmarks/bench_converge.sh BUILD_DIR [SECONDS] [SEEDS] [MODELS]
 # For each model (default: the three RNNs, where data parallelism is not
 # optimal) on each of TOPOLOGIES (default "p100x16 k80x64") and each seed

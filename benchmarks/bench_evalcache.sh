@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The search's evaluation cache (search/evalcache.c; benchmarks/RESULTS.md,
+# The search's evaluation cache (search/evalcache.c; docs/experiments.md,
 # "Evaluation cache"). Usage:
 #   benchmarks/bench_evalcache.sh BUILD_DIR [SEEDS]
 # For each pair below and seed 1..SEEDS (default 3): one fixed-budget search

@@ -8,8 +8,8 @@ Devices are grouped by their compute stream: by work (the multiset of (op,
 kind, duration) of their compute tasks) and by timeline (the same tasks at the
 same start times). A simulation of one device per class of identical devices
 (DESIGN, "Symmetry") needs identical timelines, so n_devices / (classes by
-timeline) bounds what it could save on this plan (benchmarks/RESULTS.md,
-"Search").
+timeline) bounds what it could save on this plan (docs/experiments.md,
+"How much an exact symmetric simulation could save in the search").
 """
 import collections
 import json

@@ -424,7 +424,8 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
 #define RESTART_MAX 150
 
 /* Defaults of the chain: the share of weight moves and the acceptance
- * sharpness (A/B measurements in benchmarks/RESULTS.md, "Search"). */
+ * sharpness (A/B measurements in docs/experiments.md, "Weight moves" and
+ * "Acceptance sharpness"). */
 #define P_HEAVY 0.5
 #define P_PATH 0.9
 #define P_LOCAL 0.8

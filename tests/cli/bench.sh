@@ -43,7 +43,7 @@ grep -q "bad row" "$tmp/e" || err "bad CSV message: $(cat "$tmp/e")"
 "$dir/bench_sim" --only alexnet --markdown "$tmp/s.md" >/dev/null 2>&1 || err "bench_sim exit $?"
 awk -F'|' '$2 ~ /alexnet/ { exit !($5 + 0 > 0 && $8 + 0 > 0) }' "$tmp/s.md" || err "bench_sim row: $(cat "$tmp/s.md")"
 
-# The plan analysis scripts (benchmarks/RESULTS.md, "Search") on mlp over one
+# The plan analysis scripts (docs/experiments.md, "Search") on mlp over one
 # p100x16 node: data parallelism (A) against a searched plan (B).
 topo="--topology topologies/p100x16.json --nodes 1 --model mlp"
 # shellcheck disable=SC2086
