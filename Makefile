@@ -39,7 +39,8 @@ fuzz-build: deps
 	@if [ -z "$(FUZZ_CC)" ]; then \
 		echo "SKIP fuzz: clang not found (scripts/setup.sh installs clang-14 and libclang-rt-14-dev)"; \
 	else \
-		CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSS_FUZZ=ON >/dev/null && \
+		CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSS_FUZZ=ON \
+			-DSS_NO_CUDA=ON >/dev/null && \
 		cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers; \
 	fi
 
