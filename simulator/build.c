@@ -69,18 +69,6 @@ void ss_build_forget(ss_builder *b)
     ss_memo_free(&b->wmemo);
 }
 
-void ss_build_set_coll(ss_builder *b, double eff, double half_bytes, double launch_us)
-{
-    if (!(launch_us > 0))
-        launch_us = 6.0;
-    if (b->ccfg.bus_eff != eff || b->ccfg.bus_half_bytes != half_bytes ||
-        b->ccfg.launch_us != launch_us)
-        ss_memo_free(&b->memo); /* memoized collective prices used the old curve */
-    b->ccfg.bus_eff = eff;
-    b->ccfg.bus_half_bytes = half_bytes;
-    b->ccfg.launch_us = launch_us;
-}
-
 void ss_build_set_memo(ss_builder *b, int on)
 {
     b->memo_on = on != 0;

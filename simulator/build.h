@@ -182,12 +182,6 @@ typedef struct ss_build_memo_stats {
     int64_t weight_hits, weight_misses; /* per weight per run: shard structure reused / computed */
 } ss_build_memo_stats;
 
-/* How collectives are priced: the bus-bandwidth efficiency curve
- * (ss_coll_config: eff 0 and half 0 = ideal, the default) and the per-call
- * launch overhead (0 = 6 us). Forgets memoized collective prices when it
- * changes. */
-void ss_build_set_coll(ss_builder *b, double eff, double half_bytes, double launch_us);
-
 /* Drop everything memoized (the next run computes everything; scratch
  * arrays are kept). */
 void ss_build_forget(ss_builder *b);
