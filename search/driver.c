@@ -303,8 +303,10 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     }
     if (!st)
         st = ss_sim_run(sim, r->expert, &r->expert_sim, &de);
-    if (st == SS_ERR_INTERRUPTED) /* stopped while judging the expert: data parallelism */
+    if (st == SS_ERR_INTERRUPTED) { /* stopped while judging the expert: data parallelism */
+        ss_free(fe.path);
         return interrupted_early(sim, r, d);
+    }
     if (st && de.status)
         ss_diag_set(d, de.status, "%s", de.msg);
 
