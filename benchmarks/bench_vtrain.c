@@ -257,14 +257,12 @@ static int prepare(bench *b, const ss_machine *m, ss_diag *d)
             return -1;
         ss_megatron_config c = {.tp = r->tp, .pp = r->pp, .dp = r->dp, .mbs = r->mbatch,
                                 .recompute = SS_RECOMPUTE_FULL, .sync = SS_SYNC_BULK};
+        /* Megatron's local DDP without gradient buckets (vTrain's
+         * use_gradient_bucket: false): sync=bulk, one all-reduce of the whole
+         * gradient buffer after the last backward, as `megatron:...,sync=bulk`
+         * plans it for `simsearch simulate` */
         if (ss_plan_megatron(b->graphs[r->graph], m, &c, &r->plan, d))
             return -1;
-        /* Megatron's local DDP without gradient buckets (vTrain's
-         * use_gradient_bucket: false): one all-reduce of the whole gradient
-         * buffer after the last backward, not overlapped with it. */
-        ss_plan_settings *ps = ss_plan_settings_of(r->plan);
-        ps->sync = SS_SYNC_BULK;
-        ps->bucket_bytes = 1e15;
     }
     return 0;
 }
