@@ -49,10 +49,6 @@
 #define DEFAULT_CSV "../shared/data/vtrain_ground_truth_single.csv"
 #define GPT_VOCAB 50257
 #define NODE_GPUS 8
-/* fitted (docs/calibration.md, "Collectives") */
-#define COLL_EFF 0.8
-#define COLL_HALF_BYTES 4e6
-#define COLL_LAUNCH_US 6.0
 
 typedef struct row {
     int gpus, gbatch, mbatch, hidden, heads, layers, seq, tp, dp, pp;
@@ -91,13 +87,17 @@ typedef struct params {
 
 static const char *devname = "A100-SXM4-40GB";
 static int multi = 0;      /* the rows are the multi-node file's (its header says so) */
-/* NCCL bus-bandwidth efficiency curve (ss_sim_config; docs/calibration.md):
- * --coll-eff, --coll-half */
-static double coll_eff = COLL_EFF, coll_half = COLL_HALF_BYTES, coll_launch = COLL_LAUNCH_US;
-/* Inter-node fabric of the multi-node runs (data/README.md): DGX A100 nodes,
- * 800 Gb/s per node = 8 HDR NICs of 12.5 GB/s, one per GPU. */
-#define INTER_NIC_GBPS 12.5
-#define INTER_LAT_US 5.0
+/* The fabrics as the --topology file states them (its "nvswitch" and, for
+ * the multi-node file, "infiniband" links): latency and the collectives'
+ * bus-bandwidth curve (ss_link.coll_eff / coll_half_bytes; docs/calibration.md)
+ * are taken from it as they are; the NVSwitch bandwidth is the calibrated
+ * params.gbps. */
+typedef struct fab {
+    int present;
+    double gbps, lat, coll_eff, coll_half;
+    int nics; /* NICs per node (inter) */
+} fab;
+static fab f_intra, f_inter;
 static int jobs = 1;       /* --jobs: forked prediction workers */
 static int fit_tp1 = 0;    /* --fit-tp1: calibrate on tensor-parallel degree 1 rows only */
 
@@ -257,14 +257,12 @@ static int prepare(bench *b, const ss_machine *m, ss_diag *d)
             return -1;
         ss_megatron_config c = {.tp = r->tp, .pp = r->pp, .dp = r->dp, .mbs = r->mbatch,
                                 .recompute = SS_RECOMPUTE_FULL, .sync = SS_SYNC_BULK};
+        /* Megatron's local DDP without gradient buckets (vTrain's
+         * use_gradient_bucket: false): sync=bulk, one all-reduce of the whole
+         * gradient buffer after the last backward, as `megatron:...,sync=bulk`
+         * plans it for `simsearch simulate` */
         if (ss_plan_megatron(b->graphs[r->graph], m, &c, &r->plan, d))
             return -1;
-        /* Megatron's local DDP without gradient buckets (vTrain's
-         * use_gradient_bucket: false): one all-reduce of the whole gradient
-         * buffer after the last backward, not overlapped with it. */
-        ss_plan_settings *ps = ss_plan_settings_of(r->plan);
-        ps->sync = SS_SYNC_BULK;
-        ps->bucket_bytes = 1e15;
     }
     return 0;
 }
@@ -305,28 +303,48 @@ static size_t put_table(char *s, size_t cap, const double *x, const double *y, i
     return k;
 }
 
+/* The topology's fabrics, by link kind (the first link of each kind). */
+static void read_fabrics(const ss_machine *m)
+{
+    for (int i = 0; i < ss_machine_n_links(m); i++) {
+        const ss_link *l = ss_machine_link(m, i);
+        fab *f = !strcmp(l->kind, "nvswitch") ? &f_intra : !strcmp(l->kind, "infiniband") ? &f_inter : NULL;
+        if (!f || f->present)
+            continue;
+        f->present = 1;
+        f->gbps = l->gbps_ab;
+        f->lat = l->latency_us;
+        f->coll_eff = l->coll_eff > 0 ? l->coll_eff : 1.0;
+        f->coll_half = l->coll_half_bytes;
+    }
+    for (int i = 0; i < ss_machine_n_nodes(m); i++)
+        if (ss_machine_node(m, i)->kind == SS_NODE_NIC && ss_machine_node(m, i)->host == 0)
+            f_inter.nics++;
+}
+
 /* `nodes` nodes of 8 GPUs of type devname on NVSwitch (and, with more than
  * one, InfiniBand between them: one NIC per GPU), the device type overridden
  * with p's tables and launch overhead. */
 static int make_machine(const params *p, int nodes, ss_machine **m, ss_diag *d)
 {
-    char ft[1024], mt[1024], js[4096], inter[256] = "";
+    char ft[1024], mt[1024], js[4096], inter[512] = "";
     put_table(ft, sizeof ft, p->fx, p->fy, p->nf);
     put_table(mt, sizeof mt, p->mx, p->my, p->nm);
     if (nodes > 1)
         snprintf(inter, sizeof inter,
-                 ",\n   \"inter\": {\"kind\": \"infiniband\", \"gbps\": %.6g, \"latency_us\": %.6g, "
-                 "\"nics_per_node\": %d}",
-                 INTER_NIC_GBPS, INTER_LAT_US, NODE_GPUS);
+                 ",\n   \"inter\": {\"kind\": \"infiniband\", \"gbps\": %.17g, \"latency_us\": %.17g, "
+                 "\"nics_per_node\": %d, \"coll_eff\": %.17g, \"coll_half_bytes\": %.17g}",
+                 f_inter.gbps, f_inter.lat, f_inter.nics, f_inter.coll_eff, f_inter.coll_half);
     snprintf(js, sizeof js,
              "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"vtrain-a100x8\",\n"
              " \"device_types\": [{\"name\": \"%s\", \"launch_us\": %.6g,\n"
              "   \"eff_flops\": [%s],\n   \"eff_mem\": [%s],\n"
              "   \"eff_align\": [%.6g, %.6g, %.6g]}],\n"
              " \"compact\": {\"nodes\": %d, \"devices_per_node\": %d, \"device_type\": \"%s\",\n"
-             "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": 1.0}%s}}\n",
+             "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": %.17g,\n"
+             "     \"coll_eff\": %.17g, \"coll_half_bytes\": %.17g}%s}}\n",
              devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2], nodes,
-             NODE_GPUS, devname, p->gbps, inter);
+             NODE_GPUS, devname, p->gbps, f_intra.lat, f_intra.coll_eff, f_intra.coll_half, inter);
     return ss_machine_load_string(js, "vtrain-a100x8", m, d) ? -1 : 0;
 }
 
@@ -358,8 +376,7 @@ static int predict_part(bench *b, const params *p, int want, int phase, int stri
         }
         ss_sim *s = NULL;
         /* memory is not what is measured here */
-        ss_sim_config cfg = {.skip_memory = 1, .coll_eff = coll_eff, .coll_half_bytes = coll_half,
-                             .coll_launch_us = coll_launch};
+        ss_sim_config cfg = {.skip_memory = 1};
         if (ss_sim_new(b->graphs[r->graph], m, cm, &cfg, &s, d) ||
             ss_sim_run(s, r->plan, &res, d))
             rc = -1;
@@ -908,8 +925,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: bench_vtrain [--csv FILE] [--topology FILE] [--seed N] "
                     "[--markdown FILE] [--predictions FILE] [--jobs N]\n"
-                    "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n"
-                    "                    [--coll-eff E] [--coll-half BYTES] [--coll-launch US]\n");
+                    "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n");
     return 2;
 }
 
@@ -942,12 +958,6 @@ int main(int argc, char **argv)
             jobs = atoi(v), i++;
         else if (!strcmp(a, "--limit"))
             limit = atoi(v), i++;
-        else if (!strcmp(a, "--coll-eff"))
-            coll_eff = atof(v), i++;
-        else if (!strcmp(a, "--coll-half"))
-            coll_half = atof(v), i++;
-        else if (!strcmp(a, "--coll-launch"))
-            coll_launch = atof(v), i++;
         else
             return usage();
     }
@@ -966,10 +976,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_vtrain: %s: %s\n", topo, d.msg[0] ? d.msg : "need 8 GPUs");
         goto out;
     }
+    read_fabrics(m);
+    if (!f_intra.present || (multi && !f_inter.present)) {
+        fprintf(stderr, "bench_vtrain: %s: needs a compact topology with an \"nvswitch\" intra "
+                        "fabric%s\n",
+                topo, multi ? " and an \"infiniband\" inter fabric (the multi-node rows)" : "");
+        goto out;
+    }
     const ss_device_type *dt = ss_machine_type(m, ss_machine_device(m, 0)->type);
     devname = dt->name;
     params p;
-    params_from(&p, dt, ss_machine_link(m, 0)->gbps_ab);
+    params_from(&p, dt, f_intra.gbps);
     ss_machine *big = NULL; /* for the multi-node file: as many nodes as its largest run */
     if (multi) {
         int most = 1;

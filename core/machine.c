@@ -302,6 +302,11 @@ static uint64_t compute_fingerprint(const ss_machine *m)
         h = ss_fnv_f64(h, l->latency_us);
         h = ss_fnv_i64(h, l->estimated);
         h = ss_fnv_str(h, l->kind);
+        /* only when set, so machines without them keep their fingerprints */
+        if ((l->coll_eff > 0 && l->coll_eff != 1.0) || l->coll_half_bytes > 0) {
+            h = ss_fnv_f64(h, l->coll_eff);
+            h = ss_fnv_f64(h, l->coll_half_bytes);
+        }
     }
     return h;
 }

@@ -46,6 +46,7 @@
 /* Megatron-LM's data-parallel gradient bucket (--ddp-bucket-size default:
  * 40M parameters) in bytes of fp16 gradients, for sync=overlap. */
 #define MEGATRON_BUCKET_BYTES 80e6
+#define MEGATRON_BULK_BYTES 1e15 /* larger than any gradient buffer: one bucket */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -676,8 +677,10 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     p->settings.recompute = c.recompute;
     p->settings.distopt = c.distopt;
     p->settings.sync = c.sync;
-    /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients) */
-    p->settings.bucket_bytes = c.sync == SS_SYNC_BULK ? 0 : MEGATRON_BUCKET_BYTES;
+    /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients);
+     * bulk: Megatron's local DDP, one all-reduce of the whole contiguous
+     * gradient buffer after the backward (one bucket) */
+    p->settings.bucket_bytes = c.sync == SS_SYNC_BULK ? MEGATRON_BULK_BYTES : MEGATRON_BUCKET_BYTES;
     for (int i = 0; i < G.n_ops && !st; i++) {
         ss_pconfig pc;
         if (megatron_config(&G, i, &pc, &devs, &cap)) {

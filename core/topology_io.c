@@ -494,10 +494,22 @@ static int resolve_node(loader *L, const char *jp, const char *key, const char *
     return id;
 }
 
+/* Optional collective bus-bandwidth efficiency of a link or fabric object
+ * (ss_link.coll_eff / coll_half_bytes; docs/topology-format.md): coll_eff in
+ * [0.01, 1], coll_half_bytes in [0, 1e12] bytes. Absent: unchanged. */
+static ss_status parse_coll(const char *file, const char *jp, const json_t *o, double *eff,
+                            double *half, ss_diag *d)
+{
+    ss_status st = ss_json_get_num(file, jp, o, "coll_eff", 0, 0.01, 1.0, eff, d);
+    if (!st)
+        st = ss_json_get_num(file, jp, o, "coll_half_bytes", 0, 0, 1e12, half, d);
+    return st;
+}
+
 static ss_status load_links(loader *L, const json_t *arr)
 {
     static const char *const keys[] = {"a", "b", "gbps", "gbps_ba", "latency_us", "kind",
-                                       "estimated", NULL};
+                                       "estimated", "coll_eff", "coll_half_bytes", NULL};
     for (size_t i = 0; i < json_array_size(arr); i++) {
         char jp[64];
         snprintf(jp, sizeof jp, "$.links[%zu]", i);
@@ -520,6 +532,10 @@ static ss_status load_links(loader *L, const json_t *arr)
             st = ss_json_get_str(L->file, jp, o, "kind", 1, sizeof l->kind, &kind, L->d);
         if (!st)
             st = ss_json_get_bool(L->file, jp, o, "estimated", 0, &l->estimated, L->d);
+        l->coll_eff = 1.0;
+        l->coll_half_bytes = 0.0;
+        if (!st)
+            st = parse_coll(L->file, jp, o, &l->coll_eff, &l->coll_half_bytes, L->d);
         if (st)
             return st;
         if ((l->a = resolve_node(L, jp, "a", a)) < 0 || (l->b = resolve_node(L, jp, "b", b)) < 0)
@@ -622,6 +638,7 @@ static ss_status load_explicit(const json_t *root, const char *file, ss_machine 
         l->gbps_ab = p->up_mbps / 8000.0;
         l->gbps_ba = p->down_mbps / 8000.0;
         l->latency_us = p->latency_ms * 1000.0;
+        l->coll_eff = 1.0;
         strcpy(l->kind, "internet");
         p->link = m->n_links++;
     }
@@ -651,6 +668,7 @@ typedef struct fabric {
     double gbps, latency_us;
     int nics;                       /* inter only */
     double pcie_gbps, pcie_latency_us; /* inter only: NIC attachment */
+    double coll_eff, coll_half_bytes;  /* collectives' bus-bandwidth curve (1, 0: ideal) */
 } fabric;
 
 /* jansson builders: every failure only sets *bad (the value is freed). */
@@ -680,7 +698,7 @@ static json_t *named(const char *name, const char *host, int *bad)
 }
 
 static void add_link(json_t *links, const char *a, const char *b, double gbps, double lat,
-                     const char *kind, int *bad)
+                     const char *kind, const fabric *f, int *bad)
 {
     json_t *o = json_object();
     if (!o) {
@@ -692,15 +710,21 @@ static void add_link(json_t *links, const char *a, const char *b, double gbps, d
     put(o, "gbps", json_real(gbps), bad);
     put(o, "latency_us", json_real(lat), bad);
     put(o, "kind", json_string(kind), bad);
+    if (f && f->coll_eff > 0 && f->coll_eff != 1.0)
+        put(o, "coll_eff", json_real(f->coll_eff), bad);
+    if (f && f->coll_half_bytes != 0.0)
+        put(o, "coll_half_bytes", json_real(f->coll_half_bytes), bad);
     append(links, o, bad);
 }
 
 static ss_status parse_fabric(const char *file, const json_t *c, const char *key, int inter,
                               fabric *f, int *present, ss_diag *d)
 {
-    static const char *const ikeys[] = {"kind", "gbps", "latency_us", "topology", NULL};
+    static const char *const ikeys[] = {"kind", "gbps", "latency_us", "topology", "coll_eff",
+                                        "coll_half_bytes", NULL};
     static const char *const ekeys[] = {"kind", "gbps", "latency_us", "nics_per_node",
-                                        "pcie_gbps", "pcie_latency_us", NULL};
+                                        "pcie_gbps", "pcie_latency_us", "coll_eff",
+                                        "coll_half_bytes", NULL};
     char jp[64];
     snprintf(jp, sizeof jp, "$.compact.%s", key);
     json_t *o;
@@ -715,6 +739,10 @@ static ss_status parse_fabric(const char *file, const json_t *c, const char *key
         st = ss_json_get_num(file, jp, o, "gbps", 1, GBPS_MIN, GBPS_MAX, &f->gbps, d);
     if (!st)
         st = ss_json_get_num(file, jp, o, "latency_us", 1, 0, 1e7, &f->latency_us, d);
+    f->coll_eff = 1.0;
+    f->coll_half_bytes = 0.0;
+    if (!st)
+        st = parse_coll(file, jp, o, &f->coll_eff, &f->coll_half_bytes, d);
     if (st)
         return st;
     if (inter) {
@@ -881,17 +909,17 @@ static ss_status expand_compact(const json_t *root, const char *file, int nodes_
             snprintf(a, sizeof a, "n%lld.%s%d", (long long)n, dev, i);
             if (nvsw) {
                 snprintf(b, sizeof b, "n%lld.nvswitch", (long long)n);
-                add_link(links, a, b, intra.gbps, intra.latency_us, intra.kind, &bad);
+                add_link(links, a, b, intra.gbps, intra.latency_us, intra.kind, &intra, &bad);
             } else if (ring) {
                 if (D > 2 || i == 0) {
                     snprintf(b, sizeof b, "n%lld.%s%d", (long long)n, dev, (i + 1) % D);
                     if (D > 1)
-                        add_link(links, a, b, intra.gbps, intra.latency_us, intra.kind, &bad);
+                        add_link(links, a, b, intra.gbps, intra.latency_us, intra.kind, &intra, &bad);
                 }
             } else {
                 for (int j = i + 1; j < D; j++) {
                     snprintf(b, sizeof b, "n%lld.%s%d", (long long)n, dev, j);
-                    add_link(links, a, b, intra.gbps, intra.latency_us, intra.kind, &bad);
+                    add_link(links, a, b, intra.gbps, intra.latency_us, intra.kind, &intra, &bad);
                 }
             }
         }
@@ -901,19 +929,19 @@ static ss_status expand_compact(const json_t *root, const char *file, int nodes_
         for (int i = 0; i < D && groups > 0; i++) {
             snprintf(a, sizeof a, "n%lld.%s%d", (long long)n, dev, i);
             snprintf(b, sizeof b, "n%lld.pcie%d", (long long)n, (int)((int64_t)i * groups / D));
-            add_link(links, a, b, pg, pl, "pcie", &bad);
+            add_link(links, a, b, pg, pl, "pcie", pcie ? &intra : &inter, &bad);
         }
         if (pcie && groups > 1)
             for (int g = 0; g < groups; g++) {
                 snprintf(a, sizeof a, "n%lld.pcie%d", (long long)n, g);
                 snprintf(b, sizeof b, "n%lld.cpu", (long long)n);
-                add_link(links, a, b, pg, pl, "pcie", &bad);
+                add_link(links, a, b, pg, pl, "pcie", pcie ? &intra : &inter, &bad);
             }
         for (int j = 0; j < k; j++) {
             snprintf(a, sizeof a, "n%lld.nic%d", (long long)n, j);
             snprintf(b, sizeof b, "n%lld.pcie%d", (long long)n, j);
-            add_link(links, a, b, pg, pl, "pcie", &bad);
-            add_link(links, a, "core", inter.gbps, inter.latency_us, inter.kind, &bad);
+            add_link(links, a, b, pg, pl, "pcie", pcie ? &intra : &inter, &bad);
+            add_link(links, a, "core", inter.gbps, inter.latency_us, inter.kind, &inter, &bad);
         }
     }
     if (has_inter)
@@ -1102,6 +1130,10 @@ static json_t *machine_json(const ss_machine *m, ss_diag *d)
             put(o, "kind", json_string(l->kind), &bad);
             if (l->estimated)
                 put(o, "estimated", json_true(), &bad);
+            if (l->coll_eff > 0 && l->coll_eff != 1.0)
+                put(o, "coll_eff", json_real(l->coll_eff), &bad);
+            if (l->coll_half_bytes > 0)
+                put(o, "coll_half_bytes", json_real(l->coll_half_bytes), &bad);
         }
         append(links, o, &bad);
     }

@@ -448,6 +448,14 @@ typedef struct ss_link {
     double latency_us;
     int estimated;           /* bandwidth was estimated, not measured/specified */
     char kind[32];           /* "nvlink", "pcie", "infiniband", "ethernet", "internet", ... */
+    /* Collectives' bus-bandwidth efficiency on this link (NCCL's busbw falls
+     * short of the line rate, the more so for small messages): a collective
+     * of S bytes per device sees gbps * coll_eff * S / (S + coll_half_bytes)
+     * on it (simulator/collective.h). coll_eff in (0, 1] (0 reads as 1),
+     * coll_half_bytes >= 0 (0: no size dependence); 1 and 0 = the ideal
+     * alpha-beta model. Point-to-point transfers are not affected. Topology
+     * keys "coll_eff" / "coll_half_bytes" (docs/topology-format.md). */
+    double coll_eff, coll_half_bytes;
 } ss_link;
 
 typedef struct ss_machine ss_machine;
@@ -691,13 +699,8 @@ typedef struct ss_sim_config {
      * SS_ERR_INTERRUPTED with the result unchanged (Ctrl-C on a big plan). */
     int (*stop)(void *ctx);
     void *stop_ctx;
-    /* Collectives' bus-bandwidth efficiency (simulator/collective.h): every
-     * collective's bandwidth times coll_eff * S / (S + coll_half_bytes) for
-     * S bytes per device. 0, 0 = the ideal alpha-beta model; the values
-     * fitted on NCCL over A100 NVSwitch and InfiniBand are in
-     * docs/calibration.md. */
-    double coll_eff, coll_half_bytes;
-    double coll_launch_us; /* per-collective call overhead (NCCL launch + framework); 0 = 6 */
+    /* Collectives' bus-bandwidth efficiency is a property of the machine's
+     * links (ss_link.coll_eff, coll_half_bytes), read from the topology. */
 } ss_sim_config;
 
 #define SS_SIM_CRIT_MAX 8

@@ -69,18 +69,6 @@ void ss_build_forget(ss_builder *b)
     ss_memo_free(&b->wmemo);
 }
 
-void ss_build_set_coll(ss_builder *b, double eff, double half_bytes, double launch_us)
-{
-    if (!(launch_us > 0))
-        launch_us = 6.0;
-    if (b->ccfg.bus_eff != eff || b->ccfg.bus_half_bytes != half_bytes ||
-        b->ccfg.launch_us != launch_us)
-        ss_memo_free(&b->memo); /* memoized collective prices used the old curve */
-    b->ccfg.bus_eff = eff;
-    b->ccfg.bus_half_bytes = half_bytes;
-    b->ccfg.launch_us = launch_us;
-}
-
 void ss_build_set_memo(ss_builder *b, int on)
 {
     b->memo_on = on != 0;
@@ -1134,6 +1122,76 @@ static int find_xfer(const ss_builder *b, const unitinfo *u, int tensor, int dev
     return -1;
 }
 
+/* A transfer task now moves 1/r of its bytes: same route and latency. */
+static void shrink_transfer(ss_builder *b, ss_taskgraph *tg, int task, int src, int dst, int r)
+{
+    double lat = ss_machine_path_latency_us(b->m, src, dst);
+    tg->dur[task] = lat + (tg->dur[task] - lat) / r;
+    tg->bytes[task] /= r;
+}
+
+/* Megatron's scatter-gather pipeline sends: a stage-boundary (blocking)
+ * send from a replica group of R > 1 ranks (a tensor-parallel group holding
+ * the same activation) to R receivers, rank q to rank q, moves 1/R of the
+ * activation per rank; the receivers then all-gather it over their R
+ * devices (docs/simulator.md, "Transfers"). Found per group: the transfers of
+ * the same tensor region from each replica of the producing tile to R
+ * distinct devices; the consumers wait for the all-gather. Groups that do
+ * not match this pattern keep their plain sends. */
+static ss_status scatter_gather(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    if (b->set.schedule != SS_PIPE_1F1B)
+        return SS_OK;
+    int cap = 0;
+    for (int x0 = 0; x0 < b->n_xf; x0++) {
+        const xferinfo *X0 = &b->xf[x0];
+        const unitinfo *u0 = &b->units[X0->unit];
+        if (!X0->block || u0->rep < 2 || u0->q != 0 || X0->sg >= 0)
+            continue;
+        int R = u0->rep;
+        if (R > cap) {
+            GROW(b, ipool, cap_ipool, b->n_ipool + 2 * R, d);
+            cap = R;
+        }
+        int *xs = b->ipool + b->n_ipool, *dv = xs + R, ok = 1;
+        for (int q = 0; q < R && ok; q++) {
+            const unitinfo *uq = &b->units[X0->unit + q];
+            int found = -1;
+            for (int x = uq->xhead; x >= 0 && found < 0; x = b->xf[x].next)
+                if (b->xf[x].block && b->xf[x].sg < 0 && b->xf[x].tensor == X0->tensor &&
+                    (b->xf[x].reg == X0->reg || !region_cmp(b->xf[x].reg, X0->reg)))
+                    found = x;
+            for (int k = 0; k < q && found >= 0; k++)
+                if (dv[k] == b->xf[found].dev)
+                    found = -1;
+            if (found < 0)
+                ok = 0;
+            else {
+                xs[q] = found;
+                dv[q] = b->xf[found].dev;
+            }
+        }
+        if (!ok)
+            continue;
+        int prio = prio_fwd(u0->op, b->tiles[u0->first].mb);
+        int ag = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, dv, R, X0->bytes, X0->bytes,
+                                         u0->op, X0->unit - b->unit_base[u0->op],
+                                         SS_BUILD_COLL_SENDGATHER, prio, d);
+        if (ag < 0)
+            return d->status;
+        b->st.coll_sendgather++;
+        for (int q = 0; q < R; q++) {
+            xferinfo *X = &b->xf[xs[q]];
+            X->sgr = R;
+            X->sg = ag;
+            shrink_transfer(b, tg, X->task, X->src, X->dev, R);
+            if (ss_taskgraph_add_dep(tg, X->task, ag, d) != SS_OK)
+                return d->status;
+        }
+    }
+    return SS_OK;
+}
+
 /* Each pair: a dependency on the unit's ready task (consumer on a member
  * device) or a transfer from the unit's first device (shared by every
  * consumer of the same region on the same device). */
@@ -1162,6 +1220,8 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
             X->bytes = (double)volume(reg) *
                        (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
             X->btask = -1;
+            X->sgr = 1;
+            X->sg = X->bsg = -1;
             X->block = b->set.schedule == SS_PIPE_1F1B &&
                        ss_plan_config(p, u->op)->stage != ss_plan_config(p, tj->op)->stage;
             /* a blocking transfer is keyed like its producer's forward, so
@@ -1181,6 +1241,14 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
         b->xf[x].last_user = pr->tile;
         pr->xfer = x;
         if (ss_taskgraph_add_dep(tg, b->xf[x].task, tj->fwd, d) != SS_OK)
+            return d->status;
+    }
+    if (scatter_gather(b, tg, d) != SS_OK)
+        return d->status;
+    for (int pi = 0; pi < b->n_pairs; pi++) {
+        const pairinfo *pr = &b->pairs[pi];
+        if (pr->xfer >= 0 && b->xf[pr->xfer].sg >= 0 &&
+            ss_taskgraph_add_dep(tg, b->xf[pr->xfer].sg, b->tiles[pr->tile].fwd, d) != SS_OK)
             return d->status;
     }
     return SS_OK;
@@ -1348,6 +1416,44 @@ static int group_entry(ss_builder *b, ss_taskgraph *tg, int g0, ss_diag *d)
     return u->gentry = join;
 }
 
+/* The backward of a scatter-gather send (scatter_gather): the gradient
+ * goes back 1/R per rank, and the senders' ranks all-gather it before
+ * their backward. Made once per group, when the last of its R gradient
+ * sends exists. */
+static ss_status bwd_gather(ss_builder *b, ss_taskgraph *tg, int x, ss_diag *d)
+{
+    xferinfo *X = &b->xf[x];
+    shrink_transfer(b, tg, X->btask, X->dev, X->src, X->sgr);
+    int R = X->sgr, u0 = X->unit - b->units[X->unit].q;
+    GROW(b, ipool, cap_ipool, b->n_ipool + 2 * R, d);
+    int *xs = b->ipool + b->n_ipool, *dv = xs + R;
+    for (int q = 0; q < R; q++) {
+        xs[q] = -1;
+        for (int y = b->units[u0 + q].xhead; y >= 0 && xs[q] < 0; y = b->xf[y].next)
+            if (b->xf[y].sg == X->sg)
+                xs[q] = y;
+        if (xs[q] < 0 || b->xf[xs[q]].btask < 0)
+            return SS_OK; /* not all sent back yet */
+        dv[q] = b->xf[xs[q]].src;
+    }
+    const unitinfo *u = &b->units[u0];
+    const tileinfo *src = &b->tiles[u->first];
+    int ag = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, dv, R, X->bytes, X->bytes, u->op,
+                                     u0 - b->unit_base[u->op], SS_BUILD_COLL_SENDGATHER,
+                                     prio_bwd(b, u->op, src->mb), d);
+    if (ag < 0)
+        return d->status;
+    b->st.coll_sendgather++;
+    for (int q = 0; q < R; q++) {
+        b->xf[xs[q]].bsg = ag;
+        int entry = unit_entry(b, tg, u0 + q, d);
+        if (ss_taskgraph_add_dep(tg, b->xf[xs[q]].btask, ag, d) != SS_OK || entry < 0 ||
+            ss_taskgraph_add_dep(tg, ag, entry, d) != SS_OK)
+            return d && d->status != SS_OK ? d->status : SS_ERR_NOMEM;
+    }
+    return SS_OK;
+}
+
 static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
     for (int k = 0; k < b->n_pairs; k++) {
@@ -1384,6 +1490,8 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
             int entry = unit_entry(b, tg, pr->unit, d);
             if (entry < 0 || ss_taskgraph_add_dep(tg, y, entry, d) != SS_OK)
                 return d && d->status != SS_OK ? d->status : SS_ERR_NOMEM;
+            if (X->sg >= 0 && bwd_gather(b, tg, pr->xfer, d) != SS_OK)
+                return d->status;
         }
         if (ss_taskgraph_add_dep(tg, tj->bwd, X->btask, d) != SS_OK)
             return d->status;
@@ -1602,6 +1710,8 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
             snprintf(buf, n, "allreduce output grad %s", name);
         else if (tg->aux[task] == SS_BUILD_COLL_REPSUM)
             snprintf(buf, n, "allreduce replicas' output grad %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_SENDGATHER)
+            snprintf(buf, n, "allgather scatter-gather send %s", name);
         else
             snprintf(buf, n, "broadcast output grad %s", name);
         break;

@@ -138,12 +138,16 @@ enum {
     SS_BUILD_COLL_SCATTER = 3, /* reduce-scatter of partial sums */
     SS_BUILD_COLL_GATHER = 4,  /* all-gather of sliced output gradients to the unit's devices */
     SS_BUILD_COLL_GRADSUM = 5, /* all-reduce of partial output gradients on the unit's devices */
-    SS_BUILD_COLL_REPSUM = 6   /* all-reduce of output gradients over an op's replicas */
+    SS_BUILD_COLL_REPSUM = 6,  /* all-reduce of output gradients over an op's replicas */
+    SS_BUILD_COLL_SENDGATHER = 7 /* all-gather after a scatter-gather pipeline send (op =
+                                    producer, tile = unit; forward on the receivers,
+                                    backward on the senders) */
 };
 
 typedef struct ss_build_stats {
     int fwd, bwd, xfer_fwd, xfer_bwd, coll_partial, coll_bcast, coll_grad, updates;
     int coll_scatter, coll_gather, coll_gradsum, coll_repsum;
+    int coll_sendgather; /* all-gathers of scatter-gather pipeline sends */
     int buckets, shards;
     int microbatch_gating; /* 1 if micro-batch program order was applied */
 } ss_build_stats;
@@ -181,12 +185,6 @@ typedef struct ss_build_memo_stats {
     int64_t edge_hits, edge_misses; /* per graph edge per run: pairs reused / computed */
     int64_t weight_hits, weight_misses; /* per weight per run: shard structure reused / computed */
 } ss_build_memo_stats;
-
-/* How collectives are priced: the bus-bandwidth efficiency curve
- * (ss_coll_config: eff 0 and half 0 = ideal, the default) and the per-call
- * launch overhead (0 = 6 us). Forgets memoized collective prices when it
- * changes. */
-void ss_build_set_coll(ss_builder *b, double eff, double half_bytes, double launch_us);
 
 /* Drop everything memoized (the next run computes everything; scratch
  * arrays are kept). */

@@ -54,6 +54,9 @@ typedef struct xferinfo {
     int block;       /* crosses pipeline stages: both transfers also hold src's and dev's streams */
     int last_user;   /* global tile index of the last consumer */
     int next;        /* next transfer from the same unit */
+    int sgr;         /* scatter-gather: 1/sgr of the bytes per rank (1: a plain send) */
+    int sg, bsg;     /* its group's all-gather after the sends (forward: on the
+                      * receivers; backward: on the senders), -1 if none */
 } xferinfo;
 
 typedef struct pairinfo {

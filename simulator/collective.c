@@ -37,13 +37,13 @@ const char *ss_coll_algo_name(ss_coll_algo a)
     return "unknown";
 }
 
-double ss_coll_bus_eff(const ss_coll_config *cfg, double bytes)
+double ss_coll_link_eff(const ss_link *l, double bytes)
 {
-    if (!cfg)
+    if (!l)
         return 1.0;
-    double e = cfg->bus_eff > 0 ? cfg->bus_eff : 1.0;
-    if (cfg->bus_half_bytes > 0 && bytes > 0)
-        e *= bytes / (bytes + cfg->bus_half_bytes);
+    double e = l->coll_eff > 0 ? l->coll_eff : 1.0;
+    if (l->coll_half_bytes > 0 && bytes > 0)
+        e *= bytes / (bytes + l->coll_half_bytes);
     return e;
 }
 
@@ -113,6 +113,7 @@ typedef struct acc {
     ss_diag *d;
     int phase_start; /* first entry of r->channels touched by this phase */
     double lat;      /* largest hop latency in this phase */
+    double bytes;    /* S, for the links' bus-bandwidth efficiency */
 } acc;
 
 static int push_channel(ss_coll_result *r, int c)
@@ -154,8 +155,8 @@ static ss_status hop(acc *a, int src, int dst, int count)
     return SS_OK;
 }
 
-/* End a phase: the bottleneck min over loaded channels of gbps / load
- * (INFINITY if nothing was loaded); zeroes the loads. *lat gets the phase's
+/* End a phase: the bottleneck min over loaded channels of gbps * eff_link(S)
+ * / load (INFINITY if nothing was loaded); zeroes the loads. *lat gets the phase's
  * largest hop latency. */
 static double phase_end(acc *a, double *lat)
 {
@@ -164,7 +165,8 @@ static double phase_end(acc *a, double *lat)
     for (int i = a->phase_start; i < r->n_channels; i++) {
         int c = r->channels[i];
         if (r->load[c] > 0) {
-            double g = ss_machine_channel_gbps(a->m, c) / r->load[c];
+            double g = ss_machine_channel_gbps(a->m, c) *
+                       ss_coll_link_eff(ss_machine_link(a->m, c / 2), a->bytes) / r->load[c];
             if (g < b)
                 b = g;
             r->load[c] = 0;
@@ -267,7 +269,7 @@ static int int_cmp(const void *x, const void *y)
 /* Cost one algorithm: fill the channels of this algorithm into r (from
  * position 0) and return its time, or -1 when not applicable. */
 static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const int *v, int n,
-                           double bytes, double launch, double eff, double *time, double *gbps,
+                           double bytes, double launch, double *time, double *gbps,
                            double *lat_out)
 {
     ss_coll_result *r = a->r;
@@ -284,7 +286,7 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
         st = ring_hops(a, v, n, 1, kind == SS_COLL_ALLREDUCE);
         if (st)
             break;
-        b = phase_end(a, &lat) * eff;
+        b = phase_end(a, &lat);
         *time = ss_coll_ring_us(kind, n, bytes, b, lat, launch);
         break;
     case SS_COLL_TREE:
@@ -295,7 +297,7 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
             st = tree_hops(a, v, n, 1);
         if (st)
             break;
-        b = phase_end(a, &lat) * eff;
+        b = phase_end(a, &lat);
         *time = ss_coll_tree_us(n, bytes, b, lat, launch);
         break;
     case SS_COLL_HIER: {
@@ -308,13 +310,13 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
             st = ring_hops(a, v + h * per, per, 1, 1);
         if (st)
             break;
-        double lat_i, b_i = phase_end(a, &lat_i) * eff;
+        double lat_i, b_i = phase_end(a, &lat_i);
         /* inter-node rings, one per local index, concurrent */
         for (int k = 0; k < per && !st; k++)
             st = ring_hops(a, v + k, nodes, per, 1);
         if (st)
             break;
-        b = phase_end(a, &lat) * eff;
+        b = phase_end(a, &lat);
         *time = ss_coll_hier_us(nodes, per, bytes, b_i, lat_i, b, lat, launch);
         break;
     }
@@ -327,7 +329,7 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
                     st = hop(a, v[i], v[j], 1);
         if (st)
             break;
-        b = phase_end(a, &lat) * eff;
+        b = phase_end(a, &lat);
         /* B_eff = (n-1) * min_c(bw_c / pairs_c): see collective.h */
         b *= (n - 1);
         *time = ss_coll_ring_us(SS_COLL_REDUCE_SCATTER, n, bytes, b, lat, launch);
@@ -363,14 +365,12 @@ static int grow_int(int **p, int *cap, int want)
 ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *devices, int n,
                        double bytes, const ss_coll_config *cfg, ss_coll_result *out, ss_diag *d)
 {
-    double launch = cfg ? cfg->launch_us : 6.0, eff = ss_coll_bus_eff(cfg, bytes);
+    double launch = cfg ? cfg->launch_us : 6.0;
     unsigned algos = cfg && cfg->algos ? cfg->algos : ~0u;
     int nd = ss_machine_n_devices(m);
     if ((unsigned)kind >= SS_COLL_KIND_COUNT)
         return ss_diag_set(d, SS_ERR_INVALID, "collective: invalid kind %d", (int)kind);
-    if (n < 1 || !isfinite(bytes) || bytes < 0 || !isfinite(launch) || launch < 0 ||
-        (cfg && (!(cfg->bus_eff >= 0) || cfg->bus_eff > 1 || !(cfg->bus_half_bytes >= 0) ||
-                 !isfinite(cfg->bus_half_bytes))))
+    if (n < 1 || !isfinite(bytes) || bytes < 0 || !isfinite(launch) || launch < 0)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "collective: invalid group size %d, size %g bytes or configuration",
                            n, bytes);
@@ -406,7 +406,7 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
         out->lat_us = 0;
         return SS_OK;
     }
-    acc a = {m, out, d, 0, 0};
+    acc a = {m, out, d, 0, 0, bytes};
     int best = -1;
     double best_t = 0, best_b = 0, best_lat = 0;
     for (int k = 0; k < SS_COLL_ALGO_COUNT; k++) {
@@ -414,7 +414,7 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
             continue;
         double t, b = 0, lat = 0;
         ss_status st =
-            cost_algo(&a, kind, (ss_coll_algo)k, v, n, bytes, launch, eff, &t, &b, &lat);
+            cost_algo(&a, kind, (ss_coll_algo)k, v, n, bytes, launch, &t, &b, &lat);
         if (st)
             return st;
         out->algo_us[k] = t;
@@ -431,7 +431,7 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
     /* Rebuild the winner's channel list (the last candidate overwrote it). */
     double t, b, lat;
     ss_status st =
-        cost_algo(&a, kind, (ss_coll_algo)best, v, n, bytes, launch, eff, &t, &b, &lat);
+        cost_algo(&a, kind, (ss_coll_algo)best, v, n, bytes, launch, &t, &b, &lat);
     if (st)
         return st;
     qsort(out->channels, (size_t)out->n_channels, sizeof *out->channels, int_cmp);

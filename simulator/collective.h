@@ -78,19 +78,20 @@ double ss_coll_hier_us(int nodes, int per_node, double bytes, double intra_gbps,
 double ss_p2p_us(double bytes, double gbps, double lat_us);
 
 /* Bus-bandwidth efficiency (NCCL's busbw falls short of the line rate, the
- * more so for small messages): every algorithm's bandwidth B is multiplied
- * by eff(S) = bus_eff * S / (S + bus_half_bytes) for a collective of S bytes
- * per device. bus_eff 0 reads as 1 and bus_half_bytes 0 as no size
- * dependence: the ideal alpha-beta model. */
+ * more so for small messages) is a property of each link (ss_link.coll_eff,
+ * coll_half_bytes, from the topology): a phase's bottleneck is the minimum
+ * over its channels of gbps * eff_link(S) / load, with eff_link(S) =
+ * coll_eff * S / (S + coll_half_bytes) for a collective of S bytes per device
+ * (coll_eff 0 reads as 1, coll_half_bytes 0 as no size dependence: the
+ * ideal alpha-beta model). Each phase of a hierarchical all-reduce thus uses
+ * its own fabric's curve. */
 typedef struct ss_coll_config {
     double launch_us;   /* per-call overhead (NCCL kernel launch + setup), e.g. 6 */
     unsigned algos;     /* bit (1u << ss_coll_algo) allowed; 0 = all */
-    double bus_eff;     /* large-message bus-bandwidth efficiency in (0, 1]; 0 = 1 */
-    double bus_half_bytes; /* S at which the efficiency is half of bus_eff; 0 = none */
 } ss_coll_config;
 
-/* eff(S) of cfg (1 for cfg NULL). */
-double ss_coll_bus_eff(const ss_coll_config *cfg, double bytes);
+/* eff_link(S) of link l (1 for l NULL). */
+double ss_coll_link_eff(const ss_link *l, double bytes);
 
 /* Result of a machine-level costing. Zero-initialise; reuse across calls
  * (arrays grow, never shrink); free with ss_coll_result_clear. */

@@ -56,13 +56,6 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         return ss_diag_set(d, SS_ERR_INVALID,
                            "simulate: mem_fraction must be in (0, 1] (0 = 1), got %g",
                            cfg->mem_fraction);
-    if (cfg && (!(cfg->coll_eff >= 0) || cfg->coll_eff > 1 || !(cfg->coll_half_bytes >= 0) ||
-                !isfinite(cfg->coll_half_bytes) || !(cfg->coll_launch_us >= 0) ||
-                !isfinite(cfg->coll_launch_us)))
-        return ss_diag_set(d, SS_ERR_INVALID,
-                           "simulate: coll_eff must be in (0, 1] (0 = 1), coll_half_bytes and "
-                           "coll_launch_us finite numbers >= 0, got %g, %g and %g",
-                           cfg->coll_eff, cfg->coll_half_bytes, cfg->coll_launch_us);
     ss_sim *s = ss_calloc(1, sizeof *s);
     if (!s)
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
@@ -74,10 +67,8 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     if (!(s->cfg.mem_fraction > 0))
         s->cfg.mem_fraction = 1.0;
     s->b = ss_build_new(g, m, cm);
-    if (s->b) {
+    if (s->b)
         ss_build_set_stop(s->b, s->cfg.stop, s->cfg.stop_ctx);
-        ss_build_set_coll(s->b, s->cfg.coll_eff, s->cfg.coll_half_bytes, s->cfg.coll_launch_us);
-    }
     s->tg = ss_taskgraph_new(ss_machine_n_devices(m), 2 * ss_machine_n_links(m));
     s->mm = ss_memory_new();
     s->e = ss_engine_new();

@@ -398,6 +398,61 @@ static char *read_line(const char *path)
     return buf;
 }
 
+/* The collectives' bus-bandwidth curve: compact fabrics hand coll_eff /
+ * coll_half_bytes to the links they expand to (intra: the NVSwitch links;
+ * inter: the NIC links and their PCIe attachments), explicit links carry
+ * their own, absent means ideal (1, 0); it is saved, read back and part of
+ * the fingerprint. */
+static void test_collective_curve(void **state)
+{
+    (void)state;
+    ss_machine *m = load_str("{" HDR "\"compact\": {\"nodes\": 2, \"devices_per_node\": 2, "
+                             "\"device_type\": \"A100-SXM4-80GB\", "
+                             "\"intra\": {\"kind\": \"nvswitch\", \"gbps\": 300, \"latency_us\": 1, "
+                             "\"coll_eff\": 0.8, \"coll_half_bytes\": 4e6}, "
+                             "\"inter\": {\"kind\": \"infiniband\", \"gbps\": 25, \"latency_us\": 2, "
+                             "\"nics_per_node\": 2, \"coll_eff\": 0.7, \"coll_half_bytes\": 1e7}}}");
+    int nvs = 0, ib = 0, pcie = 0;
+    for (int i = 0; i < ss_machine_n_links(m); i++) {
+        const ss_link *l = ss_machine_link(m, i);
+        if (!strcmp(l->kind, "nvswitch")) {
+            assert_near(l->coll_eff, 0.8, 0);
+            assert_near(l->coll_half_bytes, 4e6, 0);
+            nvs++;
+        } else {
+            assert_near(l->coll_eff, 0.7, 0);
+            assert_near(l->coll_half_bytes, 1e7, 0);
+            ib += !strcmp(l->kind, "infiniband");
+            pcie += !strcmp(l->kind, "pcie");
+        }
+    }
+    assert_int_equal(nvs, 4);
+    assert_int_equal(ib, 4);
+    assert_int_equal(pcie, 8); /* per node: 2 GPUs and 2 NICs on their PCIe switches */
+    round_trip(m);
+    ss_machine *ideal = load_str("{" HDR "\"compact\": {\"nodes\": 2, \"devices_per_node\": 2, "
+                                 "\"device_type\": \"A100-SXM4-80GB\", "
+                                 "\"intra\": {\"kind\": \"nvswitch\", \"gbps\": 300, \"latency_us\": 1}, "
+                                 "\"inter\": {\"kind\": \"infiniband\", \"gbps\": 25, \"latency_us\": 2, "
+                                 "\"nics_per_node\": 2}}}");
+    for (int i = 0; i < ss_machine_n_links(ideal); i++) {
+        assert_near(ss_machine_link(ideal, i)->coll_eff, 1, 0);
+        assert_near(ss_machine_link(ideal, i)->coll_half_bytes, 0, 0);
+    }
+    assert_true(ss_machine_fingerprint(m) != ss_machine_fingerprint(ideal));
+    ss_machine_free(ideal);
+    ss_machine_free(m);
+    m = load_str("{" HDR "\"hosts\": [{\"name\": \"h\"}], \"devices\": ["
+                 "{\"name\": \"a\", \"type\": \"V100-SXM2-16GB\", \"host\": \"h\"}, "
+                 "{\"name\": \"b\", \"type\": \"V100-SXM2-16GB\", \"host\": \"h\"}], "
+                 "\"links\": [{\"a\": \"a\", \"b\": \"b\", \"gbps\": 25, \"latency_us\": 1, "
+                 "\"kind\": \"nvlink\", \"coll_eff\": 0.6}]}");
+    assert_near(ss_machine_link(m, 0)->coll_eff, 0.6, 0);
+    assert_near(ss_machine_link(m, 0)->coll_half_bytes, 0, 0);
+    round_trip(m);
+    ss_machine_free(m);
+}
+
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -479,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_type_overrides),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_volunteers),
+        cmocka_unit_test(test_collective_curve),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_fault_injection),
     };

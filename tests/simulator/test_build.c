@@ -830,6 +830,29 @@ static void test_megatron_tp8_no_fanout(void **state)
     st = ss_build_stats_of(f.b);
     assert_int_equal(st->xfer_fwd, 8);
     assert_int_equal(st->xfer_bwd, 8);
+    /* Scatter-gather (Megatron's pipeline sends over tensor-parallel ranks):
+     * the stage boundary's activation, 8 x 64 x 128 bf16 = 131072 B, goes
+     * 1/8 per rank, rank q of node 0 to rank q of node 1 (GPU, PCIe switch,
+     * NIC, core, NIC, PCIe switch, GPU: 2 + 2 + 1 + 1 + 2 + 2 = 10 us, 25
+     * GB/s bottleneck): 10 + 16384 / 25e3 us, forward and backward; then
+     * one all-gather of the 131072 B over the 8 receivers (forward) and over
+     * the 8 senders (backward), each consumer waiting for it. */
+    assert_int_equal(st->coll_sendgather, 2);
+    int nx = 0, nag = 0;
+    for (int t = 0; t < f.tg->n_tasks; t++) {
+        if (f.tg->kind[t] == SS_TASK_XFER) {
+            NEAR(f.tg->bytes[t], 16384);
+            NEAR(f.tg->dur[t], 10 + 16384 / 25e3);
+            nx++;
+        } else if (f.tg->kind[t] == SS_TASK_COLLECTIVE && f.tg->aux[t] == SS_BUILD_COLL_SENDGATHER) {
+            NEAR(f.tg->bytes[t], 131072);
+            assert_true(f.tg->succ_off[t + 1] - f.tg->succ_off[t] >= 8);
+            assert_int_equal(f.tg->pred_off[t + 1] - f.tg->pred_off[t], 8);
+            nag++;
+        }
+    }
+    assert_int_equal(nx, 16);
+    assert_int_equal(nag, 2);
     teardown(&f);
 }
 

@@ -119,21 +119,32 @@ static void test_star_allreduce(void **state)
     assert_int_equal(r.algo, SS_COLL_RING);
     NEAR(r.time_us, 36.00048);
 
-    /* Bus-bandwidth efficiency: eff(S) = 0.8 * S / (S + 1e8) = 0.4 at
-     * S = 1e8: the ring's B is 25 * 0.4 = 10 GB/s, 6 + 30 + 1.5 * 1e8/1e4 =
-     * 15036 us (the latency terms unchanged); tree B = 25/3 * 0.4. */
-    ss_coll_config eff = {.launch_us = 6, .bus_eff = 0.8, .bus_half_bytes = 1e8};
-    NEAR(ss_coll_bus_eff(&eff, 1e8), 0.4);
-    NEAR(ss_coll_bus_eff(NULL, 1e8), 1);
-    assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 4, 1e8, &eff, &r, &d), SS_OK);
+    /* Bus-bandwidth efficiency of the links: eff(S) = 0.8 * S / (S + 1e8) =
+     * 0.4 at S = 1e8 on every link: the ring's B is 25 * 0.4 = 10 GB/s, 6 +
+     * 30 + 1.5 * 1e8/1e4 = 15036 us (the latency terms unchanged); tree B =
+     * 25/3 * 0.4. */
+    for (int i = 0; i < 4; i++) {
+        m->links[i].coll_eff = 0.8;
+        m->links[i].coll_half_bytes = 1e8;
+    }
+    NEAR(ss_coll_link_eff(&m->links[0], 1e8), 0.4);
+    NEAR(ss_coll_link_eff(NULL, 1e8), 1);
+    assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 4, 1e8, NULL, &r, &d), SS_OK);
     assert_int_equal(r.algo, SS_COLL_RING);
     NEAR(r.time_us, 15036);
     NEAR(r.gbps, 10);
     NEAR(r.algo_us[SS_COLL_TREE], 6 + 20 + 2 * 1e8 / (25e3 / 3 * 0.4));
-    eff.bus_eff = 1.5; /* out of (0, 1] */
-    assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 4, 1e8, &eff, &r, &d),
-                     SS_ERR_INVALID);
-    ss_diag_init(&d);
+    /* The bottleneck takes each link's own curve: GPU 3's link alone at
+     * eff 0.5 (no size dependence), the others ideal: B = 12.5 GB/s. */
+    for (int i = 0; i < 4; i++) {
+        m->links[i].coll_eff = i == 3 ? 0.5 : 1.0;
+        m->links[i].coll_half_bytes = 0;
+    }
+    assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 4, 1e8, NULL, &r, &d), SS_OK);
+    NEAR(r.gbps, 12.5);
+    NEAR(r.time_us, 6 + 30 + 1.5 * 1e8 / 12.5e3);
+    for (int i = 0; i < 4; i++)
+        m->links[i].coll_eff = 0; /* 0 reads as 1: the ideal model again */
 
     /* Reduce-scatter over {1, 2}: ring 1 -> 2 -> 1; both hops are loaded
      * (a 2-ring), 1 step: 6 + 5 + 1/2 * 1e6/25e3 = 11 + 20 = 31 us; channels

@@ -20,14 +20,20 @@ typedef struct walk_case {
     const char *topology;
     int nodes;
     int proposals;
+    const char *plan; /* the base plan's spec; NULL = data parallelism */
 } walk_case;
 
 static const walk_case cases[] = {
-    {"mlp:layers=3,hidden=256,in=256,classes=16", 64, "topologies/p100x16.json", 2, 2500},
-    {"alexnet", 32, "topologies/k80x64.json", 1, 2500},
-    {"rnnlm:steps=3,hidden=256,vocab=1000", 32, "topologies/p100x16.json", 1, 2500},
+    {"mlp:layers=3,hidden=256,in=256,classes=16", 64, "topologies/p100x16.json", 2, 2500, NULL},
+    {"alexnet", 32, "topologies/k80x64.json", 1, 2500, NULL},
+    {"rnnlm:steps=3,hidden=256,vocab=1000", 32, "topologies/p100x16.json", 1, 2500, NULL},
     {"gpt:layers=2,hidden=128,heads=4,seq=32,vocab=512", 16, "topologies/p100x16.json", 2,
-     2500},
+     2500, NULL},
+    /* Megatron tp = 8 over two pipeline stages on two nodes: replicas,
+     * partial-sum all-reduces, blocking 1F1B sends and scatter-gather
+     * stage sends in the base plan */
+    {"gpt:layers=2,hidden=128,heads=8,seq=32,vocab=512", 16, "topologies/dgx-a100.json", 2,
+     400, "megatron:tp=8,pp=2,dp=1,mb=2"},
 };
 
 typedef struct totals {
@@ -69,7 +75,10 @@ static void walk(const walk_case *wc, uint64_t seed, totals *tot)
     assert_int_equal(ss_space_new(g, &so, &sp, &d), SS_OK);
 
     ss_plan *p = NULL;
-    assert_int_equal(ss_plan_data_parallel(g, m, 0, &p, &d), SS_OK);
+    if (wc->plan)
+        assert_int_equal(ss_plan_from_spec(wc->plan, g, m, &p, &d), SS_OK);
+    else
+        assert_int_equal(ss_plan_data_parallel(g, m, 0, &p, &d), SS_OK);
     ss_rng rng;
     ss_rng_seed(&rng, seed);
     int *buf = test_malloc((size_t)N * sizeof *buf), *old_buf = test_malloc((size_t)N * 64 * sizeof(int));

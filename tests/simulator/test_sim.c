@@ -208,6 +208,31 @@ static void test_data_parallel_ring(void **state)
     teardown(&f);
 }
 
+/* The same plan on ring4_coll.json: ring4 with the links' collective curve
+ * coll_eff 0.5, coll_half_bytes 4e6 (topology keys): eff(4e6 B) = 0.5 *
+ * 4e6 / 8e6 = 0.25, so each all-reduce of 4e6 B is 6 + 6 + 1.5 * 4e6 /
+ * (10e3 * 0.25) = 2412 us (tree 6 + 4 + 2 * 4e6 / 2.5e3 = 3210, slower):
+ * fc2's [128, 2540], fc1's [2540, 4952], update 12 us -> 4964. Fails if the
+ * fields are ignored (1364). */
+static void test_topology_collective_curve(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "tests/data/sim/ring4_coll.json", NULL);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 4, &p, &d), SS_OK);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(f.sim, p, &r, &d), SS_OK);
+    NEAR(r.iteration_us, 4964);
+    for (int i = 0; i < 4; i++)
+        NEAR(r.comm_us[i], 2 * 2412);
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    teardown(&f);
+}
+
 /* A plan over capacity: with mem_fraction 1e-6 each 16 GiB device offers
  * 17179.87 B, far below the 16 MB of static memory: fits = 0, the first
  * overflowing device is 0, overflow = peak - capacity. Still SS_OK. */
@@ -722,6 +747,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_device_chain),  cmocka_unit_test(test_two_devices_chain),
         cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_does_not_fit),
+        cmocka_unit_test(test_topology_collective_curve),
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_json_and_trace),     cmocka_unit_test(test_copy_and_faults),
         cmocka_unit_test(test_invariants_mlp),     cmocka_unit_test(test_invariants_gpt),
