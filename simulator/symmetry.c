@@ -728,15 +728,21 @@ static int detect(ss_symmetry *y, const ss_plan *p)
         snprintf(y->why, sizeof y->why, "some operator is not split along the batch");
         return 0;
     }
+    char first[sizeof y->why] = "";
     for (int64_t D = G; D >= 2; D--) {
         if (G % D)
             continue;
         int r = find_blocks(y, p, (int)D);
         if (r < 0)
             return -1;
-        if (r)
+        if (r && machine_ok(y))
             return (int)D;
+        if (r)
+            snprintf(y->why, sizeof y->why, "%s", y->m_why);
+        if (!first[0])
+            snprintf(first, sizeof first, "%s", y->why);
     }
+    snprintf(y->why, sizeof y->why, "%s", first); /* the largest block count's reason */
     return 0;
 }
 
@@ -752,10 +758,6 @@ ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     if (D == 0)
         return SS_OK;
-    if (!machine_ok(y)) {
-        snprintf(y->why, sizeof y->why, "%s", y->m_why);
-        return SS_OK;
-    }
     if (!reduced_graph(y, D))
         return SS_OK;
     if (reduced_plan(y, p, D, d))
