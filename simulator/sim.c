@@ -431,8 +431,14 @@ static ss_status run_full(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_
 
 ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d)
 {
+    if (s && s->ran_sym) { /* the representatives' timelines on every device */
+        const ss_sim *rs = ss_sym_reduced_sim(s->sym);
+        ss_trace_opts o = {s->m, ss_build_task_name, rs->b, 1, NULL, NULL, NULL};
+        o.copies = ss_sym_blocks(s->sym, &o.dmap, &o.cmap, &o.blk);
+        return ss_trace_write(path, rs->tg, ss_engine_result_of(rs->e), &o, d);
+    }
     if (!s || !s->ran)
         return ss_diag_set(d, SS_ERR_INVALID, "trace: no simulation has run yet");
-    ss_trace_opts o = {s->m, ss_build_task_name, s->b};
+    ss_trace_opts o = {s->m, ss_build_task_name, s->b, 1, NULL, NULL, NULL};
     return ss_trace_write(path, s->tg, ss_engine_result_of(s->e), &o, d);
 }

@@ -126,9 +126,10 @@ ss_sim *ss_sym_reduced_sim(ss_symmetry *y)
     return y->rs;
 }
 
-int ss_sym_blocks(const ss_symmetry *y, const int **dmap, const int **blk)
+int ss_sym_blocks(const ss_symmetry *y, const int **dmap, const int **cmap, const int **blk)
 {
     *dmap = y->dmap;
+    *cmap = y->cmap;
     *blk = y->blk;
     return y->ok_D;
 }

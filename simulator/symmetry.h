@@ -63,8 +63,9 @@ int ss_sym_classes(const ss_symmetry *y);
 /* The simulator of the reduced plan (borrowed; its last run is the one
  * ss_sym_run used): for the trace. */
 ss_sim *ss_sym_reduced_sim(ss_symmetry *y);
-/* Of the last run that applied: D and the device map dmap[k * n + d] =
- * sigma^k(d) (borrowed), the block of each device (-1 unused). */
-int ss_sym_blocks(const ss_symmetry *y, const int **dmap, const int **blk);
+/* Of the last run that applied: D (0 if none) and the device and channel
+ * maps dmap[k * n_devices + d] = sigma^k(d), cmap likewise (borrowed), the
+ * block of each device (-1 unused). */
+int ss_sym_blocks(const ss_symmetry *y, const int **dmap, const int **cmap, const int **blk);
 
 #endif /* SS_SYMMETRY_H */
