@@ -15,7 +15,8 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: simsearch simulate --model SPEC --topology FILE --plan SPEC [--nodes N]\n"
-            "                          [--batch N] [--db FILE] [--trace FILE] [--json]\n\n"
+            "                          [--batch N] [--db FILE] [--trace FILE] [--json]\n"
+            "                          [--evaluator auto|full|symmetry]\n\n"
             "Predict one training iteration of a plan: time, throughput, compute /\n"
             "communication / idle per device, peak memory per device, whether it fits,\n"
             "and the critical path.\n\n"
@@ -30,20 +31,27 @@ static void help(FILE *f)
             "                   (--json reports cost_sources: each source's share of the\n"
             "                   predicted compute time)\n"
             "  --trace FILE     write the simulated timeline as Chrome Trace JSON (Perfetto)\n"
-            "  --json           print the result as one JSON object\n\n"
+            "  --json           print the result as one JSON object\n"
+            "  --evaluator E    auto (default): simulate one representative per class of\n"
+            "                   devices doing identical work when the plan is symmetric\n"
+            "                   (bit-identical results), else in full; full: always in\n"
+            "                   full; symmetry: by symmetry or fail, saying why\n\n"
             "Exit status: 0 success (also when the plan does not fit: see \"fits\"),\n"
             "2 bad usage or input, 1 other failures.\n");
 }
 
 typedef struct opts {
     ss_cli_common c;
-    const char *trace, *db;
+    const char *trace, *db, *evaluator;
 } opts;
 
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    const ss_cli_extra extra[] = {{"--trace", &o->trace}, {"--db", &o->db}, {NULL, NULL}};
+    const ss_cli_extra extra[] = {{"--trace", &o->trace},
+                                  {"--db", &o->db},
+                                  {"--evaluator", &o->evaluator},
+                                  {NULL, NULL}};
     return ss_cli_parse("simulate", argc, argv, &o->c, 1, extra, help);
 }
 
@@ -117,6 +125,9 @@ static void print_human(const opts *o, const ss_sim_result *r)
                ss_cli_bytes(r->capacity_bytes[dv], b, sizeof b),
                ss_cli_bytes(r->overflow_bytes, (char[32]){0}, 32));
     }
+    printf("evaluator  %s: %lld tasks simulated, %d device class%s, %.1f ms\n", r->evaluator,
+           (long long)r->tasks_simulated, r->symmetry_classes,
+           r->symmetry_classes == 1 ? "" : "es", r->eval_ms);
     printf("critical path (%.3f ms of busy tasks):\n", r->critical_path_us / 1e3);
     for (int i = 0; i < r->n_crit; i++)
         printf("  %5.1f%%  %-10s %s (%d task%s)\n", pct(r->crit[i].us, it), r->crit[i].kind,
@@ -180,7 +191,17 @@ int ss_cmd_simulate(int argc, char **argv)
         r = ss_cli_fail(&d);
         goto out;
     }
-    if (ss_sim_new(g, m, cm, NULL, &sim, &d) != SS_OK || ss_sim_run(sim, p, &res, &d) != SS_OK ||
+    ss_sim_config scfg = {0};
+    if (o.evaluator && (ss_evaluator_parse(o.evaluator, &scfg.evaluator) ||
+                        scfg.evaluator == SS_EVAL_HIER)) {
+        fprintf(stderr,
+                "simsearch simulate: --evaluator: unknown evaluator \"%s\" (expected auto, "
+                "full or symmetry)\n",
+                o.evaluator);
+        r = SS_EXIT_USAGE;
+        goto out;
+    }
+    if (ss_sim_new(g, m, cm, &scfg, &sim, &d) != SS_OK || ss_sim_run(sim, p, &res, &d) != SS_OK ||
         (o.trace && ss_sim_write_trace(sim, o.trace, &d) != SS_OK)) {
         r = ss_cli_fail(&d);
         goto out;

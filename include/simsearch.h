@@ -691,8 +691,21 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
  * thousands of times per second without allocating once the arrays have
  * grown. docs/simulator.md states the model and its formulas. */
 
+/* Which evaluator judges a plan. AUTO: the symmetric one when the plan is
+ * symmetric (bit-identical to the full simulation, docs/simulator.md
+ * "Symmetry"), else the full one. FULL: always the full simulation.
+ * SYMMETRY: the symmetric one, SS_ERR_INVALID naming the reason when the
+ * plan is not symmetric. HIER: reserved for the hierarchical evaluator;
+ * for now as AUTO. */
+typedef enum ss_evaluator { SS_EVAL_AUTO = 0, SS_EVAL_FULL, SS_EVAL_SYMMETRY, SS_EVAL_HIER } ss_evaluator;
+/* "auto", "full", "symmetry", "hierarchical". */
+const char *ss_evaluator_name(ss_evaluator e);
+/* Parse one of those names (also "hier"); 0 ok, -1 unknown. */
+int ss_evaluator_parse(const char *s, ss_evaluator *out);
+
 typedef struct ss_sim_config {
     double mem_fraction; /* usable share of each device's memory (0 = 1.0) */
+    ss_evaluator evaluator; /* SS_EVAL_AUTO (0) by default */
     int skip_memory;     /* 1: skip the liveness sweep (peaks = static memory only) */
     /* Optional: polled while a run builds its task graph and simulates it
      * (every few thousand tasks); nonzero stops the run, which returns
@@ -739,6 +752,11 @@ typedef struct ss_sim_result {
     double overflow_bytes;      /* its peak - capacity (0 if fits) */
     int n_crit;                 /* critical-path summary, largest time first */
     ss_sim_crit crit[SS_SIM_CRIT_MAX];
+    char evaluator[16];         /* "full", "symmetry" (later "hierarchical") */
+    int64_t tasks_simulated;    /* tasks the evaluator simulated (n_tasks for "full") */
+    int symmetry_classes;       /* device classes simulated, one representative each
+                                   (n_devices for "full") */
+    double eval_ms;             /* wall time of the evaluation */
     int cap_devices;            /* private: allocated array entries */
 } ss_sim_result;
 

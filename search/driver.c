@@ -108,7 +108,7 @@ static void delta_commit_fn(void *ctx) { ss_delta_commit(ctx); }
 /* The search's evaluator: an inner evaluator (delta or full) plus the
  * compute lower bound, committed together. */
 typedef struct bounded {
-    ss_evaluator inner;
+    ss_search_evaluator inner;
     ss_bound *bnd;
 } bounded;
 
@@ -273,7 +273,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     fe.path = ss_malloc(((size_t)fe.n_ops + 1) * sizeof *fe.path);
     if (!fe.path)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
-    ss_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL, NULL};
+    ss_search_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL, NULL};
 
     /* Devices the plans may use: all, unless no two can reach each other
      * (every device is a peer that refuses connections, and none relays):
@@ -334,7 +334,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     }
 
     /* Evaluator: the full simulator, or delta simulation if asked. */
-    ss_evaluator ev = full;
+    ss_search_evaluator ev = full;
     ev.commit = full_commit_fn;
     ev.path_ops = full_path_ops;
     ev.restore = full_restore_fn;
@@ -353,7 +353,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     bounded bd = {ev, NULL};
     if (!st)
         st = ss_bound_new(g, m, cm, &bd.bnd, d);
-    ss_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound, bounded_path_ops,
+    ss_search_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound, bounded_path_ops,
                         bounded_restore};
 
     /* The chains. */

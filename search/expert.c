@@ -244,7 +244,7 @@ static ss_status rule_plan(const ss_graph *g, const ss_machine *m, ss_family fam
  * only the first counts. *won = 1 when it did; otherwise p is freed. A
  * candidate that cannot run (INVALID / INFEASIBLE, message in *d) is
  * dropped with SS_OK; any other evaluator error is returned, p freed. */
-static ss_status offer(const ss_evaluator *ev, ss_plan *p, ss_plan **best, ss_eval *be, int *won,
+static ss_status offer(const ss_search_evaluator *ev, ss_plan *p, ss_plan **best, ss_eval *be, int *won,
                        ss_diag *d)
 {
     ss_eval e = {0, 0, 0, 0};
@@ -266,7 +266,7 @@ static ss_status offer(const ss_evaluator *ev, ss_plan *p, ss_plan **best, ss_ev
 
 /* Best Megatron config: tp a power of two within a node (<= 8), pp in
  * {1, 2, 4}, dp the rest. */
-static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_evaluator *ev,
+static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_search_evaluator *ev,
                                ss_plan **out, char *label, size_t n, ss_diag *d)
 {
     int N = ss_machine_n_devices(m), per_node = 0;
@@ -307,7 +307,7 @@ static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_
     return SS_OK;
 }
 
-ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_evaluator *ev,
+ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_search_evaluator *ev,
                          ss_plan **out, char *label, size_t n, ss_diag *d)
 {
     ss_family fam = ss_expert_family(g);

@@ -51,7 +51,7 @@ const char *ss_family_name(ss_family f); /* "cnn", "rnn", "transformer", "other"
  * and label (n bytes) describes it ("data-parallel conv + model-parallel fc
  * within each host", "megatron:tp=4,pp=1,dp=4"). On error *out is
  * untouched. */
-ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_evaluator *ev,
+ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_search_evaluator *ev,
                          ss_plan **out, char *label, size_t n, ss_diag *d);
 
 #endif /* SS_SEARCH_EXPERT_H */

@@ -34,7 +34,7 @@ static const int *set_members(const opsets *x, int op) { return x->mem + x->off[
 typedef struct search {
     const ss_space *sp;
     const ss_graph *g;
-    const ss_evaluator *ev;
+    const ss_search_evaluator *ev;
     const ss_mcmc_config *cfg;
     ss_rng rng;
     ss_plan *cur, *best;
@@ -818,7 +818,7 @@ static void cleanup(search *s)
     ss_free(s->imp);
 }
 
-ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const *starts,
+ss_status ss_mcmc_run(const ss_space *sp, const ss_search_evaluator *ev, ss_plan *const *starts,
                       int n_starts, const ss_mcmc_config *cfg, ss_plan *best,
                       ss_eval *best_eval, ss_mcmc_stats *stats, ss_diag *d)
 {

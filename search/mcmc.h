@@ -80,7 +80,7 @@ typedef struct ss_eval {
  * SS_ERR_INFEASIBLE means "this plan cannot run" (e.g. no route between two
  * devices): the proposal is rejected and the search goes on; any other error
  * stops the search. */
-typedef struct ss_evaluator {
+typedef struct ss_search_evaluator {
     void *ctx;
     ss_status (*eval)(void *ctx, const ss_plan *p, int changed, double cutoff_us, ss_eval *out,
                       ss_diag *d);
@@ -102,7 +102,7 @@ typedef struct ss_evaluator {
      * as if p had been simulated again), 0 if it cannot restore (the search
      * then evaluates p). Restarts to the best plan use it. */
     int (*restore)(void *ctx, const ss_plan *p, const double *path);
-} ss_evaluator;
+} ss_search_evaluator;
 
 typedef enum ss_mcmc_stop {
     SS_MCMC_STOP_BUDGET = 0,  /* proposal budget spent */
@@ -182,7 +182,7 @@ typedef struct ss_mcmc_config {
  * (stats may be NULL). A stop by the user is SS_OK with stopped_by ==
  * SS_MCMC_STOP_USER. Errors: an evaluator error other than INVALID /
  * INFEASIBLE, every start failing to evaluate, NOMEM; then best is unchanged. */
-ss_status ss_mcmc_run(const ss_space *sp, const ss_evaluator *ev, ss_plan *const *starts,
+ss_status ss_mcmc_run(const ss_space *sp, const ss_search_evaluator *ev, ss_plan *const *starts,
                       int n_starts, const ss_mcmc_config *cfg, ss_plan *best,
                       ss_eval *best_eval, ss_mcmc_stats *stats, ss_diag *d);
 

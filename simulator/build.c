@@ -126,6 +126,11 @@ void ss_build_free(ss_builder *b)
     ss_free(b);
 }
 
+void ss_build_set_symmetry(ss_builder *b, ss_build_sym *sym)
+{
+    b->sym = sym;
+}
+
 ss_queue_policy ss_build_policy(const ss_builder *b)
 {
     return b->policy;
@@ -294,6 +299,8 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
         if (b->memo_on && ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     }
+    if (b->sym && b->sym_cross)
+        nch = ss_sym_hook_remap(b->sym, b->res, nch);
     return add_task(tg, SS_TASK_COLLECTIVE, time_us, prio, op, tile, -1, aux, bytes, nch, b->res,
                     d);
 }

@@ -197,6 +197,8 @@ const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b);
 /* The builder an ss_sim simulates with (sim.c; borrowed): benchmarks turn
  * its memoization off through it to time from-scratch simulation. */
 ss_builder *ss_sim_builder(ss_sim *s);
+/* The task graph of an ss_sim's last build (borrowed; symmetry.c checks it). */
+const struct ss_taskgraph *ss_sim_taskgraph(const ss_sim *s);
 
 /* 1 if op is an attention-score op that selective recomputation recomputes
  * (Korthikanti et al.): a batch_matmul, softmax or dropout whose output or
@@ -205,6 +207,30 @@ ss_builder *ss_sim_builder(ss_sim *s);
  * product with V. Under recompute = selective these keep no activations
  * from the forward and pay their forward again in the backward. */
 int ss_build_score_op(const ss_graph *g, int op);
+
+/* Symmetric reduction (simulator/symmetry.c, docs/simulator.md
+ * "Symmetry"): the plan being built is block 0 of D identical
+ * data-parallel blocks, sigma^k maps block 0's devices to block k's. The
+ * builder then (pass 7) holds every weight shard on the images of its
+ * devices in all D blocks (the gradient collectives are priced over the
+ * full group, the distributed optimizer splits n*D ways), adds updates
+ * only on block 0's devices, and lets symmetry.c move each gradient
+ * collective's channels onto their block-0 representatives
+ * (ss_sym_hook_prepare, ss_sym_hook_remap). NULL: none (the default). */
+typedef struct ss_build_sym {
+    int D;                   /* blocks, >= 2 */
+    int n_dev, n_ch;         /* devices and channels of the machine */
+    const int *dmap;         /* [D * n_dev]: dmap[k * n_dev + d] = sigma^k(d) */
+    const int *cmap;         /* [D * n_ch]: the channel images, likewise */
+    const int *blk;          /* [n_dev]: block of each device, -1 unused */
+    int *canon;              /* [n_ch]: representative channel, -1 unknown (per build) */
+    int *mark;               /* [n_ch] scratch */
+    const struct ss_taskgraph *tg; /* the graph being built (set in pass 7) */
+    unsigned gen;            /* mark generation */
+    int bad;                 /* a check failed while building: not symmetric */
+    char why[160];
+} ss_build_sym;
+void ss_build_set_symmetry(ss_builder *b, ss_build_sym *sym);
 
 /* Queue policy the engine should use for the last built plan (backward-first
  * for 1F1B or when the plan asks for it). */

@@ -220,7 +220,13 @@ struct ss_builder {
     ss_coll_config ccfg; /* how collectives are priced (ss_build_set_coll) */
     char *score;        /* [n_ops] ss_build_score_op, made once per graph */
     int n_score;        /* ops it was made for, 0 = not yet */
+    ss_build_sym *sym;  /* symmetric reduction (build.h), NULL = none */
+    int sym_cross;      /* pass 7 of a reduced build: collectives span all blocks */
 };
+
+/* symmetry.c: representative channels for a reduced build (build.h). */
+void ss_sym_hook_prepare(ss_build_sym *h, const ss_taskgraph *tg);
+int ss_sym_hook_remap(ss_build_sym *h, int *res, int n);
 
 #define GROW(b, arr, cap, need, d)                                                           \
     do {                                                                                     \

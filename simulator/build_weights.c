@@ -277,6 +277,24 @@ static ss_status encode_weight(ss_builder *b, int w, int *len, ss_diag *d)
     return SS_OK;
 }
 
+/* A reduced build (build.h, ss_build_sym): devs[0..n) (block 0, ascending)
+ * becomes their images in every block, ascending (room for n * D). */
+static void expand_devices(const ss_build_sym *h, int *devs, int n)
+{
+    for (int k = 1; k < h->D; k++)
+        for (int i = 0; i < n; i++)
+            devs[k * n + i] = h->dmap[k * h->n_dev + devs[i]];
+    int m = n * h->D;
+    for (int i = 1; i < m; i++) {
+        int x = devs[i], j = i;
+        while (j > 0 && devs[j - 1] > x) {
+            devs[j] = devs[j - 1];
+            j--;
+        }
+        devs[j] = x;
+    }
+}
+
 /* Apply the structure v of weight w (encode_weight) to this run: its
  * memory, and its shards appended to b->sh with their entries (backward
  * task and device of each tile) in b->wr. */
@@ -302,11 +320,15 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
         s->maxop = v[3];
         s->n_dev = v[4];
         v += 5;
-        GROW(b, ipool, cap_ipool, b->n_ipool + s->n_dev, d);
+        int nx = b->sym ? b->sym->D : 1; /* a reduced build: the shard in every block */
+        GROW(b, ipool, cap_ipool, b->n_ipool + s->n_dev * nx, d);
         s->dev_off = b->n_ipool;
         memcpy(b->ipool + b->n_ipool, v, (size_t)s->n_dev * sizeof(int));
-        b->n_ipool += s->n_dev;
+        if (nx > 1)
+            expand_devices(b->sym, b->ipool + b->n_ipool, s->n_dev);
         v += s->n_dev;
+        s->n_dev *= nx;
+        b->n_ipool += s->n_dev;
         s->count = *v++;
         s->first = b->n_wr;
         GROW(b, wr, cap_wr, b->n_wr + s->count, d);
@@ -387,6 +409,8 @@ static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, in
     int64_t params = split ? (s->params + s->n_dev - 1) / s->n_dev : s->params;
     for (int k = 0; k < s->n_dev; k++) {
         int dev = b->ipool[s->dev_off + k];
+        if (b->sym && b->sym->blk[dev] != 0)
+            continue; /* a reduced build: another block's copy */
         int type = ss_machine_device(b->m, dev)->type;
         double us = ss_cost_update_us(b->cm, type, params, ss_graph_optimizer(g),
                                       ss_graph_precision(g));
@@ -472,7 +496,20 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
     return SS_OK;
 }
 
+static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d);
+
 ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
+{
+    if (b->sym) { /* the tasks so far are block 0's: their channels represent */
+        ss_sym_hook_prepare(b->sym, tg);
+        b->sym_cross = 1;
+    }
+    ss_status st = build_weights(b, tg, mm, d);
+    b->sym_cross = 0;
+    return st;
+}
+
+static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
 {
     ss_status st;
     if ((st = weight_shards(b, mm, d)) != SS_OK)

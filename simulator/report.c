@@ -154,6 +154,10 @@ json_t *ss_sim_result_json(const ss_sim_result *r, const char *plan_label)
     bad |= json_object_set_new(o, "critical_path", cp);
     bad |= json_object_set_new(o, "critical_path_ms", json_real(r->critical_path_us / 1e3));
     bad |= json_object_set_new(o, "tasks", json_integer(r->n_tasks));
+    bad |= json_object_set_new(o, "evaluator", json_string(r->evaluator));
+    bad |= json_object_set_new(o, "tasks_simulated", json_integer(r->tasks_simulated));
+    bad |= json_object_set_new(o, "symmetry_classes", json_integer(r->symmetry_classes));
+    bad |= json_object_set_new(o, "eval_ms", json_real(r->eval_ms));
     bad |= json_object_set_new(o, "plan", plan_label ? json_string(plan_label) : json_null());
     if (bad) {
         json_decref(o);

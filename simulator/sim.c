@@ -13,12 +13,14 @@
 #include "simulator/engine.h"
 #include "simulator/memory.h"
 #include "simulator/report.h"
+#include "simulator/symmetry.h"
 #include "simulator/taskgraph.h"
 #include "simulator/trace.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct critkey {
     int kind, op;
@@ -44,7 +46,33 @@ struct ss_sim {
     double *load;    /* per resource: summed task durations (ss_sim_run_within) */
     int cap_load;
     int ran;
+    ss_symmetry *sym; /* the symmetric evaluator, made on first use */
+    int ran_sym;      /* the last run was symmetric: its reduced run is in sym */
 };
+
+const char *ss_evaluator_name(ss_evaluator e)
+{
+    switch (e) {
+    case SS_EVAL_AUTO: return "auto";
+    case SS_EVAL_FULL: return "full";
+    case SS_EVAL_SYMMETRY: return "symmetry";
+    case SS_EVAL_HIER: return "hierarchical";
+    }
+    return "unknown";
+}
+
+int ss_evaluator_parse(const char *s, ss_evaluator *out)
+{
+    static const struct { const char *name; ss_evaluator e; } t[] = {
+        {"auto", SS_EVAL_AUTO}, {"full", SS_EVAL_FULL}, {"symmetry", SS_EVAL_SYMMETRY},
+        {"hierarchical", SS_EVAL_HIER}, {"hier", SS_EVAL_HIER}};
+    for (size_t i = 0; s && i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(s, t[i].name)) {
+            *out = t[i].e;
+            return 0;
+        }
+    return -1;
+}
 
 ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                      const ss_sim_config *cfg, ss_sim **out, ss_diag *d)
@@ -52,6 +80,8 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     *out = NULL;
     if (!g || !m || !cm)
         return ss_diag_set(d, SS_ERR_INVALID, "simulate: graph, machine and cost model needed");
+    if (cfg && (unsigned)cfg->evaluator > SS_EVAL_HIER)
+        return ss_diag_set(d, SS_ERR_INVALID, "simulate: unknown evaluator %d", (int)cfg->evaluator);
     if (cfg && (!(cfg->mem_fraction >= 0) || cfg->mem_fraction > 1))
         return ss_diag_set(d, SS_ERR_INVALID,
                            "simulate: mem_fraction must be in (0, 1] (0 = 1), got %g",
@@ -93,6 +123,7 @@ void ss_sim_free(ss_sim *s)
     ss_free(s->ck);
     ss_free(s->ck_slot);
     ss_free(s->load);
+    ss_sym_free(s->sym);
     ss_free(s);
 }
 
@@ -101,8 +132,15 @@ ss_builder *ss_sim_builder(ss_sim *s)
     return s->b;
 }
 
+const ss_taskgraph *ss_sim_taskgraph(const ss_sim *s)
+{
+    return s->tg;
+}
+
 int64_t ss_sim_n_tasks(const ss_sim *s)
 {
+    if (s && s->ran_sym)
+        return ss_sym_tasks_simulated(s->sym);
     return s && s->ran ? s->tg->n_tasks : 0;
 }
 
@@ -202,6 +240,8 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
 
 ss_status ss_sim_path_ops(ss_sim *s, double *op_us, double *total_us, ss_diag *d)
 {
+    if (s && s->ran_sym) /* the reduced run's path is the full run's (same op ids) */
+        return ss_sim_path_ops(ss_sym_reduced_sim(s->sym), op_us, total_us, d);
     if (!s || !s->ran)
         return ss_diag_set(d, SS_ERR_INVALID, "simulate: no run to take a critical path from");
     const int32_t *path;
@@ -248,6 +288,9 @@ void ss_sim_set_stop(ss_sim *s, int (*stop)(void *ctx), void *ctx)
     s->cfg.stop = stop;
     s->cfg.stop_ctx = ctx;
     ss_build_set_stop(s->b, stop, ctx);
+    ss_sym_free(s->sym); /* made again with the new callback */
+    s->sym = NULL;
+    s->ran_sym = 0;
 }
 
 ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d)
@@ -256,8 +299,58 @@ ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d)
     return ss_sim_run_within(s, p, HUGE_VAL, r, &load, d);
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static ss_status run_full(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                          double *load_us, ss_diag *dd);
+
 ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                             double *load_us, ss_diag *dd)
+{
+    double t0 = now_ms();
+    s->ran = 0;
+    s->ran_sym = 0;
+    /* SS_EVAL_HIER: the hierarchical evaluator (simulator/hier.c) goes here;
+     * until then it runs as AUTO */
+    if (s->cfg.evaluator != SS_EVAL_FULL) {
+        if (!s->sym && !(s->sym = ss_sym_new(s->g, s->m, s->cm, &s->cfg)))
+            return ss_diag_set(dd, SS_ERR_NOMEM, "simulate: out of memory");
+        int used = 0;
+        ss_status st = ss_sym_run(s->sym, p, cutoff_us, r, load_us, &used, dd);
+        if (st != SS_OK)
+            return st;
+        if (used) {
+            if (!(cutoff_us < HUGE_VAL && *load_us > cutoff_us)) {
+                snprintf(r->evaluator, sizeof r->evaluator, "symmetry");
+                r->tasks_simulated = ss_sym_tasks_simulated(s->sym);
+                r->symmetry_classes = ss_sym_classes(s->sym);
+                r->eval_ms = now_ms() - t0;
+                s->ran_sym = 1;
+            }
+            return SS_OK;
+        }
+        if (s->cfg.evaluator == SS_EVAL_SYMMETRY)
+            return ss_diag_set(dd, SS_ERR_INVALID,
+                               "simulate: the symmetric evaluator does not apply: %s",
+                               ss_sym_why(s->sym));
+    }
+    ss_status st = run_full(s, p, cutoff_us, r, load_us, dd);
+    if (st == SS_OK && s->ran) {
+        snprintf(r->evaluator, sizeof r->evaluator, "full");
+        r->tasks_simulated = r->n_tasks;
+        r->symmetry_classes = r->n_devices;
+        r->eval_ms = now_ms() - t0;
+    }
+    return st;
+}
+
+static ss_status run_full(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                          double *load_us, ss_diag *dd)
 {
     ss_diag local;
     ss_diag *d = dd ? dd : &local;
@@ -338,8 +431,14 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
 
 ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d)
 {
+    if (s && s->ran_sym) { /* the representatives' timelines on every device */
+        const ss_sim *rs = ss_sym_reduced_sim(s->sym);
+        ss_trace_opts o = {s->m, ss_build_task_name, rs->b, 1, NULL, NULL, NULL};
+        o.copies = ss_sym_blocks(s->sym, &o.dmap, &o.cmap, &o.blk);
+        return ss_trace_write(path, rs->tg, ss_engine_result_of(rs->e), &o, d);
+    }
     if (!s || !s->ran)
         return ss_diag_set(d, SS_ERR_INVALID, "trace: no simulation has run yet");
-    ss_trace_opts o = {s->m, ss_build_task_name, s->b};
+    ss_trace_opts o = {s->m, ss_build_task_name, s->b, 1, NULL, NULL, NULL};
     return ss_trace_write(path, s->tg, ss_engine_result_of(s->e), &o, d);
 }

@@ -62,7 +62,7 @@ static void meta(FILE *f, int *first, int pid, int tid, const char *what, const 
 }
 
 static void write_meta(FILE *f, int *first, const ss_taskgraph *tg, const ss_machine *m,
-                       const uint8_t *used)
+                       const uint8_t *used, const ss_trace_opts *op)
 {
     char buf[3 * SS_NAME_MAX + 64];
     int network = 0;
@@ -75,6 +75,12 @@ static void write_meta(FILE *f, int *first, const ss_taskgraph *tg, const ss_mac
             snprintf(buf, sizeof buf, "%s (%s)", dv->name, ss_machine_host(m, dv->host)->name);
         } else {
             snprintf(buf, sizeof buf, "device%d", v);
+        }
+        if (op && op->copies > 1 && op->blk[v] > 0) {
+            int rep = op->dmap[(op->copies - op->blk[v]) * tg->n_devices + v];
+            size_t at = strlen(buf);
+            snprintf(buf + at, sizeof buf - at, " = %s's timeline (symmetry)",
+                     m ? ss_machine_device(m, rep)->name : "its representative");
         }
         meta(f, first, v, 0, "process_name", buf);
         meta(f, first, v, 0, "thread_name", "compute");
@@ -97,6 +103,16 @@ static void write_meta(FILE *f, int *first, const ss_taskgraph *tg, const ss_mac
         }
         meta(f, first, chan_pid(tg, c), 1 + c, "thread_name", buf);
     }
+}
+
+/* Resource res's image in copy k (ss_trace_opts.copies). */
+static int image(const ss_trace_opts *o, const ss_taskgraph *tg, int k, int res)
+{
+    if (k == 0 || !o || o->copies <= 1)
+        return res;
+    if (res < tg->n_devices)
+        return o->dmap[k * tg->n_devices + res];
+    return tg->n_devices + o->cmap[k * tg->n_channels + res - tg->n_devices];
 }
 
 static void write_event(FILE *f, int *first, const ss_taskgraph *tg, const ss_engine_result *r,
@@ -138,14 +154,16 @@ ss_status ss_trace_write(const char *path, const ss_taskgraph *tg, const ss_engi
         ss_free(used);
         return st;
     }
+    int copies = opts && opts->copies > 1 ? opts->copies : 1;
     for (int t = 0; t < tg->n_tasks; t++)
         for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++)
             if (tg->res[i] >= tg->n_devices)
-                used[tg->res[i] - tg->n_devices] = 1;
+                for (int k = 0; k < copies; k++)
+                    used[image(opts, tg, k, tg->res[i]) - tg->n_devices] = 1;
 
     int first = 1;
     fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
-    write_meta(f, &first, tg, m, used);
+    write_meta(f, &first, tg, m, used, opts);
     char name[256];
     for (int t = 0; t < tg->n_tasks; t++) {
         if (tg->res_off[t] == tg->res_off[t + 1])
@@ -153,14 +171,19 @@ ss_status ss_trace_write(const char *path, const ss_taskgraph *tg, const ss_engi
         name[0] = '\0';
         namer(ctx, tg, t, name, sizeof name);
         name[sizeof name - 1] = '\0';
-        for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++) {
-            int res = tg->res[i];
-            if (res < tg->n_devices)
-                write_event(f, &first, tg, r, t, res, 0, name);
-            else
-                write_event(f, &first, tg, r, t, chan_pid(tg, res - tg->n_devices),
-                            1 + res - tg->n_devices, name);
-        }
+        for (int i = tg->res_off[t]; i < tg->res_off[t + 1]; i++)
+            for (int k = 0; k < copies; k++) {
+                int res = image(opts, tg, k, tg->res[i]), again = 0;
+                for (int j = 0; j < k && !again; j++)
+                    again = image(opts, tg, j, tg->res[i]) == res;
+                if (again)
+                    continue;
+                if (res < tg->n_devices)
+                    write_event(f, &first, tg, r, t, res, 0, name);
+                else
+                    write_event(f, &first, tg, r, t, chan_pid(tg, res - tg->n_devices),
+                                1 + res - tg->n_devices, name);
+            }
     }
     fputs("\n]}\n", f);
     ss_free(used);

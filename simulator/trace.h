@@ -10,7 +10,9 @@
  * Every task is one complete event (ph "X", ts/dur in us) on each resource it
  * occupies, so a transfer over three channels appears three times; args carry
  * kind, op, tile, micro-batch and bytes. Threads and processes are named with
- * "M" metadata events. Tasks with no resources are not drawn.
+ * "M" metadata events. Tasks with no resources are not drawn. A symmetric
+ * run (simulator/symmetry.c) draws its representatives' timelines on every
+ * device of their class, labelled "= gpu1's timeline (symmetry)".
  *
  * The file is streamed (no DOM of the whole trace) to a temporary file next
  * to the target and renamed over it when complete, so a failed write never
@@ -33,6 +35,14 @@ typedef struct ss_trace_opts {
     const ss_machine *m;   /* optional: device, host and link names */
     ss_trace_namer name;   /* optional: task names */
     void *ctx;             /* passed to name */
+    /* Optional (symmetry.c): the schedule is block 0 of `copies` identical
+     * blocks (copies <= 1: none). Each event is drawn on every image of its
+     * resource, dmap[k * n_devices + dev] and cmap[k * n_channels + c]
+     * (images equal to an earlier one drawn once), and each device's process
+     * name says which representative's timeline it shows (blk: the block of
+     * each device, -1 unused). */
+    int copies;
+    const int *dmap, *cmap, *blk;
 } ss_trace_opts;
 
 /* Write the schedule r of graph tg to path. opts may be NULL. The machine, if

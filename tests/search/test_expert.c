@@ -161,7 +161,7 @@ static void test_transformer(void **state)
     (void)state;
     ss_machine *m = load_p100();
     ss_graph *g = build("gpt:layers=4,hidden=256,heads=4,seq=64,vocab=1024", 128);
-    ss_evaluator ev = {NULL, toy_eval, NULL, NULL, NULL, NULL};
+    ss_search_evaluator ev = {NULL, toy_eval, NULL, NULL, NULL, NULL};
     ss_plan *p = NULL;
     char label[128];
     ss_diag d;
@@ -201,7 +201,7 @@ static ss_status const_eval(void *ctx, const ss_plan *p, int changed, double cut
 static void test_rule_variants_counted(void **state)
 {
     (void)state;
-    ss_evaluator ev = {NULL, const_eval, NULL, NULL, NULL, NULL};
+    ss_search_evaluator ev = {NULL, const_eval, NULL, NULL, NULL, NULL};
     const char *topo[2] = {"topologies/p100x16.json", "topologies/dgx-a100.json"};
     int want_cnn[2] = {2, 1}, want_rnn[2] = {3, 2};
     for (int k = 0; k < 2; k++) {
@@ -269,7 +269,7 @@ static void test_rule_variants_simulated(void **state)
         ss_diag d;
         ss_diag_init(&d);
         assert_int_equal(ss_sim_new(g, m, cm, NULL, &sim, &d), SS_OK);
-        ss_evaluator ev = {sim, sim_eval, NULL, NULL, NULL, NULL};
+        ss_search_evaluator ev = {sim, sim_eval, NULL, NULL, NULL, NULL};
         ss_plan *p = NULL, *plain = NULL;
         char label[128];
         assert_int_equal(ss_expert_plan(g, m, &ev, &p, label, sizeof label, &d), SS_OK);

@@ -162,7 +162,7 @@ typedef struct fixture {
     ss_space *sp;
     ss_plan *dp, *rnd, *best;
     toy t;
-    ss_evaluator ev;
+    ss_search_evaluator ev;
 } fixture;
 
 static void setup_fx(fixture *f)
@@ -747,7 +747,7 @@ static void one_chain(ss_mcmc_config *cfg, int64_t budget, uint64_t seed)
 
 /* One search of g on 4 devices from the all-default plan, judged by ev
  * (the toys below watch the moves through their evaluators). */
-static void toy_run(const ss_graph *g, const ss_evaluator *ev, const ss_mcmc_config *cfg)
+static void toy_run(const ss_graph *g, const ss_search_evaluator *ev, const ss_mcmc_config *cfg)
 {
     ss_diag d;
     ss_diag_init(&d);
@@ -826,7 +826,7 @@ static void test_weight_moves(void **state)
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
     wtoy w = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL, NULL};
+    ss_search_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 4000, 3);
     cfg.p_heavy = 1;
@@ -893,7 +893,7 @@ static void test_class_moves(void **state)
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
     ctoy t = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_evaluator ev = {&t, ctoy_eval, NULL, NULL, NULL, NULL};
+    ss_search_evaluator ev = {&t, ctoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 2000, 5);
     cfg.p_class = 1;
@@ -967,7 +967,7 @@ static void test_path_moves(void **state)
     assert_int_equal(ss_graph_add(g, "c", SS_OP_LINEAR, &a, 1, &tb, &d), 3);
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
     ptoy t = {ss_plan_new(g, NULL), {0, 0, 0, 0}, 0, 1, {0, 0, 3, 1}};
-    ss_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path, NULL};
+    ss_search_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 4000, 5);
     cfg.p_path = 1;
@@ -1045,7 +1045,7 @@ static double mean_step(ss_space *spc, const ss_graph *g, double p_local)
     ss_diag_init(&d);
     ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
     ltoy t = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_evaluator ev = {&t, ltoy_eval, NULL, NULL, NULL, NULL};
+    ss_search_evaluator ev = {&t, ltoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 3000, 9);
     cfg.p_local = p_local;

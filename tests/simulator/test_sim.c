@@ -295,7 +295,7 @@ static void test_stop(void **state)
     ss_graph *g = NULL;
     assert_int_equal(ss_model_build("gpt:layers=12", 64, 16, &g, &d), SS_OK);
     stopper st = {0, 0};
-    ss_sim_config cfg = {.stop = stop_cb, .stop_ctx = &st};
+    ss_sim_config cfg = {.stop = stop_cb, .stop_ctx = &st, .evaluator = SS_EVAL_FULL}; /* polls of the full run */
     fix f;
     setup_g(&f, g, "topologies/p100x16.json", &cfg);
     ss_plan *p = NULL;

@@ -101,7 +101,7 @@ static void test_trace_events(void **state)
 
     char path[300];
     snprintf(path, sizeof path, "%s/t.json", tmpdir);
-    ss_trace_opts o = {m, namer, "fwd"};
+    ss_trace_opts o = {m, namer, "fwd", 0, NULL, NULL, NULL};
     assert_int_equal(ss_trace_write(path, tg, r, &o, &d), SS_OK);
 
     json_error_t jerr;
@@ -193,7 +193,7 @@ static void test_trace_events(void **state)
     ss_engine *e2 = ss_engine_new();
     assert_int_equal(ss_engine_run(e2, small, NULL, &d), SS_OK);
     ss_diag_init(&d);
-    ss_trace_opts om = {m, NULL, NULL};
+    ss_trace_opts om = {m, NULL, NULL, 0, NULL, NULL, NULL};
     assert_int_equal(ss_trace_write(path, small, ss_engine_result_of(e2), &om, &d), SS_ERR_INVALID);
     ss_diag_init(&d);
     assert_int_equal(ss_trace_write(path, tg, ss_engine_result_of(e2), NULL, &d), SS_ERR_INVALID);

@@ -1,0 +1,848 @@
+/*
+ * symmetry.c — the symmetric evaluator (symmetry.h has the rules,
+ * docs/simulator.md "Symmetry" the argument): detect D identical
+ * data-parallel blocks, simulate block 0 on the graph rebuilt with batch / D
+ * (the builder told to hold weight shards in every block and to put the
+ * gradient collectives' channels on block 0's representatives), copy block
+ * 0's per-device results to the other blocks.
+ *
+ * Invariant: y->ok_D > 0 only while y->rs holds a run of the reduced plan
+ * for y->dmap / y->blk that passed every check (what the trace draws).
+ */
+#include "simulator/symmetry.h"
+
+#include "core/plan_impl.h"
+#include "simulator/build.h"
+#include "simulator/build_impl.h"
+#include "simulator/taskgraph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ss_symmetry {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    ss_sim_config cfg;
+    int n_dev, n_ch;
+    int D;
+    int *sig;       /* [n_dev] sigma (one block on) */
+    int *blk;       /* [n_dev] */
+    int *dmap;      /* [D * n_dev] */
+    int cap_dmap;
+    int *cmap;      /* [D * n_ch] */
+    int cap_cmap;
+    int *ch1, *chinv; /* [n_ch] channel map of sigma, its inverse (-1 none) */
+    int *canon, *mark; /* [n_ch] for the hook */
+    int *msig;      /* [n_dev] the sigma whose machine check is cached */
+    int m_ok;       /* -1 unknown, 0 failed, 1 passed for msig */
+    char m_why[160];
+    ss_graph *rg;   /* the graph with batch / rg_D */
+    int rg_D;
+    int rg_failed;  /* rebuilding for rg_D failed (why in rg_why) */
+    char rg_why[160];
+    ss_plan *rp;
+    ss_sim *rs;
+    ss_build_sym hook;
+    ss_sim_result rr;
+    int *dv;        /* scratch: a reduced config's devices */
+    int cap_dv;
+    char why[200];
+    int64_t tasks;
+    int classes;
+    int ok_D;
+};
+
+ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                        const ss_sim_config *cfg)
+{
+    ss_symmetry *y = ss_calloc(1, sizeof *y);
+    if (!y)
+        return NULL;
+    y->g = g;
+    y->m = m;
+    y->cm = cm;
+    if (cfg)
+        y->cfg = *cfg;
+    y->cfg.evaluator = SS_EVAL_FULL;
+    y->n_dev = ss_machine_n_devices(m);
+    y->n_ch = 2 * ss_machine_n_links(m);
+    int nd = y->n_dev > 0 ? y->n_dev : 1, nc = y->n_ch > 0 ? y->n_ch : 1;
+    y->sig = ss_malloc((size_t)nd * sizeof(int));
+    y->blk = ss_malloc((size_t)nd * sizeof(int));
+    y->msig = ss_malloc((size_t)nd * sizeof(int));
+    y->ch1 = ss_malloc((size_t)nc * sizeof(int));
+    y->chinv = ss_malloc((size_t)nc * sizeof(int));
+    y->canon = ss_malloc((size_t)nc * sizeof(int));
+    y->mark = ss_calloc((size_t)nc, sizeof(int));
+    y->m_ok = -1;
+    if (!y->sig || !y->blk || !y->msig || !y->ch1 || !y->chinv || !y->canon || !y->mark) {
+        ss_sym_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+void ss_sym_free(ss_symmetry *y)
+{
+    if (!y)
+        return;
+    ss_free(y->sig);
+    ss_free(y->blk);
+    ss_free(y->dmap);
+    ss_free(y->cmap);
+    ss_free(y->ch1);
+    ss_free(y->chinv);
+    ss_free(y->canon);
+    ss_free(y->mark);
+    ss_free(y->msig);
+    ss_graph_free(y->rg);
+    ss_plan_free(y->rp);
+    ss_sim_free(y->rs);
+    ss_sim_result_clear(&y->rr);
+    ss_free(y->dv);
+    ss_free(y);
+}
+
+const char *ss_sym_why(const ss_symmetry *y)
+{
+    return y->why;
+}
+
+int64_t ss_sym_tasks_simulated(const ss_symmetry *y)
+{
+    return y->tasks;
+}
+
+int ss_sym_classes(const ss_symmetry *y)
+{
+    return y->classes;
+}
+
+ss_sim *ss_sym_reduced_sim(ss_symmetry *y)
+{
+    return y->rs;
+}
+
+int ss_sym_blocks(const ss_symmetry *y, const int **dmap, const int **cmap, const int **blk)
+{
+    *dmap = y->dmap;
+    *cmap = y->cmap;
+    *blk = y->blk;
+    return y->ok_D;
+}
+
+/* ---- detection from the plan -------------------------------------------- */
+
+static int sample_dim(const ss_tensor *t)
+{
+    for (int i = 0; t && i < t->ndim; i++)
+        if (t->kind[i] == SS_DIM_SAMPLE)
+            return i;
+    return -1;
+}
+
+static int op_sample_dim(const ss_graph *g, int o)
+{
+    const ss_op *op = ss_graph_op(g, o);
+    return op->n_out > 0 ? sample_dim(ss_graph_tensor(g, op->outputs[0])) : -1;
+}
+
+/* Tile-index stride of the sample dim sd of config c. */
+static int64_t sample_stride(const ss_pconfig *c, int sd)
+{
+    int64_t st = (int64_t)c->rep * c->red;
+    for (int k = sd + 1; k < c->ndim; k++)
+        st *= c->deg[k];
+    return st;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Blocks and sigma for D: 1 if p is D blocks as symmetry.h says (as far as
+ * devices go), else 0 with y->why set. */
+static int find_blocks(ss_symmetry *y, const ss_plan *p, int D)
+{
+    int nd = y->n_dev;
+    for (int i = 0; i < nd; i++)
+        y->blk[i] = y->sig[i] = -1;
+    for (int o = 0; o < ss_plan_n_ops(p); o++) {
+        const ss_pconfig *c = ss_plan_config(p, o);
+        int sd = op_sample_dim(y->g, o);
+        int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
+        for (int t = 0; t < c->ntiles; t++) {
+            int64_t is = (t / st) % S;
+            int j = (int)(is / per);
+            int dev = c->devices[t];
+            int64_t t2 = j < D - 1 ? t + per * st : t - (int64_t)(D - 1) * per * st;
+            int img = c->devices[t2];
+            if (y->blk[dev] < 0)
+                y->blk[dev] = j;
+            if (y->blk[dev] != j) {
+                snprintf(y->why, sizeof y->why,
+                         "device %d runs tiles of two data-parallel blocks (operator \"%s\")", dev,
+                         ss_graph_op(y->g, o)->name);
+                return 0;
+            }
+            if (y->sig[dev] < 0)
+                y->sig[dev] = img;
+            if (y->sig[dev] != img) {
+                snprintf(y->why, sizeof y->why,
+                         "operator \"%s\" places its data-parallel blocks differently from the "
+                         "other operators",
+                         ss_graph_op(y->g, o)->name);
+                return 0;
+            }
+        }
+    }
+    /* sigma: a bijection moving block j to block j + 1, fixing unused devices */
+    if (ss_grow((void **)&y->dv, &y->cap_dv, nd, sizeof(int)))
+        return -1;
+    memset(y->dv, 0, (size_t)nd * sizeof(int));
+    for (int i = 0; i < nd; i++) {
+        if (y->blk[i] < 0)
+            y->sig[i] = i;
+        int s = y->sig[i];
+        if (y->dv[s]++ ||
+            (y->blk[i] >= 0 && y->blk[s] != (y->blk[i] + 1) % D) ||
+            (y->blk[i] < 0 && y->blk[s] >= 0)) {
+            snprintf(y->why, sizeof y->why,
+                     "the data-parallel blocks do not map device for device onto each other");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---- the machine ----------------------------------------------------------- */
+
+static int dev_before(const ss_machine *m, int x, int y)
+{
+    const ss_device *a = ss_machine_device(m, x), *b = ss_machine_device(m, y);
+    if (a->host != b->host)
+        return a->host < b->host;
+    if (a->local_rank != b->local_rank)
+        return a->local_rank < b->local_rank;
+    return a->id < b->id;
+}
+
+static int same_channel(const ss_machine *m, int c, int e)
+{
+    const ss_link *a = ss_machine_link(m, c / 2), *b = ss_machine_link(m, e / 2);
+    return ss_machine_channel_gbps(m, c) == ss_machine_channel_gbps(m, e) &&
+           ss_machine_channel_latency_us(m, c) == ss_machine_channel_latency_us(m, e) &&
+           a->coll_eff == b->coll_eff && a->coll_half_bytes == b->coll_half_bytes;
+}
+
+/* Is sigma (y->sig) an automorphism of the machine (symmetry.h)? Fills
+ * y->ch1 / chinv. Cached for the last sigma checked. */
+static int machine_ok(ss_symmetry *y)
+{
+    int nd = y->n_dev;
+    if (y->m_ok >= 0 && !memcmp(y->msig, y->sig, (size_t)nd * sizeof(int)))
+        return y->m_ok;
+    memcpy(y->msig, y->sig, (size_t)nd * sizeof(int));
+    y->m_ok = 0;
+    const ss_machine *m = y->m;
+    for (int c = 0; c < y->n_ch; c++)
+        y->ch1[c] = y->chinv[c] = -1;
+    for (int a = 0; a < nd; a++) {
+        const ss_device *da = ss_machine_device(m, a), *sa = ss_machine_device(m, y->sig[a]);
+        if (da->type != sa->type || da->up_gbps != sa->up_gbps ||
+            da->down_gbps != sa->down_gbps ||
+            da->accepts_connections != sa->accepts_connections) {
+            snprintf(y->m_why, sizeof y->m_why,
+                     "devices %d and %d (a block apart) differ in type or peer figures", a,
+                     y->sig[a]);
+            return 0;
+        }
+    }
+    for (int a = 0; a < nd; a++) {
+        int sa = y->sig[a];
+        const ss_device *da = ss_machine_device(m, a), *dsa = ss_machine_device(m, sa);
+        for (int b = 0; b < nd; b++) {
+            if (a == b)
+                continue;
+            int sb = y->sig[b];
+            const ss_device *db = ss_machine_device(m, b), *dsb = ss_machine_device(m, sb);
+            if ((da->host == db->host) != (dsa->host == dsb->host) ||
+                (y->blk[a] == y->blk[b] && dev_before(m, a, b) != dev_before(m, sa, sb))) {
+                snprintf(y->m_why, sizeof y->m_why,
+                         "the blocks sit differently on the hosts (devices %d and %d)", a, b);
+                return 0;
+            }
+            const int *r1, *r2;
+            int n1 = 0, n2 = 0;
+            int e1 = ss_machine_route(m, a, b, &r1, &n1) != SS_OK;
+            int e2 = ss_machine_route(m, sa, sb, &r2, &n2) != SS_OK;
+            if (e1 != e2 || (!e1 && n1 != n2)) {
+                snprintf(y->m_why, sizeof y->m_why,
+                         "routes %d -> %d and %d -> %d differ", a, b, sa, sb);
+                return 0;
+            }
+            for (int i = 0; !e1 && i < n1; i++) {
+                int c = r1[i], e = r2[i];
+                if (y->ch1[c] < 0 && y->chinv[e] < 0 && same_channel(m, c, e)) {
+                    y->ch1[c] = e;
+                    y->chinv[e] = c;
+                }
+                if (y->ch1[c] != e) {
+                    snprintf(y->m_why, sizeof y->m_why,
+                             "routes %d -> %d and %d -> %d do not map link for link", a, b, sa,
+                             sb);
+                    return 0;
+                }
+            }
+        }
+    }
+    y->m_why[0] = 0;
+    return y->m_ok = 1;
+}
+
+/* ---- the reduced graph ------------------------------------------------------ */
+
+static int reduced_graph(ss_symmetry *y, int D)
+{
+    if (y->rg && y->rg_D == D)
+        return 1;
+    if (y->rg_D == D && y->rg_failed) {
+        snprintf(y->why, sizeof y->why, "%s", y->rg_why);
+        return 0;
+    }
+    ss_sim_free(y->rs);
+    ss_plan_free(y->rp);
+    ss_graph_free(y->rg);
+    y->rs = NULL;
+    y->rp = NULL;
+    y->rg = NULL;
+    y->rg_D = D;
+    y->rg_failed = 1;
+    const ss_graph *g = y->g;
+    char *why = y->rg_why;
+    size_t nw = sizeof y->rg_why;
+    snprintf(why, nw, "out of memory");
+    int64_t batch = ss_graph_batch(g);
+    if (batch % D) {
+        snprintf(why, nw, "the batch %lld is not divisible by %d blocks", (long long)batch, D);
+        goto fail;
+    }
+    ss_graph *rg = ss_graph_new(ss_graph_name(g));
+    if (!rg)
+        goto fail;
+    y->rg = rg;
+    ss_graph_set_training(rg, batch / D, ss_graph_optimizer(g), ss_graph_precision(g));
+    for (int o = 0; o < ss_graph_n_ops(g); o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        ss_op_spec s;
+        memset(&s, 0, sizeof s);
+        s.name = op->name;
+        s.type = op->type;
+        s.attrs = op->attrs;
+        s.n_in = op->n_in;
+        memcpy(s.inputs, op->inputs, sizeof s.inputs);
+        if (op->type == SS_OP_INPUT) {
+            for (int i = 0; i < s.attrs.ndim; i++)
+                if (s.attrs.kind[i] == SS_DIM_SAMPLE)
+                    s.attrs.shape[i] /= D;
+        } else if (op->type == SS_OP_RESHAPE) {
+            const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
+            for (int i = 0; i < s.attrs.ndim && i < t->ndim; i++)
+                if (t->kind[i] == SS_DIM_SAMPLE)
+                    s.attrs.shape[i] /= D;
+        }
+        int before = ss_graph_n_tensors(rg), shared = 0;
+        for (int k = 0; k < op->n_w; k++)
+            shared += op->weights[k] < before;
+        if (shared && shared != op->n_w) {
+            snprintf(why, nw, "operator \"%s\" mixes shared and own weights", op->name);
+            goto fail;
+        }
+        s.n_w = shared ? op->n_w : -1;
+        memcpy(s.weights, op->weights, sizeof s.weights);
+        ss_diag dg;
+        ss_diag_init(&dg);
+        if (ss_graph_add_op(rg, &s, &dg) != o) {
+            snprintf(why, nw, "the model cannot be rebuilt with batch %lld (operator \"%s\")",
+                     (long long)(batch / D), op->name);
+            goto fail;
+        }
+        const ss_op *rop = ss_graph_op(rg, o);
+        int same = rop->n_w == op->n_w && rop->n_out == op->n_out;
+        for (int k = 0; same && k < op->n_w; k++)
+            same = rop->weights[k] == op->weights[k];
+        for (int k = 0; same && k < op->n_out; k++)
+            same = rop->outputs[k] == op->outputs[k];
+        if (!same) {
+            snprintf(why, nw, "operator \"%s\" rebuilt with other tensors", op->name);
+            goto fail;
+        }
+    }
+    if (ss_graph_n_tensors(rg) != ss_graph_n_tensors(g)) {
+        snprintf(why, nw, "the rebuilt model has other tensors");
+        goto fail;
+    }
+    for (int t = 0; t < ss_graph_n_tensors(g); t++) {
+        const ss_tensor *a = ss_graph_tensor(g, t), *b = ss_graph_tensor(rg, t);
+        int same = a->ndim == b->ndim && a->dtype == b->dtype && a->is_weight == b->is_weight &&
+                   a->producer == b->producer && !strcmp(a->name, b->name);
+        for (int i = 0; same && i < a->ndim; i++)
+            same = a->kind[i] == b->kind[i] &&
+                   (a->kind[i] == SS_DIM_SAMPLE ? a->shape[i] == b->shape[i] * D &&
+                                                      a->shape[i] % D == 0
+                                                : a->shape[i] == b->shape[i]);
+        if (!same) {
+            snprintf(why, nw, "tensor \"%s\" does not scale with the batch", a->name);
+            goto fail;
+        }
+    }
+    ss_diag dg;
+    ss_diag_init(&dg);
+    y->rp = ss_plan_new(rg, y->m);
+    if (!y->rp || ss_sim_new(rg, y->m, y->cm, &y->cfg, &y->rs, &dg) != SS_OK)
+        goto fail;
+    ss_build_set_symmetry(ss_sim_builder(y->rs), &y->hook);
+    y->rg_failed = 0;
+    return 1;
+fail:
+    ss_sim_free(y->rs);
+    ss_plan_free(y->rp);
+    ss_graph_free(y->rg);
+    y->rs = NULL;
+    y->rp = NULL;
+    y->rg = NULL;
+    snprintf(y->why, sizeof y->why, "%s", why);
+    return 0;
+}
+
+/* ---- regions ------------------------------------------------------------------ */
+
+static int same_region(const ss_region *a, const ss_region *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->r[i].lo != b->r[i].lo || a->r[i].hi != b->r[i].hi)
+            return 0;
+    return 1;
+}
+
+/* b is a shifted by `by` along dim sd (sd < 0: b == a), a within [lo, hi)
+ * there. */
+static int shifted(const ss_region *a, const ss_region *b, int sd, int64_t by, int64_t lo,
+                   int64_t hi)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++) {
+        int64_t s = i == sd ? by : 0;
+        if (b->r[i].lo != a->r[i].lo + s || b->r[i].hi != a->r[i].hi + s)
+            return 0;
+        if (i == sd && a->r[i].hi > a->r[i].lo && (a->r[i].lo < lo || a->r[i].hi > hi))
+            return 0;
+    }
+    return 1;
+}
+
+/* The extent of tensor t's sample dim sd over D blocks. */
+static int64_t block_of(const ss_tensor *t, int sd, int D)
+{
+    return sd >= 0 ? t->shape[sd] / D : 0;
+}
+
+/* Every tile of block j < D-1 and its image in block j + 1 read and write
+ * regions one block apart (within their blocks); block 0's tiles have the
+ * same regions in the reduced graph. */
+static int regions_ok(ss_symmetry *y, const ss_plan *p, int D)
+{
+    const ss_graph *g = y->g, *rg = y->rg;
+    for (int o = 0; o < ss_plan_n_ops(p); o++) {
+        const ss_op *op = ss_graph_op(g, o), *rop = ss_graph_op(rg, o);
+        const ss_pconfig *c = ss_plan_config(p, o), *rc = ss_plan_config(y->rp, o);
+        int sd = op_sample_dim(g, o);
+        int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
+        const ss_tensor *out = ss_graph_tensor(g, op->outputs[0]);
+        int64_t eo = block_of(out, sd, D);
+        int nops = op->n_in + op->n_w;
+        for (int t = 0, rt = 0; t < c->ntiles; t++) {
+            int64_t is = (t / st) % S;
+            int j = (int)(is / per);
+            ss_tile a, b;
+            ss_pconfig_tile(g, op, c, t, &a);
+            if (j == 0) { /* the reduced graph's tile rt */
+                ss_tile r;
+                ss_pconfig_tile(rg, rop, rc, rt++, &r);
+                int same = same_region(&a.out, &r.out) && a.red.lo == r.red.lo &&
+                           a.red.hi == r.red.hi;
+                for (int i = 0; same && i < nops; i++) {
+                    ss_region x, z;
+                    ss_op_input_region(g, op, &a, i, &x);
+                    ss_op_input_region(rg, rop, &r, i, &z);
+                    same = same_region(&x, &z);
+                }
+                for (int k = 1; same && k < op->n_out; k++) {
+                    ss_region x, z;
+                    ss_op_output_region(g, op, &a, k, &x);
+                    ss_op_output_region(rg, rop, &r, k, &z);
+                    same = same_region(&x, &z);
+                }
+                if (!same) {
+                    snprintf(y->why, sizeof y->why,
+                             "operator \"%s\" reads or writes other regions at batch / %d",
+                             op->name, D);
+                    return 0;
+                }
+            }
+            if (j == D - 1)
+                continue;
+            ss_pconfig_tile(g, op, c, (int)(t + per * st), &b);
+            int ok = shifted(&a.out, &b.out, sd, eo, j * eo, (j + 1) * eo) &&
+                     a.red.lo == b.red.lo && a.red.hi == b.red.hi;
+            for (int i = 0; ok && i < nops; i++) {
+                int tid = i < op->n_in ? op->inputs[i] : op->weights[i - op->n_in];
+                const ss_tensor *x = ss_graph_tensor(g, tid);
+                int xs = sample_dim(x);
+                int64_t ex = block_of(x, xs, D);
+                ss_region ra, rb;
+                ss_op_input_region(g, op, &a, i, &ra);
+                ss_op_input_region(g, op, &b, i, &rb);
+                ok = shifted(&ra, &rb, xs, ex, j * ex, (j + 1) * ex);
+            }
+            for (int k = 1; ok && k < op->n_out; k++) {
+                const ss_tensor *x = ss_graph_tensor(g, op->outputs[k]);
+                int xs = sample_dim(x);
+                int64_t ex = block_of(x, xs, D);
+                ss_region ra, rb;
+                ss_op_output_region(g, op, &a, k, &ra);
+                ss_op_output_region(g, op, &b, k, &rb);
+                ok = shifted(&ra, &rb, xs, ex, j * ex, (j + 1) * ex);
+            }
+            if (!ok) {
+                snprintf(y->why, sizeof y->why,
+                         "operator \"%s\": tiles of neighbouring data-parallel blocks do not "
+                         "read and write regions one block apart",
+                         op->name);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The reduced plan: block 0's tiles of every op, on the reduced graph. */
+static int reduced_plan(ss_symmetry *y, const ss_plan *p, int D, ss_diag *d)
+{
+    for (int o = 0; o < ss_plan_n_ops(p); o++) {
+        const ss_pconfig *c = ss_plan_config(p, o);
+        int sd = op_sample_dim(y->g, o);
+        int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
+        ss_pconfig rc = *c;
+        rc.deg[sd] = (int)per;
+        rc.ntiles = c->ntiles / D;
+        if (ss_grow((void **)&y->dv, &y->cap_dv, rc.ntiles, sizeof(int)))
+            return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
+        int n = 0;
+        for (int t = 0; t < c->ntiles; t++)
+            if ((t / st) % S < per)
+                y->dv[n++] = c->devices[t];
+        rc.devices = y->dv;
+        if (ss_plan_set_config(y->rp, o, &rc, d) != SS_OK)
+            return -1;
+    }
+    *ss_plan_settings_of(y->rp) = *ss_plan_settings_get(p);
+    return 0;
+}
+
+/* ---- the builder's hook ----------------------------------------------------- */
+
+/* The representative of channel c's orbit for a gradient collective: the
+ * member block 0's tasks use (set by prepare), else the member with an end
+ * at a device of block 0, else the smallest. -1: unknown channel image. */
+static int canon_of(ss_build_sym *h, const ss_taskgraph *tg, int c)
+{
+    if (h->canon[c] >= 0)
+        return h->canon[c];
+    int best = -1, best0 = -1;
+    for (int k = 0; k < h->D; k++) {
+        int e = h->cmap[k * h->n_ch + c];
+        if (e < 0)
+            return -1;
+        if (best < 0 || e < best)
+            best = e;
+        for (int s = 0; s < 2 && best0 < 0; s++) {
+            int dev = tg->chan_dev[2 * e + s];
+            if (dev >= 0 && h->blk[dev] == 0)
+                best0 = e;
+        }
+    }
+    int r = best0 >= 0 ? best0 : best;
+    for (int k = 0; k < h->D; k++)
+        h->canon[h->cmap[k * h->n_ch + c]] = r;
+    return r;
+}
+
+void ss_sym_hook_prepare(ss_build_sym *h, const ss_taskgraph *tg)
+{
+    h->tg = tg;
+    for (int c = 0; c < h->n_ch; c++)
+        h->canon[c] = -1;
+    for (int t = 0; t < tg->n_tasks && !h->bad; t++)
+        for (int k = tg->res_off[t]; k < tg->res_off[t + 1]; k++) {
+            int c = tg->res[k] - tg->n_devices;
+            if (c < 0 || h->canon[c] == c)
+                continue;
+            if (h->canon[c] >= 0) {
+                snprintf(h->why, sizeof h->why,
+                         "two data-parallel blocks share channel %d (link %d)", c, c / 2);
+                h->bad = 1;
+                break;
+            }
+            for (int j = 0; j < h->D; j++) {
+                int e = h->cmap[j * h->n_ch + c];
+                if (e < 0 || (j > 0 && e == c) || h->canon[e] >= 0) {
+                    snprintf(h->why, sizeof h->why,
+                             "two data-parallel blocks share channel %d (link %d)", e < 0 ? c : e,
+                             (e < 0 ? c : e) / 2);
+                    h->bad = 1;
+                    break;
+                }
+                h->canon[e] = c;
+            }
+        }
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ss_sym_hook_remap(ss_build_sym *h, int *res, int n)
+{
+    const ss_taskgraph *tg = h->tg;
+    int nd = h->n_dev;
+    /* the channel set must be its own image under sigma */
+    if (++h->gen == 0) {
+        memset(h->mark, 0, (size_t)h->n_ch * sizeof(int));
+        h->gen = 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (res[i] >= nd)
+            h->mark[res[i] - nd] = (int)h->gen;
+    for (int i = 0; i < n && !h->bad; i++) {
+        if (res[i] < nd)
+            continue;
+        int e = h->cmap[h->n_ch + res[i] - nd];
+        if (e < 0 || h->mark[e] != (int)h->gen) {
+            snprintf(h->why, sizeof h->why,
+                     "a gradient collective's links are not the same in every block");
+            h->bad = 1;
+        }
+    }
+    if (h->bad)
+        return n;
+    for (int i = 0; i < n; i++)
+        if (res[i] >= nd) {
+            int r = canon_of(h, tg, res[i] - nd);
+            if (r < 0) {
+                h->bad = 1;
+                snprintf(h->why, sizeof h->why, "a channel without an image");
+                return n;
+            }
+            res[i] = nd + r;
+        }
+    qsort(res, (size_t)n, sizeof *res, cmp_int);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || res[i] != res[m - 1])
+            res[m++] = res[i];
+    return m;
+}
+
+/* After the reduced build: no device of block 0 (or unused) is at an end of
+ * another block's image of a channel the reduced graph uses. */
+static int ends_ok(ss_symmetry *y, const ss_taskgraph *tg)
+{
+    ss_build_sym *h = &y->hook;
+    if (++h->gen == 0) {
+        memset(h->mark, 0, (size_t)h->n_ch * sizeof(int));
+        h->gen = 1;
+    }
+    for (int t = 0; t < tg->n_tasks; t++)
+        for (int k = tg->res_off[t]; k < tg->res_off[t + 1]; k++) {
+            int c = tg->res[k] - tg->n_devices;
+            if (c < 0 || h->mark[c] == (int)h->gen)
+                continue;
+            h->mark[c] = (int)h->gen;
+            for (int j = 1; j < h->D; j++) {
+                int e = h->cmap[j * h->n_ch + c];
+                for (int s = 0; e >= 0 && s < 2; s++) {
+                    int dev = tg->chan_dev[2 * e + s];
+                    if (dev >= 0 && h->blk[dev] <= 0) {
+                        snprintf(y->why, sizeof y->why,
+                                 "device %d is at both ends of two blocks' links (channel %d)",
+                                 dev, e);
+                        return 0;
+                    }
+                }
+            }
+        }
+    return 1;
+}
+
+/* ---- the run ------------------------------------------------------------------- */
+
+static int detect(ss_symmetry *y, const ss_plan *p)
+{
+    const ss_graph *g = y->g;
+    int64_t G = 0;
+    if (ss_plan_n_ops(p) != ss_graph_n_ops(g)) {
+        snprintf(y->why, sizeof y->why, "the plan is for another model");
+        return 0;
+    }
+    for (int o = 0; o < ss_plan_n_ops(p); o++) {
+        const ss_pconfig *c = ss_plan_config(p, o);
+        int sd = op_sample_dim(g, o);
+        if (sd < 0 || sd >= c->ndim) {
+            snprintf(y->why, sizeof y->why, "operator \"%s\" has no sample dimension",
+                     ss_graph_op(g, o)->name);
+            return 0;
+        }
+        for (int t = 0; t < c->ntiles; t++)
+            if (c->devices[t] < 0 || c->devices[t] >= y->n_dev) {
+                snprintf(y->why, sizeof y->why, "operator \"%s\" has a device out of range",
+                         ss_graph_op(g, o)->name);
+                return 0;
+            }
+        G = gcd64(G, c->deg[sd]);
+    }
+    if (G < 2) {
+        snprintf(y->why, sizeof y->why, "some operator is not split along the batch");
+        return 0;
+    }
+    char first[sizeof y->why] = "";
+    for (int64_t D = G; D >= 2; D--) {
+        if (G % D)
+            continue;
+        int r = find_blocks(y, p, (int)D);
+        if (r < 0)
+            return -1;
+        if (r && machine_ok(y))
+            return (int)D;
+        if (r)
+            snprintf(y->why, sizeof y->why, "%s", y->m_why);
+        if (!first[0])
+            snprintf(first, sizeof first, "%s", y->why);
+    }
+    snprintf(y->why, sizeof y->why, "%s", first); /* the largest block count's reason */
+    return 0;
+}
+
+ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                     double *load_us, int *used, ss_diag *d)
+{
+    *used = 0;
+    *load_us = 0;
+    y->ok_D = 0;
+    y->why[0] = 0;
+    int D = detect(y, p);
+    if (D < 0)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    if (D == 0)
+        return SS_OK;
+    if (!reduced_graph(y, D))
+        return SS_OK;
+    if (reduced_plan(y, p, D, d))
+        return d ? d->status : SS_ERR_NOMEM;
+    if (!regions_ok(y, p, D))
+        return SS_OK;
+    /* the hook: sigma^k on devices and channels */
+    int nd = y->n_dev, nc = y->n_ch;
+    if (ss_grow((void **)&y->dmap, &y->cap_dmap, D * nd, sizeof(int)) ||
+        ss_grow((void **)&y->cmap, &y->cap_cmap, D * (nc > 0 ? nc : 1), sizeof(int)))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    for (int i = 0; i < nd; i++)
+        y->dmap[i] = i;
+    for (int c = 0; c < nc; c++)
+        y->cmap[c] = c;
+    for (int k = 1; k < D; k++) {
+        for (int i = 0; i < nd; i++)
+            y->dmap[k * nd + i] = y->sig[y->dmap[(k - 1) * nd + i]];
+        for (int c = 0; c < nc; c++) {
+            int e = y->cmap[(k - 1) * nc + c];
+            y->cmap[k * nc + c] = e < 0 ? -1 : y->ch1[e];
+        }
+    }
+    ss_build_sym *h = &y->hook;
+    h->D = D;
+    h->n_dev = nd;
+    h->n_ch = nc;
+    h->dmap = y->dmap;
+    h->cmap = y->cmap;
+    h->blk = y->blk;
+    h->canon = y->canon;
+    h->mark = y->mark;
+    h->bad = 0;
+    h->why[0] = 0;
+    double load = 0;
+    ss_status st = ss_sim_run_within(y->rs, y->rp, cutoff_us, &y->rr, &load, d);
+    if (st != SS_OK)
+        return st;
+    if (h->bad) {
+        snprintf(y->why, sizeof y->why, "%s", h->why);
+        return SS_OK;
+    }
+    const ss_taskgraph *tg = ss_sim_taskgraph(y->rs);
+    if (!ends_ok(y, tg))
+        return SS_OK;
+    /* exact: from here on the result is the full simulation's */
+    *used = 1;
+    *load_us = load;
+    y->tasks = tg->n_tasks;
+    y->classes = 0;
+    for (int i = 0; i < nd; i++)
+        y->classes += y->blk[i] <= 0;
+    if (cutoff_us < HUGE_VAL && load > cutoff_us)
+        return SS_OK; /* cut: no result, as ss_sim_run_within */
+    int64_t fixed = 0; /* tasks that span every block: gradient collectives, the bulk barrier */
+    for (int t = 0; t < tg->n_tasks; t++)
+        fixed += (tg->kind[t] == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD) ||
+                 (tg->kind[t] == SS_TASK_OTHER && tg->op[t] < 0);
+    if ((st = ss_sim_result_copy(r, &y->rr, d)) != SS_OK)
+        return st;
+    r->batch = ss_graph_batch(y->g);
+    r->throughput = r->iteration_us > 0 ? (double)r->batch / (r->iteration_us * 1e-6) : 0;
+    r->n_tasks = (tg->n_tasks - fixed) * D + fixed;
+    for (int i = 0; i < nd; i++) {
+        if (y->blk[i] <= 0)
+            continue;
+        int src = y->dmap[(D - y->blk[i]) * nd + i]; /* sigma^-blk(i), in block 0 */
+        r->compute_us[i] = r->compute_us[src];
+        r->comm_us[i] = r->comm_us[src];
+        r->exposed_comm_us[i] = r->exposed_comm_us[src];
+        r->idle_us[i] = r->idle_us[src];
+        r->peak_memory_bytes[i] = r->peak_memory_bytes[src];
+        r->static_memory_bytes[i] = r->static_memory_bytes[src];
+        r->weight_bytes[i] = r->weight_bytes[src];
+    }
+    r->fits = 1;
+    r->overflow_device = -1;
+    r->overflow_bytes = 0;
+    for (int i = 0; i < nd; i++)
+        if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
+            r->fits = 0;
+            r->overflow_device = i;
+            r->overflow_bytes = r->peak_memory_bytes[i] - r->capacity_bytes[i];
+        }
+    y->ok_D = D;
+    return SS_OK;
+}

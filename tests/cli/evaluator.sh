@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `simsearch simulate --evaluator`: auto uses symmetry on a symmetric plan
+# with the full simulation's numbers, full and symmetry are forced, an
+# asymmetric plan falls back (or fails when symmetry is forced), the JSON
+# keys evaluator / tasks_simulated / symmetry_classes / eval_ms, and the
+# trace of a symmetric run draws every device's events as the full one.
+set -u
+src=${SS_SOURCE_DIR:?}
+bin=${SS_BINARY:?}
+cd "$src"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # description, condition (already evaluated: 0 = ok)
+  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=$((fail + 1)); else echo "ok: $1"; fi
+}
+args="--model gpt:layers=2,hidden=64,heads=8,seq=32,vocab=512 --batch 64 --topology topologies/dgx-a100.json --nodes 2"
+mega="--plan megatron:tp=2,pp=2,dp=4,mb=4"
+
+"$bin" simulate $args $mega --evaluator full --json >"$tmp/f.json"; check "full exits 0" $?
+"$bin" simulate $args $mega --json >"$tmp/a.json"; check "auto (default) exits 0" $?
+"$bin" simulate $args $mega --evaluator symmetry --json >"$tmp/s.json"; check "symmetry exits 0" $?
+python3 - "$tmp" <<'PY'; check "auto = symmetry = full except the evaluator keys; keys present" $?
+import json, sys
+d = sys.argv[1]
+f, a, s = (json.load(open(f"{d}/{x}.json")) for x in "fas")
+for k in ("evaluator", "tasks_simulated", "symmetry_classes", "eval_ms"):
+    assert k in f and k in a, k
+assert f["evaluator"] == "full" and a["evaluator"] == "symmetry" and s["evaluator"] == "symmetry"
+assert f["tasks_simulated"] == f["tasks"] and a["tasks_simulated"] < a["tasks"]
+assert f["symmetry_classes"] == 16 and a["symmetry_classes"] == 4, (f["symmetry_classes"], a["symmetry_classes"])
+assert a["eval_ms"] > 0
+for x in (a, s):
+    for k in f:
+        if k not in ("evaluator", "tasks_simulated", "symmetry_classes", "eval_ms"):
+            assert f[k] == x[k], k
+PY
+"$bin" simulate $args $mega >"$tmp/h" 2>&1; check "human output exits 0" $?
+grep -q "^evaluator  symmetry: [0-9]* tasks simulated, 4 device classes" "$tmp/h"; check "human output names the evaluator" $?
+"$bin" simulate $args $mega --evaluator full >"$tmp/h" 2>&1
+grep -q "^evaluator  full: [0-9]* tasks simulated, 16 device classes" "$tmp/h"; check "full names itself" $?
+
+# data parallelism over 12 of 16 devices is not symmetric
+"$bin" simulate $args --plan data-parallel --json >"$tmp/dp.json"; check "data-parallel exits 0" $?
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='symmetry'" "$tmp/dp.json"; check "data-parallel over 2 nodes is symmetric" $?
+"$bin" simulate --model mlp:layers=2,hidden=128 --batch 80 --topology topologies/volunteers40.json --plan data-parallel --json >"$tmp/v.json"; check "volunteers exits 0" $?
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='full'" "$tmp/v.json"; check "mixed devices and peers fall back to full" $?
+"$bin" simulate --model mlp:layers=2,hidden=128 --batch 80 --topology topologies/volunteers40.json --plan data-parallel --evaluator symmetry >"$tmp/e" 2>&1
+[ $? -ne 0 ]; check "forced symmetry on an asymmetric plan fails" $?
+grep -q "symmetric evaluator does not apply: " "$tmp/e"; check "and says why" $?
+"$bin" simulate $args $mega --evaluator bogus >"$tmp/e" 2>&1; [ $? -eq 2 ]; check "unknown evaluator exits 2" $?
+grep -q 'unknown evaluator "bogus"' "$tmp/e"; check "and names it" $?
+
+# traces: the symmetric run draws the same events on the same tracks
+"$bin" simulate $args $mega --evaluator full --trace "$tmp/f.trace" >/dev/null; check "full trace" $?
+"$bin" simulate $args $mega --trace "$tmp/s.trace" >/dev/null; check "symmetric trace" $?
+python3 - "$tmp" <<'PY'; check "symmetric trace = full trace (events per device and channel)" $?
+import json, re, sys
+d = sys.argv[1]
+def events(p):
+    t = json.load(open(p))["traceEvents"]
+    # names without the tile index (a representative's tile stands for its copies')
+    ev = sorted((re.sub(r" t[0-9]+ ", " ", e["name"]), e["pid"], e["tid"], e["ts"], e["dur"])
+                for e in t if e["ph"] == "X")
+    names = {e["pid"]: e["args"]["name"] for e in t if e["ph"] == "M" and e["name"] == "process_name"}
+    return ev, names
+fe, fn = events(f"{d}/f.trace")
+se, sn = events(f"{d}/s.trace")
+assert fe == se, (len(fe), len(se))
+assert len(set(p for _, p, _, _, _ in se)) == len(set(p for _, p, _, _, _ in fe))
+assert any("timeline (symmetry)" in v for v in sn.values())
+PY
+
+echo "$fail failure(s)"
+[ "$fail" -eq 0 ]

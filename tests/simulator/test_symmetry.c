@@ -1,0 +1,276 @@
+/*
+ * test_symmetry.c — the symmetric evaluator (simulator/symmetry.c) against
+ * the full simulation: on random symmetric plans (Megatron settings and
+ * data parallelism; GPT, BERT and the MLP; 8-128 devices on DGX A100 nodes)
+ * every result is bit-identical; asymmetric plans (a perturbed device
+ * list, data parallelism over part of the machine, a mixed-device internet
+ * topology) are detected and simulated in full.
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* xorshift: reproducible plans */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static unsigned rnd(unsigned n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (unsigned)(rng % n);
+}
+
+#define SAME(a, b) assert_memory_equal(&(a), &(b), sizeof(a))
+
+static void same_result(const ss_sim_result *f, const ss_sim_result *s)
+{
+    SAME(f->iteration_us, s->iteration_us);
+    SAME(f->throughput, s->throughput);
+    SAME(f->critical_path_us, s->critical_path_us);
+    assert_int_equal(f->n_tasks, s->n_tasks);
+    assert_int_equal(f->batch, s->batch);
+    assert_int_equal(f->n_devices, s->n_devices);
+    size_t n = (size_t)f->n_devices * sizeof(double);
+    assert_memory_equal(f->compute_us, s->compute_us, n);
+    assert_memory_equal(f->comm_us, s->comm_us, n);
+    assert_memory_equal(f->exposed_comm_us, s->exposed_comm_us, n);
+    assert_memory_equal(f->idle_us, s->idle_us, n);
+    assert_memory_equal(f->peak_memory_bytes, s->peak_memory_bytes, n);
+    assert_memory_equal(f->static_memory_bytes, s->static_memory_bytes, n);
+    assert_memory_equal(f->weight_bytes, s->weight_bytes, n);
+    assert_memory_equal(f->capacity_bytes, s->capacity_bytes, n);
+    assert_int_equal(f->fits, s->fits);
+    assert_int_equal(f->overflow_device, s->overflow_device);
+    SAME(f->overflow_bytes, s->overflow_bytes);
+    assert_int_equal(f->n_crit, s->n_crit);
+    for (int i = 0; i < f->n_crit; i++) {
+        assert_string_equal(f->crit[i].name, s->crit[i].name);
+        assert_string_equal(f->crit[i].kind, s->crit[i].kind);
+        assert_int_equal(f->crit[i].n_tasks, s->crit[i].n_tasks);
+        SAME(f->crit[i].us, s->crit[i].us);
+    }
+}
+
+/* Simulate p in full and with AUTO; the same result bit for bit. Returns 1
+ * when AUTO used symmetry. */
+static int check(const ss_graph *g, const ss_machine *m, const ss_plan *p)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_costmodel *cm = ss_cost_new(m);
+    assert_non_null(cm);
+    ss_sim_config full = {0}, aut = {0};
+    full.evaluator = SS_EVAL_FULL;
+    aut.evaluator = SS_EVAL_AUTO;
+    ss_sim *sf = NULL, *sa = NULL;
+    assert_int_equal(ss_sim_new(g, m, cm, &full, &sf, &d), SS_OK);
+    assert_int_equal(ss_sim_new(g, m, cm, &aut, &sa, &d), SS_OK);
+    ss_sim_result rf = {0}, ra = {0};
+    assert_int_equal(ss_sim_run(sf, p, &rf, &d), SS_OK);
+    assert_int_equal(ss_sim_run(sa, p, &ra, &d), SS_OK);
+    same_result(&rf, &ra);
+    assert_string_equal(rf.evaluator, "full");
+    assert_int_equal(rf.tasks_simulated, rf.n_tasks);
+    int sym = !strcmp(ra.evaluator, "symmetry");
+    if (sym) {
+        assert_true(ra.tasks_simulated < ra.n_tasks);
+        assert_true(ra.symmetry_classes < ra.n_devices);
+        assert_int_equal(ss_sim_n_tasks(sa), ra.tasks_simulated);
+        /* the critical path by op is the full run's */
+        int no = ss_graph_n_ops(g);
+        double *a = calloc((size_t)no, sizeof *a), *b = calloc((size_t)no, sizeof *b), ta, tb;
+        assert_int_equal(ss_sim_path_ops(sf, a, &ta, &d), SS_OK);
+        assert_int_equal(ss_sim_path_ops(sa, b, &tb, &d), SS_OK);
+        assert_memory_equal(a, b, (size_t)no * sizeof *a);
+        SAME(ta, tb);
+        free(a);
+        free(b);
+    } else {
+        assert_string_equal(ra.evaluator, "full");
+    }
+    ss_sim_result_clear(&rf);
+    ss_sim_result_clear(&ra);
+    ss_sim_free(sf);
+    ss_sim_free(sa);
+    ss_cost_free(cm);
+    return sym;
+}
+
+static ss_machine *dgx(int nodes)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", ss_test_path("topologies/dgx-a100.json"));
+    assert_int_equal(ss_machine_load_nodes(path, nodes, &m, &d), SS_OK);
+    return m;
+}
+
+/* >= 500 random symmetric plans, each bit-identical to the full run. */
+static void test_random_symmetric(void **state)
+{
+    (void)state;
+    static const int node_counts[] = {1, 1, 2, 2, 4, 8, 16};
+    ss_machine *ms[7] = {0};
+    int symmetric = 0, tried = 0;
+    ss_diag d;
+    for (int it = 0; symmetric < 500 && it < 3000; it++) {
+        int ni = (int)rnd(7), nodes = node_counts[ni];
+        if (!ms[ni])
+            ms[ni] = dgx(nodes);
+        ss_machine *m = ms[ni];
+        int n = 8 * nodes;
+        int kind = (int)rnd(3); /* 0 gpt, 1 bert, 2 mlp */
+        int dp_only = kind == 2 || rnd(4) == 0 || n > 32;
+        int tp = dp_only ? 1 : 1 << rnd(4), pp = dp_only ? 1 : 1 << rnd(3);
+        if (tp * pp > n)
+            continue;
+        int dp = n / (tp * pp), mb = 1 << rnd(3);
+        if (pp > 1 && mb < pp)
+            mb = pp;
+        int layers = pp > 2 ? pp : 1 + (int)rnd(2);
+        int64_t batch = (int64_t)dp * mb * (1 + rnd(2));
+        char spec[256];
+        if (kind == 0)
+            snprintf(spec, sizeof spec, "gpt:layers=%d,hidden=64,heads=8,seq=32,vocab=512",
+                     layers);
+        else if (kind == 1)
+            snprintf(spec, sizeof spec, "bert:layers=%d,hidden=64,heads=8,seq=32,vocab=512",
+                     layers);
+        else
+            snprintf(spec, sizeof spec, "mlp:layers=%d,hidden=128", 1 + (int)rnd(3));
+        ss_graph *g = NULL;
+        ss_diag_init(&d);
+        if (ss_model_build(spec, batch, n, &g, &d) != SS_OK) {
+            fail_msg("model %s: %s", spec, d.msg);
+        }
+        ss_plan *p = NULL;
+        ss_diag_init(&d);
+        if (kind == 2 || (dp_only && rnd(2))) {
+            assert_int_equal(ss_plan_data_parallel(g, m, 0, &p, &d), SS_OK);
+        } else {
+            ss_megatron_config c = {0};
+            c.tp = tp;
+            c.pp = pp;
+            c.dp = dp;
+            c.mb = mb;
+            c.recompute = (ss_recompute)rnd(3);
+            c.sp = tp > 1 ? (int)rnd(2) : 0;
+            c.distopt = (int)rnd(2);
+            c.sync = (ss_sync_mode)rnd(2);
+            if (ss_plan_megatron(g, m, &c, &p, &d) != SS_OK) {
+                ss_graph_free(g);
+                continue; /* e.g. tp does not divide the heads */
+            }
+            ss_plan_settings *s = ss_plan_settings_of(p);
+            if (rnd(3) == 0)
+                s->schedule = SS_PIPE_1F1B;
+            if (rnd(3) == 0)
+                s->bucket_bytes = 0;
+            s->priority = (int)rnd(2);
+        }
+        tried++;
+        symmetric += check(g, m, p);
+        ss_plan_free(p);
+        ss_graph_free(g);
+    }
+    for (int i = 0; i < 7; i++)
+        ss_machine_free(ms[i]);
+    print_message("symmetry: %d of %d plans symmetric\n", symmetric, tried);
+    assert_true(symmetric >= 500);
+}
+
+/* Asymmetric plans fall back to the full simulation (same results). */
+static void test_asymmetric(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = dgx(2);
+    ss_graph *g = NULL;
+    assert_int_equal(
+        ss_model_build("gpt:layers=2,hidden=64,heads=8,seq=32,vocab=512", 32, 16, &g, &d), SS_OK);
+    ss_megatron_config c = {.tp = 2, .pp = 2, .dp = 4, .mb = 4};
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_megatron(g, m, &c, &p, &d), SS_OK);
+    assert_int_equal(check(g, m, p), 1);
+    /* MCMC-like moves: one op's two tiles swap devices, or one tile moves */
+    for (int k = 0; k < 40; k++) {
+        ss_plan *q = ss_plan_clone(p);
+        assert_non_null(q);
+        int o = 1 + (int)rnd((unsigned)ss_graph_n_ops(g) - 1);
+        ss_pconfig pc = *ss_plan_config(q, o);
+        int *dv = malloc((size_t)pc.ntiles * sizeof *dv);
+        memcpy(dv, pc.devices, (size_t)pc.ntiles * sizeof *dv);
+        int a = (int)rnd((unsigned)pc.ntiles);
+        dv[a] = (int)rnd(16);
+        pc.devices = dv;
+        assert_int_equal(ss_plan_set_config(q, o, &pc, &d), SS_OK);
+        check(g, m, q); /* symmetric or not, the same answer */
+        free(dv);
+        ss_plan_free(q);
+    }
+    /* one tile moved to another device: detected */
+    {
+        ss_plan *q = ss_plan_clone(p);
+        int o = ss_graph_n_ops(g) - 1;
+        ss_pconfig pc = *ss_plan_config(q, o);
+        int *dv = malloc((size_t)pc.ntiles * sizeof *dv);
+        memcpy(dv, pc.devices, (size_t)pc.ntiles * sizeof *dv);
+        dv[0] = dv[pc.ntiles - 1];
+        pc.devices = dv;
+        assert_int_equal(ss_plan_set_config(q, o, &pc, &d), SS_OK);
+        assert_int_equal(check(g, m, q), 0);
+        free(dv);
+        ss_plan_free(q);
+    }
+    /* data parallelism over 12 of 16 devices: the blocks sit unevenly on the
+     * nodes (8 + 4) */
+    ss_plan *q = NULL;
+    assert_int_equal(ss_plan_data_parallel(g, m, 12, &q, &d), SS_OK);
+    assert_int_equal(check(g, m, q), 0);
+    ss_plan_free(q);
+    /* forced: SS_EVAL_SYMMETRY says why it does not apply */
+    assert_int_equal(ss_plan_data_parallel(g, m, 12, &q, &d), SS_OK);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_sim_config cfg = {0};
+    cfg.evaluator = SS_EVAL_SYMMETRY;
+    ss_sim *s = NULL;
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_new(g, m, cm, &cfg, &s, &d), SS_OK);
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_run(s, q, &r, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "symmetric evaluator does not apply"));
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK);
+    assert_string_equal(r.evaluator, "symmetry");
+    ss_sim_result_clear(&r);
+    ss_sim_free(s);
+    ss_cost_free(cm);
+    ss_plan_free(q);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    /* mixed device types and internet peers */
+    char path[4096];
+    snprintf(path, sizeof path, "%s", ss_test_path("topologies/volunteers40.json"));
+    assert_int_equal(ss_machine_load(path, &m, &d), SS_OK);
+    assert_int_equal(ss_model_build("mlp:layers=2,hidden=128", 80, 40, &g, &d), SS_OK);
+    assert_int_equal(ss_plan_data_parallel(g, m, 0, &p, &d), SS_OK);
+    assert_int_equal(check(g, m, p), 0);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_symmetric),
+        cmocka_unit_test(test_asymmetric),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
