@@ -110,6 +110,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->ipool);
     ss_free(b->res);
     ss_free(b->gate);
+    ss_free(b->flush);
     ss_free(b->regs);
     ss_free(b->mbk);
     ss_free(b->shape_buf);
@@ -1130,6 +1131,15 @@ static void shrink_transfer(ss_builder *b, ss_taskgraph *tg, int task, int src, 
     tg->bytes[task] /= r;
 }
 
+/* A stage-crossing transfer holds both ends' compute streams (Megatron's
+ * blocking 1F1B sends) except under interleaving, whose sends overlap the
+ * chunks' compute (Megatron's overlap_p2p_comm, on by default for the
+ * interleaved schedule). */
+static int holds(const ss_builder *b, const xferinfo *X)
+{
+    return X->block && b->set.virtual_stages <= 1;
+}
+
 /* Megatron's scatter-gather pipeline sends: a stage-boundary (blocking)
  * send from a replica group of R > 1 ranks (a tensor-parallel group holding
  * the same activation) to R receivers, rank q to rank q, moves 1/R of the
@@ -1228,7 +1238,7 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
              * the sender sends before starting its next forward (Megatron's
              * send right after forward_step); others like the consumer */
             int prio = X->block ? prio_fwd(u->op, b->tiles[u->first].mb) : prio_fwd(tj->op, tj->mb);
-            X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0, prio, X->block, d);
+            X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0, prio, holds(b, X), d);
             if (X->task < 0)
                 return d->status;
             X->next = u->xhead;
@@ -1481,7 +1491,7 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (X->btask < 0) {
             const tileinfo *src = &b->tiles[u->first];
             int prio = X->block ? prio_bwd(b, tj->op, tj->mb) : prio_bwd(b, u->op, src->mb);
-            int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1, prio, X->block, d);
+            int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1, prio, holds(b, X), d);
             if (y < 0)
                 return d ? d->status : SS_ERR_INVALID;
             X = &b->xf[pr->xfer];
@@ -1515,6 +1525,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
 {
     int M = b->set.microbatches;
     b->st.microbatch_gating = 0;
+    b->n_flush = 0;
     if (M <= 1)
         return SS_OK;
     if (!b->gating_ok)
@@ -1580,12 +1591,25 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
             if (fb >= 0 && ss_taskgraph_add_dep(tg, fb, t->fwd, d) != SS_OK)
                 return d->status;
         }
-        /* interleaved: backward steps in program order too (the engine's
-         * keys alone would run a later chunk's backward first) */
+        if (V == 1)
+            continue;
+        /* interleaved: Megatron's program order on the rank, whatever the
+         * engine's keys would pick: backward steps in order, and backward
+         * step kb after forward step kb + warm - 1 (the steady state runs
+         * forward step i + warm - 1, then backward step i) */
         int kb = chunk_step(t->mb, s / P, P, V, 1);
-        int prevb = V > 1 && kb > 0 ? firstb[t->dev * K + kb - 1] : -1;
+        int prevb = kb > 0 ? firstb[t->dev * K + kb - 1] : -1;
         if (prevb >= 0 && prevb != t->bwd && ss_taskgraph_add_dep(tg, prevb, t->bwd, d) != SS_OK)
             return d->status;
+        int fk = kb + warm - 1 < K ? lastf[t->dev * K + kb + warm - 1] : -1;
+        if (fk >= 0 && ss_taskgraph_add_dep(tg, fk, t->bwd, d) != SS_OK)
+            return d->status;
+    }
+    if (f1b) {
+        GROW(b, flush, cap_flush, nd, d);
+        for (int dv = 0; dv < nd; dv++)
+            b->flush[dv] = firstb[dv * K + K - 1];
+        b->n_flush = nd;
     }
     b->st.microbatch_gating = 1;
     return SS_OK;
