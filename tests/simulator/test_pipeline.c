@@ -13,6 +13,8 @@
  * m micro-batches (N = 64/m), each chunk holds 8/(p v) linears, so per
  * micro-batch a chunk's forward takes t_f/v and its backward t_b/v, where
  * t_f = 2N * 8/p and t_b = 2 t_f are the per-rank (per-stage) times.
+ * Iterations are measured to the end of the last backward (the weight
+ * updates, 12 us each, follow it on every device).
  */
 #include "testutil.h"
 #include "simulator/build.h"
@@ -24,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol) * (1 + fabs((double)(b))))
 
 typedef struct fix {
     ss_graph *g;
@@ -136,48 +140,197 @@ static double compute_busy(const fix *f, int dev)
     return busy;
 }
 
-static int uses(const fix *f, int t, int dev)
+/* Most chunk-steps (forward started, backward not ended, counted in
+ * linears: a chunk-step of c linears counts c) in flight on device dev. */
+static int max_in_flight(const fix *f, int dev)
 {
-    for (int i = f->tg->res_off[t]; i < f->tg->res_off[t + 1]; i++)
-        if (f->tg->res[i] == dev)
-            return 1;
-    return 0;
+    int best = 0;
+    for (int t = 0; t < f->tg->n_tasks; t++) {
+        if (f->tg->kind[t] != SS_TASK_FWD || f->tg->res[f->tg->res_off[t]] != dev)
+            continue;
+        double at = f->r->start[t];
+        int n = 0;
+        for (int u = 0; u < f->tg->n_tasks; u++) {
+            if (f->tg->kind[u] != SS_TASK_BWD || f->tg->res[f->tg->res_off[u]] != dev)
+                continue;
+            int fw = -1;
+            for (int w = 0; w < f->tg->n_tasks && fw < 0; w++)
+                if (f->tg->kind[w] == SS_TASK_FWD && f->tg->op[w] == f->tg->op[u] &&
+                    f->tg->tile[w] == f->tg->tile[u])
+                    fw = w;
+            if (fw >= 0 && f->r->start[fw] <= at && f->r->end[u] > at)
+                n++;
+        }
+        if (n > best)
+            best = n;
+    }
+    return best;
 }
 
-static void dump(const fix *f, int dev)
+/* Per-rank times of the chain8 pipeline: t_f + t_b per micro-batch. */
+static double stage_fb(int p, int m)
 {
-    for (int t = 0; t < f->tg->n_tasks; t++)
-        if (uses(f, t, dev))
-            printf("dev%d %s %s mb%d [%g, %g] ready %g blocker %d(%s) id %d\n", dev, f->tg->kind[t] == SS_TASK_FWD ? "F" : f->tg->kind[t] == SS_TASK_BWD ? "B" : "X",
-                   ss_graph_op(f->g, f->tg->op[t])->name, f->tg->mb[t], f->r->start[t],
-                   f->r->end[t], f->r->ready[t], f->r->blocker[t], f->r->blocker[t] >= 0 ? ss_graph_op(f->g, f->tg->op[f->r->blocker[t]])->name : "-", t);
+    double tf = 2.0 * (64 / m) * 8 / p;
+    return tf + 2 * tf;
 }
 
-static void test_explore(void **state)
+/*
+ * GPipe and 1F1B, p = 4, m = 8, free sends: N = 8, t_f = 2*8*2 = 32 us,
+ * t_b = 64 us; both take (m + p - 1)(t_f + t_b) = 11 * 96 = 1056 us and every
+ * device computes m (t_f + t_b) = 768 us of it: bubble (p - 1)/(m + p - 1).
+ * GPipe keeps all 8 micro-batches in flight on stage 0 (16 linears), 1F1B
+ * p = 4 (8 linears).
+ */
+static void test_gpipe_1f1b(void **state)
 {
     (void)state;
     fix f;
     setup(&f, "tests/data/sim/line4.json");
-    int cases[][3] = {{4, 1, 8}, {4, 2, 8}, {4, 4, 8}, {2, 2, 4}, {2, 4, 8}, {4, 2, 4}, {4, 2, 16}};
-    for (int c = 0; c < 7; c++) {
+    for (int sc = 0; sc < 2; sc++) {
+        pipeline(&f, 4, 1, 8, sc ? SS_PIPE_1F1B : SS_PIPE_GPIPE);
+        run(&f);
+        NEAR(bwd_span(&f), 11 * stage_fb(4, 8), 1e-3);
+        for (int dv = 0; dv < 4; dv++)
+            NEAR(compute_busy(&f, dv), 8 * stage_fb(4, 8), 1e-9);
+        assert_int_equal(max_in_flight(&f, 0), sc ? 4 * 2 : 8 * 2);
+    }
+    teardown(&f);
+}
+
+/*
+ * Interleaved 1F1B (Megatron's schedule: rank r runs (p - r - 1)*2 +
+ * (v - 1)*p forward chunk-steps of warm-up, then one forward and one
+ * backward chunk-step at a time; micro-batches in groups of p per chunk).
+ * With free sends the bubble is (p - 1)(t_f + t_b)/v: iteration =
+ * m (t_f + t_b) + (p - 1)(t_f + t_b)/v, i.e. (p - 1)/(v m) of the ideal
+ * m (t_f + t_b):
+ *   p = 4, v = 2, m = 8:  t_f + t_b = 96:  768 + 144 = 912 (1F1B: 1056)
+ *   p = 4, v = 2, m = 16: t_f + t_b = 48:  768 +  72 = 840
+ *   p = 2, v = 4, m = 8:  t_f + t_b = 192: 1536 + 48 = 1584 (1F1B: 1728)
+ *   p = 4, v = 2, m = 4:  t_f + t_b = 192: 768 + 288 = 1056 (m = p: the
+ *                         interleaving has nothing to overlap but still
+ *                         halves the bubble: 1F1B gives 7 * 192 = 1344)
+ * Peak in flight on rank 0: the warm-up plus one, W + 1 = 2(p - 1) +
+ * (v - 1) p + 1 chunk-steps of 8/(p v) linears: in stages' worth
+ * (W + 1)/v = p + (p - 1)/v (Korthikanti et al.'s p (1 + (p - 1)/(p v))),
+ * capped by the m v chunk-steps there are.
+ */
+static void test_interleaved_bubble(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/line4.json");
+    static const int cases[][3] = {{4, 2, 8}, {4, 2, 16}, {2, 4, 8}, {4, 2, 4}};
+    for (int c = 0; c < 4; c++) {
         int p = cases[c][0], v = cases[c][1], m = cases[c][2];
+        double fb = stage_fb(p, m), ideal = m * fb;
         pipeline(&f, p, v, m, SS_PIPE_1F1B);
         run(&f);
-        double tf = 2.0 * 64 / m * 8 / p, tb = 2 * tf;
-        printf("p=%d v=%d m=%d span %g formula %g\n", p, v, m, bwd_span(&f),
-               m * (tf + tb) + (p - 1) * (tf + tb) / v);
-        (void)compute_busy;
-        if (c == 3)
-            for (int dv = 0; dv < 4; dv++)
-                dump(&f, dv);
+        double span = bwd_span(&f);
+        NEAR(span, ideal + (p - 1) * fb / v, 1e-3);
+        NEAR((span - ideal) / ideal, (p - 1.0) / (v * m), 1e-6);
+        for (int dv = 0; dv < p; dv++)
+            NEAR(compute_busy(&f, dv), ideal, 1e-9);
+        int warm = 2 * (p - 1) + (v - 1) * p + 1;
+        if (warm > m * v)
+            warm = m * v;
+        assert_int_equal(max_in_flight(&f, 0), warm * 8 / (p * v));
+        /* the last rank's warm-up: (v - 1) p + 1 chunk-steps */
+        assert_int_equal(max_in_flight(&f, p - 1), ((v - 1) * p + 1) * 8 / (p * v));
     }
+    teardown(&f);
+}
+
+/*
+ * Sends that cost s. line4_slow: 10 GB/s, 5 us; a micro-batch activation
+ * (8 x 1000 f32 = 32000 B) or its gradient takes s = 5 + 3.2 = 8.2 us.
+ * GPipe, p = 4, m = 8 (t_f = 32, t_b = 64, s < t_f: no send waits for
+ * another on its channel): stage j starts micro-batch 0 at j (t_f + s) and
+ * then runs its forwards back to back, so the last stage ends its forwards
+ * at (p - 1)(t_f + s) + m t_f and, its backwards following in order, the
+ * gradient reaches stage j - 1 s after each; stage 0 ends at
+ * (p - 1)(t_f + s) + m t_f + (p - 1)(t_b + s) + m t_b
+ * = (m + p - 1)(t_f + t_b) + 2 (p - 1) s = 1056 + 6 * 8.2 = 1105.2 us.
+ * 1F1B keeps Megatron's blocking sends (both streams held, tested in
+ * test_build.c); interleaved sends overlap compute (Megatron's
+ * overlap_p2p_comm): p = 2, v = 2, m = 8 on "pair" (t_f = 64, chunk
+ * forward 32, backward 64, s = 8.2): the critical path crosses six more
+ * sends than the free-send schedule of 8 * 192 + 96 = 1632 us: 1681.2 us
+ * (Megatron's program order replayed step by step with send latency s).
+ */
+static void test_costed_sends(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/line4_slow.json");
+    pipeline(&f, 4, 1, 8, SS_PIPE_GPIPE);
+    run(&f);
+    double s = 5 + 8 * 1000 * 4 / 1e4;
+    NEAR(bwd_span(&f), 11 * stage_fb(4, 8) + 2 * 3 * s, 1e-3);
+    teardown(&f);
+    setup(&f, "tests/data/sim/pair.json");
+    pipeline(&f, 2, 2, 8, SS_PIPE_1F1B);
+    run(&f);
+    NEAR(bwd_span(&f), 8 * stage_fb(2, 8) + stage_fb(2, 8) / 2 + 6 * s, 1e-3);
+    /* 2 * (p v - 1) = 6 sends per micro-batch, each a plain channel task */
+    int nx = 0;
+    for (int t = 0; t < f.tg->n_tasks; t++)
+        if (f.tg->kind[t] == SS_TASK_XFER) {
+            nx++;
+            assert_int_equal(f.tg->res_off[t + 1] - f.tg->res_off[t], 1);
+        }
+    assert_int_equal(nx, 8 * 6);
+    teardown(&f);
+}
+
+/* Interleaving that ss_plan_validate refuses: stages not a multiple of v,
+ * micro-batches not a multiple of p, GPipe, a device holding two ranks. */
+static void test_interleaved_invalid(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    setup(&f, "tests/data/sim/line4.json");
+    pipeline(&f, 4, 2, 8, SS_PIPE_1F1B);
+    ss_plan_settings *s = ss_plan_settings_of(f.p);
+    ss_diag_init(&d);
+    s->microbatches = 6;
+    assert_int_equal(ss_plan_validate(f.p, f.g, f.m, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "multiple of 4"));
+    s->microbatches = 8;
+    s->schedule = SS_PIPE_GPIPE;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(f.p, f.g, f.m, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "1f1b"));
+    s->schedule = SS_PIPE_1F1B;
+    s->virtual_stages = 3;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(f.p, f.g, f.m, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "multiple of virtual_stages"));
+    s->virtual_stages = 0;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(f.p, f.g, f.m, &d), SS_ERR_INVALID);
+    /* fc5 (stage 4, rank 0) moved to device 1 (rank 1) */
+    s->virtual_stages = 2;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(f.p, f.g, f.m, &d), SS_OK);
+    int op = ss_graph_find_op(f.g, "fc5");
+    ss_pconfig c = *ss_plan_config(f.p, op);
+    int devs[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    c.devices = devs;
+    assert_int_equal(ss_plan_set_config(f.p, op, &c, &d), SS_OK);
+    assert_int_equal(ss_plan_validate(f.p, f.g, f.m, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "rank k mod 4"));
     teardown(&f);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_explore),
+        cmocka_unit_test(test_gpipe_1f1b),
+        cmocka_unit_test(test_interleaved_bubble),
+        cmocka_unit_test(test_costed_sends),
+        cmocka_unit_test(test_interleaved_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
