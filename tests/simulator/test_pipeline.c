@@ -251,12 +251,23 @@ static void test_interleaved_bubble(void **state)
  * gradient reaches stage j - 1 s after each; stage 0 ends at
  * (p - 1)(t_f + s) + m t_f + (p - 1)(t_b + s) + m t_b
  * = (m + p - 1)(t_f + t_b) + 2 (p - 1) s = 1056 + 6 * 8.2 = 1105.2 us.
- * 1F1B keeps Megatron's blocking sends (both streams held, tested in
- * test_build.c); interleaved sends overlap compute (Megatron's
- * overlap_p2p_comm): p = 2, v = 2, m = 8 on "pair" (t_f = 64, chunk
- * forward 32, backward 64, s = 8.2): the critical path crosses six more
- * sends than the free-send schedule of 8 * 192 + 96 = 1632 us: 1681.2 us
- * (Megatron's program order replayed step by step with send latency s).
+ *
+ * Interleaved (sends overlap compute, Megatron's overlap_p2p_comm): the
+ * free-send schedule's critical path is micro-batch 0's forward through
+ * all p v chunks (the warm-up ramp), the ranks' steady work, and the last
+ * micro-batch's backward back through all p v chunks (the drain); in the
+ * steady state a rank's next chunk-step's input was produced at least a
+ * chunk-step earlier (the interleaved warm-up is deeper than a round trip),
+ * so sends shorter than a chunk's forward hide there, and only the ramp's
+ * and the drain's p v - 1 sends each add: iteration = m (t_f + t_b) +
+ * (p - 1)(t_f + t_b)/v + 2 (p v - 1) s.
+ *   p = 2, v = 2, m = 8 on "pair" (s = 8.2, chunk forward 32 us):
+ *     1632 + 6 * 8.2 = 1681.2 us;
+ *   p = 4, v = 2, m = 8 on "ring4" (10 GB/s, 1 us: s = 4.2 us on every
+ *     boundary, rank 3 -> 0 included; chunk forward 16 us): 912 + 14 * 4.2
+ *     = 970.8 us.
+ * Each boundary is a plain channel task (no compute stream held), and a
+ * micro-batch crosses 2 (p v - 1) of them.
  */
 static void test_costed_sends(void **state)
 {
@@ -268,19 +279,28 @@ static void test_costed_sends(void **state)
     double s = 5 + 8 * 1000 * 4 / 1e4;
     NEAR(bwd_span(&f), 11 * stage_fb(4, 8) + 2 * 3 * s, 1e-3);
     teardown(&f);
-    setup(&f, "tests/data/sim/pair.json");
-    pipeline(&f, 2, 2, 8, SS_PIPE_1F1B);
-    run(&f);
-    NEAR(bwd_span(&f), 8 * stage_fb(2, 8) + stage_fb(2, 8) / 2 + 6 * s, 1e-3);
-    /* 2 * (p v - 1) = 6 sends per micro-batch, each a plain channel task */
-    int nx = 0;
-    for (int t = 0; t < f.tg->n_tasks; t++)
-        if (f.tg->kind[t] == SS_TASK_XFER) {
-            nx++;
-            assert_int_equal(f.tg->res_off[t + 1] - f.tg->res_off[t], 1);
-        }
-    assert_int_equal(nx, 8 * 6);
-    teardown(&f);
+    static const struct {
+        const char *topo;
+        int p;
+        double s;
+    } cases[] = {{"tests/data/sim/pair.json", 2, 5 + 3.2}, {"tests/data/sim/ring4.json", 4, 1 + 3.2}};
+    for (int c = 0; c < 2; c++) {
+        int p = cases[c].p, v = 2, m = 8;
+        setup(&f, cases[c].topo);
+        pipeline(&f, p, v, m, SS_PIPE_1F1B);
+        run(&f);
+        double fb = stage_fb(p, m);
+        NEAR(bwd_span(&f), m * fb + (p - 1) * fb / v + 2 * (p * v - 1) * cases[c].s, 1e-3);
+        int nx = 0;
+        for (int t = 0; t < f.tg->n_tasks; t++)
+            if (f.tg->kind[t] == SS_TASK_XFER) {
+                nx++;
+                assert_int_equal(f.tg->res_off[t + 1] - f.tg->res_off[t], 1);
+                NEAR(f.tg->dur[t], cases[c].s, 1e-9);
+            }
+        assert_int_equal(nx, m * 2 * (p * v - 1));
+        teardown(&f);
+    }
 }
 
 /* Interleaving that ss_plan_validate refuses: stages not a multiple of v,
@@ -324,6 +344,47 @@ static void test_interleaved_invalid(void **state)
     teardown(&f);
 }
 
+/*
+ * Peak memory of the first stage (device 0) from the memory model: static
+ * (weights and gradients, 8 B per parameter of its linears) plus the peak
+ * of what lives with the schedule. A linear on N samples saves its input,
+ * a = N * 1000 * 4 B, from its forward until its backward ends; a received
+ * activation or gradient (a B each) lives from its transfer until its
+ * consumer is done. At the peak rank 0 holds the activations of its
+ * warm-up plus one chunk-step — 1F1B: p micro-batches of a stage, 8
+ * linears; interleaved: W + 1 = 2(p - 1) + (v - 1) p + 1 chunk-steps of
+ * 8/(p v) linears, p + (p - 1)/v stages' worth — and the gradient it is
+ * receiving for its first backward; interleaved, also the activation that
+ * rank p - 1 already sent for its next chunk-step (sends do not wait for
+ * the receiver there):
+ *   1F1B p = 4, m = 8 (a = 32000):        (8 + 1) a = 288000 B
+ *   p = 4, v = 2, m = 8 (a = 32000):      (11 + 2) a = 416000 B
+ *   p = 4, v = 2, m = 16 (a = 16000):     (11 + 2) a = 208000 B
+ *   p = 2, v = 4, m = 8 (a = 32000):      (9 + 2) a = 352000 B
+ */
+static void test_first_stage_memory(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/line4.json");
+    static const int cases[][3] = {{4, 1, 8}, {4, 2, 8}, {4, 2, 16}, {2, 4, 8}};
+    for (int c = 0; c < 4; c++) {
+        int p = cases[c][0], v = cases[c][1], m = cases[c][2];
+        pipeline(&f, p, v, m, SS_PIPE_1F1B);
+        run(&f);
+        double peak[4];
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_memory_sweep(f.mm, f.r->start, f.r->end, peak, &d), SS_OK);
+        double a = 64.0 / m * 1000 * 4;
+        int warm = v == 1 ? p : 2 * (p - 1) + (v - 1) * p + 1;
+        double linears = (double)warm * 8 / (p * v);
+        NEAR(ss_memory_static_bytes(f.mm, 0), 8.0 / p * 1e6 * 8, 1e-12);
+        NEAR(peak[0] - ss_memory_static_bytes(f.mm, 0), (linears + (v > 1 ? 2 : 1)) * a, 1e-12);
+    }
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_interleaved_bubble),
         cmocka_unit_test(test_costed_sends),
         cmocka_unit_test(test_interleaved_invalid),
+        cmocka_unit_test(test_first_stage_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
