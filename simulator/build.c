@@ -1583,9 +1583,11 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
             continue;
         /* forward step k waits for backward step k - warm: warm - 1 steps of
          * warm-up on rank r, (P - r - 1) without interleaving, else
-         * (P - r - 1) * 2 + (V - 1) * P (Megatron's num_warmup_microbatches) */
+         * (P - r - 1) * 2 + (V - 1) * P (Megatron's num_warmup_microbatches),
+         * or every forward first when interleaving M = P micro-batches (its
+         * all_warmup_microbatches) */
         int r = stage[t->dev] % P;
-        int warm = V == 1 ? P - r : (P - r - 1) * 2 + (V - 1) * P + 1;
+        int warm = V == 1 ? P - r : M == P ? K + 1 : (P - r - 1) * 2 + (V - 1) * P + 1;
         if (k >= warm) {
             int fb = firstb[t->dev * K + k - warm];
             if (fb >= 0 && ss_taskgraph_add_dep(tg, fb, t->fwd, d) != SS_OK)
@@ -1596,12 +1598,13 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
         /* interleaved: Megatron's program order on the rank, whatever the
          * engine's keys would pick: backward steps in order, and backward
          * step kb after forward step kb + warm - 1 (the steady state runs
-         * forward step i + warm - 1, then backward step i) */
+         * forward step i + warm - 1, then backward step i), or after the
+         * last forward step (the cool-down) */
         int kb = chunk_step(t->mb, s / P, P, V, 1);
         int prevb = kb > 0 ? firstb[t->dev * K + kb - 1] : -1;
         if (prevb >= 0 && prevb != t->bwd && ss_taskgraph_add_dep(tg, prevb, t->bwd, d) != SS_OK)
             return d->status;
-        int fk = kb + warm - 1 < K ? lastf[t->dev * K + kb + warm - 1] : -1;
+        int fk = lastf[t->dev * K + (kb + warm - 1 < K ? kb + warm - 1 : K - 1)];
         if (fk >= 0 && ss_taskgraph_add_dep(tg, fk, t->bwd, d) != SS_OK)
             return d->status;
     }
