@@ -17,7 +17,7 @@ static void help(FILE *f)
             "Build or load a plan, validate it and summarise it.\n\n"
             "  --model SPEC     zoo model NAME[:key=value,...] or a model JSON file\n"
             "  --topology FILE  topology JSON\n"
-            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M]\n"
+            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V]\n"
             "                   [,recompute=none|selective|full][,sp=0|1][,distopt=0|1]\n"
             "                   [,sync=overlap|bulk] | a plan JSON file\n"
             "  --nodes N        override the node count of a compact topology\n"
@@ -129,6 +129,7 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
             json_array_append_new(js, e);
         }
         json_object_set_new(root, "stages", js);
+        json_object_set_new(root, "virtual_stages", json_integer(s->virtual_stages));
         json_object_set_new(root, "microbatches", json_integer(s->microbatches));
         json_object_set_new(root, "schedule", json_string(sched[s->schedule]));
         json_object_set_new(root, "queue", json_string(queue[s->queue]));
@@ -157,9 +158,12 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
                 first = 0;
             }
         printf("\n");
-        printf("pipeline: %d stage%s, %d micro-batch%s, schedule %s, queue %s\n", s->stages,
-               s->stages == 1 ? "" : "s", s->microbatches, s->microbatches == 1 ? "" : "es",
-               sched[s->schedule], queue[s->queue]);
+        printf("pipeline: %d stage%s", s->stages, s->stages == 1 ? "" : "s");
+        if (s->virtual_stages > 1)
+            printf(" (%d pipeline ranks x %d virtual stages)", s->stages / s->virtual_stages,
+                   s->virtual_stages);
+        printf(", %d micro-batch%s, schedule %s, queue %s\n", s->microbatches,
+               s->microbatches == 1 ? "" : "es", sched[s->schedule], queue[s->queue]);
         for (int st = 0; s->stages > 1 && st < s->stages; st++)
             printf("  stage %d: %d operators on %d devices\n", st, stage_ops[st], stage_dev[st]);
         printf("gradient sync: %s, bucket %.0f bytes, priority %s, reorder backward %s; "

@@ -22,7 +22,7 @@ static void help(FILE *f)
             "and the critical path.\n\n"
             "  --model SPEC     zoo model NAME[:key=value,...] or a model JSON file\n"
             "  --topology FILE  topology JSON\n"
-            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M]\n"
+            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V]\n"
             "                   [,recompute=none|selective|full][,sp=0|1][,distopt=0|1]\n"
             "                   [,sync=overlap|bulk] | a plan JSON file\n"
             "  --nodes N        override the node count of a compact topology\n"

@@ -72,6 +72,7 @@ void ss_plan_settings_default(ss_plan_settings *s)
     s->sync = SS_SYNC_WAIT_FREE;
     s->bucket_bytes = 0;
     s->recompute = SS_RECOMPUTE_NONE;
+    s->virtual_stages = 1;
 }
 
 ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m)
@@ -297,7 +298,71 @@ static ss_status check_settings(const ss_plan_settings *s, const char *prefix, s
         (unsigned)s->distopt > 1)
         return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute/distopt",
                            prefix);
+    int v = s->virtual_stages;
+    if (v < 1)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: virtual_stages must be at least 1 (got %d)", prefix, v);
+    if (v == 1)
+        return SS_OK;
+    if (s->stages % v != 0 || s->stages / v < 2)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: %d stages with virtual_stages = %d: the stages are the "
+                           "pp * virtual_stages model chunks of an interleaved pipeline, so they "
+                           "must be a multiple of virtual_stages with pp = stages / "
+                           "virtual_stages at least 2",
+                           prefix, s->stages, v);
+    if (s->schedule != SS_PIPE_1F1B)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: virtual_stages = %d needs schedule \"1f1b\" "
+                           "(interleaving is a 1F1B schedule)",
+                           prefix, v);
+    int pp = s->stages / v;
+    if (s->microbatches % pp != 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: %d micro-batches with virtual_stages = %d: the "
+                           "interleaved schedule runs micro-batches in groups of pp = %d, so they "
+                           "must be a multiple of %d",
+                           prefix, s->microbatches, v, pp, pp);
     return SS_OK;
+}
+
+/* With virtual stages, stage (chunk) k runs on the devices of pipeline rank
+ * k mod pp: no device holds ops of two ranks. */
+static ss_status check_ranks(const ss_plan *p, const ss_graph *g, const char *prefix, ss_diag *d)
+{
+    int v = p->settings.virtual_stages, pp = p->settings.stages / (v > 0 ? v : 1);
+    if (v <= 1)
+        return SS_OK;
+    int nd = 0;
+    for (int i = 0; i < p->n_ops; i++)
+        for (int t = 0; t < p->cfg[i].ntiles; t++)
+            if (p->cfg[i].devices[t] >= nd)
+                nd = p->cfg[i].devices[t] + 1;
+    int *first = ss_malloc((size_t)(nd ? nd : 1) * sizeof *first); /* op first placing dev */
+    if (!first)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < nd; k++)
+        first[k] = -1;
+    ss_status st = SS_OK;
+    for (int i = 0; i < p->n_ops && !st; i++) {
+        const ss_pconfig *c = &p->cfg[i];
+        for (int t = 0; t < c->ntiles && !st; t++) {
+            int dv = c->devices[t], o = first[dv];
+            if (o < 0)
+                first[dv] = i;
+            else if (p->cfg[o].stage % pp != c->stage % pp)
+                st = ss_diag_set(d, SS_ERR_INVALID,
+                                 "%s: operator \"%s\" in stage %d (pipeline rank %d) is on "
+                                 "device %d, which runs \"%s\" of stage %d (rank %d): with "
+                                 "virtual_stages = %d, stage k runs on the devices of pipeline "
+                                 "rank k mod %d",
+                                 prefix, ss_graph_op(g, i)->name, c->stage, c->stage % pp, dv,
+                                 ss_graph_op(g, o)->name, p->cfg[o].stage, p->cfg[o].stage % pp,
+                                 v, pp);
+        }
+    }
+    ss_free(first);
+    return st;
 }
 
 ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
@@ -418,6 +483,8 @@ ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_ma
     for (int i = 0; i < p->n_ops; i++)
         if ((st = ss_plan_validate_op(p, g, n_devices, i, prefix, d)) != SS_OK)
             return st;
+    if ((st = check_ranks(p, g, prefix, d)) != SS_OK)
+        return st;
     return m ? check_reachable(p, m, prefix, d) : SS_OK;
 }
 

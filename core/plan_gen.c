@@ -33,8 +33,11 @@
  * Pipeline stages cut the op list where one activation crosses; when the
  * model has repeated layers (a repeated run of segments), layers are spread
  * evenly over the stages (prefix in the first, suffix in the last),
- * otherwise cuts balance forward FLOPs. Graph inputs take the stage of their
- * first consumer. Device of a tile = stage*(tp*dp) + dp_rank*tp + tp_rank,
+ * otherwise cuts balance forward FLOPs. Interleaved (vp > 1, Megatron's
+ * virtual pipeline stages): the layers, which pp*vp must divide, are cut
+ * into pp*vp equal chunks, the plan's stages, and chunk k runs on pipeline
+ * rank k mod pp. Graph inputs take the stage of their first consumer.
+ * Device of a tile = (stage mod pp)*(tp*dp) + dp_rank*tp + tp_rank,
  * the sample dim split dp*mb with each dp rank's device repeated mb times
  * (mb from the micro-batch size mbs when given: batch / (dp*mbs)).
  */
@@ -157,11 +160,11 @@ static uint64_t op_signature(const ss_graph *g, const ss_op *op)
     return h;
 }
 
-/* Assign g->stage[] for pp stages. */
+/* Assign g->stage[] for pp*vp stages (chunks; pp when not interleaved). */
 static ss_status assign_stages(gen *G, ss_diag *d)
 {
     const ss_graph *g = G->g;
-    int n = G->n_ops, pp = G->c.pp;
+    int n = G->n_ops, vp = G->c.vp, pp = G->c.pp * vp;
     ss_status st = SS_OK;
     int *ord = ss_malloc((size_t)(n + 1) * sizeof *ord);      /* non-input ops */
     int *pos = ss_malloc((size_t)(n + 1) * sizeof *pos);      /* op -> index in ord */
@@ -241,6 +244,19 @@ static ss_status assign_stages(gen *G, ss_diag *d)
                 best_r = r;
             }
         }
+    if (vp > 1 && (!best_cov || best_r % pp != 0)) {
+        if (best_cov)
+            st = ss_diag_set(d, SS_ERR_INVALID,
+                             "megatron: vp=%d: the %d layers of model \"%s\" do not divide into "
+                             "pp*vp = %d*%d = %d equal chunks",
+                             vp, best_r, ss_graph_name(g), G->c.pp, vp, pp);
+        else
+            st = ss_diag_set(d, SS_ERR_INVALID,
+                             "megatron: vp=%d needs a model of repeated layers to cut into "
+                             "pp*vp = %d equal chunks; model \"%s\" has none",
+                             vp, pp, ss_graph_name(g));
+        goto out;
+    }
     if (best_cov) {
         if (best_r < pp) {
             st = ss_diag_set(d, SS_ERR_INVALID,
@@ -598,7 +614,7 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
             else if (k == tdim)
                 tpr = i;
         }
-        (*devs)[t] = c->stage * tp * dp + dpr * tp + tpr;
+        (*devs)[t] = c->stage % G->c.pp * tp * dp + dpr * tp + tpr;
     }
     c->devices = *devs;
     return 0;
@@ -617,6 +633,15 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
                            c.tp, c.pp, c.dp, c.mb, c.mbs);
     if ((unsigned)c.recompute > SS_RECOMPUTE_SELECTIVE || (unsigned)c.sync > SS_SYNC_BULK)
         return ss_diag_set(d, SS_ERR_INVALID, "megatron: unknown recompute or sync mode");
+    if (c.vp < 0 || c.vp > (1 << 16))
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: vp must be at least 1 (got %d)", c.vp);
+    if (c.vp == 0)
+        c.vp = 1;
+    if (c.vp > 1 && c.pp < 2)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: vp=%d needs pp > 1 (interleaving cuts each pipeline rank's "
+                           "layers into vp chunks; got pp=%d)",
+                           c.vp, c.pp);
     if (c.mbs > 0) {
         int64_t batch = ss_graph_batch(g), per = (int64_t)c.dp * c.mbs;
         if (batch <= 0 || batch % per != 0)
@@ -641,6 +666,12 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     ss_status st = check_devices(m, c.tp * c.pp * c.dp, "megatron", d);
     if (st)
         return st;
+    if (c.vp > 1 && c.mb % c.pp != 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: vp=%d: %d micro-batches is not a multiple of pp=%d (the "
+                           "interleaved schedule runs micro-batches in groups of pp, as "
+                           "Megatron requires)",
+                           c.vp, c.mb, c.pp);
     int64_t batch = ss_graph_batch(g);
     if (batch > 0 && batch % ((int64_t)c.dp * c.mb) != 0)
         return ss_diag_set(d, SS_ERR_INVALID,
@@ -670,7 +701,8 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     }
     if ((st = assign_stages(&G, d)) || (st = assign_tp(&G, d)))
         goto out;
-    p->settings.stages = c.pp;
+    p->settings.stages = c.pp * c.vp;
+    p->settings.virtual_stages = c.vp;
     p->settings.microbatches = c.mb;
     p->settings.schedule = SS_PIPE_1F1B;
     p->settings.queue = c.pp > 1 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
@@ -763,6 +795,8 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
             st = parse_int(spec, key, val, 1, 1 << 20, &c->mb, d);
         else if (!strcmp(key, "mbs"))
             st = parse_int(spec, key, val, 1, 1 << 20, &c->mbs, d);
+        else if (!strcmp(key, "vp"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->vp, d);
         else if (!strcmp(key, "sp")) {
             if (!(st = parse_flag(spec, key, val, &tmp, d)))
                 c->sp = tmp;
@@ -794,7 +828,7 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
         } else
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, mbs, "
-                             "mb, recompute, sp, distopt, sync)",
+                             "mb, vp, recompute, sp, distopt, sync)",
                              spec, key);
         if (st)
             return st;
@@ -831,7 +865,7 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
     }
     return ss_diag_set(d, SS_ERR_INVALID,
                        "plan spec \"%s\": unknown (expected data-parallel, "
-                       "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,recompute=none|selective|full]"
+                       "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]"
                        "[,sp=0|1][,distopt=0|1][,sync=overlap|bulk], or a plan file path)",
                        spec);
 }

@@ -58,7 +58,7 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
 {
     static const char *const keys[] = {"stages", "microbatches", "schedule", "queue",
                                        "sync", "bucket_bytes", "priority", "reorder_backward",
-                                       "recompute", "distopt", NULL};
+                                       "recompute", "distopt", "virtual_stages", NULL};
     ss_status st = ss_json_check_keys(file, "$.settings", obj, keys, d);
     if (st)
         return st;
@@ -71,6 +71,10 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
     if ((st = ss_json_get_int(file, "$.settings", obj, "microbatches", 0, 1, 1 << 20, &v, d)))
         return st;
     s->microbatches = (int)v;
+    v = s->virtual_stages;
+    if ((st = ss_json_get_int(file, "$.settings", obj, "virtual_stages", 0, 1, 65536, &v, d)))
+        return st;
+    s->virtual_stages = (int)v;
     int e;
     e = (int)s->schedule;
     if ((st = get_enum(file, obj, "schedule", schedule_names, &e, d)))
@@ -418,6 +422,8 @@ static json_t *settings_json(const ss_plan_settings *s, int *bad)
     put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
     if (s->distopt)
         put(o, "distopt", json_true(), bad);
+    if (s->virtual_stages > 1)
+        put(o, "virtual_stages", json_integer(s->virtual_stages), bad);
     return o;
 }
 

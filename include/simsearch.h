@@ -552,7 +552,8 @@ typedef enum ss_recompute {
 } ss_recompute;
 
 typedef struct ss_plan_settings {
-    int stages;               /* pipeline stages (1 = none) */
+    int stages;               /* pipeline stages (1 = none); with virtual stages, the
+                                 pp * virtual_stages model chunks */
     int microbatches;         /* per iteration (1 = none) */
     ss_pipe_schedule schedule;
     ss_queue_policy queue;
@@ -566,6 +567,11 @@ typedef struct ss_plan_settings {
                                  it; its gradient sync is a reduce-scatter, then the
                                  update of the device's slice, then an all-gather of
                                  the updated parameters */
+    int virtual_stages;       /* chunks per pipeline rank (Megatron's interleaved 1F1B,
+                                 --num-layers-per-virtual-pipeline-stage); 1 = none.
+                                 With v > 1: pp = stages / v ranks, stage (chunk) k
+                                 runs on the devices of rank k mod pp, the schedule
+                                 is 1F1B and micro-batches are a multiple of pp */
 } ss_plan_settings;
 
 typedef struct ss_plan ss_plan;
@@ -618,11 +624,15 @@ typedef struct ss_megatron_config {
     int mbs;     /* micro-batch size (0: from mb) */
     int distopt; /* distributed optimizer (settings.distopt) */
     ss_sync_mode sync; /* SS_SYNC_WAIT_FREE ("overlap": bucketed, 40 MB buckets) or bulk */
+    int vp;      /* virtual stages per pipeline rank (interleaved 1F1B; 0 or 1: none):
+                    the layers are cut into pp*vp equal chunks, chunk k on rank k mod
+                    pp; needs pp > 1, layers divisible by pp*vp and micro-batches a
+                    multiple of pp */
 } ss_megatron_config;
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
-/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,recompute=none|selective|full]
- * [,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp default 1; dp defaults to
+/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]
+ * [,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp, vp default 1; dp defaults to
  * devices / (tp*pp)) | a path to a plan JSON (contains '/' or ends in ".json").
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,

@@ -110,6 +110,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->ipool);
     ss_free(b->res);
     ss_free(b->gate);
+    ss_free(b->flush);
     ss_free(b->regs);
     ss_free(b->mbk);
     ss_free(b->shape_buf);
@@ -1137,6 +1138,15 @@ static void shrink_transfer(ss_builder *b, ss_taskgraph *tg, int task, int src, 
     tg->bytes[task] /= r;
 }
 
+/* A stage-crossing transfer holds both ends' compute streams (Megatron's
+ * blocking 1F1B sends) except under interleaving, whose sends overlap the
+ * chunks' compute (Megatron's overlap_p2p_comm, on by default for the
+ * interleaved schedule). */
+static int holds(const ss_builder *b, const xferinfo *X)
+{
+    return X->block && b->set.virtual_stages <= 1;
+}
+
 /* Megatron's scatter-gather pipeline sends: a stage-boundary (blocking)
  * send from a replica group of R > 1 ranks (a tensor-parallel group holding
  * the same activation) to R receivers, rank q to rank q, moves 1/R of the
@@ -1235,7 +1245,7 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
              * the sender sends before starting its next forward (Megatron's
              * send right after forward_step); others like the consumer */
             int prio = X->block ? prio_fwd(u->op, b->tiles[u->first].mb) : prio_fwd(tj->op, tj->mb);
-            X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0, prio, X->block, d);
+            X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0, prio, holds(b, X), d);
             if (X->task < 0)
                 return d->status;
             X->next = u->xhead;
@@ -1488,7 +1498,7 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (X->btask < 0) {
             const tileinfo *src = &b->tiles[u->first];
             int prio = X->block ? prio_bwd(b, tj->op, tj->mb) : prio_bwd(b, u->op, src->mb);
-            int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1, prio, X->block, d);
+            int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1, prio, holds(b, X), d);
             if (y < 0)
                 return d ? d->status : SS_ERR_INVALID;
             X = &b->xf[pr->xfer];
@@ -1508,54 +1518,108 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 
 /* ---- pass 6: micro-batch program order (GPipe) and 1F1B in-flight limit - */
 
+/* Megatron's step order on one pipeline rank of P ranks with V chunks each
+ * (V = 1: the micro-batch itself): micro-batches run in groups of P, and
+ * within a group chunk by chunk, forward in chunk order, backward in reverse
+ * chunk order (get_model_chunk_id in Megatron's interleaved schedule). */
+static int chunk_step(int mb, int chunk, int P, int V, int backward)
+{
+    int c = backward ? V - 1 - chunk : chunk;
+    return mb / P * P * V + c * P + mb % P;
+}
+
 static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, ss_diag *d)
 {
     int M = b->set.microbatches;
     b->st.microbatch_gating = 0;
+    b->n_flush = 0;
     if (M <= 1)
         return SS_OK;
     if (!b->gating_ok)
         return SS_OK; /* some data edge crosses micro-batches: no program order */
-    int nd = b->n_dev;
-    /* gate: [nd*M] last forward, [nd*M] first backward, [nd] device stage */
-    GROW(b, gate, cap_gate, 2 * nd * M + nd, d);
-    int *lastf = b->gate, *firstb = b->gate + nd * M, *stage = b->gate + 2 * nd * M;
-    for (int k = 0; k < 2 * nd * M; k++)
+    int S = b->set.stages, V = b->set.virtual_stages;
+    if (V < 1 || S % V != 0 || M % (S / V) != 0)
+        V = 1; /* not a valid interleaving (ss_plan_validate refuses it) */
+    int P = S / V, K = V * M, nd = b->n_dev;
+    /* gate, per device and chunk-step: [nd*K] last forward (op order) of
+     * forward step k, [nd*K] first backward (op order: the step's last to
+     * run) of backward step k; [nd] the device's first stage */
+    GROW(b, gate, cap_gate, 2 * nd * K + nd, d);
+    int *lastf = b->gate, *firstb = b->gate + nd * K, *stage = b->gate + 2 * nd * K;
+    for (int k = 0; k < 2 * nd * K; k++)
         b->gate[k] = -1;
     for (int k = 0; k < nd; k++)
-        stage[k] = b->set.stages;
+        stage[k] = S;
     for (int j = 0, o = -1, s = 0; j < b->n_tiles; j++) { /* op order: last write = latest op */
         const tileinfo *t = &b->tiles[j];
         if (t->bwd < 0 || t->mb >= M) /* graph inputs have no backward */
             continue;
-        lastf[t->dev * M + t->mb] = t->fwd;
-        if (firstb[t->dev * M + t->mb] < 0)
-            firstb[t->dev * M + t->mb] = t->bwd;
         if (t->op != o) {
             o = t->op;
             s = ss_plan_config(p, o)->stage;
         }
+        lastf[t->dev * K + chunk_step(t->mb, s / P, P, V, 0)] = t->fwd;
+        int *fb = &firstb[t->dev * K + chunk_step(t->mb, s / P, P, V, 1)];
+        if (*fb < 0)
+            *fb = t->bwd;
         if (s < stage[t->dev])
             stage[t->dev] = s;
     }
+    /* a step a device has no tile of hands its predecessor on */
+    for (int dv = 0; dv < nd; dv++)
+        for (int k = 1; k < K; k++) {
+            if (lastf[dv * K + k] < 0)
+                lastf[dv * K + k] = lastf[dv * K + k - 1];
+            if (firstb[dv * K + k] < 0)
+                firstb[dv * K + k] = firstb[dv * K + k - 1];
+        }
     int f1b = b->set.schedule == SS_PIPE_1F1B;
-    for (int j = 0; j < b->n_tiles; j++) {
+    for (int j = 0, o = -1, s = 0; j < b->n_tiles; j++) {
         const tileinfo *t = &b->tiles[j];
-        if (t->bwd < 0 || t->mb == 0 || t->mb >= M)
+        if (t->bwd < 0 || t->mb >= M)
             continue;
-        int prev = lastf[t->dev * M + t->mb - 1];
+        if (t->op != o) {
+            o = t->op;
+            s = ss_plan_config(p, o)->stage;
+        }
+        int k = chunk_step(t->mb, s / P, P, V, 0);
+        int prev = k > 0 ? lastf[t->dev * K + k - 1] : -1;
         if (prev >= 0 && prev != t->fwd && ss_taskgraph_add_dep(tg, prev, t->fwd, d) != SS_OK)
             return d->status;
-        if (f1b) {
-            int warm = b->set.stages - stage[t->dev];
-            if (warm < 1)
-                warm = 1;
-            if (t->mb >= warm) {
-                int fb = firstb[t->dev * M + t->mb - warm];
-                if (fb >= 0 && ss_taskgraph_add_dep(tg, fb, t->fwd, d) != SS_OK)
-                    return d->status;
-            }
+        if (!f1b)
+            continue;
+        /* forward step k waits for backward step k - warm: warm - 1 steps of
+         * warm-up on rank r, (P - r - 1) without interleaving, else
+         * (P - r - 1) * 2 + (V - 1) * P (Megatron's num_warmup_microbatches),
+         * or every forward first when interleaving M = P micro-batches (its
+         * all_warmup_microbatches) */
+        int r = stage[t->dev] % P;
+        int warm = V == 1 ? P - r : M == P ? K + 1 : (P - r - 1) * 2 + (V - 1) * P + 1;
+        if (k >= warm) {
+            int fb = firstb[t->dev * K + k - warm];
+            if (fb >= 0 && ss_taskgraph_add_dep(tg, fb, t->fwd, d) != SS_OK)
+                return d->status;
         }
+        if (V == 1)
+            continue;
+        /* interleaved: Megatron's program order on the rank, whatever the
+         * engine's keys would pick: backward steps in order, and backward
+         * step kb after forward step kb + warm - 1 (the steady state runs
+         * forward step i + warm - 1, then backward step i), or after the
+         * last forward step (the cool-down) */
+        int kb = chunk_step(t->mb, s / P, P, V, 1);
+        int prevb = kb > 0 ? firstb[t->dev * K + kb - 1] : -1;
+        if (prevb >= 0 && prevb != t->bwd && ss_taskgraph_add_dep(tg, prevb, t->bwd, d) != SS_OK)
+            return d->status;
+        int fk = lastf[t->dev * K + (kb + warm - 1 < K ? kb + warm - 1 : K - 1)];
+        if (fk >= 0 && ss_taskgraph_add_dep(tg, fk, t->bwd, d) != SS_OK)
+            return d->status;
+    }
+    if (f1b) {
+        GROW(b, flush, cap_flush, nd, d);
+        for (int dv = 0; dv < nd; dv++)
+            b->flush[dv] = firstb[dv * K + K - 1];
+        b->n_flush = nd;
     }
     b->st.microbatch_gating = 1;
     return SS_OK;

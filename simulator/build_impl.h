@@ -51,7 +51,8 @@ typedef struct xferinfo {
     const ss_region *reg; /* a pair's (preg) */
     double bytes;
     int task, btask; /* forward transfer; its gradient transfer (-1 until made) */
-    int block;       /* crosses pipeline stages: both transfers also hold src's and dev's streams */
+    int block;       /* crosses pipeline stages under 1F1B: both transfers also hold
+                      * src's and dev's streams, unless interleaved (build.c, holds) */
     int last_user;   /* global tile index of the last consumer */
     int next;        /* next transfer from the same unit */
     int sgr;         /* scatter-gather: 1/sgr of the bytes per rank (1: a plain send) */
@@ -183,6 +184,10 @@ struct ss_builder {
     int cap_res;
     int *gate; /* scratch per device (x micro-batch) */
     int cap_gate;
+    int *flush; /* [n_flush = n_dev under gated 1F1B, else 0]: the task ending the
+                 * device's last backward step; its updates wait for it (Megatron
+                 * steps the optimizer after the pipeline schedule), -1 none */
+    int n_flush, cap_flush;
     ss_region *regs;
     int cap_regs;
     const ss_plan *plan; /* the plan of the run being built (borrowed, during ss_build_run) */

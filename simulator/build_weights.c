@@ -399,7 +399,8 @@ static int same_devs(const ss_builder *b, const shard *x, const shard *y)
 }
 
 /* Updates of shard s on each of its devices, after `after` (a collective) or,
- * when after < 0, after the shard's own backward tasks on that device; with
+ * when after < 0, after the shard's own backward tasks on that device, and
+ * under 1F1B after the device's last backward step (b->flush); with
  * `split` (the distributed optimizer) each device updates its 1/n_dev slice
  * and `gather` (if >= 0) waits for every update. */
 static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, int after,
@@ -420,6 +421,9 @@ static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, in
             return d->status;
         b->st.updates++;
         if (gather >= 0 && ss_taskgraph_add_dep(tg, u, gather, d) != SS_OK)
+            return d->status;
+        if (dev < b->n_flush && b->flush[dev] >= 0 &&
+            ss_taskgraph_add_dep(tg, b->flush[dev], u, d) != SS_OK)
             return d->status;
         if (after >= 0) {
             if (ss_taskgraph_add_dep(tg, after, u, d) != SS_OK)

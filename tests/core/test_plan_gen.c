@@ -287,6 +287,67 @@ static void test_spec_errors(void **state)
     expect_spec_error("/nonexistent/plan.json", gpt, "cannot open");
 }
 
+/* Interleaved 1F1B: gpt 8 layers, tp=2, pp=2, dp=4, vp=2 on 16 devices:
+ * 4 chunks of 2 layers, chunk c on rank c mod 2 (devices 8*(c mod 2) ..
+ * +7), embedding in chunk 0, head and loss in chunk 3 (rank 1); the plan
+ * file keeps virtual_stages; the errors of vp. */
+static void test_megatron_interleaved(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("gpt:layers=8,hidden=256,heads=4,seq=64,vocab=1000", 32, 16);
+    ss_plan *p = NULL, *q = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=4,mbs=2,vp=2", g, m, &p, &d),
+                     SS_OK);
+    const ss_plan_settings *s = ss_plan_settings_get(p);
+    assert_int_equal(s->stages, 4);
+    assert_int_equal(s->virtual_stages, 2);
+    assert_int_equal(s->microbatches, 4); /* 32 / (4 * 2) */
+    assert_int_equal(s->schedule, SS_PIPE_1F1B);
+    for (int l = 0; l < 8; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "l%d.mlp.fc1", l);
+        const ss_pconfig *c = cfg_of(p, g, name);
+        assert_int_equal(c->stage, l / 2);
+        for (int t = 0; t < c->ntiles; t++)
+            assert_int_equal(c->devices[t] / 8, l / 2 % 2);
+    }
+    assert_int_equal(cfg_of(p, g, "embed.tokens")->stage, 0);
+    assert_int_equal(cfg_of(p, g, "lm_head")->stage, 3);
+    assert_int_equal(cfg_of(p, g, "lm_head")->devices[0] / 8, 1);
+    assert_int_equal(cfg_of(p, g, "loss")->stage, 3);
+    /* plan file round trip */
+    char *txt = NULL;
+    assert_int_equal(ss_plan_to_string(p, g, &txt, &d), SS_OK);
+    assert_non_null(strstr(txt, "\"virtual_stages\": 2"));
+    assert_int_equal(ss_plan_load_string(txt, "vp.json", g, m, &q, &d), SS_OK);
+    assert_int_equal(ss_plan_settings_get(q)->virtual_stages, 2);
+    assert_int_equal(ss_plan_settings_get(q)->stages, 4);
+    ss_plan_free(q);
+    ss_free(txt);
+    ss_plan_free(p);
+    /* vp=1 writes no virtual_stages: files stay as before */
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=4,mbs=2", g, m, &p, &d), SS_OK);
+    assert_int_equal(ss_plan_settings_get(p)->virtual_stages, 1);
+    assert_int_equal(ss_plan_settings_get(p)->stages, 2);
+    assert_int_equal(ss_plan_to_string(p, g, &txt, &d), SS_OK);
+    assert_null(strstr(txt, "virtual_stages"));
+    ss_free(txt);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    const char *gpt = "gpt:layers=8,hidden=256,heads=4,seq=64,vocab=1000";
+    expect_spec_error("megatron:tp=2,pp=1,vp=2", gpt, "vp=2 needs pp > 1");
+    expect_spec_error("megatron:tp=2,pp=2,mb=2,vp=3", gpt,
+                      "the 8 layers of model \"gpt\" do not divide into pp*vp = 2*3 = 6");
+    expect_spec_error("megatron:tp=2,pp=2,dp=4,mb=1,vp=2", gpt,
+                      "1 micro-batches is not a multiple of pp=2");
+    expect_spec_error("megatron:tp=2,pp=2,vp=0", gpt, "bad value \"0\" for vp");
+    expect_spec_error("megatron:tp=1,pp=2,dp=8,mb=2,vp=2", "mlp:layers=3", "into pp*vp = 2*2 = 4 equal");
+}
+
 /* Defaults: megatron without dp uses every device; pp=1 -> mb 1, FIFO. */
 static void test_spec_defaults(void **state)
 {
@@ -381,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_megatron_bert_head),
         cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_spec_defaults),
+        cmocka_unit_test(test_megatron_interleaved),
         cmocka_unit_test(test_megatron_other_models),
         cmocka_unit_test(test_gen_alloc_failures),
     };
