@@ -131,7 +131,8 @@ static void test_random_symmetric(void **state)
         int dp = n / (tp * pp), mb = 1 << rnd(3);
         if (pp > 1 && mb < pp)
             mb = pp;
-        int layers = pp > 2 ? pp : 1 + (int)rnd(2);
+        int vp = pp > 1 && rnd(3) == 0 ? 2 : 1; /* interleaved 1F1B */
+        int layers = pp > 2 || vp > 1 ? pp * vp : 1 + (int)rnd(2);
         int64_t batch = (int64_t)dp * mb * (1 + rnd(2));
         char spec[256];
         if (kind == 0)
@@ -157,6 +158,7 @@ static void test_random_symmetric(void **state)
             c.pp = pp;
             c.dp = dp;
             c.mb = mb;
+            c.vp = vp;
             c.recompute = (ss_recompute)rnd(3);
             c.sp = tp > 1 ? (int)rnd(2) : 0;
             c.distopt = (int)rnd(2);
@@ -166,7 +168,7 @@ static void test_random_symmetric(void **state)
                 continue; /* e.g. tp does not divide the heads */
             }
             ss_plan_settings *s = ss_plan_settings_of(p);
-            if (rnd(3) == 0)
+            if (rnd(3) == 0 || vp > 1)
                 s->schedule = SS_PIPE_1F1B;
             if (rnd(3) == 0)
                 s->bucket_bytes = 0;
