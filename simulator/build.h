@@ -101,7 +101,7 @@
  *
  * Reuse across runs (memoization). What a run computes that depends only on
  * content is remembered, keyed by that content, never by "the previous run"
- * (delta simulation keeps a committed base and a proposal that may be
+ * (the search keeps a committed base and a proposal that may be
  * rejected, so both must hit):
  *   per op       its tiles (shapes, devices, micro-batches, ss_cost_tile
  *                costs), keyed by the op's config (degrees, red, device

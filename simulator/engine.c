@@ -9,7 +9,7 @@
  * class keys arrive in nondecreasing ready time (tasks are released at the
  * time being settled, which only grows), so an insertion moves only the
  * entries released at the same time with a larger (prio, id): O(1) per task
- * in practice (a resumed run's initial releases may shift more). The head of
+ * in practice. The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
  * all smaller). Each queue slot also holds its task's position (qtask,
  * below) unless positions are ids. Completion events wait in a calendar,
@@ -180,9 +180,6 @@ struct ss_engine {
     int32_t *pos_of;                    /* id -> position */
     int ident;                          /* position == id for every task */
     double *pstart;                     /* the run's start */
-    double *pready;                     /* resume's ready times (unless ident,
-                                         * in end: finish fills end after
-                                         * resume is done with them) */
     int32_t *pstart_round, *pend_round;
     int32_t *pblocker;                  /* ids; -1 (prepare) until set */
     double *xstart;                     /* their storage unless ident (then
@@ -410,7 +407,7 @@ typedef struct run {
     int ntouched;
     int nzero_queued; /* zero-duration tasks waiting in queues */
     int32_t round;  /* index of the event time being settled */
-    int64_t retired, started;
+    int64_t retired;
     /* calendar state */
     int nbk, nheap, hcap, bk_free, ch_free;
     int32_t last_bk; /* the bucket the last event went to, -1 if freed since */
@@ -721,7 +718,6 @@ static void start_task(run *s, int h, double t, double ready)
     }
     e->pstart[h] = t; /* finish sets end = start + dur */
     e->pstart_round[h] = s->round;
-    s->started++;
     epush(s, end, ev_of(id, h));
 }
 
@@ -952,13 +948,11 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     order_tasks(e, tg);
     if (e->ident) {
         e->pstart = e->start;
-        e->pready = e->ready;
         e->pstart_round = e->start_round;
         e->pend_round = e->end_round;
         e->pblocker = e->blocker;
     } else {
         e->pstart = e->xstart;
-        e->pready = e->end;
         e->pstart_round = e->xstart_round;
         e->pend_round = e->xend_round;
         e->pblocker = e->xblocker;
@@ -1008,8 +1002,8 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->qh[q] = e->qt[q] = pos;
         pos += c;
     }
-    /* blocker -1, by_res 0 until set (tasks ready at the start, and those
-     * a resumed run keeps, have neither) */
+    /* blocker -1, by_res 0 until set (tasks ready at the start have
+     * neither) */
     if (n > 0) {
         memset(e->pblocker, 0xff, (size_t)n * sizeof *e->pblocker);
         memset(e->by_res, 0, (size_t)n);
@@ -1018,10 +1012,10 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
 }
 
 /* The result's per-id arrays from the run's per-position ones (already
- * the same arrays when ident): start, blocker and for a full run the
- * rounds; with every end (start + duration). Returns the first task
+ * the same arrays when ident): start, blocker and the rounds; with every
+ * end (start + duration). Returns the first task
  * (lowest id) to end last, -1 for none. */
-static int unpermute(ss_engine *e, const ss_taskgraph *tg, int full)
+static int unpermute(ss_engine *e, const ss_taskgraph *tg)
 {
     int n = tg->n_tasks, last = -1, ident = e->ident;
     double best = 0;
@@ -1030,10 +1024,8 @@ static int unpermute(ss_engine *e, const ss_taskgraph *tg, int full)
             int i = e->pos_of[t];
             e->start[t] = e->pstart[i];
             e->blocker[t] = e->pblocker[i];
-            if (full) {
-                e->start_round[t] = e->pstart_round[i];
-                e->end_round[t] = e->pend_round[i];
-            }
+            e->start_round[t] = e->pstart_round[i];
+            e->end_round[t] = e->pend_round[i];
         }
         double end = e->start[t] + tg->dur[t];
         e->end[t] = end;
@@ -1045,16 +1037,16 @@ static int unpermute(ss_engine *e, const ss_taskgraph *tg, int full)
     return last;
 }
 
-/* Run rounds from time t0 until no event is left, then check that every
- * task ran and fill the result (the breakdown only when `full`). */
-static ss_status finish(run *s, double t0, int full, ss_diag *d)
+/* Run rounds from time 0 until no event is left, then check that every
+ * task ran and fill the result. */
+static ss_status finish(run *s, ss_diag *d)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
     int n = tg->n_tasks, nd = tg->n_devices;
     int64_t rounds = 1;
     s->round = 0;
-    settle(s, t0);
+    settle(s, 0.0);
     while (s->nev > 0 && !s->stop && !s->interrupted) {
         s->round = (int32_t)rounds++;
         settle(s, e->bk[e->theap[0]].t);
@@ -1083,38 +1075,35 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     /* Results by id, end times (start + duration: what start_task
      * computed), the makespan and the first task to end last (the critical
      * path's end). */
-    int last = unpermute(e, tg, full);
+    int last = unpermute(e, tg);
     double makespan = last >= 0 && e->end[last] > 0 ? e->end[last] : 0;
     e->last_task = last;
     /* Ready times not written by start_task (those of tasks that did not
      * wait for a resource): the end of the predecessor that released the
-     * task, its blocker, as the settled time (-0 as +0); none: 0, or in a
-     * resumed run what resume computed. */
+     * task, its blocker, as the settled time (-0 as +0); none: 0. */
     for (int t = 0; t < n; t++) {
         if (e->by_res[t])
             continue;
         int b = e->blocker[t];
         if (b >= 0)
             e->ready[t] = e->end[b] + 0.0;
-        else if (full)
+        else
             e->ready[t] = 0;
     }
     ss_engine_result *r = &e->res;
     memset(r, 0, sizeof *r);
-    if (full) {
-        for (int v = 0; v < nd; v++) {
-            dev_mark(e, v, makespan);
-            e->compute[v] = e->busy[v];
-            e->idle[v] = makespan - e->busy[v];
-        }
-        r->busy = e->busy;
-        r->compute_us = e->compute;
-        r->comm_us = e->comm;
-        r->exposed_comm_us = e->exposed;
-        r->idle_us = e->idle;
-        r->start_round = e->start_round;
-        r->end_round = e->end_round;
+    for (int v = 0; v < nd; v++) {
+        dev_mark(e, v, makespan);
+        e->compute[v] = e->busy[v];
+        e->idle[v] = makespan - e->busy[v];
     }
+    r->busy = e->busy;
+    r->compute_us = e->compute;
+    r->comm_us = e->comm;
+    r->exposed_comm_us = e->exposed;
+    r->idle_us = e->idle;
+    r->start_round = e->start_round;
+    r->end_round = e->end_round;
     r->n_tasks = n;
     r->n_resources = tg->n_resources;
     r->n_devices = nd;
@@ -1125,8 +1114,6 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     r->blocker = e->blocker;
     r->blocked_by_resource = e->by_res;
     r->n_rounds = rounds;
-    r->n_started = s->started;
-    r->resumed = !full;
     e->valid = 1;
     return SS_OK;
 }
@@ -1153,98 +1140,7 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
     for (int i = 0; i < tg->n_tasks; i++)
         if (e->left[i] == 0)
             release(&s, i, 0.0);
-    return finish(&s, 0.0, 1, d);
-}
-
-ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
-                           const ss_engine_state *from, ss_diag *d)
-{
-    ss_status st = prepare(e, tg, cfg, d);
-    if (st != SS_OK)
-        return st;
-    int n = tg->n_tasks;
-    double T = from->t;
-    const double *fs = from->start, *fe = from->end;
-    if (!(T >= 0) || !isfinite(T))
-        return ss_diag_set(d, SS_ERR_INVALID, "engine: resume time %g is not a finite time >= 0",
-                           T);
-    run s;
-    memset(&s, 0, sizeof s);
-    s.e = e;
-    s.tg = tg;
-    cal_reset(&s);
-    const int32_t *pos_of = e->pos_of;
-    for (int i = 0; i < n; i++)
-        e->pready[i] = 0;
-    /* Tasks that started before T keep their times: those that ended
-     * before T are retired, the others hold their resources and have their
-     * completion event. */
-    for (int t = 0; t < n; t++) {
-        if (fs[t] < 0)
-            continue;
-        if (!(fs[t] < T) || fe[t] != fs[t] + tg->dur[t])
-            return ss_diag_set(d, SS_ERR_INVALID,
-                               "engine: resume state: task %d starts at %g, ends at %g (duration %g, resume time %g)",
-                               t, fs[t], fe[t], tg->dur[t], T);
-        int it = pos_of[t];
-        const trec *rt = &e->rec[it];
-        e->pstart[it] = fs[t];
-        const int32_t *rs = rres(tg, rt);
-        for (int i = 0; i < rt->nres; i++) {
-            int r = rs[i];
-            if (fe[t] >= T) {
-                if (e->holder[r] >= 0)
-                    return ss_diag_set(d, SS_ERR_INVALID,
-                                       "engine: resume state: tasks %d and %d both hold resource %d at %g",
-                                       e->holder[r], t, r, T);
-                e->holder[r] = t;
-            }
-        }
-        if (fe[t] < T) {
-            s.retired++;
-        } else {
-            epush(&s, fe[t], ev_of(t, it));
-        }
-    }
-    /* Remaining predecessor counts and ready times (rule 1): every retired
-     * task releases its successors' counts, as retire() does (work in the
-     * kept part only); tasks left with no predecessor outstanding wait in
-     * the queues. A given task must have had all its predecessors end by
-     * its start. */
-    for (int t = 0; t < n; t++) {
-        if (fs[t] < 0 || fe[t] >= T)
-            continue;
-        const trec *rt = &e->rec[pos_of[t]];
-        const int32_t *sc = rsucc(e->sbase, rt);
-        for (int i = 0, ns = rnsucc(rt); i < ns; i++) {
-            int v = sc[i];
-            if (e->left[v] != LEFT_BIG)
-                e->left[v]--;
-            else
-                e->left_big[v]--;
-            if (fe[t] > e->pready[v])
-                e->pready[v] = fe[t];
-        }
-    }
-    for (int t = 0; t < n; t++) {
-        int it = pos_of[t];
-        e->ready[t] = e->pready[it]; /* finish keeps it where no blocker */
-        if (fs[t] >= 0) {
-            if (left_of(e, it) > 0 || e->pready[it] > fs[t])
-                return ss_diag_set(d, SS_ERR_INVALID,
-                                   "engine: resume state: task %d starts at %g before its predecessors end",
-                                   t, fs[t]);
-            continue;
-        }
-        if (left_of(e, it) > 0)
-            continue;
-        if (e->rec[it].nres == 0 && e->pready[it] < T)
-            return ss_diag_set(d, SS_ERR_INVALID,
-                               "engine: resume state: task %d (no resources) was ready at %g but did not start before %g",
-                               t, e->pready[it], T);
-        release(&s, it, e->pready[it]);
-    }
-    return finish(&s, T, 0, d);
+    return finish(&s, d);
 }
 
 int ss_engine_cut(const ss_engine *e, double *bound)
@@ -1265,9 +1161,6 @@ ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss
 {
     if (!e->valid)
         return ss_diag_set(d, SS_ERR_INVALID, "engine: no simulation result");
-    if (e->res.resumed)
-        return ss_diag_set(d, SS_ERR_INVALID,
-                           "engine: no critical path after a resumed run (blockers of kept tasks unknown)");
     if (e->path_n >= 0) { /* walked already for this run (the summary, then path moves) */
         *path = e->path;
         *n = e->path_n;

@@ -32,7 +32,7 @@
  * no predecessor lists) -> hand to the engine, any number of times. Adding after
  * finalize un-finalizes the graph (finalize again). reset -> empty again.
  *
- * The struct is open so the engine, the builder and a future delta engine
+ * The struct is open so the engine and the builder
  * can read the arrays at full speed; everybody else treats it as read-only
  * and changes it only through the functions below.
  *
