@@ -81,6 +81,54 @@ const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b)
     return &b->mst;
 }
 
+/* Free *p and zero its capacity (lean mode). */
+#define DROP(b, arr, cap)                                                                    \
+    do {                                                                                     \
+        ss_free((b)->arr);                                                                   \
+        (b)->arr = NULL;                                                                     \
+        (b)->cap = 0;                                                                        \
+    } while (0)
+
+/* Lean mode: every per-run scratch array, once a run's graph and memory
+ * intervals are made (what stays: stats, policy, the score table). The
+ * next run grows them again. */
+static void release_scratch(ss_builder *b)
+{
+    DROP(b, tiles, cap_tiles);
+    DROP(b, tcost, cap_tcost);
+    DROP(b, shape_buf, cap_shape);
+    DROP(b, opshape, cap_opshape);
+    DROP(b, units, cap_units);
+    DROP(b, xf, cap_xf);
+    DROP(b, pairs, cap_pairs);
+    DROP(b, preg, cap_preg);
+    DROP(b, pbuf, cap_pbuf);
+    DROP(b, we, cap_we);
+    DROP(b, we2, cap_we2);
+    DROP(b, widx, cap_widx);
+    DROP(b, wtmp, cap_wtmp);
+    DROP(b, wr, cap_wr);
+    DROP(b, sh, cap_sh);
+    DROP(b, order, cap_order);
+    DROP(b, okeys, cap_okeys);
+    DROP(b, ipool, cap_ipool);
+    DROP(b, res, cap_res);
+    DROP(b, gate, cap_gate);
+    DROP(b, regs, cap_regs);
+    DROP(b, mbk, cap_mbk);
+    DROP(b, uhave, cap_uhave);
+    DROP(b, giv, cap_giv);
+    DROP(b, need, cap_need);
+    b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
+    b->n_pbuf = 0;
+}
+
+void ss_build_set_lean(ss_builder *b, int on)
+{
+    b->lean = on != 0;
+    ss_build_set_memo(b, !b->lean);
+}
+
 void ss_build_free(ss_builder *b)
 {
     if (!b)
@@ -164,7 +212,8 @@ static double unit_out_bytes(const ss_builder *b, const unitinfo *u)
     double bytes = 0;
     for (int k = 0; k < op->n_out; k++) {
         ss_region r;
-        ss_op_output_region(b->g, op, tshape(b, u->first), k, &r);
+        ss_tile tb;
+        ss_op_output_region(b->g, op, tshape(b, u->first, &tb), k, &r);
         bytes += (double)volume(&r) *
                  (double)ss_dtype_size(ss_graph_tensor(b->g, op->outputs[k])->dtype);
     }
@@ -440,7 +489,7 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
 static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
 {
     const ss_graph *g = b->g;
-    int total = 0, units = 0;
+    int total = 0, units = 0, widest = 0;
     GROW(b, tile_base, cap_tb, b->n_ops + 1, d);
     GROW(b, unit_base, cap_ub, b->n_ops + 1, d);
     for (int o = 0; o < b->n_ops; o++) {
@@ -459,13 +508,18 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
         b->unit_base[o] = units;
         total += c->ntiles;
         units += c->ntiles / c->red;
+        widest = c->ntiles > widest ? c->ntiles : widest;
     }
     b->tile_base[b->n_ops] = total;
     b->unit_base[b->n_ops] = units;
     GROW(b, tiles, cap_tiles, total, d);
     GROW(b, tcost, cap_tcost, total, d);
-    GROW(b, shape_buf, cap_shape, total, d);
-    GROW(b, opshape, cap_opshape, b->n_ops, d);
+    /* lean: one op's shapes at a time (tshape computes them again later) */
+    GROW(b, shape_buf, cap_shape, b->lean ? widest : total, d);
+    if (b->lean)
+        DROP(b, opshape, cap_opshape);
+    else
+        GROW(b, opshape, cap_opshape, b->n_ops, d);
     GROW(b, units, cap_units, units, d);
     b->n_tiles = total;
     b->n_units = units;
@@ -520,8 +574,9 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
     const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
     int sd = sample_dim(out0);
     GROW(b, mbk, cap_mbk, c->ntiles, d);
-    ss_tile *shape = b->shape_buf + b->tile_base[o];
-    b->opshape[o] = shape;
+    ss_tile *shape = b->shape_buf + (b->lean ? 0 : b->tile_base[o]);
+    if (!b->lean)
+        b->opshape[o] = shape;
     for (int i = 0; i < c->ntiles; i++) {
         tileinfo *ti = &b->tiles[b->tile_base[o] + i];
         ss_pconfig_tile(g, op, c, i, &shape[i]);
@@ -745,10 +800,11 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
     const ss_op *op = ss_graph_op(g, o), *qop = ss_graph_op(g, q);
     int tid = op->inputs[i];
     int u0 = b->unit_base[q], nu = b->unit_base[q + 1] - u0;
+    ss_tile tb;
     *mixes = 0;
     GROW(b, uhave, cap_uhave, nu, d);
     for (int uu = u0; uu < u0 + nu; uu++)
-        ss_op_output_region(g, qop, tshape(b, b->units[uu].first), k, &b->uhave[uu - u0]);
+        ss_op_output_region(g, qop, tshape(b, b->units[uu].first, &tb), k, &b->uhave[uu - u0]);
     ugrid gr = {0};
     int grid = unit_grid(b, q, nu, &gr);
     if (grid < 0)
@@ -756,7 +812,7 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
     for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
         const tileinfo *tj = &b->tiles[j];
         ss_region need;
-        ss_op_input_region(g, op, tshape(b, j), i, &need);
+        ss_op_input_region(g, op, tshape(b, j, &tb), i, &need);
         if (volume(&need) == 0)
             continue;
         /* the units to visit: all, or the grid's cells overlapping need */
@@ -1611,6 +1667,21 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
 
 /* ---- the run ------------------------------------------------------------ */
 
+/* Lean mode: the regions pairs read (pbuf, preg; transfers' reg points
+ * into them) are read by passes 3 (partial sums) and forward dependencies
+ * only. */
+static ss_status lean_drop_regions(ss_builder *b)
+{
+    if (b->lean) {
+        DROP(b, preg, cap_preg);
+        DROP(b, pbuf, cap_pbuf);
+        b->n_pbuf = 0;
+        for (int x = 0; x < b->n_xf; x++)
+            b->xf[x].reg = NULL;
+    }
+    return SS_OK;
+}
+
 ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_memory *mm,
                        ss_diag *dd)
 {
@@ -1655,18 +1726,31 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
     if ((st = pass_units(b, p, d)) != SS_OK ||
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_replicas(b)) != SS_OK ||
         (st = pass_partial(b, tg, d)) != SS_OK ||
-        (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
+        (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = lean_drop_regions(b)) != SS_OK ||
+        (st = pass_bwd(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = stopped(b, 1, d) ? SS_ERR_INTERRUPTED : SS_OK) != SS_OK ||
-        (st = ss_build_weights(b, tg, mm, d)) != SS_OK ||
-        (st = ss_taskgraph_finalize(tg, d)) != SS_OK)
+        (st = ss_build_weights(b, tg, mm, d)) != SS_OK)
         return st;
+    if (b->lean) { /* the intervals now, then nothing of the builder is needed */
+        if ((st = pass_memory(b, mm, d)) != SS_OK)
+            return st;
+        release_scratch(b);
+    }
+    if ((st = ss_taskgraph_finalize(tg, d)) != SS_OK)
+        return st;
+    if (b->lean)
+        ss_taskgraph_release_edges(tg);
     b->mem_pending = 1;
     return SS_OK;
 }
 
 ss_status ss_build_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
 {
+    if (b->lean && b->mem_pending) { /* ss_build_run added them */
+        b->mem_pending = 0;
+        return SS_OK;
+    }
     if (!b->mem_pending)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "simulate: memory intervals asked for without a build to add them to");

@@ -192,6 +192,15 @@ void ss_build_forget(ss_builder *b);
 /* Turn memoization on (the default) or off (off also forgets): off, every
  * run computes everything, as a fresh builder does. */
 void ss_build_set_memo(ss_builder *b, int on);
+/* Lean mode (off by default; ss_sim_config.one_shot): for one run of a big
+ * plan, the smallest peak memory. Memoization off (ss_build_set_memo(b,
+ * 0)); the regions pairs read are freed after the forward dependencies;
+ * ss_build_run adds the memory intervals itself (ss_build_memory then only
+ * confirms them), frees every scratch array before it finalizes the graph
+ * and then drops the graph's edge list (ss_taskgraph_release_edges). The
+ * graph, intervals and numbers are a normal run's, bit for bit; a later run
+ * works and allocates again. */
+void ss_build_set_lean(ss_builder *b, int on);
 const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b);
 
 /* The builder an ss_sim simulates with (sim.c; borrowed): benchmarks turn

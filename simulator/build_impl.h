@@ -199,6 +199,8 @@ struct ss_builder {
     ss_coll_result coll;
     /* memoization across runs */
     int memo_on;
+    int lean;           /* ss_build_set_lean: scratch released as soon as the passes are
+                         * done with it (memo_on is then 0) */
     int memo_ops;       /* n_ops the tables below were made for, 0 = none */
     opslot *slots;      /* [n_ops * KOP] */
     int *cur;           /* [n_ops] slot of each op's config in this run */
@@ -247,11 +249,17 @@ static inline int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int 
     return ss_taskgraph_add(tg, &s, d);
 }
 
-/* The shape of tile j (global index) in this run. */
-static inline const ss_tile *tshape(const ss_builder *b, int j)
+/* The shape of tile j (global index) in this run: the stored one, or in
+ * lean mode (which stores none) computed again into *buf, as op_tiles
+ * computed it (ss_pconfig_tile). */
+static inline const ss_tile *tshape(const ss_builder *b, int j, ss_tile *buf)
 {
     int o = b->tiles[j].op;
-    return &b->opshape[o][j - b->tile_base[o]];
+    if (b->opshape)
+        return &b->opshape[o][j - b->tile_base[o]];
+    ss_pconfig_tile(b->g, ss_graph_op(b->g, o), ss_plan_config(b->plan, o), j - b->tile_base[o],
+                    buf);
+    return buf;
 }
 
 static inline int64_t volume(const ss_region *r)

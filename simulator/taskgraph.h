@@ -106,6 +106,7 @@ typedef struct ss_taskgraph {
     int32_t *pred_off;   /* [n_tasks + 1] */
     int32_t *pred;       /* [n_edges]; filled only when pred_lists */
     int pred_lists;      /* 1 (the default): finalize fills pred */
+    int edges_released;  /* ss_taskgraph_release_edges ran since the last reset */
 
     /* channel ends for per-device breakdowns: chan_dev[2*c] and chan_dev[2*c+1]
      * are the devices at the two ends of channel c (-1 for a switch/NIC end). */
@@ -214,6 +215,15 @@ ss_status ss_taskgraph_map_machine(ss_taskgraph *tg, const ss_machine *m, ss_dia
  * called after the last add and before the engine runs. Allocates nothing
  * (add sized the arrays), so it cannot fail today; callers still check. */
 ss_status ss_taskgraph_finalize(ss_taskgraph *tg, ss_diag *d);
+
+/* Free the edge list as added (e_from, e_to) of a finalized graph, and
+ * pred when the predecessor lists are off: the CSR lists stay, so the
+ * engine and every reader of a finalized graph work as before. For one-shot
+ * simulations of big graphs (8 bytes per edge). Until the next reset, adding
+ * a dependency fails (SS_ERR_INVALID) and so does finalizing a graph that
+ * has tasks added since; adding tasks still works. No-op on a graph that is
+ * not finalized. */
+void ss_taskgraph_release_edges(ss_taskgraph *tg);
 
 /* Small accessors (graph must be finalized for the adjacency ones). */
 static inline int ss_taskgraph_n_res(const ss_taskgraph *tg, int t)
