@@ -179,12 +179,13 @@ struct ss_engine {
     /* per task, by position (see the file comment) */
     int32_t *pos_of;                    /* id -> position */
     int ident;                          /* position == id for every task */
-    double *pstart;                     /* the run's start */
-    int32_t *pstart_round, *pend_round;
+    int32_t *pstart_round, *pend_round; /* start and end: the rounds' times */
     int32_t *pblocker;                  /* ids; -1 (prepare) until set */
-    double *xstart;                     /* their storage unless ident (then
-                                         * they are the result's arrays) */
-    int32_t *xstart_round, *xend_round, *xblocker;
+    int32_t *xstart_round, *xend_round, *xblocker; /* their storage unless ident
+                                         * (then they are the result's arrays) */
+    double *rtime;                      /* [rounds]: each round's time */
+    int cap_rtime;
+    int lean;                           /* ss_engine_set_lean */
     uint8_t *left;    /* predecessors not yet ended, LEFT_BIG when 255 or
                        * more (then counted in left_big): apart from the
                        * records and one byte each, as decrements reach
@@ -290,7 +291,7 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->end_round);
     ss_free(e->rec_raw);
     ss_free(e->pos_of);
-    ss_free(e->xstart);
+    ss_free(e->rtime);
     ss_free(e->xstart_round);
     ss_free(e->xend_round);
     ss_free(e->xblocker);
@@ -325,6 +326,48 @@ void ss_engine_free(ss_engine *e)
     ss_free(e);
 }
 
+/* Free *p and set it NULL. */
+#define DROP(field)                                                                         \
+    do {                                                                                    \
+        ss_free(e->field);                                                                  \
+        e->field = NULL;                                                                    \
+    } while (0)
+
+/* Lean (ss_engine_set_lean), once the rounds are done: the task records,
+ * predecessor counts, queues and calendar. The per-task group (results
+ * included) and the others regrow from 0 in the next prepare. */
+static void release_run(ss_engine *e)
+{
+    DROP(rec_raw);
+    e->rec = NULL;
+    DROP(isucc);
+    DROP(left);
+    DROP(left_big);
+    DROP(bk);
+    DROP(ch);
+    DROP(theap);
+    DROP(hslot);
+    DROP(cur);
+    DROP(slots);
+    DROP(qtask);
+    e->cap_tasks = e->cap_isucc = e->cap_slots = e->cap_pend = 0;
+    e->hcap_max = 0;
+}
+
+/* Lean, once the results are by id: the positions and per-position arrays. */
+static void release_positions(ss_engine *e)
+{
+    DROP(pos_of);
+    DROP(xstart_round);
+    DROP(xend_round);
+    DROP(xblocker);
+}
+
+void ss_engine_set_lean(ss_engine *e, int on)
+{
+    e->lean = on != 0;
+}
+
 static int grow(void **p, size_t sz, size_t n)
 {
     void *q = ss_realloc(*p, (n ? n : 1) * sz);
@@ -353,7 +396,7 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
             GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks) ||
             GROW(left_big, tasks) || GROW(pos_of, tasks) ||
-            GROW(xstart, tasks) || GROW(xstart_round, tasks) ||
+            GROW(xstart_round, tasks) ||
             GROW(xend_round, tasks) || GROW(xblocker, tasks))
             return -1;
         void *raw = ss_malloc(((size_t)tasks + 1) * sizeof(trec));
@@ -716,7 +759,6 @@ static void start_task(run *s, int h, double t, double ready)
             chan_change(s, r, t, +1);
         }
     }
-    e->pstart[h] = t; /* finish sets end = start + dur */
     e->pstart_round[h] = s->round;
     epush(s, end, ev_of(id, h));
 }
@@ -947,12 +989,10 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     e->pf_tail = nslots > PF_SLOTS;
     order_tasks(e, tg);
     if (e->ident) {
-        e->pstart = e->start;
         e->pstart_round = e->start_round;
         e->pend_round = e->end_round;
         e->pblocker = e->blocker;
     } else {
-        e->pstart = e->xstart;
         e->pstart_round = e->xstart_round;
         e->pend_round = e->xend_round;
         e->pblocker = e->xblocker;
@@ -1012,8 +1052,9 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
 }
 
 /* The result's per-id arrays from the run's per-position ones (already
- * the same arrays when ident): start, blocker and the rounds; with every
- * end (start + duration). Returns the first task
+ * the same arrays when ident): blocker and the rounds; every start (the
+ * time of its round: tasks start only at the time being settled) and end
+ * (start + duration, what start_task computed). Returns the first task
  * (lowest id) to end last, -1 for none. */
 static int unpermute(ss_engine *e, const ss_taskgraph *tg)
 {
@@ -1022,11 +1063,11 @@ static int unpermute(ss_engine *e, const ss_taskgraph *tg)
     for (int t = 0; t < n; t++) {
         if (!ident) {
             int i = e->pos_of[t];
-            e->start[t] = e->pstart[i];
             e->blocker[t] = e->pblocker[i];
             e->start_round[t] = e->pstart_round[i];
             e->end_round[t] = e->pend_round[i];
         }
+        e->start[t] = e->rtime[e->start_round[t]];
         double end = e->start[t] + tg->dur[t];
         e->end[t] = end;
         if (t == 0 || end > best) {
@@ -1046,10 +1087,18 @@ static ss_status finish(run *s, ss_diag *d)
     int n = tg->n_tasks, nd = tg->n_devices;
     int64_t rounds = 1;
     s->round = 0;
+    if (ss_grow((void **)&e->rtime, &e->cap_rtime, 1, sizeof *e->rtime))
+        return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for the event times");
+    e->rtime[0] = 0.0;
     settle(s, 0.0);
     while (s->nev > 0 && !s->stop && !s->interrupted) {
+        double t = e->bk[e->theap[0]].t;
+        if (rounds >= INT32_MAX ||
+            ss_grow((void **)&e->rtime, &e->cap_rtime, (int)rounds + 1, sizeof *e->rtime))
+            return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for the event times");
+        e->rtime[rounds] = t;
         s->round = (int32_t)rounds++;
-        settle(s, e->bk[e->theap[0]].t);
+        settle(s, t);
     }
     if (s->interrupted)
         return ss_diag_set(d, SS_ERR_INTERRUPTED, "simulation interrupted");
@@ -1072,10 +1121,16 @@ static ss_status finish(run *s, ss_diag *d)
                            tg->tile[bad]);
     }
 
+    /* Lean: what only the rounds needed goes before the results by id
+     * take their room. */
+    if (e->lean)
+        release_run(e);
     /* Results by id, end times (start + duration: what start_task
      * computed), the makespan and the first task to end last (the critical
      * path's end). */
     int last = unpermute(e, tg);
+    if (e->lean)
+        release_positions(e);
     double makespan = last >= 0 && e->end[last] > 0 ? e->end[last] : 0;
     e->last_task = last;
     /* Ready times not written by start_task (those of tasks that did not

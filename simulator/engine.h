@@ -156,6 +156,13 @@ void ss_engine_free(ss_engine *e);
 ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
                         ss_diag *d);
 
+/* Lean mode (off by default; ss_sim_config.one_shot): each run frees its
+ * work arrays (task records, queues, calendar, positions) as soon as the
+ * rounds are done, before the results by id are written, so a run's peak
+ * memory is the rounds' working set and what follows (memory sweep) has
+ * that room. Results are the same; the next run allocates them again. */
+void ss_engine_set_lean(ss_engine *e, int on);
+
 /* 1 if the last ss_engine_run stopped early (CUTTING): *bound (if
  * non-NULL) is then a lower bound of the makespan, > cfg->cutoff, and no
  * result is available (ss_engine_result_of returns NULL). 0 otherwise. */

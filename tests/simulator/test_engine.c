@@ -605,6 +605,59 @@ static void test_determinism(void **state)
     ss_taskgraph_free(g2);
 }
 
+/* Lean mode (work arrays freed after every run) changes no result: random
+ * DAGs, small (positions are ids) and large (reordered, 70,000 tasks), both
+ * policies, every array of the result and the critical path bit for bit
+ * equal to a normal engine's, run after run on the same lean engine (it
+ * regrows what it freed), and a graph with a cycle still reported. */
+static void test_lean(void **state)
+{
+    (void)state;
+    ss_engine *e = ss_engine_new(), *lean = ss_engine_new();
+    ss_engine_set_lean(lean, 1);
+    ss_taskgraph *tg = ss_taskgraph_new(4, 6);
+    ss_diag d = {0};
+    for (int rep = 0; rep < 6; rep++) {
+        int nd = 1 + rep % 4, nc = (rep * 5) % 7, n = rep < 4 ? 400 + 300 * rep : 70000;
+        ss_queue_policy pol = rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
+        assert_int_equal(ss_taskgraph_reset(tg, nd, nc, &d), SS_OK);
+        rg_mb = rep >= 4 ? 3 + rep : 0;
+        random_graph(tg, n, 4400 + (uint64_t)rep);
+        rg_mb = 0;
+        const ss_engine_result *a = run(e, tg, pol), *b = run(lean, tg, pol);
+        assert_true(a->makespan == b->makespan);
+        assert_int_equal(a->n_rounds, b->n_rounds);
+        assert_memory_equal(a->start, b->start, (size_t)n * sizeof(double));
+        assert_memory_equal(a->end, b->end, (size_t)n * sizeof(double));
+        assert_memory_equal(a->ready, b->ready, (size_t)n * sizeof(double));
+        assert_memory_equal(a->blocker, b->blocker, (size_t)n * sizeof(int32_t));
+        assert_memory_equal(a->blocked_by_resource, b->blocked_by_resource, (size_t)n);
+        assert_memory_equal(a->start_round, b->start_round, (size_t)n * sizeof(int32_t));
+        assert_memory_equal(a->end_round, b->end_round, (size_t)n * sizeof(int32_t));
+        assert_memory_equal(a->busy, b->busy, (size_t)a->n_resources * sizeof(double));
+        assert_memory_equal(a->comm_us, b->comm_us, (size_t)nd * sizeof(double));
+        assert_memory_equal(a->exposed_comm_us, b->exposed_comm_us, (size_t)nd * sizeof(double));
+        const int32_t *pa, *pb;
+        int na, nb;
+        assert_int_equal(ss_engine_critical_path(e, &pa, &na, &d), SS_OK);
+        assert_int_equal(ss_engine_critical_path(lean, &pb, &nb, &d), SS_OK);
+        assert_int_equal(na, nb);
+        assert_memory_equal(pa, pb, (size_t)na * sizeof(int32_t));
+    }
+    /* a cycle: 0 -> 1 -> 0 */
+    assert_int_equal(ss_taskgraph_reset(tg, 1, 0, &d), SS_OK);
+    int x = add1(tg, SS_TASK_FWD, 0, 1, 0), y = add1(tg, SS_TASK_FWD, 0, 1, 0);
+    dep(tg, x, y);
+    dep(tg, y, x);
+    assert_int_equal(ss_taskgraph_finalize(tg, &d), SS_OK);
+    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
+    assert_int_equal(ss_engine_run(lean, tg, &cfg, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "cycle"));
+    ss_taskgraph_free(tg);
+    ss_engine_free(e);
+    ss_engine_free(lean);
+}
+
 /* Per resource, the summed durations of tg's tasks on it (CUTTING's load). */
 static double *loads_of(const ss_taskgraph *tg)
 {
@@ -1002,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_cut_golden),
         cmocka_unit_test(test_cut_random),
         cmocka_unit_test(test_positions_invisible),
+        cmocka_unit_test(test_lean),
         cmocka_unit_test(test_wide_fan),
         cmocka_unit_test(test_zero_chain),
         cmocka_unit_test(test_many_times),
