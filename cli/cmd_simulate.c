@@ -180,7 +180,8 @@ int ss_cmd_simulate(int argc, char **argv)
         r = ss_cli_fail(&d);
         goto out;
     }
-    if (ss_sim_new(g, m, cm, NULL, &sim, &d) != SS_OK || ss_sim_run(sim, p, &res, &d) != SS_OK ||
+    ss_sim_config sc = {.one_shot = 1}; /* one plan: the smallest peak memory */
+    if (ss_sim_new(g, m, cm, &sc, &sim, &d) != SS_OK || ss_sim_run(sim, p, &res, &d) != SS_OK ||
         (o.trace && ss_sim_write_trace(sim, o.trace, &d) != SS_OK)) {
         r = ss_cli_fail(&d);
         goto out;

@@ -694,6 +694,10 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
 typedef struct ss_sim_config {
     double mem_fraction; /* usable share of each device's memory (0 = 1.0) */
     int skip_memory;     /* 1: skip the liveness sweep (peaks = static memory only) */
+    int one_shot;        /* 1: the simulator judges one plan (simsearch simulate): nothing
+                            is kept for a next run (no memoization, every work array freed
+                            as soon as it has served), for the smallest peak memory on big
+                            plans. Same numbers; later runs work, only slower */
     /* Optional: polled while a run builds its task graph and simulates it
      * (every few thousand tasks); nonzero stops the run, which returns
      * SS_ERR_INTERRUPTED with the result unchanged (Ctrl-C on a big plan). */

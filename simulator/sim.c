@@ -77,6 +77,10 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     }
     ss_taskgraph_set_pred_lists(s->tg, 0); /* only the engine and the trace read it */
+    if (s->cfg.one_shot) {
+        ss_build_set_lean(s->b, 1);
+        ss_engine_set_lean(s->e, 1);
+    }
     *out = s;
     return SS_OK;
 }
