@@ -119,6 +119,10 @@ static void release_scratch(ss_builder *b)
     DROP(b, uhave, cap_uhave);
     DROP(b, giv, cap_giv);
     DROP(b, need, cap_need);
+    DROP(b, pidx, cap_pidx);
+    DROP(b, rtab, cap_rtab);
+    ss_free(b->rgen);
+    b->rgen = NULL;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
     b->n_pbuf = 0;
 }
@@ -165,6 +169,9 @@ void ss_build_free(ss_builder *b)
     ss_free(b->giv);
     ss_free(b->opshape);
     ss_free(b->need);
+    ss_free(b->pidx);
+    ss_free(b->rtab);
+    ss_free(b->rgen);
     ss_coll_result_clear(&b->coll);
     free_tables(b);
     ss_memo_free(&b->memo);
@@ -794,6 +801,61 @@ static void grid_span(const ugrid *gr, int dd, const ss_range *r, int *lo, int *
     *hi = a - 1;
 }
 
+static uint32_t region_hash(const ss_region *r)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)r->ndim;
+    for (int i = 0; i < r->ndim; i++) {
+        h = (h ^ (uint64_t)r->r[i].lo) * 0xff51afd7ed558ccdull;
+        h = (h ^ (uint64_t)r->r[i].hi) * 0xc4ceb9fe1a85ec53ull;
+    }
+    return (uint32_t)(h >> 32);
+}
+
+/* Insert region b->pbuf[at] into the edge's hash (room guaranteed). */
+static void rtab_put(ss_builder *b, int at)
+{
+    uint32_t mask = (uint32_t)b->cap_rtab - 1, s = region_hash(&b->pbuf[at]) & mask;
+    while (b->rgen[s] == b->gen)
+        s = (s + 1) & mask;
+    b->rgen[s] = b->gen;
+    b->rtab[s] = at;
+}
+
+/* The pbuf entry holding region *r among this edge's (b->gen), added if
+ * new: its index, or -1 with d set (NOMEM). */
+static int shared_region(ss_builder *b, const ss_region *r, ss_diag *d)
+{
+    if (2 * (b->n_rtab + 1) > b->cap_rtab) { /* grow, re-insert the edge's entries */
+        int cap = b->cap_rtab ? 2 * b->cap_rtab : 1024;
+        int32_t *t = ss_realloc(b->rtab, (size_t)cap * sizeof *t);
+        if (t)
+            b->rtab = t;
+        uint32_t *g = t ? ss_realloc(b->rgen, (size_t)cap * sizeof *g) : NULL;
+        if (!g) {
+            ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+            return -1;
+        }
+        b->rgen = g;
+        memset(b->rgen, 0, (size_t)cap * sizeof *g);
+        b->cap_rtab = cap;
+        b->gen = 1;
+        for (int k = b->n_pbuf - b->n_rtab; k < b->n_pbuf; k++)
+            rtab_put(b, k);
+    }
+    uint32_t mask = (uint32_t)b->cap_rtab - 1;
+    for (uint32_t s = region_hash(r) & mask; b->rgen[s] == b->gen; s = (s + 1) & mask)
+        if (!region_cmp(&b->pbuf[b->rtab[s]], r))
+            return b->rtab[s];
+    if (ss_grow((void **)&b->pbuf, &b->cap_pbuf, b->n_pbuf + 1, sizeof *b->pbuf)) {
+        ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+        return -1;
+    }
+    b->pbuf[b->n_pbuf] = *r;
+    rtab_put(b, b->n_pbuf);
+    b->n_rtab++;
+    return b->n_pbuf++;
+}
+
 static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixes, ss_diag *d)
 {
     const ss_graph *g = b->g;
@@ -802,6 +864,12 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
     int u0 = b->unit_base[q], nu = b->unit_base[q + 1] - u0;
     ss_tile tb;
     *mixes = 0;
+    b->n_rtab = 0; /* a new edge: its own regions only */
+    if (++b->gen == 0) { /* wrapped: clear the stamps once every 2^32 edges */
+        if (b->rgen)
+            memset(b->rgen, 0, (size_t)b->cap_rtab * sizeof *b->rgen);
+        b->gen = 1;
+    }
     GROW(b, uhave, cap_uhave, nu, d);
     for (int uu = u0; uu < u0 + nu; uu++)
         ss_op_output_region(g, qop, tshape(b, b->units[uu].first, &tb), k, &b->uhave[uu - u0]);
@@ -863,8 +931,16 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
                 continue;
             if (reserve_pairs(b, 1, d) != SS_OK)
                 return d->status;
-            GROW(b, pbuf, cap_pbuf, b->n_pbuf + 1, d);
-            b->pbuf[b->n_pbuf++] = ov;
+            if (!b->memo_on) { /* equal regions share an entry (none is memoized) */
+                int at = shared_region(b, &ov, d);
+                if (at < 0)
+                    return d->status;
+                GROW(b, pidx, cap_pidx, b->n_pairs + 1, d);
+                b->pidx[b->n_pairs] = at;
+            } else {
+                GROW(b, pbuf, cap_pbuf, b->n_pbuf + 1, d);
+                b->pbuf[b->n_pbuf++] = ov;
+            }
             add_pair(b, uu, j, tid, NULL);
             if (qop->type != SS_OP_INPUT)
                 for (int r = 0; r < u->red; r++)
@@ -974,10 +1050,17 @@ static ss_status pass_pairs(ss_builder *b, ss_diag *d)
             }
         }
     }
-    /* pairs computed and not memoized: their regions, in order, in pbuf */
-    for (int pi = 0, k = 0; k < b->n_pbuf; pi++)
-        if (!b->preg[pi])
-            b->preg[pi] = &b->pbuf[k++];
+    /* pairs computed and not memoized: their regions, in order, in pbuf
+     * (without memoization: shared, at pidx) */
+    if (!b->memo_on) {
+        for (int pi = 0; pi < b->n_pairs; pi++)
+            b->preg[pi] = &b->pbuf[b->pidx[pi]];
+        if (b->lean)
+            DROP(b, pidx, cap_pidx);
+    } else
+        for (int pi = 0, k = 0; k < b->n_pbuf; pi++)
+            if (!b->preg[pi])
+                b->preg[pi] = &b->pbuf[k++];
     return SS_OK;
 }
 
@@ -1667,6 +1750,20 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
 
 /* ---- the run ------------------------------------------------------------ */
 
+/* Lean mode: the pairs themselves are read up to the backward
+ * dependencies (weights and memory intervals use tiles, units and
+ * transfers). */
+static ss_status lean_drop_pairs(ss_builder *b)
+{
+    if (b->lean) {
+        DROP(b, pairs, cap_pairs);
+        b->n_pairs = 0;
+        for (int u = 0; u < b->n_units; u++)
+            b->units[u].phead = -1;
+    }
+    return SS_OK;
+}
+
 /* Lean mode: the regions pairs read (pbuf, preg; transfers' reg points
  * into them) are read by passes 3 (partial sums) and forward dependencies
  * only. */
@@ -1728,7 +1825,8 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = lean_drop_regions(b)) != SS_OK ||
         (st = pass_bwd(b, tg, d)) != SS_OK ||
-        (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
+        (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = lean_drop_pairs(b)) != SS_OK ||
+        (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = stopped(b, 1, d) ? SS_ERR_INTERRUPTED : SS_OK) != SS_OK ||
         (st = ss_build_weights(b, tg, mm, d)) != SS_OK)
         return st;

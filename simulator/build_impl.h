@@ -189,6 +189,14 @@ struct ss_builder {
     ss_region *uhave; /* scratch of edge_pairs: each producer unit's output region */
     int cap_uhave;
     ss_range *giv;    /* scratch of edge_pairs: the unit grid's ranges per dim */
+    /* Without memoization, pairs of one edge that read equal regions share
+     * one pbuf entry (pidx: each pair's entry, until pass 3 ends; rtab: a
+     * hash of the edge's entries, slots valid while rgen[slot] == gen) */
+    int32_t *pidx;
+    int cap_pidx;
+    int32_t *rtab;
+    uint32_t *rgen, gen;
+    int cap_rtab, n_rtab; /* n_rtab: the edge's distinct entries */
     int cap_giv;
     int gating_ok; /* every data edge links tiles of the same micro-batch */
     int mem_pending; /* the last run succeeded and ss_build_memory has not run */

@@ -333,13 +333,11 @@ void ss_engine_free(ss_engine *e)
         e->field = NULL;                                                                    \
     } while (0)
 
-/* Lean (ss_engine_set_lean), once the rounds are done: the task records,
- * predecessor counts, queues and calendar. The per-task group (results
- * included) and the others regrow from 0 in the next prepare. */
+/* Lean (ss_engine_set_lean), once the rounds are done: predecessor counts,
+ * queues and calendar. The per-task group (results included) and the
+ * others regrow from 0 in the next prepare. */
 static void release_run(ss_engine *e)
 {
-    DROP(rec_raw);
-    e->rec = NULL;
     DROP(isucc);
     DROP(left);
     DROP(left_big);
@@ -354,9 +352,11 @@ static void release_run(ss_engine *e)
     e->hcap_max = 0;
 }
 
-/* Lean, once the results are by id: the positions and per-position arrays. */
+/* Lean, once the results are by id: the records and per-position arrays. */
 static void release_positions(ss_engine *e)
 {
+    DROP(rec_raw);
+    e->rec = NULL;
     DROP(pos_of);
     DROP(xstart_round);
     DROP(xend_round);
@@ -737,8 +737,8 @@ static void start_task(run *s, int h, double t, double ready)
             }
         }
         e->pblocker[h] = best;
-        e->by_res[id] = 1; /* few tasks wait: by id, at once */
-        e->ready[id] = ready; /* finish derives the others' */
+        e->by_res[id] = 1; /* few tasks wait: by id, at once; finish derives
+                            * every ready time */
     }
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
@@ -1012,10 +1012,6 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         rt->res = nres == 1 ? tg->res[lo] : lo;
         rt->prio = tg->prio[t];
         rt->id = t;
-        int np = tg->pred_off[t + 1] - tg->pred_off[t];
-        e->left[i] = np < LEFT_BIG ? (uint8_t)np : LEFT_BIG;
-        if (np >= LEFT_BIG)
-            e->left_big[i] = np;
         int so = tg->succ_off[t], ns = tg->succ_off[t + 1] - so;
         rt->nres = (uint16_t)nres;
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
@@ -1042,6 +1038,24 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->qh[q] = e->qt[q] = pos;
         pos += c;
     }
+    /* Predecessor counts, from the successor lists (a graph without
+     * predecessor lists has no predecessor offsets either). */
+    if (n > 0)
+        memset(e->left, 0, (size_t)n);
+    for (int k = 0, m = tg->succ_off[n]; k < m; k++) {
+        int i = ident ? tg->succ[k] : pos_of[tg->succ[k]];
+        if (e->left[i] < LEFT_BIG - 1)
+            e->left[i]++;
+        else if (e->left[i] == LEFT_BIG - 1) {
+            e->left[i] = LEFT_BIG;
+            e->left_big[i] = LEFT_BIG;
+        } else
+            e->left_big[i]++;
+    }
+    if (e->lean) { /* nothing reads a position by id again (finish maps by record) */
+        DROP(pos_of);
+        e->cap_tasks = 0; /* the next prepare regrows the per-task group */
+    }
     /* blocker -1, by_res 0 until set (tasks ready at the start have
      * neither) */
     if (n > 0) {
@@ -1060,13 +1074,13 @@ static int unpermute(ss_engine *e, const ss_taskgraph *tg)
 {
     int n = tg->n_tasks, last = -1, ident = e->ident;
     double best = 0;
+    for (int i = 0; i < n && !ident; i++) {
+        int t = e->rec[i].id;
+        e->blocker[t] = e->pblocker[i];
+        e->start_round[t] = e->pstart_round[i];
+        e->end_round[t] = e->pend_round[i];
+    }
     for (int t = 0; t < n; t++) {
-        if (!ident) {
-            int i = e->pos_of[t];
-            e->blocker[t] = e->pblocker[i];
-            e->start_round[t] = e->pstart_round[i];
-            e->end_round[t] = e->pend_round[i];
-        }
         e->start[t] = e->rtime[e->start_round[t]];
         double end = e->start[t] + tg->dur[t];
         e->end[t] = end;
@@ -1111,9 +1125,9 @@ static ss_status finish(run *s, ss_diag *d)
         /* tasks that never started are those never released (engine.h:
          * nothing waits in a queue when events run out) */
         int bad = -1;
-        for (int t = 0; t < n && bad < 0; t++)
-            if (left_of(e, e->pos_of[t]) > 0)
-                bad = t;
+        for (int i = 0; i < n; i++)
+            if (left_of(e, i) > 0 && (bad < 0 || e->rec[i].id < bad))
+                bad = e->rec[i].id;
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: dependency cycle: %lld of %d tasks never ran (first: task %d, %s op %d tile %d)",
                            (long long)(n - s->retired), n, bad,
@@ -1133,18 +1147,21 @@ static ss_status finish(run *s, ss_diag *d)
         release_positions(e);
     double makespan = last >= 0 && e->end[last] > 0 ? e->end[last] : 0;
     e->last_task = last;
-    /* Ready times not written by start_task (those of tasks that did not
-     * wait for a resource): the end of the predecessor that released the
-     * task, its blocker, as the settled time (-0 as +0); none: 0. */
+    /* Ready times (rule 1): of a task that did not wait for a resource,
+     * the end of the predecessor that released it, its blocker (-0 as
+     * +0); none: 0. Of one that waited, the latest end among its
+     * predecessors (the time it was released), from the successor lists:
+     * the run keeps no per-task ready time. */
     for (int t = 0; t < n; t++) {
-        if (e->by_res[t])
-            continue;
         int b = e->blocker[t];
-        if (b >= 0)
-            e->ready[t] = e->end[b] + 0.0;
-        else
-            e->ready[t] = 0;
+        e->ready[t] = !e->by_res[t] && b >= 0 ? e->end[b] + 0.0 : 0;
     }
+    for (int t = 0; t < n; t++)
+        for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
+            int v = tg->succ[k];
+            if (e->by_res[v] && e->end[t] > e->ready[v])
+                e->ready[v] = e->end[t];
+        }
     ss_engine_result *r = &e->res;
     memset(r, 0, sizeof *r);
     for (int v = 0; v < nd; v++) {

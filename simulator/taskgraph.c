@@ -358,14 +358,16 @@ ss_status ss_taskgraph_finalize(ss_taskgraph *tg, ss_diag *d)
     int n = tg->n_tasks, m = tg->n_edges;
     int32_t *so = tg->succ_off, *po = tg->pred_off;
     memset(so, 0, ((size_t)n + 1) * sizeof *so);
-    memset(po, 0, ((size_t)n + 1) * sizeof *po);
-    for (int i = 0; i < m; i++) {
+    for (int i = 0; i < m; i++)
         so[tg->e_from[i] + 1]++;
-        po[tg->e_to[i] + 1]++;
-    }
-    for (int t = 0; t < n; t++) {
+    for (int t = 0; t < n; t++)
         so[t + 1] += so[t];
-        po[t + 1] += po[t];
+    if (tg->pred_lists) {
+        memset(po, 0, ((size_t)n + 1) * sizeof *po);
+        for (int i = 0; i < m; i++)
+            po[tg->e_to[i] + 1]++;
+        for (int t = 0; t < n; t++)
+            po[t + 1] += po[t];
     }
     /* Counting sort, stable in insertion order: fill using the offsets as
      * cursors, then shift them back. */

@@ -41,9 +41,9 @@
  * then insertion order for succ, by target id then insertion order for
  * pred); t's predecessor count is pred_off[t+1] - pred_off[t]; every
  * resource id is in [0, n_resources). A graph whose owner turned the
- * predecessor lists off (ss_taskgraph_set_pred_lists) has pred_off but no
- * pred: the engine needs only the counts. Cycles are not rejected here: the
- * engine reports them.
+ * predecessor lists off (ss_taskgraph_set_pred_lists) has neither pred nor
+ * pred_off: the engine counts predecessors from the successor lists.
+ * Cycles are not rejected here: the engine reports them.
  */
 #ifndef SS_TASKGRAPH_H
 #define SS_TASKGRAPH_H
@@ -103,7 +103,7 @@ typedef struct ss_taskgraph {
     /* after finalize: CSR adjacency */
     int32_t *succ_off;   /* [n_tasks + 1] */
     int32_t *succ;       /* [n_edges] */
-    int32_t *pred_off;   /* [n_tasks + 1] */
+    int32_t *pred_off;   /* [n_tasks + 1]; filled only when pred_lists */
     int32_t *pred;       /* [n_edges]; filled only when pred_lists */
     int pred_lists;      /* 1 (the default): finalize fills pred */
     int edges_released;  /* ss_taskgraph_release_edges ran since the last reset */
@@ -195,10 +195,10 @@ static inline ss_status ss_taskgraph_add_dep(ss_taskgraph *tg, int from, int to,
     return ss_taskgraph_add_dep_slow(tg, from, to, d);
 }
 
-/* Whether finalize fills the predecessor lists pred[] (on, the default,
- * for every new graph) or only their offsets pred_off (off: a graph that
- * only the engine reads, which needs predecessor counts alone, finalizes
- * faster). Un-finalizes the graph. */
+/* Whether finalize fills the predecessor lists pred[] and their offsets
+ * pred_off (on, the default, for every new graph) or neither (off: a graph
+ * that only the engine and the trace read finalizes faster and keeps 4
+ * bytes per task and per edge less). Un-finalizes the graph. */
 void ss_taskgraph_set_pred_lists(ss_taskgraph *tg, int on);
 
 /* Record the devices at the ends of channel c (-1 for none). Used for the
