@@ -262,7 +262,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
     int32_t key[3] = {0, src, dst};
     int vlen = 0, n = 0;
     double gbps, lat;
-    const int32_t *v = b->memo_on ? ss_memo_get(&b->memo, key, 3, &vlen) : NULL;
+    const int32_t *v = b->memo_on || b->lean ? ss_memo_get(&b->memo, key, 3, &vlen) : NULL;
     if (v) {
         n = v[0];
         gbps = ss_memo_get_double(v + 1);
@@ -290,7 +290,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
             b->res[i] = b->n_dev + ch[i];
             b->kbuf[5 + i] = ch[i];
         }
-        if (b->memo_on && ss_memo_put(&b->memo, key, 3, b->kbuf, 5 + n))
+        if ((b->memo_on || b->lean) && ss_memo_put(&b->memo, key, 3, b->kbuf, 5 + n))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     }
     double dur = lat;
@@ -321,7 +321,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
     for (int i = 0; i < n; i++)
         key[5 + i] = devs[i];
     int vlen = 0;
-    const int32_t *v = b->memo_on ? ss_memo_get(&b->memo, key, 5 + n, &vlen) : NULL;
+    const int32_t *v = b->memo_on || b->lean ? ss_memo_get(&b->memo, key, 5 + n, &vlen) : NULL;
     double time_us;
     int nch;
     if (v) {
@@ -347,7 +347,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
             b->res[i] = b->n_dev + b->coll.channels[i];
             val[3 + i] = b->coll.channels[i];
         }
-        if (b->memo_on && ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
+        if ((b->memo_on || b->lean) && ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     }
     return add_task(tg, SS_TASK_COLLECTIVE, time_us, prio, op, tile, -1, aux, bytes, nch, b->res,

@@ -194,7 +194,8 @@ void ss_build_forget(ss_builder *b);
 void ss_build_set_memo(ss_builder *b, int on);
 /* Lean mode (off by default; ss_sim_config.one_shot): for one run of a big
  * plan, the smallest peak memory. Memoization off (ss_build_set_memo(b,
- * 0)); the regions pairs read are freed after the forward dependencies;
+ * 0)) but for the bounded route and collective tables, which pay within
+ * one run (every transfer between two devices shares one route); the regions pairs read are freed after the forward dependencies;
  * ss_build_run adds the memory intervals itself (ss_build_memory then only
  * confirms them), frees every scratch array before it finalizes the graph
  * and then drops the graph's edge list (ss_taskgraph_release_edges). The

@@ -208,7 +208,8 @@ struct ss_builder {
     /* memoization across runs */
     int memo_on;
     int lean;           /* ss_build_set_lean: scratch released as soon as the passes are
-                         * done with it (memo_on is then 0) */
+                         * done with it (memo_on is then 0; routes and collective
+                         * prices are still remembered, in memo) */
     int memo_ops;       /* n_ops the tables below were made for, 0 = none */
     opslot *slots;      /* [n_ops * KOP] */
     int *cur;           /* [n_ops] slot of each op's config in this run */
