@@ -11,8 +11,8 @@
  * entries released at the same time with a larger (prio, id): O(1) per task
  * in practice. The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
- * all smaller). Each queue slot also holds its task's position (qtask,
- * below) unless positions are ids. Completion events wait in a calendar,
+ * all smaller). Each queue slot is a key word and its task's position
+ * (qtask, below). Completion events wait in a calendar,
  * one bucket per distinct time (see ebucket), drained a round at a time
  * in id order.
  *
@@ -64,34 +64,22 @@
  * ones share the last of these), then tasks of none. */
 #define NGROUPS 1026
 
-/* Queue entry: the key (cls, ready, prio, id) packed into two unsigned
- * words compared lexicographically: hi = cls << 63 | the bits of ready (a
- * double >= +0, whose bit patterns order as the values do and leave bit 63
- * clear), lo = (prio + 2^31) << 32 | id. */
-typedef struct qent {
-    uint64_t hi, lo;
-} qent;
+/* Queue entry: the key (cls, ready, prio, id) as one word and the task's
+ * position (qtask, apart), whose record holds the id. A task is released
+ * (becomes ready) only at the time being settled, so its ready time is the
+ * time of a round, and rounds run in increasing time: the round's index
+ * orders as the time does. The word is cls << 63 | ready round << 32 |
+ * (prio + 2^31) (rounds < 2^31); equal words are ordered by id. */
+typedef uint64_t qent;
 
-static inline qent qkey(int cls, double ready, int32_t prio, int32_t id)
+static inline qent qkey(int cls, int32_t round, int32_t prio)
 {
-    qent q;
-    double r = ready + 0.0; /* -0 -> +0 */
-    memcpy(&q.hi, &r, sizeof q.hi);
-    q.hi |= (uint64_t)cls << 63;
-    q.lo = (uint64_t)((uint32_t)prio ^ 0x80000000u) << 32 | (uint32_t)id;
-    return q;
+    return (uint64_t)cls << 63 | (uint64_t)(uint32_t)round << 32 |
+           ((uint32_t)prio ^ 0x80000000u);
 }
 
-static inline int32_t qid(const qent *q) { return (int32_t)(uint32_t)q->lo; }
-
-/* The ready time in a key. */
-static inline double qready(const qent *q)
-{
-    uint64_t bits = q->hi & ~((uint64_t)1 << 63);
-    double r;
-    memcpy(&r, &bits, sizeof r);
-    return r;
-}
+/* The ready round in a key. */
+static inline int32_t qround(qent q) { return (int32_t)(q >> 32 & 0x7fffffff); }
 
 /* Per-task run state: what the event loop reads of one task, in one 32-byte
  * record (two per cache line). A round usually handles tasks with nearby
@@ -214,7 +202,7 @@ struct ss_engine {
     /* queue slots */
     int cap_slots;
     qent *slots;
-    int32_t *qtask;  /* per slot: its task's position (not kept when ident) */
+    int32_t *qtask;  /* per slot: its task's position */
     int pf_tail;     /* qpush prefetches (prepare: more than PF_SLOTS slots) */
     /* per device */
     int cap_dev;
@@ -226,35 +214,34 @@ struct ss_engine {
     int32_t *path;
 };
 
-static inline int qless(const qent *a, const qent *b)
+/* The id of the task in position p. */
+static inline int32_t pid(const ss_engine *e, int32_t p)
 {
-    return (a->hi < b->hi) | ((a->hi == b->hi) & (a->lo < b->lo));
+    return e->ident ? p : e->rec[p].id;
+}
+
+/* Whether key x of the task with id `id` sorts before slot i. */
+static inline int qless(const ss_engine *e, qent x, int32_t id, int i)
+{
+    return x < e->slots[i] || (x == e->slots[i] && id < pid(e, e->qtask[i]));
 }
 
 /* Entries past the last slot, in slots and qtask, that qpush's prefetch
  * may address. */
 #define QSLACK 16
 
-/* Queue slots (20 bytes each) beyond which qpush prefetches. */
+/* Queue slots (12 bytes each) beyond which qpush prefetches. */
 #define PF_SLOTS (1 << 17)
 
-/* Insert x, the key of the task in position pos, into sorted queue q (see
- * the file comment). Each slot is written once, in order, and the queues'
- * tails lie far apart, so in a graph whose slots outgrow the caches
- * (pf_tail) the line after the tail is fetched now: the next push there
- * usually comes rounds later and would miss. */
-static inline void qpush(ss_engine *e, int q, qent x, int32_t pos)
+/* Insert x, the key of the task in position pos (id `id`), into sorted
+ * queue q (see the file comment). Each slot is written once, in order, and
+ * the queues' tails lie far apart, so in a graph whose slots outgrow the
+ * caches (pf_tail) the line after the tail is fetched now: the next push
+ * there usually comes rounds later and would miss. */
+static inline void qpush(ss_engine *e, int q, qent x, int32_t pos, int32_t id)
 {
     int lo = e->qh[q], i = e->qt[q]++;
-    if (e->ident) { /* positions are ids: qtask unused */
-        while (i > lo && qless(&x, &e->slots[i - 1])) {
-            e->slots[i] = e->slots[i - 1];
-            i--;
-        }
-        e->slots[i] = x;
-        return;
-    }
-    while (i > lo && qless(&x, &e->slots[i - 1])) {
+    while (i > lo && qless(e, x, id, i - 1)) {
         e->slots[i] = e->slots[i - 1];
         e->qtask[i] = e->qtask[i - 1];
         i--;
@@ -713,8 +700,9 @@ static inline void chan_change(run *s, int r, double t, int delta)
     }
 }
 
-/* Start the task in position h at t; it became ready at `ready` (rule 1). */
-static void start_task(run *s, int h, double t, double ready)
+/* Start the task in position h at t; `waited`: it became ready (rule 1)
+ * before t. */
+static void start_task(run *s, int h, double t, int waited)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
@@ -724,7 +712,7 @@ static void start_task(run *s, int h, double t, double ready)
     int nres = rh->nres;
     double dur = rh->dur, end = t + dur;
     s->nzero_queued -= nres > 0 && dur == 0;
-    if (t > ready) {
+    if (waited) {
         /* Waited for a resource: the blocker is the task that freed one of
          * them last (at t, see engine.c's proof in engine.h). */
         int best = -1;
@@ -771,15 +759,15 @@ static inline void release(run *s, int v, double t)
     const trec *rv = &e->rec[v];
     int nres = rv->nres;
     if (nres == 0) {
-        start_task(s, v, t, t);
+        start_task(s, v, t, 0);
         return;
     }
     const int32_t *rs = rres(tg, rv);
     s->nzero_queued += rv->dur == 0;
-    qent q = qkey(rv->cls, t, rv->prio, rv->id);
+    qent q = qkey(rv->cls, s->round, rv->prio);
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
-        qpush(e, 2 * r + rv->cls, q, v);
+        qpush(e, 2 * r + rv->cls, q, v, rv->id);
         touch(s, r);
     }
 }
@@ -831,8 +819,7 @@ static void dispatch(run *s, double now, int zero_only)
             e->is_touched[r] = 0;
             continue;
         }
-        int32_t id = qid(&e->slots[top]);
-        int h = e->ident ? id : e->qtask[top];
+        int h = e->qtask[top];
         const trec *rh = &e->rec[h];
         if (zero_only && rh->dur > 0) {
             e->touched[keep++] = r;
@@ -846,11 +833,11 @@ static void dispatch(run *s, double now, int zero_only)
             if (r2 == r)
                 continue;
             int t2;
-            if (e->holder[r2] >= 0 || (t2 = qtop(e, r2)) < 0 || qid(&e->slots[t2]) != id)
+            if (e->holder[r2] >= 0 || (t2 = qtop(e, r2)) < 0 || e->qtask[t2] != h)
                 ok = 0;
         }
         if (ok)
-            start_task(s, h, now, qready(&e->slots[top]));
+            start_task(s, h, now, s->round > qround(e->slots[top]));
     }
     s->ntouched = keep;
 }
