@@ -38,14 +38,16 @@
  *
  * Per task (position), one 32-byte read-only record holds what the event
  * loop reads, with the resource and up to two successors inline;
- * predecessor counts stay apart, one byte per task (see left). The run
- * writes only what cannot be derived later: start, blocker and the rounds
- * as tasks are released, start and end, by position, and by id the
- * by_res and ready of the few tasks that waited for a resource; finish
- * maps the former to ids (unpermute) and derives every end (start +
- * duration) and the other ready times (the end of the releasing
- * predecessor, the blocker). Per-task and per-resource arrays are
- * grown on demand and reused by every run. Invariant between rounds:
+ * predecessor counts stay apart, one byte per task (see left), counted
+ * from the successor lists. The run writes only what cannot be derived
+ * later: the blocker and the start and end rounds as tasks are released,
+ * start and end, by position, each round's time (rtime), and by id the
+ * by_res flag of the tasks that waited for a resource; finish maps the
+ * former to ids (unpermute) and derives every start (its round's time),
+ * end (start + duration) and ready time (the end of the releasing
+ * predecessor, the blocker, or for a task that waited, the latest end of
+ * its predecessors). Per-task and per-resource arrays are grown on demand
+ * and reused by every run (lean: freed after it). Invariant between rounds:
  * holder[r] is the id of the running task on r or -1; a task is in r's
  * queue iff it is released, not started, and uses r.
  */
