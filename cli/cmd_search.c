@@ -32,7 +32,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
             "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
-            "                 [--trace FILE] [--db FILE] [--json] [--delta] [--no-eval-cache]\n\n"
+            "                 [--trace FILE] [--db FILE] [--json] [--no-eval-cache]\n\n"
             "Search a parallelization plan (MCMC over every operator's split and placement,\n"
             "judged by the simulator) and compare it with data parallelism and the expert\n"
             "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
@@ -52,9 +52,6 @@ static void help(FILE *f)
             "                    least anyway (without it: no plan is written, exit 2)\n"
             "  --db FILE         profile database: measured tile costs first, then analytic\n"
             "  --json            print one JSON object instead of the table\n"
-            "  --delta           judge proposals by delta simulation (same numbers as the\n"
-            "                    full simulator, but no critical path: no path moves;\n"
-            "                    see docs/search.md for when it pays)\n"
             "  --no-eval-cache   simulate a plan again when the search meets it again\n"
             "                    (for measurements: the same chain and plan, only slower)\n",
             DEFAULT_TIME_LIMIT);
@@ -65,7 +62,6 @@ typedef struct opts {
     const char *out, *trace, *db;
     long long budget, seed;
     double time_limit;
-    int delta;
     int no_cache;  /* --no-eval-cache */
     int least_bad; /* --least-bad */
 } opts;
@@ -89,10 +85,11 @@ static int parse(int argc, char **argv, opts *o)
                 return SS_EXIT_USAGE;
             continue;
         }
-        if (!strcmp(argv[i], "--delta")) {
-            o->delta = 1;
-            continue;
-        }
+        if (!strcmp(argv[i], "--delta")) /* removed (docs/search.md, "Delta simulation") */
+            return ss_cli_usage_error("search",
+                                      "--delta was removed: delta simulation was slower than the "
+                                      "full simulation it had to match; every proposal is judged "
+                                      "by the full simulation (drop the flag)");
         if (!strcmp(argv[i], "--no-eval-cache")) {
             o->no_cache = 1;
             continue;
@@ -222,7 +219,7 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
            (long long)r->proposals, (long long)r->pruned, (long long)r->cut,
            (long long)r->cached, (long long)r->accepted,
            (long long)r->evaluations, r->evals_per_s,
-           r->delta ? "delta simulation" : "full simulation", r->time_s, r->stopped_by);
+           "full simulation", r->time_s, r->stopped_by);
     printf("  best found after %.2f s; plan space about 10^%.0f plans\n", r->best_found_at_s,
            r->log10_space);
     if (!isfinite(r->gain_second_half))
@@ -280,7 +277,6 @@ static int run(const opts *o, struct sigaction *old)
     cfg.budget = o->budget;
     cfg.time_limit_s = o->time_limit;
     cfg.seed = (uint64_t)o->seed;
-    cfg.use_delta = o->delta;
     cfg.no_eval_cache = o->no_cache;
     cfg.stop = stop_cb;
     cfg.progress = isatty(STDERR_FILENO) ? progress_cb : NULL;

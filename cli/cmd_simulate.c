@@ -10,6 +10,9 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static void help(FILE *f)
 {
@@ -191,7 +194,7 @@ int ss_cmd_simulate(int argc, char **argv)
         r = ss_cli_fail(&d);
         goto out;
     }
-    ss_sim_config scfg = {0};
+    ss_sim_config scfg = {.one_shot = 1}; /* one plan: the smallest peak memory */
     if (o.evaluator && (ss_evaluator_parse(o.evaluator, &scfg.evaluator) ||
                         scfg.evaluator == SS_EVAL_HIER)) {
         fprintf(stderr,
@@ -201,6 +204,13 @@ int ss_cmd_simulate(int argc, char **argv)
         r = SS_EXIT_USAGE;
         goto out;
     }
+#ifdef __GLIBC__
+    /* A fixed mmap threshold: glibc raises it to the size of every large
+     * block freed (up to 32 MiB), after which the one-shot simulator's
+     * freed scratch stays in the heap instead of going back to the system
+     * (GPT 39.1B / 512: +9% peak). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
     if (ss_sim_new(g, m, cm, &scfg, &sim, &d) != SS_OK || ss_sim_run(sim, p, &res, &d) != SS_OK ||
         (o.trace && ss_sim_write_trace(sim, o.trace, &d) != SS_OK)) {
         r = ss_cli_fail(&d);

@@ -717,6 +717,10 @@ typedef struct ss_sim_config {
     double mem_fraction; /* usable share of each device's memory (0 = 1.0) */
     ss_evaluator evaluator; /* SS_EVAL_AUTO (0) by default */
     int skip_memory;     /* 1: skip the liveness sweep (peaks = static memory only) */
+    int one_shot;        /* 1: the simulator judges one plan (simsearch simulate): nothing
+                            is kept for a next run (no memoization, every work array freed
+                            as soon as it has served), for the smallest peak memory on big
+                            plans. Same numbers; later runs work, only slower */
     /* Optional: polled while a run builds its task graph and simulates it
      * (every few thousand tasks); nonzero stops the run, which returns
      * SS_ERR_INTERRUPTED with the result unchanged (Ctrl-C on a big plan). */
@@ -844,7 +848,7 @@ ss_status ss_sim_result_to_json(const ss_sim_result *r, const char *plan_label, 
 
 /* Metropolis-Hastings over the SOAP space (every op's degrees over its
  * sample, attribute, parameter and reduction dims, and its device list),
- * judged by the simulator (full or exact delta simulation). Chains start from
+ * judged by the full simulator. Chains start from
  * data parallelism, the expert plan and random plans. Same inputs, seed and
  * budget => the same plan, unless the time limit cut the search
  * (ss_search_result.time_dependent) or it was interrupted. */
@@ -860,10 +864,6 @@ typedef struct ss_search_config {
     double time_limit_s;     /* 0: no limit */
     uint64_t seed;
     int random_starts;       /* random start plans besides DP and expert (0: 2, < 0: none) */
-    int use_delta;           /* 1: judge proposals by delta simulation (simulator/delta.h),
-                                0: by ss_sim_run; both give identical numbers (delta keeps
-                                no critical path, so it makes no path moves: its chain is
-                                the full simulation's with p_path < 0) */
     double beta;             /* acceptance sharpness (0: default, see search/mcmc.h) */
     double explore_share;    /* share of budget/time for exploration chains (0: default) */
     int64_t restart_after;   /* proposals without improvement before a restart (0: default) */
@@ -905,7 +905,6 @@ typedef struct ss_search_result {
                                 that fits was found in the second half. Well above 0: the
                                 search was still improving, a longer one likely finds better */
     double log10_space;      /* log10 of the number of plans in the space */
-    int delta;               /* 1 if delta simulation judged the proposals */
     int interrupted;         /* stopped by the stop callback */
     double time_limit_s;     /* the time limit it ran under (0: none) */
     int devices_usable;      /* devices the plans could use: all, or 1 when no two devices
@@ -933,7 +932,7 @@ void ss_search_result_clear(ss_search_result *r);
  * ..., "expert": ...}, "expert_plan", "speedup_vs_data_parallel",
  * "speedup_vs_expert", "search": {proposals, accepted, evaluations,
  * pruned, cut, infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
- * interrupted, time_limit_s, time_dependent, delta, log10_space_size},
+ * interrupted, time_limit_s, time_dependent, log10_space_size},
  * "plan_file", "trace_file"}: the files written (NULL: none, JSON null).
  * *out is an ss_malloc'd string. */
 ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file,

@@ -4,9 +4,8 @@
  *
  * Flow: simulate data parallelism and the expert plan (full simulation);
  * build the search space; run the MCMC from DP, the expert plan and random
- * plans, each proposal judged by the evaluator (ss_sim_run, or delta
- * simulation with cfg->use_delta) unless the compute lower bound already
- * rejects it; re-simulate the best plan with the full simulator, so every
+ * plans, each proposal judged by the full simulator (ss_sim_run) unless
+ * the compute lower bound already rejects it; re-simulate the best plan with the full simulator, so every
  * number reported comes from ss_sim_run. Invariant: on error the
  * result is cleared, on success it owns its three plans and results.
  */
@@ -14,7 +13,6 @@
 #include "search/expert.h"
 #include "search/mcmc.h"
 #include "search/space.h"
-#include "simulator/delta.h"
 #include "simulator/report.h"
 #include "core/json_util.h"
 #include "core/plan_impl.h"
@@ -87,25 +85,7 @@ static int full_restore_fn(void *ctx, const ss_plan *p, const double *path)
     return 1;
 }
 
-static ss_status delta_eval_fn(void *ctx, const ss_plan *p, int changed, double cutoff_us,
-                               ss_eval *out, ss_diag *d)
-{
-    (void)cutoff_us; /* delta keeps its base in step with the search: always exact */
-    ss_delta *dl = ctx;
-    ss_delta_eval e;
-    ss_status st = ss_delta_run(dl, p, changed, &e, d);
-    if (st)
-        return st;
-    out->time_us = e.iteration_us;
-    out->fits = e.fits;
-    out->overflow_bytes = e.overflow_bytes;
-    out->beyond = 0;
-    return SS_OK;
-}
-
-static void delta_commit_fn(void *ctx) { ss_delta_commit(ctx); }
-
-/* The search's evaluator: an inner evaluator (delta or full) plus the
+/* The search's evaluator: the full simulator plus the
  * compute lower bound, committed together. */
 typedef struct bounded {
     ss_search_evaluator inner;
@@ -134,8 +114,8 @@ static ss_status bounded_bound(void *ctx, const ss_plan *p, int changed, double 
 }
 
 /* The bound's pending rows are p's (the search called bound(p, -1)); the
- * inner evaluator restores its own base or cannot (delta keeps a full
- * schedule of its base: it simulates again). */
+ * inner evaluator restores its own base or cannot (then it simulates
+ * again). */
 static int bounded_restore(void *ctx, const ss_plan *p, const double *path)
 {
     bounded *b = ctx;
@@ -255,7 +235,6 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     memset(r, 0, sizeof *r);
 
     ss_sim *sim = NULL;
-    ss_delta *dl = NULL;
     ss_space *sp = NULL;
     full_eval fe;
     memset(&fe, 0, sizeof fe);
@@ -333,22 +312,11 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         }
     }
 
-    /* Evaluator: the full simulator, or delta simulation if asked. */
+    /* Evaluator: the full simulator. */
     ss_search_evaluator ev = full;
     ev.commit = full_commit_fn;
     ev.path_ops = full_path_ops;
     ev.restore = full_restore_fn;
-    if (!st && cfg.use_delta) {
-        st = ss_delta_new(g, m, cm, &dl, d);
-        if (!st) {
-            ev.ctx = dl;
-            ev.eval = delta_eval_fn;
-            ev.commit = delta_commit_fn;
-            ev.path_ops = NULL; /* a resumed run has no critical path: no path moves */
-            ev.restore = NULL;  /* its base is a whole schedule: simulated again */
-            r->delta = 1;
-        }
-    }
 
     bounded bd = {ev, NULL};
     if (!st)
@@ -366,7 +334,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.explore_share = cfg.explore_share;
     mc.restart_after = cfg.restart_after;
     mc.p_heavy = cfg.p_heavy;
-    mc.p_path = r->delta ? -1 : cfg.p_path; /* path moves need the full simulation's path */
+    mc.p_path = cfg.p_path;
     mc.p_local = cfg.p_local;
     mc.p_class = cfg.p_class;
     mc.eval_cache = cfg.no_eval_cache ? -1 : 0;
@@ -422,7 +390,6 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         ss_plan_free(starts[i]);
     ss_space_free(sp);
     ss_bound_free(bd.bnd);
-    ss_delta_free(dl);
     ss_sim_result_clear(&fe.r);
     ss_free(fe.path);
     if (st) {
@@ -477,7 +444,6 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(srch, "time_limit_s", json_real(r->time_limit_s));
         bad |= json_object_set_new(srch, "devices_usable", json_integer(r->devices_usable));
         bad |= json_object_set_new(srch, "time_dependent", json_boolean(r->time_dependent));
-        bad |= json_object_set_new(srch, "delta", json_boolean(r->delta));
         bad |= json_object_set_new(srch, "log10_space_size", json_real(r->log10_space));
         bad |= json_object_set_new(o, "search", srch);
         srch = NULL;

@@ -45,7 +45,7 @@
  * proposal budget is spent, the time limit passes, the best plan has not
  * improved for `patience` proposals (default: half the budget), or the stop
  * callback says so (SIGINT). Chains run one after another, so an evaluator
- * with incremental state (delta simulation) only ever sees single-op moves
+ * with incremental state only ever sees single-op moves
  * from its committed base, or fresh plans at chain starts and restarts.
  *
  * DETERMINISM. Every random choice comes from one xoshiro256** stream seeded

@@ -81,6 +81,58 @@ const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b)
     return &b->mst;
 }
 
+/* Free *p and zero its capacity (lean mode). */
+#define DROP(b, arr, cap)                                                                    \
+    do {                                                                                     \
+        ss_free((b)->arr);                                                                   \
+        (b)->arr = NULL;                                                                     \
+        (b)->cap = 0;                                                                        \
+    } while (0)
+
+/* Lean mode: every per-run scratch array, once a run's graph and memory
+ * intervals are made (what stays: stats, policy, the score table). The
+ * next run grows them again. */
+static void release_scratch(ss_builder *b)
+{
+    DROP(b, tiles, cap_tiles);
+    DROP(b, tcost, cap_tcost);
+    DROP(b, shape_buf, cap_shape);
+    DROP(b, opshape, cap_opshape);
+    DROP(b, units, cap_units);
+    DROP(b, xf, cap_xf);
+    DROP(b, pairs, cap_pairs);
+    DROP(b, preg, cap_preg);
+    DROP(b, pbuf, cap_pbuf);
+    DROP(b, we, cap_we);
+    DROP(b, we2, cap_we2);
+    DROP(b, widx, cap_widx);
+    DROP(b, wtmp, cap_wtmp);
+    DROP(b, wr, cap_wr);
+    DROP(b, sh, cap_sh);
+    DROP(b, order, cap_order);
+    DROP(b, okeys, cap_okeys);
+    DROP(b, ipool, cap_ipool);
+    DROP(b, res, cap_res);
+    DROP(b, gate, cap_gate);
+    DROP(b, regs, cap_regs);
+    DROP(b, mbk, cap_mbk);
+    DROP(b, uhave, cap_uhave);
+    DROP(b, giv, cap_giv);
+    DROP(b, need, cap_need);
+    DROP(b, pidx, cap_pidx);
+    DROP(b, rtab, cap_rtab);
+    ss_free(b->rgen);
+    b->rgen = NULL;
+    b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
+    b->n_pbuf = 0;
+}
+
+void ss_build_set_lean(ss_builder *b, int on)
+{
+    b->lean = on != 0;
+    ss_build_set_memo(b, !b->lean);
+}
+
 void ss_build_free(ss_builder *b)
 {
     if (!b)
@@ -118,6 +170,9 @@ void ss_build_free(ss_builder *b)
     ss_free(b->giv);
     ss_free(b->opshape);
     ss_free(b->need);
+    ss_free(b->pidx);
+    ss_free(b->rtab);
+    ss_free(b->rgen);
     ss_coll_result_clear(&b->coll);
     free_tables(b);
     ss_memo_free(&b->memo);
@@ -170,7 +225,8 @@ static double unit_out_bytes(const ss_builder *b, const unitinfo *u)
     double bytes = 0;
     for (int k = 0; k < op->n_out; k++) {
         ss_region r;
-        ss_op_output_region(b->g, op, tshape(b, u->first), k, &r);
+        ss_tile tb;
+        ss_op_output_region(b->g, op, tshape(b, u->first, &tb), k, &r);
         bytes += (double)volume(&r) *
                  (double)ss_dtype_size(ss_graph_tensor(b->g, op->outputs[k])->dtype);
     }
@@ -212,7 +268,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
     int32_t key[3] = {0, src, dst};
     int vlen = 0, n = 0;
     double gbps, lat;
-    const int32_t *v = b->memo_on ? ss_memo_get(&b->memo, key, 3, &vlen) : NULL;
+    const int32_t *v = b->memo_on || b->lean ? ss_memo_get(&b->memo, key, 3, &vlen) : NULL;
     if (v) {
         n = v[0];
         gbps = ss_memo_get_double(v + 1);
@@ -240,7 +296,7 @@ static int add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, doubl
             b->res[i] = b->n_dev + ch[i];
             b->kbuf[5 + i] = ch[i];
         }
-        if (b->memo_on && ss_memo_put(&b->memo, key, 3, b->kbuf, 5 + n))
+        if ((b->memo_on || b->lean) && ss_memo_put(&b->memo, key, 3, b->kbuf, 5 + n))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     }
     double dur = lat;
@@ -271,7 +327,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
     for (int i = 0; i < n; i++)
         key[5 + i] = devs[i];
     int vlen = 0;
-    const int32_t *v = b->memo_on ? ss_memo_get(&b->memo, key, 5 + n, &vlen) : NULL;
+    const int32_t *v = b->memo_on || b->lean ? ss_memo_get(&b->memo, key, 5 + n, &vlen) : NULL;
     double time_us;
     int nch;
     if (v) {
@@ -297,7 +353,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
             b->res[i] = b->n_dev + b->coll.channels[i];
             val[3 + i] = b->coll.channels[i];
         }
-        if (b->memo_on && ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
+        if ((b->memo_on || b->lean) && ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     }
     if (b->sym && b->sym_cross)
@@ -448,7 +504,7 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
 static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d)
 {
     const ss_graph *g = b->g;
-    int total = 0, units = 0;
+    int total = 0, units = 0, widest = 0;
     GROW(b, tile_base, cap_tb, b->n_ops + 1, d);
     GROW(b, unit_base, cap_ub, b->n_ops + 1, d);
     for (int o = 0; o < b->n_ops; o++) {
@@ -467,13 +523,18 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
         b->unit_base[o] = units;
         total += c->ntiles;
         units += c->ntiles / c->red;
+        widest = c->ntiles > widest ? c->ntiles : widest;
     }
     b->tile_base[b->n_ops] = total;
     b->unit_base[b->n_ops] = units;
     GROW(b, tiles, cap_tiles, total, d);
     GROW(b, tcost, cap_tcost, total, d);
-    GROW(b, shape_buf, cap_shape, total, d);
-    GROW(b, opshape, cap_opshape, b->n_ops, d);
+    /* lean: one op's shapes at a time (tshape computes them again later) */
+    GROW(b, shape_buf, cap_shape, b->lean ? widest : total, d);
+    if (b->lean)
+        DROP(b, opshape, cap_opshape);
+    else
+        GROW(b, opshape, cap_opshape, b->n_ops, d);
     GROW(b, units, cap_units, units, d);
     b->n_tiles = total;
     b->n_units = units;
@@ -528,8 +589,9 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
     const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
     int sd = sample_dim(out0);
     GROW(b, mbk, cap_mbk, c->ntiles, d);
-    ss_tile *shape = b->shape_buf + b->tile_base[o];
-    b->opshape[o] = shape;
+    ss_tile *shape = b->shape_buf + (b->lean ? 0 : b->tile_base[o]);
+    if (!b->lean)
+        b->opshape[o] = shape;
     for (int i = 0; i < c->ntiles; i++) {
         tileinfo *ti = &b->tiles[b->tile_base[o] + i];
         ss_pconfig_tile(g, op, c, i, &shape[i]);
@@ -747,16 +809,78 @@ static void grid_span(const ugrid *gr, int dd, const ss_range *r, int *lo, int *
     *hi = a - 1;
 }
 
+static uint32_t region_hash(const ss_region *r)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)r->ndim;
+    for (int i = 0; i < r->ndim; i++) {
+        h = (h ^ (uint64_t)r->r[i].lo) * 0xff51afd7ed558ccdull;
+        h = (h ^ (uint64_t)r->r[i].hi) * 0xc4ceb9fe1a85ec53ull;
+    }
+    return (uint32_t)(h >> 32);
+}
+
+/* Insert region b->pbuf[at] into the edge's hash (room guaranteed). */
+static void rtab_put(ss_builder *b, int at)
+{
+    uint32_t mask = (uint32_t)b->cap_rtab - 1, s = region_hash(&b->pbuf[at]) & mask;
+    while (b->rgen[s] == b->gen)
+        s = (s + 1) & mask;
+    b->rgen[s] = b->gen;
+    b->rtab[s] = at;
+}
+
+/* The pbuf entry holding region *r among this edge's (b->gen), added if
+ * new: its index, or -1 with d set (NOMEM). */
+static int shared_region(ss_builder *b, const ss_region *r, ss_diag *d)
+{
+    if (2 * (b->n_rtab + 1) > b->cap_rtab) { /* grow, re-insert the edge's entries */
+        int cap = b->cap_rtab ? 2 * b->cap_rtab : 1024;
+        int32_t *t = ss_realloc(b->rtab, (size_t)cap * sizeof *t);
+        if (t)
+            b->rtab = t;
+        uint32_t *g = t ? ss_realloc(b->rgen, (size_t)cap * sizeof *g) : NULL;
+        if (!g) {
+            ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+            return -1;
+        }
+        b->rgen = g;
+        memset(b->rgen, 0, (size_t)cap * sizeof *g);
+        b->cap_rtab = cap;
+        b->gen = 1;
+        for (int k = b->n_pbuf - b->n_rtab; k < b->n_pbuf; k++)
+            rtab_put(b, k);
+    }
+    uint32_t mask = (uint32_t)b->cap_rtab - 1;
+    for (uint32_t s = region_hash(r) & mask; b->rgen[s] == b->gen; s = (s + 1) & mask)
+        if (!region_cmp(&b->pbuf[b->rtab[s]], r))
+            return b->rtab[s];
+    if (ss_grow((void **)&b->pbuf, &b->cap_pbuf, b->n_pbuf + 1, sizeof *b->pbuf)) {
+        ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+        return -1;
+    }
+    b->pbuf[b->n_pbuf] = *r;
+    rtab_put(b, b->n_pbuf);
+    b->n_rtab++;
+    return b->n_pbuf++;
+}
+
 static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixes, ss_diag *d)
 {
     const ss_graph *g = b->g;
     const ss_op *op = ss_graph_op(g, o), *qop = ss_graph_op(g, q);
     int tid = op->inputs[i];
     int u0 = b->unit_base[q], nu = b->unit_base[q + 1] - u0;
+    ss_tile tb;
     *mixes = 0;
+    b->n_rtab = 0; /* a new edge: its own regions only */
+    if (++b->gen == 0) { /* wrapped: clear the stamps once every 2^32 edges */
+        if (b->rgen)
+            memset(b->rgen, 0, (size_t)b->cap_rtab * sizeof *b->rgen);
+        b->gen = 1;
+    }
     GROW(b, uhave, cap_uhave, nu, d);
     for (int uu = u0; uu < u0 + nu; uu++)
-        ss_op_output_region(g, qop, tshape(b, b->units[uu].first), k, &b->uhave[uu - u0]);
+        ss_op_output_region(g, qop, tshape(b, b->units[uu].first, &tb), k, &b->uhave[uu - u0]);
     ugrid gr = {0};
     int grid = unit_grid(b, q, nu, &gr);
     if (grid < 0)
@@ -764,7 +888,7 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
     for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
         const tileinfo *tj = &b->tiles[j];
         ss_region need;
-        ss_op_input_region(g, op, tshape(b, j), i, &need);
+        ss_op_input_region(g, op, tshape(b, j, &tb), i, &need);
         if (volume(&need) == 0)
             continue;
         /* the units to visit: all, or the grid's cells overlapping need */
@@ -815,8 +939,16 @@ static ss_status edge_pairs(ss_builder *b, int o, int i, int q, int k, int *mixe
                 continue;
             if (reserve_pairs(b, 1, d) != SS_OK)
                 return d->status;
-            GROW(b, pbuf, cap_pbuf, b->n_pbuf + 1, d);
-            b->pbuf[b->n_pbuf++] = ov;
+            if (!b->memo_on) { /* equal regions share an entry (none is memoized) */
+                int at = shared_region(b, &ov, d);
+                if (at < 0)
+                    return d->status;
+                GROW(b, pidx, cap_pidx, b->n_pairs + 1, d);
+                b->pidx[b->n_pairs] = at;
+            } else {
+                GROW(b, pbuf, cap_pbuf, b->n_pbuf + 1, d);
+                b->pbuf[b->n_pbuf++] = ov;
+            }
             add_pair(b, uu, j, tid, NULL);
             if (qop->type != SS_OP_INPUT)
                 for (int r = 0; r < u->red; r++)
@@ -926,10 +1058,17 @@ static ss_status pass_pairs(ss_builder *b, ss_diag *d)
             }
         }
     }
-    /* pairs computed and not memoized: their regions, in order, in pbuf */
-    for (int pi = 0, k = 0; k < b->n_pbuf; pi++)
-        if (!b->preg[pi])
-            b->preg[pi] = &b->pbuf[k++];
+    /* pairs computed and not memoized: their regions, in order, in pbuf
+     * (without memoization: shared, at pidx) */
+    if (!b->memo_on) {
+        for (int pi = 0; pi < b->n_pairs; pi++)
+            b->preg[pi] = &b->pbuf[b->pidx[pi]];
+        if (b->lean)
+            DROP(b, pidx, cap_pidx);
+    } else
+        for (int pi = 0, k = 0; k < b->n_pbuf; pi++)
+            if (!b->preg[pi])
+                b->preg[pi] = &b->pbuf[k++];
     return SS_OK;
 }
 
@@ -1682,6 +1821,35 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
 
 /* ---- the run ------------------------------------------------------------ */
 
+/* Lean mode: the pairs themselves are read up to the backward
+ * dependencies (weights and memory intervals use tiles, units and
+ * transfers). */
+static ss_status lean_drop_pairs(ss_builder *b)
+{
+    if (b->lean) {
+        DROP(b, pairs, cap_pairs);
+        b->n_pairs = 0;
+        for (int u = 0; u < b->n_units; u++)
+            b->units[u].phead = -1;
+    }
+    return SS_OK;
+}
+
+/* Lean mode: the regions pairs read (pbuf, preg; transfers' reg points
+ * into them) are read by passes 3 (partial sums) and forward dependencies
+ * only. */
+static ss_status lean_drop_regions(ss_builder *b)
+{
+    if (b->lean) {
+        DROP(b, preg, cap_preg);
+        DROP(b, pbuf, cap_pbuf);
+        b->n_pbuf = 0;
+        for (int x = 0; x < b->n_xf; x++)
+            b->xf[x].reg = NULL;
+    }
+    return SS_OK;
+}
+
 ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_memory *mm,
                        ss_diag *dd)
 {
@@ -1726,18 +1894,32 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
     if ((st = pass_units(b, p, d)) != SS_OK ||
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_replicas(b)) != SS_OK ||
         (st = pass_partial(b, tg, d)) != SS_OK ||
-        (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
-        (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
+        (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = lean_drop_regions(b)) != SS_OK ||
+        (st = pass_bwd(b, tg, d)) != SS_OK ||
+        (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = lean_drop_pairs(b)) != SS_OK ||
+        (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = stopped(b, 1, d) ? SS_ERR_INTERRUPTED : SS_OK) != SS_OK ||
-        (st = ss_build_weights(b, tg, mm, d)) != SS_OK ||
-        (st = ss_taskgraph_finalize(tg, d)) != SS_OK)
+        (st = ss_build_weights(b, tg, mm, d)) != SS_OK)
         return st;
+    if (b->lean) { /* the intervals now, then nothing of the builder is needed */
+        if ((st = pass_memory(b, mm, d)) != SS_OK)
+            return st;
+        release_scratch(b);
+    }
+    if ((st = ss_taskgraph_finalize(tg, d)) != SS_OK)
+        return st;
+    if (b->lean)
+        ss_taskgraph_release_edges(tg);
     b->mem_pending = 1;
     return SS_OK;
 }
 
 ss_status ss_build_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
 {
+    if (b->lean && b->mem_pending) { /* ss_build_run added them */
+        b->mem_pending = 0;
+        return SS_OK;
+    }
     if (!b->mem_pending)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "simulate: memory intervals asked for without a build to add them to");

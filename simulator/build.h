@@ -101,7 +101,7 @@
  *
  * Reuse across runs (memoization). What a run computes that depends only on
  * content is remembered, keyed by that content, never by "the previous run"
- * (delta simulation keeps a committed base and a proposal that may be
+ * (the search keeps a committed base and a proposal that may be
  * rejected, so both must hit):
  *   per op       its tiles (shapes, devices, micro-batches, ss_cost_tile
  *                costs), keyed by the op's config (degrees, red, device
@@ -192,6 +192,16 @@ void ss_build_forget(ss_builder *b);
 /* Turn memoization on (the default) or off (off also forgets): off, every
  * run computes everything, as a fresh builder does. */
 void ss_build_set_memo(ss_builder *b, int on);
+/* Lean mode (off by default; ss_sim_config.one_shot): for one run of a big
+ * plan, the smallest peak memory. Memoization off (ss_build_set_memo(b,
+ * 0)) but for the bounded route and collective tables, which pay within
+ * one run (every transfer between two devices shares one route); the regions pairs read are freed after the forward dependencies;
+ * ss_build_run adds the memory intervals itself (ss_build_memory then only
+ * confirms them), frees every scratch array before it finalizes the graph
+ * and then drops the graph's edge list (ss_taskgraph_release_edges). The
+ * graph, intervals and numbers are a normal run's, bit for bit; a later run
+ * works and allocates again. */
+void ss_build_set_lean(ss_builder *b, int on);
 const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b);
 
 /* The builder an ss_sim simulates with (sim.c; borrowed): benchmarks turn

@@ -194,6 +194,14 @@ struct ss_builder {
     ss_region *uhave; /* scratch of edge_pairs: each producer unit's output region */
     int cap_uhave;
     ss_range *giv;    /* scratch of edge_pairs: the unit grid's ranges per dim */
+    /* Without memoization, pairs of one edge that read equal regions share
+     * one pbuf entry (pidx: each pair's entry, until pass 3 ends; rtab: a
+     * hash of the edge's entries, slots valid while rgen[slot] == gen) */
+    int32_t *pidx;
+    int cap_pidx;
+    int32_t *rtab;
+    uint32_t *rgen, gen;
+    int cap_rtab, n_rtab; /* n_rtab: the edge's distinct entries */
     int cap_giv;
     int gating_ok; /* every data edge links tiles of the same micro-batch */
     int mem_pending; /* the last run succeeded and ss_build_memory has not run */
@@ -204,6 +212,9 @@ struct ss_builder {
     ss_coll_result coll;
     /* memoization across runs */
     int memo_on;
+    int lean;           /* ss_build_set_lean: scratch released as soon as the passes are
+                         * done with it (memo_on is then 0; routes and collective
+                         * prices are still remembered, in memo) */
     int memo_ops;       /* n_ops the tables below were made for, 0 = none */
     opslot *slots;      /* [n_ops * KOP] */
     int *cur;           /* [n_ops] slot of each op's config in this run */
@@ -258,11 +269,17 @@ static inline int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int 
     return ss_taskgraph_add(tg, &s, d);
 }
 
-/* The shape of tile j (global index) in this run. */
-static inline const ss_tile *tshape(const ss_builder *b, int j)
+/* The shape of tile j (global index) in this run: the stored one, or in
+ * lean mode (which stores none) computed again into *buf, as op_tiles
+ * computed it (ss_pconfig_tile). */
+static inline const ss_tile *tshape(const ss_builder *b, int j, ss_tile *buf)
 {
     int o = b->tiles[j].op;
-    return &b->opshape[o][j - b->tile_base[o]];
+    if (b->opshape)
+        return &b->opshape[o][j - b->tile_base[o]];
+    ss_pconfig_tile(b->g, ss_graph_op(b->g, o), ss_plan_config(b->plan, o), j - b->tile_base[o],
+                    buf);
+    return buf;
 }
 
 static inline int64_t volume(const ss_region *r)

@@ -117,7 +117,8 @@ static ss_status collect_weight(ss_builder *b, int w, ss_diag *d)
         const ss_op *op = ss_graph_op(g, o);
         for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
             ss_region reg;
-            ss_op_input_region(g, op, tshape(b, j), op->n_in + k, &reg);
+            ss_tile tb;
+            ss_op_input_region(g, op, tshape(b, j, &tb), op->n_in + k, &reg);
             if (volume(&reg) == 0)
                 continue;
             GROW(b, we, cap_we, b->n_we + 1, d);

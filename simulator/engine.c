@@ -9,10 +9,10 @@
  * class keys arrive in nondecreasing ready time (tasks are released at the
  * time being settled, which only grows), so an insertion moves only the
  * entries released at the same time with a larger (prio, id): O(1) per task
- * in practice (a resumed run's initial releases may shift more). The head of
+ * in practice. The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
- * all smaller). Each queue slot also holds its task's position (qtask,
- * below) unless positions are ids. Completion events wait in a calendar,
+ * all smaller). Each queue slot is a key word and its task's position
+ * (qtask, below). Completion events wait in a calendar,
  * one bucket per distinct time (see ebucket), drained a round at a time
  * in id order.
  *
@@ -38,14 +38,16 @@
  *
  * Per task (position), one 32-byte read-only record holds what the event
  * loop reads, with the resource and up to two successors inline;
- * predecessor counts stay apart, one byte per task (see left). The run
- * writes only what cannot be derived later: start, blocker and the rounds
- * as tasks are released, start and end, by position, and by id the
- * by_res and ready of the few tasks that waited for a resource; finish
- * maps the former to ids (unpermute) and derives every end (start +
- * duration) and the other ready times (the end of the releasing
- * predecessor, the blocker). Per-task and per-resource arrays are
- * grown on demand and reused by every run. Invariant between rounds:
+ * predecessor counts stay apart, one byte per task (see left), counted
+ * from the successor lists. The run writes only what cannot be derived
+ * later: the blocker and the start and end rounds as tasks are released,
+ * start and end, by position, each round's time (rtime), and by id the
+ * by_res flag of the tasks that waited for a resource; finish maps the
+ * former to ids (unpermute) and derives every start (its round's time),
+ * end (start + duration) and ready time (the end of the releasing
+ * predecessor, the blocker, or for a task that waited, the latest end of
+ * its predecessors). Per-task and per-resource arrays are grown on demand
+ * and reused by every run (lean: freed after it). Invariant between rounds:
  * holder[r] is the id of the running task on r or -1; a task is in r's
  * queue iff it is released, not started, and uses r.
  */
@@ -64,34 +66,22 @@
  * ones share the last of these), then tasks of none. */
 #define NGROUPS 1026
 
-/* Queue entry: the key (cls, ready, prio, id) packed into two unsigned
- * words compared lexicographically: hi = cls << 63 | the bits of ready (a
- * double >= +0, whose bit patterns order as the values do and leave bit 63
- * clear), lo = (prio + 2^31) << 32 | id. */
-typedef struct qent {
-    uint64_t hi, lo;
-} qent;
+/* Queue entry: the key (cls, ready, prio, id) as one word and the task's
+ * position (qtask, apart), whose record holds the id. A task is released
+ * (becomes ready) only at the time being settled, so its ready time is the
+ * time of a round, and rounds run in increasing time: the round's index
+ * orders as the time does. The word is cls << 63 | ready round << 32 |
+ * (prio + 2^31) (rounds < 2^31); equal words are ordered by id. */
+typedef uint64_t qent;
 
-static inline qent qkey(int cls, double ready, int32_t prio, int32_t id)
+static inline qent qkey(int cls, int32_t round, int32_t prio)
 {
-    qent q;
-    double r = ready + 0.0; /* -0 -> +0 */
-    memcpy(&q.hi, &r, sizeof q.hi);
-    q.hi |= (uint64_t)cls << 63;
-    q.lo = (uint64_t)((uint32_t)prio ^ 0x80000000u) << 32 | (uint32_t)id;
-    return q;
+    return (uint64_t)cls << 63 | (uint64_t)(uint32_t)round << 32 |
+           ((uint32_t)prio ^ 0x80000000u);
 }
 
-static inline int32_t qid(const qent *q) { return (int32_t)(uint32_t)q->lo; }
-
-/* The ready time in a key. */
-static inline double qready(const qent *q)
-{
-    uint64_t bits = q->hi & ~((uint64_t)1 << 63);
-    double r;
-    memcpy(&r, &bits, sizeof r);
-    return r;
-}
+/* The ready round in a key. */
+static inline int32_t qround(qent q) { return (int32_t)(q >> 32 & 0x7fffffff); }
 
 /* Per-task run state: what the event loop reads of one task, in one 32-byte
  * record (two per cache line). A round usually handles tasks with nearby
@@ -179,15 +169,13 @@ struct ss_engine {
     /* per task, by position (see the file comment) */
     int32_t *pos_of;                    /* id -> position */
     int ident;                          /* position == id for every task */
-    double *pstart;                     /* the run's start */
-    double *pready;                     /* resume's ready times (unless ident,
-                                         * in end: finish fills end after
-                                         * resume is done with them) */
-    int32_t *pstart_round, *pend_round;
+    int32_t *pstart_round, *pend_round; /* start and end: the rounds' times */
     int32_t *pblocker;                  /* ids; -1 (prepare) until set */
-    double *xstart;                     /* their storage unless ident (then
-                                         * they are the result's arrays) */
-    int32_t *xstart_round, *xend_round, *xblocker;
+    int32_t *xstart_round, *xend_round, *xblocker; /* their storage unless ident
+                                         * (then they are the result's arrays) */
+    double *rtime;                      /* [rounds]: each round's time */
+    int cap_rtime;
+    int lean;                           /* ss_engine_set_lean */
     uint8_t *left;    /* predecessors not yet ended, LEFT_BIG when 255 or
                        * more (then counted in left_big): apart from the
                        * records and one byte each, as decrements reach
@@ -216,7 +204,7 @@ struct ss_engine {
     /* queue slots */
     int cap_slots;
     qent *slots;
-    int32_t *qtask;  /* per slot: its task's position (not kept when ident) */
+    int32_t *qtask;  /* per slot: its task's position */
     int pf_tail;     /* qpush prefetches (prepare: more than PF_SLOTS slots) */
     /* per device */
     int cap_dev;
@@ -228,35 +216,34 @@ struct ss_engine {
     int32_t *path;
 };
 
-static inline int qless(const qent *a, const qent *b)
+/* The id of the task in position p. */
+static inline int32_t pid(const ss_engine *e, int32_t p)
 {
-    return (a->hi < b->hi) | ((a->hi == b->hi) & (a->lo < b->lo));
+    return e->ident ? p : e->rec[p].id;
+}
+
+/* Whether key x of the task with id `id` sorts before slot i. */
+static inline int qless(const ss_engine *e, qent x, int32_t id, int i)
+{
+    return x < e->slots[i] || (x == e->slots[i] && id < pid(e, e->qtask[i]));
 }
 
 /* Entries past the last slot, in slots and qtask, that qpush's prefetch
  * may address. */
 #define QSLACK 16
 
-/* Queue slots (20 bytes each) beyond which qpush prefetches. */
+/* Queue slots (12 bytes each) beyond which qpush prefetches. */
 #define PF_SLOTS (1 << 17)
 
-/* Insert x, the key of the task in position pos, into sorted queue q (see
- * the file comment). Each slot is written once, in order, and the queues'
- * tails lie far apart, so in a graph whose slots outgrow the caches
- * (pf_tail) the line after the tail is fetched now: the next push there
- * usually comes rounds later and would miss. */
-static inline void qpush(ss_engine *e, int q, qent x, int32_t pos)
+/* Insert x, the key of the task in position pos (id `id`), into sorted
+ * queue q (see the file comment). Each slot is written once, in order, and
+ * the queues' tails lie far apart, so in a graph whose slots outgrow the
+ * caches (pf_tail) the line after the tail is fetched now: the next push
+ * there usually comes rounds later and would miss. */
+static inline void qpush(ss_engine *e, int q, qent x, int32_t pos, int32_t id)
 {
     int lo = e->qh[q], i = e->qt[q]++;
-    if (e->ident) { /* positions are ids: qtask unused */
-        while (i > lo && qless(&x, &e->slots[i - 1])) {
-            e->slots[i] = e->slots[i - 1];
-            i--;
-        }
-        e->slots[i] = x;
-        return;
-    }
-    while (i > lo && qless(&x, &e->slots[i - 1])) {
+    while (i > lo && qless(e, x, id, i - 1)) {
         e->slots[i] = e->slots[i - 1];
         e->qtask[i] = e->qtask[i - 1];
         i--;
@@ -293,7 +280,7 @@ void ss_engine_free(ss_engine *e)
     ss_free(e->end_round);
     ss_free(e->rec_raw);
     ss_free(e->pos_of);
-    ss_free(e->xstart);
+    ss_free(e->rtime);
     ss_free(e->xstart_round);
     ss_free(e->xend_round);
     ss_free(e->xblocker);
@@ -328,6 +315,48 @@ void ss_engine_free(ss_engine *e)
     ss_free(e);
 }
 
+/* Free *p and set it NULL. */
+#define DROP(field)                                                                         \
+    do {                                                                                    \
+        ss_free(e->field);                                                                  \
+        e->field = NULL;                                                                    \
+    } while (0)
+
+/* Lean (ss_engine_set_lean), once the rounds are done: predecessor counts,
+ * queues and calendar. The per-task group (results included) and the
+ * others regrow from 0 in the next prepare. */
+static void release_run(ss_engine *e)
+{
+    DROP(isucc);
+    DROP(left);
+    DROP(left_big);
+    DROP(bk);
+    DROP(ch);
+    DROP(theap);
+    DROP(hslot);
+    DROP(cur);
+    DROP(slots);
+    DROP(qtask);
+    e->cap_tasks = e->cap_isucc = e->cap_slots = e->cap_pend = 0;
+    e->hcap_max = 0;
+}
+
+/* Lean, once the results are by id: the records and per-position arrays. */
+static void release_positions(ss_engine *e)
+{
+    DROP(rec_raw);
+    e->rec = NULL;
+    DROP(pos_of);
+    DROP(xstart_round);
+    DROP(xend_round);
+    DROP(xblocker);
+}
+
+void ss_engine_set_lean(ss_engine *e, int on)
+{
+    e->lean = on != 0;
+}
+
 static int grow(void **p, size_t sz, size_t n)
 {
     void *q = ss_realloc(*p, (n ? n : 1) * sz);
@@ -356,7 +385,7 @@ static int reserve(ss_engine *e, int tasks, int res, int slots, int devs, int pe
             GROW(blocker, tasks) || GROW(by_res, tasks) ||
             GROW(start_round, tasks) || GROW(end_round, tasks) || GROW(left, tasks) ||
             GROW(left_big, tasks) || GROW(pos_of, tasks) ||
-            GROW(xstart, tasks) || GROW(xstart_round, tasks) ||
+            GROW(xstart_round, tasks) ||
             GROW(xend_round, tasks) || GROW(xblocker, tasks))
             return -1;
         void *raw = ss_malloc(((size_t)tasks + 1) * sizeof(trec));
@@ -410,7 +439,7 @@ typedef struct run {
     int ntouched;
     int nzero_queued; /* zero-duration tasks waiting in queues */
     int32_t round;  /* index of the event time being settled */
-    int64_t retired, started;
+    int64_t retired;
     /* calendar state */
     int nbk, nheap, hcap, bk_free, ch_free;
     int32_t last_bk; /* the bucket the last event went to, -1 if freed since */
@@ -673,8 +702,9 @@ static inline void chan_change(run *s, int r, double t, int delta)
     }
 }
 
-/* Start the task in position h at t; it became ready at `ready` (rule 1). */
-static void start_task(run *s, int h, double t, double ready)
+/* Start the task in position h at t; `waited`: it became ready (rule 1)
+ * before t. */
+static void start_task(run *s, int h, double t, int waited)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
@@ -684,7 +714,7 @@ static void start_task(run *s, int h, double t, double ready)
     int nres = rh->nres;
     double dur = rh->dur, end = t + dur;
     s->nzero_queued -= nres > 0 && dur == 0;
-    if (t > ready) {
+    if (waited) {
         /* Waited for a resource: the blocker is the task that freed one of
          * them last (at t, see engine.c's proof in engine.h). */
         int best = -1;
@@ -697,8 +727,8 @@ static void start_task(run *s, int h, double t, double ready)
             }
         }
         e->pblocker[h] = best;
-        e->by_res[id] = 1; /* few tasks wait: by id, at once */
-        e->ready[id] = ready; /* finish derives the others' */
+        e->by_res[id] = 1; /* few tasks wait: by id, at once; finish derives
+                            * every ready time */
     }
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
@@ -719,9 +749,7 @@ static void start_task(run *s, int h, double t, double ready)
             chan_change(s, r, t, +1);
         }
     }
-    e->pstart[h] = t; /* finish sets end = start + dur */
     e->pstart_round[h] = s->round;
-    s->started++;
     epush(s, end, ev_of(id, h));
 }
 
@@ -733,15 +761,15 @@ static inline void release(run *s, int v, double t)
     const trec *rv = &e->rec[v];
     int nres = rv->nres;
     if (nres == 0) {
-        start_task(s, v, t, t);
+        start_task(s, v, t, 0);
         return;
     }
     const int32_t *rs = rres(tg, rv);
     s->nzero_queued += rv->dur == 0;
-    qent q = qkey(rv->cls, t, rv->prio, rv->id);
+    qent q = qkey(rv->cls, s->round, rv->prio);
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
-        qpush(e, 2 * r + rv->cls, q, v);
+        qpush(e, 2 * r + rv->cls, q, v, rv->id);
         touch(s, r);
     }
 }
@@ -793,8 +821,7 @@ static void dispatch(run *s, double now, int zero_only)
             e->is_touched[r] = 0;
             continue;
         }
-        int32_t id = qid(&e->slots[top]);
-        int h = e->ident ? id : e->qtask[top];
+        int h = e->qtask[top];
         const trec *rh = &e->rec[h];
         if (zero_only && rh->dur > 0) {
             e->touched[keep++] = r;
@@ -808,11 +835,11 @@ static void dispatch(run *s, double now, int zero_only)
             if (r2 == r)
                 continue;
             int t2;
-            if (e->holder[r2] >= 0 || (t2 = qtop(e, r2)) < 0 || qid(&e->slots[t2]) != id)
+            if (e->holder[r2] >= 0 || (t2 = qtop(e, r2)) < 0 || e->qtask[t2] != h)
                 ok = 0;
         }
         if (ok)
-            start_task(s, h, now, qready(&e->slots[top]));
+            start_task(s, h, now, s->round > qround(e->slots[top]));
     }
     s->ntouched = keep;
 }
@@ -951,14 +978,10 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
     e->pf_tail = nslots > PF_SLOTS;
     order_tasks(e, tg);
     if (e->ident) {
-        e->pstart = e->start;
-        e->pready = e->ready;
         e->pstart_round = e->start_round;
         e->pend_round = e->end_round;
         e->pblocker = e->blocker;
     } else {
-        e->pstart = e->xstart;
-        e->pready = e->end;
         e->pstart_round = e->xstart_round;
         e->pend_round = e->xend_round;
         e->pblocker = e->xblocker;
@@ -978,10 +1001,6 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         rt->res = nres == 1 ? tg->res[lo] : lo;
         rt->prio = tg->prio[t];
         rt->id = t;
-        int np = tg->pred_off[t + 1] - tg->pred_off[t];
-        e->left[i] = np < LEFT_BIG ? (uint8_t)np : LEFT_BIG;
-        if (np >= LEFT_BIG)
-            e->left_big[i] = np;
         int so = tg->succ_off[t], ns = tg->succ_off[t + 1] - so;
         rt->nres = (uint16_t)nres;
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
@@ -1008,8 +1027,26 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         e->qh[q] = e->qt[q] = pos;
         pos += c;
     }
-    /* blocker -1, by_res 0 until set (tasks ready at the start, and those
-     * a resumed run keeps, have neither) */
+    /* Predecessor counts, from the successor lists (a graph without
+     * predecessor lists has no predecessor offsets either). */
+    if (n > 0)
+        memset(e->left, 0, (size_t)n);
+    for (int k = 0, m = tg->succ_off[n]; k < m; k++) {
+        int i = ident ? tg->succ[k] : pos_of[tg->succ[k]];
+        if (e->left[i] < LEFT_BIG - 1)
+            e->left[i]++;
+        else if (e->left[i] == LEFT_BIG - 1) {
+            e->left[i] = LEFT_BIG;
+            e->left_big[i] = LEFT_BIG;
+        } else
+            e->left_big[i]++;
+    }
+    if (e->lean) { /* nothing reads a position by id again (finish maps by record) */
+        DROP(pos_of);
+        e->cap_tasks = 0; /* the next prepare regrows the per-task group */
+    }
+    /* blocker -1, by_res 0 until set (tasks ready at the start have
+     * neither) */
     if (n > 0) {
         memset(e->pblocker, 0xff, (size_t)n * sizeof *e->pblocker);
         memset(e->by_res, 0, (size_t)n);
@@ -1018,23 +1055,22 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
 }
 
 /* The result's per-id arrays from the run's per-position ones (already
- * the same arrays when ident): start, blocker and for a full run the
- * rounds; with every end (start + duration). Returns the first task
+ * the same arrays when ident): blocker and the rounds; every start (the
+ * time of its round: tasks start only at the time being settled) and end
+ * (start + duration, what start_task computed). Returns the first task
  * (lowest id) to end last, -1 for none. */
-static int unpermute(ss_engine *e, const ss_taskgraph *tg, int full)
+static int unpermute(ss_engine *e, const ss_taskgraph *tg)
 {
     int n = tg->n_tasks, last = -1, ident = e->ident;
     double best = 0;
+    for (int i = 0; i < n && !ident; i++) {
+        int t = e->rec[i].id;
+        e->blocker[t] = e->pblocker[i];
+        e->start_round[t] = e->pstart_round[i];
+        e->end_round[t] = e->pend_round[i];
+    }
     for (int t = 0; t < n; t++) {
-        if (!ident) {
-            int i = e->pos_of[t];
-            e->start[t] = e->pstart[i];
-            e->blocker[t] = e->pblocker[i];
-            if (full) {
-                e->start_round[t] = e->pstart_round[i];
-                e->end_round[t] = e->pend_round[i];
-            }
-        }
+        e->start[t] = e->rtime[e->start_round[t]];
         double end = e->start[t] + tg->dur[t];
         e->end[t] = end;
         if (t == 0 || end > best) {
@@ -1045,19 +1081,27 @@ static int unpermute(ss_engine *e, const ss_taskgraph *tg, int full)
     return last;
 }
 
-/* Run rounds from time t0 until no event is left, then check that every
- * task ran and fill the result (the breakdown only when `full`). */
-static ss_status finish(run *s, double t0, int full, ss_diag *d)
+/* Run rounds from time 0 until no event is left, then check that every
+ * task ran and fill the result. */
+static ss_status finish(run *s, ss_diag *d)
 {
     ss_engine *e = s->e;
     const ss_taskgraph *tg = s->tg;
     int n = tg->n_tasks, nd = tg->n_devices;
     int64_t rounds = 1;
     s->round = 0;
-    settle(s, t0);
+    if (ss_grow((void **)&e->rtime, &e->cap_rtime, 1, sizeof *e->rtime))
+        return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for the event times");
+    e->rtime[0] = 0.0;
+    settle(s, 0.0);
     while (s->nev > 0 && !s->stop && !s->interrupted) {
+        double t = e->bk[e->theap[0]].t;
+        if (rounds >= INT32_MAX ||
+            ss_grow((void **)&e->rtime, &e->cap_rtime, (int)rounds + 1, sizeof *e->rtime))
+            return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for the event times");
+        e->rtime[rounds] = t;
         s->round = (int32_t)rounds++;
-        settle(s, e->bk[e->theap[0]].t);
+        settle(s, t);
     }
     if (s->interrupted)
         return ss_diag_set(d, SS_ERR_INTERRUPTED, "simulation interrupted");
@@ -1070,9 +1114,9 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
         /* tasks that never started are those never released (engine.h:
          * nothing waits in a queue when events run out) */
         int bad = -1;
-        for (int t = 0; t < n && bad < 0; t++)
-            if (left_of(e, e->pos_of[t]) > 0)
-                bad = t;
+        for (int i = 0; i < n; i++)
+            if (left_of(e, i) > 0 && (bad < 0 || e->rec[i].id < bad))
+                bad = e->rec[i].id;
         return ss_diag_set(d, SS_ERR_INVALID,
                            "engine: dependency cycle: %lld of %d tasks never ran (first: task %d, %s op %d tile %d)",
                            (long long)(n - s->retired), n, bad,
@@ -1080,41 +1124,47 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
                            tg->tile[bad]);
     }
 
+    /* Lean: what only the rounds needed goes before the results by id
+     * take their room. */
+    if (e->lean)
+        release_run(e);
     /* Results by id, end times (start + duration: what start_task
      * computed), the makespan and the first task to end last (the critical
      * path's end). */
-    int last = unpermute(e, tg, full);
+    int last = unpermute(e, tg);
+    if (e->lean)
+        release_positions(e);
     double makespan = last >= 0 && e->end[last] > 0 ? e->end[last] : 0;
     e->last_task = last;
-    /* Ready times not written by start_task (those of tasks that did not
-     * wait for a resource): the end of the predecessor that released the
-     * task, its blocker, as the settled time (-0 as +0); none: 0, or in a
-     * resumed run what resume computed. */
+    /* Ready times (rule 1): of a task that did not wait for a resource,
+     * the end of the predecessor that released it, its blocker (-0 as
+     * +0); none: 0. Of one that waited, the latest end among its
+     * predecessors (the time it was released), from the successor lists:
+     * the run keeps no per-task ready time. */
     for (int t = 0; t < n; t++) {
-        if (e->by_res[t])
-            continue;
         int b = e->blocker[t];
-        if (b >= 0)
-            e->ready[t] = e->end[b] + 0.0;
-        else if (full)
-            e->ready[t] = 0;
+        e->ready[t] = !e->by_res[t] && b >= 0 ? e->end[b] + 0.0 : 0;
     }
+    for (int t = 0; t < n; t++)
+        for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
+            int v = tg->succ[k];
+            if (e->by_res[v] && e->end[t] > e->ready[v])
+                e->ready[v] = e->end[t];
+        }
     ss_engine_result *r = &e->res;
     memset(r, 0, sizeof *r);
-    if (full) {
-        for (int v = 0; v < nd; v++) {
-            dev_mark(e, v, makespan);
-            e->compute[v] = e->busy[v];
-            e->idle[v] = makespan - e->busy[v];
-        }
-        r->busy = e->busy;
-        r->compute_us = e->compute;
-        r->comm_us = e->comm;
-        r->exposed_comm_us = e->exposed;
-        r->idle_us = e->idle;
-        r->start_round = e->start_round;
-        r->end_round = e->end_round;
+    for (int v = 0; v < nd; v++) {
+        dev_mark(e, v, makespan);
+        e->compute[v] = e->busy[v];
+        e->idle[v] = makespan - e->busy[v];
     }
+    r->busy = e->busy;
+    r->compute_us = e->compute;
+    r->comm_us = e->comm;
+    r->exposed_comm_us = e->exposed;
+    r->idle_us = e->idle;
+    r->start_round = e->start_round;
+    r->end_round = e->end_round;
     r->n_tasks = n;
     r->n_resources = tg->n_resources;
     r->n_devices = nd;
@@ -1125,8 +1175,6 @@ static ss_status finish(run *s, double t0, int full, ss_diag *d)
     r->blocker = e->blocker;
     r->blocked_by_resource = e->by_res;
     r->n_rounds = rounds;
-    r->n_started = s->started;
-    r->resumed = !full;
     e->valid = 1;
     return SS_OK;
 }
@@ -1153,98 +1201,7 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
     for (int i = 0; i < tg->n_tasks; i++)
         if (e->left[i] == 0)
             release(&s, i, 0.0);
-    return finish(&s, 0.0, 1, d);
-}
-
-ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
-                           const ss_engine_state *from, ss_diag *d)
-{
-    ss_status st = prepare(e, tg, cfg, d);
-    if (st != SS_OK)
-        return st;
-    int n = tg->n_tasks;
-    double T = from->t;
-    const double *fs = from->start, *fe = from->end;
-    if (!(T >= 0) || !isfinite(T))
-        return ss_diag_set(d, SS_ERR_INVALID, "engine: resume time %g is not a finite time >= 0",
-                           T);
-    run s;
-    memset(&s, 0, sizeof s);
-    s.e = e;
-    s.tg = tg;
-    cal_reset(&s);
-    const int32_t *pos_of = e->pos_of;
-    for (int i = 0; i < n; i++)
-        e->pready[i] = 0;
-    /* Tasks that started before T keep their times: those that ended
-     * before T are retired, the others hold their resources and have their
-     * completion event. */
-    for (int t = 0; t < n; t++) {
-        if (fs[t] < 0)
-            continue;
-        if (!(fs[t] < T) || fe[t] != fs[t] + tg->dur[t])
-            return ss_diag_set(d, SS_ERR_INVALID,
-                               "engine: resume state: task %d starts at %g, ends at %g (duration %g, resume time %g)",
-                               t, fs[t], fe[t], tg->dur[t], T);
-        int it = pos_of[t];
-        const trec *rt = &e->rec[it];
-        e->pstart[it] = fs[t];
-        const int32_t *rs = rres(tg, rt);
-        for (int i = 0; i < rt->nres; i++) {
-            int r = rs[i];
-            if (fe[t] >= T) {
-                if (e->holder[r] >= 0)
-                    return ss_diag_set(d, SS_ERR_INVALID,
-                                       "engine: resume state: tasks %d and %d both hold resource %d at %g",
-                                       e->holder[r], t, r, T);
-                e->holder[r] = t;
-            }
-        }
-        if (fe[t] < T) {
-            s.retired++;
-        } else {
-            epush(&s, fe[t], ev_of(t, it));
-        }
-    }
-    /* Remaining predecessor counts and ready times (rule 1): every retired
-     * task releases its successors' counts, as retire() does (work in the
-     * kept part only); tasks left with no predecessor outstanding wait in
-     * the queues. A given task must have had all its predecessors end by
-     * its start. */
-    for (int t = 0; t < n; t++) {
-        if (fs[t] < 0 || fe[t] >= T)
-            continue;
-        const trec *rt = &e->rec[pos_of[t]];
-        const int32_t *sc = rsucc(e->sbase, rt);
-        for (int i = 0, ns = rnsucc(rt); i < ns; i++) {
-            int v = sc[i];
-            if (e->left[v] != LEFT_BIG)
-                e->left[v]--;
-            else
-                e->left_big[v]--;
-            if (fe[t] > e->pready[v])
-                e->pready[v] = fe[t];
-        }
-    }
-    for (int t = 0; t < n; t++) {
-        int it = pos_of[t];
-        e->ready[t] = e->pready[it]; /* finish keeps it where no blocker */
-        if (fs[t] >= 0) {
-            if (left_of(e, it) > 0 || e->pready[it] > fs[t])
-                return ss_diag_set(d, SS_ERR_INVALID,
-                                   "engine: resume state: task %d starts at %g before its predecessors end",
-                                   t, fs[t]);
-            continue;
-        }
-        if (left_of(e, it) > 0)
-            continue;
-        if (e->rec[it].nres == 0 && e->pready[it] < T)
-            return ss_diag_set(d, SS_ERR_INVALID,
-                               "engine: resume state: task %d (no resources) was ready at %g but did not start before %g",
-                               t, e->pready[it], T);
-        release(&s, it, e->pready[it]);
-    }
-    return finish(&s, T, 0, d);
+    return finish(&s, d);
 }
 
 int ss_engine_cut(const ss_engine *e, double *bound)
@@ -1265,9 +1222,6 @@ ss_status ss_engine_critical_path(ss_engine *e, const int32_t **path, int *n, ss
 {
     if (!e->valid)
         return ss_diag_set(d, SS_ERR_INVALID, "engine: no simulation result");
-    if (e->res.resumed)
-        return ss_diag_set(d, SS_ERR_INVALID,
-                           "engine: no critical path after a resumed run (blockers of kept tasks unknown)");
     if (e->path_n >= 0) { /* walked already for this run (the summary, then path moves) */
         *path = e->path;
         *n = e->path_n;

@@ -66,7 +66,7 @@
  *                             with nothing before them
  *   blocked_by_resource[t]    1 when blocker[t] is a resource blocker
  *   start_round[t], end_round[t]  per task: rank of its start / end time
- *                             among the distinct event times (full runs)
+ *                             among the distinct event times
  *   busy[r]                   per resource: total time occupied
  *   makespan                  iteration time: the maximum end (0 if no tasks)
  *   per device d (n_devices):
@@ -84,29 +84,8 @@
  * The critical path walks blocker[] back from the last-finishing task (ties:
  * lowest id) to a task with no blocker, and returns it first-to-last.
  *
- * RESUMING (delta simulation, issue 4). The schedule is a pure function of
- * the graph, so a run can be resumed from the state at the start of the
- * round at some time T, given which tasks started before T and when
- * (ss_engine_resume): tasks with end < T are retired, tasks with
- * start < T <= end hold their resources and have their completion events,
- * tasks whose predecessors have all retired wait in the queues with ready
- * time = their predecessors' latest end, and every other task waits for its
- * remaining predecessors. From that state the same rounds as ss_engine_run
- * (rules 1-4) run to the end, so start, end, ready and makespan are bit for
- * bit the full run's — provided the given state IS the full run's state at
- * T: every task that starts before T in the full run is given, with its
- * times, and no other. A delta simulator gets such a state from the
- * previous plan's schedule: after a one-operator change, every unchanged
- * task whose start is earlier than the earliest time T at which any changed
- * task could become ready (or a removed task was ready) keeps its schedule
- * exactly, because the decisions before T never looked at the changed tasks
- * (simulator/delta.c). The engine checks what it can cheaply (each given
- * task starts before T, after its predecessors, for its duration; no two
- * hold one resource; no zero-resource task left ready before T) and returns
- * SS_ERR_INVALID otherwise; a state that passes these checks but is not the
- * full run's gives some other valid schedule, not the full run's. Runs reuse
- * all work arrays, so a search that simulates thousands of graphs allocates
- * only while they grow.
+ * Runs reuse all work arrays, so a search that simulates thousands of
+ * graphs allocates only while they grow.
  *
  * CUTTING (search, issue 4). A search only needs to know whether a plan
  * beats its acceptance threshold. Every resource runs one task at a time
@@ -149,29 +128,19 @@ typedef struct ss_engine_result {
     int n_tasks, n_resources, n_devices;
     double makespan;
     const double *start, *end, *ready;   /* [n_tasks] */
-    const int32_t *blocker;              /* [n_tasks]; full runs only (see below) */
-    const uint8_t *blocked_by_resource;  /* [n_tasks]; full runs only */
-    const double *busy;                  /* [n_resources]; NULL after a resume */
-    const double *compute_us, *comm_us, *exposed_comm_us, *idle_us; /* [n_devices]; NULL after a resume */
+    const int32_t *blocker;              /* [n_tasks] */
+    const uint8_t *blocked_by_resource;  /* [n_tasks] */
+    const double *busy;                  /* [n_resources] */
+    const double *compute_us, *comm_us, *exposed_comm_us, *idle_us; /* [n_devices] */
     int64_t n_rounds;                    /* distinct event times processed */
-    /* Full runs only (NULL after a resume): per task, the index in
+    /* Per task, the index in
      * 0 .. n_rounds-1 of the event time at which it started / ended. Every
      * start and end time is one of the rounds' times and rounds run in
      * increasing time, so these ranks order tasks' times exactly as the
      * times do (equal ranks <=> equal times): ss_memory_sweep_ranked sorts
      * by them with a counting sort. */
     const int32_t *start_round, *end_round;
-    int64_t n_started;                   /* tasks this call started (n_tasks for a full run) */
-    int resumed;                         /* 1: produced by ss_engine_resume */
 } ss_engine_result;
-
-/* A state to resume from: per task of the graph (by id), start[t] >= 0 for
- * the tasks that started before t (end[t] = start[t] + duration), start[t]
- * < 0 for all others (end[t] is then ignored). Borrowed for the call. */
-typedef struct ss_engine_state {
-    double t;
-    const double *start, *end;
-} ss_engine_state;
 
 typedef struct ss_engine ss_engine;
 
@@ -187,17 +156,12 @@ void ss_engine_free(ss_engine *e);
 ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
                         ss_diag *d);
 
-/* Resume the simulation of finalized graph tg under cfg from the state
- * `from` (RESUMING above): the result's start, end, ready and makespan equal
- * ss_engine_run's when `from` is that run's state at from->t. The
- * per-resource and per-device breakdowns (busy, compute_us ...) are NULL
- * and blocker[] is -1 for tasks given in `from` (and not guaranteed to be
- * the full run's for the others), so ss_engine_critical_path refuses a
- * resumed result. Errors: as ss_engine_run, plus SS_ERR_INVALID for a state
- * that fails the checks above (the message names the task). After an error
- * the previous results are no longer valid. */
-ss_status ss_engine_resume(ss_engine *e, const ss_taskgraph *tg, const ss_engine_config *cfg,
-                           const ss_engine_state *from, ss_diag *d);
+/* Lean mode (off by default; ss_sim_config.one_shot): each run frees its
+ * work arrays (task records, queues, calendar, positions) as soon as the
+ * rounds are done, before the results by id are written, so a run's peak
+ * memory is the rounds' working set and what follows (memory sweep) has
+ * that room. Results are the same; the next run allocates them again. */
+void ss_engine_set_lean(ss_engine *e, int on);
 
 /* 1 if the last ss_engine_run stopped early (CUTTING): *bound (if
  * non-NULL) is then a lower bound of the makespan, > cfg->cutoff, and no

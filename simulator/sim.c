@@ -107,6 +107,10 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     }
     ss_taskgraph_set_pred_lists(s->tg, 0); /* only the engine and the trace read it */
+    if (s->cfg.one_shot) {
+        ss_build_set_lean(s->b, 1);
+        ss_engine_set_lean(s->e, 1);
+    }
     *out = s;
     return SS_OK;
 }
@@ -389,6 +393,7 @@ static ss_status run_full(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_
         return st;
     }
     ss_sim_crit crit[SS_SIM_CRIT_MAX];
+    memset(crit, 0, sizeof crit); /* the result's bytes are a function of the plan */
     int n_crit = 0;
     double crit_us = 0;
     if ((st = summarise_path(s, crit, &n_crit, &crit_us, d)) != SS_OK)

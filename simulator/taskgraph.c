@@ -3,8 +3,10 @@
  *
  * Invariant: every per-task array has room for cap_tasks entries (res_off,
  * succ_off and pred_off for cap_tasks + 1), res for cap_res, edge arrays for
- * cap_edges, chan_dev for 2 * cap_chan; an add either fully succeeds or leaves
- * every array and count as it was (growth happens before any write).
+ * cap_edges (after ss_taskgraph_release_edges: e_from, e_to and maybe pred
+ * NULL, cap_edges 0, succ still holding the finalized lists), chan_dev for
+ * 2 * cap_chan; an add either fully succeeds or leaves every array and
+ * count as it was (growth happens before any write).
  */
 #include "simulator/taskgraph.h"
 
@@ -121,6 +123,7 @@ static int grow_mark(ss_taskgraph *tg, int n_resources)
 
 static void set_dims(ss_taskgraph *tg, int n_devices, int n_channels)
 {
+    tg->edges_released = 0;
     tg->n_devices = n_devices;
     tg->n_channels = n_channels;
     tg->n_resources = n_devices + n_channels;
@@ -275,6 +278,9 @@ int ss_taskgraph_add1(ss_taskgraph *tg, ss_task_kind kind, int resource, double 
 
 ss_status ss_taskgraph_add_dep_slow(ss_taskgraph *tg, int from, int to, ss_diag *d)
 {
+    if (tg->edges_released)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "task graph: dependency added after its edge list was released");
     if (from < 0 || from >= tg->n_tasks || to < 0 || to >= tg->n_tasks || from == to)
         return ss_diag_set(d, SS_ERR_INVALID, "task graph: invalid dependency %d -> %d (%d tasks)",
                            from, to, tg->n_tasks);
@@ -323,20 +329,45 @@ ss_status ss_taskgraph_map_machine(ss_taskgraph *tg, const ss_machine *m, ss_dia
     return SS_OK;
 }
 
+void ss_taskgraph_release_edges(ss_taskgraph *tg)
+{
+    if (!tg->finalized || tg->edges_released)
+        return;
+    /* every edge array shares cap_edges: 0 now, so the next add after a
+     * reset regrows them all (succ keeps this graph's lists until then) */
+    tg->cap_edges = 0;
+    ss_free(tg->e_from);
+    ss_free(tg->e_to);
+    tg->e_from = tg->e_to = NULL;
+    if (!tg->pred_lists) {
+        ss_free(tg->pred);
+        tg->pred = NULL;
+    }
+    tg->edges_released = 1;
+}
+
 ss_status ss_taskgraph_finalize(ss_taskgraph *tg, ss_diag *d)
 {
-    (void)d; /* all arrays were sized by add; nothing here allocates */
+    if (tg->edges_released) {
+        if (tg->finalized)
+            return SS_OK;
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "task graph: tasks added after its edge list was released");
+    }
+    /* all arrays were sized by add; nothing here allocates */
     int n = tg->n_tasks, m = tg->n_edges;
     int32_t *so = tg->succ_off, *po = tg->pred_off;
     memset(so, 0, ((size_t)n + 1) * sizeof *so);
-    memset(po, 0, ((size_t)n + 1) * sizeof *po);
-    for (int i = 0; i < m; i++) {
+    for (int i = 0; i < m; i++)
         so[tg->e_from[i] + 1]++;
-        po[tg->e_to[i] + 1]++;
-    }
-    for (int t = 0; t < n; t++) {
+    for (int t = 0; t < n; t++)
         so[t + 1] += so[t];
-        po[t + 1] += po[t];
+    if (tg->pred_lists) {
+        memset(po, 0, ((size_t)n + 1) * sizeof *po);
+        for (int i = 0; i < m; i++)
+            po[tg->e_to[i] + 1]++;
+        for (int t = 0; t < n; t++)
+            po[t + 1] += po[t];
     }
     /* Counting sort, stable in insertion order: fill using the offsets as
      * cursors, then shift them back. */

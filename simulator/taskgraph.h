@@ -32,7 +32,7 @@
  * no predecessor lists) -> hand to the engine, any number of times. Adding after
  * finalize un-finalizes the graph (finalize again). reset -> empty again.
  *
- * The struct is open so the engine, the builder and a future delta engine
+ * The struct is open so the engine and the builder
  * can read the arrays at full speed; everybody else treats it as read-only
  * and changes it only through the functions below.
  *
@@ -41,9 +41,9 @@
  * then insertion order for succ, by target id then insertion order for
  * pred); t's predecessor count is pred_off[t+1] - pred_off[t]; every
  * resource id is in [0, n_resources). A graph whose owner turned the
- * predecessor lists off (ss_taskgraph_set_pred_lists) has pred_off but no
- * pred: the engine needs only the counts. Cycles are not rejected here: the
- * engine reports them.
+ * predecessor lists off (ss_taskgraph_set_pred_lists) has neither pred nor
+ * pred_off: the engine counts predecessors from the successor lists.
+ * Cycles are not rejected here: the engine reports them.
  */
 #ifndef SS_TASKGRAPH_H
 #define SS_TASKGRAPH_H
@@ -103,9 +103,10 @@ typedef struct ss_taskgraph {
     /* after finalize: CSR adjacency */
     int32_t *succ_off;   /* [n_tasks + 1] */
     int32_t *succ;       /* [n_edges] */
-    int32_t *pred_off;   /* [n_tasks + 1] */
+    int32_t *pred_off;   /* [n_tasks + 1]; filled only when pred_lists */
     int32_t *pred;       /* [n_edges]; filled only when pred_lists */
     int pred_lists;      /* 1 (the default): finalize fills pred */
+    int edges_released;  /* ss_taskgraph_release_edges ran since the last reset */
 
     /* channel ends for per-device breakdowns: chan_dev[2*c] and chan_dev[2*c+1]
      * are the devices at the two ends of channel c (-1 for a switch/NIC end). */
@@ -194,10 +195,10 @@ static inline ss_status ss_taskgraph_add_dep(ss_taskgraph *tg, int from, int to,
     return ss_taskgraph_add_dep_slow(tg, from, to, d);
 }
 
-/* Whether finalize fills the predecessor lists pred[] (on, the default,
- * for every new graph) or only their offsets pred_off (off: a graph that
- * only the engine reads, which needs predecessor counts alone, finalizes
- * faster). Un-finalizes the graph. */
+/* Whether finalize fills the predecessor lists pred[] and their offsets
+ * pred_off (on, the default, for every new graph) or neither (off: a graph
+ * that only the engine and the trace read finalizes faster and keeps 4
+ * bytes per task and per edge less). Un-finalizes the graph. */
 void ss_taskgraph_set_pred_lists(ss_taskgraph *tg, int on);
 
 /* Record the devices at the ends of channel c (-1 for none). Used for the
@@ -214,6 +215,15 @@ ss_status ss_taskgraph_map_machine(ss_taskgraph *tg, const ss_machine *m, ss_dia
  * called after the last add and before the engine runs. Allocates nothing
  * (add sized the arrays), so it cannot fail today; callers still check. */
 ss_status ss_taskgraph_finalize(ss_taskgraph *tg, ss_diag *d);
+
+/* Free the edge list as added (e_from, e_to) of a finalized graph, and
+ * pred when the predecessor lists are off: the CSR lists stay, so the
+ * engine and every reader of a finalized graph work as before. For one-shot
+ * simulations of big graphs (8 bytes per edge). Until the next reset, adding
+ * a dependency fails (SS_ERR_INVALID) and so does finalizing a graph that
+ * has tasks added since; adding tasks still works. No-op on a graph that is
+ * not finalized. */
+void ss_taskgraph_release_edges(ss_taskgraph *tg);
 
 /* Small accessors (graph must be finalized for the adjacency ones). */
 static inline int ss_taskgraph_n_res(const ss_taskgraph *tg, int t)

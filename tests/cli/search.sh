@@ -92,12 +92,17 @@ assert r["peak_memory_bytes"] == s["peak_memory_bytes"]
 PY
 fi
 
-# 4. --trace and --delta.
-check "search --trace --delta" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 200 \
-  --time-limit 0 --seed 3 --out "$tmp/c.json" --trace "$tmp/trace.json" --delta
+# 4. --trace; --delta (removed) is refused with a message that says so.
+check "search --trace" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 200 \
+  --time-limit 0 --seed 3 --out "$tmp/c.json" --trace "$tmp/trace.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 0' \
   "$tmp/trace.json" || { echo "FAIL trace is not Chrome Trace JSON"; fail=$((fail + 1)); }
-grep -q "delta simulation" "$tmp/out" || { echo "FAIL --delta not reported"; fail=$((fail + 1)); }
+grep -q "full simulation" "$tmp/out" || { echo "FAIL evaluator not reported"; fail=$((fail + 1)); }
+if check "search --delta (removed)" 2 "$bin" --topology $topo --nodes 1 --model mlp --budget 20 \
+  --time-limit 0 --out "$tmp/d.json" --delta; then
+  grep -q -- "--delta was removed" "$tmp/err" || { echo "FAIL --delta: no 'removed' message"; cat "$tmp/err"; fail=$((fail + 1)); }
+  [ ! -e "$tmp/d.json" ] || { echo "FAIL --delta wrote a plan"; fail=$((fail + 1)); }
+fi
 
 # 5. Ctrl-C: a long search, SIGINT after about a second.
 "$bin" --topology $topo --model alexnet --budget 100000000 --time-limit 120 --seed 1 \

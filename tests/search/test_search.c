@@ -1,9 +1,9 @@
 /*
  * test_search.c — the public search (ss_search_run) with the real simulator:
  * it finds the exhaustive optimum on small cases (3 operators, 4 devices:
- * every plan of the space enumerated and simulated), it is deterministic,
- * delta and full evaluation give the same search, and the JSON report has
- * the documented fields.
+ * every plan of the space enumerated and simulated), it is deterministic
+ * (with and without path moves), and the JSON report has the documented
+ * fields.
  */
 #include "testutil.h"
 #include "search/space.h"
@@ -97,7 +97,7 @@ static double exhaustive(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     return best;
 }
 
-static void search_case(int64_t batch, int64_t in, int64_t hid, int64_t out, int use_delta)
+static void search_case(int64_t batch, int64_t in, int64_t hid, int64_t out)
 {
     ss_machine *m = four_p100();
     ss_graph *g = tiny(batch, in, hid, out);
@@ -109,7 +109,6 @@ static void search_case(int64_t batch, int64_t in, int64_t hid, int64_t out, int
     memset(&cfg, 0, sizeof cfg);
     cfg.budget = 4000;
     cfg.seed = 11;
-    cfg.use_delta = use_delta;
     ss_search_result r;
     memset(&r, 0, sizeof r);
     ss_diag d;
@@ -124,7 +123,6 @@ static void search_case(int64_t batch, int64_t in, int64_t hid, int64_t out, int
     assert_true(r.dp_sim.iteration_us >= opt);
     assert_true(r.speedup_vs_dp >= 1.0);
     assert_true(r.proposals <= cfg.budget);
-    assert_int_equal(r.delta, use_delta);
     assert_int_equal(ss_plan_validate(r.best, g, m, &d), SS_OK);
     ss_search_result_clear(&r);
     ss_cost_free(cm);
@@ -137,19 +135,12 @@ static void search_case(int64_t batch, int64_t in, int64_t hid, int64_t out, int
 static void test_exhaustive_optimum(void **state)
 {
     (void)state;
-    search_case(256, 1024, 2048, 1024, 0);
-    search_case(8, 64, 64, 32, 0);
+    search_case(256, 1024, 2048, 1024);
+    search_case(8, 64, 64, 32);
 }
 
-static void test_exhaustive_optimum_delta(void **state)
-{
-    (void)state;
-    search_case(256, 1024, 2048, 1024, 1);
-}
-
-/* Same seed and budget => the same plan file, byte for byte; delta and full
- * evaluation => the same search (without path moves, which need the full
- * simulation's critical path). */
+/* Same seed and budget => the same plan file, byte for byte, with path
+ * moves (the default) and without. */
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -161,9 +152,7 @@ static void test_deterministic(void **state)
     ss_graph *g = NULL;
     assert_int_equal(ss_model_build("mlp", 0, 8, &g, &d), SS_OK);
     ss_costmodel *cm = ss_cost_new(m);
-    /* 0, 1: full simulation with the defaults (path moves on); 2: delta
-     * simulation, which keeps no critical path and so makes no path moves,
-     * and 3: full simulation with path moves off: the same chain */
+    /* 0, 1: the defaults (path moves on); 2, 3: path moves off */
     char *text[4] = {NULL, NULL, NULL, NULL};
     int64_t accepted[4];
     for (int k = 0; k < 4; k++) {
@@ -171,8 +160,7 @@ static void test_deterministic(void **state)
         memset(&cfg, 0, sizeof cfg);
         cfg.budget = 600;
         cfg.seed = 2024;
-        cfg.use_delta = k == 2;
-        cfg.p_path = k == 3 ? -1 : 0;
+        cfg.p_path = k >= 2 ? -1 : 0;
         ss_search_result r;
         memset(&r, 0, sizeof r);
         assert_int_equal(ss_search_run(g, m, cm, &cfg, &r, &d), SS_OK);
@@ -266,7 +254,6 @@ static void test_nomem(void **state)
     memset(&cfg, 0, sizeof cfg);
     cfg.budget = 60;
     cfg.seed = 9;
-    cfg.use_delta = 1;
     ss_search_result r;
     memset(&r, 0, sizeof r);
     ss_diag d;
@@ -302,7 +289,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exhaustive_optimum),
-        cmocka_unit_test(test_exhaustive_optimum_delta),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_json_and_stop),
         cmocka_unit_test(test_nomem),

@@ -14,7 +14,9 @@
  * (the engine's and a pseudo-random one) per device. The memo must also hit
  * (else the test would prove nothing about reuse). Allocation failures in
  * the middle of a warm build give NOMEM, and the next build of the same
- * builder is again equal to a fresh one.
+ * builder is again equal to a fresh one. A lean builder (ss_build_set_lean:
+ * no memo, scratch and edge list released) builds the same graphs (CSR
+ * lists compared) and memory intervals on such chains, run after run.
  */
 #include "testutil.h"
 #include "search/space.h"
@@ -121,8 +123,13 @@ static void same_graphs(const ss_taskgraph *a, const ss_taskgraph *b, const char
     SAME(bytes, n);
     SAME(res_off, n + 1);
     SAME(res, a->res_off[n]);
-    SAME(e_from, a->n_edges);
-    SAME(e_to, a->n_edges);
+    if (a->e_from && b->e_from) { /* a lean build released them (below) */
+        SAME(e_from, a->n_edges);
+        SAME(e_to, a->n_edges);
+    }
+    assert_true(a->finalized && b->finalized);
+    SAME(succ_off, n + 1);
+    SAME(succ, a->n_edges);
 }
 
 /* Both memory trackers hold the same intervals and static memory: equal
@@ -299,6 +306,42 @@ static void test_memo_off(void **state)
     env_close(&v);
 }
 
+/* Lean: the same graphs and memory as a fresh builder along a chain (every
+ * run releases and regrows all scratch), no memo hits, the edge list gone
+ * (adding an edge then fails until the next reset), and back to normal. */
+static void test_lean(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 2; c++) {
+        env v;
+        env_open(&v, &cases[c]);
+        ss_diag d;
+        ss_diag_init(&d);
+        ss_plan *p = NULL;
+        assert_int_equal(ss_plan_data_parallel(v.g, v.m, 0, &p, &d), SS_OK);
+        ss_build_set_lean(v.b, 1);
+        ss_rng rng;
+        ss_rng_seed(&rng, 77 + (uint64_t)c);
+        for (int step = 0; step < 25; step++) {
+            check_plan(&v, p, cases[c].model, step);
+            assert_null(v.tg->e_from);
+            assert_int_equal(ss_taskgraph_add_dep(v.tg, 0, 1, &d), SS_ERR_INVALID);
+            assert_int_equal(ss_taskgraph_finalize(v.tg, &d), SS_OK); /* still finalized */
+            assert_int_equal(ss_space_random_plan(v.sp, &rng, p, &d), SS_OK);
+            random_settings(p, &rng);
+        }
+        assert_int_equal(ss_build_memo_stats_of(v.b)->op_hits, 0);
+        assert_int_equal(ss_build_memo_stats_of(v.b)->edge_hits, 0);
+        ss_build_set_lean(v.b, 0);
+        check_plan(&v, p, "lean off", 100);
+        check_plan(&v, p, "lean off", 101);
+        assert_non_null(v.tg->e_from);
+        assert_true(ss_build_memo_stats_of(v.b)->op_hits > 0);
+        ss_plan_free(p);
+        env_close(&v);
+    }
+}
+
 /* Walk `steps` kept one-op proposals of seed `seed` from p (each op gets
  * new configs: with enough steps, more than KOP per op, so slots and edge
  * entries are evicted), building each with v->b when `build`. */
@@ -376,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_mlp),       cmocka_unit_test(test_gpt),
         cmocka_unit_test(test_inception), cmocka_unit_test(test_nmt),
         cmocka_unit_test(test_memo_off),  cmocka_unit_test(test_faults),
+        cmocka_unit_test(test_lean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -581,7 +581,6 @@ static void test_determinism(void **state)
         const ss_engine_result *b = run(e2, g2, (ss_queue_policy)pol);
         size_t n = (size_t)g1->n_tasks;
         assert_memory_equal(g1->succ_off, g2->succ_off, (n + 1) * sizeof(int32_t));
-        assert_memory_equal(g1->pred_off, g2->pred_off, (n + 1) * sizeof(int32_t));
         assert_memory_equal(g1->succ, g2->succ, (size_t)g1->n_edges * sizeof(int32_t));
         assert_memory_equal(a->start, b->start, n * sizeof(double));
         assert_memory_equal(a->end, b->end, n * sizeof(double));
@@ -605,110 +604,57 @@ static void test_determinism(void **state)
     ss_taskgraph_free(g2);
 }
 
-/* ---- resume ---- */
-
-/* State of run r at time T: the tasks that started before T. */
-static void state_at(const ss_engine_result *r, int n, double T, double *st, double *en)
-{
-    for (int t = 0; t < n; t++) {
-        st[t] = r->start[t] < T ? r->start[t] : -1;
-        en[t] = r->start[t] < T ? r->end[t] : -1;
-    }
-}
-
-/* Chain A (10 us) -> B (5 us) on device 0, C (3 us, prio 1) on device 0
- * with no predecessors. Full run: A [0, 10) (C waits: A's priority 0 wins
- * at t = 0), then at 10 both B (ready 10) and C (ready 0) wait: C's key
- * (ready 0) is smaller, so C [10, 13), B [13, 18). Resume at T = 10 from
- * {A started at 0}: A is running with its end event at 10, C is queued
- * with ready 0, B is blocked on A; the resumed rounds start C at 10 and B
- * at 13: the same schedule, 2 tasks started, makespan 18, ready[B] = 10. */
-static void test_resume_golden(void **state)
+/* Lean mode (work arrays freed after every run) changes no result: random
+ * DAGs, small (positions are ids) and large (reordered, 70,000 tasks), both
+ * policies, every array of the result and the critical path bit for bit
+ * equal to a normal engine's, run after run on the same lean engine (it
+ * regrows what it freed), and a graph with a cycle still reported. */
+static void test_lean(void **state)
 {
     (void)state;
-    ss_taskgraph *tg = ss_taskgraph_new(1, 0);
-    ss_engine *e = ss_engine_new();
-    int a = add1(tg, SS_TASK_FWD, 0, 10, 0);
-    int b = add1(tg, SS_TASK_FWD, 0, 5, 0);
-    int c = add1(tg, SS_TASK_FWD, 0, 3, 1);
-    dep(tg, a, b);
-    const ss_engine_result *r = run(e, tg, SS_QUEUE_FIFO);
-    assert_true(r->start[c] == 10 && r->start[b] == 13 && r->makespan == 18);
-    assert_int_equal(r->n_started, 3);
-    assert_int_equal(r->resumed, 0);
-    double st[3] = {0, -1, -1}, en[3] = {10, -1, -1};
-    ss_engine_state from = {10, st, en};
-    ss_diag d = {0};
-    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
-    assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_OK);
-    r = ss_engine_result_of(e);
-    assert_true(r->start[a] == 0 && r->end[a] == 10);
-    assert_true(r->start[c] == 10 && r->end[c] == 13);
-    assert_true(r->start[b] == 13 && r->end[b] == 18);
-    assert_true(r->ready[b] == 10 && r->ready[c] == 0 && r->ready[a] == 0);
-    assert_true(r->makespan == 18);
-    assert_int_equal(r->n_started, 2);
-    assert_int_equal(r->resumed, 1);
-    assert_null(r->busy);
-    assert_null(r->compute_us);
-    const int32_t *path;
-    int np;
-    assert_int_equal(ss_engine_critical_path(e, &path, &np, &d), SS_ERR_INVALID);
-    assert_non_null(strstr(d.msg, "resumed"));
-    ss_engine_free(e);
-    ss_taskgraph_free(tg);
-}
-
-/* On random DAGs under both policies, resuming from the full run's own
- * state at T gives bit-identical start, end, ready and makespan for T = 0,
- * every 7th distinct start time, and past the end; and it starts exactly
- * the tasks that start at or after T. */
-static void test_resume_equals_run(void **state)
-{
-    (void)state;
-    ss_engine *e = ss_engine_new(), *e2 = ss_engine_new();
+    ss_engine *e = ss_engine_new(), *lean = ss_engine_new();
+    ss_engine_set_lean(lean, 1);
     ss_taskgraph *tg = ss_taskgraph_new(4, 6);
     ss_diag d = {0};
-    long checked = 0;
-    for (int rep = 0; rep < 12; rep++) {
-        int nd = 1 + rep % 4, nc = (rep * 5) % 7;
+    for (int rep = 0; rep < 6; rep++) {
+        int nd = 1 + rep % 4, nc = (rep * 5) % 7, n = rep < 4 ? 400 + 300 * rep : 70000;
+        ss_queue_policy pol = rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
         assert_int_equal(ss_taskgraph_reset(tg, nd, nc, &d), SS_OK);
-        random_graph(tg, 300 + rep * 50, 7000 + (uint64_t)rep);
-        ss_engine_config cfg = {.policy = rep % 2 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO};
-        const ss_engine_result *full = run(e, tg, cfg.policy);
-        int n = tg->n_tasks;
-        double *st = malloc((size_t)n * sizeof *st), *en = malloc((size_t)n * sizeof *en);
-        double *times = malloc(((size_t)n + 2) * sizeof *times);
-        int nt = 0;
-        times[nt++] = 0;
-        for (int t = 0; t < n; t += 7)
-            times[nt++] = full->start[t];
-        times[nt++] = full->makespan + 1;
-        for (int k = 0; k < nt; k++) {
-            double T = times[k];
-            state_at(full, n, T, st, en);
-            ss_engine_state from = {T, st, en};
-            if (ss_engine_resume(e2, tg, &cfg, &from, &d) != SS_OK)
-                fail_msg("rep %d T %g: %s", rep, T, d.msg);
-            const ss_engine_result *r = ss_engine_result_of(e2);
-            assert_memory_equal(r->start, full->start, (size_t)n * sizeof(double));
-            assert_memory_equal(r->end, full->end, (size_t)n * sizeof(double));
-            assert_memory_equal(r->ready, full->ready, (size_t)n * sizeof(double));
-            assert_true(r->makespan == full->makespan);
-            int later = 0;
-            for (int t = 0; t < n; t++)
-                later += full->start[t] >= T;
-            assert_int_equal(r->n_started, later);
-            checked++;
-        }
-        free(st);
-        free(en);
-        free(times);
+        rg_mb = rep >= 4 ? 3 + rep : 0;
+        random_graph(tg, n, 4400 + (uint64_t)rep);
+        rg_mb = 0;
+        const ss_engine_result *a = run(e, tg, pol), *b = run(lean, tg, pol);
+        assert_true(a->makespan == b->makespan);
+        assert_int_equal(a->n_rounds, b->n_rounds);
+        assert_memory_equal(a->start, b->start, (size_t)n * sizeof(double));
+        assert_memory_equal(a->end, b->end, (size_t)n * sizeof(double));
+        assert_memory_equal(a->ready, b->ready, (size_t)n * sizeof(double));
+        assert_memory_equal(a->blocker, b->blocker, (size_t)n * sizeof(int32_t));
+        assert_memory_equal(a->blocked_by_resource, b->blocked_by_resource, (size_t)n);
+        assert_memory_equal(a->start_round, b->start_round, (size_t)n * sizeof(int32_t));
+        assert_memory_equal(a->end_round, b->end_round, (size_t)n * sizeof(int32_t));
+        assert_memory_equal(a->busy, b->busy, (size_t)a->n_resources * sizeof(double));
+        assert_memory_equal(a->comm_us, b->comm_us, (size_t)nd * sizeof(double));
+        assert_memory_equal(a->exposed_comm_us, b->exposed_comm_us, (size_t)nd * sizeof(double));
+        const int32_t *pa, *pb;
+        int na, nb;
+        assert_int_equal(ss_engine_critical_path(e, &pa, &na, &d), SS_OK);
+        assert_int_equal(ss_engine_critical_path(lean, &pb, &nb, &d), SS_OK);
+        assert_int_equal(na, nb);
+        assert_memory_equal(pa, pb, (size_t)na * sizeof(int32_t));
     }
-    assert_true(checked > 300);
+    /* a cycle: 0 -> 1 -> 0 */
+    assert_int_equal(ss_taskgraph_reset(tg, 1, 0, &d), SS_OK);
+    int x = add1(tg, SS_TASK_FWD, 0, 1, 0), y = add1(tg, SS_TASK_FWD, 0, 1, 0);
+    dep(tg, x, y);
+    dep(tg, y, x);
+    assert_int_equal(ss_taskgraph_finalize(tg, &d), SS_OK);
+    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
+    assert_int_equal(ss_engine_run(lean, tg, &cfg, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "cycle"));
     ss_taskgraph_free(tg);
     ss_engine_free(e);
-    ss_engine_free(e2);
+    ss_engine_free(lean);
 }
 
 /* Per resource, the summed durations of tg's tasks on it (CUTTING's load). */
@@ -810,8 +756,7 @@ static void test_cut_random(void **state)
  * engine.c) changes no result: random DAGs whose tasks carry micro-batches
  * (the engine reorders graphs of more than 2^16 tasks; 70,000 and 90,000
  * span several windows) give bit-identical results to the same DAGs
- * without any (no reordering), under both policies, and resuming the
- * reordered run from its own state gives the run's times. */
+ * without any (no reordering), under both policies. */
 static void test_positions_invisible(void **state)
 {
     (void)state;
@@ -847,64 +792,11 @@ static void test_positions_invisible(void **state)
         assert_int_equal(ss_engine_critical_path(e2, &pb, &nb, &d), SS_OK);
         assert_int_equal(na, nb);
         assert_memory_equal(pa, pb, (size_t)na * sizeof(int32_t));
-        double *st = malloc((size_t)n * sizeof *st), *en = malloc((size_t)n * sizeof *en);
-        for (int k = 1; k <= 3; k++) {
-            double T = b->makespan * k / 4;
-            state_at(b, n, T, st, en);
-            ss_engine_state from = {T, st, en};
-            if (ss_engine_resume(e, tg2, &cfg, &from, &d) != SS_OK)
-                fail_msg("rep %d T %g: %s", rep, T, d.msg);
-            const ss_engine_result *r = ss_engine_result_of(e);
-            assert_memory_equal(r->start, b->start, (size_t)n * sizeof(double));
-            assert_memory_equal(r->end, b->end, (size_t)n * sizeof(double));
-            assert_memory_equal(r->ready, b->ready, (size_t)n * sizeof(double));
-            assert_true(r->makespan == b->makespan);
-        }
-        free(st);
-        free(en);
     }
     ss_taskgraph_free(tg);
     ss_taskgraph_free(tg2);
     ss_engine_free(e);
     ss_engine_free(e2);
-}
-
-/* States the engine can tell are not a run's: a given task that starts at
- * or after T, one whose end is not start + duration, two running tasks on
- * one resource, a task started before its predecessor ended, a
- * zero-resource task left ready before T, a bad T. */
-static void test_resume_errors(void **state)
-{
-    (void)state;
-    ss_taskgraph *tg = ss_taskgraph_new(1, 0);
-    ss_engine *e = ss_engine_new();
-    int a = add1(tg, SS_TASK_FWD, 0, 10, 0);
-    int b = add1(tg, SS_TASK_FWD, 0, 5, 0);
-    int j = addn(tg, SS_TASK_OTHER, 0, 0, NULL);
-    dep(tg, a, b);
-    dep(tg, a, j);
-    run(e, tg, SS_QUEUE_FIFO);
-    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
-    ss_diag d;
-    struct { double T, st[3], en[3]; const char *msg; } bad[] = {
-        {5, {5, -1, -1}, {15, -1, -1}, "task 0 starts at 5"},
-        {5, {0, -1, -1}, {9, -1, -1}, "ends at 9"},
-        {5, {0, 1, -1}, {10, 6, -1}, "both hold resource 0"},
-        {12, {0, 10, -1}, {10, 15, -1}, "no resources"},
-        {12, {3, 0, 10}, {13, 5, 10}, "task 1 starts at 0 before"},
-        {-1, {-1, -1, -1}, {-1, -1, -1}, "resume time"},
-    };
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        ss_diag_init(&d);
-        ss_engine_state from = {bad[k].T, bad[k].st, bad[k].en};
-        assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_ERR_INVALID);
-        if (!strstr(d.msg, bad[k].msg))
-            fail_msg("case %zu: \"%s\" lacks \"%s\"", k, d.msg, bad[k].msg);
-        assert_null(ss_engine_result_of(e));
-    }
-    (void)j;
-    ss_engine_free(e);
-    ss_taskgraph_free(tg);
 }
 
 /* ---- errors ---- */
@@ -920,8 +812,7 @@ static void test_resume_errors(void **state)
  * before J (150): L [150, 151), J [151, 153); device 1 runs K [150, 151).
  * Blockers: L and K waited for their devices (p_298, p_299: resource), J
  * for L (resource); Z starts at 150 after the last of its predecessors
- * retired at 150 in id order, p_299. Makespan 153. Resuming at 140 from
- * the tasks started before 140 (p_0 .. p_279) gives the same schedule. */
+ * retired at 150 in id order, p_299. Makespan 153. */
 static void test_wide_fan(void **state)
 {
     (void)state;
@@ -957,37 +848,6 @@ static void test_wide_fan(void **state)
     assert_true(r->blocked_by_resource[l] && r->blocked_by_resource[k] &&
                 r->blocked_by_resource[j] && !r->blocked_by_resource[z]);
     assert_true(r->makespan == 153);
-
-    int n = tg->n_tasks;
-    double *st = malloc((size_t)n * sizeof *st), *en = malloc((size_t)n * sizeof *en);
-    double *fs = malloc((size_t)n * sizeof *fs), *fe = malloc((size_t)n * sizeof *fe);
-    double *fr = malloc((size_t)n * sizeof *fr);
-    assert_non_null(st);
-    assert_non_null(en);
-    assert_non_null(fs);
-    assert_non_null(fe);
-    assert_non_null(fr);
-    for (int t = 0; t < n; t++) {
-        fs[t] = r->start[t];
-        fe[t] = r->end[t];
-        fr[t] = r->ready[t];
-        st[t] = r->start[t] < 140 ? r->start[t] : -1;
-        en[t] = r->start[t] < 140 ? r->end[t] : -1;
-    }
-    ss_engine_state from = {140, st, en};
-    ss_diag d = {0};
-    ss_engine_config cfg = {.policy = SS_QUEUE_FIFO};
-    assert_int_equal(ss_engine_resume(e, tg, &cfg, &from, &d), SS_OK);
-    r = ss_engine_result_of(e);
-    for (int t = 0; t < n; t++)
-        assert_true(r->start[t] == fs[t] && r->end[t] == fe[t] && r->ready[t] == fr[t]);
-    assert_int_equal(r->n_started, n - 280);
-    assert_true(r->makespan == 153);
-    free(st);
-    free(en);
-    free(fs);
-    free(fe);
-    free(fr);
     ss_engine_free(e);
     ss_taskgraph_free(tg);
 }
@@ -1191,12 +1051,10 @@ int main(void)
         cmocka_unit_test(test_policy_differs),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_resume_golden),
-        cmocka_unit_test(test_resume_equals_run),
-        cmocka_unit_test(test_resume_errors),
         cmocka_unit_test(test_cut_golden),
         cmocka_unit_test(test_cut_random),
         cmocka_unit_test(test_positions_invisible),
+        cmocka_unit_test(test_lean),
         cmocka_unit_test(test_wide_fan),
         cmocka_unit_test(test_zero_chain),
         cmocka_unit_test(test_many_times),

@@ -528,6 +528,74 @@ static void test_selective_recompute_memory(void **state)
     teardown(&f);
 }
 
+/* ss_sim_config.one_shot (lean builder and engine) gives the numbers of a
+ * normal simulator bit for bit: pipelines (GPipe, 1F1B), tensor parallelism
+ * with partial sums, recompute, data parallelism; each plan twice on the
+ * same one-shot simulator (it regrows what it freed), then a trace. */
+static void test_one_shot(void **state)
+{
+    (void)state;
+    static const char *const specs[] = {
+        "megatron:tp=2,pp=2,dp=2,mb=4,recompute=full",
+        "megatron:tp=1,pp=4,dp=2,mb=8",
+        "megatron:tp=4,pp=1,dp=2,mb=2,recompute=selective,sp=1",
+        "data-parallel",
+    };
+    fix f, lean;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=4,hidden=256,heads=4,seq=64,vocab=1024", 32, 8,
+                                    &g, &d), SS_OK);
+    setup_g(&f, g, "topologies/dgx-a100.json", NULL);
+    ss_sim_config oc = {.one_shot = 1};
+    assert_int_equal(ss_sim_new(f.g, f.m, f.cm, &oc, &lean.sim, &d), SS_OK);
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+        ss_plan *p = NULL;
+        if (ss_plan_from_spec(specs[k], f.g, f.m, &p, &d) != SS_OK)
+            fail_msg("%s: %s", specs[k], d.msg);
+        ss_sim_result a = {0}, b = {0};
+        assert_int_equal(ss_sim_run(f.sim, p, &a, &d), SS_OK);
+        for (int rep = 0; rep < 2; rep++) {
+            assert_int_equal(ss_sim_run(lean.sim, p, &b, &d), SS_OK);
+            size_t nd = (size_t)a.n_devices * sizeof(double);
+            if (a.iteration_us != b.iteration_us)
+                fail_msg("%s: %.17g us normal, %.17g one-shot", specs[k], a.iteration_us,
+                         b.iteration_us);
+            assert_int_equal(a.n_tasks, b.n_tasks);
+            assert_true(a.critical_path_us == b.critical_path_us);
+            assert_int_equal(a.n_crit, b.n_crit);
+            assert_memory_equal(a.crit, b.crit, sizeof a.crit);
+            assert_int_equal(a.fits, b.fits);
+            assert_memory_equal(a.compute_us, b.compute_us, nd);
+            assert_memory_equal(a.comm_us, b.comm_us, nd);
+            assert_memory_equal(a.exposed_comm_us, b.exposed_comm_us, nd);
+            assert_memory_equal(a.idle_us, b.idle_us, nd);
+            assert_memory_equal(a.peak_memory_bytes, b.peak_memory_bytes, nd);
+            assert_memory_equal(a.static_memory_bytes, b.static_memory_bytes, nd);
+            assert_memory_equal(a.weight_bytes, b.weight_bytes, nd);
+        }
+        ss_sim_result_clear(&a);
+        ss_sim_result_clear(&b);
+        ss_plan_free(p);
+    }
+    /* it was lean: nothing memoized between the two runs of each plan */
+    assert_int_equal(ss_build_memo_stats_of(ss_sim_builder(lean.sim))->op_hits, 0);
+    char path[] = "/tmp/ss_one_shot_trace_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ss_sim_write_trace(lean.sim, path, &d), SS_OK);
+    FILE *tf = fopen(path, "r");
+    assert_non_null(tf);
+    assert_int_equal(fseek(tf, 0, SEEK_END), 0);
+    assert_true(ftell(tf) > 1000);
+    fclose(tf);
+    unlink(path);
+    ss_sim_free(lean.sim);
+    teardown(&f);
+}
+
 static uint64_t rng = 88172645463325252ULL;
 static unsigned rnd(unsigned n)
 {
@@ -754,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_invariants_alexnet),
         cmocka_unit_test(test_distopt_memory),
         cmocka_unit_test(test_selective_recompute_memory),
+        cmocka_unit_test(test_one_shot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
