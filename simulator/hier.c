@@ -1,0 +1,1111 @@
+/*
+ * hier.c — the hierarchical evaluator (hier.h): repeated blocks simulated
+ * once per distinct sub-problem with the task-graph builder and engine, the
+ * pipeline at stage x micro-batch granularity by the same engine.
+ *
+ * Invariant: an evaluation reads the plan, never changes it; every figure
+ * it reports comes from a sub-problem simulation (memoized by content) or
+ * from the stage-level schedule, so two evaluations of one plan give
+ * bit-identical results whatever the memo held.
+ */
+#include "simulator/hier.h"
+
+#include "simulator/build.h"
+#include "simulator/engine.h"
+#include "simulator/memory.h"
+#include "simulator/report.h"
+#include "simulator/taskgraph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MBP 1024        /* priorities: micro-batch slots per op, as build.c's MB_CLAMP + 1 */
+#define MEMO_MAX 4096   /* memo entries before it is cleared */
+#define PERIOD_TOL 1e-6 /* relative tolerance of the periodicity check */
+
+/* What one sub-problem (a stage's ops for one micro-batch) gives, for the
+ * stage's first device d0. Doubles only: extrapolated field by field. */
+typedef struct figs {
+    double fwd;       /* forward span of one micro-batch (after its input arrived) */
+    double bwd;       /* backward span (recompute included) */
+    double tail;      /* from the last backward's end to the last sync/update end */
+    double send;      /* the incoming stage send, per rank (0: none) */
+    double gather;    /* the all-gather after a scatter-gather send (0: none) */
+    double comp_fb;   /* d0's compute-stream busy time per micro-batch */
+    double comp_upd;  /* d0's compute-stream busy time once (updates) */
+    double comm_mb;   /* collectives at d0 per micro-batch (tensor parallel) */
+    double comm_once; /* gradient collectives at d0 */
+    double stat, weights, peak1, held; /* memory of d0: static, weights, peak of one
+                                          micro-batch, bytes held at the forward's end */
+    double tasks;     /* tasks simulated */
+} figs;
+#define NFIG ((int)(sizeof(figs) / sizeof(double)))
+
+typedef struct mentry {
+    uint64_t key;
+    figs f;
+} mentry;
+
+typedef struct stageinfo {
+    int n, off;          /* ops: h->sops[off .. off + n) (op ids, ascending) */
+    int base;            /* first device (lowest id) */
+    int first, last;     /* first non-input op and last op (ids) */
+    int s0, blk, reps;   /* repeated blocks: positions s0 .. s0 + reps*blk - 1 (reps 0: none) */
+    int ndev;            /* devices */
+    figs f;
+} stageinfo;
+
+struct ss_hier {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    ss_sim_config cfg;
+    ss_hier_stats st;
+    /* memo */
+    mentry *memo;
+    int memo_cap, memo_n;
+    /* scratch */
+    int *sd, *stage, *pos;    /* per op */
+    uint64_t *key;            /* per op */
+    int *sops;                /* ops grouped by stage */
+    int *devstage;            /* per device */
+    int *tmap;                /* per tensor: sub-graph tensor, -1 */
+    int *subop;               /* per stage position: sub-graph op, -1 dropped */
+    int *ext_ops;             /* per sub op: 1 if an external input */
+    int cap_ext;
+    int *devs;
+    int cap_devs;
+    stageinfo *stg;
+    int cap_stg;
+    double *peak;
+    int cap_peak;
+    int *ptask;               /* pipeline task ids */
+    int cap_ptask;
+    ss_taskgraph *tg, *ptg; /* sub-problems; the pipeline */
+    ss_memory *mm;
+    ss_engine *e;
+};
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0x100000001b3ULL;
+}
+
+static uint64_t mixd(uint64_t h, double x)
+{
+    uint64_t v;
+    memcpy(&v, &x, sizeof v);
+    return mix(h, v);
+}
+
+ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                     const ss_sim_config *cfg)
+{
+    if (!g || !m || !cm)
+        return NULL;
+    ss_hier *h = ss_calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->g = g;
+    h->m = m;
+    h->cm = cm;
+    if (cfg)
+        h->cfg = *cfg;
+    if (h->cfg.mem_fraction <= 0)
+        h->cfg.mem_fraction = 1.0;
+    size_t no = (size_t)ss_graph_n_ops(g) + 1, nt = (size_t)ss_graph_n_tensors(g) + 1;
+    size_t nd = (size_t)ss_machine_n_devices(m) + 1;
+    h->sd = ss_calloc(no, sizeof *h->sd);
+    h->stage = ss_calloc(no, sizeof *h->stage);
+    h->pos = ss_calloc(no, sizeof *h->pos);
+    h->key = ss_calloc(no, sizeof *h->key);
+    h->sops = ss_calloc(no, sizeof *h->sops);
+    h->subop = ss_calloc(no, sizeof *h->subop);
+    h->devstage = ss_calloc(nd, sizeof *h->devstage);
+    h->tmap = ss_calloc(nt, sizeof *h->tmap);
+    h->tg = ss_taskgraph_new(0, 0);
+    h->ptg = ss_taskgraph_new(0, 0);
+    h->mm = ss_memory_new();
+    h->e = ss_engine_new();
+    if (!h->sd || !h->stage || !h->pos || !h->key || !h->sops || !h->subop || !h->devstage ||
+        !h->tmap || !h->tg || !h->ptg || !h->mm || !h->e) {
+        ss_hier_free(h);
+        return NULL;
+    }
+    for (size_t i = 0; i < nt; i++)
+        h->tmap[i] = -1;
+    return h;
+}
+
+void ss_hier_free(ss_hier *h)
+{
+    if (!h)
+        return;
+    ss_free(h->memo);
+    ss_free(h->sd);
+    ss_free(h->stage);
+    ss_free(h->pos);
+    ss_free(h->key);
+    ss_free(h->sops);
+    ss_free(h->subop);
+    ss_free(h->ext_ops);
+    ss_free(h->devstage);
+    ss_free(h->tmap);
+    ss_free(h->devs);
+    ss_free(h->stg);
+    ss_free(h->peak);
+    ss_free(h->ptask);
+    ss_taskgraph_free(h->tg);
+    ss_taskgraph_free(h->ptg);
+    ss_memory_free(h->mm);
+    ss_engine_free(h->e);
+    ss_free(h);
+}
+
+const ss_hier_stats *ss_hier_stats_of(const ss_hier *h)
+{
+    return h ? &h->st : NULL;
+}
+
+/* ---- memo ---------------------------------------------------------------- */
+
+static const figs *memo_get(const ss_hier *h, uint64_t key)
+{
+    if (!h->memo_cap)
+        return NULL;
+    for (int i = (int)(key & (uint64_t)(h->memo_cap - 1));; i = (i + 1) & (h->memo_cap - 1)) {
+        if (h->memo[i].key == key)
+            return &h->memo[i].f;
+        if (!h->memo[i].key)
+            return NULL;
+    }
+}
+
+static int memo_put(ss_hier *h, uint64_t key, const figs *f)
+{
+    if (h->memo_n >= MEMO_MAX) {
+        memset(h->memo, 0, (size_t)h->memo_cap * sizeof *h->memo);
+        h->memo_n = 0;
+    }
+    if (2 * (h->memo_n + 1) > h->memo_cap) {
+        int nc = h->memo_cap ? 2 * h->memo_cap : 64;
+        mentry *nm = ss_calloc((size_t)nc, sizeof *nm);
+        if (!nm)
+            return -1;
+        for (int i = 0; i < h->memo_cap; i++)
+            if (h->memo[i].key) {
+                int j = (int)(h->memo[i].key & (uint64_t)(nc - 1));
+                while (nm[j].key)
+                    j = (j + 1) & (nc - 1);
+                nm[j] = h->memo[i];
+            }
+        ss_free(h->memo);
+        h->memo = nm;
+        h->memo_cap = nc;
+    }
+    int i = (int)(key & (uint64_t)(h->memo_cap - 1));
+    while (h->memo[i].key)
+        i = (i + 1) & (h->memo_cap - 1);
+    h->memo[i].key = key;
+    h->memo[i].f = *f;
+    h->memo_n++;
+    return 0;
+}
+
+/* ---- plan analysis -------------------------------------------------------- */
+
+/* Tile layout of c around its sample dim sd: outer (dims before sd), the
+ * sample degree, inner (dims after sd, replicas, reduction). */
+static void layout(const ss_pconfig *c, int sd, int *outer, int *inner)
+{
+    int o = 1, in = c->rep * c->red;
+    for (int k = 0; k < sd; k++)
+        o *= c->deg[k];
+    for (int k = sd + 1; k < c->ndim; k++)
+        in *= c->deg[k];
+    *outer = o;
+    *inner = in;
+}
+
+/* A device's place relative to base: host offset and local rank. */
+static uint64_t rel_dev(const ss_machine *m, int dev, int base)
+{
+    const ss_device *a = ss_machine_device(m, dev), *b = ss_machine_device(m, base);
+    return ((uint64_t)(uint32_t)(a->host - b->host) << 32) | (uint32_t)a->local_rank;
+}
+
+/* Hash of c restricted to micro-batch 0 of every data-parallel rank, its
+ * devices relative to base. */
+static uint64_t cfg_key(const ss_machine *m, const ss_pconfig *c, int sd, int mb, int base)
+{
+    uint64_t k = mix(0x51, (uint64_t)c->ndim);
+    for (int i = 0; i < c->ndim; i++)
+        k = mix(k, (uint64_t)c->deg[i]);
+    k = mix(mix(k, (uint64_t)c->red), (uint64_t)c->rep);
+    int outer, inner, ds = c->deg[sd];
+    layout(c, sd, &outer, &inner);
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < ds; i += mb)
+            for (int j = 0; j < inner; j++)
+                k = mix(k, rel_dev(m, c->devices[((int64_t)o * ds + i) * inner + j], base));
+    return k;
+}
+
+/* c restricted to micro-batch 0 of every data-parallel rank into out, its
+ * devices into devs (room for c->ntiles / mb). */
+static void restrict_cfg(const ss_pconfig *c, int sd, int mb, ss_pconfig *out, int *devs)
+{
+    int outer, inner, ds = c->deg[sd], dd = ds / mb;
+    layout(c, sd, &outer, &inner);
+    *out = *c;
+    out->deg[sd] = dd;
+    out->ntiles = c->ntiles / mb;
+    out->devices = devs;
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < dd; i++)
+            memcpy(devs + ((int64_t)o * dd + i) * inner,
+                   c->devices + ((int64_t)o * ds + (int64_t)i * mb) * inner,
+                   (size_t)inner * sizeof *devs);
+}
+
+static int sample_dim(const ss_graph *g, const ss_op *op)
+{
+    if (op->n_out < 1)
+        return -1;
+    const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
+    for (int k = 0; k < t->ndim; k++)
+        if (t->kind[k] == SS_DIM_SAMPLE)
+            return k;
+    return -1;
+}
+
+#define UNSUP(...) ss_diag_set(d, SS_ERR_UNSUPPORTED, "hierarchical evaluator: " __VA_ARGS__)
+
+/* Check the plan's form, fill per-op sample dims and stages, per-device
+ * stages, the stages' op lists, devices and per-op keys. */
+static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
+{
+    const ss_graph *g = h->g;
+    const ss_machine *m = h->m;
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int n = ss_graph_n_ops(g), nd = ss_machine_n_devices(m);
+    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    if (set->schedule != SS_PIPE_GPIPE && set->schedule != SS_PIPE_1F1B)
+        return UNSUP("unknown pipeline schedule");
+    if (ss_grow((void **)&h->stg, &h->cap_stg, P, sizeof *h->stg))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    memset(h->stg, 0, (size_t)P * sizeof *h->stg);
+    for (int i = 0; i < nd; i++)
+        h->devstage[i] = -1;
+    int D = 0, type = -1;
+    for (int o = 0; o < n; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        const ss_pconfig *c = ss_plan_config(p, o);
+        int sd = sample_dim(g, op);
+        if (sd < 0 || sd >= c->ndim)
+            return UNSUP("operator \"%s\" has no sample dimension", op->name);
+        if (c->deg[sd] % M)
+            return UNSUP("operator \"%s\": sample degree %d is not a multiple of the %d "
+                         "micro-batches",
+                         op->name, c->deg[sd], M);
+        int dop = c->deg[sd] / M;
+        if (!D)
+            D = dop;
+        else if (dop != D)
+            return UNSUP("operator \"%s\" splits its samples %d ways, others %d", op->name,
+                         c->deg[sd], D * M);
+        if (c->stage < 0 || c->stage >= P)
+            return UNSUP("operator \"%s\" is in stage %d of %d", op->name, c->stage, P);
+        h->sd[o] = sd;
+        h->stage[o] = c->stage;
+        h->stg[c->stage].n++;
+        int outer, inner, ds = c->deg[sd];
+        layout(c, sd, &outer, &inner);
+        for (int oo = 0; oo < outer; oo++)
+            for (int i = 0; i < ds; i++) {
+                const int *row = c->devices + ((int64_t)oo * ds + i) * inner;
+                if (i % M) {
+                    if (memcmp(row, row - inner, (size_t)inner * sizeof *row))
+                        return UNSUP("operator \"%s\" runs its micro-batches on different "
+                                     "devices",
+                                     op->name);
+                    continue;
+                }
+                for (int j = 0; j < inner; j++) {
+                    int dev = row[j];
+                    if (h->devstage[dev] < 0) {
+                        h->devstage[dev] = c->stage;
+                        int ty = ss_machine_device(m, dev)->type;
+                        if (type < 0)
+                            type = ty;
+                        else if (ty != type)
+                            return UNSUP("the plan uses devices of more than one type");
+                    } else if (h->devstage[dev] != c->stage)
+                        return UNSUP("device %d holds ops of stages %d and %d", dev,
+                                     h->devstage[dev], c->stage);
+                }
+            }
+    }
+    /* stages: op lists, devices */
+    for (int s = 0, off = 0; s < P; s++) {
+        if (!h->stg[s].n)
+            return UNSUP("stage %d has no operators", s);
+        h->stg[s].off = off;
+        off += h->stg[s].n;
+        h->stg[s].n = 0;
+        h->stg[s].base = -1;
+        h->stg[s].first = -1;
+    }
+    for (int o = 0; o < n; o++) {
+        stageinfo *S = &h->stg[h->stage[o]];
+        h->pos[o] = S->n;
+        h->sops[S->off + S->n++] = o;
+        if (S->first < 0 && ss_graph_op(g, o)->type != SS_OP_INPUT)
+            S->first = o;
+        S->last = o;
+    }
+    for (int i = 0; i < nd; i++)
+        if (h->devstage[i] >= 0) {
+            stageinfo *S = &h->stg[h->devstage[i]];
+            if (S->base < 0)
+                S->base = i;
+            S->ndev++;
+        }
+    for (int s = 0; s < P; s++)
+        if (h->stg[s].first < 0)
+            return UNSUP("stage %d has only graph inputs", s);
+    /* keys; data edges must stay in a stage or go to the next one */
+    for (int o = 0; o < n; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        int s = h->stage[o];
+        uint64_t k = mix(ss_op_signature(g, o), cfg_key(m, ss_plan_config(p, o), h->sd[o], M,
+                                                        h->stg[s].base));
+        for (int i = 0; i < op->n_in; i++) {
+            const ss_tensor *t = ss_graph_tensor(g, op->inputs[i]);
+            int q = t->producer;
+            if (h->stage[q] == s) {
+                k = mix(k, (uint64_t)(h->pos[o] - h->pos[q]));
+                continue;
+            }
+            if (h->stage[q] != s - 1)
+                return UNSUP("operator \"%s\" (stage %d) reads \"%s\" from stage %d: only "
+                             "edges to the next stage",
+                             op->name, s, t->name, h->stage[q]);
+            const ss_op *qo = ss_graph_op(g, q);
+            if (qo->outputs[0] != t->id || ss_plan_config(p, q)->red > 1)
+                return UNSUP("stage %d receives \"%s\" in a form it cannot model", s, t->name);
+            k = mix(mix(k, 0xE7u), cfg_key(m, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
+            k = mix(k, ss_op_signature(g, q));
+        }
+        h->key[o] = k;
+    }
+    *D_out = D;
+    return SS_OK;
+}
+
+/* The longest run of identical blocks in stage s (positions s0 .. s0 +
+ * reps*blk - 1); reps = 0 when no block repeats. */
+static void find_blocks(ss_hier *h, stageinfo *S)
+{
+    const int *ops = h->sops + S->off;
+    int n = S->n, best = 0;
+    S->s0 = S->blk = S->reps = 0;
+    for (int k = 1; 2 * k <= n; k++)
+        for (int s0 = 0; s0 + 2 * k <= n && n - s0 > best; s0++) {
+            int r = 1;
+            while (s0 + (r + 1) * k <= n) {
+                int same = 1;
+                for (int j = 0; j < k && same; j++)
+                    same = h->key[ops[s0 + j]] == h->key[ops[s0 + r * k + j]];
+                if (!same)
+                    break;
+                r++;
+            }
+            if (r >= 2 && r * k > best) {
+                best = r * k;
+                S->s0 = s0;
+                S->blk = k;
+                S->reps = r;
+            }
+        }
+}
+
+/* ---- sub-problems --------------------------------------------------------- */
+
+static int kept(const stageinfo *S, int j, int kk)
+{
+    return !S->reps || j < S->s0 + kk * S->blk || j >= S->s0 + S->reps * S->blk;
+}
+
+/* Key of stage s's sub-problem with kk blocks. */
+static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
+{
+    const stageinfo *S = &h->stg[s];
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    uint64_t k = mix(0xB10C, (uint64_t)kk);
+    for (int j = 0; j < S->n; j++)
+        if (kept(S, j, kk))
+            k = mix(k, h->key[h->sops[S->off + j]]);
+    k = mix(k, (uint64_t)set->microbatches);
+    k = mix(k, (uint64_t)set->schedule);
+    k = mix(k, (uint64_t)set->queue);
+    k = mix(k, (uint64_t)set->sync);
+    k = mixd(k, set->bucket_bytes);
+    k = mix(k, (uint64_t)set->priority);
+    k = mix(k, (uint64_t)set->reorder_backward);
+    k = mix(k, (uint64_t)set->recompute);
+    k = mix(k, (uint64_t)set->distopt);
+    k = mix(k, (uint64_t)ss_machine_device(h->m, S->base)->type);
+    k = mix(k, (uint64_t)h->cfg.skip_memory);
+    return k ? k : 1;
+}
+
+/* Scale the sample dims of an input's or reshape's target shape by 1/mb. */
+static void scale_attrs(const ss_tensor *out, int mb, ss_op_attrs *a)
+{
+    for (int i = 0; i < a->ndim && i < out->ndim; i++)
+        if (out->kind[i] == SS_DIM_SAMPLE)
+            a->shape[i] /= mb;
+}
+
+/* Build stage s's sub-problem with kk blocks (graph and plan), simulate it
+ * and extract its figures. bulk: the gradient synchronisation waits for
+ * the end of the backward (the sync mode is bulk), so that the backward
+ * span is that of a micro-batch whose gradients are not synchronised. */
+static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, figs *f,
+                          ss_diag *d)
+{
+    const ss_graph *g = h->g;
+    const stageinfo *S = &h->stg[s];
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int M = set->microbatches < 1 ? 1 : set->microbatches;
+    ss_status st = SS_OK;
+    ss_graph *sg = ss_graph_new(ss_graph_name(g));
+    ss_plan *sp = NULL;
+    ss_builder *b = NULL;
+    int ntouched = 0, *touched = NULL, n_ext = 0;
+    if (!sg)
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    touched = ss_calloc((size_t)ss_graph_n_tensors(g) + 1, sizeof *touched);
+    /* per sub op: the producer of an external input, -1 for the stage's own ops */
+    int *ext_src = ss_calloc((size_t)S->n * (1 + SS_MAX_INPUTS) + 1, sizeof *ext_src);
+    if (!touched || !ext_src) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    ss_graph_set_training(sg, ss_graph_batch(g) / M, ss_graph_optimizer(g),
+                          ss_graph_precision(g));
+    int nsub = 0;
+    for (int j = 0; j < S->n; j++) {
+        h->subop[j] = -1;
+        if (!kept(S, j, kk))
+            continue;
+        const ss_op *op = ss_graph_op(g, h->sops[S->off + j]);
+        ss_op_spec spec;
+        memset(&spec, 0, sizeof spec);
+        spec.name = op->name;
+        spec.type = op->type;
+        spec.attrs = op->attrs;
+        if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
+            scale_attrs(ss_graph_tensor(g, op->outputs[0]), M, &spec.attrs);
+        spec.n_in = op->n_in;
+        for (int i = 0; i < op->n_in; i++) {
+            int tid = op->inputs[i];
+            const ss_tensor *t = ss_graph_tensor(g, tid);
+            int q = t->producer;
+            if (h->stage[q] == s) {
+                int jq = h->pos[q];
+                if (!kept(S, jq, kk))
+                    jq = S->s0 + (kk - 1) * S->blk + (jq - S->s0) % S->blk;
+                const ss_op *qo = ss_graph_op(g, q);
+                int idx = 0;
+                while (idx < qo->n_out && qo->outputs[idx] != tid)
+                    idx++;
+                spec.inputs[i] = ss_graph_op(sg, h->subop[jq])->outputs[idx];
+                continue;
+            }
+            if (h->tmap[tid] < 0) { /* an external input: the previous stage's activation */
+                ss_op_spec in;
+                memset(&in, 0, sizeof in);
+                char name[SS_NAME_MAX + 8];
+                snprintf(name, sizeof name, "recv.%s", t->name);
+                in.name = name;
+                in.type = SS_OP_INPUT;
+                in.attrs.ndim = t->ndim;
+                for (int k = 0; k < t->ndim; k++) {
+                    in.attrs.shape[k] = t->shape[k];
+                    in.attrs.kind[k] = t->kind[k];
+                }
+                in.attrs.dtype = t->dtype;
+                scale_attrs(t, M, &in.attrs);
+                int id = ss_graph_add_op(sg, &in, d);
+                if (id < 0) {
+                    st = UNSUP("cannot cut stage %d at \"%s\"", s, t->name);
+                    goto out;
+                }
+                ext_src[nsub++] = q;
+                n_ext++;
+                h->tmap[tid] = ss_graph_out(sg, id);
+                touched[ntouched++] = tid;
+            }
+            spec.inputs[i] = h->tmap[tid];
+        }
+        int mapped = 0;
+        for (int i = 0; i < op->n_w; i++)
+            mapped += h->tmap[op->weights[i]] >= 0;
+        if (mapped && mapped != op->n_w) {
+            st = UNSUP("operator \"%s\" shares some of its weights only", op->name);
+            goto out;
+        }
+        spec.n_w = mapped ? op->n_w : -1;
+        for (int i = 0; mapped && i < op->n_w; i++)
+            spec.weights[i] = h->tmap[op->weights[i]];
+        int id = ss_graph_add_op(sg, &spec, d);
+        if (id < 0) {
+            st = UNSUP("cannot rebuild operator \"%s\" for one micro-batch", op->name);
+            goto out;
+        }
+        ext_src[nsub++] = -1;
+        h->subop[j] = id;
+        const ss_op *so = ss_graph_op(sg, id);
+        for (int i = 0; !mapped && i < op->n_w && i < so->n_w; i++) {
+            h->tmap[op->weights[i]] = so->weights[i];
+            touched[ntouched++] = op->weights[i];
+        }
+        for (int i = 0; i < op->n_out; i++) {
+            const ss_tensor *a = ss_graph_tensor(g, op->outputs[i]);
+            const ss_tensor *b2 = ss_graph_tensor(sg, so->outputs[i]);
+            for (int k = 0; k < a->ndim; k++)
+                if (b2->shape[k] != (a->kind[k] == SS_DIM_SAMPLE ? a->shape[k] / M : a->shape[k])) {
+                    st = UNSUP("operator \"%s\" does not scale with the micro-batch", op->name);
+                    goto out;
+                }
+        }
+    }
+    /* the plan: micro-batch 0 of every data-parallel rank */
+    sp = ss_plan_new(sg, h->m);
+    if (!sp) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    ss_plan_settings *ss = ss_plan_settings_of(sp);
+    *ss = *set;
+    ss->stages = n_ext ? 2 : 1;
+    ss->microbatches = 1;
+    if (bulk)
+        ss->sync = SS_SYNC_BULK;
+    int ns = ss_graph_n_ops(sg);
+    if (ss_grow((void **)&h->ext_ops, &h->cap_ext, ns + 1, sizeof *h->ext_ops)) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    for (int i = 0, j = 0; i < ns; i++) {
+        int orig;
+        if (ext_src[i] >= 0)
+            orig = ext_src[i];
+        else {
+            while (h->subop[j] != i)
+                j++;
+            orig = h->sops[S->off + j];
+        }
+        h->ext_ops[i] = ext_src[i] >= 0;
+        const ss_pconfig *c = ss_plan_config(p, orig);
+        if (ss_grow((void **)&h->devs, &h->cap_devs, c->ntiles / M + 1, sizeof *h->devs)) {
+            st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+            goto out;
+        }
+        ss_pconfig rc;
+        restrict_cfg(c, h->sd[orig], M, &rc, h->devs);
+        rc.stage = n_ext && ext_src[i] < 0 ? 1 : 0;
+        if ((st = ss_plan_set_config(sp, i, &rc, d)) != SS_OK)
+            goto out;
+    }
+    /* simulate */
+    b = ss_build_new(sg, h->m, h->cm);
+    if (!b) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    ss_build_set_memo(b, 0);
+    if ((st = ss_build_run(b, sp, h->tg, h->mm, d)) != SS_OK)
+        goto out;
+    ss_engine_config ec = {.policy = ss_build_policy(b), .stop = h->cfg.stop,
+                           .stop_ctx = h->cfg.stop_ctx};
+    if ((st = ss_engine_run(h->e, h->tg, &ec, d)) != SS_OK)
+        goto out;
+    const ss_engine_result *er = ss_engine_result_of(h->e);
+    const ss_taskgraph *tg = h->tg;
+    int nd = ss_machine_n_devices(h->m), d0 = S->base;
+    if (ss_grow((void **)&h->peak, &h->cap_peak, nd, sizeof *h->peak)) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    if (h->cfg.skip_memory)
+        h->peak[d0] = ss_memory_static_bytes(h->mm, d0);
+    else if ((st = ss_build_memory(b, h->mm, d)) != SS_OK ||
+             (st = ss_memory_sweep_ranked(h->mm, er->start_round, er->end_round,
+                                          (int)er->n_rounds, h->peak, d)) != SS_OK)
+        goto out;
+    memset(f, 0, sizeof *f);
+    double t0 = 0, fwd_end = 0, bwd_end = 0, last = 0;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t], kind = tg->kind[t];
+        if (o >= 0 && o < ns && h->ext_ops[o])
+            continue;
+        if (kind == SS_TASK_FWD && er->end[t] > fwd_end)
+            fwd_end = er->end[t];
+        if (kind == SS_TASK_BWD && er->end[t] > bwd_end)
+            bwd_end = er->end[t];
+        if (er->end[t] > last)
+            last = er->end[t];
+    }
+    /* the incoming send: ext tasks that end before the first forward of the stage */
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t], kind = tg->kind[t];
+        if (!(o >= 0 && o < ns && h->ext_ops[o]) || er->end[t] > fwd_end)
+            continue;
+        if (kind == SS_TASK_XFER && tg->dur[t] > f->send)
+            f->send = tg->dur[t];
+        if (kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_SENDGATHER &&
+            tg->dur[t] > f->gather)
+            f->gather = tg->dur[t];
+        if ((kind == SS_TASK_XFER || kind == SS_TASK_COLLECTIVE) && er->end[t] > t0)
+            t0 = er->end[t];
+    }
+    f->fwd = fwd_end - t0;
+    f->bwd = bwd_end - fwd_end;
+    f->tail = last - bwd_end;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t], kind = tg->kind[t];
+        if (o >= 0 && o < ns && h->ext_ops[o])
+            continue;
+        const int32_t *rs = ss_taskgraph_res(tg, t);
+        int nr = ss_taskgraph_n_res(tg, t), at = 0;
+        for (int k = 0; k < nr && !at; k++) {
+            int r = rs[k];
+            if (r < tg->n_devices)
+                at = r == d0;
+            else {
+                int c = r - tg->n_devices;
+                at = tg->chan_dev[2 * c] == d0 || tg->chan_dev[2 * c + 1] == d0;
+            }
+        }
+        if (!at)
+            continue;
+        if (kind == SS_TASK_FWD || kind == SS_TASK_BWD)
+            f->comp_fb += tg->dur[t];
+        else if (kind == SS_TASK_UPDATE)
+            f->comp_upd += tg->dur[t];
+        else if (kind == SS_TASK_COLLECTIVE) {
+            if (tg->aux[t] == SS_BUILD_COLL_GRAD)
+                f->comm_once += tg->dur[t];
+            else
+                f->comm_mb += tg->dur[t];
+        }
+    }
+    f->stat = ss_memory_static_bytes(h->mm, d0);
+    f->weights = ss_memory_weight_bytes(h->mm, d0);
+    f->peak1 = h->peak[d0];
+    if (!h->cfg.skip_memory) {
+        int niv = ss_memory_n_intervals(h->mm);
+        for (int i = 0; i < niv; i++) {
+            const ss_mem_interval *iv = ss_memory_interval(h->mm, i);
+            if (iv->device != d0 || iv->kind == SS_MEM_WORKSPACE)
+                continue;
+            double a = iv->alloc.at_end ? er->end[iv->alloc.task] : er->start[iv->alloc.task];
+            double r = iv->release.at_end ? er->end[iv->release.task]
+                                          : er->start[iv->release.task];
+            if (a <= fwd_end && r > fwd_end)
+                f->held += iv->bytes;
+        }
+    }
+    f->tasks = tg->n_tasks;
+out:
+    for (int i = 0; i < ntouched; i++)
+        h->tmap[touched[i]] = -1;
+    ss_free(touched);
+    ss_free(ext_src);
+    ss_build_free(b);
+    ss_plan_free(sp);
+    ss_graph_free(sg);
+    return st;
+}
+
+/* Figures of stage s's sub-problem with kk blocks, memoized. */
+static ss_status sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, figs *f,
+                         ss_diag *d)
+{
+    uint64_t key = mix(sub_key(h, p, s, kk), (uint64_t)bulk + 1);
+    const figs *hit = memo_get(h, key);
+    if (hit) {
+        *f = *hit;
+        h->st.memo_hits++;
+        return SS_OK;
+    }
+    ss_status st = sub_figs(h, p, s, kk, bulk, f, d);
+    if (st != SS_OK)
+        return st;
+    h->st.sub_sims++;
+    h->st.tasks += (int64_t)f->tasks;
+    if (memo_put(h, key, f))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    return SS_OK;
+}
+
+/* Figures of stage s's sub-problem with kk blocks: the micro-batch spans
+ * with the synchronisation held back (bulk); under wait-free sync the tail
+ * is measured apart (the last micro-batch's backward overlaps its buckets'
+ * all-reduces, which contend with its tensor-parallel collectives) as the
+ * time from the end of an unsynchronised backward to the last update. */
+static ss_status sub_cached(ss_hier *h, const ss_plan *p, int s, int kk, figs *f, ss_diag *d)
+{
+    ss_status st = sub_one(h, p, s, kk, 1, f, d);
+    if (st != SS_OK || ss_plan_settings_get(p)->sync == SS_SYNC_BULK)
+        return st;
+    figs w;
+    if ((st = sub_one(h, p, s, kk, 0, &w, d)) != SS_OK)
+        return st;
+    f->tail = (w.fwd + w.bwd + w.tail) - (f->fwd + f->bwd);
+    f->comm_once = w.comm_once;
+    f->tasks += w.tasks;
+    return SS_OK;
+}
+
+static int periodic(const figs *a, const figs *b, const figs *c)
+{
+    const double *x = (const double *)a, *y = (const double *)b, *z = (const double *)c;
+    /* time figures: fwd, bwd, tail, comp_fb, comp_upd */
+    static const int idx[] = {0, 1, 2, 5, 6};
+    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
+        int k = idx[i];
+        double d1 = y[k] - x[k], d2 = z[k] - y[k];
+        if (fabs(d2 - d1) > PERIOD_TOL * (fabs(z[k]) + 1.0))
+            return 0;
+    }
+    return 1;
+}
+
+/* Stage s's figures: blocks k = 1, 2, 3 extrapolated when periodic, else
+ * the whole stage. */
+static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
+{
+    stageinfo *S = &h->stg[s];
+    ss_status st;
+    if (S->reps > 3) {
+        figs f[3];
+        for (int k = 0; k < 3; k++)
+            if ((st = sub_cached(h, p, s, k + 1, &f[k], d)) != SS_OK)
+                return st;
+        if (periodic(&f[0], &f[1], &f[2])) {
+            double *o = (double *)&S->f;
+            const double *b = (const double *)&f[1], *c = (const double *)&f[2];
+            for (int i = 0; i < NFIG; i++)
+                o[i] = c[i] + (S->reps - 3) * (c[i] - b[i]);
+            S->f.tasks = 0;
+            return SS_OK;
+        }
+        h->st.full_stages++;
+    }
+    return sub_cached(h, p, s, S->reps ? S->reps : 0, &S->f, d);
+}
+
+/* ---- the stage-level pipeline --------------------------------------------- */
+
+typedef struct pipe_ids {
+    int *F, *B, *SF, *GF, *SB, *GB; /* [s * M + k]; -1 none */
+} pipe_ids;
+
+static int add(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int n_res, const int *res,
+               int s, int k, ss_diag *d)
+{
+    ss_task_spec sp = {kind, dur, prio, s, -1, k, 0, 0, n_res, res};
+    return ss_taskgraph_add(tg, &sp, d);
+}
+
+static int prio_f(int op, int k)
+{
+    return op * MBP + (k < MBP - 1 ? k : MBP - 1);
+}
+
+static int prio_b(int n_ops, int op, int k)
+{
+    return (n_ops + (n_ops - 1 - op)) * MBP + (k < MBP - 1 ? k : MBP - 1);
+}
+
+/* Megatron's interleaved order on stage s: the j-th forward (backward) is
+ * micro-batch mb of chunk c. */
+static void ileave(int j, int P, int v, int fwd, int *mb, int *c)
+{
+    int grp = j / (P * v), in = j % (P * v);
+    *c = in / P;
+    if (!fwd)
+        *c = v - 1 - *c;
+    *mb = grp * P + in % P;
+}
+
+/* Build and run the stage-level schedule; fills *end_b (per stage: end of
+ * its last backward) and busy (per stage). */
+static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
+                          int64_t *ntasks, ss_diag *d)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    int n_ops = ss_graph_n_ops(h->g);
+    int block = set->schedule == SS_PIPE_1F1B;
+    int V = v > 1 ? v : 1, C = P * V; /* virtual stages */
+    int64_t cells = (int64_t)C * M;
+    if (cells > (1 << 24))
+        return UNSUP("too many stage x micro-batch cells");
+    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(6 * cells), sizeof *h->ptask))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    pipe_ids id = {h->ptask, h->ptask + cells, h->ptask + 2 * cells, h->ptask + 3 * cells,
+                   h->ptask + 4 * cells, h->ptask + 5 * cells};
+    for (int64_t i = 0; i < 6 * cells; i++)
+        h->ptask[i] = -1;
+    ss_taskgraph *tg = h->ptg;
+    ss_status st = ss_taskgraph_reset(tg, P, 3 * C, d);
+    if (st != SS_OK)
+        return st;
+    ss_taskgraph_set_pred_lists(tg, 0);
+    /* virtual stage c = chunk * P + s runs on device s; its durations are
+     * stage s's divided over the chunks (the blocks split evenly) */
+    for (int c = 0; c < C; c++) {
+        int s = c % P, prev = (c - 1 + C) % C % P;
+        const figs *f = &h->stg[s].f;
+        double fw = f->fwd / V, bw = f->bwd / V;
+        /* the send into c: measured into stage s (stage 1's for the wrap-around) */
+        const figs *fin = s > 0 ? f : &h->stg[P > 1 ? 1 : 0].f;
+        for (int k = 0; k < M; k++) {
+            int64_t i = (int64_t)c * M + k;
+            int r1[1] = {s};
+            if ((id.F[i] = add(tg, SS_TASK_FWD, fw, prio_f(h->stg[s].first, k), 1, r1, c, k, d)) < 0 ||
+                (id.B[i] = add(tg, SS_TASK_BWD, bw, prio_b(n_ops, h->stg[s].last, k), 1, r1, c, k,
+                               d)) < 0)
+                return d->status;
+            if (c == 0)
+                continue;
+            int rf[3] = {P + 3 * c, prev, s}, rb[3] = {P + 3 * c + 1, s, prev};
+            int rg[1] = {P + 3 * c + 2};
+            int pf = prio_f(h->stg[prev].last, k), pb = prio_b(n_ops, h->stg[s].first, k);
+            if ((id.SF[i] = add(tg, SS_TASK_XFER, fin->send, pf, block ? 3 : 1, rf, c, k, d)) < 0 ||
+                (id.SB[i] = add(tg, SS_TASK_XFER, fin->send, pb, block ? 3 : 1, rb, c, k, d)) < 0)
+                return d->status;
+            if (fin->gather > 0 &&
+                ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
+                 (id.GB[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather,
+                                 prio_b(n_ops, h->stg[prev].last, k), 1, rg, c, k, d)) < 0))
+                return d->status;
+        }
+    }
+#define DEP(a, b)                                                                                  \
+    do {                                                                                           \
+        if ((a) >= 0 && (b) >= 0 && ss_taskgraph_add_dep(tg, (a), (b), d) != SS_OK)               \
+            return d->status;                                                                      \
+    } while (0)
+    for (int c = 0; c < C; c++)
+        for (int k = 0; k < M; k++) {
+            int64_t i = (int64_t)c * M + k, ip = (int64_t)(c - 1) * M + k;
+            DEP(id.F[i], id.B[i]);
+            if (c > 0) {
+                int rf = id.GF[i] >= 0 ? id.GF[i] : id.SF[i];
+                int rb = id.GB[i] >= 0 ? id.GB[i] : id.SB[i];
+                DEP(id.F[ip], id.SF[i]);
+                DEP(id.SF[i], id.GF[i]);
+                DEP(rf, id.F[i]);
+                DEP(id.B[i], id.SB[i]);
+                DEP(id.SB[i], id.GB[i]);
+                DEP(rb, id.B[ip]);
+            }
+        }
+    if (V == 1) {
+        /* program order of forwards; 1F1B: at most P - s micro-batches in flight */
+        for (int s = 0; s < P; s++)
+            for (int k = 1; k < M; k++) {
+                DEP(id.F[(int64_t)s * M + k - 1], id.F[(int64_t)s * M + k]);
+                if (block && k - (P - s) >= 0)
+                    DEP(id.B[(int64_t)s * M + k - (P - s)], id.F[(int64_t)s * M + k]);
+            }
+    } else {
+        /* Megatron's interleaved 1F1B: per device an explicit order of
+         * warm-up forwards, then one forward and one backward, then the
+         * remaining backwards */
+        int total = M * V;
+        for (int s = 0; s < P; s++) {
+            int warm = (P - s - 1) * 2 + (V - 1) * P;
+            if (warm > total)
+                warm = total;
+            int prev = -1, nf = 0, nb = 0;
+            (void)nb;
+            for (int j = 0; j < 2 * total; j++) {
+                /* warm-up forwards, then forward/backward pairs, then backwards */
+                int doF = j < warm || (j < 2 * total - warm && (j - warm) % 2 == 0);
+                int mb, ch, t;
+                if (doF) {
+                    ileave(nf++, P, V, 1, &mb, &ch);
+                    t = id.F[(int64_t)(ch * P + s) * M + mb];
+                } else {
+                    ileave(nb++, P, V, 0, &mb, &ch);
+                    t = id.B[(int64_t)(ch * P + s) * M + mb];
+                }
+                DEP(prev, t);
+                prev = t;
+            }
+        }
+    }
+#undef DEP
+    if ((st = ss_taskgraph_finalize(tg, d)) != SS_OK)
+        return st;
+    ss_engine_config ec = {.policy = block || set->queue == SS_QUEUE_BACKWARD_FIRST
+                                         ? SS_QUEUE_BACKWARD_FIRST
+                                         : SS_QUEUE_FIFO,
+                           .stop = h->cfg.stop, .stop_ctx = h->cfg.stop_ctx};
+    if ((st = ss_engine_run(h->e, tg, &ec, d)) != SS_OK)
+        return st;
+    const ss_engine_result *er = ss_engine_result_of(h->e);
+    for (int s = 0; s < P; s++) {
+        end_b[s] = 0;
+        busy[s] = er->busy[s];
+    }
+    for (int64_t i = 0; i < cells; i++) {
+        int s = (int)(i / M) % P;
+        if (er->end[id.B[i]] > end_b[s])
+            end_b[s] = er->end[id.B[i]];
+    }
+    *ntasks = tg->n_tasks;
+    return SS_OK;
+}
+
+/* ---- the evaluation ------------------------------------------------------- */
+
+ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, ss_sim_result *r,
+                       ss_diag *dd)
+{
+    ss_diag local;
+    ss_diag *d = dd ? dd : &local;
+    ss_diag_init(&local);
+    if (!h || !p || !r)
+        return ss_diag_set(d, SS_ERR_INVALID, "hierarchical evaluator: missing argument");
+    if (ss_plan_n_ops(p) != ss_graph_n_ops(h->g))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "hierarchical evaluator: the plan has %d operators, the model %d",
+                           ss_plan_n_ops(p), ss_graph_n_ops(h->g));
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    int v = o && o->virtual_stages > 1 ? o->virtual_stages : 1;
+    if (o && o->virtual_stages < 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "hierarchical evaluator: virtual_stages must be at least 0, got %d",
+                           o->virtual_stages);
+    if (v > 1 && (set->schedule != SS_PIPE_1F1B || M % P))
+        return UNSUP("interleaved 1F1B needs the 1F1B schedule and micro-batches (%d) divisible "
+                     "by the stages (%d)",
+                     M, P);
+    ss_hier_stats st0 = h->st;
+    memset(&h->st, 0, sizeof h->st);
+    int D;
+    ss_status st = analyse(h, p, &D, d);
+    for (int s = 0; st == SS_OK && s < P; s++) {
+        stageinfo *S = &h->stg[s];
+        find_blocks(h, S);
+        if (v > 1 && (!S->reps || S->reps % v))
+            st = UNSUP("stage %d has %d repeated blocks, not a multiple of v = %d", s, S->reps, v);
+        if (S->reps) {
+            h->st.blocks += S->reps;
+            if (!h->st.block_ops)
+                h->st.block_ops = S->blk;
+        }
+    }
+    for (int s = 0; st == SS_OK && s < P; s++) {
+        st = stage_figs(h, p, s, d);
+        if (getenv("SS_HIER_DEBUG")) {
+            const figs *f = &h->stg[s].f;
+            fprintf(stderr, "stage %d: n %d s0 %d blk %d reps %d | fwd %.1f bwd %.1f tail %.1f send %.1f gather %.1f comp_fb %.1f upd %.1f peak1 %.3g held %.3g\n", s, h->stg[s].n, h->stg[s].s0, h->stg[s].blk, h->stg[s].reps, f->fwd, f->bwd, f->tail, f->send, f->gather, f->comp_fb, f->comp_upd, f->peak1, f->held);
+        }
+    }
+    int nd = ss_machine_n_devices(h->m);
+    double *end_b = NULL, *busy = NULL;
+    int64_t ptasks = 0;
+    if (st == SS_OK) {
+        end_b = ss_calloc((size_t)P, sizeof *end_b);
+        busy = ss_calloc((size_t)P, sizeof *busy);
+        if (!end_b || !busy)
+            st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    }
+    if (st == SS_OK)
+        st = pipeline(h, p, v, end_b, busy, &ptasks, d);
+    if (st == SS_OK)
+        st = ss_sim_result_reserve(r, nd, d);
+    if (st != SS_OK) {
+        ss_free(end_b);
+        ss_free(busy);
+        h->st = st0;
+        return st;
+    }
+    /* the iteration: each stage's last backward, then its gradient tail
+     * (bulk: every stage waits for the last backward anywhere) */
+    double iter = 0, maxb = 0;
+    for (int s = 0; s < P; s++)
+        maxb = end_b[s] > maxb ? end_b[s] : maxb;
+    for (int s = 0; s < P; s++) {
+        double e = (set->sync == SS_SYNC_BULK ? maxb : end_b[s]) + h->stg[s].f.tail;
+        iter = e > iter ? e : iter;
+    }
+    h->st.stages = P;
+    h->st.tasks += ptasks;
+    snprintf(r->model, sizeof r->model, "%s", ss_graph_name(h->g));
+    snprintf(r->topology, sizeof r->topology, "%s", ss_machine_name(h->m));
+    r->n_devices = nd;
+    r->batch = ss_graph_batch(h->g);
+    r->n_tasks = h->st.tasks;
+    r->iteration_us = iter;
+    r->throughput = iter > 0 ? (double)r->batch / (iter * 1e-6) : 0;
+    r->critical_path_us = 0;
+    r->n_crit = 0;
+    r->fits = 1;
+    r->overflow_device = -1;
+    r->overflow_bytes = 0;
+    for (int i = 0; i < nd; i++) {
+        const ss_device_type *dt = ss_machine_type(h->m, ss_machine_device(h->m, i)->type);
+        int s = h->devstage[i];
+        r->capacity_bytes[i] = dt->mem_gib * 1073741824.0 * h->cfg.mem_fraction;
+        if (s < 0) {
+            r->compute_us[i] = r->comm_us[i] = r->exposed_comm_us[i] = 0;
+            r->idle_us[i] = iter;
+            r->peak_memory_bytes[i] = r->static_memory_bytes[i] = r->weight_bytes[i] = 0;
+            continue;
+        }
+        const figs *f = &h->stg[s].f;
+        /* busy: the forward and backward spans (with their waits for
+         * tensor-parallel collectives) and the blocking sends; compute is
+         * the kernels' part of the spans plus the sends and the updates */
+        double comp = busy[s] - M * (f->fwd + f->bwd - f->comp_fb) + f->comp_upd;
+        double comm = M * f->comm_mb + f->comm_once;
+        int inflight = set->schedule == SS_PIPE_1F1B ? (P - s < M ? P - s : M) : M;
+        if (v > 1 && set->schedule == SS_PIPE_1F1B) {
+            int warm = (P - s - 1) * 2 + (v - 1) * P + 1;
+            inflight = warm < M * v ? warm : M * v;
+        }
+        double held = v > 1 ? f->held / v : f->held;
+        r->compute_us[i] = comp;
+        r->comm_us[i] = comm;
+        r->idle_us[i] = iter - comp;
+        r->exposed_comm_us[i] = comm < r->idle_us[i] ? comm : r->idle_us[i];
+        if (r->exposed_comm_us[i] < 0)
+            r->exposed_comm_us[i] = 0;
+        r->static_memory_bytes[i] = f->stat;
+        r->weight_bytes[i] = f->weights;
+        r->peak_memory_bytes[i] = f->peak1 + (inflight - 1) * held;
+        if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
+            r->fits = 0;
+            r->overflow_device = i;
+            r->overflow_bytes = r->peak_memory_bytes[i] - r->capacity_bytes[i];
+        }
+    }
+    (void)D;
+    ss_free(end_b);
+    ss_free(busy);
+    return SS_OK;
+}
