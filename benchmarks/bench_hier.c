@@ -135,6 +135,10 @@ int main(int argc, char **argv)
             fpeak = fr.peak_memory_bytes[i] > fpeak ? fr.peak_memory_bytes[i] : fpeak;
         printf("full: iteration %.3f ms, max peak memory %.3f GiB, %lld tasks, %.1f ms\n",
                fr.iteration_us / 1e3, fpeak / 1073741824.0, (long long)fr.n_tasks, t_full);
+        for (int i = 0; i < fr.n_devices; i += fr.n_devices / 4)
+            printf("device %d: compute full %.3f hier %.3f ms, peak full %.4f hier %.4f GiB\n", i,
+                   fr.compute_us[i] / 1e3, r.compute_us[i] / 1e3,
+                   fr.peak_memory_bytes[i] / 1073741824.0, r.peak_memory_bytes[i] / 1073741824.0);
         printf("difference: iteration %+.3f%%, max peak memory %+.3f%%\n",
                100.0 * (r.iteration_us - fr.iteration_us) / fr.iteration_us,
                100.0 * (peak - fpeak) / fpeak);

@@ -33,6 +33,9 @@ typedef struct figs {
     double tail;      /* from the last backward's end to the last sync/update end */
     double send;      /* the incoming stage send, per rank (0: none) */
     double gather;    /* the all-gather after a scatter-gather send (0: none) */
+    double bwd_last;  /* backward span of the last micro-batch (its gradients synchronised) */
+    double send_last; /* its gradient send to the previous stage, from its backward's end
+                         (queueing behind the all-reduces on the network included) */
     double comp_fb;   /* d0's compute-stream busy time per micro-batch */
     double comp_upd;  /* d0's compute-stream busy time once (updates) */
     double comm_mb;   /* collectives at d0 per micro-batch (tensor parallel) */
@@ -676,8 +679,16 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             t0 = er->end[t];
     }
     f->fwd = fwd_end - t0;
-    f->bwd = bwd_end - fwd_end;
+    f->bwd = f->bwd_last = bwd_end - fwd_end;
     f->tail = last - bwd_end;
+    /* the gradient sent back: the external input's tasks after the forward */
+    double back = 0;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t];
+        if (o >= 0 && o < ns && h->ext_ops[o] && er->end[t] > fwd_end && er->end[t] > back)
+            back = er->end[t];
+    }
+    f->send_last = back > bwd_end ? back - bwd_end - f->gather : f->send;
     for (int t = 0; t < tg->n_tasks; t++) {
         int o = tg->op[t], kind = tg->kind[t];
         if (o >= 0 && o < ns && h->ext_ops[o])
@@ -768,7 +779,9 @@ static ss_status sub_cached(ss_hier *h, const ss_plan *p, int s, int kk, figs *f
     figs w;
     if ((st = sub_one(h, p, s, kk, 0, &w, d)) != SS_OK)
         return st;
-    f->tail = (w.fwd + w.bwd + w.tail) - (f->fwd + f->bwd);
+    f->bwd_last = w.bwd;
+    f->send_last = w.send_last;
+    f->tail = w.tail;
     f->comm_once = w.comm_once;
     f->tasks += w.tasks;
     return SS_OK;
@@ -777,8 +790,8 @@ static ss_status sub_cached(ss_hier *h, const ss_plan *p, int s, int kk, figs *f
 static int periodic(const figs *a, const figs *b, const figs *c)
 {
     const double *x = (const double *)a, *y = (const double *)b, *z = (const double *)c;
-    /* time figures: fwd, bwd, tail, comp_fb, comp_upd */
-    static const int idx[] = {0, 1, 2, 5, 6};
+    /* time figures: fwd, bwd, tail, bwd_last, send_last, comp_fb, comp_upd */
+    static const int idx[] = {0, 1, 2, 5, 6, 7, 8};
     for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
         int k = idx[i];
         double d1 = y[k] - x[k], d2 = z[k] - y[k];
@@ -875,15 +888,16 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     for (int c = 0; c < C; c++) {
         int s = c % P, prev = (c - 1 + C) % C % P;
         const figs *f = &h->stg[s].f;
-        double fw = f->fwd / V, bw = f->bwd / V;
+        double fw = f->fwd / V, bw = f->bwd / V, bwl = c < P ? f->bwd_last - f->bwd + bw : bw;
         /* the send into c: measured into stage s (stage 1's for the wrap-around) */
         const figs *fin = s > 0 ? f : &h->stg[P > 1 ? 1 : 0].f;
         for (int k = 0; k < M; k++) {
             int64_t i = (int64_t)c * M + k;
             int r1[1] = {s};
+            int lastk = k == M - 1;
             if ((id.F[i] = add(tg, SS_TASK_FWD, fw, prio_f(h->stg[s].first, k), 1, r1, c, k, d)) < 0 ||
-                (id.B[i] = add(tg, SS_TASK_BWD, bw, prio_b(n_ops, h->stg[s].last, k), 1, r1, c, k,
-                               d)) < 0)
+                (id.B[i] = add(tg, SS_TASK_BWD, lastk ? bwl : bw, prio_b(n_ops, h->stg[s].last, k),
+                               1, r1, c, k, d)) < 0)
                 return d->status;
             if (c == 0)
                 continue;
@@ -891,7 +905,8 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
             int rg[1] = {P + 3 * c + 2};
             int pf = prio_f(h->stg[prev].last, k), pb = prio_b(n_ops, h->stg[s].first, k);
             if ((id.SF[i] = add(tg, SS_TASK_XFER, fin->send, pf, block ? 3 : 1, rf, c, k, d)) < 0 ||
-                (id.SB[i] = add(tg, SS_TASK_XFER, fin->send, pb, block ? 3 : 1, rb, c, k, d)) < 0)
+                (id.SB[i] = add(tg, SS_TASK_XFER, lastk && c < P ? fin->send_last : fin->send, pb,
+                                block ? 3 : 1, rb, c, k, d)) < 0)
                 return d->status;
             if (fin->gather > 0 &&
                 ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
