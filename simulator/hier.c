@@ -60,6 +60,15 @@ typedef struct stageinfo {
     figs f;
 } stageinfo;
 
+#define PMEMO 8 /* stage-level schedules remembered */
+
+typedef struct pentry {
+    uint64_t key;
+    int P;
+    double *end_b, *busy; /* [P] */
+    int64_t ntasks;
+} pentry;
+
 struct ss_hier {
     const ss_graph *g;
     const ss_machine *m;
@@ -70,6 +79,8 @@ struct ss_hier {
     mentry *memo;
     int memo_cap, memo_n;
     /* scratch */
+    int *dhost, *drank;       /* per device: host, local rank */
+    uint64_t *sig;            /* per op: ss_op_signature */
     int *sd, *stage, *pos;    /* per op */
     uint64_t *key;            /* per op */
     int *sops;                /* ops grouped by stage */
@@ -86,6 +97,8 @@ struct ss_hier {
     int cap_peak;
     int *ptask;               /* pipeline task ids */
     int cap_ptask;
+    pentry pmemo[PMEMO];
+    int pnext;
     ss_taskgraph *tg, *ptg; /* sub-problems; the pipeline */
     ss_memory *mm;
     ss_engine *e;
@@ -121,6 +134,9 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         h->cfg.mem_fraction = 1.0;
     size_t no = (size_t)ss_graph_n_ops(g) + 1, nt = (size_t)ss_graph_n_tensors(g) + 1;
     size_t nd = (size_t)ss_machine_n_devices(m) + 1;
+    h->dhost = ss_calloc(nd, sizeof *h->dhost);
+    h->drank = ss_calloc(nd, sizeof *h->drank);
+    h->sig = ss_calloc(no, sizeof *h->sig);
     h->sd = ss_calloc(no, sizeof *h->sd);
     h->stage = ss_calloc(no, sizeof *h->stage);
     h->pos = ss_calloc(no, sizeof *h->pos);
@@ -133,13 +149,19 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->ptg = ss_taskgraph_new(0, 0);
     h->mm = ss_memory_new();
     h->e = ss_engine_new();
-    if (!h->sd || !h->stage || !h->pos || !h->key || !h->sops || !h->subop || !h->devstage ||
+    if (!h->dhost || !h->drank || !h->sig || !h->sd || !h->stage || !h->pos || !h->key || !h->sops || !h->subop || !h->devstage ||
         !h->tmap || !h->tg || !h->ptg || !h->mm || !h->e) {
         ss_hier_free(h);
         return NULL;
     }
     for (size_t i = 0; i < nt; i++)
         h->tmap[i] = -1;
+    for (size_t i = 0; i + 1 < nd; i++) {
+        h->dhost[i] = ss_machine_device(m, (int)i)->host;
+        h->drank[i] = ss_machine_device(m, (int)i)->local_rank;
+    }
+    for (size_t i = 0; i + 1 < no; i++)
+        h->sig[i] = ss_op_signature(g, (int)i);
     return h;
 }
 
@@ -148,6 +170,13 @@ void ss_hier_free(ss_hier *h)
     if (!h)
         return;
     ss_free(h->memo);
+    for (int i = 0; i < PMEMO; i++) {
+        ss_free(h->pmemo[i].end_b);
+        ss_free(h->pmemo[i].busy);
+    }
+    ss_free(h->dhost);
+    ss_free(h->drank);
+    ss_free(h->sig);
     ss_free(h->sd);
     ss_free(h->stage);
     ss_free(h->pos);
@@ -233,16 +262,9 @@ static void layout(const ss_pconfig *c, int sd, int *outer, int *inner)
     *inner = in;
 }
 
-/* A device's place relative to base: host offset and local rank. */
-static uint64_t rel_dev(const ss_machine *m, int dev, int base)
-{
-    const ss_device *a = ss_machine_device(m, dev), *b = ss_machine_device(m, base);
-    return ((uint64_t)(uint32_t)(a->host - b->host) << 32) | (uint32_t)a->local_rank;
-}
-
 /* Hash of c restricted to micro-batch 0 of every data-parallel rank, its
- * devices relative to base. */
-static uint64_t cfg_key(const ss_machine *m, const ss_pconfig *c, int sd, int mb, int base)
+ * devices relative to base: host offset and local rank. */
+static uint64_t cfg_key(const ss_hier *h, const ss_pconfig *c, int sd, int mb, int base)
 {
     uint64_t k = mix(0x51, (uint64_t)c->ndim);
     for (int i = 0; i < c->ndim; i++)
@@ -253,7 +275,11 @@ static uint64_t cfg_key(const ss_machine *m, const ss_pconfig *c, int sd, int mb
     for (int o = 0; o < outer; o++)
         for (int i = 0; i < ds; i += mb)
             for (int j = 0; j < inner; j++)
-                k = mix(k, rel_dev(m, c->devices[((int64_t)o * ds + i) * inner + j], base));
+            {
+                int dev = c->devices[((int64_t)o * ds + i) * inner + j];
+                k = mix(k, ((uint64_t)(uint32_t)(h->dhost[dev] - h->dhost[base]) << 32) |
+                               (uint32_t)h->drank[dev]);
+            }
     return k;
 }
 
@@ -328,15 +354,13 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
         int outer, inner, ds = c->deg[sd];
         layout(c, sd, &outer, &inner);
         for (int oo = 0; oo < outer; oo++)
-            for (int i = 0; i < ds; i++) {
+            for (int i = 0; i < ds; i += M) {
                 const int *row = c->devices + ((int64_t)oo * ds + i) * inner;
-                if (i % M) {
-                    if (memcmp(row, row - inner, (size_t)inner * sizeof *row))
-                        return UNSUP("operator \"%s\" runs its micro-batches on different "
-                                     "devices",
-                                     op->name);
-                    continue;
-                }
+                /* rows i+1 .. i+M-1 equal row i: the block shifted by one row */
+                if (M > 1 && memcmp(row + inner, row, (size_t)(M - 1) * inner * sizeof *row))
+                    return UNSUP("operator \"%s\" runs its micro-batches on different "
+                                 "devices",
+                                 op->name);
                 for (int j = 0; j < inner; j++) {
                     int dev = row[j];
                     if (h->devstage[dev] < 0) {
@@ -384,7 +408,7 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(g, o);
         int s = h->stage[o];
-        uint64_t k = mix(ss_op_signature(g, o), cfg_key(m, ss_plan_config(p, o), h->sd[o], M,
+        uint64_t k = mix(h->sig[o], cfg_key(h, ss_plan_config(p, o), h->sd[o], M,
                                                         h->stg[s].base));
         for (int i = 0; i < op->n_in; i++) {
             const ss_tensor *t = ss_graph_tensor(g, op->inputs[i]);
@@ -400,8 +424,8 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
             const ss_op *qo = ss_graph_op(g, q);
             if (qo->outputs[0] != t->id || ss_plan_config(p, q)->red > 1)
                 return UNSUP("stage %d receives \"%s\" in a form it cannot model", s, t->name);
-            k = mix(mix(k, 0xE7u), cfg_key(m, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
-            k = mix(k, ss_op_signature(g, q));
+            k = mix(mix(k, 0xE7u), cfg_key(h, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
+            k = mix(k, h->sig[q]);
         }
         h->key[o] = k;
     }
@@ -993,6 +1017,57 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     return SS_OK;
 }
 
+/* The stage-level schedule's key: everything pipeline() reads. */
+static uint64_t pipe_key(const ss_hier *h, const ss_plan *p, int v)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    uint64_t k = mix(mix(0x919E, (uint64_t)set->stages), (uint64_t)set->microbatches);
+    k = mix(mix(mix(k, (uint64_t)set->schedule), (uint64_t)set->queue), (uint64_t)v);
+    for (int s = 0; s < (set->stages < 1 ? 1 : set->stages); s++) {
+        const stageinfo *S = &h->stg[s];
+        const figs *f = &S->f;
+        k = mix(mix(k, (uint64_t)S->first), (uint64_t)S->last);
+        k = mixd(mixd(mixd(k, f->fwd), f->bwd), f->bwd_last);
+        k = mixd(mixd(mixd(k, f->send), f->send_last), f->gather);
+    }
+    return k ? k : 1;
+}
+
+/* pipeline(), memoized (the last PMEMO schedules). */
+static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
+                                 int64_t *ntasks, ss_diag *d)
+{
+    int P = ss_plan_settings_get(p)->stages < 1 ? 1 : ss_plan_settings_get(p)->stages;
+    uint64_t key = pipe_key(h, p, v);
+    for (int i = 0; i < PMEMO; i++)
+        if (h->pmemo[i].key == key && h->pmemo[i].P == P) {
+            memcpy(end_b, h->pmemo[i].end_b, (size_t)P * sizeof *end_b);
+            memcpy(busy, h->pmemo[i].busy, (size_t)P * sizeof *busy);
+            *ntasks = 0;
+            return SS_OK;
+        }
+    ss_status st = pipeline(h, p, v, end_b, busy, ntasks, d);
+    if (st != SS_OK)
+        return st;
+    pentry *e = &h->pmemo[h->pnext];
+    double *a = ss_realloc(e->end_b, (size_t)P * sizeof *a);
+    if (a)
+        e->end_b = a;
+    double *b = ss_realloc(e->busy, (size_t)P * sizeof *b);
+    if (b)
+        e->busy = b;
+    if (!a || !b) {
+        e->key = 0;
+        return SS_OK; /* not remembered */
+    }
+    e->key = key;
+    e->P = P;
+    memcpy(e->end_b, end_b, (size_t)P * sizeof *end_b);
+    memcpy(e->busy, busy, (size_t)P * sizeof *busy);
+    h->pnext = (h->pnext + 1) % PMEMO;
+    return SS_OK;
+}
+
 /* ---- the evaluation ------------------------------------------------------- */
 
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, ss_sim_result *r,
@@ -1050,7 +1125,7 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
             st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     }
     if (st == SS_OK)
-        st = pipeline(h, p, v, end_b, busy, &ptasks, d);
+        st = pipeline_cached(h, p, v, end_b, busy, &ptasks, d);
     if (st == SS_OK)
         st = ss_sim_result_reserve(r, nd, d);
     if (st != SS_OK) {
