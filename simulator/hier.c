@@ -87,7 +87,8 @@ struct ss_hier {
     int *devstage;            /* per device */
     int *tmap;                /* per tensor: sub-graph tensor, -1 */
     int *subop;               /* per stage position: sub-graph op, -1 dropped */
-    int *ext_ops;             /* per sub op: 1 if an external input */
+    int *ext_ops;             /* per sub op: SUB_OWN, SUB_RECV or SUB_PEER */
+    int *wr_off, *wr_ops;     /* per weight tensor: the ops that read it (CSR) */
     int cap_ext;
     int *devs;
     int cap_devs;
@@ -162,6 +163,31 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     }
     for (size_t i = 0; i + 1 < no; i++)
         h->sig[i] = ss_op_signature(g, (int)i);
+    /* readers of each weight */
+    h->wr_off = ss_calloc(nt + 1, sizeof *h->wr_off);
+    int nw = 0;
+    for (size_t i = 0; i + 1 < no; i++)
+        nw += ss_graph_op(g, (int)i)->n_w;
+    h->wr_ops = ss_calloc((size_t)nw + 1, sizeof *h->wr_ops);
+    if (!h->wr_off || !h->wr_ops) {
+        ss_hier_free(h);
+        return NULL;
+    }
+    for (size_t i = 0; i + 1 < no; i++) {
+        const ss_op *op = ss_graph_op(g, (int)i);
+        for (int w = 0; w < op->n_w; w++)
+            h->wr_off[op->weights[w] + 1]++;
+    }
+    for (size_t i = 0; i + 1 < nt; i++)
+        h->wr_off[i + 1] += h->wr_off[i];
+    for (size_t i = 0; i + 1 < no; i++) {
+        const ss_op *op = ss_graph_op(g, (int)i);
+        for (int w = 0; w < op->n_w; w++)
+            h->wr_ops[h->wr_off[op->weights[w]]++] = (int)i;
+    }
+    for (size_t i = nt; i > 0; i--)
+        h->wr_off[i] = h->wr_off[i - 1];
+    h->wr_off[0] = 0;
     return h;
 }
 
@@ -184,6 +210,8 @@ void ss_hier_free(ss_hier *h)
     ss_free(h->sops);
     ss_free(h->subop);
     ss_free(h->ext_ops);
+    ss_free(h->wr_off);
+    ss_free(h->wr_ops);
     ss_free(h->devstage);
     ss_free(h->tmap);
     ss_free(h->devs);
@@ -427,6 +455,14 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
             k = mix(mix(k, 0xE7u), cfg_key(h, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
             k = mix(k, h->sig[q]);
         }
+        /* readers of its weights in other stages (a tied embedding), as placed */
+        for (int w = 0; w < op->n_w; w++)
+            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
+                int q = h->wr_ops[r];
+                if (h->stage[q] != s)
+                    k = mix(mix(k, h->sig[q]), cfg_key(h, ss_plan_config(p, q), h->sd[q], M,
+                                                       h->stg[s].base));
+            }
         h->key[o] = k;
     }
     *D_out = D;
@@ -502,6 +538,156 @@ static void scale_attrs(const ss_tensor *out, int mb, ss_op_attrs *a)
  * and extract its figures. bulk: the gradient synchronisation waits for
  * the end of the backward (the sync mode is bulk), so that the backward
  * span is that of a micro-batch whose gradients are not synchronised. */
+/* Whether stage s reads a weight that a lower stage reads too (a tied
+ * embedding's output layer): that weight's gradient is synchronised after
+ * the lower stage's last backward, with the lower stage's figures. */
+static int shares_down(const ss_hier *h, int s)
+{
+    const stageinfo *S = &h->stg[s];
+    for (int j = 0; j < S->n; j++) {
+        const ss_op *op = ss_graph_op(h->g, h->sops[S->off + j]);
+        for (int w = 0; w < op->n_w; w++)
+            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++)
+                if (h->stage[h->wr_ops[r]] < s)
+                    return 1;
+    }
+    return 0;
+}
+
+/* In stage s's sub-problem (built into h->tg), the synchronisation of a
+ * weight shared with a lower stage takes no time: in the pipeline it waits
+ * for that stage's last backward and is counted there (the lowest stage
+ * holding a shared weight owns its synchronisation), so it must not
+ * overlap stage s's own last backward here. Its collectives are the
+ * gradient collectives over devices of other stages; its updates follow
+ * them. */
+static void drop_joint_sync(ss_hier *h, int s)
+{
+    ss_taskgraph *tg = h->tg;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        if (tg->kind[t] != SS_TASK_COLLECTIVE || tg->aux[t] != SS_BUILD_COLL_GRAD)
+            continue;
+        const int32_t *rs = ss_taskgraph_res(tg, t);
+        int joint = 0;
+        for (int k = 0; k < ss_taskgraph_n_res(tg, t) && !joint; k++) {
+            int c = rs[k] - tg->n_devices;
+            for (int e = 0; c >= 0 && e < 2 && !joint; e++) {
+                int dev = tg->chan_dev[2 * c + e];
+                joint = dev >= 0 && h->devstage[dev] >= 0 && h->devstage[dev] != s;
+            }
+        }
+        if (!joint)
+            continue;
+        tg->dur[t] = 0;
+        for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++)
+            if (tg->kind[tg->succ[k]] == SS_TASK_UPDATE)
+                tg->dur[tg->succ[k]] = 0;
+    }
+}
+
+/* Sub-graph ops and where their configs come from. */
+typedef struct subctx {
+    ss_graph *sg;
+    int M, n;
+    int *origin;  /* per sub op: the original op whose config it takes */
+    int *xkind;   /* per sub op: SUB_OWN, SUB_RECV, SUB_PEER */
+    int *touched; /* tensors whose tmap entries to reset */
+    int ntouched;
+} subctx;
+
+enum { SUB_OWN = 0, SUB_RECV = 1, SUB_PEER = 2 };
+
+/* An input op carrying tensor tid (made by op `origin`, whose config it
+ * takes) into the sub-graph; tmap[tid] its tensor. -1 on error. */
+static int add_input(ss_hier *h, subctx *x, int tid, int kind, ss_diag *d)
+{
+    const ss_tensor *t = ss_graph_tensor(h->g, tid);
+    ss_op_spec in;
+    memset(&in, 0, sizeof in);
+    char name[SS_NAME_MAX + 8];
+    snprintf(name, sizeof name, "%s.%s", kind == SUB_RECV ? "recv" : "peer", t->name);
+    in.name = name;
+    in.type = SS_OP_INPUT;
+    in.attrs.ndim = t->ndim;
+    for (int k = 0; k < t->ndim; k++) {
+        in.attrs.shape[k] = t->shape[k];
+        in.attrs.kind[k] = t->kind[k];
+    }
+    in.attrs.dtype = t->dtype;
+    scale_attrs(t, x->M, &in.attrs);
+    int id = ss_graph_add_op(x->sg, &in, d);
+    if (id < 0)
+        return -1;
+    x->origin[id] = t->producer;
+    x->xkind[id] = kind;
+    x->n = id + 1;
+    h->tmap[tid] = ss_graph_out(x->sg, id);
+    x->touched[x->ntouched++] = tid;
+    return id;
+}
+
+/* Add op (the original `o`) with inputs in[] and its weights (shared ones
+ * mapped through tmap, the others made anew). -1 on error (d set). */
+static int add_copy(ss_hier *h, subctx *x, int o, const int *in, int kind, ss_diag *d)
+{
+    const ss_op *op = ss_graph_op(h->g, o);
+    ss_op_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.name = op->name;
+    spec.type = op->type;
+    spec.attrs = op->attrs;
+    if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
+        scale_attrs(ss_graph_tensor(h->g, op->outputs[0]), x->M, &spec.attrs);
+    spec.n_in = op->n_in;
+    memcpy(spec.inputs, in, (size_t)op->n_in * sizeof *in);
+    int mapped = 0;
+    for (int i = 0; i < op->n_w; i++)
+        mapped += h->tmap[op->weights[i]] >= 0;
+    if (mapped && mapped != op->n_w) {
+        ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                    "hierarchical evaluator: operator \"%s\" shares some of its weights only",
+                    op->name);
+        return -1;
+    }
+    spec.n_w = mapped ? op->n_w : -1;
+    for (int i = 0; mapped && i < op->n_w; i++)
+        spec.weights[i] = h->tmap[op->weights[i]];
+    int id = ss_graph_add_op(x->sg, &spec, d);
+    if (id < 0)
+        return -1;
+    const ss_op *so = ss_graph_op(x->sg, id);
+    for (int i = 0; !mapped && i < op->n_w && i < so->n_w; i++) {
+        h->tmap[op->weights[i]] = so->weights[i];
+        x->touched[x->ntouched++] = op->weights[i];
+    }
+    for (int i = 0; i < op->n_out; i++) {
+        const ss_tensor *a = ss_graph_tensor(h->g, op->outputs[i]);
+        const ss_tensor *b2 = ss_graph_tensor(x->sg, so->outputs[i]);
+        for (int k = 0; k < a->ndim; k++)
+            if (b2->shape[k] != (a->kind[k] == SS_DIM_SAMPLE ? a->shape[k] / x->M : a->shape[k])) {
+                ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                            "hierarchical evaluator: operator \"%s\" does not scale with the "
+                            "micro-batch",
+                            op->name);
+                return -1;
+            }
+    }
+    x->origin[id] = o;
+    x->xkind[id] = kind;
+    x->n = id + 1;
+    return id;
+}
+
+/* Build stage s's sub-problem with kk blocks (graph and plan), simulate it
+ * and extract its figures. bulk: the gradient synchronisation waits for
+ * the end of the backward (the sync mode is bulk), so that the backward
+ * span is that of a micro-batch whose gradients are not synchronised.
+ * The sub-graph holds the stage's kept ops, an input op per activation
+ * received from the previous stage (on the sender's devices: the builder
+ * makes the stage send) and, for a weight shared with ops of other stages
+ * (a tied embedding), those ops with input ops of their own on their own
+ * devices, so that the weight's gradient is synchronised over every device
+ * that holds it. */
 static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, figs *f,
                           ss_diag *d)
 {
@@ -510,39 +696,32 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     const ss_plan_settings *set = ss_plan_settings_get(p);
     int M = set->microbatches < 1 ? 1 : set->microbatches;
     ss_status st = SS_OK;
-    ss_graph *sg = ss_graph_new(ss_graph_name(g));
     ss_plan *sp = NULL;
     ss_builder *b = NULL;
-    int ntouched = 0, *touched = NULL, n_ext = 0;
-    if (!sg)
-        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
-    touched = ss_calloc((size_t)ss_graph_n_tensors(g) + 1, sizeof *touched);
-    /* per sub op: the producer of an external input, -1 for the stage's own ops */
-    int *ext_src = ss_calloc((size_t)S->n * (1 + SS_MAX_INPUTS) + 1, sizeof *ext_src);
-    if (!touched || !ext_src) {
+    subctx x;
+    memset(&x, 0, sizeof x);
+    x.M = M;
+    x.sg = ss_graph_new(ss_graph_name(g));
+    size_t cap = (size_t)(S->n + 8) * (2 + SS_MAX_INPUTS) * 2;
+    x.touched = ss_calloc((size_t)ss_graph_n_tensors(g) + 1, sizeof *x.touched);
+    x.origin = ss_calloc(cap, sizeof *x.origin);
+    x.xkind = ss_calloc(cap, sizeof *x.xkind);
+    if (!x.sg || !x.touched || !x.origin || !x.xkind) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
         goto out;
     }
-    ss_graph_set_training(sg, ss_graph_batch(g) / M, ss_graph_optimizer(g),
+    ss_graph_set_training(x.sg, ss_graph_batch(g) / M, ss_graph_optimizer(g),
                           ss_graph_precision(g));
-    int nsub = 0;
+    int n_recv = 0, in[SS_MAX_INPUTS];
     for (int j = 0; j < S->n; j++) {
         h->subop[j] = -1;
         if (!kept(S, j, kk))
             continue;
-        const ss_op *op = ss_graph_op(g, h->sops[S->off + j]);
-        ss_op_spec spec;
-        memset(&spec, 0, sizeof spec);
-        spec.name = op->name;
-        spec.type = op->type;
-        spec.attrs = op->attrs;
-        if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
-            scale_attrs(ss_graph_tensor(g, op->outputs[0]), M, &spec.attrs);
-        spec.n_in = op->n_in;
+        int o = h->sops[S->off + j];
+        const ss_op *op = ss_graph_op(g, o);
         for (int i = 0; i < op->n_in; i++) {
             int tid = op->inputs[i];
-            const ss_tensor *t = ss_graph_tensor(g, tid);
-            int q = t->producer;
+            int q = ss_graph_tensor(g, tid)->producer;
             if (h->stage[q] == s) {
                 int jq = h->pos[q];
                 if (!kept(S, jq, kk))
@@ -551,94 +730,78 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
                 int idx = 0;
                 while (idx < qo->n_out && qo->outputs[idx] != tid)
                     idx++;
-                spec.inputs[i] = ss_graph_op(sg, h->subop[jq])->outputs[idx];
+                in[i] = ss_graph_op(x.sg, h->subop[jq])->outputs[idx];
                 continue;
             }
-            if (h->tmap[tid] < 0) { /* an external input: the previous stage's activation */
-                ss_op_spec in;
-                memset(&in, 0, sizeof in);
-                char name[SS_NAME_MAX + 8];
-                snprintf(name, sizeof name, "recv.%s", t->name);
-                in.name = name;
-                in.type = SS_OP_INPUT;
-                in.attrs.ndim = t->ndim;
-                for (int k = 0; k < t->ndim; k++) {
-                    in.attrs.shape[k] = t->shape[k];
-                    in.attrs.kind[k] = t->kind[k];
-                }
-                in.attrs.dtype = t->dtype;
-                scale_attrs(t, M, &in.attrs);
-                int id = ss_graph_add_op(sg, &in, d);
-                if (id < 0) {
-                    st = UNSUP("cannot cut stage %d at \"%s\"", s, t->name);
+            if (h->tmap[tid] < 0) {
+                if (add_input(h, &x, tid, SUB_RECV, d) < 0) {
+                    st = UNSUP("cannot cut stage %d at \"%s\"", s, ss_graph_tensor(g, tid)->name);
                     goto out;
                 }
-                ext_src[nsub++] = q;
-                n_ext++;
-                h->tmap[tid] = ss_graph_out(sg, id);
-                touched[ntouched++] = tid;
+                n_recv++;
             }
-            spec.inputs[i] = h->tmap[tid];
+            in[i] = h->tmap[tid];
         }
-        int mapped = 0;
-        for (int i = 0; i < op->n_w; i++)
-            mapped += h->tmap[op->weights[i]] >= 0;
-        if (mapped && mapped != op->n_w) {
-            st = UNSUP("operator \"%s\" shares some of its weights only", op->name);
+        if ((h->subop[j] = add_copy(h, &x, o, in, SUB_OWN, d)) < 0) {
+            st = d->status == SS_ERR_UNSUPPORTED ? d->status
+                                                  : UNSUP("cannot rebuild operator \"%s\"",
+                                                          op->name);
             goto out;
-        }
-        spec.n_w = mapped ? op->n_w : -1;
-        for (int i = 0; mapped && i < op->n_w; i++)
-            spec.weights[i] = h->tmap[op->weights[i]];
-        int id = ss_graph_add_op(sg, &spec, d);
-        if (id < 0) {
-            st = UNSUP("cannot rebuild operator \"%s\" for one micro-batch", op->name);
-            goto out;
-        }
-        ext_src[nsub++] = -1;
-        h->subop[j] = id;
-        const ss_op *so = ss_graph_op(sg, id);
-        for (int i = 0; !mapped && i < op->n_w && i < so->n_w; i++) {
-            h->tmap[op->weights[i]] = so->weights[i];
-            touched[ntouched++] = op->weights[i];
-        }
-        for (int i = 0; i < op->n_out; i++) {
-            const ss_tensor *a = ss_graph_tensor(g, op->outputs[i]);
-            const ss_tensor *b2 = ss_graph_tensor(sg, so->outputs[i]);
-            for (int k = 0; k < a->ndim; k++)
-                if (b2->shape[k] != (a->kind[k] == SS_DIM_SAMPLE ? a->shape[k] / M : a->shape[k])) {
-                    st = UNSUP("operator \"%s\" does not scale with the micro-batch", op->name);
-                    goto out;
-                }
         }
     }
+    /* the other stages' readers of this stage's weights */
+    for (int j = 0, own = x.n; j < own; j++) {
+        if (x.xkind[j] != SUB_OWN)
+            continue;
+        const ss_op *op = ss_graph_op(g, x.origin[j]);
+        for (int w = 0; w < op->n_w; w++)
+            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
+                int q = h->wr_ops[r], dup = 0;
+                if (h->stage[q] == s)
+                    continue;
+                for (int i = own; i < x.n && !dup; i++)
+                    dup = x.xkind[i] == SUB_PEER && x.origin[i] == q;
+                if (dup)
+                    continue;
+                const ss_op *qo = ss_graph_op(g, q);
+                for (int i = 0; i < qo->n_in; i++) {
+                    if (h->tmap[qo->inputs[i]] < 0 &&
+                        add_input(h, &x, qo->inputs[i], SUB_PEER, d) < 0) {
+                        st = UNSUP("cannot add \"%s\" (it shares a weight with stage %d)",
+                                   qo->name, s);
+                        goto out;
+                    }
+                    in[i] = h->tmap[qo->inputs[i]];
+                }
+                if (add_copy(h, &x, q, in, SUB_PEER, d) < 0) {
+                    st = d->status == SS_ERR_UNSUPPORTED
+                             ? d->status
+                             : UNSUP("cannot add \"%s\" (it shares a weight with stage %d)",
+                                     qo->name, s);
+                    goto out;
+                }
+            }
+    }
     /* the plan: micro-batch 0 of every data-parallel rank */
-    sp = ss_plan_new(sg, h->m);
+    sp = ss_plan_new(x.sg, h->m);
     if (!sp) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
         goto out;
     }
     ss_plan_settings *ss = ss_plan_settings_of(sp);
     *ss = *set;
-    ss->stages = n_ext ? 2 : 1;
+    ss->stages = n_recv ? 2 : 1;
     ss->microbatches = 1;
     if (bulk)
         ss->sync = SS_SYNC_BULK;
-    int ns = ss_graph_n_ops(sg);
+    int ns = x.n;
     if (ss_grow((void **)&h->ext_ops, &h->cap_ext, ns + 1, sizeof *h->ext_ops)) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
         goto out;
     }
-    for (int i = 0, j = 0; i < ns; i++) {
-        int orig;
-        if (ext_src[i] >= 0)
-            orig = ext_src[i];
-        else {
-            while (h->subop[j] != i)
-                j++;
-            orig = h->sops[S->off + j];
-        }
-        h->ext_ops[i] = ext_src[i] >= 0;
+    for (int i = 0; i < ns; i++) {
+        int orig = x.origin[i];
+        h->ext_ops[i] = x.xkind[i];
         const ss_pconfig *c = ss_plan_config(p, orig);
         if (ss_grow((void **)&h->devs, &h->cap_devs, c->ntiles / M + 1, sizeof *h->devs)) {
             st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
@@ -646,12 +809,12 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
         ss_pconfig rc;
         restrict_cfg(c, h->sd[orig], M, &rc, h->devs);
-        rc.stage = n_ext && ext_src[i] < 0 ? 1 : 0;
+        rc.stage = n_recv && x.xkind[i] != SUB_RECV ? 1 : 0;
         if ((st = ss_plan_set_config(sp, i, &rc, d)) != SS_OK)
             goto out;
     }
     /* simulate */
-    b = ss_build_new(sg, h->m, h->cm);
+    b = ss_build_new(x.sg, h->m, h->cm);
     if (!b) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
         goto out;
@@ -659,6 +822,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     ss_build_set_memo(b, 0);
     if ((st = ss_build_run(b, sp, h->tg, h->mm, d)) != SS_OK)
         goto out;
+    if (shares_down(h, s))
+        drop_joint_sync(h, s);
     ss_engine_config ec = {.policy = ss_build_policy(b), .stop = h->cfg.stop,
                            .stop_ctx = h->cfg.stop_ctx};
     if ((st = ss_engine_run(h->e, h->tg, &ec, d)) != SS_OK)
@@ -692,7 +857,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     /* the incoming send: ext tasks that end before the first forward of the stage */
     for (int t = 0; t < tg->n_tasks; t++) {
         int o = tg->op[t], kind = tg->kind[t];
-        if (!(o >= 0 && o < ns && h->ext_ops[o]) || er->end[t] > fwd_end)
+        if (!(o >= 0 && o < ns && h->ext_ops[o] == SUB_RECV) || er->end[t] > fwd_end)
             continue;
         if (kind == SS_TASK_XFER && tg->dur[t] > f->send)
             f->send = tg->dur[t];
@@ -709,7 +874,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     double back = 0;
     for (int t = 0; t < tg->n_tasks; t++) {
         int o = tg->op[t];
-        if (o >= 0 && o < ns && h->ext_ops[o] && er->end[t] > fwd_end && er->end[t] > back)
+        if (o >= 0 && o < ns && h->ext_ops[o] == SUB_RECV && er->end[t] > fwd_end &&
+            er->end[t] > back)
             back = er->end[t];
     }
     f->send_last = back > bwd_end ? back - bwd_end - f->gather : f->send;
@@ -759,13 +925,14 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     }
     f->tasks = tg->n_tasks;
 out:
-    for (int i = 0; i < ntouched; i++)
-        h->tmap[touched[i]] = -1;
-    ss_free(touched);
-    ss_free(ext_src);
+    for (int i = 0; i < x.ntouched; i++)
+        h->tmap[x.touched[i]] = -1;
+    ss_free(x.touched);
+    ss_free(x.origin);
+    ss_free(x.xkind);
     ss_build_free(b);
     ss_plan_free(sp);
-    ss_graph_free(sg);
+    ss_graph_free(x.sg);
     return st;
 }
 
@@ -1014,6 +1181,10 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
             end_b[s] = er->end[id.B[i]];
     }
     *ntasks = tg->n_tasks;
+    if (getenv("SS_HIER_DEBUG"))
+        for (int64_t i = 0; i < cells; i++)
+            fprintf(stderr, "  c %d mb %d: F %.1f..%.1f B %.1f..%.1f\n", (int)(i / M), (int)(i % M),
+                    er->start[id.F[i]], er->end[id.F[i]], er->start[id.B[i]], er->end[id.B[i]]);
     return SS_OK;
 }
 
@@ -1143,6 +1314,10 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
         double e = (set->sync == SS_SYNC_BULK ? maxb : end_b[s]) + h->stg[s].f.tail;
         iter = e > iter ? e : iter;
     }
+    if (getenv("SS_HIER_DEBUG"))
+        for (int s = 0; s < P; s++)
+            fprintf(stderr, "stage %d: last backward ends %.1f, tail %.1f -> %.1f\n", s, end_b[s],
+                    h->stg[s].f.tail, end_b[s] + h->stg[s].f.tail);
     h->st.stages = P;
     h->st.tasks += ptasks;
     snprintf(r->model, sizeof r->model, "%s", ss_graph_name(h->g));
