@@ -621,6 +621,24 @@ static int add_input(ss_hier *h, subctx *x, int tid, int kind, ss_diag *d)
     x->origin[id] = t->producer;
     x->xkind[id] = kind;
     x->n = id + 1;
+    if (kind == SUB_RECV) {
+        /* a stand-in producer with a backward on the sender's devices, so
+         * that the builder sends the gradient back as in the pipeline */
+        ss_op_spec dr;
+        memset(&dr, 0, sizeof dr);
+        snprintf(name, sizeof name, "send.%s", t->name);
+        dr.name = name;
+        dr.type = SS_OP_DROPOUT;
+        dr.attrs.rate = 0.1;
+        dr.n_in = 1;
+        dr.inputs[0] = ss_graph_out(x->sg, id);
+        dr.n_w = -1;
+        if ((id = ss_graph_add_op(x->sg, &dr, d)) < 0)
+            return -1;
+        x->origin[id] = t->producer;
+        x->xkind[id] = kind;
+        x->n = id + 1;
+    }
     h->tmap[tid] = ss_graph_out(x->sg, id);
     x->touched[x->ntouched++] = tid;
     return id;
@@ -867,6 +885,11 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         if ((kind == SS_TASK_XFER || kind == SS_TASK_COLLECTIVE) && er->end[t] > t0)
             t0 = er->end[t];
     }
+    if (getenv("SS_HIER_DEBUG2"))
+        for (int t = 0; t < tg->n_tasks; t++)
+            if ((tg->kind[t] == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD) ||
+                tg->kind[t] == SS_TASK_UPDATE)
+                fprintf(stderr, "    sub s%d kk%d bulk%d: task %d kind %d op %d (%s) %.1f..%.1f dur %.1f bytes %.3g nres %d\n", s, kk, bulk, t, tg->kind[t], tg->op[t], tg->op[t] >= 0 ? ss_graph_op(x.sg, tg->op[t])->name : "-", er->start[t], er->end[t], tg->dur[t], tg->bytes[t], ss_taskgraph_n_res(tg, t));
     f->fwd = fwd_end - t0;
     f->bwd = f->bwd_last = bwd_end - fwd_end;
     f->tail = last - bwd_end;
@@ -875,7 +898,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     for (int t = 0; t < tg->n_tasks; t++) {
         int o = tg->op[t];
         if (o >= 0 && o < ns && h->ext_ops[o] == SUB_RECV && er->end[t] > fwd_end &&
-            er->end[t] > back)
+            er->end[t] > back &&
+            (tg->kind[t] == SS_TASK_XFER || tg->kind[t] == SS_TASK_COLLECTIVE))
             back = er->end[t];
     }
     f->send_last = back > bwd_end ? back - bwd_end - f->gather : f->send;
@@ -924,6 +948,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
     }
     f->tasks = tg->n_tasks;
+    if (getenv("SS_HIER_DEBUG2"))
+        fprintf(stderr, "  sub s%d kk%d bulk%d: t0 %.1f fwd_end %.1f bwd_end %.1f last %.1f send_last %.1f\n", s, kk, bulk, t0, fwd_end, bwd_end, last, f->send_last);
 out:
     for (int i = 0; i < x.ntouched; i++)
         h->tmap[x.touched[i]] = -1;
@@ -957,27 +983,6 @@ static ss_status sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, 
     return SS_OK;
 }
 
-/* Figures of stage s's sub-problem with kk blocks: the micro-batch spans
- * with the synchronisation held back (bulk); under wait-free sync the tail
- * is measured apart (the last micro-batch's backward overlaps its buckets'
- * all-reduces, which contend with its tensor-parallel collectives) as the
- * time from the end of an unsynchronised backward to the last update. */
-static ss_status sub_cached(ss_hier *h, const ss_plan *p, int s, int kk, figs *f, ss_diag *d)
-{
-    ss_status st = sub_one(h, p, s, kk, 1, f, d);
-    if (st != SS_OK || ss_plan_settings_get(p)->sync == SS_SYNC_BULK)
-        return st;
-    figs w;
-    if ((st = sub_one(h, p, s, kk, 0, &w, d)) != SS_OK)
-        return st;
-    f->bwd_last = w.bwd;
-    f->send_last = w.send_last;
-    f->tail = w.tail;
-    f->comm_once = w.comm_once;
-    f->tasks += w.tasks;
-    return SS_OK;
-}
-
 static int periodic(const figs *a, const figs *b, const figs *c)
 {
     const double *x = (const double *)a, *y = (const double *)b, *z = (const double *)c;
@@ -992,28 +997,67 @@ static int periodic(const figs *a, const figs *b, const figs *c)
     return 1;
 }
 
-/* Stage s's figures: blocks k = 1, 2, 3 extrapolated when periodic, else
- * the whole stage. */
-static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
+/* Stage s's figures from sub-problems with sync mode `bulk`: blocks k = 1,
+ * 2, 3 extrapolated to the stage's blocks when every time figure grows by
+ * the same amount per block, else (or with at most 3 blocks) the whole
+ * stage. */
+static ss_status extrapolated(ss_hier *h, const ss_plan *p, int s, int bulk, figs *out,
+                              ss_diag *d)
 {
     stageinfo *S = &h->stg[s];
     ss_status st;
     if (S->reps > 3) {
         figs f[3];
         for (int k = 0; k < 3; k++)
-            if ((st = sub_cached(h, p, s, k + 1, &f[k], d)) != SS_OK)
+            if ((st = sub_one(h, p, s, k + 1, bulk, &f[k], d)) != SS_OK)
                 return st;
         if (periodic(&f[0], &f[1], &f[2])) {
-            double *o = (double *)&S->f;
+            double *o = (double *)out;
             const double *b = (const double *)&f[1], *c = (const double *)&f[2];
             for (int i = 0; i < NFIG; i++)
                 o[i] = c[i] + (S->reps - 3) * (c[i] - b[i]);
-            S->f.tasks = 0;
             return SS_OK;
         }
         h->st.full_stages++;
     }
-    return sub_cached(h, p, s, S->reps ? S->reps : 0, &S->f, d);
+    return sub_one(h, p, s, S->reps ? S->reps : 0, bulk, out, d);
+}
+
+/* Stage s's figures. The micro-batch spans (forward, backward, sends),
+ * compute and memory come from sub-problems whose gradient sync is held
+ * back to the end (bulk), so that a backward is that of a micro-batch
+ * whose gradients are not synchronised yet, as all but the last are. The
+ * figures of the synchronisation (the last backward, which overlaps its
+ * buckets' all-reduces under wait-free sync and is slowed where they share
+ * links with its tensor-parallel collectives; the gradient send after it,
+ * which queues behind them; the tail to the last update) come from
+ * sub-problems with the plan's sync mode: extrapolated when buckets are
+ * per weight (bucket_bytes = 0), else from the whole stage, because fused
+ * buckets cut across blocks and their boundaries repeat with a period of
+ * their own. */
+static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
+{
+    stageinfo *S = &h->stg[s];
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int bulk = set->sync == SS_SYNC_BULK;
+    figs w;
+    ss_status st = extrapolated(h, p, s, 1, &S->f, d);
+    if (st != SS_OK)
+        return st;
+    if (set->bucket_bytes > 0)
+        st = sub_one(h, p, s, S->reps ? S->reps : 0, bulk, &w, d);
+    else if (!bulk)
+        st = extrapolated(h, p, s, 0, &w, d);
+    else
+        w = S->f;
+    if (st != SS_OK)
+        return st;
+    S->f.bwd_last = w.bwd;
+    S->f.send_last = w.send_last;
+    S->f.tail = w.tail;
+    S->f.comp_upd = w.comp_upd;
+    S->f.comm_once = w.comm_once;
+    return SS_OK;
 }
 
 /* ---- the stage-level pipeline --------------------------------------------- */
