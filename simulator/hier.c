@@ -1064,6 +1064,7 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
 
 typedef struct pipe_ids {
     int *F, *B, *SF, *GF, *SB, *GB; /* [s * M + k]; -1 none */
+    int *CF, *CB; /* the receiving device's share of a blocking send */
 } pipe_ids;
 
 static int add(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int n_res, const int *res,
@@ -1107,11 +1108,12 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     int64_t cells = (int64_t)C * M;
     if (cells > (1 << 24))
         return UNSUP("too many stage x micro-batch cells");
-    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(6 * cells), sizeof *h->ptask))
+    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(8 * cells), sizeof *h->ptask))
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     pipe_ids id = {h->ptask, h->ptask + cells, h->ptask + 2 * cells, h->ptask + 3 * cells,
-                   h->ptask + 4 * cells, h->ptask + 5 * cells};
-    for (int64_t i = 0; i < 6 * cells; i++)
+                   h->ptask + 4 * cells, h->ptask + 5 * cells, h->ptask + 6 * cells,
+                   h->ptask + 7 * cells};
+    for (int64_t i = 0; i < 8 * cells; i++)
         h->ptask[i] = -1;
     ss_taskgraph *tg = h->ptg;
     ss_status st = ss_taskgraph_reset(tg, P, 3 * C, d);
@@ -1136,12 +1138,19 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
                 return d->status;
             if (c == 0)
                 continue;
-            int rf[3] = {P + 3 * c, prev, s}, rb[3] = {P + 3 * c + 1, s, prev};
-            int rg[1] = {P + 3 * c + 2};
+            /* a blocking send holds the sender from its pass's end and the
+             * receiver at its next operator boundary, taken as at once: the
+             * sender's share is the send on the channel, the receiver's a
+             * task of the same length that its next pass waits for */
+            int rf[2] = {P + 3 * c, prev}, rb[2] = {P + 3 * c + 1, s};
+            int rg[1] = {P + 3 * c + 2}, rs[1] = {s}, rp[1] = {prev};
             int pf = prio_f(h->stg[prev].last, k), pb = prio_b(n_ops, h->stg[s].first, k);
-            if ((id.SF[i] = add(tg, SS_TASK_XFER, fin->send, pf, block ? 3 : 1, rf, c, k, d)) < 0 ||
-                (id.SB[i] = add(tg, SS_TASK_XFER, lastk && c < P ? fin->send_last : fin->send, pb,
-                                block ? 3 : 1, rb, c, k, d)) < 0)
+            double sb = lastk && c < P ? fin->send_last : fin->send;
+            if ((id.SF[i] = add(tg, SS_TASK_XFER, fin->send, pf, block ? 2 : 1, rf, c, k, d)) < 0 ||
+                (id.SB[i] = add(tg, SS_TASK_XFER, sb, pb, block ? 2 : 1, rb, c, k, d)) < 0)
+                return d->status;
+            if (block && ((id.CF[i] = add(tg, SS_TASK_XFER, fin->send, pf, 1, rs, c, k, d)) < 0 ||
+                          (id.CB[i] = add(tg, SS_TASK_XFER, sb, pb, 1, rp, c, k, d)) < 0))
                 return d->status;
             if (fin->gather > 0 &&
                 ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
@@ -1165,9 +1174,13 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
                 DEP(id.F[ip], id.SF[i]);
                 DEP(id.SF[i], id.GF[i]);
                 DEP(rf, id.F[i]);
+                DEP(id.F[ip], id.CF[i]);
+                DEP(id.CF[i], id.F[i]);
                 DEP(id.B[i], id.SB[i]);
                 DEP(id.SB[i], id.GB[i]);
                 DEP(rb, id.B[ip]);
+                DEP(id.B[i], id.CB[i]);
+                DEP(id.CB[i], id.B[ip]);
             }
         }
     if (V == 1) {
