@@ -57,6 +57,7 @@ typedef struct stageinfo {
     int first, last;     /* first non-input op and last op (ids) */
     int s0, blk, reps;   /* repeated blocks: positions s0 .. s0 + reps*blk - 1 (reps 0: none) */
     int ndev;            /* devices */
+    uint64_t ekey;       /* the activations it receives: senders' ops and configs */
     figs f;
 } stageinfo;
 
@@ -65,7 +66,7 @@ typedef struct stageinfo {
 typedef struct pentry {
     uint64_t key;
     int P;
-    double *end_b, *busy; /* [P] */
+    double *end_b, *busy, *infl; /* [P] */
     int64_t ntasks;
 } pentry;
 
@@ -199,6 +200,7 @@ void ss_hier_free(ss_hier *h)
     for (int i = 0; i < PMEMO; i++) {
         ss_free(h->pmemo[i].end_b);
         ss_free(h->pmemo[i].busy);
+        ss_free(h->pmemo[i].infl);
     }
     ss_free(h->dhost);
     ss_free(h->drank);
@@ -432,12 +434,17 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
     for (int s = 0; s < P; s++)
         if (h->stg[s].first < 0)
             return UNSUP("stage %d has only graph inputs", s);
-    /* keys; data edges must stay in a stage or go to the next one */
+    /* keys; data edges must stay in a stage or go to the next one. An
+     * input from the previous stage counts as made just before the stage's
+     * first op, so that a stage's first block looks like its others (its
+     * sender's config enters the stage's sub-problem key apart) */
+    for (int s = 0; s < P; s++)
+        h->stg[s].ekey = 0x5E;
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(g, o);
         int s = h->stage[o];
         uint64_t k = mix(h->sig[o], cfg_key(h, ss_plan_config(p, o), h->sd[o], M,
-                                                        h->stg[s].base));
+                                            h->stg[s].base));
         for (int i = 0; i < op->n_in; i++) {
             const ss_tensor *t = ss_graph_tensor(g, op->inputs[i]);
             int q = t->producer;
@@ -452,8 +459,10 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
             const ss_op *qo = ss_graph_op(g, q);
             if (qo->outputs[0] != t->id || ss_plan_config(p, q)->red > 1)
                 return UNSUP("stage %d receives \"%s\" in a form it cannot model", s, t->name);
-            k = mix(mix(k, 0xE7u), cfg_key(h, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
-            k = mix(k, h->sig[q]);
+            k = mix(k, (uint64_t)(h->pos[o] + 1));
+            uint64_t e = mix(mix(h->sig[q], (uint64_t)h->pos[o]),
+                             cfg_key(h, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
+            h->stg[s].ekey = mix(h->stg[s].ekey, e);
         }
         /* readers of its weights in other stages (a tied embedding), as placed */
         for (int w = 0; w < op->n_w; w++)
@@ -508,7 +517,7 @@ static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
 {
     const stageinfo *S = &h->stg[s];
     const ss_plan_settings *set = ss_plan_settings_get(p);
-    uint64_t k = mix(0xB10C, (uint64_t)kk);
+    uint64_t k = mix(mix(0xB10C, (uint64_t)kk), S->ekey);
     for (int j = 0; j < S->n; j++)
         if (kept(S, j, kk))
             k = mix(k, h->key[h->sops[S->off + j]]);
@@ -561,9 +570,10 @@ static int shares_down(const ss_hier *h, int s)
  * overlap stage s's own last backward here. Its collectives are the
  * gradient collectives over devices of other stages; its updates follow
  * them. */
-static void drop_joint_sync(ss_hier *h, int s)
+static double drop_joint_sync(ss_hier *h, int s)
 {
     ss_taskgraph *tg = h->tg;
+    double upd = 0; /* the updates dropped on the stage's first device */
     for (int t = 0; t < tg->n_tasks; t++) {
         if (tg->kind[t] != SS_TASK_COLLECTIVE || tg->aux[t] != SS_BUILD_COLL_GRAD)
             continue;
@@ -579,10 +589,16 @@ static void drop_joint_sync(ss_hier *h, int s)
         if (!joint)
             continue;
         tg->dur[t] = 0;
-        for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++)
-            if (tg->kind[tg->succ[k]] == SS_TASK_UPDATE)
-                tg->dur[tg->succ[k]] = 0;
+        for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
+            int u = tg->succ[k];
+            if (tg->kind[u] != SS_TASK_UPDATE)
+                continue;
+            if (ss_taskgraph_n_res(tg, u) == 1 && ss_taskgraph_res(tg, u)[0] == h->stg[s].base)
+                upd += tg->dur[u];
+            tg->dur[u] = 0;
+        }
     }
+    return upd;
 }
 
 /* Sub-graph ops and where their configs come from. */
@@ -615,9 +631,14 @@ static int add_input(ss_hier *h, subctx *x, int tid, int kind, ss_diag *d)
     }
     in.attrs.dtype = t->dtype;
     scale_attrs(t, x->M, &in.attrs);
-    int id = ss_graph_add_op(x->sg, &in, d);
-    if (id < 0)
+    ss_diag ld;
+    ss_diag_init(&ld);
+    int id = ss_graph_add_op(x->sg, &in, &ld);
+    if (id < 0) {
+        ss_diag_set(d, ld.status == SS_ERR_NOMEM ? SS_ERR_NOMEM : SS_ERR_UNSUPPORTED,
+                    "hierarchical evaluator: cannot cut the graph at \"%s\": %s", t->name, ld.msg);
         return -1;
+    }
     x->origin[id] = t->producer;
     x->xkind[id] = kind;
     x->n = id + 1;
@@ -633,8 +654,12 @@ static int add_input(ss_hier *h, subctx *x, int tid, int kind, ss_diag *d)
         dr.n_in = 1;
         dr.inputs[0] = ss_graph_out(x->sg, id);
         dr.n_w = -1;
-        if ((id = ss_graph_add_op(x->sg, &dr, d)) < 0)
+        if ((id = ss_graph_add_op(x->sg, &dr, &ld)) < 0) {
+            ss_diag_set(d, ld.status == SS_ERR_NOMEM ? SS_ERR_NOMEM : SS_ERR_UNSUPPORTED,
+                        "hierarchical evaluator: cannot cut the graph at \"%s\": %s", t->name,
+                        ld.msg);
             return -1;
+        }
         x->origin[id] = t->producer;
         x->xkind[id] = kind;
         x->n = id + 1;
@@ -670,9 +695,16 @@ static int add_copy(ss_hier *h, subctx *x, int o, const int *in, int kind, ss_di
     spec.n_w = mapped ? op->n_w : -1;
     for (int i = 0; mapped && i < op->n_w; i++)
         spec.weights[i] = h->tmap[op->weights[i]];
-    int id = ss_graph_add_op(x->sg, &spec, d);
-    if (id < 0)
+    ss_diag ld;
+    ss_diag_init(&ld);
+    int id = ss_graph_add_op(x->sg, &spec, &ld);
+    if (id < 0) {
+        ss_diag_set(d, ld.status == SS_ERR_NOMEM ? SS_ERR_NOMEM : SS_ERR_UNSUPPORTED,
+                    "hierarchical evaluator: cannot rebuild operator \"%s\" for one "
+                    "micro-batch: %s",
+                    op->name, ld.msg);
         return -1;
+    }
     const ss_op *so = ss_graph_op(x->sg, id);
     for (int i = 0; !mapped && i < op->n_w && i < so->n_w; i++) {
         h->tmap[op->weights[i]] = so->weights[i];
@@ -753,7 +785,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             }
             if (h->tmap[tid] < 0) {
                 if (add_input(h, &x, tid, SUB_RECV, d) < 0) {
-                    st = UNSUP("cannot cut stage %d at \"%s\"", s, ss_graph_tensor(g, tid)->name);
+                    st = d->status;
                     goto out;
                 }
                 n_recv++;
@@ -761,9 +793,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             in[i] = h->tmap[tid];
         }
         if ((h->subop[j] = add_copy(h, &x, o, in, SUB_OWN, d)) < 0) {
-            st = d->status == SS_ERR_UNSUPPORTED ? d->status
-                                                  : UNSUP("cannot rebuild operator \"%s\"",
-                                                          op->name);
+            st = d->status;
             goto out;
         }
     }
@@ -785,17 +815,13 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
                 for (int i = 0; i < qo->n_in; i++) {
                     if (h->tmap[qo->inputs[i]] < 0 &&
                         add_input(h, &x, qo->inputs[i], SUB_PEER, d) < 0) {
-                        st = UNSUP("cannot add \"%s\" (it shares a weight with stage %d)",
-                                   qo->name, s);
+                        st = d->status;
                         goto out;
                     }
                     in[i] = h->tmap[qo->inputs[i]];
                 }
                 if (add_copy(h, &x, q, in, SUB_PEER, d) < 0) {
-                    st = d->status == SS_ERR_UNSUPPORTED
-                             ? d->status
-                             : UNSUP("cannot add \"%s\" (it shares a weight with stage %d)",
-                                     qo->name, s);
+                    st = d->status;
                     goto out;
                 }
             }
@@ -812,6 +838,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     ss->microbatches = 1;
     if (bulk)
         ss->sync = SS_SYNC_BULK;
+    bulk = ss->sync == SS_SYNC_BULK;
     int ns = x.n;
     if (ss_grow((void **)&h->ext_ops, &h->cap_ext, ns + 1, sizeof *h->ext_ops)) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
@@ -840,8 +867,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     ss_build_set_memo(b, 0);
     if ((st = ss_build_run(b, sp, h->tg, h->mm, d)) != SS_OK)
         goto out;
-    if (shares_down(h, s))
-        drop_joint_sync(h, s);
+    double dropped = shares_down(h, s) ? drop_joint_sync(h, s) : 0;
     ss_engine_config ec = {.policy = ss_build_policy(b), .stop = h->cfg.stop,
                            .stop_ctx = h->cfg.stop_ctx};
     if ((st = ss_engine_run(h->e, h->tg, &ec, d)) != SS_OK)
@@ -890,9 +916,16 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             if ((tg->kind[t] == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD) ||
                 tg->kind[t] == SS_TASK_UPDATE)
                 fprintf(stderr, "    sub s%d kk%d bulk%d: task %d kind %d op %d (%s) %.1f..%.1f dur %.1f bytes %.3g nres %d\n", s, kk, bulk, t, tg->kind[t], tg->op[t], tg->op[t] >= 0 ? ss_graph_op(x.sg, tg->op[t])->name : "-", er->start[t], er->end[t], tg->dur[t], tg->bytes[t], ss_taskgraph_n_res(tg, t));
+    /* under bulk sync the tail runs from the barrier after every backward,
+     * the stand-in sender's included (in the pipeline the barrier follows
+     * every stage's last backward) */
+    double bar = bwd_end;
+    for (int t = 0; bulk && t < tg->n_tasks; t++)
+        if (tg->kind[t] == SS_TASK_BWD && er->end[t] > bar)
+            bar = er->end[t];
     f->fwd = fwd_end - t0;
     f->bwd = f->bwd_last = bwd_end - fwd_end;
-    f->tail = last - bwd_end;
+    f->tail = last - bar;
     /* the gradient sent back: the external input's tasks after the forward */
     double back = 0;
     for (int t = 0; t < tg->n_tasks; t++) {
@@ -931,6 +964,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
                 f->comm_mb += tg->dur[t];
         }
     }
+    f->comp_upd += dropped;
     f->stat = ss_memory_static_bytes(h->mm, d0);
     f->weights = ss_memory_weight_bytes(h->mm, d0);
     f->peak1 = h->peak[d0];
@@ -1097,8 +1131,14 @@ static void ileave(int j, int P, int v, int fwd, int *mb, int *c)
 
 /* Build and run the stage-level schedule; fills *end_b (per stage: end of
  * its last backward) and busy (per stage). */
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
-                          int64_t *ntasks, ss_diag *d)
+                          double *infl, int64_t *ntasks, ss_diag *d)
 {
     const ss_plan_settings *set = ss_plan_settings_get(p);
     int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
@@ -1205,16 +1245,22 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
             for (int j = 0; j < 2 * total; j++) {
                 /* warm-up forwards, then forward/backward pairs, then backwards */
                 int doF = j < warm || (j < 2 * total - warm && (j - warm) % 2 == 0);
-                int mb, ch, t;
+                /* each pass is followed by its send (Megatron sends right
+                 * after each step) */
+                int mb, ch, t, snd;
                 if (doF) {
                     ileave(nf++, P, V, 1, &mb, &ch);
-                    t = id.F[(int64_t)(ch * P + s) * M + mb];
+                    int c = ch * P + s;
+                    t = id.F[(int64_t)c * M + mb];
+                    snd = c + 1 < C ? id.SF[(int64_t)(c + 1) * M + mb] : -1;
                 } else {
                     ileave(nb++, P, V, 0, &mb, &ch);
-                    t = id.B[(int64_t)(ch * P + s) * M + mb];
+                    int c = ch * P + s;
+                    t = id.B[(int64_t)c * M + mb];
+                    snd = c > 0 ? id.SB[(int64_t)c * M + mb] : -1;
                 }
                 DEP(prev, t);
-                prev = t;
+                prev = snd >= 0 ? snd : t;
             }
         }
     }
@@ -1237,6 +1283,33 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
         if (er->end[id.B[i]] > end_b[s])
             end_b[s] = er->end[id.B[i]];
     }
+    /* micro-batch passes in flight per device: the most forwards started
+     * (a forward starting as a backward ends reuses its memory) less the
+     * backwards ended */
+    int nmv = M * V;
+    double *fs = ss_malloc((size_t)nmv * 2 * sizeof *fs);
+    if (!fs)
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    double *be = fs + nmv;
+    for (int s = 0; s < P; s++) {
+        int n = 0;
+        for (int c = s; c < C; c += P)
+            for (int k = 0; k < M; k++, n++) {
+                fs[n] = er->start[id.F[(int64_t)c * M + k]];
+                be[n] = er->end[id.B[(int64_t)c * M + k]];
+            }
+        qsort(fs, (size_t)nmv, sizeof *fs, cmp_dbl);
+        qsort(be, (size_t)nmv, sizeof *be, cmp_dbl);
+        int best = 0;
+        for (int i = 0, j = 0; i < nmv; i++) {
+            while (j < nmv && be[j] <= fs[i])
+                j++;
+            if (i + 1 - j > best)
+                best = i + 1 - j;
+        }
+        infl[s] = best;
+    }
+    ss_free(fs);
     *ntasks = tg->n_tasks;
     if (getenv("SS_HIER_DEBUG"))
         for (int64_t i = 0; i < cells; i++)
@@ -1263,35 +1336,41 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p, int v)
 
 /* pipeline(), memoized (the last PMEMO schedules). */
 static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
-                                 int64_t *ntasks, ss_diag *d)
+                                 double *infl, int64_t *ntasks, ss_diag *d)
 {
     int P = ss_plan_settings_get(p)->stages < 1 ? 1 : ss_plan_settings_get(p)->stages;
+    size_t sz = (size_t)P * sizeof(double);
     uint64_t key = pipe_key(h, p, v);
     for (int i = 0; i < PMEMO; i++)
         if (h->pmemo[i].key == key && h->pmemo[i].P == P) {
-            memcpy(end_b, h->pmemo[i].end_b, (size_t)P * sizeof *end_b);
-            memcpy(busy, h->pmemo[i].busy, (size_t)P * sizeof *busy);
+            memcpy(end_b, h->pmemo[i].end_b, sz);
+            memcpy(busy, h->pmemo[i].busy, sz);
+            memcpy(infl, h->pmemo[i].infl, sz);
             *ntasks = 0;
             return SS_OK;
         }
-    ss_status st = pipeline(h, p, v, end_b, busy, ntasks, d);
+    ss_status st = pipeline(h, p, v, end_b, busy, infl, ntasks, d);
     if (st != SS_OK)
         return st;
     pentry *e = &h->pmemo[h->pnext];
-    double *a = ss_realloc(e->end_b, (size_t)P * sizeof *a);
+    double *a = ss_realloc(e->end_b, sz);
     if (a)
         e->end_b = a;
-    double *b = ss_realloc(e->busy, (size_t)P * sizeof *b);
+    double *b = ss_realloc(e->busy, sz);
     if (b)
         e->busy = b;
-    if (!a || !b) {
+    double *c = ss_realloc(e->infl, sz);
+    if (c)
+        e->infl = c;
+    if (!a || !b || !c) {
         e->key = 0;
         return SS_OK; /* not remembered */
     }
     e->key = key;
     e->P = P;
-    memcpy(e->end_b, end_b, (size_t)P * sizeof *end_b);
-    memcpy(e->busy, busy, (size_t)P * sizeof *busy);
+    memcpy(e->end_b, end_b, sz);
+    memcpy(e->busy, busy, sz);
+    memcpy(e->infl, infl, sz);
     h->pnext = (h->pnext + 1) % PMEMO;
     return SS_OK;
 }
@@ -1344,21 +1423,21 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
         }
     }
     int nd = ss_machine_n_devices(h->m);
-    double *end_b = NULL, *busy = NULL;
+    double *end_b = NULL, *busy = NULL, *infl = NULL;
     int64_t ptasks = 0;
     if (st == SS_OK) {
-        end_b = ss_calloc((size_t)P, sizeof *end_b);
-        busy = ss_calloc((size_t)P, sizeof *busy);
-        if (!end_b || !busy)
+        end_b = ss_calloc((size_t)P * 3, sizeof *end_b);
+        busy = end_b + P;
+        infl = busy + P;
+        if (!end_b)
             st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     }
     if (st == SS_OK)
-        st = pipeline_cached(h, p, v, end_b, busy, &ptasks, d);
+        st = pipeline_cached(h, p, v, end_b, busy, infl, &ptasks, d);
     if (st == SS_OK)
         st = ss_sim_result_reserve(r, nd, d);
     if (st != SS_OK) {
         ss_free(end_b);
-        ss_free(busy);
         h->st = st0;
         return st;
     }
@@ -1400,17 +1479,17 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
             continue;
         }
         const figs *f = &h->stg[s].f;
-        /* busy: the forward and backward spans (with their waits for
-         * tensor-parallel collectives) and the blocking sends; compute is
-         * the kernels' part of the spans plus the sends and the updates */
-        double comp = busy[s] - M * (f->fwd + f->bwd - f->comp_fb) + f->comp_upd;
+        /* compute: the kernels of every pass, the updates, and the
+         * blocking sends (busy time of the stage's device beyond its
+         * forward and backward spans, which include waits for tensor-
+         * parallel collectives) */
+        double spans = M * (f->fwd + f->bwd) + (f->bwd_last - f->bwd);
+        double comp = M * f->comp_fb + f->comp_upd + (busy[s] - spans);
         double comm = M * f->comm_mb + f->comm_once;
-        int inflight = set->schedule == SS_PIPE_1F1B ? (P - s < M ? P - s : M) : M;
-        if (v > 1 && set->schedule == SS_PIPE_1F1B) {
-            int warm = (P - s - 1) * 2 + (v - 1) * P + 1;
-            inflight = warm < M * v ? warm : M * v;
-        }
-        double held = v > 1 ? f->held / v : f->held;
+        /* activations: one micro-batch's peak, plus what a micro-batch
+         * holds between its passes times the others in flight (per
+         * virtual stage: 1/v of it) */
+        double held = f->held / v, more = infl[s] - v;
         r->compute_us[i] = comp;
         r->comm_us[i] = comm;
         r->idle_us[i] = iter - comp;
@@ -1419,7 +1498,7 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
             r->exposed_comm_us[i] = 0;
         r->static_memory_bytes[i] = f->stat;
         r->weight_bytes[i] = f->weights;
-        r->peak_memory_bytes[i] = f->peak1 + (inflight - 1) * held;
+        r->peak_memory_bytes[i] = f->peak1 + (more > 0 ? more : 0) * held;
         if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
             r->fits = 0;
             r->overflow_device = i;
@@ -1428,6 +1507,5 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
     }
     (void)D;
     ss_free(end_b);
-    ss_free(busy);
     return SS_OK;
 }
