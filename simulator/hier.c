@@ -42,6 +42,7 @@ typedef struct figs {
     double comm_once; /* gradient collectives at d0 */
     double stat, weights, peak1, held; /* memory of d0: static, weights, peak of one
                                           micro-batch, bytes held at the forward's end */
+    double recv;      /* bytes d0 receives from the previous stage per micro-batch */
     double tasks;     /* tasks simulated */
 } figs;
 #define NFIG ((int)(sizeof(figs) / sizeof(double)))
@@ -66,7 +67,7 @@ typedef struct stageinfo {
 typedef struct pentry {
     uint64_t key;
     int P;
-    double *end_b, *busy, *infl; /* [P] */
+    double *end_b, *busy, *infl; /* [P]; infl: memory beyond one micro-batch's peak */
     int64_t ntasks;
 } pentry;
 
@@ -905,9 +906,22 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             continue;
         if (kind == SS_TASK_XFER && tg->dur[t] > f->send)
             f->send = tg->dur[t];
+        if (kind == SS_TASK_XFER) {
+            const int32_t *rs = ss_taskgraph_res(tg, t);
+            for (int k = 0; k < ss_taskgraph_n_res(tg, t); k++) {
+                int c = rs[k] - tg->n_devices;
+                if (c >= 0 && (tg->chan_dev[2 * c] == d0 || tg->chan_dev[2 * c + 1] == d0) &&
+                    tg->bytes[t] > f->recv)
+                    f->recv = tg->bytes[t];
+            }
+        }
         if (kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_SENDGATHER &&
             tg->dur[t] > f->gather)
             f->gather = tg->dur[t];
+        /* a scatter-gather send's receive buffer holds the whole activation */
+        if (kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_SENDGATHER &&
+            tg->bytes[t] > f->recv)
+            f->recv = tg->bytes[t];
         if ((kind == SS_TASK_XFER || kind == SS_TASK_COLLECTIVE) && er->end[t] > t0)
             t0 = er->end[t];
     }
@@ -1099,6 +1113,7 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
 typedef struct pipe_ids {
     int *F, *B, *SF, *GF, *SB, *GB; /* [s * M + k]; -1 none */
     int *CF, *CB; /* the receiving device's share of a blocking send */
+    int *QB;      /* the last gradient send's wait for the network (no resource) */
 } pipe_ids;
 
 static int add(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int n_res, const int *res,
@@ -1131,10 +1146,13 @@ static void ileave(int j, int P, int v, int fwd, int *mb, int *c)
 
 /* Build and run the stage-level schedule; fills *end_b (per stage: end of
  * its last backward) and busy (per stage). */
-static int cmp_dbl(const void *a, const void *b)
+/* Memory events by time, frees first. */
+static int cmp_mev(const void *a, const void *b)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    const double *x = a, *y = b;
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return (x[1] > 0) - (y[1] > 0);
 }
 
 static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
@@ -1148,12 +1166,12 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     int64_t cells = (int64_t)C * M;
     if (cells > (1 << 24))
         return UNSUP("too many stage x micro-batch cells");
-    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(8 * cells), sizeof *h->ptask))
+    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(9 * cells), sizeof *h->ptask))
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     pipe_ids id = {h->ptask, h->ptask + cells, h->ptask + 2 * cells, h->ptask + 3 * cells,
                    h->ptask + 4 * cells, h->ptask + 5 * cells, h->ptask + 6 * cells,
-                   h->ptask + 7 * cells};
-    for (int64_t i = 0; i < 8 * cells; i++)
+                   h->ptask + 7 * cells, h->ptask + 8 * cells};
+    for (int64_t i = 0; i < 9 * cells; i++)
         h->ptask[i] = -1;
     ss_taskgraph *tg = h->ptg;
     ss_status st = ss_taskgraph_reset(tg, P, 3 * C, d);
@@ -1185,12 +1203,16 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
             int rf[2] = {P + 3 * c, prev}, rb[2] = {P + 3 * c + 1, s};
             int rg[1] = {P + 3 * c + 2}, rs[1] = {s}, rp[1] = {prev};
             int pf = prio_f(h->stg[prev].last, k), pb = prio_b(n_ops, h->stg[s].first, k);
-            double sb = lastk && c < P ? fin->send_last : fin->send;
+            /* the last micro-batch's gradient send first waits for the
+             * stage's all-reduces on the network (holding nothing) */
+            double sb = fin->send, q = lastk && c < P ? fin->send_last - fin->send : 0;
             if ((id.SF[i] = add(tg, SS_TASK_XFER, fin->send, pf, block ? 2 : 1, rf, c, k, d)) < 0 ||
                 (id.SB[i] = add(tg, SS_TASK_XFER, sb, pb, block ? 2 : 1, rb, c, k, d)) < 0)
                 return d->status;
             if (block && ((id.CF[i] = add(tg, SS_TASK_XFER, fin->send, pf, 1, rs, c, k, d)) < 0 ||
                           (id.CB[i] = add(tg, SS_TASK_XFER, sb, pb, 1, rp, c, k, d)) < 0))
+                return d->status;
+            if (q > 0 && (id.QB[i] = add(tg, SS_TASK_OTHER, q, pb, 0, NULL, c, k, d)) < 0)
                 return d->status;
             if (fin->gather > 0 &&
                 ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
@@ -1216,10 +1238,12 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
                 DEP(rf, id.F[i]);
                 DEP(id.F[ip], id.CF[i]);
                 DEP(id.CF[i], id.F[i]);
-                DEP(id.B[i], id.SB[i]);
+                int bq = id.QB[i] >= 0 ? id.QB[i] : id.B[i];
+                DEP(id.B[i], id.QB[i]);
+                DEP(bq, id.SB[i]);
                 DEP(id.SB[i], id.GB[i]);
                 DEP(rb, id.B[ip]);
-                DEP(id.B[i], id.CB[i]);
+                DEP(bq, id.CB[i]);
                 DEP(id.CB[i], id.B[ip]);
             }
         }
@@ -1283,33 +1307,49 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
         if (er->end[id.B[i]] > end_b[s])
             end_b[s] = er->end[id.B[i]];
     }
-    /* micro-batch passes in flight per device: the most forwards started
-     * (a forward starting as a backward ends reuses its memory) less the
-     * backwards ended */
+    /* memory beyond one micro-batch's peak, per device: a sweep over the
+     * passes' activations (held from a forward's start to its backward's
+     * end, 1/v of a micro-batch's per virtual stage) and the receive
+     * buffers of the stage sends (an activation's from its send's start to
+     * its forward's end, a gradient's from its send's start to the
+     * backward's start); frees before allocations at one instant */
     int nmv = M * V;
-    double *fs = ss_malloc((size_t)nmv * 2 * sizeof *fs);
-    if (!fs)
+    typedef struct mev {
+        double t, bytes;
+    } mev;
+    mev *ev = ss_malloc((size_t)nmv * 6 * sizeof *ev);
+    if (!ev)
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
-    double *be = fs + nmv;
     for (int s = 0; s < P; s++) {
+        const figs *f = &h->stg[s].f;
+        const figs *fn = s + 1 < P ? &h->stg[s + 1].f : NULL;
+        double A = f->held / V, R = f->recv, Rg = fn ? fn->recv : 0;
         int n = 0;
         for (int c = s; c < C; c += P)
-            for (int k = 0; k < M; k++, n++) {
-                fs[n] = er->start[id.F[(int64_t)c * M + k]];
-                be[n] = er->end[id.B[(int64_t)c * M + k]];
+            for (int k = 0; k < M; k++) {
+                int64_t i = (int64_t)c * M + k;
+                ev[n++] = (mev){er->start[id.F[i]], A};
+                ev[n++] = (mev){er->end[id.B[i]], -A};
+                if (id.SF[i] >= 0 && R > 0) {
+                    ev[n++] = (mev){er->start[id.SF[i]], R};
+                    ev[n++] = (mev){er->end[id.F[i]], -R};
+                }
+                if (c + 1 < C && id.SB[i + M] >= 0 && Rg > 0) {
+                    ev[n++] = (mev){er->start[id.SB[i + M]], Rg};
+                    ev[n++] = (mev){er->start[id.B[i]], -Rg};
+                }
             }
-        qsort(fs, (size_t)nmv, sizeof *fs, cmp_dbl);
-        qsort(be, (size_t)nmv, sizeof *be, cmp_dbl);
-        int best = 0;
-        for (int i = 0, j = 0; i < nmv; i++) {
-            while (j < nmv && be[j] <= fs[i])
-                j++;
-            if (i + 1 - j > best)
-                best = i + 1 - j;
+        qsort(ev, (size_t)n, sizeof *ev, cmp_mev);
+        double level = 0, top = 0;
+        for (int i = 0; i < n; i++) {
+            level += ev[i].bytes;
+            top = level > top ? level : top;
         }
-        infl[s] = best;
+        /* one micro-batch alone: its activations and its received input */
+        double one = V * A + R;
+        infl[s] = top > one ? top - one : 0;
     }
-    ss_free(fs);
+    ss_free(ev);
     *ntasks = tg->n_tasks;
     if (getenv("SS_HIER_DEBUG"))
         for (int64_t i = 0; i < cells; i++)
@@ -1330,6 +1370,7 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p, int v)
         k = mix(mix(k, (uint64_t)S->first), (uint64_t)S->last);
         k = mixd(mixd(mixd(k, f->fwd), f->bwd), f->bwd_last);
         k = mixd(mixd(mixd(k, f->send), f->send_last), f->gather);
+        k = mixd(mixd(k, f->held), f->recv);
     }
     return k ? k : 1;
 }
@@ -1489,7 +1530,6 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
         /* activations: one micro-batch's peak, plus what a micro-batch
          * holds between its passes times the others in flight (per
          * virtual stage: 1/v of it) */
-        double held = f->held / v, more = infl[s] - v;
         r->compute_us[i] = comp;
         r->comm_us[i] = comm;
         r->idle_us[i] = iter - comp;
@@ -1498,7 +1538,7 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
             r->exposed_comm_us[i] = 0;
         r->static_memory_bytes[i] = f->stat;
         r->weight_bytes[i] = f->weights;
-        r->peak_memory_bytes[i] = f->peak1 + (more > 0 ? more : 0) * held;
+        r->peak_memory_bytes[i] = f->peak1 + infl[s];
         if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
             r->fits = 0;
             r->overflow_device = i;

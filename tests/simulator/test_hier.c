@@ -148,11 +148,13 @@ static void test_golden_pipeline(void **state)
             assert_true(fabs(r.compute_us[dev] - (1536 + 48)) < 1e-2);
             assert_true(fabs(r.compute_us[dev] - fr.compute_us[dev]) < 1e-2);
             assert_true(fabs(r.static_memory_bytes[dev] - fr.static_memory_bytes[dev]) < 1);
+            /* within 1% (the model of in-flight activations and buffers
+             * is not the full sweep: docs/simulator.md) */
             if (fabs(r.peak_memory_bytes[dev] - fr.peak_memory_bytes[dev]) >=
-                1e-3 * fr.peak_memory_bytes[dev])
+                1e-2 * fr.peak_memory_bytes[dev])
                 print_error("sched %d dev %d peak %.6g full %.6g\n", sc, dev, r.peak_memory_bytes[dev], fr.peak_memory_bytes[dev]);
             assert_true(fabs(r.peak_memory_bytes[dev] - fr.peak_memory_bytes[dev]) <
-                        1e-3 * fr.peak_memory_bytes[dev]);
+                        1e-2 * fr.peak_memory_bytes[dev]);
         }
         /* blocks: the 4 linears of a stage, extrapolated from 1..3 */
         const ss_hier_stats *st = ss_hier_stats_of(h);
