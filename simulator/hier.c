@@ -37,6 +37,7 @@ typedef struct figs {
     double send_last; /* its gradient send to the previous stage, from its backward's end
                          (queueing behind the all-reduces on the network included) */
     double comp_fb;   /* d0's compute-stream busy time per micro-batch */
+    double comp_f;    /* its forward part */
     double comp_upd;  /* d0's compute-stream busy time once (updates) */
     double comm_mb;   /* collectives at d0 per micro-batch (tensor parallel) */
     double comm_once; /* gradient collectives at d0 */
@@ -969,6 +970,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             continue;
         if (kind == SS_TASK_FWD || kind == SS_TASK_BWD)
             f->comp_fb += tg->dur[t];
+        if (kind == SS_TASK_FWD)
+            f->comp_f += tg->dur[t];
         else if (kind == SS_TASK_UPDATE)
             f->comp_upd += tg->dur[t];
         else if (kind == SS_TASK_COLLECTIVE) {
@@ -1114,6 +1117,7 @@ typedef struct pipe_ids {
     int *F, *B, *SF, *GF, *SB, *GB; /* [s * M + k]; -1 none */
     int *CF, *CB; /* the receiving device's share of a blocking send */
     int *QB;      /* the last gradient send's wait for the network (no resource) */
+    int *FE, *BE; /* a pass's end: F / B, or (GPipe) its waits after its kernels */
 } pipe_ids;
 
 static int add(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int n_res, const int *res,
@@ -1144,15 +1148,22 @@ static void ileave(int j, int P, int v, int fwd, int *mb, int *c)
     *mb = grp * P + in % P;
 }
 
-/* Build and run the stage-level schedule; fills *end_b (per stage: end of
- * its last backward) and busy (per stage). */
-/* Memory events by time, frees first. */
+/* Build and run the stage-level schedule; fills, per stage, end_b (the end
+ * of its last backward), busy (the time its device is held by blocking
+ * sends), infl (memory beyond one micro-batch's peak). */
+/* A memory event: at t, the level steps by `step` and its rate of change
+ * by `slope`. */
+typedef struct mev {
+    double t, step, slope;
+} mev;
+
+/* By time; frees (negative steps) first. */
 static int cmp_mev(const void *a, const void *b)
 {
-    const double *x = a, *y = b;
-    if (x[0] != y[0])
-        return x[0] < y[0] ? -1 : 1;
-    return (x[1] > 0) - (y[1] > 0);
+    const mev *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return (x->step > 0) - (y->step > 0);
 }
 
 static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
@@ -1166,12 +1177,13 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     int64_t cells = (int64_t)C * M;
     if (cells > (1 << 24))
         return UNSUP("too many stage x micro-batch cells");
-    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(9 * cells), sizeof *h->ptask))
+    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(11 * cells), sizeof *h->ptask))
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     pipe_ids id = {h->ptask, h->ptask + cells, h->ptask + 2 * cells, h->ptask + 3 * cells,
                    h->ptask + 4 * cells, h->ptask + 5 * cells, h->ptask + 6 * cells,
-                   h->ptask + 7 * cells, h->ptask + 8 * cells};
-    for (int64_t i = 0; i < 9 * cells; i++)
+                   h->ptask + 7 * cells, h->ptask + 8 * cells, h->ptask + 9 * cells,
+                   h->ptask + 10 * cells};
+    for (int64_t i = 0; i < 11 * cells; i++)
         h->ptask[i] = -1;
     ss_taskgraph *tg = h->ptg;
     ss_status st = ss_taskgraph_reset(tg, P, 3 * C, d);
@@ -1190,9 +1202,26 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
             int64_t i = (int64_t)c * M + k;
             int r1[1] = {s};
             int lastk = k == M - 1;
-            if ((id.F[i] = add(tg, SS_TASK_FWD, fw, prio_f(h->stg[s].first, k), 1, r1, c, k, d)) < 0 ||
-                (id.B[i] = add(tg, SS_TASK_BWD, lastk ? bwl : bw, prio_b(n_ops, h->stg[s].last, k),
-                               1, r1, c, k, d)) < 0)
+            double bwk = lastk ? bwl : bw;
+            /* GPipe: a pass holds its device for its kernels only; its waits
+             * for tensor-parallel collectives follow, and other passes fill
+             * them (the full simulation interleaves them operator by
+             * operator). 1F1B: the pass holds the device throughout (its
+             * gating and backward-first queues keep passes apart). */
+            double kf = block ? fw : f->comp_f / V, kb = block ? bwk : (f->comp_fb - f->comp_f) / V;
+            if (kf > fw)
+                kf = fw;
+            if (kb > bwk)
+                kb = bwk;
+            int pf0 = prio_f(h->stg[s].first, k), pb0 = prio_b(n_ops, h->stg[s].last, k);
+            if ((id.F[i] = add(tg, SS_TASK_FWD, kf, pf0, 1, r1, c, k, d)) < 0 ||
+                (id.B[i] = add(tg, SS_TASK_BWD, kb, pb0, 1, r1, c, k, d)) < 0)
+                return d->status;
+            id.FE[i] = id.F[i];
+            id.BE[i] = id.B[i];
+            if (fw > kf && (id.FE[i] = add(tg, SS_TASK_OTHER, fw - kf, pf0, 0, NULL, c, k, d)) < 0)
+                return d->status;
+            if (bwk > kb && (id.BE[i] = add(tg, SS_TASK_OTHER, bwk - kb, pb0, 0, NULL, c, k, d)) < 0)
                 return d->status;
             if (c == 0)
                 continue;
@@ -1229,17 +1258,21 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     for (int c = 0; c < C; c++)
         for (int k = 0; k < M; k++) {
             int64_t i = (int64_t)c * M + k, ip = (int64_t)(c - 1) * M + k;
-            DEP(id.F[i], id.B[i]);
+            if (id.FE[i] != id.F[i])
+                DEP(id.F[i], id.FE[i]);
+            if (id.BE[i] != id.B[i])
+                DEP(id.B[i], id.BE[i]);
+            DEP(id.FE[i], id.B[i]);
             if (c > 0) {
                 int rf = id.GF[i] >= 0 ? id.GF[i] : id.SF[i];
                 int rb = id.GB[i] >= 0 ? id.GB[i] : id.SB[i];
-                DEP(id.F[ip], id.SF[i]);
+                DEP(id.FE[ip], id.SF[i]);
                 DEP(id.SF[i], id.GF[i]);
                 DEP(rf, id.F[i]);
-                DEP(id.F[ip], id.CF[i]);
+                DEP(id.FE[ip], id.CF[i]);
                 DEP(id.CF[i], id.F[i]);
-                int bq = id.QB[i] >= 0 ? id.QB[i] : id.B[i];
-                DEP(id.B[i], id.QB[i]);
+                int bq = id.QB[i] >= 0 ? id.QB[i] : id.BE[i];
+                DEP(id.BE[i], id.QB[i]);
                 DEP(bq, id.SB[i]);
                 DEP(id.SB[i], id.GB[i]);
                 DEP(rb, id.B[ip]);
@@ -1251,9 +1284,9 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
         /* program order of forwards; 1F1B: at most P - s micro-batches in flight */
         for (int s = 0; s < P; s++)
             for (int k = 1; k < M; k++) {
-                DEP(id.F[(int64_t)s * M + k - 1], id.F[(int64_t)s * M + k]);
+                DEP(id.FE[(int64_t)s * M + k - 1], id.F[(int64_t)s * M + k]);
                 if (block && k - (P - s) >= 0)
-                    DEP(id.B[(int64_t)s * M + k - (P - s)], id.F[(int64_t)s * M + k]);
+                    DEP(id.BE[(int64_t)s * M + k - (P - s)], id.F[(int64_t)s * M + k]);
             }
     } else {
         /* Megatron's interleaved 1F1B: per device an explicit order of
@@ -1304,20 +1337,19 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     }
     for (int64_t i = 0; i < cells; i++) {
         int s = (int)(i / M) % P;
-        if (er->end[id.B[i]] > end_b[s])
-            end_b[s] = er->end[id.B[i]];
+        if (er->end[id.BE[i]] > end_b[s])
+            end_b[s] = er->end[id.BE[i]];
+        busy[s] -= tg->dur[id.F[i]] + tg->dur[id.B[i]];
     }
     /* memory beyond one micro-batch's peak, per device: a sweep over the
-     * passes' activations (held from a forward's start to its backward's
-     * end, 1/v of a micro-batch's per virtual stage) and the receive
-     * buffers of the stage sends (an activation's from its send's start to
-     * its forward's end, a gradient's from its send's start to the
-     * backward's start); frees before allocations at one instant */
+     * passes' activations (1/v of a micro-batch's per virtual stage),
+     * allocated evenly over a forward and freed evenly over its backward
+     * as their operators run, and the receive buffers of the stage sends
+     * (an activation's from its send's start to its forward's end, a
+     * gradient's from its send's start to the backward's start); frees
+     * before allocations at one instant */
     int nmv = M * V;
-    typedef struct mev {
-        double t, bytes;
-    } mev;
-    mev *ev = ss_malloc((size_t)nmv * 6 * sizeof *ev);
+    mev *ev = ss_malloc((size_t)nmv * 8 * sizeof *ev);
     if (!ev)
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     for (int s = 0; s < P; s++) {
@@ -1328,21 +1360,34 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
         for (int c = s; c < C; c += P)
             for (int k = 0; k < M; k++) {
                 int64_t i = (int64_t)c * M + k;
-                ev[n++] = (mev){er->start[id.F[i]], A};
-                ev[n++] = (mev){er->end[id.B[i]], -A};
+                double f0 = er->start[id.F[i]], f1 = er->end[id.FE[i]];
+                double b0 = er->start[id.B[i]], b1 = er->end[id.BE[i]];
+                if (f1 > f0) {
+                    ev[n++] = (mev){f0, 0, A / (f1 - f0)};
+                    ev[n++] = (mev){f1, 0, -A / (f1 - f0)};
+                } else
+                    ev[n++] = (mev){f0, A, 0};
+                if (b1 > b0) {
+                    ev[n++] = (mev){b0, 0, -A / (b1 - b0)};
+                    ev[n++] = (mev){b1, 0, A / (b1 - b0)};
+                } else
+                    ev[n++] = (mev){b1, -A, 0};
                 if (id.SF[i] >= 0 && R > 0) {
-                    ev[n++] = (mev){er->start[id.SF[i]], R};
-                    ev[n++] = (mev){er->end[id.F[i]], -R};
+                    ev[n++] = (mev){er->start[id.SF[i]], R, 0};
+                    ev[n++] = (mev){f1, -R, 0};
                 }
                 if (c + 1 < C && id.SB[i + M] >= 0 && Rg > 0) {
-                    ev[n++] = (mev){er->start[id.SB[i + M]], Rg};
-                    ev[n++] = (mev){er->start[id.B[i]], -Rg};
+                    ev[n++] = (mev){er->start[id.SB[i + M]], Rg, 0};
+                    ev[n++] = (mev){b0, -Rg, 0};
                 }
             }
         qsort(ev, (size_t)n, sizeof *ev, cmp_mev);
-        double level = 0, top = 0;
+        double level = 0, slope = 0, top = 0, at = 0;
         for (int i = 0; i < n; i++) {
-            level += ev[i].bytes;
+            level += slope * (ev[i].t - at);
+            at = ev[i].t;
+            level += ev[i].step;
+            slope += ev[i].slope;
             top = level > top ? level : top;
         }
         /* one micro-batch alone: its activations and its received input */
@@ -1521,11 +1566,9 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
         }
         const figs *f = &h->stg[s].f;
         /* compute: the kernels of every pass, the updates, and the
-         * blocking sends (busy time of the stage's device beyond its
-         * forward and backward spans, which include waits for tensor-
-         * parallel collectives) */
-        double spans = M * (f->fwd + f->bwd) + (f->bwd_last - f->bwd);
-        double comp = M * f->comp_fb + f->comp_upd + (busy[s] - spans);
+         * blocking sends (the stage device's busy time in the stage-level
+         * schedule beyond its passes) */
+        double comp = M * f->comp_fb + f->comp_upd + busy[s];
         double comm = M * f->comm_mb + f->comm_once;
         /* activations: one micro-batch's peak, plus what a micro-batch
          * holds between its passes times the others in flight (per
