@@ -438,7 +438,7 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
             return UNSUP("stage %d has only graph inputs", s);
     /* keys; data edges must stay in a stage or go to the next one. An
      * input from the previous stage counts as made just before the stage's
-     * first op, so that a stage's first block looks like its others (its
+     * first op (graph inputs aside), so that a stage's first block looks like its others (its
      * sender's config enters the stage's sub-problem key apart) */
     for (int s = 0; s < P; s++)
         h->stg[s].ekey = 0x5E;
@@ -461,7 +461,7 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
             const ss_op *qo = ss_graph_op(g, q);
             if (qo->outputs[0] != t->id || ss_plan_config(p, q)->red > 1)
                 return UNSUP("stage %d receives \"%s\" in a form it cannot model", s, t->name);
-            k = mix(k, (uint64_t)(h->pos[o] + 1));
+            k = mix(k, (uint64_t)(h->pos[o] - h->pos[h->stg[s].first] + 1));
             uint64_t e = mix(mix(h->sig[q], (uint64_t)h->pos[o]),
                              cfg_key(h, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
             h->stg[s].ekey = mix(h->stg[s].ekey, e);
@@ -1127,6 +1127,33 @@ static int add(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int n_
     return ss_taskgraph_add(tg, &sp, d);
 }
 
+/* A pass of `span` us holding device s for `kern` us of kernels: n chunks,
+ * each its kernels then its share of the waits (holding nothing), so that
+ * other passes' chunks fill the waits. *first, *last: the chain's ends.
+ * Nonzero on error (d set). */
+static int add_pass(ss_taskgraph *tg, ss_task_kind kind, double kern, double span, int n, int prio,
+                    int s, int c, int k, int *first, int *last, ss_diag *d)
+{
+    int r1[1] = {s}, prev = -1;
+    double gap = span > kern ? (span - kern) / n : 0;
+    for (int j = 0; j < n; j++) {
+        int t = add(tg, kind, kern / n, prio, 1, r1, c, k, d);
+        if (t < 0 || (prev >= 0 && ss_taskgraph_add_dep(tg, prev, t, d) != SS_OK))
+            return -1;
+        if (j == 0)
+            *first = t;
+        prev = t;
+        if (gap > 0) {
+            int g = add(tg, SS_TASK_OTHER, gap, prio, 0, NULL, c, k, d);
+            if (g < 0 || ss_taskgraph_add_dep(tg, prev, g, d) != SS_OK)
+                return -1;
+            prev = g;
+        }
+    }
+    *last = prev;
+    return 0;
+}
+
 static int prio_f(int op, int k)
 {
     return op * MBP + (k < MBP - 1 ? k : MBP - 1);
@@ -1186,6 +1213,9 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     for (int64_t i = 0; i < 11 * cells; i++)
         h->ptask[i] = -1;
     ss_taskgraph *tg = h->ptg;
+    double *kern = busy; /* the passes' kernel time per device, until the run */
+    for (int s = 0; s < P; s++)
+        kern[s] = 0;
     ss_status st = ss_taskgraph_reset(tg, P, 3 * C, d);
     if (st != SS_OK)
         return st;
@@ -1200,7 +1230,6 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
         const figs *fin = s > 0 ? f : &h->stg[P > 1 ? 1 : 0].f;
         for (int k = 0; k < M; k++) {
             int64_t i = (int64_t)c * M + k;
-            int r1[1] = {s};
             int lastk = k == M - 1;
             double bwk = lastk ? bwl : bw;
             /* GPipe: a pass holds its device for its kernels only; its waits
@@ -1214,15 +1243,12 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
             if (kb > bwk)
                 kb = bwk;
             int pf0 = prio_f(h->stg[s].first, k), pb0 = prio_b(n_ops, h->stg[s].last, k);
-            if ((id.F[i] = add(tg, SS_TASK_FWD, kf, pf0, 1, r1, c, k, d)) < 0 ||
-                (id.B[i] = add(tg, SS_TASK_BWD, kb, pb0, 1, r1, c, k, d)) < 0)
+            int nch = block || !h->stg[s].reps ? 1 : h->stg[s].reps / V;
+            nch = nch < 1 ? 1 : nch > 32 ? 32 : nch;
+            if (add_pass(tg, SS_TASK_FWD, kf, fw, nch, pf0, s, c, k, &id.F[i], &id.FE[i], d) ||
+                add_pass(tg, SS_TASK_BWD, kb, bwk, nch, pb0, s, c, k, &id.B[i], &id.BE[i], d))
                 return d->status;
-            id.FE[i] = id.F[i];
-            id.BE[i] = id.B[i];
-            if (fw > kf && (id.FE[i] = add(tg, SS_TASK_OTHER, fw - kf, pf0, 0, NULL, c, k, d)) < 0)
-                return d->status;
-            if (bwk > kb && (id.BE[i] = add(tg, SS_TASK_OTHER, bwk - kb, pb0, 0, NULL, c, k, d)) < 0)
-                return d->status;
+            kern[s] += kf + kb;
             if (c == 0)
                 continue;
             /* a blocking send holds the sender from its pass's end and the
@@ -1258,10 +1284,6 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     for (int c = 0; c < C; c++)
         for (int k = 0; k < M; k++) {
             int64_t i = (int64_t)c * M + k, ip = (int64_t)(c - 1) * M + k;
-            if (id.FE[i] != id.F[i])
-                DEP(id.F[i], id.FE[i]);
-            if (id.BE[i] != id.B[i])
-                DEP(id.B[i], id.BE[i]);
             DEP(id.FE[i], id.B[i]);
             if (c > 0) {
                 int rf = id.GF[i] >= 0 ? id.GF[i] : id.SF[i];
@@ -1333,13 +1355,12 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     const ss_engine_result *er = ss_engine_result_of(h->e);
     for (int s = 0; s < P; s++) {
         end_b[s] = 0;
-        busy[s] = er->busy[s];
+        busy[s] = er->busy[s] - kern[s];
     }
     for (int64_t i = 0; i < cells; i++) {
         int s = (int)(i / M) % P;
         if (er->end[id.BE[i]] > end_b[s])
             end_b[s] = er->end[id.BE[i]];
-        busy[s] -= tg->dur[id.F[i]] + tg->dur[id.B[i]];
     }
     /* memory beyond one micro-batch's peak, per device: a sweep over the
      * passes' activations (1/v of a micro-batch's per virtual stage),

@@ -303,42 +303,47 @@ typedef struct acase {
     const char *plan;
     int gpipe;        /* switch the Megatron plan to GPipe (FIFO queues) */
     double tol;       /* relative, iteration time */
+    double mtol;      /* relative, peak memory per device */
 } acase;
 
 #define GPT "gpt:layers=8,hidden=1024,heads=16,seq=512"
 #define BERT "bert:layers=8,hidden=1024,heads=16,seq=512"
 
 static const acase cases[] = {
-    {GPT, 128, 4, "megatron:tp=8,pp=1,dp=4,mb=8", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=1,pp=2,dp=16,mb=8", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,sync=bulk", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=8,pp=4,dp=1,mb=8", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=4,pp=8,dp=1,mb=16", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8,distopt=1", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8,sp=1", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,recompute=selective", 0, 0.005},
-    {GPT, 128, 2, "megatron:tp=2,pp=2,dp=4,mb=4", 0, 0.005},
-    {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full", 0, 0.005},
-    {GPT, 128, 2, "megatron:tp=8,pp=2,dp=1,mb=16,sp=1", 0, 0.005},
-    {GPT, 128, 2, "megatron:tp=1,pp=8,dp=2,mb=16,sync=bulk", 0, 0.005},
-    {GPT, 128, 2, "megatron:tp=4,pp=2,dp=2,mb=8,recompute=selective,distopt=1", 0, 0.005},
-    {GPT, 128, 1, "megatron:tp=2,pp=4,dp=1,mb=8", 0, 0.005},
-    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 1, 0.005},
-    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 1, 0.005},
-    {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full,sync=bulk", 1, 0.005},
-    {BERT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 0, 0.005},
-    {BERT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 0, 0.005},
-    {BERT, 128, 4, "megatron:tp=4,pp=4,dp=2,mb=16,recompute=full", 0, 0.005},
-    {BERT, 128, 4, "megatron:tp=2,pp=2,dp=8,mb=4,sp=1", 0, 0.005},
-    {BERT, 128, 8, "megatron:tp=8,pp=4,dp=2,mb=8,distopt=1", 0, 0.005},
-    {BERT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8", 1, 0.005},
+    {GPT, 128, 4, "megatron:tp=8,pp=1,dp=4,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=1,pp=2,dp=16,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,sync=bulk", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=4,dp=1,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=4,pp=8,dp=1,mb=16", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8,distopt=1", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8,sp=1", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,recompute=selective", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=2,pp=2,dp=4,mb=4", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=8,pp=2,dp=1,mb=16,sp=1", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=1,pp=8,dp=2,mb=16,sync=bulk", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=4,pp=2,dp=2,mb=8,recompute=selective,distopt=1", 0, 0.005, 0.05},
+    {GPT, 128, 1, "megatron:tp=2,pp=4,dp=1,mb=8", 0, 0.005, 0.05},
+    /* GPipe: the full simulation interleaves different micro-batches'
+     * passes operator by operator (FIFO queues, no gating beyond the
+     * forwards' program order), the stage-level schedule block by block
+     * (docs/simulator.md, "Hierarchical evaluator"): within 4% and 15% */
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 1, 0.04, 0.15},
+    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 1, 0.04, 0.15},
+    {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full,sync=bulk", 1, 0.04, 0.15},
+    {BERT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=4,pp=4,dp=2,mb=16,recompute=full", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=2,pp=2,dp=8,mb=4,sp=1", 0, 0.005, 0.05},
+    {BERT, 128, 8, "megatron:tp=8,pp=4,dp=2,mb=8,distopt=1", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8", 1, 0.04, 0.15},
     /* one layer per stage, stages alternating intra- and inter-node sends:
      * the stage-level schedule lets a blocking send interrupt the busy
      * side at once, the full one at its next operator (docs/simulator.md,
      * "Hierarchical evaluator") */
-    {GPT, 128, 2, "megatron:tp=2,pp=8,dp=1,mb=8", 0, 0.015},
+    {GPT, 128, 2, "megatron:tp=2,pp=8,dp=1,mb=8", 0, 0.015, 0.05},
 };
 
 static void check_case(const acase *c)
@@ -381,14 +386,15 @@ static void check_case(const acase *c)
         assert_true(fabs(r.static_memory_bytes[i] - fr.static_memory_bytes[i]) <=
                     1e-9 * fr.static_memory_bytes[i] + 1);
         assert_true(fabs(r.weight_bytes[i] - fr.weight_bytes[i]) <= 1e-9 * fr.weight_bytes[i] + 1);
-        /* peak: the held activations times the micro-batches in flight
-         * (docs/simulator.md, "Hierarchical evaluator": within 5%) */
+        /* peak: one micro-batch's peak plus the other passes' activations
+         * and stage-send buffers in flight (docs/simulator.md,
+         * "Hierarchical evaluator") */
         if (fabs(r.peak_memory_bytes[i] - fr.peak_memory_bytes[i]) >
-            0.05 * fr.peak_memory_bytes[i])
+            c->mtol * fr.peak_memory_bytes[i])
             print_error("%s %s device %d: peak %.4g, full %.4g\n", c->model, c->plan, i,
                         r.peak_memory_bytes[i], fr.peak_memory_bytes[i]);
         assert_true(fabs(r.peak_memory_bytes[i] - fr.peak_memory_bytes[i]) <=
-                    0.05 * fr.peak_memory_bytes[i]);
+                    c->mtol * fr.peak_memory_bytes[i]);
         assert_true(r.capacity_bytes[i] == fr.capacity_bytes[i]);
     }
     assert_int_equal(r.fits, fr.fits);
