@@ -926,11 +926,6 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         if ((kind == SS_TASK_XFER || kind == SS_TASK_COLLECTIVE) && er->end[t] > t0)
             t0 = er->end[t];
     }
-    if (getenv("SS_HIER_DEBUG2"))
-        for (int t = 0; t < tg->n_tasks; t++)
-            if ((tg->kind[t] == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD) ||
-                tg->kind[t] == SS_TASK_UPDATE)
-                fprintf(stderr, "    sub s%d kk%d bulk%d: task %d kind %d op %d (%s) %.1f..%.1f dur %.1f bytes %.3g nres %d\n", s, kk, bulk, t, tg->kind[t], tg->op[t], tg->op[t] >= 0 ? ss_graph_op(x.sg, tg->op[t])->name : "-", er->start[t], er->end[t], tg->dur[t], tg->bytes[t], ss_taskgraph_n_res(tg, t));
     /* under bulk sync the tail runs from the barrier after every backward,
      * the stand-in sender's included (in the pipeline the barrier follows
      * every stage's last backward) */
@@ -999,8 +994,6 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
     }
     f->tasks = tg->n_tasks;
-    if (getenv("SS_HIER_DEBUG2"))
-        fprintf(stderr, "  sub s%d kk%d bulk%d: t0 %.1f fwd_end %.1f bwd_end %.1f last %.1f send_last %.1f\n", s, kk, bulk, t0, fwd_end, bwd_end, last, f->send_last);
 out:
     for (int i = 0; i < x.ntouched; i++)
         h->tmap[x.touched[i]] = -1;
@@ -1417,10 +1410,6 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     }
     ss_free(ev);
     *ntasks = tg->n_tasks;
-    if (getenv("SS_HIER_DEBUG"))
-        for (int64_t i = 0; i < cells; i++)
-            fprintf(stderr, "  c %d mb %d: F %.1f..%.1f B %.1f..%.1f\n", (int)(i / M), (int)(i % M),
-                    er->start[id.F[i]], er->end[id.F[i]], er->start[id.B[i]], er->end[id.B[i]]);
     return SS_OK;
 }
 
@@ -1522,13 +1511,8 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
                 h->st.block_ops = S->blk;
         }
     }
-    for (int s = 0; st == SS_OK && s < P; s++) {
+    for (int s = 0; st == SS_OK && s < P; s++)
         st = stage_figs(h, p, s, d);
-        if (getenv("SS_HIER_DEBUG")) {
-            const figs *f = &h->stg[s].f;
-            fprintf(stderr, "stage %d: n %d s0 %d blk %d reps %d | fwd %.1f bwd %.1f tail %.1f send %.1f gather %.1f comp_fb %.1f upd %.1f peak1 %.3g held %.3g\n", s, h->stg[s].n, h->stg[s].s0, h->stg[s].blk, h->stg[s].reps, f->fwd, f->bwd, f->tail, f->send, f->gather, f->comp_fb, f->comp_upd, f->peak1, f->held);
-        }
-    }
     int nd = ss_machine_n_devices(h->m);
     double *end_b = NULL, *busy = NULL, *infl = NULL;
     int64_t ptasks = 0;
@@ -1557,10 +1541,6 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
         double e = (set->sync == SS_SYNC_BULK ? maxb : end_b[s]) + h->stg[s].f.tail;
         iter = e > iter ? e : iter;
     }
-    if (getenv("SS_HIER_DEBUG"))
-        for (int s = 0; s < P; s++)
-            fprintf(stderr, "stage %d: last backward ends %.1f, tail %.1f -> %.1f\n", s, end_b[s],
-                    h->stg[s].f.tail, end_b[s] + h->stg[s].f.tail);
     h->st.stages = P;
     h->st.tasks += ptasks;
     snprintf(r->model, sizeof r->model, "%s", ss_graph_name(h->g));
