@@ -30,6 +30,13 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -78,47 +85,51 @@ int main(int argc, char **argv)
     ss_machine *m = NULL;
     ss_graph *g = NULL;
     ss_plan *p = NULL;
-    double t0 = now_ms();
+    double t0 = now_ms(), c0 = cpu_ms();
     if (ss_machine_load_nodes(topo, nodes, &m, &d) ||
         ss_model_build(model, batch, ss_machine_n_devices(m), &g, &d) ||
         ss_plan_from_spec(plan, g, m, &p, &d)) {
         fprintf(stderr, "bench_hier: %s\n", d.msg);
         return 1;
     }
-    double t_setup = now_ms() - t0;
+    double t_setup = now_ms() - t0, c_setup = cpu_ms() - c0;
     ss_costmodel *cm = ss_cost_new(m);
     ss_hier_options o = {v};
     ss_sim_result r = {0};
     t0 = now_ms();
+    c0 = cpu_ms();
     ss_hier *h = ss_hier_new(g, m, cm, NULL);
     if (!h || ss_hier_eval(h, p, &o, &r, &d)) {
         fprintf(stderr, "bench_hier: %s\n", h ? d.msg : "out of memory");
         return 1;
     }
-    double t_cold = now_ms() - t0;
+    double t_cold = now_ms() - t0, c_cold = cpu_ms() - c0;
     ss_hier_stats cold = *ss_hier_stats_of(h);
-    double *w = malloc((size_t)reps * sizeof *w);
+    double *w = malloc((size_t)reps * 2 * sizeof *w), *wc = w + reps;
     for (int i = 0; i < reps; i++) {
         t0 = now_ms();
+        c0 = cpu_ms();
         if (ss_hier_eval(h, p, &o, &r, &d)) {
             fprintf(stderr, "bench_hier: %s\n", d.msg);
             return 1;
         }
         w[i] = now_ms() - t0;
+        wc[i] = cpu_ms() - c0;
     }
     qsort(w, (size_t)reps, sizeof *w, cmp_d);
+    qsort(wc, (size_t)reps, sizeof *wc, cmp_d);
     const ss_hier_stats *hs = ss_hier_stats_of(h);
     double peak = 0;
     for (int i = 0; i < r.n_devices; i++)
         peak = r.peak_memory_bytes[i] > peak ? r.peak_memory_bytes[i] : peak;
     printf("model %s, %d devices, plan %s\n", model, r.n_devices, plan);
-    printf("setup (model, topology, plan) %.1f ms\n", t_setup);
+    printf("setup (model, topology, plan) %.1f ms wall, %.1f ms CPU\n", t_setup, c_setup);
     printf("hier: iteration %.3f ms, max peak memory %.3f GiB, fits %d\n", r.iteration_us / 1e3,
            peak / 1073741824.0, r.fits);
-    printf("hier: cold %.3f ms (%d sub-problems, %lld tasks), warm median %.4f ms (min %.4f, "
-           "max %.4f, %d reps; %d memo hits)\n",
-           t_cold, cold.sub_sims, (long long)cold.tasks, w[reps / 2], w[0], w[reps - 1], reps,
-           hs->memo_hits);
+    printf("hier: cold %.3f ms wall, %.3f ms CPU (%d sub-problems, %lld tasks); warm median "
+           "%.4f ms wall (min %.4f, max %.4f), %.4f ms CPU (min %.4f), %d reps, %d memo hits\n",
+           t_cold, c_cold, cold.sub_sims, (long long)cold.tasks, w[reps / 2], w[0], w[reps - 1],
+           wc[reps / 2], wc[0], reps, hs->memo_hits);
     printf("hier: %d stages, %d blocks of %d ops, %d stages simulated whole\n", hs->stages,
            hs->blocks, hs->block_ops, cold.full_stages);
     if (full) {
