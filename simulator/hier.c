@@ -58,7 +58,6 @@ typedef struct stageinfo {
     int base;            /* first device (lowest id) */
     int first, last;     /* first non-input op and last op (ids) */
     int s0, blk, reps;   /* repeated blocks: positions s0 .. s0 + reps*blk - 1 (reps 0: none) */
-    int ndev;            /* devices */
     uint64_t ekey;       /* the activations it receives: senders' ops and configs */
     figs f;
 } stageinfo;
@@ -68,8 +67,7 @@ typedef struct stageinfo {
 typedef struct pentry {
     uint64_t key;
     int P;
-    double *end_b, *busy, *infl; /* [P]; infl: memory beyond one micro-batch's peak */
-    int64_t ntasks;
+    double *end_b, *busy, *infl; /* [P]; as pipeline() fills them */
 } pentry;
 
 struct ss_hier {
@@ -347,7 +345,7 @@ static int sample_dim(const ss_graph *g, const ss_op *op)
 
 /* Check the plan's form, fill per-op sample dims and stages, per-device
  * stages, the stages' op lists, devices and per-op keys. */
-static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
+static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
 {
     const ss_graph *g = h->g;
     const ss_machine *m = h->m;
@@ -431,7 +429,6 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
             stageinfo *S = &h->stg[h->devstage[i]];
             if (S->base < 0)
                 S->base = i;
-            S->ndev++;
         }
     for (int s = 0; s < P; s++)
         if (h->stg[s].first < 0)
@@ -476,7 +473,6 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, int *D_out, ss_diag *d)
             }
         h->key[o] = k;
     }
-    *D_out = D;
     return SS_OK;
 }
 
@@ -514,6 +510,22 @@ static int kept(const stageinfo *S, int j, int kk)
     return !S->reps || j < S->s0 + kk * S->blk || j >= S->s0 + S->reps * S->blk;
 }
 
+/* Whether stage s reads a weight that a lower stage reads too (a tied
+ * embedding's output layer): that weight's gradient is synchronised after
+ * the lower stage's last backward, with the lower stage's figures. */
+static int shares_down(const ss_hier *h, int s)
+{
+    const stageinfo *S = &h->stg[s];
+    for (int j = 0; j < S->n; j++) {
+        const ss_op *op = ss_graph_op(h->g, h->sops[S->off + j]);
+        for (int w = 0; w < op->n_w; w++)
+            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++)
+                if (h->stage[h->wr_ops[r]] < s)
+                    return 1;
+    }
+    return 0;
+}
+
 /* Key of stage s's sub-problem with kk blocks. */
 static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
 {
@@ -534,6 +546,7 @@ static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
     k = mix(k, (uint64_t)set->distopt);
     k = mix(k, (uint64_t)ss_machine_device(h->m, S->base)->type);
     k = mix(k, (uint64_t)h->cfg.skip_memory);
+    k = mix(k, (uint64_t)shares_down(h, s));
     return k ? k : 1;
 }
 
@@ -549,22 +562,6 @@ static void scale_attrs(const ss_tensor *out, int mb, ss_op_attrs *a)
  * and extract its figures. bulk: the gradient synchronisation waits for
  * the end of the backward (the sync mode is bulk), so that the backward
  * span is that of a micro-batch whose gradients are not synchronised. */
-/* Whether stage s reads a weight that a lower stage reads too (a tied
- * embedding's output layer): that weight's gradient is synchronised after
- * the lower stage's last backward, with the lower stage's figures. */
-static int shares_down(const ss_hier *h, int s)
-{
-    const stageinfo *S = &h->stg[s];
-    for (int j = 0; j < S->n; j++) {
-        const ss_op *op = ss_graph_op(h->g, h->sops[S->off + j]);
-        for (int w = 0; w < op->n_w; w++)
-            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++)
-                if (h->stage[h->wr_ops[r]] < s)
-                    return 1;
-    }
-    return 0;
-}
-
 /* In stage s's sub-problem (built into h->tg), the synchronisation of a
  * weight shared with a lower stage takes no time: in the pipeline it waits
  * for that stage's last backward and is counted there (the lowest stage
@@ -1426,6 +1423,7 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p, int v)
         k = mixd(mixd(mixd(k, f->fwd), f->bwd), f->bwd_last);
         k = mixd(mixd(mixd(k, f->send), f->send_last), f->gather);
         k = mixd(mixd(k, f->held), f->recv);
+        k = mixd(mixd(mix(k, (uint64_t)S->reps), f->comp_fb), f->comp_f);
     }
     return k ? k : 1;
 }
@@ -1498,8 +1496,7 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
                      M, P);
     ss_hier_stats st0 = h->st;
     memset(&h->st, 0, sizeof h->st);
-    int D;
-    ss_status st = analyse(h, p, &D, d);
+    ss_status st = analyse(h, p, d);
     for (int s = 0; st == SS_OK && s < P; s++) {
         stageinfo *S = &h->stg[s];
         find_blocks(h, S);
@@ -1589,7 +1586,6 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
             r->overflow_bytes = r->peak_memory_bytes[i] - r->capacity_bytes[i];
         }
     }
-    (void)D;
     ss_free(end_b);
     return SS_OK;
 }
