@@ -84,6 +84,7 @@ struct ss_hier {
     uint64_t *sig;            /* per op: ss_op_signature */
     int *sd, *stage, *pos;    /* per op */
     uint64_t *key;            /* per op */
+    uint64_t *psum, *pwsum;   /* per op: place_sums of its devices */
     int *sops;                /* ops grouped by stage */
     int *devstage;            /* per device */
     int *tmap;                /* per tensor: sub-graph tensor, -1 */
@@ -143,6 +144,8 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->stage = ss_calloc(no, sizeof *h->stage);
     h->pos = ss_calloc(no, sizeof *h->pos);
     h->key = ss_calloc(no, sizeof *h->key);
+    h->psum = ss_calloc(no, sizeof *h->psum);
+    h->pwsum = ss_calloc(no, sizeof *h->pwsum);
     h->sops = ss_calloc(no, sizeof *h->sops);
     h->subop = ss_calloc(no, sizeof *h->subop);
     h->devstage = ss_calloc(nd, sizeof *h->devstage);
@@ -151,7 +154,8 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->ptg = ss_taskgraph_new(0, 0);
     h->mm = ss_memory_new();
     h->e = ss_engine_new();
-    if (!h->dhost || !h->drank || !h->sig || !h->sd || !h->stage || !h->pos || !h->key || !h->sops || !h->subop || !h->devstage ||
+    if (!h->dhost || !h->drank || !h->sig || !h->sd || !h->stage || !h->pos || !h->key ||
+        !h->psum || !h->pwsum || !h->sops || !h->subop || !h->devstage ||
         !h->tmap || !h->tg || !h->ptg || !h->mm || !h->e) {
         ss_hier_free(h);
         return NULL;
@@ -209,6 +213,8 @@ void ss_hier_free(ss_hier *h)
     ss_free(h->stage);
     ss_free(h->pos);
     ss_free(h->key);
+    ss_free(h->psum);
+    ss_free(h->pwsum);
     ss_free(h->sops);
     ss_free(h->subop);
     ss_free(h->ext_ops);
@@ -292,25 +298,49 @@ static void layout(const ss_pconfig *c, int sd, int *outer, int *inner)
     *inner = in;
 }
 
-/* Hash of c restricted to micro-batch 0 of every data-parallel rank, its
- * devices relative to base: host offset and local rank. */
-static uint64_t cfg_key(const ss_hier *h, const ss_pconfig *c, int sd, int mb, int base)
+#define PLACE_C 0x10000u            /* a device's place: host * PLACE_C + local rank */
+#define PLACE_A 0x9e3779b97f4a7c15ULL /* position weights: powers of this (odd) */
+
+/* The devices of c restricted to micro-batch 0 of every data-parallel
+ * rank, as a position-weighted sum of their places (mod 2^64): *sum =
+ * sum_j A^j (host_j * C + rank_j), *wsum = sum_j A^j. Relative to a base
+ * device on host hb the sum is *sum - hb * C * *wsum, so the scan that
+ * reads the devices once (analyse) can hash them before the stage's base
+ * device is known. */
+static void place_sums(const ss_hier *h, const int *row, int n, uint64_t *pw, uint64_t *sum,
+                       uint64_t *wsum)
+{
+    for (int j = 0; j < n; j++) {
+        int dev = row[j];
+        *sum += *pw * ((uint64_t)(uint32_t)h->dhost[dev] * PLACE_C + (uint32_t)h->drank[dev]);
+        *wsum += *pw;
+        *pw *= PLACE_A;
+    }
+}
+
+/* Hash of c's degrees and its devices' places (place_sums) relative to
+ * the host of device base. */
+static uint64_t cfg_hash(const ss_hier *h, const ss_pconfig *c, uint64_t sum, uint64_t wsum,
+                         int base)
 {
     uint64_t k = mix(0x51, (uint64_t)c->ndim);
     for (int i = 0; i < c->ndim; i++)
         k = mix(k, (uint64_t)c->deg[i]);
     k = mix(mix(k, (uint64_t)c->red), (uint64_t)c->rep);
+    return mix(k, sum - (uint64_t)(uint32_t)h->dhost[base] * PLACE_C * wsum);
+}
+
+/* Hash of c restricted to micro-batch 0 of every data-parallel rank, its
+ * devices relative to base: host offset and local rank. */
+static uint64_t cfg_key(const ss_hier *h, const ss_pconfig *c, int sd, int mb, int base)
+{
     int outer, inner, ds = c->deg[sd];
+    uint64_t pw = 1, sum = 0, wsum = 0;
     layout(c, sd, &outer, &inner);
     for (int o = 0; o < outer; o++)
         for (int i = 0; i < ds; i += mb)
-            for (int j = 0; j < inner; j++)
-            {
-                int dev = c->devices[((int64_t)o * ds + i) * inner + j];
-                k = mix(k, ((uint64_t)(uint32_t)(h->dhost[dev] - h->dhost[base]) << 32) |
-                               (uint32_t)h->drank[dev]);
-            }
-    return k;
+            place_sums(h, c->devices + ((int64_t)o * ds + i) * inner, inner, &pw, &sum, &wsum);
+    return cfg_hash(h, c, sum, wsum, base);
 }
 
 /* c restricted to micro-batch 0 of every data-parallel rank into out, its
@@ -382,6 +412,8 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
         h->stage[o] = c->stage;
         h->stg[c->stage].n++;
         int outer, inner, ds = c->deg[sd];
+        uint64_t pw = 1;
+        h->psum[o] = h->pwsum[o] = 0;
         layout(c, sd, &outer, &inner);
         for (int oo = 0; oo < outer; oo++)
             for (int i = 0; i < ds; i += M) {
@@ -391,6 +423,7 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
                     return UNSUP("operator \"%s\" runs its micro-batches on different "
                                  "devices",
                                  op->name);
+                place_sums(h, row, inner, &pw, &h->psum[o], &h->pwsum[o]);
                 for (int j = 0; j < inner; j++) {
                     int dev = row[j];
                     if (h->devstage[dev] < 0) {
@@ -442,8 +475,8 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(g, o);
         int s = h->stage[o];
-        uint64_t k = mix(h->sig[o], cfg_key(h, ss_plan_config(p, o), h->sd[o], M,
-                                            h->stg[s].base));
+        uint64_t k = mix(h->sig[o], cfg_hash(h, ss_plan_config(p, o), h->psum[o], h->pwsum[o],
+                                             h->stg[s].base));
         for (int i = 0; i < op->n_in; i++) {
             const ss_tensor *t = ss_graph_tensor(g, op->inputs[i]);
             int q = t->producer;
