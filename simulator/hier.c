@@ -1075,12 +1075,30 @@ static int periodic(const figs *a, const figs *b, const figs *c)
  * 2, 3 extrapolated to the stage's blocks when every time figure grows by
  * the same amount per block, else (or with at most 3 blocks) the whole
  * stage. */
+/* Whether stage s's blocks are independent: no weight read by a block op
+ * is read by another op (unrolled recurrent steps share their weights:
+ * their gradients accumulate across blocks, so fewer blocks are not a
+ * smaller copy of the stage). */
+static int independent_blocks(const ss_hier *h, const stageinfo *S)
+{
+    for (int j = S->s0; j < S->s0 + S->reps * S->blk; j++) {
+        const ss_op *op = ss_graph_op(h->g, h->sops[S->off + j]);
+        for (int w = 0; w < op->n_w; w++)
+            if (h->wr_off[op->weights[w] + 1] - h->wr_off[op->weights[w]] > 1)
+                return 0;
+    }
+    return 1;
+}
+
 static ss_status extrapolated(ss_hier *h, const ss_plan *p, int s, int bulk, figs *out,
                               ss_diag *d)
 {
     stageinfo *S = &h->stg[s];
     ss_status st;
-    if (S->reps > 3) {
+    int indep = independent_blocks(h, S);
+    if (!indep)
+        h->st.full_stages++;
+    if (S->reps > 3 && indep) {
         figs f[3];
         for (int k = 0; k < 3; k++)
             if ((st = sub_one(h, p, s, k + 1, bulk, &f[k], d)) != SS_OK)

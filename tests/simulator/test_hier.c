@@ -298,7 +298,7 @@ static void test_unsupported(void **state)
 typedef struct acase {
     const char *model;
     long batch;
-    int nodes;        /* of dgx-a100 (8 A100s each) */
+    int nodes;        /* of dgx-a100 (8 A100s each); 0: p100x16 */
     const char *plan;
     int gpipe;        /* switch the Megatron plan to GPipe (FIFO queues) */
     double tol;       /* relative, iteration time */
@@ -343,6 +343,13 @@ static const acase cases[] = {
      * side at once, the full one at its next operator (docs/simulator.md,
      * "Hierarchical evaluator") */
     {GPT, 128, 2, "megatron:tp=2,pp=8,dp=1,mb=8", 0, 0.015, 0.05},
+    /* FlexFlow's models, data parallel on 16 P100s: blocks found in resnet
+     * and the unrolled RNNs; rnnlm's steps share their weights (no
+     * extrapolation: the whole stage is simulated) */
+    {"resnet101", 0, 0, "data-parallel", 0, 0.005, 0.05},
+    {"rnnlm", 0, 0, "data-parallel", 0, 0.005, 0.05},
+    {"nmt", 0, 0, "data-parallel", 0, 0.005, 0.05},
+    {"mlp", 0, 0, "data-parallel", 0, 0.005, 0.05},
 };
 
 static void check_case(const acase *c)
@@ -352,10 +359,15 @@ static void check_case(const acase *c)
     ss_machine *m = NULL;
     ss_graph *g = NULL;
     ss_plan *p = NULL;
-    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), c->nodes,
-                                           &m, &d),
+    if (c->nodes)
+        assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"),
+                                               c->nodes, &m, &d),
+                         SS_OK);
+    else
+        assert_int_equal(ss_machine_load(ss_test_path("topologies/p100x16.json"), &m, &d), SS_OK);
+    assert_int_equal(ss_model_build(c->model, c->batch, c->nodes ? ss_machine_n_devices(m) : 1,
+                                    &g, &d),
                      SS_OK);
-    assert_int_equal(ss_model_build(c->model, c->batch, ss_machine_n_devices(m), &g, &d), SS_OK);
     assert_int_equal(ss_plan_from_spec(c->plan, g, m, &p, &d), SS_OK);
     if (c->gpipe) {
         ss_plan_settings_of(p)->schedule = SS_PIPE_GPIPE;
