@@ -1630,7 +1630,8 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
             r->exposed_comm_us[i] = 0;
         r->static_memory_bytes[i] = f->stat;
         r->weight_bytes[i] = f->weights;
-        r->peak_memory_bytes[i] = f->peak1 + infl[s];
+        /* skip_memory: static memory only, as ss_sim gives it */
+        r->peak_memory_bytes[i] = h->cfg.skip_memory ? f->stat : f->peak1 + infl[s];
         if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
             r->fits = 0;
             r->overflow_device = i;

@@ -234,6 +234,16 @@ static void test_memo(void **state)
     for (int i = 0; i < a.n_devices; i++)
         assert_true(a.peak_memory_bytes[i] == b.peak_memory_bytes[i] &&
                     a.compute_us[i] == b.compute_us[i]);
+    /* skip_memory: peaks are the static memory, as ss_sim gives them */
+    ss_sim_config cfg = {0};
+    cfg.skip_memory = 1;
+    ss_hier *hs = ss_hier_new(f.g, f.m, f.cm, &cfg);
+    assert_int_equal(ss_hier_eval(hs, p, NULL, &b, &d), SS_OK);
+    assert_true(b.iteration_us == a.iteration_us);
+    for (int i = 0; i < b.n_devices; i++)
+        assert_true(b.peak_memory_bytes[i] == b.static_memory_bytes[i] &&
+                    b.peak_memory_bytes[i] < a.peak_memory_bytes[i]);
+    ss_hier_free(hs);
     ss_sim_result_clear(&a);
     ss_sim_result_clear(&b);
     ss_plan_free(p);
