@@ -1240,7 +1240,9 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     const ss_plan_settings *set = ss_plan_settings_get(p);
     int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
     int n_ops = ss_graph_n_ops(h->g);
-    int block = set->schedule == SS_PIPE_1F1B;
+    /* blocking stage sends: non-interleaved 1F1B only (the interleaved
+     * schedule overlaps its sends: Megatron's overlap_p2p_comm) */
+    int block = set->schedule == SS_PIPE_1F1B && !(v > 1);
     int V = v > 1 ? v : 1, C = P * V; /* virtual stages */
     int64_t cells = (int64_t)C * M;
     if (cells > (1 << 24))
@@ -1352,42 +1354,45 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
                     DEP(id.BE[(int64_t)s * M + k - (P - s)], id.F[(int64_t)s * M + k]);
             }
     } else {
-        /* Megatron's interleaved 1F1B: per device an explicit order of
-         * warm-up forwards, then one forward and one backward, then the
-         * remaining backwards */
+        /* Megatron's interleaved 1F1B over chunk-steps, as the full
+         * simulation orders it (docs/simulator.md, "Pipelines and
+         * schedules"): forward steps in sequence, backward steps in
+         * sequence, forward step k after backward step k - W - 1 and
+         * backward step i after forward step min(i + W, total - 1), W =
+         * (p - s - 1) * 2 + (v - 1) * p the warm-up of stage s (all steps
+         * when m = p) */
         int total = M * V;
         for (int s = 0; s < P; s++) {
-            int warm = (P - s - 1) * 2 + (V - 1) * P;
-            if (warm > total)
-                warm = total;
-            int prev = -1, nf = 0, nb = 0;
-            (void)nb;
-            for (int j = 0; j < 2 * total; j++) {
-                /* warm-up forwards, then forward/backward pairs, then backwards */
-                int doF = j < warm || (j < 2 * total - warm && (j - warm) % 2 == 0);
-                /* each pass is followed by its send (Megatron sends right
-                 * after each step) */
-                int mb, ch, t, snd;
-                if (doF) {
-                    ileave(nf++, P, V, 1, &mb, &ch);
-                    int c = ch * P + s;
-                    t = id.F[(int64_t)c * M + mb];
-                    snd = c + 1 < C ? id.SF[(int64_t)(c + 1) * M + mb] : -1;
-                } else {
-                    ileave(nb++, P, V, 0, &mb, &ch);
-                    int c = ch * P + s;
-                    t = id.B[(int64_t)c * M + mb];
-                    snd = c > 0 ? id.SB[(int64_t)c * M + mb] : -1;
+            int W = M == P ? total : (P - s - 1) * 2 + (V - 1) * P;
+            if (W > total)
+                W = total;
+            for (int j = 0; j < total; j++) {
+                int mb, ch, fj, bj;
+                ileave(j, P, V, 1, &mb, &ch);
+                fj = id.F[(int64_t)(ch * P + s) * M + mb];
+                ileave(j, P, V, 0, &mb, &ch);
+                bj = id.B[(int64_t)(ch * P + s) * M + mb];
+                if (j > 0) {
+                    ileave(j - 1, P, V, 1, &mb, &ch);
+                    DEP(id.FE[(int64_t)(ch * P + s) * M + mb], fj);
+                    ileave(j - 1, P, V, 0, &mb, &ch);
+                    DEP(id.BE[(int64_t)(ch * P + s) * M + mb], bj);
                 }
-                DEP(prev, t);
-                prev = snd >= 0 ? snd : t;
+                if (j - W - 1 >= 0) {
+                    ileave(j - W - 1, P, V, 0, &mb, &ch);
+                    DEP(id.BE[(int64_t)(ch * P + s) * M + mb], fj);
+                }
+                int fk = j + W < total ? j + W : total - 1;
+                ileave(fk, P, V, 1, &mb, &ch);
+                DEP(id.FE[(int64_t)(ch * P + s) * M + mb], bj);
             }
         }
     }
 #undef DEP
     if ((st = ss_taskgraph_finalize(tg, d)) != SS_OK)
         return st;
-    ss_engine_config ec = {.policy = block || set->queue == SS_QUEUE_BACKWARD_FIRST
+    ss_engine_config ec = {.policy = set->schedule == SS_PIPE_1F1B ||
+                                             set->queue == SS_QUEUE_BACKWARD_FIRST
                                          ? SS_QUEUE_BACKWARD_FIRST
                                          : SS_QUEUE_FIFO,
                            .stop = h->cfg.stop, .stop_ctx = h->cfg.stop_ctx};
