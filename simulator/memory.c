@@ -293,6 +293,11 @@ int ss_memory_n_intervals(const ss_memory *mm)
     return mm->n_iv;
 }
 
+const ss_mem_interval *ss_memory_interval(const ss_memory *mm, int i)
+{
+    return &mm->iv[i];
+}
+
 double ss_memory_weight_bytes(const ss_memory *mm, int dev)
 {
     return dev >= 0 && dev < mm->n_devices ? mm->weights[dev] : 0;

@@ -101,6 +101,9 @@ ss_status ss_memory_sweep_ranked(ss_memory *mm, const int32_t *start_rank,
 
 int ss_memory_n_devices(const ss_memory *mm);
 int ss_memory_n_intervals(const ss_memory *mm);
+/* Interval i (0 <= i < ss_memory_n_intervals), borrowed until the next add
+ * or reset. */
+const ss_mem_interval *ss_memory_interval(const ss_memory *mm, int i);
 /* Static bytes of device dev: weights alone, and weights + grads + optimizer. */
 double ss_memory_weight_bytes(const ss_memory *mm, int dev);
 double ss_memory_static_bytes(const ss_memory *mm, int dev);

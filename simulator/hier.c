@@ -1,0 +1,1648 @@
+/*
+ * hier.c — the hierarchical evaluator (hier.h): repeated blocks simulated
+ * once per distinct sub-problem with the task-graph builder and engine, the
+ * pipeline at stage x micro-batch granularity by the same engine.
+ *
+ * Invariant: an evaluation reads the plan, never changes it; every figure
+ * it reports comes from a sub-problem simulation (memoized by content) or
+ * from the stage-level schedule, so two evaluations of one plan give
+ * bit-identical results whatever the memo held.
+ */
+#include "simulator/hier.h"
+
+#include "simulator/build.h"
+#include "simulator/engine.h"
+#include "simulator/memory.h"
+#include "simulator/report.h"
+#include "simulator/taskgraph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MBP 1024        /* priorities: micro-batch slots per op, as build.c's MB_CLAMP + 1 */
+#define MEMO_MAX 4096   /* memo entries before it is cleared */
+#define PERIOD_TOL 1e-6 /* relative tolerance of the periodicity check */
+
+/* What one sub-problem (a stage's ops for one micro-batch) gives, for the
+ * stage's first device d0. Doubles only: extrapolated field by field. */
+typedef struct figs {
+    double fwd;       /* forward span of one micro-batch (after its input arrived) */
+    double bwd;       /* backward span (recompute included) */
+    double tail;      /* from the last backward's end to the last sync/update end */
+    double send;      /* the incoming stage send, per rank (0: none) */
+    double gather;    /* the all-gather after a scatter-gather send (0: none) */
+    double bwd_last;  /* backward span of the last micro-batch (its gradients synchronised) */
+    double send_last; /* its gradient send to the previous stage, from its backward's end
+                         (queueing behind the all-reduces on the network included) */
+    double comp_fb;   /* d0's compute-stream busy time per micro-batch */
+    double comp_f;    /* its forward part */
+    double comp_upd;  /* d0's compute-stream busy time once (updates) */
+    double comm_mb;   /* collectives at d0 per micro-batch (tensor parallel) */
+    double comm_once; /* gradient collectives at d0 */
+    double stat, weights, peak1, held; /* memory of d0: static, weights, peak of one
+                                          micro-batch, bytes held at the forward's end */
+    double recv;      /* bytes d0 receives from the previous stage per micro-batch */
+    double tasks;     /* tasks simulated */
+} figs;
+#define NFIG ((int)(sizeof(figs) / sizeof(double)))
+
+typedef struct mentry {
+    uint64_t key;
+    figs f;
+} mentry;
+
+typedef struct stageinfo {
+    int n, off;          /* ops: h->sops[off .. off + n) (op ids, ascending) */
+    int base;            /* first device (lowest id) */
+    int first, last;     /* first non-input op and last op (ids) */
+    int s0, blk, reps;   /* repeated blocks: positions s0 .. s0 + reps*blk - 1 (reps 0: none) */
+    uint64_t ekey;       /* the activations it receives: senders' ops and configs */
+    figs f;
+} stageinfo;
+
+#define PMEMO 8 /* stage-level schedules remembered */
+
+typedef struct pentry {
+    uint64_t key;
+    int P;
+    double *end_b, *busy, *infl; /* [P]; as pipeline() fills them */
+} pentry;
+
+struct ss_hier {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    ss_sim_config cfg;
+    ss_hier_stats st;
+    /* memo */
+    mentry *memo;
+    int memo_cap, memo_n;
+    /* scratch */
+    int *dhost, *drank;       /* per device: host, local rank */
+    uint64_t *sig;            /* per op: ss_op_signature */
+    int *sd, *stage, *pos;    /* per op */
+    uint64_t *key;            /* per op */
+    uint64_t *psum, *pwsum;   /* per op: place_sums of its devices */
+    int *sops;                /* ops grouped by stage */
+    int *devstage;            /* per device */
+    int *tmap;                /* per tensor: sub-graph tensor, -1 */
+    int *subop;               /* per stage position: sub-graph op, -1 dropped */
+    int *ext_ops;             /* per sub op: SUB_OWN, SUB_RECV or SUB_PEER */
+    int *wr_off, *wr_ops;     /* per weight tensor: the ops that read it (CSR) */
+    int cap_ext;
+    int *devs;
+    int cap_devs;
+    stageinfo *stg;
+    int cap_stg;
+    double *peak;
+    int cap_peak;
+    int *ptask;               /* pipeline task ids */
+    int cap_ptask;
+    pentry pmemo[PMEMO];
+    int pnext;
+    ss_taskgraph *tg, *ptg; /* sub-problems; the pipeline */
+    ss_memory *mm;
+    ss_engine *e;
+};
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0x100000001b3ULL;
+}
+
+static uint64_t mixd(uint64_t h, double x)
+{
+    uint64_t v;
+    memcpy(&v, &x, sizeof v);
+    return mix(h, v);
+}
+
+ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                     const ss_sim_config *cfg)
+{
+    if (!g || !m || !cm)
+        return NULL;
+    ss_hier *h = ss_calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->g = g;
+    h->m = m;
+    h->cm = cm;
+    if (cfg)
+        h->cfg = *cfg;
+    if (h->cfg.mem_fraction <= 0)
+        h->cfg.mem_fraction = 1.0;
+    size_t no = (size_t)ss_graph_n_ops(g) + 1, nt = (size_t)ss_graph_n_tensors(g) + 1;
+    size_t nd = (size_t)ss_machine_n_devices(m) + 1;
+    h->dhost = ss_calloc(nd, sizeof *h->dhost);
+    h->drank = ss_calloc(nd, sizeof *h->drank);
+    h->sig = ss_calloc(no, sizeof *h->sig);
+    h->sd = ss_calloc(no, sizeof *h->sd);
+    h->stage = ss_calloc(no, sizeof *h->stage);
+    h->pos = ss_calloc(no, sizeof *h->pos);
+    h->key = ss_calloc(no, sizeof *h->key);
+    h->psum = ss_calloc(no, sizeof *h->psum);
+    h->pwsum = ss_calloc(no, sizeof *h->pwsum);
+    h->sops = ss_calloc(no, sizeof *h->sops);
+    h->subop = ss_calloc(no, sizeof *h->subop);
+    h->devstage = ss_calloc(nd, sizeof *h->devstage);
+    h->tmap = ss_calloc(nt, sizeof *h->tmap);
+    h->tg = ss_taskgraph_new(0, 0);
+    h->ptg = ss_taskgraph_new(0, 0);
+    h->mm = ss_memory_new();
+    h->e = ss_engine_new();
+    if (!h->dhost || !h->drank || !h->sig || !h->sd || !h->stage || !h->pos || !h->key ||
+        !h->psum || !h->pwsum || !h->sops || !h->subop || !h->devstage ||
+        !h->tmap || !h->tg || !h->ptg || !h->mm || !h->e) {
+        ss_hier_free(h);
+        return NULL;
+    }
+    for (size_t i = 0; i < nt; i++)
+        h->tmap[i] = -1;
+    for (size_t i = 0; i + 1 < nd; i++) {
+        h->dhost[i] = ss_machine_device(m, (int)i)->host;
+        h->drank[i] = ss_machine_device(m, (int)i)->local_rank;
+    }
+    for (size_t i = 0; i + 1 < no; i++)
+        h->sig[i] = ss_op_signature(g, (int)i);
+    /* readers of each weight */
+    h->wr_off = ss_calloc(nt + 1, sizeof *h->wr_off);
+    int nw = 0;
+    for (size_t i = 0; i + 1 < no; i++)
+        nw += ss_graph_op(g, (int)i)->n_w;
+    h->wr_ops = ss_calloc((size_t)nw + 1, sizeof *h->wr_ops);
+    if (!h->wr_off || !h->wr_ops) {
+        ss_hier_free(h);
+        return NULL;
+    }
+    for (size_t i = 0; i + 1 < no; i++) {
+        const ss_op *op = ss_graph_op(g, (int)i);
+        for (int w = 0; w < op->n_w; w++)
+            h->wr_off[op->weights[w] + 1]++;
+    }
+    for (size_t i = 0; i + 1 < nt; i++)
+        h->wr_off[i + 1] += h->wr_off[i];
+    for (size_t i = 0; i + 1 < no; i++) {
+        const ss_op *op = ss_graph_op(g, (int)i);
+        for (int w = 0; w < op->n_w; w++)
+            h->wr_ops[h->wr_off[op->weights[w]]++] = (int)i;
+    }
+    for (size_t i = nt; i > 0; i--)
+        h->wr_off[i] = h->wr_off[i - 1];
+    h->wr_off[0] = 0;
+    return h;
+}
+
+void ss_hier_free(ss_hier *h)
+{
+    if (!h)
+        return;
+    ss_free(h->memo);
+    for (int i = 0; i < PMEMO; i++) {
+        ss_free(h->pmemo[i].end_b);
+        ss_free(h->pmemo[i].busy);
+        ss_free(h->pmemo[i].infl);
+    }
+    ss_free(h->dhost);
+    ss_free(h->drank);
+    ss_free(h->sig);
+    ss_free(h->sd);
+    ss_free(h->stage);
+    ss_free(h->pos);
+    ss_free(h->key);
+    ss_free(h->psum);
+    ss_free(h->pwsum);
+    ss_free(h->sops);
+    ss_free(h->subop);
+    ss_free(h->ext_ops);
+    ss_free(h->wr_off);
+    ss_free(h->wr_ops);
+    ss_free(h->devstage);
+    ss_free(h->tmap);
+    ss_free(h->devs);
+    ss_free(h->stg);
+    ss_free(h->peak);
+    ss_free(h->ptask);
+    ss_taskgraph_free(h->tg);
+    ss_taskgraph_free(h->ptg);
+    ss_memory_free(h->mm);
+    ss_engine_free(h->e);
+    ss_free(h);
+}
+
+const ss_hier_stats *ss_hier_stats_of(const ss_hier *h)
+{
+    return h ? &h->st : NULL;
+}
+
+/* ---- memo ---------------------------------------------------------------- */
+
+static const figs *memo_get(const ss_hier *h, uint64_t key)
+{
+    if (!h->memo_cap)
+        return NULL;
+    for (int i = (int)(key & (uint64_t)(h->memo_cap - 1));; i = (i + 1) & (h->memo_cap - 1)) {
+        if (h->memo[i].key == key)
+            return &h->memo[i].f;
+        if (!h->memo[i].key)
+            return NULL;
+    }
+}
+
+static int memo_put(ss_hier *h, uint64_t key, const figs *f)
+{
+    if (h->memo_n >= MEMO_MAX) {
+        memset(h->memo, 0, (size_t)h->memo_cap * sizeof *h->memo);
+        h->memo_n = 0;
+    }
+    if (2 * (h->memo_n + 1) > h->memo_cap) {
+        int nc = h->memo_cap ? 2 * h->memo_cap : 64;
+        mentry *nm = ss_calloc((size_t)nc, sizeof *nm);
+        if (!nm)
+            return -1;
+        for (int i = 0; i < h->memo_cap; i++)
+            if (h->memo[i].key) {
+                int j = (int)(h->memo[i].key & (uint64_t)(nc - 1));
+                while (nm[j].key)
+                    j = (j + 1) & (nc - 1);
+                nm[j] = h->memo[i];
+            }
+        ss_free(h->memo);
+        h->memo = nm;
+        h->memo_cap = nc;
+    }
+    int i = (int)(key & (uint64_t)(h->memo_cap - 1));
+    while (h->memo[i].key)
+        i = (i + 1) & (h->memo_cap - 1);
+    h->memo[i].key = key;
+    h->memo[i].f = *f;
+    h->memo_n++;
+    return 0;
+}
+
+/* ---- plan analysis -------------------------------------------------------- */
+
+/* Tile layout of c around its sample dim sd: outer (dims before sd), the
+ * sample degree, inner (dims after sd, replicas, reduction). */
+static void layout(const ss_pconfig *c, int sd, int *outer, int *inner)
+{
+    int o = 1, in = c->rep * c->red;
+    for (int k = 0; k < sd; k++)
+        o *= c->deg[k];
+    for (int k = sd + 1; k < c->ndim; k++)
+        in *= c->deg[k];
+    *outer = o;
+    *inner = in;
+}
+
+#define PLACE_C 0x10000u            /* a device's place: host * PLACE_C + local rank */
+#define PLACE_A 0x9e3779b97f4a7c15ULL /* position weights: powers of this (odd) */
+
+/* The devices of c restricted to micro-batch 0 of every data-parallel
+ * rank, as a position-weighted sum of their places (mod 2^64): *sum =
+ * sum_j A^j (host_j * C + rank_j), *wsum = sum_j A^j. Relative to a base
+ * device on host hb the sum is *sum - hb * C * *wsum, so the scan that
+ * reads the devices once (analyse) can hash them before the stage's base
+ * device is known. */
+static void place_sums(const ss_hier *h, const int *row, int n, uint64_t *pw, uint64_t *sum,
+                       uint64_t *wsum)
+{
+    for (int j = 0; j < n; j++) {
+        int dev = row[j];
+        *sum += *pw * ((uint64_t)(uint32_t)h->dhost[dev] * PLACE_C + (uint32_t)h->drank[dev]);
+        *wsum += *pw;
+        *pw *= PLACE_A;
+    }
+}
+
+/* Hash of c's degrees and its devices' places (place_sums) relative to
+ * the host of device base. */
+static uint64_t cfg_hash(const ss_hier *h, const ss_pconfig *c, uint64_t sum, uint64_t wsum,
+                         int base)
+{
+    uint64_t k = mix(0x51, (uint64_t)c->ndim);
+    for (int i = 0; i < c->ndim; i++)
+        k = mix(k, (uint64_t)c->deg[i]);
+    k = mix(mix(k, (uint64_t)c->red), (uint64_t)c->rep);
+    return mix(k, sum - (uint64_t)(uint32_t)h->dhost[base] * PLACE_C * wsum);
+}
+
+/* Hash of c restricted to micro-batch 0 of every data-parallel rank, its
+ * devices relative to base: host offset and local rank. */
+static uint64_t cfg_key(const ss_hier *h, const ss_pconfig *c, int sd, int mb, int base)
+{
+    int outer, inner, ds = c->deg[sd];
+    uint64_t pw = 1, sum = 0, wsum = 0;
+    layout(c, sd, &outer, &inner);
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < ds; i += mb)
+            place_sums(h, c->devices + ((int64_t)o * ds + i) * inner, inner, &pw, &sum, &wsum);
+    return cfg_hash(h, c, sum, wsum, base);
+}
+
+/* c restricted to micro-batch 0 of every data-parallel rank into out, its
+ * devices into devs (room for c->ntiles / mb). */
+static void restrict_cfg(const ss_pconfig *c, int sd, int mb, ss_pconfig *out, int *devs)
+{
+    int outer, inner, ds = c->deg[sd], dd = ds / mb;
+    layout(c, sd, &outer, &inner);
+    *out = *c;
+    out->deg[sd] = dd;
+    out->ntiles = c->ntiles / mb;
+    out->devices = devs;
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < dd; i++)
+            memcpy(devs + ((int64_t)o * dd + i) * inner,
+                   c->devices + ((int64_t)o * ds + (int64_t)i * mb) * inner,
+                   (size_t)inner * sizeof *devs);
+}
+
+static int sample_dim(const ss_graph *g, const ss_op *op)
+{
+    if (op->n_out < 1)
+        return -1;
+    const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
+    for (int k = 0; k < t->ndim; k++)
+        if (t->kind[k] == SS_DIM_SAMPLE)
+            return k;
+    return -1;
+}
+
+#define UNSUP(...) ss_diag_set(d, SS_ERR_UNSUPPORTED, "hierarchical evaluator: " __VA_ARGS__)
+
+/* Check the plan's form, fill per-op sample dims and stages, per-device
+ * stages, the stages' op lists, devices and per-op keys. */
+static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
+{
+    const ss_graph *g = h->g;
+    const ss_machine *m = h->m;
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int n = ss_graph_n_ops(g), nd = ss_machine_n_devices(m);
+    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    if (set->schedule != SS_PIPE_GPIPE && set->schedule != SS_PIPE_1F1B)
+        return UNSUP("unknown pipeline schedule");
+    if (ss_grow((void **)&h->stg, &h->cap_stg, P, sizeof *h->stg))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    memset(h->stg, 0, (size_t)P * sizeof *h->stg);
+    for (int i = 0; i < nd; i++)
+        h->devstage[i] = -1;
+    int D = 0, type = -1;
+    for (int o = 0; o < n; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        const ss_pconfig *c = ss_plan_config(p, o);
+        int sd = sample_dim(g, op);
+        if (sd < 0 || sd >= c->ndim)
+            return UNSUP("operator \"%s\" has no sample dimension", op->name);
+        if (c->deg[sd] % M)
+            return UNSUP("operator \"%s\": sample degree %d is not a multiple of the %d "
+                         "micro-batches",
+                         op->name, c->deg[sd], M);
+        int dop = c->deg[sd] / M;
+        if (!D)
+            D = dop;
+        else if (dop != D)
+            return UNSUP("operator \"%s\" splits its samples %d ways, others %d", op->name,
+                         c->deg[sd], D * M);
+        if (c->stage < 0 || c->stage >= P)
+            return UNSUP("operator \"%s\" is in stage %d of %d", op->name, c->stage, P);
+        h->sd[o] = sd;
+        h->stage[o] = c->stage;
+        h->stg[c->stage].n++;
+        int outer, inner, ds = c->deg[sd];
+        uint64_t pw = 1;
+        h->psum[o] = h->pwsum[o] = 0;
+        layout(c, sd, &outer, &inner);
+        for (int oo = 0; oo < outer; oo++)
+            for (int i = 0; i < ds; i += M) {
+                const int *row = c->devices + ((int64_t)oo * ds + i) * inner;
+                /* rows i+1 .. i+M-1 equal row i: the block shifted by one row */
+                if (M > 1 && memcmp(row + inner, row, (size_t)(M - 1) * inner * sizeof *row))
+                    return UNSUP("operator \"%s\" runs its micro-batches on different "
+                                 "devices",
+                                 op->name);
+                place_sums(h, row, inner, &pw, &h->psum[o], &h->pwsum[o]);
+                for (int j = 0; j < inner; j++) {
+                    int dev = row[j];
+                    if (h->devstage[dev] < 0) {
+                        h->devstage[dev] = c->stage;
+                        int ty = ss_machine_device(m, dev)->type;
+                        if (type < 0)
+                            type = ty;
+                        else if (ty != type)
+                            return UNSUP("the plan uses devices of more than one type");
+                    } else if (h->devstage[dev] != c->stage)
+                        return UNSUP("device %d holds ops of stages %d and %d", dev,
+                                     h->devstage[dev], c->stage);
+                }
+            }
+    }
+    /* stages: op lists, devices */
+    for (int s = 0, off = 0; s < P; s++) {
+        if (!h->stg[s].n)
+            return UNSUP("stage %d has no operators", s);
+        h->stg[s].off = off;
+        off += h->stg[s].n;
+        h->stg[s].n = 0;
+        h->stg[s].base = -1;
+        h->stg[s].first = -1;
+    }
+    for (int o = 0; o < n; o++) {
+        stageinfo *S = &h->stg[h->stage[o]];
+        h->pos[o] = S->n;
+        h->sops[S->off + S->n++] = o;
+        if (S->first < 0 && ss_graph_op(g, o)->type != SS_OP_INPUT)
+            S->first = o;
+        S->last = o;
+    }
+    for (int i = 0; i < nd; i++)
+        if (h->devstage[i] >= 0) {
+            stageinfo *S = &h->stg[h->devstage[i]];
+            if (S->base < 0)
+                S->base = i;
+        }
+    for (int s = 0; s < P; s++)
+        if (h->stg[s].first < 0)
+            return UNSUP("stage %d has only graph inputs", s);
+    /* keys; data edges must stay in a stage or go to the next one. An
+     * input from the previous stage counts as made just before the stage's
+     * first op (graph inputs aside), so that a stage's first block looks like its others (its
+     * sender's config enters the stage's sub-problem key apart) */
+    for (int s = 0; s < P; s++)
+        h->stg[s].ekey = 0x5E;
+    for (int o = 0; o < n; o++) {
+        const ss_op *op = ss_graph_op(g, o);
+        int s = h->stage[o];
+        uint64_t k = mix(h->sig[o], cfg_hash(h, ss_plan_config(p, o), h->psum[o], h->pwsum[o],
+                                             h->stg[s].base));
+        for (int i = 0; i < op->n_in; i++) {
+            const ss_tensor *t = ss_graph_tensor(g, op->inputs[i]);
+            int q = t->producer;
+            if (h->stage[q] == s) {
+                k = mix(k, (uint64_t)(h->pos[o] - h->pos[q]));
+                continue;
+            }
+            if (h->stage[q] != s - 1)
+                return UNSUP("operator \"%s\" (stage %d) reads \"%s\" from stage %d: only "
+                             "edges to the next stage",
+                             op->name, s, t->name, h->stage[q]);
+            const ss_op *qo = ss_graph_op(g, q);
+            if (qo->outputs[0] != t->id || ss_plan_config(p, q)->red > 1)
+                return UNSUP("stage %d receives \"%s\" in a form it cannot model", s, t->name);
+            k = mix(k, (uint64_t)(h->pos[o] - h->pos[h->stg[s].first] + 1));
+            uint64_t e = mix(mix(h->sig[q], (uint64_t)h->pos[o]),
+                             cfg_key(h, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
+            h->stg[s].ekey = mix(h->stg[s].ekey, e);
+        }
+        /* readers of its weights in other stages (a tied embedding), as placed */
+        for (int w = 0; w < op->n_w; w++)
+            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
+                int q = h->wr_ops[r];
+                if (h->stage[q] != s)
+                    k = mix(mix(k, h->sig[q]), cfg_key(h, ss_plan_config(p, q), h->sd[q], M,
+                                                       h->stg[s].base));
+            }
+        h->key[o] = k;
+    }
+    return SS_OK;
+}
+
+/* The longest run of identical blocks in stage s (positions s0 .. s0 +
+ * reps*blk - 1); reps = 0 when no block repeats. */
+static void find_blocks(ss_hier *h, stageinfo *S)
+{
+    const int *ops = h->sops + S->off;
+    int n = S->n, best = 0;
+    S->s0 = S->blk = S->reps = 0;
+    for (int k = 1; 2 * k <= n; k++)
+        for (int s0 = 0; s0 + 2 * k <= n && n - s0 > best; s0++) {
+            int r = 1;
+            while (s0 + (r + 1) * k <= n) {
+                int same = 1;
+                for (int j = 0; j < k && same; j++)
+                    same = h->key[ops[s0 + j]] == h->key[ops[s0 + r * k + j]];
+                if (!same)
+                    break;
+                r++;
+            }
+            if (r >= 2 && r * k > best) {
+                best = r * k;
+                S->s0 = s0;
+                S->blk = k;
+                S->reps = r;
+            }
+        }
+}
+
+/* ---- sub-problems --------------------------------------------------------- */
+
+static int kept(const stageinfo *S, int j, int kk)
+{
+    return !S->reps || j < S->s0 + kk * S->blk || j >= S->s0 + S->reps * S->blk;
+}
+
+/* Whether stage s reads a weight that a lower stage reads too (a tied
+ * embedding's output layer): that weight's gradient is synchronised after
+ * the lower stage's last backward, with the lower stage's figures. */
+static int shares_down(const ss_hier *h, int s)
+{
+    const stageinfo *S = &h->stg[s];
+    for (int j = 0; j < S->n; j++) {
+        const ss_op *op = ss_graph_op(h->g, h->sops[S->off + j]);
+        for (int w = 0; w < op->n_w; w++)
+            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++)
+                if (h->stage[h->wr_ops[r]] < s)
+                    return 1;
+    }
+    return 0;
+}
+
+/* Key of stage s's sub-problem with kk blocks. */
+static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
+{
+    const stageinfo *S = &h->stg[s];
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    uint64_t k = mix(mix(0xB10C, (uint64_t)kk), S->ekey);
+    for (int j = 0; j < S->n; j++)
+        if (kept(S, j, kk))
+            k = mix(k, h->key[h->sops[S->off + j]]);
+    k = mix(k, (uint64_t)set->microbatches);
+    k = mix(k, (uint64_t)set->schedule);
+    k = mix(k, (uint64_t)set->queue);
+    k = mix(k, (uint64_t)set->sync);
+    k = mixd(k, set->bucket_bytes);
+    k = mix(k, (uint64_t)set->priority);
+    k = mix(k, (uint64_t)set->reorder_backward);
+    k = mix(k, (uint64_t)set->recompute);
+    k = mix(k, (uint64_t)set->distopt);
+    k = mix(k, (uint64_t)ss_machine_device(h->m, S->base)->type);
+    k = mix(k, (uint64_t)h->cfg.skip_memory);
+    k = mix(k, (uint64_t)shares_down(h, s));
+    return k ? k : 1;
+}
+
+/* Scale the sample dims of an input's or reshape's target shape by 1/mb. */
+static void scale_attrs(const ss_tensor *out, int mb, ss_op_attrs *a)
+{
+    for (int i = 0; i < a->ndim && i < out->ndim; i++)
+        if (out->kind[i] == SS_DIM_SAMPLE)
+            a->shape[i] /= mb;
+}
+
+/* Build stage s's sub-problem with kk blocks (graph and plan), simulate it
+ * and extract its figures. bulk: the gradient synchronisation waits for
+ * the end of the backward (the sync mode is bulk), so that the backward
+ * span is that of a micro-batch whose gradients are not synchronised. */
+/* In stage s's sub-problem (built into h->tg), the synchronisation of a
+ * weight shared with a lower stage takes no time: in the pipeline it waits
+ * for that stage's last backward and is counted there (the lowest stage
+ * holding a shared weight owns its synchronisation), so it must not
+ * overlap stage s's own last backward here. Its collectives are the
+ * gradient collectives over devices of other stages; its updates follow
+ * them. */
+static double drop_joint_sync(ss_hier *h, int s)
+{
+    ss_taskgraph *tg = h->tg;
+    double upd = 0; /* the updates dropped on the stage's first device */
+    for (int t = 0; t < tg->n_tasks; t++) {
+        if (tg->kind[t] != SS_TASK_COLLECTIVE || tg->aux[t] != SS_BUILD_COLL_GRAD)
+            continue;
+        const int32_t *rs = ss_taskgraph_res(tg, t);
+        int joint = 0;
+        for (int k = 0; k < ss_taskgraph_n_res(tg, t) && !joint; k++) {
+            int c = rs[k] - tg->n_devices;
+            for (int e = 0; c >= 0 && e < 2 && !joint; e++) {
+                int dev = tg->chan_dev[2 * c + e];
+                joint = dev >= 0 && h->devstage[dev] >= 0 && h->devstage[dev] != s;
+            }
+        }
+        if (!joint)
+            continue;
+        tg->dur[t] = 0;
+        for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
+            int u = tg->succ[k];
+            if (tg->kind[u] != SS_TASK_UPDATE)
+                continue;
+            if (ss_taskgraph_n_res(tg, u) == 1 && ss_taskgraph_res(tg, u)[0] == h->stg[s].base)
+                upd += tg->dur[u];
+            tg->dur[u] = 0;
+        }
+    }
+    return upd;
+}
+
+/* Sub-graph ops and where their configs come from. */
+typedef struct subctx {
+    ss_graph *sg;
+    int M, n;
+    int *origin;  /* per sub op: the original op whose config it takes */
+    int *xkind;   /* per sub op: SUB_OWN, SUB_RECV, SUB_PEER */
+    int *touched; /* tensors whose tmap entries to reset */
+    int ntouched;
+} subctx;
+
+enum { SUB_OWN = 0, SUB_RECV = 1, SUB_PEER = 2 };
+
+/* An input op carrying tensor tid (made by op `origin`, whose config it
+ * takes) into the sub-graph; tmap[tid] its tensor. -1 on error. */
+static int add_input(ss_hier *h, subctx *x, int tid, int kind, ss_diag *d)
+{
+    const ss_tensor *t = ss_graph_tensor(h->g, tid);
+    ss_op_spec in;
+    memset(&in, 0, sizeof in);
+    char name[SS_NAME_MAX + 8];
+    snprintf(name, sizeof name, "%s.%s", kind == SUB_RECV ? "recv" : "peer", t->name);
+    in.name = name;
+    in.type = SS_OP_INPUT;
+    in.attrs.ndim = t->ndim;
+    for (int k = 0; k < t->ndim; k++) {
+        in.attrs.shape[k] = t->shape[k];
+        in.attrs.kind[k] = t->kind[k];
+    }
+    in.attrs.dtype = t->dtype;
+    scale_attrs(t, x->M, &in.attrs);
+    ss_diag ld;
+    ss_diag_init(&ld);
+    int id = ss_graph_add_op(x->sg, &in, &ld);
+    if (id < 0) {
+        ss_diag_set(d, ld.status == SS_ERR_NOMEM ? SS_ERR_NOMEM : SS_ERR_UNSUPPORTED,
+                    "hierarchical evaluator: cannot cut the graph at \"%s\": %s", t->name, ld.msg);
+        return -1;
+    }
+    x->origin[id] = t->producer;
+    x->xkind[id] = kind;
+    x->n = id + 1;
+    if (kind == SUB_RECV) {
+        /* a stand-in producer with a backward on the sender's devices, so
+         * that the builder sends the gradient back as in the pipeline */
+        ss_op_spec dr;
+        memset(&dr, 0, sizeof dr);
+        snprintf(name, sizeof name, "send.%s", t->name);
+        dr.name = name;
+        dr.type = SS_OP_DROPOUT;
+        dr.attrs.rate = 0.1;
+        dr.n_in = 1;
+        dr.inputs[0] = ss_graph_out(x->sg, id);
+        dr.n_w = -1;
+        if ((id = ss_graph_add_op(x->sg, &dr, &ld)) < 0) {
+            ss_diag_set(d, ld.status == SS_ERR_NOMEM ? SS_ERR_NOMEM : SS_ERR_UNSUPPORTED,
+                        "hierarchical evaluator: cannot cut the graph at \"%s\": %s", t->name,
+                        ld.msg);
+            return -1;
+        }
+        x->origin[id] = t->producer;
+        x->xkind[id] = kind;
+        x->n = id + 1;
+    }
+    h->tmap[tid] = ss_graph_out(x->sg, id);
+    x->touched[x->ntouched++] = tid;
+    return id;
+}
+
+/* Add op (the original `o`) with inputs in[] and its weights (shared ones
+ * mapped through tmap, the others made anew). -1 on error (d set). */
+static int add_copy(ss_hier *h, subctx *x, int o, const int *in, int kind, ss_diag *d)
+{
+    const ss_op *op = ss_graph_op(h->g, o);
+    ss_op_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.name = op->name;
+    spec.type = op->type;
+    spec.attrs = op->attrs;
+    if (op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE)
+        scale_attrs(ss_graph_tensor(h->g, op->outputs[0]), x->M, &spec.attrs);
+    spec.n_in = op->n_in;
+    memcpy(spec.inputs, in, (size_t)op->n_in * sizeof *in);
+    int mapped = 0;
+    for (int i = 0; i < op->n_w; i++)
+        mapped += h->tmap[op->weights[i]] >= 0;
+    if (mapped && mapped != op->n_w) {
+        ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                    "hierarchical evaluator: operator \"%s\" shares some of its weights only",
+                    op->name);
+        return -1;
+    }
+    spec.n_w = mapped ? op->n_w : -1;
+    for (int i = 0; mapped && i < op->n_w; i++)
+        spec.weights[i] = h->tmap[op->weights[i]];
+    ss_diag ld;
+    ss_diag_init(&ld);
+    int id = ss_graph_add_op(x->sg, &spec, &ld);
+    if (id < 0) {
+        ss_diag_set(d, ld.status == SS_ERR_NOMEM ? SS_ERR_NOMEM : SS_ERR_UNSUPPORTED,
+                    "hierarchical evaluator: cannot rebuild operator \"%s\" for one "
+                    "micro-batch: %s",
+                    op->name, ld.msg);
+        return -1;
+    }
+    const ss_op *so = ss_graph_op(x->sg, id);
+    for (int i = 0; !mapped && i < op->n_w && i < so->n_w; i++) {
+        h->tmap[op->weights[i]] = so->weights[i];
+        x->touched[x->ntouched++] = op->weights[i];
+    }
+    for (int i = 0; i < op->n_out; i++) {
+        const ss_tensor *a = ss_graph_tensor(h->g, op->outputs[i]);
+        const ss_tensor *b2 = ss_graph_tensor(x->sg, so->outputs[i]);
+        for (int k = 0; k < a->ndim; k++)
+            if (b2->shape[k] != (a->kind[k] == SS_DIM_SAMPLE ? a->shape[k] / x->M : a->shape[k])) {
+                ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                            "hierarchical evaluator: operator \"%s\" does not scale with the "
+                            "micro-batch",
+                            op->name);
+                return -1;
+            }
+    }
+    x->origin[id] = o;
+    x->xkind[id] = kind;
+    x->n = id + 1;
+    return id;
+}
+
+/* Build stage s's sub-problem with kk blocks (graph and plan), simulate it
+ * and extract its figures. bulk: the gradient synchronisation waits for
+ * the end of the backward (the sync mode is bulk), so that the backward
+ * span is that of a micro-batch whose gradients are not synchronised.
+ * The sub-graph holds the stage's kept ops, an input op per activation
+ * received from the previous stage (on the sender's devices: the builder
+ * makes the stage send) and, for a weight shared with ops of other stages
+ * (a tied embedding), those ops with input ops of their own on their own
+ * devices, so that the weight's gradient is synchronised over every device
+ * that holds it. */
+static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, figs *f,
+                          ss_diag *d)
+{
+    const ss_graph *g = h->g;
+    const stageinfo *S = &h->stg[s];
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int M = set->microbatches < 1 ? 1 : set->microbatches;
+    ss_status st = SS_OK;
+    ss_plan *sp = NULL;
+    ss_builder *b = NULL;
+    subctx x;
+    memset(&x, 0, sizeof x);
+    x.M = M;
+    x.sg = ss_graph_new(ss_graph_name(g));
+    size_t cap = (size_t)(S->n + 8) * (2 + SS_MAX_INPUTS) * 2;
+    x.touched = ss_calloc((size_t)ss_graph_n_tensors(g) + 1, sizeof *x.touched);
+    x.origin = ss_calloc(cap, sizeof *x.origin);
+    x.xkind = ss_calloc(cap, sizeof *x.xkind);
+    if (!x.sg || !x.touched || !x.origin || !x.xkind) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    ss_graph_set_training(x.sg, ss_graph_batch(g) / M, ss_graph_optimizer(g),
+                          ss_graph_precision(g));
+    int n_recv = 0, in[SS_MAX_INPUTS];
+    for (int j = 0; j < S->n; j++) {
+        h->subop[j] = -1;
+        if (!kept(S, j, kk))
+            continue;
+        int o = h->sops[S->off + j];
+        const ss_op *op = ss_graph_op(g, o);
+        for (int i = 0; i < op->n_in; i++) {
+            int tid = op->inputs[i];
+            int q = ss_graph_tensor(g, tid)->producer;
+            if (h->stage[q] == s) {
+                int jq = h->pos[q];
+                if (!kept(S, jq, kk))
+                    jq = S->s0 + (kk - 1) * S->blk + (jq - S->s0) % S->blk;
+                const ss_op *qo = ss_graph_op(g, q);
+                int idx = 0;
+                while (idx < qo->n_out && qo->outputs[idx] != tid)
+                    idx++;
+                in[i] = ss_graph_op(x.sg, h->subop[jq])->outputs[idx];
+                continue;
+            }
+            if (h->tmap[tid] < 0) {
+                if (add_input(h, &x, tid, SUB_RECV, d) < 0) {
+                    st = d->status;
+                    goto out;
+                }
+                n_recv++;
+            }
+            in[i] = h->tmap[tid];
+        }
+        if ((h->subop[j] = add_copy(h, &x, o, in, SUB_OWN, d)) < 0) {
+            st = d->status;
+            goto out;
+        }
+    }
+    /* the other stages' readers of this stage's weights */
+    for (int j = 0, own = x.n; j < own; j++) {
+        if (x.xkind[j] != SUB_OWN)
+            continue;
+        const ss_op *op = ss_graph_op(g, x.origin[j]);
+        for (int w = 0; w < op->n_w; w++)
+            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
+                int q = h->wr_ops[r], dup = 0;
+                if (h->stage[q] == s)
+                    continue;
+                for (int i = own; i < x.n && !dup; i++)
+                    dup = x.xkind[i] == SUB_PEER && x.origin[i] == q;
+                if (dup)
+                    continue;
+                const ss_op *qo = ss_graph_op(g, q);
+                for (int i = 0; i < qo->n_in; i++) {
+                    if (h->tmap[qo->inputs[i]] < 0 &&
+                        add_input(h, &x, qo->inputs[i], SUB_PEER, d) < 0) {
+                        st = d->status;
+                        goto out;
+                    }
+                    in[i] = h->tmap[qo->inputs[i]];
+                }
+                if (add_copy(h, &x, q, in, SUB_PEER, d) < 0) {
+                    st = d->status;
+                    goto out;
+                }
+            }
+    }
+    /* the plan: micro-batch 0 of every data-parallel rank */
+    sp = ss_plan_new(x.sg, h->m);
+    if (!sp) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    ss_plan_settings *ss = ss_plan_settings_of(sp);
+    *ss = *set;
+    ss->stages = n_recv ? 2 : 1;
+    ss->microbatches = 1;
+    if (bulk)
+        ss->sync = SS_SYNC_BULK;
+    bulk = ss->sync == SS_SYNC_BULK;
+    int ns = x.n;
+    if (ss_grow((void **)&h->ext_ops, &h->cap_ext, ns + 1, sizeof *h->ext_ops)) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < ns; i++) {
+        int orig = x.origin[i];
+        h->ext_ops[i] = x.xkind[i];
+        const ss_pconfig *c = ss_plan_config(p, orig);
+        if (ss_grow((void **)&h->devs, &h->cap_devs, c->ntiles / M + 1, sizeof *h->devs)) {
+            st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+            goto out;
+        }
+        ss_pconfig rc;
+        restrict_cfg(c, h->sd[orig], M, &rc, h->devs);
+        rc.stage = n_recv && x.xkind[i] != SUB_RECV ? 1 : 0;
+        if ((st = ss_plan_set_config(sp, i, &rc, d)) != SS_OK)
+            goto out;
+    }
+    /* simulate */
+    b = ss_build_new(x.sg, h->m, h->cm);
+    if (!b) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    ss_build_set_memo(b, 0);
+    if ((st = ss_build_run(b, sp, h->tg, h->mm, d)) != SS_OK)
+        goto out;
+    double dropped = shares_down(h, s) ? drop_joint_sync(h, s) : 0;
+    ss_engine_config ec = {.policy = ss_build_policy(b), .stop = h->cfg.stop,
+                           .stop_ctx = h->cfg.stop_ctx};
+    if ((st = ss_engine_run(h->e, h->tg, &ec, d)) != SS_OK)
+        goto out;
+    const ss_engine_result *er = ss_engine_result_of(h->e);
+    const ss_taskgraph *tg = h->tg;
+    int nd = ss_machine_n_devices(h->m), d0 = S->base;
+    if (ss_grow((void **)&h->peak, &h->cap_peak, nd, sizeof *h->peak)) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        goto out;
+    }
+    if (h->cfg.skip_memory)
+        h->peak[d0] = ss_memory_static_bytes(h->mm, d0);
+    else if ((st = ss_build_memory(b, h->mm, d)) != SS_OK ||
+             (st = ss_memory_sweep_ranked(h->mm, er->start_round, er->end_round,
+                                          (int)er->n_rounds, h->peak, d)) != SS_OK)
+        goto out;
+    memset(f, 0, sizeof *f);
+    double t0 = 0, fwd_end = 0, bwd_end = 0, last = 0;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t], kind = tg->kind[t];
+        if (o >= 0 && o < ns && h->ext_ops[o])
+            continue;
+        if (kind == SS_TASK_FWD && er->end[t] > fwd_end)
+            fwd_end = er->end[t];
+        if (kind == SS_TASK_BWD && er->end[t] > bwd_end)
+            bwd_end = er->end[t];
+        if (er->end[t] > last)
+            last = er->end[t];
+    }
+    /* the incoming send: ext tasks that end before the first forward of the stage */
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t], kind = tg->kind[t];
+        if (!(o >= 0 && o < ns && h->ext_ops[o] == SUB_RECV) || er->end[t] > fwd_end)
+            continue;
+        if (kind == SS_TASK_XFER && tg->dur[t] > f->send)
+            f->send = tg->dur[t];
+        if (kind == SS_TASK_XFER) {
+            const int32_t *rs = ss_taskgraph_res(tg, t);
+            for (int k = 0; k < ss_taskgraph_n_res(tg, t); k++) {
+                int c = rs[k] - tg->n_devices;
+                if (c >= 0 && (tg->chan_dev[2 * c] == d0 || tg->chan_dev[2 * c + 1] == d0) &&
+                    tg->bytes[t] > f->recv)
+                    f->recv = tg->bytes[t];
+            }
+        }
+        if (kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_SENDGATHER &&
+            tg->dur[t] > f->gather)
+            f->gather = tg->dur[t];
+        /* a scatter-gather send's receive buffer holds the whole activation */
+        if (kind == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_SENDGATHER &&
+            tg->bytes[t] > f->recv)
+            f->recv = tg->bytes[t];
+        if ((kind == SS_TASK_XFER || kind == SS_TASK_COLLECTIVE) && er->end[t] > t0)
+            t0 = er->end[t];
+    }
+    /* under bulk sync the tail runs from the barrier after every backward,
+     * the stand-in sender's included (in the pipeline the barrier follows
+     * every stage's last backward) */
+    double bar = bwd_end;
+    for (int t = 0; bulk && t < tg->n_tasks; t++)
+        if (tg->kind[t] == SS_TASK_BWD && er->end[t] > bar)
+            bar = er->end[t];
+    f->fwd = fwd_end - t0;
+    f->bwd = f->bwd_last = bwd_end - fwd_end;
+    f->tail = last - bar;
+    /* the gradient sent back: the external input's tasks after the forward */
+    double back = 0;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t];
+        if (o >= 0 && o < ns && h->ext_ops[o] == SUB_RECV && er->end[t] > fwd_end &&
+            er->end[t] > back &&
+            (tg->kind[t] == SS_TASK_XFER || tg->kind[t] == SS_TASK_COLLECTIVE))
+            back = er->end[t];
+    }
+    f->send_last = back > bwd_end ? back - bwd_end - f->gather : f->send;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        int o = tg->op[t], kind = tg->kind[t];
+        if (o >= 0 && o < ns && h->ext_ops[o])
+            continue;
+        const int32_t *rs = ss_taskgraph_res(tg, t);
+        int nr = ss_taskgraph_n_res(tg, t), at = 0;
+        for (int k = 0; k < nr && !at; k++) {
+            int r = rs[k];
+            if (r < tg->n_devices)
+                at = r == d0;
+            else {
+                int c = r - tg->n_devices;
+                at = tg->chan_dev[2 * c] == d0 || tg->chan_dev[2 * c + 1] == d0;
+            }
+        }
+        if (!at)
+            continue;
+        if (kind == SS_TASK_FWD || kind == SS_TASK_BWD)
+            f->comp_fb += tg->dur[t];
+        if (kind == SS_TASK_FWD)
+            f->comp_f += tg->dur[t];
+        else if (kind == SS_TASK_UPDATE)
+            f->comp_upd += tg->dur[t];
+        else if (kind == SS_TASK_COLLECTIVE) {
+            if (tg->aux[t] == SS_BUILD_COLL_GRAD)
+                f->comm_once += tg->dur[t];
+            else
+                f->comm_mb += tg->dur[t];
+        }
+    }
+    f->comp_upd += dropped;
+    f->stat = ss_memory_static_bytes(h->mm, d0);
+    f->weights = ss_memory_weight_bytes(h->mm, d0);
+    f->peak1 = h->peak[d0];
+    if (!h->cfg.skip_memory) {
+        int niv = ss_memory_n_intervals(h->mm);
+        for (int i = 0; i < niv; i++) {
+            const ss_mem_interval *iv = ss_memory_interval(h->mm, i);
+            if (iv->device != d0 || iv->kind == SS_MEM_WORKSPACE)
+                continue;
+            double a = iv->alloc.at_end ? er->end[iv->alloc.task] : er->start[iv->alloc.task];
+            double r = iv->release.at_end ? er->end[iv->release.task]
+                                          : er->start[iv->release.task];
+            if (a <= fwd_end && r > fwd_end)
+                f->held += iv->bytes;
+        }
+    }
+    f->tasks = tg->n_tasks;
+out:
+    for (int i = 0; i < x.ntouched; i++)
+        h->tmap[x.touched[i]] = -1;
+    ss_free(x.touched);
+    ss_free(x.origin);
+    ss_free(x.xkind);
+    ss_build_free(b);
+    ss_plan_free(sp);
+    ss_graph_free(x.sg);
+    return st;
+}
+
+/* Figures of stage s's sub-problem with kk blocks, memoized. */
+static ss_status sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, figs *f,
+                         ss_diag *d)
+{
+    uint64_t key = mix(sub_key(h, p, s, kk), (uint64_t)bulk + 1);
+    const figs *hit = memo_get(h, key);
+    if (hit) {
+        *f = *hit;
+        h->st.memo_hits++;
+        return SS_OK;
+    }
+    ss_status st = sub_figs(h, p, s, kk, bulk, f, d);
+    if (st != SS_OK)
+        return st;
+    h->st.sub_sims++;
+    h->st.tasks += (int64_t)f->tasks;
+    if (memo_put(h, key, f))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    return SS_OK;
+}
+
+static int periodic(const figs *a, const figs *b, const figs *c)
+{
+    const double *x = (const double *)a, *y = (const double *)b, *z = (const double *)c;
+    /* time figures: fwd, bwd, tail, bwd_last, send_last, comp_fb, comp_upd */
+    static const int idx[] = {0, 1, 2, 5, 6, 7, 8};
+    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
+        int k = idx[i];
+        double d1 = y[k] - x[k], d2 = z[k] - y[k];
+        if (fabs(d2 - d1) > PERIOD_TOL * (fabs(z[k]) + 1.0))
+            return 0;
+    }
+    return 1;
+}
+
+/* Stage s's figures from sub-problems with sync mode `bulk`: blocks k = 1,
+ * 2, 3 extrapolated to the stage's blocks when every time figure grows by
+ * the same amount per block, else (or with at most 3 blocks) the whole
+ * stage. */
+/* Whether stage s's blocks are independent: no weight read by a block op
+ * is read by another op (unrolled recurrent steps share their weights:
+ * their gradients accumulate across blocks, so fewer blocks are not a
+ * smaller copy of the stage). */
+static int independent_blocks(const ss_hier *h, const stageinfo *S)
+{
+    for (int j = S->s0; j < S->s0 + S->reps * S->blk; j++) {
+        const ss_op *op = ss_graph_op(h->g, h->sops[S->off + j]);
+        for (int w = 0; w < op->n_w; w++)
+            if (h->wr_off[op->weights[w] + 1] - h->wr_off[op->weights[w]] > 1)
+                return 0;
+    }
+    return 1;
+}
+
+static ss_status extrapolated(ss_hier *h, const ss_plan *p, int s, int bulk, figs *out,
+                              ss_diag *d)
+{
+    stageinfo *S = &h->stg[s];
+    ss_status st;
+    int indep = independent_blocks(h, S);
+    if (!indep)
+        h->st.full_stages++;
+    if (S->reps > 3 && indep) {
+        figs f[3];
+        for (int k = 0; k < 3; k++)
+            if ((st = sub_one(h, p, s, k + 1, bulk, &f[k], d)) != SS_OK)
+                return st;
+        if (periodic(&f[0], &f[1], &f[2])) {
+            double *o = (double *)out;
+            const double *b = (const double *)&f[1], *c = (const double *)&f[2];
+            for (int i = 0; i < NFIG; i++)
+                o[i] = c[i] + (S->reps - 3) * (c[i] - b[i]);
+            return SS_OK;
+        }
+        h->st.full_stages++;
+    }
+    return sub_one(h, p, s, S->reps ? S->reps : 0, bulk, out, d);
+}
+
+/* Stage s's figures. The micro-batch spans (forward, backward, sends),
+ * compute and memory come from sub-problems whose gradient sync is held
+ * back to the end (bulk), so that a backward is that of a micro-batch
+ * whose gradients are not synchronised yet, as all but the last are. The
+ * figures of the synchronisation (the last backward, which overlaps its
+ * buckets' all-reduces under wait-free sync and is slowed where they share
+ * links with its tensor-parallel collectives; the gradient send after it,
+ * which queues behind them; the tail to the last update) come from
+ * sub-problems with the plan's sync mode: extrapolated when buckets are
+ * per weight (bucket_bytes = 0), else from the whole stage, because fused
+ * buckets cut across blocks and their boundaries repeat with a period of
+ * their own. */
+static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
+{
+    stageinfo *S = &h->stg[s];
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int bulk = set->sync == SS_SYNC_BULK;
+    figs w;
+    ss_status st = extrapolated(h, p, s, 1, &S->f, d);
+    if (st != SS_OK)
+        return st;
+    if (set->bucket_bytes > 0)
+        st = sub_one(h, p, s, S->reps ? S->reps : 0, bulk, &w, d);
+    else if (!bulk)
+        st = extrapolated(h, p, s, 0, &w, d);
+    else
+        w = S->f;
+    if (st != SS_OK)
+        return st;
+    S->f.bwd_last = w.bwd;
+    S->f.send_last = w.send_last;
+    S->f.tail = w.tail;
+    S->f.comp_upd = w.comp_upd;
+    S->f.comm_once = w.comm_once;
+    return SS_OK;
+}
+
+/* ---- the stage-level pipeline --------------------------------------------- */
+
+typedef struct pipe_ids {
+    int *F, *B, *SF, *GF, *SB, *GB; /* [s * M + k]; -1 none */
+    int *CF, *CB; /* the receiving device's share of a blocking send */
+    int *QB;      /* the last gradient send's wait for the network (no resource) */
+    int *FE, *BE; /* a pass's end: F / B, or (GPipe) its waits after its kernels */
+} pipe_ids;
+
+static int add(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int n_res, const int *res,
+               int s, int k, ss_diag *d)
+{
+    ss_task_spec sp = {kind, dur, prio, s, -1, k, 0, 0, n_res, res};
+    return ss_taskgraph_add(tg, &sp, d);
+}
+
+/* A pass of `span` us holding device s for `kern` us of kernels: n chunks,
+ * each its kernels then its share of the waits (holding nothing), so that
+ * other passes' chunks fill the waits. *first, *last: the chain's ends.
+ * Nonzero on error (d set). */
+static int add_pass(ss_taskgraph *tg, ss_task_kind kind, double kern, double span, int n, int prio,
+                    int s, int c, int k, int *first, int *last, ss_diag *d)
+{
+    int r1[1] = {s}, prev = -1;
+    double gap = span > kern ? (span - kern) / n : 0;
+    for (int j = 0; j < n; j++) {
+        int t = add(tg, kind, kern / n, prio, 1, r1, c, k, d);
+        if (t < 0 || (prev >= 0 && ss_taskgraph_add_dep(tg, prev, t, d) != SS_OK))
+            return -1;
+        if (j == 0)
+            *first = t;
+        prev = t;
+        if (gap > 0) {
+            int g = add(tg, SS_TASK_OTHER, gap, prio, 0, NULL, c, k, d);
+            if (g < 0 || ss_taskgraph_add_dep(tg, prev, g, d) != SS_OK)
+                return -1;
+            prev = g;
+        }
+    }
+    *last = prev;
+    return 0;
+}
+
+static int prio_f(int op, int k)
+{
+    return op * MBP + (k < MBP - 1 ? k : MBP - 1);
+}
+
+static int prio_b(int n_ops, int op, int k)
+{
+    return (n_ops + (n_ops - 1 - op)) * MBP + (k < MBP - 1 ? k : MBP - 1);
+}
+
+/* Megatron's interleaved order on stage s: the j-th forward (backward) is
+ * micro-batch mb of chunk c. */
+static void ileave(int j, int P, int v, int fwd, int *mb, int *c)
+{
+    int grp = j / (P * v), in = j % (P * v);
+    *c = in / P;
+    if (!fwd)
+        *c = v - 1 - *c;
+    *mb = grp * P + in % P;
+}
+
+/* Build and run the stage-level schedule; fills, per stage, end_b (the end
+ * of its last backward), busy (the time its device is held by blocking
+ * sends), infl (memory beyond one micro-batch's peak). */
+/* A memory event: at t, the level steps by `step` and its rate of change
+ * by `slope`. */
+typedef struct mev {
+    double t, step, slope;
+} mev;
+
+/* By time; frees (negative steps) first. */
+static int cmp_mev(const void *a, const void *b)
+{
+    const mev *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return (x->step > 0) - (y->step > 0);
+}
+
+static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
+                          double *infl, int64_t *ntasks, ss_diag *d)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    int n_ops = ss_graph_n_ops(h->g);
+    /* blocking stage sends: non-interleaved 1F1B only (the interleaved
+     * schedule overlaps its sends: Megatron's overlap_p2p_comm) */
+    int block = set->schedule == SS_PIPE_1F1B && !(v > 1);
+    int V = v > 1 ? v : 1, C = P * V; /* virtual stages */
+    int64_t cells = (int64_t)C * M;
+    if (cells > (1 << 24))
+        return UNSUP("too many stage x micro-batch cells");
+    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(11 * cells), sizeof *h->ptask))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    pipe_ids id = {h->ptask, h->ptask + cells, h->ptask + 2 * cells, h->ptask + 3 * cells,
+                   h->ptask + 4 * cells, h->ptask + 5 * cells, h->ptask + 6 * cells,
+                   h->ptask + 7 * cells, h->ptask + 8 * cells, h->ptask + 9 * cells,
+                   h->ptask + 10 * cells};
+    for (int64_t i = 0; i < 11 * cells; i++)
+        h->ptask[i] = -1;
+    ss_taskgraph *tg = h->ptg;
+    double *kern = busy; /* the passes' kernel time per device, until the run */
+    for (int s = 0; s < P; s++)
+        kern[s] = 0;
+    ss_status st = ss_taskgraph_reset(tg, P, 3 * C, d);
+    if (st != SS_OK)
+        return st;
+    ss_taskgraph_set_pred_lists(tg, 0);
+    /* virtual stage c = chunk * P + s runs on device s; its durations are
+     * stage s's divided over the chunks (the blocks split evenly) */
+    for (int c = 0; c < C; c++) {
+        int s = c % P, prev = (c - 1 + C) % C % P;
+        const figs *f = &h->stg[s].f;
+        double fw = f->fwd / V, bw = f->bwd / V, bwl = c < P ? f->bwd_last - f->bwd + bw : bw;
+        /* the send into c: measured into stage s (stage 1's for the wrap-around) */
+        const figs *fin = s > 0 ? f : &h->stg[P > 1 ? 1 : 0].f;
+        for (int k = 0; k < M; k++) {
+            int64_t i = (int64_t)c * M + k;
+            int lastk = k == M - 1;
+            double bwk = lastk ? bwl : bw;
+            /* GPipe: a pass holds its device for its kernels only; its waits
+             * for tensor-parallel collectives follow, and other passes fill
+             * them (the full simulation interleaves them operator by
+             * operator). 1F1B: the pass holds the device throughout (its
+             * gating and backward-first queues keep passes apart). */
+            double kf = block ? fw : f->comp_f / V, kb = block ? bwk : (f->comp_fb - f->comp_f) / V;
+            if (kf > fw)
+                kf = fw;
+            if (kb > bwk)
+                kb = bwk;
+            int pf0 = prio_f(h->stg[s].first, k), pb0 = prio_b(n_ops, h->stg[s].last, k);
+            int nch = block || !h->stg[s].reps ? 1 : h->stg[s].reps / V;
+            nch = nch < 1 ? 1 : nch > 32 ? 32 : nch;
+            if (add_pass(tg, SS_TASK_FWD, kf, fw, nch, pf0, s, c, k, &id.F[i], &id.FE[i], d) ||
+                add_pass(tg, SS_TASK_BWD, kb, bwk, nch, pb0, s, c, k, &id.B[i], &id.BE[i], d))
+                return d->status;
+            kern[s] += kf + kb;
+            if (c == 0)
+                continue;
+            /* a blocking send holds the sender from its pass's end and the
+             * receiver at its next operator boundary, taken as at once: the
+             * sender's share is the send on the channel, the receiver's a
+             * task of the same length that its next pass waits for */
+            int rf[2] = {P + 3 * c, prev}, rb[2] = {P + 3 * c + 1, s};
+            int rg[1] = {P + 3 * c + 2}, rs[1] = {s}, rp[1] = {prev};
+            int pf = prio_f(h->stg[prev].last, k), pb = prio_b(n_ops, h->stg[s].first, k);
+            /* the last micro-batch's gradient send first waits for the
+             * stage's all-reduces on the network (holding nothing) */
+            double sb = fin->send, q = lastk && c < P ? fin->send_last - fin->send : 0;
+            if ((id.SF[i] = add(tg, SS_TASK_XFER, fin->send, pf, block ? 2 : 1, rf, c, k, d)) < 0 ||
+                (id.SB[i] = add(tg, SS_TASK_XFER, sb, pb, block ? 2 : 1, rb, c, k, d)) < 0)
+                return d->status;
+            if (block && ((id.CF[i] = add(tg, SS_TASK_XFER, fin->send, pf, 1, rs, c, k, d)) < 0 ||
+                          (id.CB[i] = add(tg, SS_TASK_XFER, sb, pb, 1, rp, c, k, d)) < 0))
+                return d->status;
+            if (q > 0 && (id.QB[i] = add(tg, SS_TASK_OTHER, q, pb, 0, NULL, c, k, d)) < 0)
+                return d->status;
+            if (fin->gather > 0 &&
+                ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
+                 (id.GB[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather,
+                                 prio_b(n_ops, h->stg[prev].last, k), 1, rg, c, k, d)) < 0))
+                return d->status;
+        }
+    }
+#define DEP(a, b)                                                                                  \
+    do {                                                                                           \
+        if ((a) >= 0 && (b) >= 0 && ss_taskgraph_add_dep(tg, (a), (b), d) != SS_OK)               \
+            return d->status;                                                                      \
+    } while (0)
+    for (int c = 0; c < C; c++)
+        for (int k = 0; k < M; k++) {
+            int64_t i = (int64_t)c * M + k, ip = (int64_t)(c - 1) * M + k;
+            DEP(id.FE[i], id.B[i]);
+            if (c > 0) {
+                int rf = id.GF[i] >= 0 ? id.GF[i] : id.SF[i];
+                int rb = id.GB[i] >= 0 ? id.GB[i] : id.SB[i];
+                DEP(id.FE[ip], id.SF[i]);
+                DEP(id.SF[i], id.GF[i]);
+                DEP(rf, id.F[i]);
+                DEP(id.FE[ip], id.CF[i]);
+                DEP(id.CF[i], id.F[i]);
+                int bq = id.QB[i] >= 0 ? id.QB[i] : id.BE[i];
+                DEP(id.BE[i], id.QB[i]);
+                DEP(bq, id.SB[i]);
+                DEP(id.SB[i], id.GB[i]);
+                DEP(rb, id.B[ip]);
+                DEP(bq, id.CB[i]);
+                DEP(id.CB[i], id.B[ip]);
+            }
+        }
+    if (V == 1) {
+        /* program order of forwards; 1F1B: at most P - s micro-batches in flight */
+        for (int s = 0; s < P; s++)
+            for (int k = 1; k < M; k++) {
+                DEP(id.FE[(int64_t)s * M + k - 1], id.F[(int64_t)s * M + k]);
+                if (block && k - (P - s) >= 0)
+                    DEP(id.BE[(int64_t)s * M + k - (P - s)], id.F[(int64_t)s * M + k]);
+            }
+    } else {
+        /* Megatron's interleaved 1F1B over chunk-steps, as the full
+         * simulation orders it (docs/simulator.md, "Pipelines and
+         * schedules"): forward steps in sequence, backward steps in
+         * sequence, forward step k after backward step k - W - 1 and
+         * backward step i after forward step min(i + W, total - 1), W =
+         * (p - s - 1) * 2 + (v - 1) * p the warm-up of stage s (all steps
+         * when m = p) */
+        int total = M * V;
+        for (int s = 0; s < P; s++) {
+            int W = M == P ? total : (P - s - 1) * 2 + (V - 1) * P;
+            if (W > total)
+                W = total;
+            for (int j = 0; j < total; j++) {
+                int mb, ch, fj, bj;
+                ileave(j, P, V, 1, &mb, &ch);
+                fj = id.F[(int64_t)(ch * P + s) * M + mb];
+                ileave(j, P, V, 0, &mb, &ch);
+                bj = id.B[(int64_t)(ch * P + s) * M + mb];
+                if (j > 0) {
+                    ileave(j - 1, P, V, 1, &mb, &ch);
+                    DEP(id.FE[(int64_t)(ch * P + s) * M + mb], fj);
+                    ileave(j - 1, P, V, 0, &mb, &ch);
+                    DEP(id.BE[(int64_t)(ch * P + s) * M + mb], bj);
+                }
+                if (j - W - 1 >= 0) {
+                    ileave(j - W - 1, P, V, 0, &mb, &ch);
+                    DEP(id.BE[(int64_t)(ch * P + s) * M + mb], fj);
+                }
+                int fk = j + W < total ? j + W : total - 1;
+                ileave(fk, P, V, 1, &mb, &ch);
+                DEP(id.FE[(int64_t)(ch * P + s) * M + mb], bj);
+            }
+        }
+    }
+#undef DEP
+    if ((st = ss_taskgraph_finalize(tg, d)) != SS_OK)
+        return st;
+    ss_engine_config ec = {.policy = set->schedule == SS_PIPE_1F1B ||
+                                             set->queue == SS_QUEUE_BACKWARD_FIRST
+                                         ? SS_QUEUE_BACKWARD_FIRST
+                                         : SS_QUEUE_FIFO,
+                           .stop = h->cfg.stop, .stop_ctx = h->cfg.stop_ctx};
+    if ((st = ss_engine_run(h->e, tg, &ec, d)) != SS_OK)
+        return st;
+    const ss_engine_result *er = ss_engine_result_of(h->e);
+    for (int s = 0; s < P; s++) {
+        end_b[s] = 0;
+        busy[s] = er->busy[s] - kern[s];
+    }
+    for (int64_t i = 0; i < cells; i++) {
+        int s = (int)(i / M) % P;
+        if (er->end[id.BE[i]] > end_b[s])
+            end_b[s] = er->end[id.BE[i]];
+    }
+    /* memory beyond one micro-batch's peak, per device: a sweep over the
+     * passes' activations (1/v of a micro-batch's per virtual stage),
+     * allocated evenly over a forward and freed evenly over its backward
+     * as their operators run, and the receive buffers of the stage sends
+     * (an activation's from its send's start to its forward's end, a
+     * gradient's from its send's start to the backward's start); frees
+     * before allocations at one instant */
+    int nmv = M * V;
+    mev *ev = ss_malloc((size_t)nmv * 8 * sizeof *ev);
+    if (!ev)
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    for (int s = 0; s < P; s++) {
+        const figs *f = &h->stg[s].f;
+        const figs *fn = s + 1 < P ? &h->stg[s + 1].f : NULL;
+        double A = f->held / V, R = f->recv, Rg = fn ? fn->recv : 0;
+        int n = 0;
+        for (int c = s; c < C; c += P)
+            for (int k = 0; k < M; k++) {
+                int64_t i = (int64_t)c * M + k;
+                double f0 = er->start[id.F[i]], f1 = er->end[id.FE[i]];
+                double b0 = er->start[id.B[i]], b1 = er->end[id.BE[i]];
+                if (f1 > f0) {
+                    ev[n++] = (mev){f0, 0, A / (f1 - f0)};
+                    ev[n++] = (mev){f1, 0, -A / (f1 - f0)};
+                } else
+                    ev[n++] = (mev){f0, A, 0};
+                if (b1 > b0) {
+                    ev[n++] = (mev){b0, 0, -A / (b1 - b0)};
+                    ev[n++] = (mev){b1, 0, A / (b1 - b0)};
+                } else
+                    ev[n++] = (mev){b1, -A, 0};
+                if (id.SF[i] >= 0 && R > 0) {
+                    ev[n++] = (mev){er->start[id.SF[i]], R, 0};
+                    ev[n++] = (mev){f1, -R, 0};
+                }
+                if (c + 1 < C && id.SB[i + M] >= 0 && Rg > 0) {
+                    ev[n++] = (mev){er->start[id.SB[i + M]], Rg, 0};
+                    ev[n++] = (mev){b0, -Rg, 0};
+                }
+            }
+        qsort(ev, (size_t)n, sizeof *ev, cmp_mev);
+        double level = 0, slope = 0, top = 0, at = 0;
+        for (int i = 0; i < n; i++) {
+            level += slope * (ev[i].t - at);
+            at = ev[i].t;
+            level += ev[i].step;
+            slope += ev[i].slope;
+            top = level > top ? level : top;
+        }
+        /* one micro-batch alone: its activations and its received input */
+        double one = V * A + R;
+        infl[s] = top > one ? top - one : 0;
+    }
+    ss_free(ev);
+    *ntasks = tg->n_tasks;
+    return SS_OK;
+}
+
+/* The stage-level schedule's key: everything pipeline() reads. */
+static uint64_t pipe_key(const ss_hier *h, const ss_plan *p, int v)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    uint64_t k = mix(mix(0x919E, (uint64_t)set->stages), (uint64_t)set->microbatches);
+    k = mix(mix(mix(k, (uint64_t)set->schedule), (uint64_t)set->queue), (uint64_t)v);
+    for (int s = 0; s < (set->stages < 1 ? 1 : set->stages); s++) {
+        const stageinfo *S = &h->stg[s];
+        const figs *f = &S->f;
+        k = mix(mix(k, (uint64_t)S->first), (uint64_t)S->last);
+        k = mixd(mixd(mixd(k, f->fwd), f->bwd), f->bwd_last);
+        k = mixd(mixd(mixd(k, f->send), f->send_last), f->gather);
+        k = mixd(mixd(k, f->held), f->recv);
+        k = mixd(mixd(mix(k, (uint64_t)S->reps), f->comp_fb), f->comp_f);
+    }
+    return k ? k : 1;
+}
+
+/* pipeline(), memoized (the last PMEMO schedules). */
+static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
+                                 double *infl, int64_t *ntasks, ss_diag *d)
+{
+    int P = ss_plan_settings_get(p)->stages < 1 ? 1 : ss_plan_settings_get(p)->stages;
+    size_t sz = (size_t)P * sizeof(double);
+    uint64_t key = pipe_key(h, p, v);
+    for (int i = 0; i < PMEMO; i++)
+        if (h->pmemo[i].key == key && h->pmemo[i].P == P) {
+            memcpy(end_b, h->pmemo[i].end_b, sz);
+            memcpy(busy, h->pmemo[i].busy, sz);
+            memcpy(infl, h->pmemo[i].infl, sz);
+            *ntasks = 0;
+            return SS_OK;
+        }
+    ss_status st = pipeline(h, p, v, end_b, busy, infl, ntasks, d);
+    if (st != SS_OK)
+        return st;
+    pentry *e = &h->pmemo[h->pnext];
+    double *a = ss_realloc(e->end_b, sz);
+    if (a)
+        e->end_b = a;
+    double *b = ss_realloc(e->busy, sz);
+    if (b)
+        e->busy = b;
+    double *c = ss_realloc(e->infl, sz);
+    if (c)
+        e->infl = c;
+    if (!a || !b || !c) {
+        e->key = 0;
+        return SS_OK; /* not remembered */
+    }
+    e->key = key;
+    e->P = P;
+    memcpy(e->end_b, end_b, sz);
+    memcpy(e->busy, busy, sz);
+    memcpy(e->infl, infl, sz);
+    h->pnext = (h->pnext + 1) % PMEMO;
+    return SS_OK;
+}
+
+/* ---- the evaluation ------------------------------------------------------- */
+
+ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, ss_sim_result *r,
+                       ss_diag *dd)
+{
+    ss_diag local;
+    ss_diag *d = dd ? dd : &local;
+    ss_diag_init(&local);
+    if (!h || !p || !r)
+        return ss_diag_set(d, SS_ERR_INVALID, "hierarchical evaluator: missing argument");
+    if (ss_plan_n_ops(p) != ss_graph_n_ops(h->g))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "hierarchical evaluator: the plan has %d operators, the model %d",
+                           ss_plan_n_ops(p), ss_graph_n_ops(h->g));
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    int v = o && o->virtual_stages > 1 ? o->virtual_stages : 1;
+    if (o && o->virtual_stages < 0)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "hierarchical evaluator: virtual_stages must be at least 0, got %d",
+                           o->virtual_stages);
+    if (v > 1 && (set->schedule != SS_PIPE_1F1B || M % P))
+        return UNSUP("interleaved 1F1B needs the 1F1B schedule and micro-batches (%d) divisible "
+                     "by the stages (%d)",
+                     M, P);
+    ss_hier_stats st0 = h->st;
+    memset(&h->st, 0, sizeof h->st);
+    ss_status st = analyse(h, p, d);
+    for (int s = 0; st == SS_OK && s < P; s++) {
+        stageinfo *S = &h->stg[s];
+        find_blocks(h, S);
+        if (v > 1 && (!S->reps || S->reps % v))
+            st = UNSUP("stage %d has %d repeated blocks, not a multiple of v = %d", s, S->reps, v);
+        if (S->reps) {
+            h->st.blocks += S->reps;
+            if (!h->st.block_ops)
+                h->st.block_ops = S->blk;
+        }
+    }
+    for (int s = 0; st == SS_OK && s < P; s++)
+        st = stage_figs(h, p, s, d);
+    int nd = ss_machine_n_devices(h->m);
+    double *end_b = NULL, *busy = NULL, *infl = NULL;
+    int64_t ptasks = 0;
+    if (st == SS_OK) {
+        end_b = ss_calloc((size_t)P * 3, sizeof *end_b);
+        busy = end_b + P;
+        infl = busy + P;
+        if (!end_b)
+            st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    }
+    if (st == SS_OK)
+        st = pipeline_cached(h, p, v, end_b, busy, infl, &ptasks, d);
+    if (st == SS_OK)
+        st = ss_sim_result_reserve(r, nd, d);
+    if (st != SS_OK) {
+        ss_free(end_b);
+        h->st = st0;
+        return st;
+    }
+    /* the iteration: each stage's last backward, then its gradient tail
+     * (bulk: every stage waits for the last backward anywhere) */
+    double iter = 0, maxb = 0;
+    for (int s = 0; s < P; s++)
+        maxb = end_b[s] > maxb ? end_b[s] : maxb;
+    for (int s = 0; s < P; s++) {
+        double e = (set->sync == SS_SYNC_BULK ? maxb : end_b[s]) + h->stg[s].f.tail;
+        iter = e > iter ? e : iter;
+    }
+    h->st.stages = P;
+    h->st.tasks += ptasks;
+    snprintf(r->model, sizeof r->model, "%s", ss_graph_name(h->g));
+    snprintf(r->topology, sizeof r->topology, "%s", ss_machine_name(h->m));
+    r->n_devices = nd;
+    r->batch = ss_graph_batch(h->g);
+    r->n_tasks = h->st.tasks;
+    r->iteration_us = iter;
+    r->throughput = iter > 0 ? (double)r->batch / (iter * 1e-6) : 0;
+    r->critical_path_us = 0;
+    r->n_crit = 0;
+    r->fits = 1;
+    r->overflow_device = -1;
+    r->overflow_bytes = 0;
+    for (int i = 0; i < nd; i++) {
+        const ss_device_type *dt = ss_machine_type(h->m, ss_machine_device(h->m, i)->type);
+        int s = h->devstage[i];
+        r->capacity_bytes[i] = dt->mem_gib * 1073741824.0 * h->cfg.mem_fraction;
+        if (s < 0) {
+            r->compute_us[i] = r->comm_us[i] = r->exposed_comm_us[i] = 0;
+            r->idle_us[i] = iter;
+            r->peak_memory_bytes[i] = r->static_memory_bytes[i] = r->weight_bytes[i] = 0;
+            continue;
+        }
+        const figs *f = &h->stg[s].f;
+        /* compute: the kernels of every pass, the updates, and the
+         * blocking sends (the stage device's busy time in the stage-level
+         * schedule beyond its passes) */
+        double comp = M * f->comp_fb + f->comp_upd + busy[s];
+        double comm = M * f->comm_mb + f->comm_once;
+        /* activations: one micro-batch's peak, plus what a micro-batch
+         * holds between its passes times the others in flight (per
+         * virtual stage: 1/v of it) */
+        r->compute_us[i] = comp;
+        r->comm_us[i] = comm;
+        r->idle_us[i] = iter - comp;
+        r->exposed_comm_us[i] = comm < r->idle_us[i] ? comm : r->idle_us[i];
+        if (r->exposed_comm_us[i] < 0)
+            r->exposed_comm_us[i] = 0;
+        r->static_memory_bytes[i] = f->stat;
+        r->weight_bytes[i] = f->weights;
+        /* skip_memory: static memory only, as ss_sim gives it */
+        r->peak_memory_bytes[i] = h->cfg.skip_memory ? f->stat : f->peak1 + infl[s];
+        if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
+            r->fits = 0;
+            r->overflow_device = i;
+            r->overflow_bytes = r->peak_memory_bytes[i] - r->capacity_bytes[i];
+        }
+    }
+    ss_free(end_b);
+    return SS_OK;
+}

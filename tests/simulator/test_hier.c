@@ -1,0 +1,448 @@
+/*
+ * test_hier.c — the hierarchical evaluator (simulator/hier.h): golden
+ * pipelines (1F1B, GPipe, interleaved) against their formulas, agreement
+ * with the full simulation (the oracle) on small GPT and BERT plans, the
+ * memo, and the plans it must refuse.
+ *
+ * Golden fixture: a chain of 16 linears 1000 x 1000 (fp32, no bias) on the
+ * "line4" machine of unit GPUs (1 TFLOP/s, 1000 GB/s memory, links of 1e6
+ * GB/s and 0 us: a micro-batch's activation, 8 x 1000 x 4 B, crosses a
+ * stage in 3.2e-5 us). Batch 64 in 8 micro-batches of 8 samples: a linear
+ * costs 16 us forward and 32 us backward, a stage of 4 linears t_f = 64 and
+ * t_b = 128 us. Each device updates its 4 weights of 1e6 parameters (SGD,
+ * 12 B/param / 1000 GB/s = 12 us each) after its last backward; stage 0's
+ * last backward ends last.
+ */
+#include "testutil.h"
+#include "simulator/hier.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define P 4
+#define LIN 16
+#define MB 8
+
+static ss_graph *chain16(void)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = ss_graph_new("chain16");
+    assert_non_null(g);
+    ss_op_attrs a = {0};
+    a.ndim = 2;
+    a.shape[0] = 64;
+    a.shape[1] = 1000;
+    a.kind[0] = SS_DIM_SAMPLE;
+    a.kind[1] = SS_DIM_PARAMETER;
+    a.dtype = SS_F32;
+    int op = ss_graph_add(g, "x", SS_OP_INPUT, &a, 0, NULL, &d);
+    assert_true(op >= 0);
+    for (int i = 0; i < LIN; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "fc%d", i + 1);
+        ss_op_attrs l = {0};
+        l.out_features = 1000;
+        int in = ss_graph_out(g, op);
+        op = ss_graph_add(g, name, SS_OP_LINEAR, &l, 1, &in, &d);
+        assert_true(op >= 0);
+    }
+    ss_graph_set_training(g, 64, SS_OPT_SGD, SS_PREC_FP32);
+    return g;
+}
+
+/* Stage s = fc(4s+1) .. fc(4s+4) on gpu s, each op split 8 ways on the
+ * sample dim on its own device (8 micro-batches). */
+static ss_plan *chain16_plan(const ss_graph *g, const ss_machine *m, ss_pipe_schedule sched)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = ss_plan_new(g, m);
+    assert_non_null(p);
+    ss_plan_settings *s = ss_plan_settings_of(p);
+    s->stages = P;
+    s->microbatches = MB;
+    s->schedule = sched;
+    s->queue = sched == SS_PIPE_1F1B ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
+    s->sync = SS_SYNC_BULK; /* updates after every backward */
+    for (int o = 0; o < ss_graph_n_ops(g); o++) {
+        int stage = o == 0 ? 0 : (o - 1) / (LIN / P);
+        int devs[MB];
+        for (int k = 0; k < MB; k++)
+            devs[k] = stage;
+        ss_pconfig c = *ss_plan_config(p, o);
+        for (int k = 0; k < SS_MAX_DIMS; k++)
+            c.deg[k] = 1;
+        c.deg[0] = MB;
+        c.red = c.rep = 1;
+        c.ntiles = MB;
+        c.devices = devs;
+        c.stage = stage;
+        assert_int_equal(ss_plan_set_config(p, o, &c, &d), SS_OK);
+    }
+    assert_int_equal(ss_plan_validate(p, g, m, &d), SS_OK);
+    return p;
+}
+
+typedef struct golden {
+    ss_graph *g;
+    ss_machine *m;
+    ss_costmodel *cm;
+} golden;
+
+static void golden_setup(golden *f)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    f->g = chain16();
+    assert_int_equal(ss_machine_load(ss_test_path("tests/data/sim/line4.json"), &f->m, &d),
+                     SS_OK);
+    f->cm = ss_cost_new(f->m);
+    assert_non_null(f->cm);
+}
+
+static void golden_teardown(golden *f)
+{
+    ss_cost_free(f->cm);
+    ss_machine_free(f->m);
+    ss_graph_free(f->g);
+}
+
+static double full_iteration(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                             const ss_plan *p, ss_sim_result *r)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_sim *s = NULL;
+    assert_int_equal(ss_sim_new(g, m, cm, NULL, &s, &d), SS_OK);
+    assert_int_equal(ss_sim_run(s, p, r, &d), SS_OK);
+    ss_sim_free(s);
+    return r->iteration_us;
+}
+
+/* 1F1B and GPipe on 4 equal stages: (m + p - 1)(t_f + t_b) = 11 * 192 =
+ * 2112 us, plus the sends (3.2e-5 us each) and stage 0's updates (48 us):
+ * 2160 us, as the full simulation gives; each stage computes m (t_f + t_b)
+ * = 1536 us plus its updates. */
+static void test_golden_pipeline(void **state)
+{
+    (void)state;
+    golden f;
+    golden_setup(&f);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_hier *h = ss_hier_new(f.g, f.m, f.cm, NULL);
+    assert_non_null(h);
+    for (int sc = 0; sc < 2; sc++) {
+        ss_plan *p = chain16_plan(f.g, f.m, sc ? SS_PIPE_1F1B : SS_PIPE_GPIPE);
+        ss_sim_result r = {0}, fr = {0};
+        assert_int_equal(ss_hier_eval(h, p, NULL, &r, &d), SS_OK);
+        if (fabs(r.iteration_us - 2160) >= 1e-2)
+            print_error("schedule %d: %.4f us (full %.4f)\n", sc, r.iteration_us,
+                        full_iteration(f.g, f.m, f.cm, p, &fr));
+        assert_true(fabs(r.iteration_us - 2160) < 1e-2);
+        assert_true(fabs(r.iteration_us - full_iteration(f.g, f.m, f.cm, p, &fr)) < 1e-3);
+        for (int dev = 0; dev < P; dev++) {
+            assert_true(fabs(r.compute_us[dev] - (1536 + 48)) < 1e-2);
+            assert_true(fabs(r.compute_us[dev] - fr.compute_us[dev]) < 1e-2);
+            assert_true(fabs(r.static_memory_bytes[dev] - fr.static_memory_bytes[dev]) < 1);
+            /* within 1% (the model of in-flight activations and buffers
+             * is not the full sweep: docs/simulator.md) */
+            if (fabs(r.peak_memory_bytes[dev] - fr.peak_memory_bytes[dev]) >=
+                1e-2 * fr.peak_memory_bytes[dev])
+                print_error("schedule %d device %d: peak %.6g, full %.6g\n", sc, dev,
+                            r.peak_memory_bytes[dev], fr.peak_memory_bytes[dev]);
+            assert_true(fabs(r.peak_memory_bytes[dev] - fr.peak_memory_bytes[dev]) <
+                        1e-2 * fr.peak_memory_bytes[dev]);
+        }
+        /* blocks: the 4 linears of a stage, extrapolated from 1..3 */
+        const ss_hier_stats *st = ss_hier_stats_of(h);
+        assert_int_equal(st->stages, P);
+        assert_int_equal(st->blocks, LIN);
+        assert_int_equal(st->block_ops, 1);
+        assert_int_equal(st->full_stages, 0);
+        ss_sim_result_clear(&r);
+        ss_sim_result_clear(&fr);
+        ss_plan_free(p);
+    }
+    ss_hier_free(h);
+    golden_teardown(&f);
+}
+
+/* Interleaved 1F1B, v = 2 virtual stages per device (chunks of 2 linears,
+ * t_f / 2 and t_b / 2): m (t_f + t_b) + (p - 1)(t_f + t_b) / v = 1536 + 288
+ * = 1824 us, plus the updates: 1872 us. */
+static void test_golden_interleaved(void **state)
+{
+    (void)state;
+    golden f;
+    golden_setup(&f);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_hier *h = ss_hier_new(f.g, f.m, f.cm, NULL);
+    ss_plan *p = chain16_plan(f.g, f.m, SS_PIPE_1F1B);
+    ss_sim_result r = {0};
+    ss_hier_options o = {2};
+    ss_status st0 = ss_hier_eval(h, p, &o, &r, &d);
+    if (st0)
+        print_error("%s\n", d.msg);
+    assert_int_equal(st0, SS_OK);
+    if (fabs(r.iteration_us - 1872) >= 1e-2)
+        print_error("interleaved v=2: %.3f\n", r.iteration_us);
+    assert_true(fabs(r.iteration_us - 1872) < 1e-2);
+    /* v = 4: a chunk per linear, bubble 3 * 48 = 144 */
+    o.virtual_stages = 4;
+    assert_int_equal(ss_hier_eval(h, p, &o, &r, &d), SS_OK);
+    assert_true(fabs(r.iteration_us - (1536 + 144 + 48)) < 1e-2);
+    /* v must divide each stage's blocks; GPipe has no interleaving */
+    o.virtual_stages = 3;
+    assert_int_equal((ss_diag_init(&d), ss_hier_eval(h, p, &o, &r, &d)), SS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(d.msg, "multiple of v = 3"));
+    o.virtual_stages = -1;
+    assert_int_equal((ss_diag_init(&d), ss_hier_eval(h, p, &o, &r, &d)), SS_ERR_INVALID);
+    ss_plan_free(p);
+    p = chain16_plan(f.g, f.m, SS_PIPE_GPIPE);
+    o.virtual_stages = 2;
+    assert_int_equal((ss_diag_init(&d), ss_hier_eval(h, p, &o, &r, &d)), SS_ERR_UNSUPPORTED);
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    ss_hier_free(h);
+    golden_teardown(&f);
+}
+
+/* A second evaluation finds every sub-problem memoized and gives the same
+ * result bit for bit; an evaluator without a memo gives it too. */
+static void test_memo(void **state)
+{
+    (void)state;
+    golden f;
+    golden_setup(&f);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_hier *h = ss_hier_new(f.g, f.m, f.cm, NULL);
+    ss_plan *p = chain16_plan(f.g, f.m, SS_PIPE_1F1B);
+    ss_sim_result a = {0}, b = {0};
+    assert_int_equal(ss_hier_eval(h, p, NULL, &a, &d), SS_OK);
+    assert_true(ss_hier_stats_of(h)->sub_sims > 0);
+    assert_int_equal(ss_hier_stats_of(h)->memo_hits, 0);
+    assert_int_equal(ss_hier_eval(h, p, NULL, &b, &d), SS_OK);
+    assert_int_equal(ss_hier_stats_of(h)->sub_sims, 0);
+    assert_true(ss_hier_stats_of(h)->memo_hits > 0);
+    assert_true(a.iteration_us == b.iteration_us);
+    for (int i = 0; i < a.n_devices; i++)
+        assert_true(a.peak_memory_bytes[i] == b.peak_memory_bytes[i] &&
+                    a.compute_us[i] == b.compute_us[i]);
+    /* skip_memory: peaks are the static memory, as ss_sim gives them */
+    ss_sim_config cfg = {0};
+    cfg.skip_memory = 1;
+    ss_hier *hs = ss_hier_new(f.g, f.m, f.cm, &cfg);
+    assert_int_equal(ss_hier_eval(hs, p, NULL, &b, &d), SS_OK);
+    assert_true(b.iteration_us == a.iteration_us);
+    for (int i = 0; i < b.n_devices; i++)
+        assert_true(b.peak_memory_bytes[i] == b.static_memory_bytes[i] &&
+                    b.peak_memory_bytes[i] < a.peak_memory_bytes[i]);
+    ss_hier_free(hs);
+    ss_sim_result_clear(&a);
+    ss_sim_result_clear(&b);
+    ss_plan_free(p);
+    ss_hier_free(h);
+    golden_teardown(&f);
+}
+
+/* Plans it refuses, with the reason. */
+static void test_unsupported(void **state)
+{
+    (void)state;
+    golden f;
+    golden_setup(&f);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_hier *h = ss_hier_new(f.g, f.m, f.cm, NULL);
+    ss_plan *p = chain16_plan(f.g, f.m, SS_PIPE_1F1B);
+    ss_sim_result r = {0};
+    /* micro-batches of fc3 on two devices */
+    int devs[MB] = {0, 0, 0, 0, 1, 1, 1, 1};
+    int op = ss_graph_find_op(f.g, "fc3");
+    ss_pconfig c = *ss_plan_config(p, op);
+    c.devices = devs;
+    assert_int_equal(ss_plan_set_config(p, op, &c, &d), SS_OK);
+    assert_int_equal((ss_diag_init(&d), ss_hier_eval(h, p, NULL, &r, &d)), SS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(d.msg, "\"fc3\" runs its micro-batches on different devices"));
+    /* fc3 of stage 0 on gpu1, which stage 1 uses */
+    for (int k = 0; k < MB; k++)
+        devs[k] = 1;
+    assert_int_equal(ss_plan_set_config(p, op, &c, &d), SS_OK);
+    assert_int_equal((ss_diag_init(&d), ss_hier_eval(h, p, NULL, &r, &d)), SS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(d.msg, "device 1 holds ops of stages"));
+    /* a data edge that skips a stage: fc8 (stage 1) moved to stage 3, fc9
+     * (stage 2) to stage 1 */
+    ss_plan_free(p);
+    p = chain16_plan(f.g, f.m, SS_PIPE_1F1B);
+    op = ss_graph_find_op(f.g, "fc8");
+    c = *ss_plan_config(p, op);
+    for (int k = 0; k < MB; k++)
+        devs[k] = 3;
+    c.devices = devs;
+    c.stage = 3;
+    assert_int_equal(ss_plan_set_config(p, op, &c, &d), SS_OK);
+    op = ss_graph_find_op(f.g, "fc9");
+    c = *ss_plan_config(p, op);
+    for (int k = 0; k < MB; k++)
+        devs[k] = 1;
+    c.devices = devs;
+    c.stage = 1;
+    assert_int_equal(ss_plan_set_config(p, op, &c, &d), SS_OK);
+    assert_int_equal((ss_diag_init(&d), ss_hier_eval(h, p, NULL, &r, &d)), SS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(d.msg, "only edges to the next stage"));
+    /* the result was left alone */
+    assert_int_equal(r.n_devices, 0);
+    ss_plan_free(p);
+    ss_hier_free(h);
+    golden_teardown(&f);
+}
+
+/* ---- agreement with the full simulation ----------------------------------- */
+
+typedef struct acase {
+    const char *model;
+    long batch;
+    int nodes;        /* of dgx-a100 (8 A100s each); 0: p100x16 */
+    const char *plan;
+    int gpipe;        /* switch the Megatron plan to GPipe (FIFO queues) */
+    double tol;       /* relative, iteration time */
+    double mtol;      /* relative, peak memory per device */
+} acase;
+
+#define GPT "gpt:layers=8,hidden=1024,heads=16,seq=512"
+#define BERT "bert:layers=8,hidden=1024,heads=16,seq=512"
+
+static const acase cases[] = {
+    {GPT, 128, 4, "megatron:tp=8,pp=1,dp=4,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=1,pp=2,dp=16,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,sync=bulk", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=4,dp=1,mb=8", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=4,pp=8,dp=1,mb=16", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8,distopt=1", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8,sp=1", 0, 0.005, 0.05},
+    {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,recompute=selective", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=2,pp=2,dp=4,mb=4", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=8,pp=2,dp=1,mb=16,sp=1", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=1,pp=8,dp=2,mb=16,sync=bulk", 0, 0.005, 0.05},
+    {GPT, 128, 2, "megatron:tp=4,pp=2,dp=2,mb=8,recompute=selective,distopt=1", 0, 0.005, 0.05},
+    {GPT, 128, 1, "megatron:tp=2,pp=4,dp=1,mb=8", 0, 0.005, 0.05},
+    /* GPipe: the full simulation interleaves different micro-batches'
+     * passes operator by operator (FIFO queues, no gating beyond the
+     * forwards' program order), the stage-level schedule block by block
+     * (docs/simulator.md, "Hierarchical evaluator"): within 4% and 15% */
+    {GPT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 1, 0.04, 0.15},
+    {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 1, 0.04, 0.15},
+    {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full,sync=bulk", 1, 0.04, 0.15},
+    {BERT, 128, 4, "megatron:tp=8,pp=2,dp=2,mb=8", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=4,pp=4,dp=2,mb=16,recompute=full", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=2,pp=2,dp=8,mb=4,sp=1", 0, 0.005, 0.05},
+    {BERT, 128, 8, "megatron:tp=8,pp=4,dp=2,mb=8,distopt=1", 0, 0.005, 0.05},
+    {BERT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8", 1, 0.04, 0.15},
+    /* one layer per stage, stages alternating intra- and inter-node sends:
+     * the stage-level schedule lets a blocking send interrupt the busy
+     * side at once, the full one at its next operator (docs/simulator.md,
+     * "Hierarchical evaluator") */
+    {GPT, 128, 2, "megatron:tp=2,pp=8,dp=1,mb=8", 0, 0.015, 0.05},
+    /* FlexFlow's models, data parallel on 16 P100s: blocks found in resnet
+     * and the unrolled RNNs; rnnlm's steps share their weights (no
+     * extrapolation: the whole stage is simulated) */
+    {"resnet101", 0, 0, "data-parallel", 0, 0.005, 0.05},
+    {"rnnlm", 0, 0, "data-parallel", 0, 0.005, 0.05},
+    {"nmt", 0, 0, "data-parallel", 0, 0.005, 0.05},
+    {"mlp", 0, 0, "data-parallel", 0, 0.005, 0.05},
+};
+
+static void check_case(const acase *c)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    ss_plan *p = NULL;
+    if (c->nodes)
+        assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"),
+                                               c->nodes, &m, &d),
+                         SS_OK);
+    else
+        assert_int_equal(ss_machine_load(ss_test_path("topologies/p100x16.json"), &m, &d), SS_OK);
+    assert_int_equal(ss_model_build(c->model, c->batch, c->nodes ? ss_machine_n_devices(m) : 1,
+                                    &g, &d),
+                     SS_OK);
+    assert_int_equal(ss_plan_from_spec(c->plan, g, m, &p, &d), SS_OK);
+    if (c->gpipe) {
+        ss_plan_settings_of(p)->schedule = SS_PIPE_GPIPE;
+        ss_plan_settings_of(p)->queue = SS_QUEUE_FIFO;
+    }
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_hier *h = ss_hier_new(g, m, cm, NULL);
+    assert_non_null(h);
+    ss_sim_result r = {0}, fr = {0};
+    ss_status st = ss_hier_eval(h, p, NULL, &r, &d);
+    if (st != SS_OK)
+        print_error("%s %s: %s\n", c->model, c->plan, d.msg);
+    assert_int_equal(st, SS_OK);
+    double full = full_iteration(g, m, cm, p, &fr);
+    double err = (r.iteration_us - full) / full;
+    if (fabs(err) > c->tol)
+        print_error("%s %s%s: hier %.1f us, full %.1f us (%+.3f%%)\n", c->model, c->plan,
+                    c->gpipe ? " gpipe" : "", r.iteration_us, full, 100 * err);
+    assert_true(fabs(err) <= c->tol);
+    assert_int_equal(r.n_devices, fr.n_devices);
+    for (int i = 0; i < r.n_devices; i++) {
+        /* compute: kernels, blocking sends and updates, per device */
+        if (fabs(r.compute_us[i] - fr.compute_us[i]) > 0.005 * fr.compute_us[i] + 1)
+            print_error("%s %s device %d: compute %.1f, full %.1f\n", c->model, c->plan, i,
+                        r.compute_us[i], fr.compute_us[i]);
+        assert_true(fabs(r.compute_us[i] - fr.compute_us[i]) <= 0.005 * fr.compute_us[i] + 1);
+        assert_true(fabs(r.static_memory_bytes[i] - fr.static_memory_bytes[i]) <=
+                    1e-9 * fr.static_memory_bytes[i] + 1);
+        assert_true(fabs(r.weight_bytes[i] - fr.weight_bytes[i]) <= 1e-9 * fr.weight_bytes[i] + 1);
+        /* peak: one micro-batch's peak plus the other passes' activations
+         * and stage-send buffers in flight (docs/simulator.md,
+         * "Hierarchical evaluator") */
+        if (fabs(r.peak_memory_bytes[i] - fr.peak_memory_bytes[i]) >
+            c->mtol * fr.peak_memory_bytes[i])
+            print_error("%s %s device %d: peak %.4g, full %.4g\n", c->model, c->plan, i,
+                        r.peak_memory_bytes[i], fr.peak_memory_bytes[i]);
+        assert_true(fabs(r.peak_memory_bytes[i] - fr.peak_memory_bytes[i]) <=
+                    c->mtol * fr.peak_memory_bytes[i]);
+        assert_true(r.capacity_bytes[i] == fr.capacity_bytes[i]);
+    }
+    assert_int_equal(r.fits, fr.fits);
+    ss_sim_result_clear(&r);
+    ss_sim_result_clear(&fr);
+    ss_hier_free(h);
+    ss_cost_free(cm);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void test_agrees_with_full(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_case(&cases[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_pipeline),
+        cmocka_unit_test(test_golden_interleaved),
+        cmocka_unit_test(test_memo),
+        cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_agrees_with_full),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
