@@ -900,6 +900,36 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     if ((st = ss_build_run(b, sp, h->tg, h->mm, d)) != SS_OK)
         goto out;
     double dropped = shares_down(h, s) ? drop_joint_sync(h, s) : 0;
+    if (set->schedule == SS_PIPE_1F1B && M > 1) {
+        /* the full simulation's 1F1B flush (build.c, b->flush): a device's
+         * updates wait for its last backward, which the builder applies
+         * only with micro-batches > 1, so not to this one-micro-batch
+         * sub-problem */
+        ss_taskgraph *tw = h->tg;
+        int ndv = tw->n_devices;
+        int *lastb = ss_malloc((size_t)(ndv + 1) * sizeof *lastb);
+        if (!lastb) {
+            st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+            goto out;
+        }
+        for (int i = 0; i < ndv; i++)
+            lastb[i] = -1;
+        for (int t = 0; t < tw->n_tasks; t++)
+            if (tw->kind[t] == SS_TASK_BWD) {
+                int dv = ss_taskgraph_res(tw, t)[0];
+                if (lastb[dv] < 0 || tw->prio[t] >= tw->prio[lastb[dv]])
+                    lastb[dv] = t;
+            }
+        for (int t = 0; t < tw->n_tasks && st == SS_OK; t++)
+            if (tw->kind[t] == SS_TASK_UPDATE) {
+                int dv = ss_taskgraph_res(tw, t)[0];
+                if (lastb[dv] >= 0)
+                    st = ss_taskgraph_add_dep(tw, lastb[dv], t, d);
+            }
+        ss_free(lastb);
+        if (st != SS_OK || (st = ss_taskgraph_finalize(tw, d)) != SS_OK)
+            goto out;
+    }
     ss_engine_config ec = {.policy = ss_build_policy(b), .stop = h->cfg.stop,
                            .stop_ctx = h->cfg.stop_ctx};
     if ((st = ss_engine_run(h->e, h->tg, &ec, d)) != SS_OK)
