@@ -19,7 +19,7 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch simulate --model SPEC --topology FILE --plan SPEC [--nodes N]\n"
             "                          [--batch N] [--db FILE] [--trace FILE] [--json]\n"
-            "                          [--evaluator auto|full|symmetry]\n\n"
+            "                          [--evaluator auto|full|symmetry|hierarchical]\n\n"
             "Predict one training iteration of a plan: time, throughput, compute /\n"
             "communication / idle per device, peak memory per device, whether it fits,\n"
             "and the critical path.\n\n"
@@ -35,10 +35,15 @@ static void help(FILE *f)
             "                   predicted compute time)\n"
             "  --trace FILE     write the simulated timeline as Chrome Trace JSON (Perfetto)\n"
             "  --json           print the result as one JSON object\n"
-            "  --evaluator E    auto (default): simulate one representative per class of\n"
-            "                   devices doing identical work when the plan is symmetric\n"
-            "                   (bit-identical results), else in full; full: always in\n"
-            "                   full; symmetry: by symmetry or fail, saying why\n\n"
+            "  --evaluator E    auto (default): hierarchical for plans of >= 2^20 tile\n"
+            "                   entries where it applies (not with --trace), else by\n"
+            "                   symmetry where the plan is symmetric, else in full;\n"
+            "                   full: the full task-graph simulation; symmetry: one\n"
+            "                   representative per class of devices doing identical work\n"
+            "                   (bit-identical to full) or fail, saying why;\n"
+            "                   hierarchical (hier): repeated blocks simulated once, then\n"
+            "                   a stage-level pipeline (within 0.5%% of full on 1F1B\n"
+            "                   Megatron plans; no trace, no critical path) or fail\n\n"
             "Exit status: 0 success (also when the plan does not fit: see \"fits\"),\n"
             "2 bad usage or input, 1 other failures.\n");
 }
@@ -131,6 +136,10 @@ static void print_human(const opts *o, const ss_sim_result *r)
     printf("evaluator  %s: %lld tasks simulated, %d device class%s, %.1f ms\n", r->evaluator,
            (long long)r->tasks_simulated, r->symmetry_classes,
            r->symmetry_classes == 1 ? "" : "es", r->eval_ms);
+    if (r->n_crit == 0) {
+        printf("critical path: not kept by the %s evaluator\n", r->evaluator);
+        return;
+    }
     printf("critical path (%.3f ms of busy tasks):\n", r->critical_path_us / 1e3);
     for (int i = 0; i < r->n_crit; i++)
         printf("  %5.1f%%  %-10s %s (%d task%s)\n", pct(r->crit[i].us, it), r->crit[i].kind,
@@ -195,12 +204,18 @@ int ss_cmd_simulate(int argc, char **argv)
         goto out;
     }
     ss_sim_config scfg = {.one_shot = 1}; /* one plan: the smallest peak memory */
-    if (o.evaluator && (ss_evaluator_parse(o.evaluator, &scfg.evaluator) ||
-                        scfg.evaluator == SS_EVAL_HIER)) {
+    scfg.exact = o.trace != NULL; /* a trace needs a timeline */
+    if (o.evaluator && ss_evaluator_parse(o.evaluator, &scfg.evaluator)) {
         fprintf(stderr,
                 "simsearch simulate: --evaluator: unknown evaluator \"%s\" (expected auto, "
-                "full or symmetry)\n",
+                "full, symmetry or hierarchical)\n",
                 o.evaluator);
+        r = SS_EXIT_USAGE;
+        goto out;
+    }
+    if (o.trace && scfg.evaluator == SS_EVAL_HIER) {
+        fprintf(stderr, "simsearch simulate: --trace needs a timeline, which the hierarchical "
+                        "evaluator does not keep (use --evaluator symmetry or full)\n");
         r = SS_EXIT_USAGE;
         goto out;
     }

@@ -701,12 +701,19 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
  * thousands of times per second without allocating once the arrays have
  * grown. docs/simulator.md states the model and its formulas. */
 
-/* Which evaluator judges a plan. AUTO: the symmetric one when the plan is
- * symmetric (bit-identical to the full simulation, docs/simulator.md
- * "Symmetry"), else the full one. FULL: always the full simulation.
- * SYMMETRY: the symmetric one, SS_ERR_INVALID naming the reason when the
- * plan is not symmetric. HIER: reserved for the hierarchical evaluator;
- * for now as AUTO. */
+/* Which evaluator judges a plan (docs/simulator.md, "Evaluators").
+ * FULL: the full task-graph simulation, the oracle.
+ * SYMMETRY: one representative per class of identical devices,
+ *   bit-identical to FULL ("Symmetry"); SS_ERR_INVALID naming the reason
+ *   when the plan is not symmetric.
+ * HIER: collapsed repeated blocks and a stage-level pipeline
+ *   ("Hierarchical evaluator"): within 0.5% of FULL on 1F1B Megatron plans,
+ *   no timeline (no trace, no critical path); SS_ERR_INVALID naming the
+ *   reason when the plan is not of its form.
+ * AUTO: HIER for plans of at least SS_EVAL_HIER_TILES tile entries when it
+ *   applies and the config does not ask for an exact evaluator, else
+ *   SYMMETRY when the plan is symmetric, else FULL. */
+#define SS_EVAL_HIER_TILES (1 << 20)
 typedef enum ss_evaluator { SS_EVAL_AUTO = 0, SS_EVAL_FULL, SS_EVAL_SYMMETRY, SS_EVAL_HIER } ss_evaluator;
 /* "auto", "full", "symmetry", "hierarchical". */
 const char *ss_evaluator_name(ss_evaluator e);
@@ -717,6 +724,8 @@ typedef struct ss_sim_config {
     double mem_fraction; /* usable share of each device's memory (0 = 1.0) */
     ss_evaluator evaluator; /* SS_EVAL_AUTO (0) by default */
     int skip_memory;     /* 1: skip the liveness sweep (peaks = static memory only) */
+    int exact;           /* 1: AUTO picks only exact evaluators (SYMMETRY, FULL): a trace
+                            or a critical path is wanted */
     int one_shot;        /* 1: the simulator judges one plan (simsearch simulate): nothing
                             is kept for a next run (no memoization, every work array freed
                             as soon as it has served), for the smallest peak memory on big
@@ -766,7 +775,7 @@ typedef struct ss_sim_result {
     double overflow_bytes;      /* its peak - capacity (0 if fits) */
     int n_crit;                 /* critical-path summary, largest time first */
     ss_sim_crit crit[SS_SIM_CRIT_MAX];
-    char evaluator[16];         /* "full", "symmetry" (later "hierarchical") */
+    char evaluator[16];         /* "full", "symmetry" or "hierarchical" */
     int64_t tasks_simulated;    /* tasks the evaluator simulated (n_tasks for "full") */
     int symmetry_classes;       /* device classes simulated, one representative each
                                    (n_devices for "full") */

@@ -14,6 +14,7 @@
 #include "simulator/memory.h"
 #include "simulator/report.h"
 #include "simulator/symmetry.h"
+#include "simulator/hier.h"
 #include "simulator/taskgraph.h"
 #include "simulator/trace.h"
 
@@ -48,6 +49,9 @@ struct ss_sim {
     int ran;
     ss_symmetry *sym; /* the symmetric evaluator, made on first use */
     int ran_sym;      /* the last run was symmetric: its reduced run is in sym */
+    ss_hier *hier;    /* the hierarchical evaluator, made on first use (keeps its memo) */
+    int ran_hier;     /* the last run was hierarchical: no task graph, no timeline */
+    int64_t hier_tasks;
 };
 
 const char *ss_evaluator_name(ss_evaluator e)
@@ -128,6 +132,7 @@ void ss_sim_free(ss_sim *s)
     ss_free(s->ck_slot);
     ss_free(s->load);
     ss_sym_free(s->sym);
+    ss_hier_free(s->hier);
     ss_free(s);
 }
 
@@ -145,6 +150,8 @@ int64_t ss_sim_n_tasks(const ss_sim *s)
 {
     if (s && s->ran_sym)
         return ss_sym_tasks_simulated(s->sym);
+    if (s && s->ran_hier)
+        return s->hier_tasks;
     return s && s->ran ? s->tg->n_tasks : 0;
 }
 
@@ -246,6 +253,9 @@ ss_status ss_sim_path_ops(ss_sim *s, double *op_us, double *total_us, ss_diag *d
 {
     if (s && s->ran_sym) /* the reduced run's path is the full run's (same op ids) */
         return ss_sim_path_ops(ss_sym_reduced_sim(s->sym), op_us, total_us, d);
+    if (s && s->ran_hier)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: the hierarchical evaluator keeps no critical path");
     if (!s || !s->ran)
         return ss_diag_set(d, SS_ERR_INVALID, "simulate: no run to take a critical path from");
     const int32_t *path;
@@ -295,6 +305,9 @@ void ss_sim_set_stop(ss_sim *s, int (*stop)(void *ctx), void *ctx)
     ss_sym_free(s->sym); /* made again with the new callback */
     s->sym = NULL;
     s->ran_sym = 0;
+    ss_hier_free(s->hier);
+    s->hier = NULL;
+    s->ran_hier = 0;
 }
 
 ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d)
@@ -313,19 +326,51 @@ static double now_ms(void)
 static ss_status run_full(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                           double *load_us, ss_diag *dd);
 
+/* Tile entries of p (the size of its device lists): what AUTO weighs. */
+static int64_t tile_entries(const ss_plan *p)
+{
+    int64_t n = 0;
+    for (int i = 0; i < ss_plan_n_ops(p); i++)
+        n += ss_plan_config(p, i)->ntiles;
+    return n;
+}
+
 ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                             double *load_us, ss_diag *dd)
 {
     double t0 = now_ms();
     s->ran = 0;
     s->ran_sym = 0;
-    /* SS_EVAL_HIER: the hierarchical evaluator (simulator/hier.c) goes here;
-     * until then it runs as AUTO */
+    s->ran_hier = 0;
+    ss_status st;
+    if (s->cfg.evaluator == SS_EVAL_HIER ||
+        (s->cfg.evaluator == SS_EVAL_AUTO && !s->cfg.exact && tile_entries(p) >= SS_EVAL_HIER_TILES)) {
+        if (!s->hier && !(s->hier = ss_hier_new(s->g, s->m, s->cm, &s->cfg)))
+            return ss_diag_set(dd, SS_ERR_NOMEM, "simulate: out of memory");
+        ss_diag hd; /* a fresh diag: an unsupported plan's reason must not stick */
+        ss_diag_init(&hd);
+        st = ss_hier_eval(s->hier, p, NULL, r, &hd);
+        if (st == SS_OK) {
+            /* its result is complete: no proven bound to cut with */
+            *load_us = 0;
+            s->ran_hier = 1;
+            s->hier_tasks = r->n_tasks;
+            snprintf(r->evaluator, sizeof r->evaluator, "hierarchical");
+            r->tasks_simulated = r->n_tasks;
+            r->symmetry_classes = ss_hier_stats_of(s->hier)->stages;
+            r->eval_ms = now_ms() - t0;
+            return SS_OK;
+        }
+        if (st != SS_ERR_UNSUPPORTED || s->cfg.evaluator == SS_EVAL_HIER)
+            return ss_diag_set(dd, st == SS_ERR_UNSUPPORTED ? SS_ERR_INVALID : st,
+                               "simulate: the hierarchical evaluator %s: %s",
+                               st == SS_ERR_UNSUPPORTED ? "does not apply" : "failed", hd.msg);
+    }
     if (s->cfg.evaluator != SS_EVAL_FULL) {
         if (!s->sym && !(s->sym = ss_sym_new(s->g, s->m, s->cm, &s->cfg)))
             return ss_diag_set(dd, SS_ERR_NOMEM, "simulate: out of memory");
         int used = 0;
-        ss_status st = ss_sym_run(s->sym, p, cutoff_us, r, load_us, &used, dd);
+        st = ss_sym_run(s->sym, p, cutoff_us, r, load_us, &used, dd);
         if (st != SS_OK)
             return st;
         if (used) {
@@ -343,7 +388,7 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
                                "simulate: the symmetric evaluator does not apply: %s",
                                ss_sym_why(s->sym));
     }
-    ss_status st = run_full(s, p, cutoff_us, r, load_us, dd);
+    st = run_full(s, p, cutoff_us, r, load_us, dd);
     if (st == SS_OK && s->ran) {
         snprintf(r->evaluator, sizeof r->evaluator, "full");
         r->tasks_simulated = r->n_tasks;
@@ -436,6 +481,10 @@ static ss_status run_full(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_
 
 ss_status ss_sim_write_trace(const ss_sim *s, const char *path, ss_diag *d)
 {
+    if (s && s->ran_hier)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "trace: the hierarchical evaluator keeps no timeline (use --evaluator "
+                           "symmetry or full)");
     if (s && s->ran_sym) { /* the representatives' timelines on every device */
         const ss_sim *rs = ss_sym_reduced_sim(s->sym);
         ss_trace_opts o = {s->m, ss_build_task_name, rs->b, 1, NULL, NULL, NULL};

@@ -71,5 +71,32 @@ assert len(set(p for _, p, _, _, _ in se)) == len(set(p for _, p, _, _, _ in fe)
 assert any("timeline (symmetry)" in v for v in sn.values())
 PY
 
+# the hierarchical evaluator: forced on a 1F1B Megatron plan it agrees with
+# the full simulation within 0.5%; it keeps no timeline; a plan it cannot
+# judge (interleaved stages share devices) fails when forced, falls back
+# in auto; auto picks it only past SS_EVAL_HIER_TILES tile entries
+big="--model gpt:layers=4,hidden=256,heads=8,seq=128,vocab=1024 --batch 512 --topology topologies/dgx-a100.json --nodes 2"
+bigp="--plan megatron:tp=2,pp=2,dp=4,mbs=1"
+"$bin" simulate $big $bigp --evaluator full --json >"$tmp/hf.json"; check "full on the 1F1B plan" $?
+"$bin" simulate $big $bigp --evaluator hier --json >"$tmp/hh.json"; check "hierarchical exits 0" $?
+python3 - "$tmp" <<'PY'; check "hierarchical within 0.5% of full, names itself, simulates fewer tasks" $?
+import json, sys
+d = sys.argv[1]
+f, h = (json.load(open(f"{d}/{x}.json")) for x in ("hf", "hh"))
+assert h["evaluator"] == "hierarchical", h["evaluator"]
+err = abs(h["iteration_time_ms"] / f["iteration_time_ms"] - 1)
+assert err <= 0.005, err
+assert h["tasks_simulated"] < f["tasks_simulated"]
+PY
+"$bin" simulate $big $bigp --evaluator hier >"$tmp/h" 2>&1
+grep -q "^critical path: not kept by the hierarchical evaluator" "$tmp/h"; check "human output says there is no critical path" $?
+"$bin" simulate $big $bigp --evaluator hier --trace "$tmp/h.trace" >"$tmp/e" 2>&1
+[ $? -ne 0 ] && [ ! -e "$tmp/h.trace" ]; check "a trace from the hierarchical evaluator is refused, nothing written" $?
+grep -q "hierarchical evaluator does not keep" "$tmp/e"; check "and says why" $?
+"$bin" simulate $big --plan megatron:tp=2,pp=2,dp=4,mbs=1,vp=2 --evaluator hier >"$tmp/e" 2>&1
+[ $? -ne 0 ]; check "forced hierarchical on an interleaved plan fails" $?
+grep -q "hierarchical evaluator does not apply: " "$tmp/e"; check "and says why" $?
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='symmetry'" "$tmp/a.json"; check "auto keeps small plans exact" $?
+
 echo "$fail failure(s)"
 [ "$fail" -eq 0 ]
