@@ -302,6 +302,21 @@ double ss_cost_update_us(ss_costmodel *cm, int devtype, int64_t n_params, ss_opt
     return bytes / (dt->mem_gbps * 1e9 * eff) * 1e6;
 }
 
+/* 1 if every tile of op under c has tile 0's extents: each degree divides
+ * its dim and the reduction degree the contraction (ss_pconfig_tile's
+ * balanced ranges are then all equal), so a tile's cost depends only on
+ * its device type. */
+static int uniform_tiles(const ss_graph *g, const ss_op *op, const ss_pconfig *c)
+{
+    const ss_tensor *out = ss_graph_tensor(g, op->outputs[0]);
+    if (!out || out->ndim != c->ndim)
+        return 0;
+    for (int k = 0; k < c->ndim; k++)
+        if (c->deg[k] < 1 || out->shape[k] % c->deg[k])
+            return 0;
+    return c->red <= 1 || (ss_op_contraction(g, op) > 0 && ss_op_contraction(g, op) % c->red == 0);
+}
+
 ss_status ss_cost_plan_sources(ss_costmodel *cm, const ss_graph *g, const ss_machine *m,
                                const ss_plan *p, double share[3], ss_diag *d)
 {
@@ -309,25 +324,52 @@ ss_status ss_cost_plan_sources(ss_costmodel *cm, const ss_graph *g, const ss_mac
     if (!cm || !g || !m || !p || ss_plan_n_ops(p) != ss_graph_n_ops(g))
         return ss_diag_set(d, SS_ERR_INVALID, "cost: plan sources need a cost model, graph, "
                            "machine and a plan of that graph");
-    for (int i = 0; i < ss_graph_n_ops(g); i++) {
+    int nt = ss_machine_n_types(m);
+    ss_cost *by_type = ss_calloc((size_t)(nt > 0 ? nt : 1), sizeof *by_type);
+    char *have = ss_calloc((size_t)(nt > 0 ? nt : 1), 1);
+    if (!by_type || !have) {
+        ss_free(by_type);
+        ss_free(have);
+        return ss_diag_set(d, SS_ERR_NOMEM, "cost: out of memory");
+    }
+    ss_status st = SS_OK;
+    for (int i = 0; st == SS_OK && i < ss_graph_n_ops(g); i++) {
         const ss_op *op = ss_graph_op(g, i);
         const ss_pconfig *c = ss_plan_config(p, i);
+        int uniform = c && uniform_tiles(g, op, c);
+        memset(have, 0, (size_t)(nt > 0 ? nt : 1));
         for (int k = 0; c && k < c->ntiles; k++) {
             const ss_device *dev = ss_machine_device(m, c->devices[k]);
-            if (!dev)
-                return ss_diag_set(d, SS_ERR_INVALID, "cost: op '%s' tile %d on device %d, "
-                                   "not in the machine", op->name, k, c->devices[k]);
-            ss_tile t;
+            if (!dev) {
+                st = ss_diag_set(d, SS_ERR_INVALID, "cost: op '%s' tile %d on device %d, "
+                                 "not in the machine", op->name, k, c->devices[k]);
+                break;
+            }
             ss_cost cost;
-            ss_pconfig_tile(g, op, c, k, &t);
-            if (ss_cost_tile(cm, g, op, &t, dev->type, &cost) != SS_OK)
-                return ss_diag_set(d, SS_ERR_INVALID, "cost: cannot price op '%s'", op->name);
+            if (uniform && dev->type >= 0 && dev->type < nt && have[dev->type]) {
+                cost = by_type[dev->type];
+            } else {
+                ss_tile t;
+                ss_pconfig_tile(g, op, c, k, &t);
+                if (ss_cost_tile(cm, g, op, &t, dev->type, &cost) != SS_OK) {
+                    st = ss_diag_set(d, SS_ERR_INVALID, "cost: cannot price op '%s'", op->name);
+                    break;
+                }
+                if (uniform && dev->type >= 0 && dev->type < nt) {
+                    by_type[dev->type] = cost;
+                    have[dev->type] = 1;
+                }
+            }
             double us = cost.fwd_us + cost.bwd_us;
             if ((unsigned)cost.source < 3)
                 acc[cost.source] += us;
             total += us;
         }
     }
+    ss_free(by_type);
+    ss_free(have);
+    if (st != SS_OK)
+        return st;
     for (int s = 0; s < 3; s++)
         share[s] = total > 0 ? acc[s] / total : 0;
     return SS_OK;
