@@ -1739,13 +1739,12 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
             if (fb >= 0 && ss_taskgraph_add_dep(tg, fb, t->fwd, d) != SS_OK)
                 return d->status;
         }
-        if (V == 1)
-            continue;
-        /* interleaved: Megatron's program order on the rank, whatever the
-         * engine's keys would pick: backward steps in order, and backward
-         * step kb after forward step kb + warm - 1 (the steady state runs
-         * forward step i + warm - 1, then backward step i), or after the
-         * last forward step (the cool-down) */
+        /* Megatron's program order on the rank, whatever the engine's keys
+         * would pick: backward steps in order, and backward step kb after
+         * forward step kb + warm - 1 (the steady state runs forward step
+         * i + warm - 1, then backward step i), or after the last forward
+         * step (the cool-down). A backward that arrives mid-forward waits
+         * for the forward to finish, as the program runs it. */
         int kb = chunk_step(t->mb, s / P, P, V, 1);
         int prevb = kb > 0 ? firstb[t->dev * K + kb - 1] : -1;
         if (prevb >= 0 && prevb != t->bwd && ss_taskgraph_add_dep(tg, prevb, t->bwd, d) != SS_OK)

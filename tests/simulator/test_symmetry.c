@@ -53,6 +53,13 @@ static void same_result(const ss_sim_result *f, const ss_sim_result *s)
     }
 }
 
+/* The hierarchical evaluator against the full one over the random plans:
+ * plans it judged, and the largest relative iteration-time difference, per
+ * schedule (GPipe, 1F1B). */
+static int hier_n[2];
+static double hier_max[2];
+static double hier_last; /* the last plan's difference (-1: not judged) */
+
 /* Simulate p in full and with AUTO; the same result bit for bit. Returns 1
  * when AUTO used symmetry. */
 static int check(const ss_graph *g, const ss_machine *m, const ss_plan *p)
@@ -90,6 +97,24 @@ static int check(const ss_graph *g, const ss_machine *m, const ss_plan *p)
     } else {
         assert_string_equal(ra.evaluator, "full");
     }
+    ss_sim_config hc = {0};
+    hc.evaluator = SS_EVAL_HIER;
+    ss_sim *sh = NULL;
+    ss_sim_result rh = {0};
+    assert_int_equal(ss_sim_new(g, m, cm, &hc, &sh, &d), SS_OK);
+    ss_diag_init(&d);
+    hier_last = -1;
+    if (ss_sim_run(sh, p, &rh, &d) == SS_OK) {
+        int k = ss_plan_settings_get(p)->schedule == SS_PIPE_1F1B;
+        double e = rh.iteration_us / rf.iteration_us - 1;
+        e = e < 0 ? -e : e;
+        hier_n[k]++;
+        hier_last = e;
+        if (e > hier_max[k])
+            hier_max[k] = e;
+    }
+    ss_sim_result_clear(&rh);
+    ss_sim_free(sh);
     ss_sim_result_clear(&rf);
     ss_sim_result_clear(&ra);
     ss_sim_free(sf);
@@ -176,12 +201,18 @@ static void test_random_symmetric(void **state)
         }
         tried++;
         symmetric += check(g, m, p);
+        if (hier_last > 0.005)
+            print_message("hierarchical %.3f%% off: %s, %d nodes, tp %d pp %d dp %d, %d "
+                          "micro-batches, batch %lld\n",
+                          100 * hier_last, spec, nodes, tp, pp, dp, mb, (long long)batch);
         ss_plan_free(p);
         ss_graph_free(g);
     }
     for (int i = 0; i < 7; i++)
         ss_machine_free(ms[i]);
     print_message("symmetry: %d of %d plans symmetric\n", symmetric, tried);
+    print_message("hierarchical: GPipe %d plans, max %.3f%%; 1F1B %d plans, max %.3f%%\n",
+                  hier_n[0], 100 * hier_max[0], hier_n[1], 100 * hier_max[1]);
     assert_true(symmetric >= 500);
 }
 
