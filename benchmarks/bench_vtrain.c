@@ -64,6 +64,7 @@ typedef struct row {
  * share one, so they are built once. */
 typedef struct gkey {
     int layers, hidden, heads, seq, vocab, batch;
+    int vocab_pad, tp; /* the gpt zoo's Megatron padding (0: none) and its tp */
 } gkey;
 
 typedef struct bench {
@@ -181,12 +182,21 @@ static int load_csv(const char *path, bench *b)
  * sample, the output layer costs ~8 ms at tp = 1 (h = 2048), three times
  * what the same work costs per vocabulary row at tp = 2, and twice as much
  * per row at tp = 4 as at tp = 2 (docs/calibration.md). Megatron-LM itself
- * would pad to a multiple of 128 * tp (50,304 at tp = 1). */
+ * pads to a multiple of 128 * tp (50,304 at tp = 1): the multi-node rows
+ * (Megatron-DeepSpeed) get the gpt zoo's padding (vocab_pad=128, tp), the
+ * single-node ones vocab_pad=0 (see key_for). */
 static int model_vocab(int tp)
 {
-    if (multi) /* Megatron-DeepSpeed pads to a multiple of 128 * tp */
-        return (GPT_VOCAB + 128 * tp - 1) / (128 * tp) * (128 * tp);
+    if (multi)
+        return GPT_VOCAB;
     return GPT_VOCAB / tp * tp;
+}
+
+static gkey key_for(const row *r)
+{
+    gkey k = {r->layers, r->hidden, r->heads, r->seq, model_vocab(r->tp), r->gbatch,
+              multi ? 128 : 0, multi ? r->tp : 1};
+    return k;
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -235,8 +245,8 @@ static int graph_for(bench *b, const gkey *k, ss_diag *d)
         b->cap_graphs = nc;
     }
     char spec[256];
-    snprintf(spec, sizeof spec, "gpt:layers=%d,hidden=%d,heads=%d,seq=%d,vocab=%d", k->layers,
-             k->hidden, k->heads, k->seq, k->vocab);
+    snprintf(spec, sizeof spec, "gpt:layers=%d,hidden=%d,heads=%d,seq=%d,vocab=%d,vocab_pad=%d,tp=%d",
+             k->layers, k->hidden, k->heads, k->seq, k->vocab, k->vocab_pad, k->tp);
     ss_graph *g;
     if (ss_model_build(spec, k->batch, NODE_GPUS, &g, d))
         return -1;
@@ -251,7 +261,7 @@ static int prepare(bench *b, const ss_machine *m, ss_diag *d)
 {
     for (int i = 0; i < b->n; i++) {
         row *r = &b->rows[i];
-        gkey k = {r->layers, r->hidden, r->heads, r->seq, model_vocab(r->tp), r->gbatch};
+        gkey k = key_for(r);
         r->graph = graph_for(b, &k, d);
         if (r->graph < 0)
             return -1;

@@ -381,6 +381,13 @@ const ss_zoo_entry *ss_zoo_get(int i);
  * pass n_devices; 1 if unknown). */
 ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_graph **out,
                          ss_diag *d);
+/* The same for a plan of tensor-parallel degree tp (0: unknown, as
+ * ss_model_build): the gpt and bert families pad their vocabulary to a
+ * multiple of vocab_pad * tp as Megatron-LM does (keys vocab_pad, default
+ * 128, 0 = no padding, and tp); a spec naming another tp is an error.
+ * Families without a tp key build as ss_model_build does. */
+ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int tp,
+                            ss_graph **out, ss_diag *d);
 
 /* ------------------------------------------------------------------ */
 /* Machine model (core/machine.c, core/topology_io.c)                  */
@@ -627,6 +634,11 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);
+/* The tensor-parallel degree a plan spec names before any model exists (for
+ * ss_model_build_tp): the tp key of a "megatron:" spec (1 when absent), 1
+ * for "data-parallel", 0 for plan files and specs it cannot read (their
+ * errors come from ss_plan_from_spec). */
+int ss_plan_spec_tp(const char *spec);
 
 /* ------------------------------------------------------------------ */
 /* Costs (profiler/cost.c, profiler/analytic.c)                        */
