@@ -84,6 +84,8 @@ typedef struct params {
     double launch_us;
     double gbps;     /* NVSwitch bandwidth per GPU and direction */
     double align[3]; /* tensor-core alignment factors (8, 4, <= 2-byte rows) */
+    double mb_overhead_us; /* per micro-batch and device (not calibrated: the topology's) */
+    int dispatch_window;     /* likewise */
 } params;
 
 static const char *devname = "A100-SXM4-40GB";
@@ -303,6 +305,8 @@ static void params_from(params *p, const ss_device_type *dt, double gbps)
     p->gbps = gbps;
     for (int k = 0; k < 3; k++)
         p->align[k] = dt->eff_align[k] > 0 ? dt->eff_align[k] : 1;
+    p->mb_overhead_us = dt->mb_overhead_us;
+    p->dispatch_window = dt->dispatch_window;
 }
 
 static size_t put_table(char *s, size_t cap, const double *x, const double *y, int n)
@@ -349,11 +353,12 @@ static int make_machine(const params *p, int nodes, ss_machine **m, ss_diag *d)
              "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"vtrain-a100x8\",\n"
              " \"device_types\": [{\"name\": \"%s\", \"launch_us\": %.6g,\n"
              "   \"eff_flops\": [%s],\n   \"eff_mem\": [%s],\n"
-             "   \"eff_align\": [%.6g, %.6g, %.6g]}],\n"
+             "   \"eff_align\": [%.6g, %.6g, %.6g], \"mb_overhead_us\": %.17g,\n   \"dispatch_window\": %d}],\n"
              " \"compact\": {\"nodes\": %d, \"devices_per_node\": %d, \"device_type\": \"%s\",\n"
              "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": %.17g,\n"
              "     \"coll_eff\": %.17g, \"coll_half_bytes\": %.17g}%s}}\n",
-             devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2], nodes,
+             devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2],
+             p->mb_overhead_us, p->dispatch_window, nodes,
              NODE_GPUS, devname, p->gbps, f_intra.lat, f_intra.coll_eff, f_intra.coll_half, inter);
     return ss_machine_load_string(js, "vtrain-a100x8", m, d) ? -1 : 0;
 }
@@ -761,8 +766,9 @@ static void print_params(FILE *f, const params *p)
     for (int i = 0; i < p->nm; i++)
         fprintf(f, " %.0e:%.3f", p->mx[i], p->my[i]);
     fprintf(f, "\nlaunch_us %.3f, nvswitch %.1f GB/s per direction, eff_align (8 / 4 / <=2-byte "
-               "rows) %.3f %.3f %.3f\n",
-            p->launch_us, p->gbps, p->align[0], p->align[1], p->align[2]);
+               "rows) %.3f %.3f %.3f, mb_overhead_us %.1f, dispatch_window %d\n",
+            p->launch_us, p->gbps, p->align[0], p->align[1], p->align[2], p->mb_overhead_us,
+            p->dispatch_window);
 }
 
 /* --------------------------------------------------------------- report */

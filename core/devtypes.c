@@ -63,6 +63,10 @@ static const double a100_my[] = {0.849, 0.85};
 /* A100, calibrated: tensor-core alignment factors for matrix products whose
  * rows are multiples of only 8 / 4 / <= 2 bytes (docs/calibration.md). */
 static const double a100_align[3] = {1.0, 1.0, 1.0};
+/* A100, fitted (docs/calibration.md): how far the host runs ahead (in
+ * operators) and the framework's work per micro-batch and device. */
+#define A100_DISPATCH_WINDOW 1
+#define A100_MB_OVERHEAD_US 0.0
 /* Tensor-core GPUs of the V100 / T4 / RTX 3090 class. */
 static const double tc_fx[] = {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11};
 static const double tc_fy[] = {0.02, 0.05, 0.15, 0.35, 0.55, 0.70, 0.78};
@@ -138,6 +142,8 @@ static void fill(ss_device_type *t, const spec *s)
     }
     for (int k = 0; k < 3; k++)
         t->eff_align[k] = s->fam == EFF_A100 ? a100_align[k] : 1.0;
+    t->dispatch_window = s->fam == EFF_A100 ? A100_DISPATCH_WINDOW : 1;
+    t->mb_overhead_us = s->fam == EFF_A100 ? A100_MB_OVERHEAD_US : 0.0;
     if (s->is_cpu)
         TAB(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, cpu_mx, cpu_my);
     else if (s->fam == EFF_A100)

@@ -412,6 +412,18 @@ typedef struct ss_device_type {
      * instead of 16 ([0], [1], [2]); in (0, 1], 1 = no penalty (0, unset,
      * reads as 1). */
     double eff_align[3];
+    /* Framework work per micro-batch on each device that no kernel stands
+     * for (batch fetch and broadcast, loss bookkeeping, the schedule's
+     * point-to-point setup), in us; added once per micro-batch and device
+     * by the simulator (simulator/build_host.c). 0 to 1e6; 0 = none. */
+    double mb_overhead_us;
+    /* How far the host runs ahead of the GPU, in operators
+     * (build_host.c): within a window of this many consecutive operators of
+     * one pass of a micro-batch on a device, the window takes max(GPU time,
+     * host time = kernels x launch_us), not the sum of per-operator maxima.
+     * 1 = per operator (launch_us acts as a floor per operator); 0 = the
+     * whole pass; 0 to 1e6. */
+    int dispatch_window;
 } ss_device_type;
 
 /* Built-in specs: "K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",
@@ -653,6 +665,13 @@ const char *ss_cost_source_name(ss_cost_source s); /* "analytic", "profile", "me
 
 typedef struct ss_cost {
     double fwd_us, bwd_us;   /* time of the tile's forward / backward kernels */
+    /* The same split into GPU time and host dispatch time, fwd_us =
+     * max(fwd_gpu_us, fwd_host_us): analytic costs give the roofline without
+     * the launch floor and kernels x launch_us; profiled and measured costs
+     * give fwd_us and 0 (their host time is in the measurement). The
+     * simulator lets the host run ahead of the GPU within a pass
+     * (docs/simulator.md, "Host dispatch"). */
+    double fwd_gpu_us, bwd_gpu_us, fwd_host_us, bwd_host_us;
     ss_work work;            /* FLOPs and bytes */
     double workspace_bytes;  /* temporary memory while it runs */
     ss_cost_source source;
