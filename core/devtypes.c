@@ -66,7 +66,7 @@ static const double a100_align[3] = {1.0, 1.0, 1.0};
 /* A100, fitted (docs/calibration.md): how far the host runs ahead (in
  * operators) and the framework's work per micro-batch and device. */
 #define A100_DISPATCH_WINDOW 1
-#define A100_MB_OVERHEAD_US 0.0
+#define A100_MB_OVERHEAD_US 400.0
 /* Tensor-core GPUs of the V100 / T4 / RTX 3090 class. */
 static const double tc_fx[] = {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11};
 static const double tc_fy[] = {0.02, 0.05, 0.15, 0.35, 0.55, 0.70, 0.78};
