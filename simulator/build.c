@@ -110,8 +110,6 @@ void ss_build_free(ss_builder *b)
     ss_free(b->ipool);
     ss_free(b->res);
     ss_free(b->gate);
-    ss_free(b->hsum);
-    ss_free(b->hfirst);
     ss_free(b->regs);
     ss_free(b->mbk);
     ss_free(b->shape_buf);
@@ -119,6 +117,8 @@ void ss_build_free(ss_builder *b)
     ss_free(b->giv);
     ss_free(b->opshape);
     ss_free(b->need);
+    ss_free(b->hsum);
+    ss_free(b->hfirst);
     ss_coll_result_clear(&b->coll);
     free_tables(b);
     ss_memo_free(&b->memo);

@@ -184,10 +184,6 @@ struct ss_builder {
     int cap_res;
     int *gate; /* scratch per device (x micro-batch) */
     int cap_gate;
-    double *hsum; /* scratch of build_host.c: per device x micro-batch pass sums */
-    int cap_hsum;
-    int *hfirst;  /* scratch of build_host.c: first tile per device x micro-batch */
-    int cap_hfirst;
     ss_region *regs;
     int cap_regs;
     const ss_plan *plan; /* the plan of the run being built (borrowed, during ss_build_run) */
@@ -225,6 +221,10 @@ struct ss_builder {
     ss_coll_config ccfg; /* how collectives are priced (ss_build_set_coll) */
     char *score;        /* [n_ops] ss_build_score_op, made once per graph */
     int n_score;        /* ops it was made for, 0 = not yet */
+    double *hsum;       /* scratch of build_host.c: per window pass sums */
+    int cap_hsum;
+    int *hfirst;        /* scratch of build_host.c: per device x micro-batch, per tile */
+    int cap_hfirst;
 };
 
 #define GROW(b, arr, cap, need, d)                                                           \
