@@ -197,6 +197,10 @@ struct ss_builder {
     int cap_mbk;
     needinfo *need;
     int cap_need;
+    double *hsum; /* scratch of build_host.c: per window pass sums */
+    int cap_hsum;
+    int *hfirst;  /* scratch of build_host.c: per device x micro-batch, per tile */
+    int cap_hfirst;
     ss_coll_result coll;
     /* memoization across runs */
     int memo_on;
@@ -221,10 +225,6 @@ struct ss_builder {
     ss_coll_config ccfg; /* how collectives are priced (ss_build_set_coll) */
     char *score;        /* [n_ops] ss_build_score_op, made once per graph */
     int n_score;        /* ops it was made for, 0 = not yet */
-    double *hsum;       /* scratch of build_host.c: per window pass sums */
-    int cap_hsum;
-    int *hfirst;        /* scratch of build_host.c: per device x micro-batch, per tile */
-    int cap_hfirst;
 };
 
 #define GROW(b, arr, cap, need, d)                                                           \
