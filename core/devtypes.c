@@ -41,7 +41,11 @@
  * Megatron per simulated op, which the analytic model applies as a floor
  * (profiler/analytic.c). Held-out mean absolute error: 7.6%, Spearman 0.99.
  * The tensor-core alignment factors (eff_align) are part of the fit and come
- * out at 1 for now (docs/calibration.md, "The pipeline-depth bias").
+ * out at 1 for now (docs/calibration.md, "The pipeline-depth bias"). Host
+ * dispatch (simulator/build_host.c): the fitted window is one operator (the
+ * floor per operator above), and the framework's work per micro-batch and
+ * device is mb_overhead_us = 400 us (docs/calibration.md, "Host dispatch and
+ * per-micro-batch overhead"); other types: window 1, no overhead.
  */
 #include "simsearch.h"
 
