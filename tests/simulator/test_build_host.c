@@ -19,6 +19,7 @@
 #include "simulator/build.h"
 #include "simulator/engine.h"
 #include "simulator/taskgraph.h"
+#include "search/bound.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -228,12 +229,41 @@ static void test_per_microbatch(void **state)
     teardown(&f);
 }
 
+/* The search's compute lower bound stays below the simulated time: with a
+ * window of one operator it sums the per-operator floors (fc1 128 + 256,
+ * fc2 100 + 200, below the 699 us iteration), with a longer window only the
+ * GPU times (128 + 256 + 32 + 64 = 480 us, below 615 us), since the window
+ * may hide a tile's host time. */
+static void test_search_bound(void **state)
+{
+    (void)state;
+    static const int wins[] = {1, 0};
+    static const double want[] = {684, 480}, span[] = {699, 615};
+    for (int i = 0; i < 2; i++) {
+        fix f;
+        setup(&f, 100, wins[i], 0, 1);
+        run(&f);
+        NEAR(f.r->makespan, span[i]);
+        ss_diag d;
+        ss_diag_init(&d);
+        ss_bound *bd = NULL;
+        assert_int_equal(ss_bound_new(f.g, f.m, f.cm, &bd, &d), SS_OK);
+        double lb = 0;
+        assert_int_equal(ss_bound_eval(bd, f.p, -1, &lb, &d), SS_OK);
+        NEAR(lb, want[i]);
+        assert_true(lb <= f.r->makespan);
+        ss_bound_free(bd);
+        teardown(&f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cost_split),
         cmocka_unit_test(test_one_microbatch),
         cmocka_unit_test(test_per_microbatch),
+        cmocka_unit_test(test_search_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
