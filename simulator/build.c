@@ -117,13 +117,13 @@ void ss_build_free(ss_builder *b)
     ss_free(b->giv);
     ss_free(b->opshape);
     ss_free(b->need);
-    ss_free(b->hsum);
-    ss_free(b->hfirst);
     ss_coll_result_clear(&b->coll);
     free_tables(b);
     ss_memo_free(&b->memo);
     ss_memo_free(&b->wmemo);
     ss_free(b->kbuf);
+    ss_free(b->hsum);
+    ss_free(b->hfirst);
     ss_free(b->score);
     ss_free(b);
 }
@@ -1318,7 +1318,7 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (ss_taskgraph_add_dep(tg, t->fwd, t->bwd, d) != SS_OK)
             return d->status;
     }
-    return SS_OK;
+    return ss_build_host(b, tg, d); /* pass 5b: host dispatch (build_host.c) */
 }
 
 /* The task the gradients of a unit's output feed (consumer backwards on its
@@ -1654,7 +1654,6 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         (st = pass_pairs(b, d)) != SS_OK || (st = pass_replicas(b)) != SS_OK ||
         (st = pass_partial(b, tg, d)) != SS_OK ||
         (st = pass_fwd_deps(b, p, tg, d)) != SS_OK || (st = pass_bwd(b, tg, d)) != SS_OK ||
-        (st = ss_build_host(b, tg, d)) != SS_OK ||
         (st = pass_bwd_deps(b, tg, d)) != SS_OK || (st = pass_gating(b, tg, p, d)) != SS_OK ||
         (st = stopped(b, 1, d) ? SS_ERR_INTERRUPTED : SS_OK) != SS_OK ||
         (st = ss_build_weights(b, tg, mm, d)) != SS_OK ||
