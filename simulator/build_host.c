@@ -39,13 +39,13 @@ static double share(const double *s, double h)
 
 ss_status ss_build_host(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
-    int K = 0, need = 0;
+    int K = 0, over = 0, windows = 0;
     for (int k = 0; k < ss_machine_n_types(b->m); k++) {
         const ss_device_type *dt = ss_machine_type(b->m, k);
-        if (dt->mb_overhead_us > 0 || dt->dispatch_window != 1)
-            need = 1;
+        over |= dt->mb_overhead_us > 0;
+        windows |= dt->dispatch_window != 1;
     }
-    if (!need)
+    if (!over && !windows)
         return SS_OK; /* durations as pass_tiles and pass_bwd made them */
     for (int j = 0; j < b->n_tiles; j++)
         if (b->tiles[j].mb + 1 > K)
@@ -53,51 +53,62 @@ ss_status ss_build_host(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
     size_t n = (size_t)b->n_dev * (size_t)K;
     if (n > (size_t)(1 << 26))
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
-    /* hfirst: [n] first tile, [n] tiles so far and [n] current window per
-     * (device, micro-batch), then [n_tiles] window of each tile; hsum: per
-     * window, forward GPU and host, backward GPU and host */
-    GROW(b, hfirst, cap_hfirst, (int)(3 * n) + b->n_tiles, d);
-    GROW(b, hsum, cap_hsum, 4 * b->n_tiles, d);
+    /* hfirst: per (device, micro-batch) the first tile; with windows also
+     * the tiles so far and the current window, and then the window of each
+     * tile; hsum: per window, forward GPU and host, backward GPU and host.
+     * Windows of one operator (every built-in type) need only the first. */
+    GROW(b, hfirst, cap_hfirst, windows ? (int)(3 * n) + b->n_tiles : (int)n, d);
     int *first = b->hfirst, *cnt = first + n, *cur = cnt + n, *win = cur + n;
     for (size_t i = 0; i < n; i++)
-        first[i] = -1, cnt[i] = 0, cur[i] = -1;
-    int nw = 0;
+        first[i] = -1;
     for (int j = 0; j < b->n_tiles; j++) {
         const tileinfo *t = &b->tiles[j];
-        win[j] = -1;
-        if (t->bwd < 0)
-            continue; /* graph inputs: no kernel */
         size_t g = (size_t)t->dev * K + t->mb;
-        int W = ss_machine_type(b->m, t->devtype)->dispatch_window;
-        if (cur[g] < 0 || (W > 0 && cnt[g] % W == 0)) {
-            cur[g] = nw++;
-            memset(&b->hsum[4 * cur[g]], 0, 4 * sizeof *b->hsum);
-        }
-        if (first[g] < 0)
+        if (t->bwd >= 0 && first[g] < 0) /* graph inputs: no kernel */
             first[g] = j;
-        cnt[g]++;
-        win[j] = cur[g];
-        const tilecost *c = &b->tcost[j];
-        double *s = &b->hsum[4 * win[j]];
-        s[0] += c->fwd_gpu;
-        s[1] += c->fwd_host;
-        s[2] += c->bwd_gpu;
-        s[3] += c->bwd_host;
     }
-    for (int j = 0; j < b->n_tiles; j++) {
-        const tileinfo *t = &b->tiles[j];
-        if (win[j] < 0)
-            continue;
-        const tilecost *c = &b->tcost[j];
-        const double *s = &b->hsum[4 * win[j]];
-        double f = c->fwd_gpu + share(s, c->fwd_host);
-        if (c->fwd_host > 0 || c->bwd_host > 0) { /* profiled costs keep theirs */
+    if (windows) {
+        GROW(b, hsum, cap_hsum, 4 * b->n_tiles, d);
+        for (size_t i = 0; i < n; i++)
+            cnt[i] = 0, cur[i] = -1;
+        int nw = 0;
+        for (int j = 0; j < b->n_tiles; j++) {
+            const tileinfo *t = &b->tiles[j];
+            win[j] = -1;
+            if (t->bwd < 0)
+                continue;
+            size_t g = (size_t)t->dev * K + t->mb;
+            int W = ss_machine_type(b->m, t->devtype)->dispatch_window;
+            if (cur[g] < 0 || (W > 0 && cnt[g] % W == 0)) {
+                cur[g] = nw++;
+                memset(&b->hsum[4 * cur[g]], 0, 4 * sizeof *b->hsum);
+            }
+            cnt[g]++;
+            win[j] = cur[g];
+            const tilecost *c = &b->tcost[j];
+            double *s = &b->hsum[4 * win[j]];
+            s[0] += c->fwd_gpu;
+            s[1] += c->fwd_host;
+            s[2] += c->bwd_gpu;
+            s[3] += c->bwd_host;
+        }
+        for (int j = 0; j < b->n_tiles; j++) {
+            const tileinfo *t = &b->tiles[j];
+            const tilecost *c = &b->tcost[j];
+            if (win[j] < 0 || !(c->fwd_host > 0 || c->bwd_host > 0))
+                continue; /* inputs; profiled costs keep theirs */
+            const double *s = &b->hsum[4 * win[j]];
+            double f = c->fwd_gpu + share(s, c->fwd_host);
             tg->dur[t->fwd] = f;
             tg->dur[t->bwd] = c->bwd_gpu + share(s + 2, c->bwd_host) +
                               (ss_build_recomputed(b, t->op) ? f : 0);
         }
-        if (first[(size_t)t->dev * K + t->mb] == j)
-            tg->dur[t->fwd] += ss_machine_type(b->m, t->devtype)->mb_overhead_us;
     }
+    if (over)
+        for (size_t g = 0; g < n; g++)
+            if (first[g] >= 0) {
+                const tileinfo *t = &b->tiles[first[g]];
+                tg->dur[t->fwd] += ss_machine_type(b->m, t->devtype)->mb_overhead_us;
+            }
     return SS_OK;
 }
