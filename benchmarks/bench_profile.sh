@@ -21,7 +21,7 @@ cmake --build "$build" --target bench_profile simsearch_cli -j "$(nproc)" >/dev/
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OPENBLAS_NUM_THREADS=1
-gpt="gpt:layers=2,hidden=256,heads=4,seq=128,vocab=4000"
+gpt="gpt:layers=2,hidden=256,heads=4,seq=128,vocab=4000,vocab_pad=0"
 "$build/simsearch" model "$gpt" --batch 4 --export "$tmp/gpt.json" >/dev/null
 # the CPU kernels run fp32: the same GPT with f32 activations, fp32 Adam
 sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/' "$tmp/gpt.json" >"$tmp/gpt-f32.json"

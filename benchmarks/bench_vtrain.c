@@ -64,6 +64,7 @@ typedef struct row {
  * share one, so they are built once. */
 typedef struct gkey {
     int layers, hidden, heads, seq, vocab, batch;
+    int vocab_pad, tp; /* the gpt zoo's Megatron padding (0: none) and its tp */
 } gkey;
 
 typedef struct bench {
@@ -83,6 +84,8 @@ typedef struct params {
     double launch_us;
     double gbps;     /* NVSwitch bandwidth per GPU and direction */
     double align[3]; /* tensor-core alignment factors (8, 4, <= 2-byte rows) */
+    double mb_overhead_us; /* per micro-batch and device (not calibrated: the topology's) */
+    int dispatch_window;     /* likewise */
 } params;
 
 static const char *devname = "A100-SXM4-40GB";
@@ -181,12 +184,21 @@ static int load_csv(const char *path, bench *b)
  * sample, the output layer costs ~8 ms at tp = 1 (h = 2048), three times
  * what the same work costs per vocabulary row at tp = 2, and twice as much
  * per row at tp = 4 as at tp = 2 (docs/calibration.md). Megatron-LM itself
- * would pad to a multiple of 128 * tp (50,304 at tp = 1). */
+ * pads to a multiple of 128 * tp (50,304 at tp = 1): the multi-node rows
+ * (Megatron-DeepSpeed) get the gpt zoo's padding (vocab_pad=128, tp), the
+ * single-node ones vocab_pad=0 (see key_for). */
 static int model_vocab(int tp)
 {
-    if (multi) /* Megatron-DeepSpeed pads to a multiple of 128 * tp */
-        return (GPT_VOCAB + 128 * tp - 1) / (128 * tp) * (128 * tp);
+    if (multi)
+        return GPT_VOCAB;
     return GPT_VOCAB / tp * tp;
+}
+
+static gkey key_for(const row *r)
+{
+    gkey k = {r->layers, r->hidden, r->heads, r->seq, model_vocab(r->tp), r->gbatch,
+              multi ? 128 : 0, multi ? r->tp : 1};
+    return k;
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -235,8 +247,8 @@ static int graph_for(bench *b, const gkey *k, ss_diag *d)
         b->cap_graphs = nc;
     }
     char spec[256];
-    snprintf(spec, sizeof spec, "gpt:layers=%d,hidden=%d,heads=%d,seq=%d,vocab=%d", k->layers,
-             k->hidden, k->heads, k->seq, k->vocab);
+    snprintf(spec, sizeof spec, "gpt:layers=%d,hidden=%d,heads=%d,seq=%d,vocab=%d,vocab_pad=%d,tp=%d",
+             k->layers, k->hidden, k->heads, k->seq, k->vocab, k->vocab_pad, k->tp);
     ss_graph *g;
     if (ss_model_build(spec, k->batch, NODE_GPUS, &g, d))
         return -1;
@@ -251,7 +263,7 @@ static int prepare(bench *b, const ss_machine *m, ss_diag *d)
 {
     for (int i = 0; i < b->n; i++) {
         row *r = &b->rows[i];
-        gkey k = {r->layers, r->hidden, r->heads, r->seq, model_vocab(r->tp), r->gbatch};
+        gkey k = key_for(r);
         r->graph = graph_for(b, &k, d);
         if (r->graph < 0)
             return -1;
@@ -293,6 +305,8 @@ static void params_from(params *p, const ss_device_type *dt, double gbps)
     p->gbps = gbps;
     for (int k = 0; k < 3; k++)
         p->align[k] = dt->eff_align[k] > 0 ? dt->eff_align[k] : 1;
+    p->mb_overhead_us = dt->mb_overhead_us;
+    p->dispatch_window = dt->dispatch_window;
 }
 
 static size_t put_table(char *s, size_t cap, const double *x, const double *y, int n)
@@ -339,11 +353,12 @@ static int make_machine(const params *p, int nodes, ss_machine **m, ss_diag *d)
              "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"vtrain-a100x8\",\n"
              " \"device_types\": [{\"name\": \"%s\", \"launch_us\": %.6g,\n"
              "   \"eff_flops\": [%s],\n   \"eff_mem\": [%s],\n"
-             "   \"eff_align\": [%.6g, %.6g, %.6g]}],\n"
+             "   \"eff_align\": [%.6g, %.6g, %.6g], \"mb_overhead_us\": %.17g,\n   \"dispatch_window\": %d}],\n"
              " \"compact\": {\"nodes\": %d, \"devices_per_node\": %d, \"device_type\": \"%s\",\n"
              "   \"intra\": {\"kind\": \"nvswitch\", \"gbps\": %.6g, \"latency_us\": %.17g,\n"
              "     \"coll_eff\": %.17g, \"coll_half_bytes\": %.17g}%s}}\n",
-             devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2], nodes,
+             devname, p->launch_us, ft, mt, p->align[0], p->align[1], p->align[2],
+             p->mb_overhead_us, p->dispatch_window, nodes,
              NODE_GPUS, devname, p->gbps, f_intra.lat, f_intra.coll_eff, f_intra.coll_half, inter);
     return ss_machine_load_string(js, "vtrain-a100x8", m, d) ? -1 : 0;
 }
@@ -751,8 +766,9 @@ static void print_params(FILE *f, const params *p)
     for (int i = 0; i < p->nm; i++)
         fprintf(f, " %.0e:%.3f", p->mx[i], p->my[i]);
     fprintf(f, "\nlaunch_us %.3f, nvswitch %.1f GB/s per direction, eff_align (8 / 4 / <=2-byte "
-               "rows) %.3f %.3f %.3f\n",
-            p->launch_us, p->gbps, p->align[0], p->align[1], p->align[2]);
+               "rows) %.3f %.3f %.3f, mb_overhead_us %.1f, dispatch_window %d\n",
+            p->launch_us, p->gbps, p->align[0], p->align[1], p->align[2], p->mb_overhead_us,
+            p->dispatch_window);
 }
 
 /* --------------------------------------------------------------- report */

@@ -186,7 +186,12 @@ int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_
     int r = ss_cli_load_machine(c->topology, (int)c->nodes, m);
     if (r)
         return r;
-    if ((r = ss_cli_build_model(c->model, c->batch, ss_machine_n_devices(*m), g))) {
+    /* the plan's tensor-parallel degree, for Megatron's vocabulary padding */
+    ss_diag_init(&d);
+    if (ss_model_build_tp(c->model, c->batch, ss_machine_n_devices(*m),
+                          c->plan ? ss_plan_spec_tp(c->plan) : 0, g, &d) != SS_OK)
+        r = ss_cli_fail(&d);
+    if (r) {
         ss_machine_free(*m);
         *m = NULL;
         return r;

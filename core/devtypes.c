@@ -41,7 +41,11 @@
  * Megatron per simulated op, which the analytic model applies as a floor
  * (profiler/analytic.c). Held-out mean absolute error: 7.6%, Spearman 0.99.
  * The tensor-core alignment factors (eff_align) are part of the fit and come
- * out at 1 for now (docs/calibration.md, "The pipeline-depth bias").
+ * out at 1 for now (docs/calibration.md, "The pipeline-depth bias"). Host
+ * dispatch (simulator/build_host.c): the fitted window is one operator (the
+ * floor per operator above), and the framework's work per micro-batch and
+ * device is mb_overhead_us = 400 us (docs/calibration.md, "Host dispatch and
+ * per-micro-batch overhead"); other types: window 1, no overhead.
  */
 #include "simsearch.h"
 
@@ -63,6 +67,10 @@ static const double a100_my[] = {0.849, 0.85};
 /* A100, calibrated: tensor-core alignment factors for matrix products whose
  * rows are multiples of only 8 / 4 / <= 2 bytes (docs/calibration.md). */
 static const double a100_align[3] = {1.0, 1.0, 1.0};
+/* A100, fitted (docs/calibration.md): how far the host runs ahead (in
+ * operators) and the framework's work per micro-batch and device. */
+#define A100_DISPATCH_WINDOW 1
+#define A100_MB_OVERHEAD_US 400.0
 /* Tensor-core GPUs of the V100 / T4 / RTX 3090 class. */
 static const double tc_fx[] = {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11};
 static const double tc_fy[] = {0.02, 0.05, 0.15, 0.35, 0.55, 0.70, 0.78};
@@ -138,6 +146,8 @@ static void fill(ss_device_type *t, const spec *s)
     }
     for (int k = 0; k < 3; k++)
         t->eff_align[k] = s->fam == EFF_A100 ? a100_align[k] : 1.0;
+    t->dispatch_window = s->fam == EFF_A100 ? A100_DISPATCH_WINDOW : 1;
+    t->mb_overhead_us = s->fam == EFF_A100 ? A100_MB_OVERHEAD_US : 0.0;
     if (s->is_cpu)
         TAB(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, cpu_mx, cpu_my);
     else if (s->fam == EFF_A100)

@@ -276,6 +276,10 @@ static uint64_t compute_fingerprint(const ss_machine *m)
         if (t->eff_align[0] != 1 || t->eff_align[1] != 1 || t->eff_align[2] != 1)
             for (int k = 0; k < 3; k++)
                 h = ss_fnv_f64(h, t->eff_align[k]);
+        if (t->mb_overhead_us != 0) /* likewise */
+            h = ss_fnv_f64(ss_fnv_str(h, "mb_overhead_us"), t->mb_overhead_us);
+        if (t->dispatch_window != 1)
+            h = ss_fnv_i64(ss_fnv_str(h, "dispatch_window"), t->dispatch_window);
     }
     h = ss_fnv_i64(h, m->n_hosts);
     h = ss_fnv_i64(h, m->n_devices);

@@ -846,6 +846,33 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
     return SS_OK;
 }
 
+int ss_plan_spec_tp(const char *spec)
+{
+    if (!spec || strchr(spec, '/'))
+        return 0;
+    if (!strcmp(spec, "data-parallel") || !strcmp(spec, "megatron"))
+        return 1;
+    if (strncmp(spec, "megatron:", 9))
+        return 0;
+    for (const char *s = spec + 9; *s;) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len > 3 && !strncmp(s, "tp=", 3)) {
+            char val[16];
+            if (len - 3 >= sizeof val)
+                return 0;
+            memcpy(val, s + 3, len - 3);
+            val[len - 3] = '\0';
+            char *stop;
+            errno = 0;
+            long v = strtol(val, &stop, 10);
+            return errno || *stop || v < 1 || v > (1 << 16) ? 0 : (int)v;
+        }
+        s = end ? end + 1 : s + len;
+    }
+    return 1;
+}
+
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d)
 {

@@ -158,6 +158,23 @@ static ss_status get_num_or_zero(const char *file, const char *jp, const json_t 
     return SS_OK;
 }
 
+/* Optional integer `key` from 0 to hi into *out; absent: unchanged. */
+static ss_status get_count(const char *file, const char *jp, const json_t *o, const char *key,
+                           double hi, int *out, ss_diag *d)
+{
+    if (!json_object_get(o, key))
+        return SS_OK;
+    double v = -1;
+    ss_status st = ss_json_get_num(file, jp, o, key, 0, 0, hi, &v, d);
+    if (st)
+        return st;
+    if (v != (double)(int)v)
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: %s.%s: expected an integer from 0 to %g, got %g",
+                           file, jp, key, hi, v);
+    *out = (int)v;
+    return SS_OK;
+}
+
 /* Optional "eff_align": [f8, f4, f2], each in (0, 1]; absent: unchanged. */
 static ss_status parse_align(const char *file, const char *jp, const json_t *o, double out[3],
                              ss_diag *d)
@@ -190,7 +207,7 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
 {
     static const char *const keys[] = {"name", "base", "is_cpu", "peak_tflops", "mem_gbps",
                                        "mem_gib", "launch_us", "eff_flops", "eff_mem", "eff_align",
-                                       NULL};
+                                       "mb_overhead_us", "dispatch_window", NULL};
     ss_status st = ss_json_check_keys(file, jp, o, keys, d);
     const char *name = NULL, *base = NULL;
     if (!st)
@@ -240,6 +257,7 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
         const ss_device_type *dflt = ss_devtype_find_builtin(cpu ? "CPU-core" : "V100-SXM2-16GB");
         tt.is_cpu = cpu;
         tt.launch_us = dflt->launch_us;
+        tt.dispatch_window = dflt->dispatch_window;
         for (int k = 0; k < 3; k++)
             tt.eff_align[k] = 1.0;
         tt.n_eff_flops = dflt->n_eff_flops;
@@ -266,6 +284,10 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
         st = ss_json_get_num(file, jp, o, "mem_gib", 0, 1e-6, 1e6, &tt.mem_gib, d);
     if (!st)
         st = ss_json_get_num(file, jp, o, "launch_us", 0, 0, 1e6, &tt.launch_us, d);
+    if (!st)
+        st = ss_json_get_num(file, jp, o, "mb_overhead_us", 0, 0, 1e6, &tt.mb_overhead_us, d);
+    if (!st)
+        st = get_count(file, jp, o, "dispatch_window", 1e6, &tt.dispatch_window, d);
     if (!st)
         st = parse_eff(file, jp, o, "eff_flops", &tt.n_eff_flops, tt.eff_flops_x, tt.eff_flops_y, d);
     if (!st)
@@ -1077,6 +1099,10 @@ static json_t *type_json(const ss_device_type *t, int *bad)
             append(al, json_real(t->eff_align[k]), bad);
         put(o, "eff_align", al, bad);
     }
+    if (t->mb_overhead_us != 0)
+        put(o, "mb_overhead_us", json_real(t->mb_overhead_us), bad);
+    if (t->dispatch_window != 1)
+        put(o, "dispatch_window", json_integer(t->dispatch_window), bad);
     return o;
 }
 

@@ -381,6 +381,13 @@ const ss_zoo_entry *ss_zoo_get(int i);
  * pass n_devices; 1 if unknown). */
 ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_graph **out,
                          ss_diag *d);
+/* The same for a plan of tensor-parallel degree tp (0: unknown, as
+ * ss_model_build): the gpt and bert families pad their vocabulary to a
+ * multiple of vocab_pad * tp as Megatron-LM does (keys vocab_pad, default
+ * 128, 0 = no padding, and tp); a spec naming another tp is an error.
+ * Families without a tp key build as ss_model_build does. */
+ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int tp,
+                            ss_graph **out, ss_diag *d);
 
 /* ------------------------------------------------------------------ */
 /* Machine model (core/machine.c, core/topology_io.c)                  */
@@ -405,6 +412,18 @@ typedef struct ss_device_type {
      * instead of 16 ([0], [1], [2]); in (0, 1], 1 = no penalty (0, unset,
      * reads as 1). */
     double eff_align[3];
+    /* Framework work per micro-batch on each device that no kernel stands
+     * for (batch fetch and broadcast, loss bookkeeping, the schedule's
+     * point-to-point setup), in us; added once per micro-batch and device
+     * by the simulator (simulator/build_host.c). 0 to 1e6; 0 = none. */
+    double mb_overhead_us;
+    /* How far the host runs ahead of the GPU, in operators
+     * (build_host.c): within a window of this many consecutive operators of
+     * one pass of a micro-batch on a device, the window takes max(GPU time,
+     * host time = kernels x launch_us), not the sum of per-operator maxima.
+     * 1 = per operator (launch_us acts as a floor per operator); 0 = the
+     * whole pass; 0 to 1e6. */
+    int dispatch_window;
 } ss_device_type;
 
 /* Built-in specs: "K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",
@@ -637,6 +656,11 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);
+/* The tensor-parallel degree a plan spec names before any model exists (for
+ * ss_model_build_tp): the tp key of a "megatron:" spec (1 when absent), 1
+ * for "data-parallel", 0 for plan files and specs it cannot read (their
+ * errors come from ss_plan_from_spec). */
+int ss_plan_spec_tp(const char *spec);
 
 /* ------------------------------------------------------------------ */
 /* Costs (profiler/cost.c, profiler/analytic.c)                        */
@@ -651,6 +675,13 @@ const char *ss_cost_source_name(ss_cost_source s); /* "analytic", "profile", "me
 
 typedef struct ss_cost {
     double fwd_us, bwd_us;   /* time of the tile's forward / backward kernels */
+    /* The same split into GPU time and host dispatch time, fwd_us =
+     * max(fwd_gpu_us, fwd_host_us): analytic costs give the roofline without
+     * the launch floor and kernels x launch_us; profiled and measured costs
+     * give fwd_us and 0 (their host time is in the measurement). The
+     * simulator lets the host run ahead of the GPU within a pass
+     * (docs/simulator.md, "Host dispatch"). */
+    double fwd_gpu_us, bwd_gpu_us, fwd_host_us, bwd_host_us;
     ss_work work;            /* FLOPs and bytes */
     double workspace_bytes;  /* temporary memory while it runs */
     ss_cost_source source;

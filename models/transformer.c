@@ -17,7 +17,11 @@
  * Activations and weights are bf16 (mixed precision, Adam); token ids and
  * labels are i32. Per layer 12h^2 + 13h parameters, so gpt totals
  * 12lh^2 + 13lh + (V+s)h + 2h (final LayerNorm): Megatron-LM's formula plus
- * 2h. Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused.
+ * 2h. Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused,
+ * vocab_pad, tp. The vocabulary is padded as Megatron-LM pads it: rounded up
+ * to a multiple of vocab_pad * tp (--make-vocab-size-divisible-by, 128 by
+ * default, times the tensor-parallel degree), so every tp rank holds a
+ * multiple of vocab_pad rows; vocab_pad = 0 keeps it as given.
  */
 #include "zoo.h"
 
@@ -126,11 +130,19 @@ static int embed(zb *b, const char *name, int ids, int64_t vocab, int64_t dim, i
     return zb_out(b, *op, 0);
 }
 
+/* Megatron's padded vocabulary: vocab rounded up to a multiple of pad * tp
+ * (pad = 0: as given). */
+static int64_t padded_vocab(int64_t vocab, int64_t pad, int64_t tp)
+{
+    int64_t q = pad * tp;
+    return q > 0 ? (vocab + q - 1) / q * q : vocab;
+}
+
 void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p)
 {
     int layers = (int)p[0];
     tcfg c = {batch, p[1], p[2], p[3], (int)p[5], 1};
-    int64_t vocab = p[4];
+    int64_t vocab = padded_vocab(p[4], p[6], p[7]);
     int tokens = ids_input(b, "tokens", &c);
     int positions = ids_input(b, "positions", &c);
     int labels = ids_input(b, "labels", &c);
@@ -153,7 +165,7 @@ void ss_zoo_build_bert(zb *b, int64_t batch, const int64_t *p)
 {
     int layers = (int)p[0];
     tcfg c = {batch, p[1], p[2], p[3], (int)p[5], 0};
-    int64_t vocab = p[4];
+    int64_t vocab = padded_vocab(p[4], p[6], p[7]);
     int tokens = ids_input(b, "tokens", &c);
     int positions = ids_input(b, "positions", &c);
     int segments = ids_input(b, "segments", &c);

@@ -235,6 +235,14 @@ typedef struct zoo_family {
 
 #define K_LAYERS(def, hi) {"layers", def, 1, hi}
 #define BIG (INT64_C(1) << 20)
+/* Megatron's vocabulary padding (transformer.c, docs/model-format.md): the
+ * vocabulary rounded up to a multiple of vocab_pad * tp (Megatron's
+ * --make-vocab-size-divisible-by 128 times the tensor-parallel degree);
+ * vocab_pad = 0 keeps the vocabulary as given. tp is the tensor-parallel
+ * degree the padding is for (ss_model_build_tp fills it from a megatron:
+ * plan). */
+#define K_VOCAB_PAD {"vocab_pad", 128, 0, 1 << 16}
+#define K_TP {"tp", 1, 1, 1 << 16}
 
 static const zoo_family families[] = {
     {{"alexnet", "AlexNet (torchvision single tower), ImageNet 224x224, 61.1M parameters",
@@ -271,16 +279,18 @@ static const zoo_family families[] = {
       {"vocab", 32000, 2, 1 << 24}},
      ss_zoo_build_nmt, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
     {{"bert", "BERT (large by default, seq 512) with the masked-LM head, Megatron-style ops",
-      "layers=24,hidden=1024,heads=16,seq=512,vocab=30522,fused=0"},
+      "layers=24,hidden=1024,heads=16,seq=512,vocab=30522,fused=0,vocab_pad=128,tp=1"},
      64,
      {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG}, {"heads", 16, 1, 4096},
-      {"seq", 512, 1, BIG}, {"vocab", 30522, 2, 1 << 24}, {"fused", 0, 0, 1}},
+      {"seq", 512, 1, BIG}, {"vocab", 30522, 2, 1 << 24}, {"fused", 0, 0, 1}, K_VOCAB_PAD,
+      K_TP},
      ss_zoo_build_bert, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED},
     {{"gpt", "GPT decoder (Megatron-LM layout, tied LM head), GPT-2 medium-like defaults",
-      "layers=24,hidden=1024,heads=16,seq=1024,vocab=51200,fused=0"},
+      "layers=24,hidden=1024,heads=16,seq=1024,vocab=51200,fused=0,vocab_pad=128,tp=1"},
      64,
      {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG}, {"heads", 16, 1, 4096},
-      {"seq", 1024, 1, BIG}, {"vocab", 51200, 2, 1 << 24}, {"fused", 0, 0, 1}},
+      {"seq", 1024, 1, BIG}, {"vocab", 51200, 2, 1 << 24}, {"fused", 0, 0, 1}, K_VOCAB_PAD,
+      K_TP},
      ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED},
     {{"mlp", "Multi-layer perceptron: 'layers' hidden linear+relu layers and a classifier",
       "layers=3,hidden=1024,in=1024,classes=10"},
@@ -327,10 +337,9 @@ static void key_list(const zoo_family *f, char *buf, size_t n)
 
 /* Parse the "key=value,..." part of spec (after the colon) into p[]. */
 static ss_status parse_params(const char *spec, const zoo_family *f, const char *s, int64_t *p,
-                              ss_diag *d)
+                              int *seen, ss_diag *d)
 {
     int nk = n_keys(f);
-    int seen[MAX_KEYS] = {0};
     for (int i = 0; i < nk; i++)
         p[i] = f->keys[i].def;
     if (!*s)
@@ -422,6 +431,15 @@ static int is_path(const char *spec)
 ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_graph **out,
                          ss_diag *d)
 {
+    return ss_model_build_tp(spec, batch, n_devices, 0, out, d);
+}
+
+/* See simsearch.h. tp > 0 is the tensor-parallel degree of the plan the
+ * model is built for: a family with a "tp" key (the vocabulary padding of
+ * gpt and bert) takes it unless the spec names another, which is an error. */
+ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int tp,
+                            ss_graph **out, ss_diag *d)
+{
     if (!spec || !*spec)
         return ss_diag_set(d, SS_ERR_INVALID, "empty model spec");
     if (batch < 0)
@@ -442,12 +460,26 @@ ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_grap
                            "model JSON file)", (int)nlen, spec, list);
     }
     int64_t p[MAX_KEYS];
+    int seen[MAX_KEYS] = {0};
     for (int i = 0; i < MAX_KEYS; i++)
         p[i] = i < n_keys(f) ? f->keys[i].def : 0;
     if (colon) {
-        ss_status st = parse_params(spec, f, colon + 1, p, d);
+        ss_status st = parse_params(spec, f, colon + 1, p, seen, d);
         if (st)
             return st;
+    }
+    int kt = key_index(f, "tp");
+    if (kt >= 0 && tp > 0) {
+        if (tp > f->keys[kt].hi)
+            return ss_diag_set(d, SS_ERR_INVALID, "model '%s': tensor-parallel degree %d out of "
+                               "range (expected 1 to %lld)", spec, tp, (long long)f->keys[kt].hi);
+        if (seen[kt] && p[kt] != tp)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "model spec '%s': tp=%lld, but the plan is tensor-parallel %d "
+                               "(the vocabulary is padded for the plan's tp; drop the key or "
+                               "make them agree)",
+                               spec, (long long)p[kt], tp);
+        p[kt] = tp;
     }
     ss_status st = check_params(spec, f, p, d);
     if (st)

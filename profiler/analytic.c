@@ -84,10 +84,12 @@ static double align_factor(const ss_device_type *dt, const ss_graph *g, const ss
 }
 
 /* Time in us of one pass of k kernels doing flops and bytes; fal multiplies
- * the compute efficiency (alignment). */
+ * the compute efficiency (alignment). *gpu gets the roofline alone, *host
+ * the host's dispatch time k * launch_us (both 0 for a pass with no work). */
 static double pass_us(const ss_device_type *dt, ss_dtype dtype, double flops, double bytes,
-                      int k, double fal)
+                      int k, double fal, double *gpu, double *host)
 {
+    *gpu = *host = 0;
     if (flops <= 0 && bytes <= 0)
         return 0;
     double peak = dt->peak_tflops[dtype];
@@ -108,6 +110,8 @@ static double pass_us(const ss_device_type *dt, ss_dtype dtype, double flops, do
         memory = bytes / (dt->mem_gbps * 1e9 * eff) * 1e6;
     }
     double t = compute > memory ? compute : memory, floor = k * dt->launch_us;
+    *gpu = t;
+    *host = floor;
     return t > floor ? t : floor;
 }
 
@@ -121,7 +125,8 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
         return; /* data arrives, or a view its consumers read in place */
     ss_dtype dtype = compute_dtype(g, op);
     double fal = align_factor(dt, g, op, t, dtype);
-    out->fwd_us = pass_us(dt, dtype, out->work.fwd_flops, out->work.fwd_bytes, 1, fal);
+    out->fwd_us = pass_us(dt, dtype, out->work.fwd_flops, out->work.fwd_bytes, 1, fal,
+                          &out->fwd_gpu_us, &out->fwd_host_us);
     out->bwd_us = pass_us(dt, dtype, out->work.bwd_flops, out->work.bwd_bytes,
-                          op->n_w > 0 ? 2 : 1, fal);
+                          op->n_w > 0 ? 2 : 1, fal, &out->bwd_gpu_us, &out->bwd_host_us);
 }

@@ -259,6 +259,11 @@ ss_status ss_cost_tile(ss_costmodel *cm, const ss_graph *g, const ss_op *op, con
     }
     if (!answered)
         ss_cost_analytic(dt, g, op, t, &c);
+    else { /* a profile or a measurement: all of it is GPU time */
+        c.fwd_gpu_us = c.fwd_us;
+        c.bwd_gpu_us = c.bwd_us;
+        c.fwd_host_us = c.bwd_host_us = 0;
+    }
     insert(cm, &k, h, &c);
     *out = c;
     return SS_OK;

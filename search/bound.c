@@ -178,7 +178,15 @@ static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_di
         ss_status st = ss_cost_tile(b->cm, b->g, op, &t, ss_machine_device(b->m, dev)->type, &cost);
         if (st)
             return ss_diag_set(d, st, "search bound: no cost for operator \"%s\"", op->name);
-        double v = cost.fwd_us + cost.bwd_us + (recompute ? cost.fwd_us : 0);
+        /* a host-dispatch window longer than one operator may hide a
+         * tile's host time behind its neighbours' GPU time
+         * (simulator/build_host.c): only the GPU time is then certain */
+        double f = cost.fwd_us, bw = cost.bwd_us;
+        if (ss_machine_type(b->m, ss_machine_device(b->m, dev)->type)->dispatch_window != 1) {
+            f = cost.fwd_gpu_us;
+            bw = cost.bwd_gpu_us;
+        }
+        double v = f + bw + (recompute ? f : 0);
         row[dev] += v;
         if (store) {
             b->vals[off + i] = v;

@@ -178,6 +178,8 @@ void ss_build_free(ss_builder *b)
     ss_memo_free(&b->memo);
     ss_memo_free(&b->wmemo);
     ss_free(b->kbuf);
+    ss_free(b->hsum);
+    ss_free(b->hfirst);
     ss_free(b->score);
     ss_free(b);
 }
@@ -615,7 +617,7 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
         tileinfo *ti = &b->tiles[b->tile_base[o] + i];
         tilecost *tc = &b->tcost[b->tile_base[o] + i];
         if (op->type == SS_OP_INPUT) {
-            tc->fwd_us = tc->bwd_us = tc->saved = tc->ws = 0;
+            memset(tc, 0, sizeof *tc);
         } else {
             ss_cost cost;
             ss_status st = ss_cost_tile(b->cm, g, op, &shape[i], ti->devtype, &cost);
@@ -623,6 +625,10 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
                 return ss_diag_set(d, st, "simulate: no cost for operator \"%s\"", op->name);
             tc->fwd_us = cost.fwd_us;
             tc->bwd_us = cost.bwd_us;
+            tc->fwd_gpu = cost.fwd_gpu_us;
+            tc->bwd_gpu = cost.bwd_gpu_us;
+            tc->fwd_host = cost.fwd_host_us;
+            tc->bwd_host = cost.bwd_host_us;
             tc->saved = cost.work.saved_bytes;
             tc->ws = cost.workspace_bytes;
         }
@@ -1433,14 +1439,6 @@ int ss_build_score_op(const ss_graph *g, int o)
     return 0;
 }
 
-/* Whether op o's tiles recompute their forward in the backward (and keep
- * no activations meanwhile) under the plan's recompute mode. */
-static int recomputed(const ss_builder *b, int o)
-{
-    return b->set.recompute == SS_RECOMPUTE_FULL ||
-           (b->set.recompute == SS_RECOMPUTE_SELECTIVE && b->score[o]);
-}
-
 static ss_status ensure_score(ss_builder *b, ss_diag *d)
 {
     if (b->n_score == b->n_ops)
@@ -1463,7 +1461,7 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (t->op != o) {
             o = t->op;
             input = ss_graph_op(b->g, o)->type == SS_OP_INPUT;
-            recompute = recomputed(b, o);
+            recompute = ss_build_recomputed(b, o);
         }
         if (input)
             continue;
@@ -1476,7 +1474,7 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (ss_taskgraph_add_dep(tg, t->fwd, t->bwd, d) != SS_OK)
             return d->status;
     }
-    return SS_OK;
+    return ss_build_host(b, tg, d); /* pass 5b: host dispatch (build_host.c) */
 }
 
 /* The task the gradients of a unit's output feed (consumer backwards on its
@@ -1788,7 +1786,7 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         if (t->bwd < 0)
             continue;
         const tilecost *tc = &b->tcost[j];
-        if (recomputed(b, t->op))
+        if (ss_build_recomputed(b, t->op))
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, t->bwd, 1, d);
         else
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->fwd, 0, t->bwd, 1, d);

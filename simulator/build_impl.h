@@ -26,6 +26,7 @@ typedef struct tileinfo {
 
 typedef struct tilecost {
     double fwd_us, bwd_us, saved, ws;
+    double fwd_gpu, bwd_gpu, fwd_host, bwd_host; /* ss_cost's split (build_host.c) */
 } tilecost;
 
 typedef struct unitinfo {
@@ -209,6 +210,10 @@ struct ss_builder {
     int cap_mbk;
     needinfo *need;
     int cap_need;
+    double *hsum; /* scratch of build_host.c: per window pass sums */
+    int cap_hsum;
+    int *hfirst;  /* scratch of build_host.c: per device x micro-batch, per tile */
+    int cap_hfirst;
     ss_coll_result coll;
     /* memoization across runs */
     int memo_on;
@@ -312,5 +317,18 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
 /* Pass 7 (build_weights.c): weight memory, shards, gradient buckets and
  * their all-reduces, updates. */
 ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d);
+
+/* Pass 5b (build_host.c): compute durations under host dispatch (the host
+ * runs ahead of the GPU within a pass of a micro-batch) and the device
+ * type's per-micro-batch overhead. Runs after pass_bwd. */
+ss_status ss_build_host(ss_builder *b, ss_taskgraph *tg, ss_diag *d);
+
+/* Whether op o's tiles recompute their forward in the backward (and keep
+ * no activations meanwhile) under the plan's recompute mode. */
+static inline int ss_build_recomputed(const ss_builder *b, int o)
+{
+    return b->set.recompute == SS_RECOMPUTE_FULL ||
+           (b->set.recompute == SS_RECOMPUTE_SELECTIVE && b->score[o]);
+}
 
 #endif /* SS_BUILD_IMPL_H */

@@ -38,8 +38,24 @@ check "model --json exits 0" [ $rc -eq 0 ]
 check "model --json batch" [ "$(field batch "$tmp/gpt.json")" = 4 ]
 check "model --json precision" [ "$(field precision "$tmp/gpt.json")" = mixed ]
 check "model --json optimizer" [ "$(field optimizer "$tmp/gpt.json")" = adam ]
-# 2 layers x (12*64^2 + 13*64) + (100 + 16)*64 + final LayerNorm 2*64
-check "model --json parameters" [ "$(field parameters "$tmp/gpt.json")" = $((2 * (12 * 64 * 64 + 13 * 64) + 116 * 64 + 128)) ]
+# 2 layers x (12*64^2 + 13*64) + (128 + 16)*64 + final LayerNorm 2*64: the
+# vocabulary of 100 padded to 128 as Megatron pads it (vocab_pad=128, tp=1)
+check "model --json parameters" [ "$(field parameters "$tmp/gpt.json")" = $((2 * (12 * 64 * 64 + 13 * 64) + 144 * 64 + 128)) ]
+"$bin" model "$spec,vocab_pad=0" --batch 4 --json >"$tmp/gpt-nopad.json"
+check "vocab_pad=0 keeps the vocabulary" [ "$(field parameters "$tmp/gpt-nopad.json")" = $((2 * (12 * 64 * 64 + 13 * 64) + 116 * 64 + 128)) ]
+"$bin" model "$spec,tp=4" --batch 4 --json >"$tmp/gpt-tp4.json"
+check "tp=4 pads to a multiple of 512" [ "$(field parameters "$tmp/gpt-tp4.json")" = $((2 * (12 * 64 * 64 + 13 * 64) + 528 * 64 + 128)) ]
+
+# a megatron: plan's tp reaches the model before the plan is built: the plan
+# file names the fingerprint of the model padded for tp = 4
+"$bin" plan --model "$spec" --topology "$src/topologies/dgx-a100.json" --plan megatron:tp=4,pp=1,dp=2 \
+  --batch 4 --out "$tmp/plan-tp4.json" >/dev/null; rc=$?
+check "plan with megatron:tp=4 exits 0" [ $rc -eq 0 ]
+check "megatron:tp=4 builds the model padded for tp=4" grep -q "\"$(field fingerprint "$tmp/gpt-tp4.json")\"" "$tmp/plan-tp4.json"
+"$bin" plan --model "$spec,tp=2" --topology "$src/topologies/dgx-a100.json" --plan megatron:tp=4,pp=1,dp=2 \
+  --batch 4 >"$tmp/plan-bad.txt" 2>&1; rc=$?
+check "model tp=2 with a tp=4 plan is refused" [ $rc -ne 0 ]
+check "the refusal names both" grep -q "tp=2, but the plan is tensor-parallel 4" "$tmp/plan-bad.txt"
 
 "$bin" model "$spec" --batch 4 --export "$tmp/gpt-export.json" >"$tmp/human.txt"; rc=$?
 check "model --export exits 0" [ $rc -eq 0 ]

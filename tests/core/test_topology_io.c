@@ -244,7 +244,7 @@ static void test_type_overrides(void **state)
         " {\"name\": \"V100-SXM2-16GB\", \"launch_us\": 7, \"peak_tflops\": {\"bf16\": 15.7}},"
         " {\"name\": \"npu\", \"peak_tflops\": {\"f32\": 3, \"f16\": 50}, \"mem_gbps\": 400,"
         "  \"mem_gib\": 24, \"eff_flops\": [[1e6, 0.2], [1e9, 0.9]],"
-        "  \"eff_align\": [0.9, 0.5, 0.25]}],"
+        "  \"eff_align\": [0.9, 0.5, 0.25], \"mb_overhead_us\": 1300, \"dispatch_window\": 22}],"
         "\"hosts\": [{\"name\": \"h\"}],"
         "\"devices\": [{\"name\": \"a\", \"type\": \"my-gpu\", \"host\": \"h\"},"
         " {\"name\": \"b\", \"type\": \"V100-SXM2-16GB\", \"host\": \"h\"},"
@@ -278,11 +278,37 @@ static void test_type_overrides(void **state)
     /* not given: a built-in's factors (1 = no alignment penalty) */
     for (int k = 0; k < 3; k++)
         assert_near(v->eff_align[k], 1, 0);
+    /* host dispatch (simulator/build_host.c): given, or the defaults (a
+     * window of one operator: the launch floor per operator; no overhead) */
+    assert_near(npu->mb_overhead_us, 1300, 0);
+    assert_int_equal(npu->dispatch_window, 22);
+    assert_near(v->mb_overhead_us, 0, 0);
+    assert_int_equal(v->dispatch_window, 1);
+    assert_int_equal(my->dispatch_window, 1);
     assert_string_equal(ss_machine_type(m, 3)->name, "T4");
     assert_int_equal(ss_machine_device(m, 3)->type, 3);
     /* the built-in table itself is untouched */
     assert_near(ss_devtype_find_builtin("V100-SXM2-16GB")->launch_us, 5, 0);
     round_trip(m); /* eff_align is written and read back (it is in the fingerprint) */
+    /* so are the host-dispatch settings: a machine differing only there has
+     * another fingerprint */
+    ss_machine *w = load_str(
+        "{" HDR "\"device_types\": [{\"name\": \"T4\", \"dispatch_window\": 0}],"
+        "\"hosts\": [{\"name\": \"h\"}], \"devices\": [{\"name\": \"a\", \"type\": \"T4\", \"host\": \"h\"}]}");
+    ss_machine *o = load_str(
+        "{" HDR "\"device_types\": [{\"name\": \"T4\", \"mb_overhead_us\": 5}],"
+        "\"hosts\": [{\"name\": \"h\"}], \"devices\": [{\"name\": \"a\", \"type\": \"T4\", \"host\": \"h\"}]}");
+    ss_machine *t = load_str(
+        "{" HDR "\"device_types\": [{\"name\": \"T4\", \"dispatch_window\": 1}],"
+        "\"hosts\": [{\"name\": \"h\"}], \"devices\": [{\"name\": \"a\", \"type\": \"T4\", \"host\": \"h\"}]}");
+    assert_int_equal(ss_machine_type(w, 0)->dispatch_window, 0);
+    assert_true(ss_machine_fingerprint(w) != ss_machine_fingerprint(t));
+    assert_true(ss_machine_fingerprint(o) != ss_machine_fingerprint(t));
+    round_trip(w);
+    round_trip(o);
+    ss_machine_free(w);
+    ss_machine_free(o);
+    ss_machine_free(t);
     ss_machine_free(m);
 }
 

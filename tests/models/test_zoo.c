@@ -75,12 +75,12 @@ static void test_bert_large(void **state)
 {
     (void)state;
     ss_graph *g = build("bert", 1, 1);
-    double h = 1024, L = 24, S = 512, V = 30522;
+    double h = 1024, L = 24, S = 512, V = 30592; /* 30,522 padded to a multiple of 128 */
     int64_t params = ss_graph_parameters(g);
     assert_true(rel_err((double)params, 335e6) < 0.01);
     /* Exact: embeddings (V+S+2)h + LN 2h; layers L(12h^2+13h); final LN 2h;
      * MLM dense h^2+h, LN 2h. */
-    int64_t want = (30522 + 512 + 2) * 1024 + 2048 + 24 * (12 * 1024 * 1024 + 13 * 1024) + 2048 +
+    int64_t want = (30592 + 512 + 2) * 1024 + 2048 + 24 * (12 * 1024 * 1024 + 13 * 1024) + 2048 +
                    1024 * 1024 + 1024 + 2048;
     assert_int_equal(params, want);
     double f = S * (L * (24 * h * h + 4 * S * h) + 2 * h * h + 2 * h * V);
@@ -388,7 +388,8 @@ static void test_golden_files(void **state)
 {
     (void)state;
     static const char *const files[][2] = {
-        {"tests/data/models/gpt_tiny.json", "gpt:layers=1,hidden=8,heads=2,seq=4,vocab=16"},
+        {"tests/data/models/gpt_tiny.json",
+         "gpt:layers=1,hidden=8,heads=2,seq=4,vocab=16,vocab_pad=0"},
         {"tests/data/models/rnnlm_tiny.json", "rnnlm:steps=2,layers=1,hidden=8,vocab=16"},
     };
     for (int i = 0; i < 2; i++) {
@@ -421,7 +422,7 @@ static void test_model_file_batch(void **state)
     ss_graph_free(g);
     /* The rebatched gpt file equals the zoo model built at that batch. */
     g = build(ss_test_path("tests/data/models/gpt_tiny.json"), 6, 1);
-    ss_graph *z = build("gpt:layers=1,hidden=8,heads=2,seq=4,vocab=16", 6, 1);
+    ss_graph *z = build("gpt:layers=1,hidden=8,heads=2,seq=4,vocab=16,vocab_pad=0", 6, 1);
     assert_true(ss_graph_fingerprint(g) == ss_graph_fingerprint(z));
     ss_graph_free(z);
     ss_graph_free(g);
@@ -432,6 +433,84 @@ static void test_model_file_batch(void **state)
 }
 
 /* Allocation failures while building never crash or leak, and report NOMEM. */
+/* Rows of the token table (= the LM head's output width) of a built model. */
+static int64_t vocab_rows(const char *spec, int tp)
+{
+    ss_graph *g = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_model_build_tp(spec, 2, 1, tp, &g, &d), SS_OK);
+    int64_t v = ss_graph_tensor(g, ss_graph_find_tensor(g, "embed.tokens.weight"))->shape[0];
+    ss_graph_free(g);
+    return v;
+}
+
+/* Megatron's vocabulary padding: GPT-2's 50,257 rounded up to a multiple of
+ * 128 * tp (Megatron-LM's --make-vocab-size-divisible-by 128): 50,304 /
+ * 50,432 / 50,688 / 51,200 / 51,200 for tp = 1 / 2 / 4 / 8 / 16 (the values
+ * ../shared/data/README.md lists for the measured runs); vocab_pad=0 keeps
+ * it; the plan's tp reaches the model through ss_model_build_tp or the tp
+ * key, and the two must agree. */
+static void test_vocab_padding(void **state)
+{
+    (void)state;
+    const char *gpt = "gpt:layers=1,hidden=64,heads=4,seq=16,vocab=50257";
+    static const int tps[] = {1, 2, 4, 8, 16};
+    static const int64_t want[] = {50304, 50432, 50688, 51200, 51200};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(vocab_rows(gpt, tps[i]), want[i]);
+        char spec[128];
+        snprintf(spec, sizeof spec, "%s,tp=%d", gpt, tps[i]);
+        assert_int_equal(vocab_rows(spec, 0), want[i]);
+        assert_int_equal(vocab_rows(spec, tps[i]), want[i]); /* agreeing: fine */
+    }
+    assert_int_equal(vocab_rows(gpt, 0), 50304); /* tp unknown: 1 */
+    assert_int_equal(vocab_rows("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=50257,vocab_pad=0", 8),
+                     50257);
+    assert_int_equal(vocab_rows("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=50257,vocab_pad=64", 2),
+                     50304);
+    assert_int_equal(vocab_rows("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=51200", 8), 51200);
+    assert_int_equal(vocab_rows("bert:layers=1,hidden=64,heads=4,seq=16", 0), 30592);
+    assert_int_equal(vocab_rows("bert:layers=1,hidden=64,heads=4,seq=16,vocab_pad=0", 4), 30522);
+    /* the LM head's width follows the table */
+    ss_graph *g = build("gpt:layers=1,hidden=64,heads=4,seq=16,vocab=50257,tp=4", 2, 1);
+    const ss_op *head = ss_graph_op(g, ss_graph_find_op(g, "lm_head"));
+    assert_int_equal(head->attrs.out_features, 50688);
+    ss_graph_free(g);
+
+    ss_diag d;
+    ss_diag_init(&d);
+    g = NULL;
+    assert_int_equal(ss_model_build_tp(gpt + 0, 2, 1, 8, &g, &d), SS_OK);
+    ss_graph_free(g);
+    g = NULL;
+    assert_int_equal(ss_model_build_tp("gpt:layers=1,hidden=64,heads=4,seq=16,tp=2", 2, 1, 8, &g, &d),
+                     SS_ERR_INVALID);
+    assert_null(g);
+    assert_non_null(strstr(d.msg, "tp=2"));
+    assert_non_null(strstr(d.msg, "tensor-parallel 8"));
+    ss_diag_init(&d);
+    assert_int_equal(ss_model_build("gpt:layers=1,hidden=64,heads=4,seq=16,vocab_pad=-1", 2, 1,
+                                    &g, &d),
+                     SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "vocab_pad"));
+    /* families without padding take any tp unchanged */
+    ss_graph *a = build("mlp", 8, 1), *b = NULL;
+    assert_int_equal(ss_model_build_tp("mlp", 8, 1, 4, &b, &d), SS_OK);
+    assert_true(ss_graph_fingerprint(a) == ss_graph_fingerprint(b));
+    ss_graph_free(a);
+    ss_graph_free(b);
+    /* the tp a plan spec names, before any model exists */
+    assert_int_equal(ss_plan_spec_tp("megatron:tp=8,pp=2,dp=4,mbs=1"), 8);
+    assert_int_equal(ss_plan_spec_tp("megatron:pp=2,dp=4,tp=16"), 16);
+    assert_int_equal(ss_plan_spec_tp("megatron:pp=2"), 1);
+    assert_int_equal(ss_plan_spec_tp("megatron"), 1);
+    assert_int_equal(ss_plan_spec_tp("data-parallel"), 1);
+    assert_int_equal(ss_plan_spec_tp("plans/x.json"), 0);
+    assert_int_equal(ss_plan_spec_tp("megatron:tp=x"), 0);
+    assert_int_equal(ss_plan_spec_tp("megatron:tp=0"), 0);
+}
+
 static void test_build_fault_injection(void **state)
 {
     (void)state;
@@ -472,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_all),
         cmocka_unit_test(test_golden_files),
         cmocka_unit_test(test_model_file_batch),
+        cmocka_unit_test(test_vocab_padding),
         cmocka_unit_test(test_build_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
