@@ -121,6 +121,8 @@ static void release_scratch(ss_builder *b)
     DROP(b, need, cap_need);
     DROP(b, pidx, cap_pidx);
     DROP(b, rtab, cap_rtab);
+    DROP(b, hfirst, cap_hfirst);
+    DROP(b, hsum, cap_hsum);
     ss_free(b->rgen);
     b->rgen = NULL;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
