@@ -102,6 +102,7 @@ typedef struct fab {
 } fab;
 static fab f_intra, f_inter;
 static int jobs = 1;       /* --jobs: forked prediction workers */
+static ss_evaluator evaluator = SS_EVAL_AUTO; /* --evaluator: how rows are judged */
 static int fit_tp1 = 0;    /* --fit-tp1: calibrate on tensor-parallel degree 1 rows only */
 
 /* Row r selected by want (train = 1, test = 0, all = -1)? The calibration
@@ -391,7 +392,7 @@ static int predict_part(bench *b, const params *p, int want, int phase, int stri
         }
         ss_sim *s = NULL;
         /* memory is not what is measured here */
-        ss_sim_config cfg = {.skip_memory = 1};
+        ss_sim_config cfg = {.skip_memory = 1, .evaluator = evaluator};
         if (ss_sim_new(b->graphs[r->graph], m, cm, &cfg, &s, d) ||
             ss_sim_run(s, r->plan, &res, d))
             rc = -1;
@@ -941,6 +942,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: bench_vtrain [--csv FILE] [--topology FILE] [--seed N] "
                     "[--markdown FILE] [--predictions FILE] [--jobs N]\n"
+                    "                    [--evaluator auto|full|symmetry|hierarchical]\n"
                     "                    [--calibrate [--rounds N] [--fit-tp1]] [--limit N]\n");
     return 2;
 }
@@ -974,7 +976,11 @@ int main(int argc, char **argv)
             jobs = atoi(v), i++;
         else if (!strcmp(a, "--limit"))
             limit = atoi(v), i++;
-        else
+        else if (!strcmp(a, "--evaluator")) {
+            if (ss_evaluator_parse(v, &evaluator))
+                return usage();
+            i++;
+        } else
             return usage();
     }
     bench b;
@@ -1062,8 +1068,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_vtrain: cannot write %s\n", md);
             goto out;
         }
-        fprintf(f, "Device %s (%s), %d rows, split seed %llu, all rows predicted in %.2f s.\n",
-                devname, topo, b.n, (unsigned long long)seed, t_pred);
+        fprintf(f, "Device %s (%s), %d rows, split seed %llu, all rows predicted in %.2f s "
+                "(evaluator %s).\n",
+                devname, topo, b.n, (unsigned long long)seed, t_pred, ss_evaluator_name(evaluator));
         fprintf(f, "Parameters: ");
         print_params(f, &p);
         fprintf(f, "\n");

@@ -100,6 +100,32 @@ if want sim; then
   splice sim "Simulator speed" "$tmp/sim.block"
 fi
 
+# condense MD: bench_vtrain's markdown for the results sheet: without the
+# per-parallelism table (docs/calibration.md discusses it) and with the five
+# worst rows only.
+condense() {
+  python3 - "$1" <<'PY'
+import sys
+out, skip, worst = [], False, -1
+for line in open(sys.argv[1]).read().splitlines():
+    if line.startswith("By parallelism"):
+        skip = True
+        continue
+    if skip and (line.startswith("By model size") or line.startswith("Worst")):
+        skip = False
+    if skip:
+        continue
+    if line.startswith("Worst"):
+        line, worst = "Worst 5 rows:", 0
+    elif worst >= 0 and line.startswith("|"):
+        worst += 1
+        if worst > 7:  # header, rule, five rows
+            continue
+    out.append(line)
+print("\n".join(out))
+PY
+}
+
 if want accuracy; then
   csv=${VTRAIN_CSV:-../shared/data/vtrain_ground_truth_single.csv}
   mcsv=${VTRAIN_MULTI_CSV:-../shared/data/vtrain_ground_truth_multi_3.6B_18.4B.csv}
@@ -110,12 +136,12 @@ if want accuracy; then
     printf 'Commit: %s\n\n### Single node (vTrain, 1,440 runs on 2-8 A100s)\n\n' "$(git rev-parse --short HEAD)"
     "$build/bench_vtrain" --csv "$csv" --topology benchmarks/vtrain-a100x8.json \
       --markdown "$tmp/acc.md" >"$tmp/acc.out"
-    cat "$tmp/acc.md"
+    condense "$tmp/acc.md"
     printf '\nAPE = |predicted - measured| / measured; bias = mean signed error. Calibration: docs/calibration.md.\n'
     printf '\n### Multi-node (vTrain, 41 runs of 3.6B on 64 and 18.4B on 256 A100s)\n\nCommand: `%s`\n\n' "$mcmd"
     "$build/bench_vtrain" --csv "$mcsv" --topology benchmarks/vtrain-a100x8.json \
       --jobs "$(nproc)" --markdown "$tmp/macc.md" >"$tmp/macc.out"
-    cat "$tmp/macc.md"
+    condense "$tmp/macc.md"
     printf '\nSpearman within each model size: the "By model size" table. One general parameter is fitted on this file: the InfiniBand collectives'"'"' bus-bandwidth efficiency (coll_eff of the inter fabric in benchmarks/vtrain-a100x8.json, on its tp = 16 rows); nothing is fitted per configuration, and the "calibration half" label is only the seeded split (docs/calibration.md).\n'
   } >"$tmp/acc.block"
   splice accuracy "Simulator accuracy" "$tmp/acc.block"
