@@ -32,7 +32,8 @@ static void help(FILE *f)
     fprintf(f,
             "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
             "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
-            "                 [--trace FILE] [--db FILE] [--json] [--no-eval-cache]\n\n"
+            "                 [--trace FILE] [--db FILE] [--json] [--no-eval-cache]\n"
+            "                 [--evaluator auto|full|symmetry|hierarchical]\n\n"
             "Search a parallelization plan (MCMC over every operator's split and placement,\n"
             "judged by the simulator) and compare it with data parallelism and the expert\n"
             "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
@@ -53,13 +54,17 @@ static void help(FILE *f)
             "  --db FILE         profile database: measured tile costs first, then analytic\n"
             "  --json            print one JSON object instead of the table\n"
             "  --no-eval-cache   simulate a plan again when the search meets it again\n"
-            "                    (for measurements: the same chain and plan, only slower)\n",
+            "                    (for measurements: the same chain and plan, only slower)\n"
+            "  --evaluator E     how proposals are judged: auto (default), full, symmetry,\n"
+            "                    hierarchical (as simsearch simulate --evaluator; a forced\n"
+            "                    evaluator that does not apply to a proposal rejects it)\n",
             DEFAULT_TIME_LIMIT);
 }
 
 typedef struct opts {
     ss_cli_common c; /* --model, --topology, --nodes, --batch, --json */
-    const char *out, *trace, *db;
+    const char *out, *trace, *db, *evaluator;
+    ss_evaluator ev; /* parsed --evaluator */
     long long budget, seed;
     double time_limit;
     int no_cache;  /* --no-eval-cache */
@@ -100,7 +105,8 @@ static int parse(int argc, char **argv, opts *o)
         }
         if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
             (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--db", &o->db))) {
+            (r = ss_cli_opt(argc, argv, &i, "--db", &o->db)) ||
+            (r = ss_cli_opt(argc, argv, &i, "--evaluator", &o->evaluator))) {
             if (r < 0)
                 return ss_cli_usage_error("search", "%s needs a value", argv[i]);
             continue;
@@ -130,6 +136,11 @@ static int parse(int argc, char **argv, opts *o)
     }
     if (!o->c.topology)
         return ss_cli_usage_error("search", "--topology is required");
+    if (o->evaluator && ss_evaluator_parse(o->evaluator, &o->ev))
+        return ss_cli_usage_error("search",
+                                  "--evaluator: unknown evaluator \"%s\" (expected auto, full, "
+                                  "symmetry or hierarchical)",
+                                  o->evaluator);
     /* A budget alone makes the search reproducible: no clock unless asked. */
     if (o->time_limit < 0)
         o->time_limit = o->budget > 0 ? 0 : DEFAULT_TIME_LIMIT;
@@ -278,6 +289,7 @@ static int run(const opts *o, struct sigaction *old)
     cfg.time_limit_s = o->time_limit;
     cfg.seed = (uint64_t)o->seed;
     cfg.no_eval_cache = o->no_cache;
+    cfg.evaluator = o->ev;
     cfg.stop = stop_cb;
     cfg.progress = isatty(STDERR_FILENO) ? progress_cb : NULL;
 

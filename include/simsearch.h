@@ -743,8 +743,11 @@ void ss_cost_analytic(const ss_device_type *dt, const ss_graph *g, const ss_op *
  *   reason when the plan is not of its form.
  * AUTO: HIER for plans of at least SS_EVAL_HIER_TILES tile entries when it
  *   applies and the config does not ask for an exact evaluator, else
- *   SYMMETRY when the plan is symmetric, else FULL. */
+ *   SYMMETRY for plans of at least SS_EVAL_SYM_TILES tile entries when the
+ *   plan is symmetric, else FULL. (Below those sizes the memoized full
+ *   simulation is as fast: FlexFlow's models in a search.) */
 #define SS_EVAL_HIER_TILES (1 << 20)
+#define SS_EVAL_SYM_TILES (1 << 16)
 typedef enum ss_evaluator { SS_EVAL_AUTO = 0, SS_EVAL_FULL, SS_EVAL_SYMMETRY, SS_EVAL_HIER } ss_evaluator;
 /* "auto", "full", "symmetry", "hierarchical". */
 const char *ss_evaluator_name(ss_evaluator e);
@@ -915,6 +918,7 @@ typedef struct ss_search_config {
                                 < 0: none; see search/mcmc.h) */
     double p_class;          /* share of class moves: one config for every op of a structural
                                 class (0: default, < 0: none; see search/classes.h) */
+    ss_evaluator evaluator;  /* how proposals are judged (SS_EVAL_AUTO: 0, the default) */
     int no_eval_cache;       /* 1: simulate a plan again when the search meets it again
                                 (for measurements); 0: decide from the cached evaluation
                                 (search/evalcache.h). Same chain, same plan either way */

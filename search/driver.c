@@ -243,7 +243,8 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     /* Every simulation polls the stop callback, so Ctrl-C is honoured while
      * a big plan is built or simulated, not only between proposals. */
     cb_bridge br = {&cfg};
-    ss_sim_config sc = {.stop = cfg.stop ? bridge_stop : NULL, .stop_ctx = &br};
+    ss_sim_config sc = {.stop = cfg.stop ? bridge_stop : NULL, .stop_ctx = &br,
+                        .evaluator = cfg.evaluator};
     ss_status st = ss_sim_new(g, m, cm, &sc, &sim, d);
     if (st)
         return st;

@@ -343,8 +343,9 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
     s->ran_sym = 0;
     s->ran_hier = 0;
     ss_status st;
+    int64_t tiles = s->cfg.evaluator == SS_EVAL_AUTO ? tile_entries(p) : 0;
     if (s->cfg.evaluator == SS_EVAL_HIER ||
-        (s->cfg.evaluator == SS_EVAL_AUTO && !s->cfg.exact && tile_entries(p) >= SS_EVAL_HIER_TILES)) {
+        (s->cfg.evaluator == SS_EVAL_AUTO && !s->cfg.exact && tiles >= SS_EVAL_HIER_TILES)) {
         if (!s->hier && !(s->hier = ss_hier_new(s->g, s->m, s->cm, &s->cfg)))
             return ss_diag_set(dd, SS_ERR_NOMEM, "simulate: out of memory");
         ss_diag hd; /* a fresh diag: an unsupported plan's reason must not stick */
@@ -366,7 +367,8 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
                                "simulate: the hierarchical evaluator %s: %s",
                                st == SS_ERR_UNSUPPORTED ? "does not apply" : "failed", hd.msg);
     }
-    if (s->cfg.evaluator != SS_EVAL_FULL) {
+    if (s->cfg.evaluator == SS_EVAL_SYMMETRY ||
+        (s->cfg.evaluator == SS_EVAL_AUTO && tiles >= SS_EVAL_SYM_TILES)) {
         if (!s->sym && !(s->sym = ss_sym_new(s->g, s->m, s->cm, &s->cfg)))
             return ss_diag_set(dd, SS_ERR_NOMEM, "simulate: out of memory");
         int used = 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `simsearch simulate --evaluator`: auto uses symmetry on a symmetric plan
-# with the full simulation's numbers, full and symmetry are forced, an
+# `simsearch simulate --evaluator`: symmetry on a symmetric plan gives the
+# full simulation's numbers, auto runs small plans (< 2^16 tile entries) in
+# full, full and symmetry are forced, an
 # asymmetric plan falls back (or fails when symmetry is forced), the JSON
 # keys evaluator / tasks_simulated / symmetry_classes / eval_ms, and the
 # trace of a symmetric run draws every device's events as the full one.
@@ -20,28 +21,28 @@ mega="--plan megatron:tp=2,pp=2,dp=4,mb=4"
 "$bin" simulate $args $mega --evaluator full --json >"$tmp/f.json"; check "full exits 0" $?
 "$bin" simulate $args $mega --json >"$tmp/a.json"; check "auto (default) exits 0" $?
 "$bin" simulate $args $mega --evaluator symmetry --json >"$tmp/s.json"; check "symmetry exits 0" $?
-python3 - "$tmp" <<'PY'; check "auto = symmetry = full except the evaluator keys; keys present" $?
+python3 - "$tmp" <<'PY'; check "symmetry = full (= auto: a small plan) except the evaluator keys; keys present" $?
 import json, sys
 d = sys.argv[1]
 f, a, s = (json.load(open(f"{d}/{x}.json")) for x in "fas")
 for k in ("evaluator", "tasks_simulated", "symmetry_classes", "eval_ms"):
     assert k in f and k in a, k
-assert f["evaluator"] == "full" and a["evaluator"] == "symmetry" and s["evaluator"] == "symmetry"
-assert f["tasks_simulated"] == f["tasks"] and a["tasks_simulated"] < a["tasks"]
-assert f["symmetry_classes"] == 16 and a["symmetry_classes"] == 4, (f["symmetry_classes"], a["symmetry_classes"])
-assert a["eval_ms"] > 0
+assert f["evaluator"] == "full" and a["evaluator"] == "full" and s["evaluator"] == "symmetry"
+assert f["tasks_simulated"] == f["tasks"] and s["tasks_simulated"] < s["tasks"]
+assert f["symmetry_classes"] == 16 and s["symmetry_classes"] == 4, (f["symmetry_classes"], s["symmetry_classes"])
+assert s["eval_ms"] > 0
 for x in (a, s):
     for k in f:
         if k not in ("evaluator", "tasks_simulated", "symmetry_classes", "eval_ms"):
             assert f[k] == x[k], k
 PY
-"$bin" simulate $args $mega >"$tmp/h" 2>&1; check "human output exits 0" $?
+"$bin" simulate $args $mega --evaluator symmetry >"$tmp/h" 2>&1; check "human output exits 0" $?
 grep -q "^evaluator  symmetry: [0-9]* tasks simulated, 4 device classes" "$tmp/h"; check "human output names the evaluator" $?
 "$bin" simulate $args $mega --evaluator full >"$tmp/h" 2>&1
 grep -q "^evaluator  full: [0-9]* tasks simulated, 16 device classes" "$tmp/h"; check "full names itself" $?
 
 # data parallelism over 12 of 16 devices is not symmetric
-"$bin" simulate $args --plan data-parallel --json >"$tmp/dp.json"; check "data-parallel exits 0" $?
+"$bin" simulate $args --plan data-parallel --evaluator symmetry --json >"$tmp/dp.json"; check "data-parallel exits 0" $?
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='symmetry'" "$tmp/dp.json"; check "data-parallel over 2 nodes is symmetric" $?
 "$bin" simulate --model mlp:layers=2,hidden=128 --batch 80 --topology topologies/volunteers40.json --plan data-parallel --json >"$tmp/v.json"; check "volunteers exits 0" $?
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='full'" "$tmp/v.json"; check "mixed devices and peers fall back to full" $?
@@ -53,7 +54,7 @@ grep -q 'unknown evaluator "bogus"' "$tmp/e"; check "and names it" $?
 
 # traces: the symmetric run draws the same events on the same tracks
 "$bin" simulate $args $mega --evaluator full --trace "$tmp/f.trace" >/dev/null; check "full trace" $?
-"$bin" simulate $args $mega --trace "$tmp/s.trace" >/dev/null; check "symmetric trace" $?
+"$bin" simulate $args $mega --evaluator symmetry --trace "$tmp/s.trace" >/dev/null; check "symmetric trace" $?
 python3 - "$tmp" <<'PY'; check "symmetric trace = full trace (events per device and channel)" $?
 import json, re, sys
 d = sys.argv[1]
@@ -96,7 +97,18 @@ grep -q "hierarchical evaluator does not keep" "$tmp/e"; check "and says why" $?
 "$bin" simulate $big --plan megatron:tp=2,pp=2,dp=4,mbs=1,vp=2 --evaluator hier >"$tmp/e" 2>&1
 [ $? -ne 0 ]; check "forced hierarchical on an interleaved plan fails" $?
 grep -q "hierarchical evaluator does not apply: " "$tmp/e"; check "and says why" $?
-python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='symmetry'" "$tmp/a.json"; check "auto keeps small plans exact" $?
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='full'" "$tmp/a.json"; check "auto runs small plans in full" $?
+
+# auto between the thresholds: symmetry (2^16 <= tile entries < 2^20)
+"$bin" simulate --model gpt:layers=4,hidden=256,heads=8,seq=128 --batch 512 --topology topologies/dgx-a100.json --nodes 8 --plan megatron:tp=2,pp=2,dp=16,mbs=1 --json >"$tmp/mid.json"; check "a mid-size plan" $?
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['evaluator']=='symmetry' and d['tasks_simulated'] < d['tasks']" "$tmp/mid.json"; check "auto judges a mid-size symmetric plan by symmetry" $?
+
+# search --evaluator: the exact evaluators find the same plan (same chain);
+# an unknown name exits 2 before any work
+"$bin" search --model mlp:layers=2,hidden=128 --batch 64 --topology topologies/p100x16.json --budget 200 --out "$tmp/sf.json" --evaluator full >/dev/null 2>&1; check "search --evaluator full" $?
+"$bin" search --model mlp:layers=2,hidden=128 --batch 64 --topology topologies/p100x16.json --budget 200 --out "$tmp/sa.json" >/dev/null 2>&1; check "search with auto" $?
+cmp -s "$tmp/sf.json" "$tmp/sa.json"; check "same plan, byte for byte" $?
+"$bin" search --model mlp:layers=2,hidden=128 --topology topologies/p100x16.json --evaluator nope --out "$tmp/sx.json" >"$tmp/e" 2>&1; [ $? -eq 2 ] && [ ! -e "$tmp/sx.json" ]; check "search: unknown evaluator exits 2, nothing written" $?
 
 echo "$fail failure(s)"
 [ "$fail" -eq 0 ]
