@@ -595,26 +595,23 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
         *devs = nd2;
         *cap = c->ntiles;
     }
+    /* tile t = (((i0 * deg1 + i1) ...) * rep + q) * red + r, walked as an
+     * odometer (r fastest); its tp rank is its index along the tp dim, else
+     * its replica, else its reduction slice; its dp rank its sample index's
+     * micro-batch group */
+    int idx[SS_MAX_DIMS] = {0}, q = 0, r = 0, base = c->stage % G->c.pp * tp * dp;
     for (int t = 0; t < c->ntiles; t++) {
-        int rest = t, r = 0, dpr = 0, tpr = 0;
-        if (c->red > 1) {
-            r = rest % c->red;
-            rest /= c->red;
-            tpr = r;
-        }
-        if (c->rep > 1) {
-            tpr = rest % c->rep;
-            rest /= c->rep;
-        }
-        for (int k = nd - 1; k >= 0; k--) {
-            int i = rest % c->deg[k];
-            rest /= c->deg[k];
-            if (k == sdim)
-                dpr = i / mb;
-            else if (k == tdim)
-                tpr = i;
-        }
-        (*devs)[t] = c->stage % G->c.pp * tp * dp + dpr * tp + tpr;
+        int tpr = tdim >= 0 ? idx[tdim] : c->rep > 1 ? q : c->red > 1 ? r : 0;
+        int dpr = sdim >= 0 ? idx[sdim] / mb : 0;
+        (*devs)[t] = base + dpr * tp + tpr;
+        if (++r < c->red)
+            continue;
+        r = 0;
+        if (++q < c->rep)
+            continue;
+        q = 0;
+        for (int k = nd - 1; k >= 0 && ++idx[k] == c->deg[k]; k--)
+            idx[k] = 0;
     }
     c->devices = *devs;
     return 0;
