@@ -1474,7 +1474,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
      * send's start to its forward's end, a gradient's from its send's
      * start to the backward's start); frees before allocations at one
      * instant */
-    int nmv = M * V;
+    int nmv = M * V, ckpt = set->recompute == SS_RECOMPUTE_FULL;
     mev *ev = ss_malloc((size_t)nmv * 8 * sizeof *ev);
     if (!ev)
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
@@ -1483,15 +1483,19 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
         for (int c = s; c < C; c += P) {
             const figs *f = &h->stg[c].f;
             double A = f->held, R = f->recv, Rg = c + 1 < C ? h->stg[c + 1].f.recv : 0;
+            /* full recompute keeps the received input as the checkpoint
+             * until the backward (build.c, pass_memory): held includes it,
+             * so the forward adds the rest */
+            double Af = ckpt ? (A > R ? A - R : 0) : A, R1 = ckpt ? R : 0;
             for (int k = 0; k < M; k++) {
                 int64_t i = (int64_t)c * M + k;
                 double f0 = er->start[id.F[i]], f1 = er->end[id.FE[i]];
                 double b0 = er->start[id.B[i]], b1 = er->end[id.BE[i]];
                 if (f1 > f0) {
-                    ev[n++] = (mev){f0, 0, A / (f1 - f0)};
-                    ev[n++] = (mev){f1, 0, -A / (f1 - f0)};
+                    ev[n++] = (mev){f0, 0, Af / (f1 - f0)};
+                    ev[n++] = (mev){f1, 0, -Af / (f1 - f0)};
                 } else
-                    ev[n++] = (mev){f0, A, 0};
+                    ev[n++] = (mev){f0, Af, 0};
                 if (b1 > b0) {
                     ev[n++] = (mev){b0, 0, -A / (b1 - b0)};
                     ev[n++] = (mev){b1, 0, A / (b1 - b0)};
@@ -1499,7 +1503,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
                     ev[n++] = (mev){b1, -A, 0};
                 if (id.SF[i] >= 0 && R > 0) {
                     ev[n++] = (mev){er->start[id.SF[i]], R, 0};
-                    ev[n++] = (mev){f1, -R, 0};
+                    ev[n++] = (mev){f1, R1 - R, 0};
                 }
                 if (c + 1 < C && id.SB[i + M] >= 0 && Rg > 0) {
                     ev[n++] = (mev){er->start[id.SB[i + M]], Rg, 0};
