@@ -1658,7 +1658,7 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
         if (set->sync == SS_SYNC_BULK)
             e = maxb + tails;
         else
-            e = end_b[c0] + h->stg[c0].f.tail + others;
+            e = end_b[c0] + fmax(h->stg[c0].f.tail, others + h->stg[c0].f.comp_upd);
         iter = e > iter ? e : iter;
     }
     h->st.stages = P;

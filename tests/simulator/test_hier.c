@@ -12,6 +12,9 @@
  * t_b = 128 us. Each device updates its 4 weights of 1e6 parameters (SGD,
  * 12 B/param / 1000 GB/s = 12 us each) after its last backward; stage 0's
  * last backward ends last.
+ *
+ * SS_HIER_VERBOSE=1 in the environment prints every agreement case's
+ * iteration times and worst peak-memory difference (docs/simulator.md).
  */
 #include "testutil.h"
 #include "simulator/hier.h"
@@ -215,6 +218,16 @@ static void test_golden_interleaved(void **state)
         assert_true(fabs(full - want[i]) < 1e-2);
         const ss_hier_stats *st = ss_hier_stats_of(h);
         assert_int_equal(st->stages, P * vs[i]);
+        assert_true(st->sub_sims > 0);
+        /* again: every chunk's sub-problems memoized, the same result */
+        ss_sim_result r2 = {0};
+        assert_int_equal(ss_hier_eval(h, p, &r2, &d), SS_OK);
+        assert_int_equal(ss_hier_stats_of(h)->sub_sims, 0);
+        assert_true(ss_hier_stats_of(h)->memo_hits > 0);
+        assert_true(r2.iteration_us == r.iteration_us);
+        for (int dev = 0; dev < P; dev++)
+            assert_true(r2.peak_memory_bytes[dev] == r.peak_memory_bytes[dev]);
+        ss_sim_result_clear(&r2);
         for (int dev = 0; dev < P; dev++) {
             /* each gpu computes its v chunks' m (t_f + t_b) and updates */
             assert_true(fabs(r.compute_us[dev] - (1536 + 48)) < 1e-2);
