@@ -1,7 +1,10 @@
 /*
  * hier.c — the hierarchical evaluator (hier.h): repeated blocks simulated
  * once per distinct sub-problem with the task-graph builder and engine, the
- * pipeline at stage x micro-batch granularity by the same engine.
+ * pipeline at stage x micro-batch granularity by the same engine. A stage
+ * is a plan stage: with interleaving (settings.virtual_stages v > 1) a
+ * chunk, run on pipeline rank stage mod (stages / v) with the rank's other
+ * chunks.
  *
  * Invariant: an evaluation reads the plan, never changes it; every figure
  * it reports comes from a sub-problem simulation (memoized by content) or
@@ -55,7 +58,7 @@ typedef struct mentry {
 
 typedef struct stageinfo {
     int n, off;          /* ops: h->sops[off .. off + n) (op ids, ascending) */
-    int base;            /* first device (lowest id) */
+    int base;            /* first device of its rank (lowest id) */
     int first, last;     /* first non-input op and last op (ids) */
     int s0, blk, reps;   /* repeated blocks: positions s0 .. s0 + reps*blk - 1 (reps 0: none) */
     uint64_t ekey;       /* the activations it receives: senders' ops and configs */
