@@ -1211,6 +1211,16 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     S->f.tail = w.tail;
     S->f.comp_upd = w.comp_upd;
     S->f.comm_once = w.comm_once;
+    if (s >= h->R) {
+        /* a rank's later chunks: the framework's per-micro-batch overhead
+         * (the device type's mb_overhead_us, build_host.c) is paid once
+         * per micro-batch and device, at its first forward there (the
+         * first chunk's), not by every chunk's sub-problem */
+        double ov = ss_machine_type(h->m, ss_machine_device(h->m, S->base)->type)->mb_overhead_us;
+        S->f.fwd -= ov;
+        S->f.comp_f -= ov;
+        S->f.comp_fb -= ov;
+    }
     return SS_OK;
 }
 
@@ -1408,25 +1418,25 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
                 DEP(id.CB[i], id.B[ip]);
             }
         }
-    if (V == 1) {
-        /* program order of forwards; 1F1B: at most P - s micro-batches in flight */
+    if (set->schedule != SS_PIPE_1F1B) {
+        /* GPipe: program order of forwards */
         for (int s = 0; s < P; s++)
-            for (int k = 1; k < M; k++) {
+            for (int k = 1; k < M; k++)
                 DEP(id.FE[(int64_t)s * M + k - 1], id.F[(int64_t)s * M + k]);
-                if (block && k - (P - s) >= 0)
-                    DEP(id.BE[(int64_t)s * M + k - (P - s)], id.F[(int64_t)s * M + k]);
-            }
     } else {
-        /* Megatron's interleaved 1F1B over chunk-steps, as the full
-         * simulation orders it (docs/simulator.md, "Pipelines and
-         * schedules"): forward steps in sequence, backward steps in
-         * sequence, forward step k after backward step k - W - 1 and
-         * backward step i after forward step min(i + W, total - 1), W =
-         * (p - s - 1) * 2 + (v - 1) * p the warm-up of stage s (all steps
-         * when m = p) */
+        /* Megatron's 1F1B program over chunk-steps (v = 1: the
+         * micro-batches), as the full simulation orders it (build.c,
+         * pass_gating; docs/simulator.md, "Pipelines and schedules"):
+         * forward steps in sequence, backward steps in sequence, forward
+         * step k after backward step k - W - 1 and backward step i after
+         * forward step min(i + W, total - 1), W the warm-up of rank s: p -
+         * s - 1 without interleaving, else (p - s - 1) * 2 + (v - 1) * p
+         * (all steps when m = p) */
         int total = M * V;
         for (int s = 0; s < P; s++) {
-            int W = M == P ? total : (P - s - 1) * 2 + (V - 1) * P;
+            int W = V == 1   ? P - s - 1
+                    : M == P ? total
+                             : (P - s - 1) * 2 + (V - 1) * P;
             if (W > total)
                 W = total;
             for (int j = 0; j < total; j++) {
