@@ -12,7 +12,7 @@
  * plans the machine can afford (the 175B / 1,024-GPU plan needs 22 GB).
  *
  * Usage: bench_hier --model SPEC [--batch N] --topology FILE [--nodes N]
- *                   --plan SPEC [--reps N] [--v V] [--full]
+ *                   --plan SPEC [--reps N] [--full]
  * Invariant: the figures other than times depend only on the inputs.
  */
 #include "simsearch.h"
@@ -46,7 +46,7 @@ static int cmp_d(const void *a, const void *b)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_hier --model SPEC [--batch N] --topology FILE [--nodes N] "
-                    "--plan SPEC [--reps N] [--v V] [--full]\n");
+                    "--plan SPEC [--reps N] [--full]\n");
     return 2;
 }
 
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 {
     const char *model = NULL, *topo = NULL, *plan = NULL;
     long batch = 0;
-    int nodes = 0, reps = 21, v = 0, full = 0;
+    int nodes = 0, reps = 21, full = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--full"))
@@ -73,8 +73,6 @@ int main(int argc, char **argv)
             nodes = atoi(argv[++i]);
         else if (!strcmp(a, "--reps"))
             reps = atoi(argv[++i]);
-        else if (!strcmp(a, "--v"))
-            v = atoi(argv[++i]);
         else
             return usage();
     }
@@ -94,12 +92,11 @@ int main(int argc, char **argv)
     }
     double t_setup = now_ms() - t0, c_setup = cpu_ms() - c0;
     ss_costmodel *cm = ss_cost_new(m);
-    ss_hier_options o = {v};
     ss_sim_result r = {0};
     t0 = now_ms();
     c0 = cpu_ms();
     ss_hier *h = ss_hier_new(g, m, cm, NULL);
-    if (!h || ss_hier_eval(h, p, &o, &r, &d)) {
+    if (!h || ss_hier_eval(h, p, &r, &d)) {
         fprintf(stderr, "bench_hier: %s\n", h ? d.msg : "out of memory");
         return 1;
     }
@@ -109,7 +106,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < reps; i++) {
         t0 = now_ms();
         c0 = cpu_ms();
-        if (ss_hier_eval(h, p, &o, &r, &d)) {
+        if (ss_hier_eval(h, p, &r, &d)) {
             fprintf(stderr, "bench_hier: %s\n", d.msg);
             return 1;
         }

@@ -1,7 +1,10 @@
 /*
  * hier.c — the hierarchical evaluator (hier.h): repeated blocks simulated
  * once per distinct sub-problem with the task-graph builder and engine, the
- * pipeline at stage x micro-batch granularity by the same engine.
+ * pipeline at stage x micro-batch granularity by the same engine. A stage
+ * is a plan stage: with interleaving (settings.virtual_stages v > 1) a
+ * chunk, run on pipeline rank stage mod (stages / v) with the rank's other
+ * chunks.
  *
  * Invariant: an evaluation reads the plan, never changes it; every figure
  * it reports comes from a sub-problem simulation (memoized by content) or
@@ -55,7 +58,7 @@ typedef struct mentry {
 
 typedef struct stageinfo {
     int n, off;          /* ops: h->sops[off .. off + n) (op ids, ascending) */
-    int base;            /* first device (lowest id) */
+    int base;            /* first device of its rank (lowest id) */
     int first, last;     /* first non-input op and last op (ids) */
     int s0, blk, reps;   /* repeated blocks: positions s0 .. s0 + reps*blk - 1 (reps 0: none) */
     uint64_t ekey;       /* the activations it receives: senders' ops and configs */
@@ -67,7 +70,7 @@ typedef struct stageinfo {
 typedef struct pentry {
     uint64_t key;
     int P;
-    double *end_b, *busy, *infl; /* [P]; as pipeline() fills them */
+    double *end_b, *busy, *top; /* [stages]; as pipeline() fills them */
 } pentry;
 
 struct ss_hier {
@@ -86,7 +89,10 @@ struct ss_hier {
     uint64_t *key;            /* per op */
     uint64_t *psum, *pwsum;   /* per op: place_sums of its devices */
     int *sops;                /* ops grouped by stage */
-    int *devstage;            /* per device */
+    int *devrank;             /* per device: its pipeline rank (stage mod pp), -1 none */
+    unsigned char *devchunk;  /* per device x local chunk: the chunk uses the device */
+    int cap_devchunk;
+    int R, V;                 /* pipeline ranks and chunks per rank of the plan analysed */
     int *tmap;                /* per tensor: sub-graph tensor, -1 */
     int *subop;               /* per stage position: sub-graph op, -1 dropped */
     int *ext_ops;             /* per sub op: SUB_OWN, SUB_RECV or SUB_PEER */
@@ -148,14 +154,14 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->pwsum = ss_calloc(no, sizeof *h->pwsum);
     h->sops = ss_calloc(no, sizeof *h->sops);
     h->subop = ss_calloc(no, sizeof *h->subop);
-    h->devstage = ss_calloc(nd, sizeof *h->devstage);
+    h->devrank = ss_calloc(nd, sizeof *h->devrank);
     h->tmap = ss_calloc(nt, sizeof *h->tmap);
     h->tg = ss_taskgraph_new(0, 0);
     h->ptg = ss_taskgraph_new(0, 0);
     h->mm = ss_memory_new();
     h->e = ss_engine_new();
     if (!h->dhost || !h->drank || !h->sig || !h->sd || !h->stage || !h->pos || !h->key ||
-        !h->psum || !h->pwsum || !h->sops || !h->subop || !h->devstage ||
+        !h->psum || !h->pwsum || !h->sops || !h->subop || !h->devrank ||
         !h->tmap || !h->tg || !h->ptg || !h->mm || !h->e) {
         ss_hier_free(h);
         return NULL;
@@ -204,7 +210,7 @@ void ss_hier_free(ss_hier *h)
     for (int i = 0; i < PMEMO; i++) {
         ss_free(h->pmemo[i].end_b);
         ss_free(h->pmemo[i].busy);
-        ss_free(h->pmemo[i].infl);
+        ss_free(h->pmemo[i].top);
     }
     ss_free(h->dhost);
     ss_free(h->drank);
@@ -220,7 +226,8 @@ void ss_hier_free(ss_hier *h)
     ss_free(h->ext_ops);
     ss_free(h->wr_off);
     ss_free(h->wr_ops);
-    ss_free(h->devstage);
+    ss_free(h->devrank);
+    ss_free(h->devchunk);
     ss_free(h->tmap);
     ss_free(h->devs);
     ss_free(h->stg);
@@ -382,13 +389,22 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
     const ss_plan_settings *set = ss_plan_settings_get(p);
     int n = ss_graph_n_ops(g), nd = ss_machine_n_devices(m);
     int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    int V = set->virtual_stages > 1 ? set->virtual_stages : 1, R = P / V;
     if (set->schedule != SS_PIPE_GPIPE && set->schedule != SS_PIPE_1F1B)
         return UNSUP("unknown pipeline schedule");
-    if (ss_grow((void **)&h->stg, &h->cap_stg, P, sizeof *h->stg))
+    if (V > 1 && (P % V || R < 2 || set->schedule != SS_PIPE_1F1B || M % R))
+        return UNSUP("virtual_stages = %d with %d stages, %d micro-batches and the %s schedule "
+                     "is not an interleaved 1F1B pipeline",
+                     V, P, M, set->schedule == SS_PIPE_1F1B ? "1F1B" : "GPipe");
+    if (ss_grow((void **)&h->stg, &h->cap_stg, P, sizeof *h->stg) ||
+        ss_grow((void **)&h->devchunk, &h->cap_devchunk, nd * V, sizeof *h->devchunk))
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     memset(h->stg, 0, (size_t)P * sizeof *h->stg);
+    h->R = R;
+    h->V = V;
+    memset(h->devchunk, 0, (size_t)nd * V);
     for (int i = 0; i < nd; i++)
-        h->devstage[i] = -1;
+        h->devrank[i] = -1;
     int D = 0, type = -1;
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(g, o);
@@ -411,7 +427,7 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
         h->sd[o] = sd;
         h->stage[o] = c->stage;
         h->stg[c->stage].n++;
-        int outer, inner, ds = c->deg[sd];
+        int outer, inner, ds = c->deg[sd], rank = c->stage % R, lc = c->stage / R;
         uint64_t pw = 1;
         h->psum[o] = h->pwsum[o] = 0;
         layout(c, sd, &outer, &inner);
@@ -426,19 +442,33 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
                 place_sums(h, row, inner, &pw, &h->psum[o], &h->pwsum[o]);
                 for (int j = 0; j < inner; j++) {
                     int dev = row[j];
-                    if (h->devstage[dev] < 0) {
-                        h->devstage[dev] = c->stage;
+                    if (h->devrank[dev] < 0) {
+                        h->devrank[dev] = rank;
                         int ty = ss_machine_device(m, dev)->type;
                         if (type < 0)
                             type = ty;
                         else if (ty != type)
                             return UNSUP("the plan uses devices of more than one type");
-                    } else if (h->devstage[dev] != c->stage)
-                        return UNSUP("device %d holds ops of stages %d and %d", dev,
-                                     h->devstage[dev], c->stage);
+                    } else if (h->devrank[dev] != rank) {
+                        if (V == 1)
+                            return UNSUP("device %d holds ops of stages %d and %d", dev,
+                                         h->devrank[dev], c->stage);
+                        return UNSUP("device %d holds ops of pipeline ranks %d and %d (stage "
+                                     "%d): a chunk must run on its rank's devices",
+                                     dev, h->devrank[dev], rank, c->stage);
+                    }
+                    h->devchunk[(int64_t)dev * V + lc] = 1;
                 }
             }
     }
+    /* interleaved: every chunk of a rank uses all of the rank's devices */
+    for (int i = 0; V > 1 && i < nd; i++)
+        for (int lc = 0; h->devrank[i] >= 0 && lc < V; lc++)
+            if (!h->devchunk[(int64_t)i * V + lc])
+                return UNSUP("stage %d (chunk %d of pipeline rank %d) does not use device %d, "
+                             "which its rank's other chunks use: chunks of a rank must run on "
+                             "the same devices",
+                             lc * R + h->devrank[i], lc, h->devrank[i], i);
     /* stages: op lists, devices */
     for (int s = 0, off = 0; s < P; s++) {
         if (!h->stg[s].n)
@@ -458,11 +488,9 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
         S->last = o;
     }
     for (int i = 0; i < nd; i++)
-        if (h->devstage[i] >= 0) {
-            stageinfo *S = &h->stg[h->devstage[i]];
-            if (S->base < 0)
-                S->base = i;
-        }
+        for (int c = h->devrank[i]; c >= 0 && c < P; c += R)
+            if (h->stg[c].base < 0)
+                h->stg[c].base = i;
     for (int s = 0; s < P; s++)
         if (h->stg[s].first < 0)
             return UNSUP("stage %d has only graph inputs", s);
@@ -577,6 +605,7 @@ static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
     k = mix(k, (uint64_t)set->reorder_backward);
     k = mix(k, (uint64_t)set->recompute);
     k = mix(k, (uint64_t)set->distopt);
+    k = mix(k, (uint64_t)(set->virtual_stages > 1));
     k = mix(k, (uint64_t)ss_machine_device(h->m, S->base)->type);
     k = mix(k, (uint64_t)h->cfg.skip_memory);
     k = mix(k, (uint64_t)shares_down(h, s));
@@ -615,7 +644,7 @@ static double drop_joint_sync(ss_hier *h, int s)
             int c = rs[k] - tg->n_devices;
             for (int e = 0; c >= 0 && e < 2 && !joint; e++) {
                 int dev = tg->chan_dev[2 * c + e];
-                joint = dev >= 0 && h->devstage[dev] >= 0 && h->devstage[dev] != s;
+                joint = dev >= 0 && h->devrank[dev] >= 0 && h->devrank[dev] != s % h->R;
             }
         }
         if (!joint)
@@ -868,6 +897,9 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     *ss = *set;
     ss->stages = n_recv ? 2 : 1;
     ss->microbatches = 1;
+    /* interleaved: the stage sends overlap compute (the builder's holds()
+     * reads only whether virtual_stages > 1; one micro-batch has no gating) */
+    ss->virtual_stages = set->virtual_stages > 1 && n_recv ? 2 : 1;
     if (bulk)
         ss->sync = SS_SYNC_BULK;
     bulk = ss->sync == SS_SYNC_BULK;
@@ -1179,6 +1211,16 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     S->f.tail = w.tail;
     S->f.comp_upd = w.comp_upd;
     S->f.comm_once = w.comm_once;
+    if (s >= h->R) {
+        /* a rank's later chunks: the framework's per-micro-batch overhead
+         * (the device type's mb_overhead_us, build_host.c) is paid once
+         * per micro-batch and device, at its first forward there (the
+         * first chunk's), not by every chunk's sub-problem */
+        double ov = ss_machine_type(h->m, ss_machine_device(h->m, S->base)->type)->mb_overhead_us;
+        S->f.fwd -= ov;
+        S->f.comp_f -= ov;
+        S->f.comp_fb -= ov;
+    }
     return SS_OK;
 }
 
@@ -1246,9 +1288,10 @@ static void ileave(int j, int P, int v, int fwd, int *mb, int *c)
     *mb = grp * P + in % P;
 }
 
-/* Build and run the stage-level schedule; fills, per stage, end_b (the end
- * of its last backward), busy (the time its device is held by blocking
- * sends), infl (memory beyond one micro-batch's peak). */
+/* Build and run the stage-level schedule; fills, per stage (chunk), end_b
+ * (the end of its last backward), and per pipeline rank busy (the time its
+ * device is held by blocking sends) and top (the most that the passes in
+ * flight hold: activations and receive buffers). */
 /* A memory event: at t, the level steps by `step` and its rate of change
  * by `slope`. */
 typedef struct mev {
@@ -1264,16 +1307,17 @@ static int cmp_mev(const void *a, const void *b)
     return (x->step > 0) - (y->step > 0);
 }
 
-static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
-                          double *infl, int64_t *ntasks, ss_diag *d)
+static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *busy,
+                          double *top, int64_t *ntasks, ss_diag *d)
 {
     const ss_plan_settings *set = ss_plan_settings_get(p);
-    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
+    int C = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
     int n_ops = ss_graph_n_ops(h->g);
+    /* C stages (chunks) on P pipeline ranks, V chunks each (analyse) */
+    int V = h->V, P = h->R;
     /* blocking stage sends: non-interleaved 1F1B only (the interleaved
      * schedule overlaps its sends: Megatron's overlap_p2p_comm) */
-    int block = set->schedule == SS_PIPE_1F1B && !(v > 1);
-    int V = v > 1 ? v : 1, C = P * V; /* virtual stages */
+    int block = set->schedule == SS_PIPE_1F1B && V == 1;
     int64_t cells = (int64_t)C * M;
     if (cells > (1 << 24))
         return UNSUP("too many stage x micro-batch cells");
@@ -1286,37 +1330,36 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     for (int64_t i = 0; i < 11 * cells; i++)
         h->ptask[i] = -1;
     ss_taskgraph *tg = h->ptg;
-    double *kern = busy; /* the passes' kernel time per device, until the run */
+    double *kern = busy; /* the passes' kernel time per rank, until the run */
     for (int s = 0; s < P; s++)
         kern[s] = 0;
     ss_status st = ss_taskgraph_reset(tg, P, 3 * C, d);
     if (st != SS_OK)
         return st;
     ss_taskgraph_set_pred_lists(tg, 0);
-    /* virtual stage c = chunk * P + s runs on device s; its durations are
-     * stage s's divided over the chunks (the blocks split evenly) */
+    /* stage (chunk) c runs on rank c mod P with its own figures; the send
+     * into c was measured in c's sub-problem */
     for (int c = 0; c < C; c++) {
-        int s = c % P, prev = (c - 1 + C) % C % P;
-        const figs *f = &h->stg[s].f;
-        double fw = f->fwd / V, bw = f->bwd / V, bwl = c < P ? f->bwd_last - f->bwd + bw : bw;
-        /* the send into c: measured into stage s (stage 1's for the wrap-around) */
-        const figs *fin = s > 0 ? f : &h->stg[P > 1 ? 1 : 0].f;
+        int s = c % P, prev = (c - 1 + P) % P;
+        const figs *f = &h->stg[c].f, *fin = f;
+        double fw = f->fwd, bw = f->bwd, bwl = f->bwd_last;
         for (int k = 0; k < M; k++) {
             int64_t i = (int64_t)c * M + k;
             int lastk = k == M - 1;
             double bwk = lastk ? bwl : bw;
-            /* GPipe: a pass holds its device for its kernels only; its waits
-             * for tensor-parallel collectives follow, and other passes fill
-             * them (the full simulation interleaves them operator by
-             * operator). 1F1B: the pass holds the device throughout (its
-             * gating and backward-first queues keep passes apart). */
-            double kf = block ? fw : f->comp_f / V, kb = block ? bwk : (f->comp_fb - f->comp_f) / V;
+            /* GPipe and interleaved 1F1B: a pass holds its device for its
+             * kernels only; its waits for tensor-parallel collectives
+             * follow, and other passes fill them (the full simulation
+             * interleaves them operator by operator). 1F1B: the pass holds
+             * the device throughout (its gating and backward-first queues
+             * keep passes apart). */
+            double kf = block ? fw : f->comp_f, kb = block ? bwk : f->comp_fb - f->comp_f;
             if (kf > fw)
                 kf = fw;
             if (kb > bwk)
                 kb = bwk;
-            int pf0 = prio_f(h->stg[s].first, k), pb0 = prio_b(n_ops, h->stg[s].last, k);
-            int nch = block || !h->stg[s].reps ? 1 : h->stg[s].reps / V;
+            int pf0 = prio_f(h->stg[c].first, k), pb0 = prio_b(n_ops, h->stg[c].last, k);
+            int nch = block || !h->stg[c].reps ? 1 : h->stg[c].reps;
             nch = nch < 1 ? 1 : nch > 32 ? 32 : nch;
             if (add_pass(tg, SS_TASK_FWD, kf, fw, nch, pf0, s, c, k, &id.F[i], &id.FE[i], d) ||
                 add_pass(tg, SS_TASK_BWD, kb, bwk, nch, pb0, s, c, k, &id.B[i], &id.BE[i], d))
@@ -1330,10 +1373,10 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
              * task of the same length that its next pass waits for */
             int rf[2] = {P + 3 * c, prev}, rb[2] = {P + 3 * c + 1, s};
             int rg[1] = {P + 3 * c + 2}, rs[1] = {s}, rp[1] = {prev};
-            int pf = prio_f(h->stg[prev].last, k), pb = prio_b(n_ops, h->stg[s].first, k);
+            int pf = prio_f(h->stg[c - 1].last, k), pb = prio_b(n_ops, h->stg[c].first, k);
             /* the last micro-batch's gradient send first waits for the
              * stage's all-reduces on the network (holding nothing) */
-            double sb = fin->send, q = lastk && c < P ? fin->send_last - fin->send : 0;
+            double sb = fin->send, q = lastk ? fin->send_last - fin->send : 0;
             if ((id.SF[i] = add(tg, SS_TASK_XFER, fin->send, pf, block ? 2 : 1, rf, c, k, d)) < 0 ||
                 (id.SB[i] = add(tg, SS_TASK_XFER, sb, pb, block ? 2 : 1, rb, c, k, d)) < 0)
                 return d->status;
@@ -1345,7 +1388,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
             if (fin->gather > 0 &&
                 ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
                  (id.GB[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather,
-                                 prio_b(n_ops, h->stg[prev].last, k), 1, rg, c, k, d)) < 0))
+                                 prio_b(n_ops, h->stg[c - 1].last, k), 1, rg, c, k, d)) < 0))
                 return d->status;
         }
     }
@@ -1375,25 +1418,25 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
                 DEP(id.CB[i], id.B[ip]);
             }
         }
-    if (V == 1) {
-        /* program order of forwards; 1F1B: at most P - s micro-batches in flight */
+    if (set->schedule != SS_PIPE_1F1B) {
+        /* GPipe: program order of forwards */
         for (int s = 0; s < P; s++)
-            for (int k = 1; k < M; k++) {
+            for (int k = 1; k < M; k++)
                 DEP(id.FE[(int64_t)s * M + k - 1], id.F[(int64_t)s * M + k]);
-                if (block && k - (P - s) >= 0)
-                    DEP(id.BE[(int64_t)s * M + k - (P - s)], id.F[(int64_t)s * M + k]);
-            }
     } else {
-        /* Megatron's interleaved 1F1B over chunk-steps, as the full
-         * simulation orders it (docs/simulator.md, "Pipelines and
-         * schedules"): forward steps in sequence, backward steps in
-         * sequence, forward step k after backward step k - W - 1 and
-         * backward step i after forward step min(i + W, total - 1), W =
-         * (p - s - 1) * 2 + (v - 1) * p the warm-up of stage s (all steps
-         * when m = p) */
+        /* Megatron's 1F1B program over chunk-steps (v = 1: the
+         * micro-batches), as the full simulation orders it (build.c,
+         * pass_gating; docs/simulator.md, "Pipelines and schedules"):
+         * forward steps in sequence, backward steps in sequence, forward
+         * step k after backward step k - W - 1 and backward step i after
+         * forward step min(i + W, total - 1), W the warm-up of rank s: p -
+         * s - 1 without interleaving, else (p - s - 1) * 2 + (v - 1) * p
+         * (all steps when m = p) */
         int total = M * V;
         for (int s = 0; s < P; s++) {
-            int W = M == P ? total : (P - s - 1) * 2 + (V - 1) * P;
+            int W = V == 1   ? P - s - 1
+                    : M == P ? total
+                             : (P - s - 1) * 2 + (V - 1) * P;
             if (W > total)
                 W = total;
             for (int j = 0; j < total; j++) {
@@ -1429,41 +1472,43 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
     if ((st = ss_engine_run(h->e, tg, &ec, d)) != SS_OK)
         return st;
     const ss_engine_result *er = ss_engine_result_of(h->e);
-    for (int s = 0; s < P; s++) {
-        end_b[s] = 0;
+    for (int s = 0; s < P; s++)
         busy[s] = er->busy[s] - kern[s];
+    for (int c = 0; c < C; c++) {
+        end_b[c] = 0;
+        for (int k = 0; k < M; k++)
+            if (er->end[id.BE[(int64_t)c * M + k]] > end_b[c])
+                end_b[c] = er->end[id.BE[(int64_t)c * M + k]];
     }
-    for (int64_t i = 0; i < cells; i++) {
-        int s = (int)(i / M) % P;
-        if (er->end[id.BE[i]] > end_b[s])
-            end_b[s] = er->end[id.BE[i]];
-    }
-    /* memory beyond one micro-batch's peak, per device: a sweep over the
-     * passes' activations (1/v of a micro-batch's per virtual stage),
-     * allocated evenly over a forward and freed evenly over its backward
-     * as their operators run, and the receive buffers of the stage sends
-     * (an activation's from its send's start to its forward's end, a
-     * gradient's from its send's start to the backward's start); frees
-     * before allocations at one instant */
-    int nmv = M * V;
+    /* memory beyond one micro-batch's peak, per rank: a sweep over the
+     * passes' activations (each chunk's own), allocated evenly over a
+     * forward and freed evenly over its backward as their operators run,
+     * and the receive buffers of the stage sends (an activation's from its
+     * send's start to its forward's end, a gradient's from its send's
+     * start to the backward's start); frees before allocations at one
+     * instant */
+    int nmv = M * V, ckpt = set->recompute == SS_RECOMPUTE_FULL;
     mev *ev = ss_malloc((size_t)nmv * 8 * sizeof *ev);
     if (!ev)
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     for (int s = 0; s < P; s++) {
-        const figs *f = &h->stg[s].f;
-        const figs *fn = s + 1 < P ? &h->stg[s + 1].f : NULL;
-        double A = f->held / V, R = f->recv, Rg = fn ? fn->recv : 0;
         int n = 0;
-        for (int c = s; c < C; c += P)
+        for (int c = s; c < C; c += P) {
+            const figs *f = &h->stg[c].f;
+            double A = f->held, R = f->recv, Rg = c + 1 < C ? h->stg[c + 1].f.recv : 0;
+            /* full recompute keeps the received input as the checkpoint
+             * until the backward (build.c, pass_memory): held includes it,
+             * so the forward adds the rest */
+            double Af = ckpt ? (A > R ? A - R : 0) : A, R1 = ckpt ? R : 0;
             for (int k = 0; k < M; k++) {
                 int64_t i = (int64_t)c * M + k;
                 double f0 = er->start[id.F[i]], f1 = er->end[id.FE[i]];
                 double b0 = er->start[id.B[i]], b1 = er->end[id.BE[i]];
                 if (f1 > f0) {
-                    ev[n++] = (mev){f0, 0, A / (f1 - f0)};
-                    ev[n++] = (mev){f1, 0, -A / (f1 - f0)};
+                    ev[n++] = (mev){f0, 0, Af / (f1 - f0)};
+                    ev[n++] = (mev){f1, 0, -Af / (f1 - f0)};
                 } else
-                    ev[n++] = (mev){f0, A, 0};
+                    ev[n++] = (mev){f0, Af, 0};
                 if (b1 > b0) {
                     ev[n++] = (mev){b0, 0, -A / (b1 - b0)};
                     ev[n++] = (mev){b1, 0, A / (b1 - b0)};
@@ -1471,25 +1516,24 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
                     ev[n++] = (mev){b1, -A, 0};
                 if (id.SF[i] >= 0 && R > 0) {
                     ev[n++] = (mev){er->start[id.SF[i]], R, 0};
-                    ev[n++] = (mev){f1, -R, 0};
+                    ev[n++] = (mev){f1, R1 - R, 0};
                 }
                 if (c + 1 < C && id.SB[i + M] >= 0 && Rg > 0) {
                     ev[n++] = (mev){er->start[id.SB[i + M]], Rg, 0};
                     ev[n++] = (mev){b0, -Rg, 0};
                 }
             }
+        }
         qsort(ev, (size_t)n, sizeof *ev, cmp_mev);
-        double level = 0, slope = 0, top = 0, at = 0;
+        double level = 0, slope = 0, at = 0;
+        top[s] = 0;
         for (int i = 0; i < n; i++) {
             level += slope * (ev[i].t - at);
             at = ev[i].t;
             level += ev[i].step;
             slope += ev[i].slope;
-            top = level > top ? level : top;
+            top[s] = level > top[s] ? level : top[s];
         }
-        /* one micro-batch alone: its activations and its received input */
-        double one = V * A + R;
-        infl[s] = top > one ? top - one : 0;
     }
     ss_free(ev);
     *ntasks = tg->n_tasks;
@@ -1497,11 +1541,11 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, int v, double *end_b, do
 }
 
 /* The stage-level schedule's key: everything pipeline() reads. */
-static uint64_t pipe_key(const ss_hier *h, const ss_plan *p, int v)
+static uint64_t pipe_key(const ss_hier *h, const ss_plan *p)
 {
     const ss_plan_settings *set = ss_plan_settings_get(p);
     uint64_t k = mix(mix(0x919E, (uint64_t)set->stages), (uint64_t)set->microbatches);
-    k = mix(mix(mix(k, (uint64_t)set->schedule), (uint64_t)set->queue), (uint64_t)v);
+    k = mix(mix(mix(k, (uint64_t)set->schedule), (uint64_t)set->queue), (uint64_t)h->V);
     for (int s = 0; s < (set->stages < 1 ? 1 : set->stages); s++) {
         const stageinfo *S = &h->stg[s];
         const figs *f = &S->f;
@@ -1514,22 +1558,22 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p, int v)
     return k ? k : 1;
 }
 
-/* pipeline(), memoized (the last PMEMO schedules). */
-static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, int v, double *end_b, double *busy,
-                                 double *infl, int64_t *ntasks, ss_diag *d)
+/* pipeline(), memoized (the last PMEMO schedules; every array [stages]). */
+static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, double *end_b, double *busy,
+                                 double *top, int64_t *ntasks, ss_diag *d)
 {
     int P = ss_plan_settings_get(p)->stages < 1 ? 1 : ss_plan_settings_get(p)->stages;
     size_t sz = (size_t)P * sizeof(double);
-    uint64_t key = pipe_key(h, p, v);
+    uint64_t key = pipe_key(h, p);
     for (int i = 0; i < PMEMO; i++)
         if (h->pmemo[i].key == key && h->pmemo[i].P == P) {
             memcpy(end_b, h->pmemo[i].end_b, sz);
             memcpy(busy, h->pmemo[i].busy, sz);
-            memcpy(infl, h->pmemo[i].infl, sz);
+            memcpy(top, h->pmemo[i].top, sz);
             *ntasks = 0;
             return SS_OK;
         }
-    ss_status st = pipeline(h, p, v, end_b, busy, infl, ntasks, d);
+    ss_status st = pipeline(h, p, end_b, busy, top, ntasks, d);
     if (st != SS_OK)
         return st;
     pentry *e = &h->pmemo[h->pnext];
@@ -1539,9 +1583,9 @@ static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, int v, double *en
     double *b = ss_realloc(e->busy, sz);
     if (b)
         e->busy = b;
-    double *c = ss_realloc(e->infl, sz);
+    double *c = ss_realloc(e->top, sz);
     if (c)
-        e->infl = c;
+        e->top = c;
     if (!a || !b || !c) {
         e->key = 0;
         return SS_OK; /* not remembered */
@@ -1550,15 +1594,14 @@ static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, int v, double *en
     e->P = P;
     memcpy(e->end_b, end_b, sz);
     memcpy(e->busy, busy, sz);
-    memcpy(e->infl, infl, sz);
+    memcpy(e->top, top, sz);
     h->pnext = (h->pnext + 1) % PMEMO;
     return SS_OK;
 }
 
 /* ---- the evaluation ------------------------------------------------------- */
 
-ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, ss_sim_result *r,
-                       ss_diag *dd)
+ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
 {
     ss_diag local;
     ss_diag *d = dd ? dd : &local;
@@ -1571,23 +1614,12 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
                            ss_plan_n_ops(p), ss_graph_n_ops(h->g));
     const ss_plan_settings *set = ss_plan_settings_get(p);
     int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
-    int v = o && o->virtual_stages > 1 ? o->virtual_stages : 1;
-    if (o && o->virtual_stages < 0)
-        return ss_diag_set(d, SS_ERR_INVALID,
-                           "hierarchical evaluator: virtual_stages must be at least 0, got %d",
-                           o->virtual_stages);
-    if (v > 1 && (set->schedule != SS_PIPE_1F1B || M % P))
-        return UNSUP("interleaved 1F1B needs the 1F1B schedule and micro-batches (%d) divisible "
-                     "by the stages (%d)",
-                     M, P);
     ss_hier_stats st0 = h->st;
     memset(&h->st, 0, sizeof h->st);
     ss_status st = analyse(h, p, d);
     for (int s = 0; st == SS_OK && s < P; s++) {
         stageinfo *S = &h->stg[s];
         find_blocks(h, S);
-        if (v > 1 && (!S->reps || S->reps % v))
-            st = UNSUP("stage %d has %d repeated blocks, not a multiple of v = %d", s, S->reps, v);
         if (S->reps) {
             h->st.blocks += S->reps;
             if (!h->st.block_ops)
@@ -1597,17 +1629,17 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
     for (int s = 0; st == SS_OK && s < P; s++)
         st = stage_figs(h, p, s, d);
     int nd = ss_machine_n_devices(h->m);
-    double *end_b = NULL, *busy = NULL, *infl = NULL;
+    double *end_b = NULL, *busy = NULL, *top = NULL;
     int64_t ptasks = 0;
     if (st == SS_OK) {
         end_b = ss_calloc((size_t)P * 3, sizeof *end_b);
         busy = end_b + P;
-        infl = busy + P;
+        top = busy + P;
         if (!end_b)
             st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     }
     if (st == SS_OK)
-        st = pipeline_cached(h, p, v, end_b, busy, infl, &ptasks, d);
+        st = pipeline_cached(h, p, end_b, busy, top, &ptasks, d);
     if (st == SS_OK)
         st = ss_sim_result_reserve(r, nd, d);
     if (st != SS_OK) {
@@ -1615,13 +1647,31 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
         h->st = st0;
         return st;
     }
-    /* the iteration: each stage's last backward, then its gradient tail
-     * (bulk: every stage waits for the last backward anywhere) */
+    /* the iteration: per rank, its last backward (that of its first chunk,
+     * whose backwards run last), then that chunk's gradient tail, after
+     * the updates of its other chunks (their all-reduces ran during the
+     * first chunk's backwards; the updates wait for the rank's last
+     * backward). Bulk: every rank waits for the last backward anywhere,
+     * then all its chunks' synchronisations and updates. */
+    int R = h->R;
     double iter = 0, maxb = 0;
-    for (int s = 0; s < P; s++)
-        maxb = end_b[s] > maxb ? end_b[s] : maxb;
-    for (int s = 0; s < P; s++) {
-        double e = (set->sync == SS_SYNC_BULK ? maxb : end_b[s]) + h->stg[s].f.tail;
+    for (int c = 0; c < P; c++)
+        maxb = end_b[c] > maxb ? end_b[c] : maxb;
+    for (int s = 0; s < R; s++) {
+        int c0 = s;
+        double e, others = 0, tails = 0;
+        for (int c = s; c < P; c += R) {
+            if (end_b[c] > end_b[c0])
+                c0 = c;
+            tails += h->stg[c].f.tail;
+        }
+        for (int c = s; c < P; c += R)
+            if (c != c0)
+                others += h->stg[c].f.comp_upd;
+        if (set->sync == SS_SYNC_BULK)
+            e = maxb + tails;
+        else
+            e = end_b[c0] + fmax(h->stg[c0].f.tail, others + h->stg[c0].f.comp_upd);
         iter = e > iter ? e : iter;
     }
     h->st.stages = P;
@@ -1640,7 +1690,7 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
     r->overflow_bytes = 0;
     for (int i = 0; i < nd; i++) {
         const ss_device_type *dt = ss_machine_type(h->m, ss_machine_device(h->m, i)->type);
-        int s = h->devstage[i];
+        int s = h->devrank[i];
         r->capacity_bytes[i] = dt->mem_gib * 1073741824.0 * h->cfg.mem_fraction;
         if (s < 0) {
             r->compute_us[i] = r->comm_us[i] = r->exposed_comm_us[i] = 0;
@@ -1648,25 +1698,38 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, s
             r->peak_memory_bytes[i] = r->static_memory_bytes[i] = r->weight_bytes[i] = 0;
             continue;
         }
-        const figs *f = &h->stg[s].f;
-        /* compute: the kernels of every pass, the updates, and the
-         * blocking sends (the stage device's busy time in the stage-level
-         * schedule beyond its passes) */
-        double comp = M * f->comp_fb + f->comp_upd + busy[s];
-        double comm = M * f->comm_mb + f->comm_once;
-        /* activations: one micro-batch's peak, plus what a micro-batch
-         * holds between its passes times the others in flight (per
-         * virtual stage: 1/v of it) */
+        /* compute: the kernels of every pass of the rank's chunks, the
+         * updates, and the blocking sends (the rank's busy time in the
+         * stage-level schedule beyond its passes) */
+        double comp = busy[s], comm = 0, stat = 0, wts = 0;
+        for (int c = s; c < P; c += R) {
+            const figs *f = &h->stg[c].f;
+            comp += M * f->comp_fb + f->comp_upd;
+            comm += M * f->comm_mb + f->comm_once;
+            stat += f->stat;
+            wts += f->weights;
+        }
+        /* activations: a chunk's micro-batch peak (above its static
+         * memory) on top of the other chunks' static memory, plus what the
+         * passes in flight hold beyond that micro-batch's own activations
+         * and received input; the chunk that gives the most */
+        double peak = stat;
+        for (int c = s; c < P; c += R) {
+            const figs *f = &h->stg[c].f;
+            double one = f->held + f->recv, infl = top[s] > one ? top[s] - one : 0;
+            double pk = stat - f->stat + f->peak1 + infl;
+            peak = pk > peak ? pk : peak;
+        }
         r->compute_us[i] = comp;
         r->comm_us[i] = comm;
         r->idle_us[i] = iter - comp;
         r->exposed_comm_us[i] = comm < r->idle_us[i] ? comm : r->idle_us[i];
         if (r->exposed_comm_us[i] < 0)
             r->exposed_comm_us[i] = 0;
-        r->static_memory_bytes[i] = f->stat;
-        r->weight_bytes[i] = f->weights;
+        r->static_memory_bytes[i] = stat;
+        r->weight_bytes[i] = wts;
         /* skip_memory: static memory only, as ss_sim gives it */
-        r->peak_memory_bytes[i] = h->cfg.skip_memory ? f->stat : f->peak1 + infl[s];
+        r->peak_memory_bytes[i] = h->cfg.skip_memory ? stat : peak;
         if (r->fits && r->peak_memory_bytes[i] > r->capacity_bytes[i]) {
             r->fits = 0;
             r->overflow_device = i;

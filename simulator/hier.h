@@ -6,7 +6,7 @@
  * A plan whose pipeline stages hold runs of identical blocks (a transformer's
  * layers: the same op types, attributes, shapes, wiring and configs up to a
  * device offset), whose micro-batches all run on the same devices, and whose
- * stages use disjoint devices of one device type is judged without building
+ * pipeline ranks use disjoint devices of one device type is judged without building
  * its task graph:
  *
  *   1. per stage, the stage's ops for ONE micro-batch (every data-parallel
@@ -24,13 +24,15 @@
  *      forward and one backward task per stage and micro-batch, the stage
  *      sends as Megatron's blocking send/receive pairs under 1F1B with the
  *      scatter-gather all-gather, GPipe's overlapping sends, 1F1B gating,
- *      or Megatron's interleaved order with v virtual stages) by the same
- *      engine; each stage's last backward is followed by its measured
- *      gradient-synchronisation tail;
- *   3. per-device results: every device of a stage gets its stage's figures.
+ *      or, with the plan's virtual_stages v > 1, Megatron's interleaved
+ *      order over the chunks of each pipeline rank with overlapping sends)
+ *      by the same engine; each rank's last backward is followed by its
+ *      measured gradient-synchronisation tail;
+ *   3. per-device results: every device of a pipeline rank gets the sum of
+ *      its chunks' figures (one chunk without interleaving).
  *
  * Invariant: the result is a pure function of (graph, machine, cost model,
- * plan, options); the memo changes only how fast it is obtained.
+ * plan); the memo changes only how fast it is obtained.
  * Not applicable (see ss_hier_eval): SS_ERR_UNSUPPORTED, nothing changed.
  */
 #ifndef SS_HIER_H
@@ -39,14 +41,6 @@
 #include "simsearch.h"
 
 typedef struct ss_hier ss_hier;
-
-typedef struct ss_hier_options {
-    /* Virtual pipeline stages per device (Megatron's interleaved 1F1B);
-     * 0 or 1: none. With v > 1 the plan's schedule must be 1F1B, every
-     * stage's block count divisible by v and the micro-batches by the
-     * stages. The plan format has no field for it yet (issue 18). */
-    int virtual_stages;
-} ss_hier_options;
 
 typedef struct ss_hier_stats {
     int stages;          /* pipeline stages of the last evaluation */
@@ -68,15 +62,17 @@ void ss_hier_free(ss_hier *h);
 /* Evaluate plan p (made for h's graph and machine) into r, as ss_sim_run
  * would fill it (iteration time, throughput, per-device compute, idle,
  * communication, memory, fits); r->n_tasks is the number of tasks the
- * evaluator simulated, n_crit 0. o may be NULL (no virtual stages).
+ * evaluator simulated, n_crit 0. Interleaved plans (settings.virtual_stages
+ * v > 1) are judged chunk by chunk: stage c is a chunk of its own, with its
+ * own sub-problems, on the devices of pipeline rank c mod (stages / v).
  * SS_ERR_UNSUPPORTED (r unchanged, d says why) when the plan is not of the
  * form above: micro-batches of an op on different devices, a stage sharing
- * devices with another, mixed device types, data edges that skip a stage,
- * an op without a sample dimension split dp x micro-batches ways, or bad
- * options. Other errors as ss_sim_run. The memo of sub-problems is kept
+ * devices with another (interleaved: a chunk on devices other than exactly
+ * its rank's), mixed device types, data edges that skip a stage, an op
+ * without a sample dimension split dp x micro-batches ways, or an
+ * interleaving that is not a valid 1F1B one. Other errors as ss_sim_run. The memo of sub-problems is kept
  * across calls (bounded: cleared past 4096 entries). */
-ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, const ss_hier_options *o, ss_sim_result *r,
-                       ss_diag *d);
+ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *d);
 
 /* Statistics of the last successful evaluation (borrowed). */
 const ss_hier_stats *ss_hier_stats_of(const ss_hier *h);

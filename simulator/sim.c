@@ -350,7 +350,7 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
             return ss_diag_set(dd, SS_ERR_NOMEM, "simulate: out of memory");
         ss_diag hd; /* a fresh diag: an unsupported plan's reason must not stick */
         ss_diag_init(&hd);
-        st = ss_hier_eval(s->hier, p, NULL, r, &hd);
+        st = ss_hier_eval(s->hier, p, r, &hd);
         if (st == SS_OK) {
             /* its result is complete: no proven bound to cut with */
             *load_us = 0;

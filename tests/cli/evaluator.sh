@@ -73,9 +73,10 @@ assert any("timeline (symmetry)" in v for v in sn.values())
 PY
 
 # the hierarchical evaluator: forced on a 1F1B Megatron plan it agrees with
-# the full simulation within 0.5%; it keeps no timeline; a plan it cannot
-# judge (interleaved stages share devices) fails when forced, falls back
-# in auto; auto picks it only past SS_EVAL_HIER_TILES tile entries
+# the full simulation within 0.5%, and so on an interleaved plan (vp=2);
+# it keeps no timeline; a plan it cannot judge (an operator's micro-batches
+# on different devices) fails when forced; auto picks it only past
+# SS_EVAL_HIER_TILES tile entries
 big="--model gpt:layers=4,hidden=256,heads=8,seq=128,vocab=1024 --batch 512 --topology topologies/dgx-a100.json --nodes 2"
 bigp="--plan megatron:tp=2,pp=2,dp=4,mbs=1"
 "$bin" simulate $big $bigp --evaluator full --json >"$tmp/hf.json"; check "full on the 1F1B plan" $?
@@ -94,9 +95,32 @@ grep -q "^critical path: not kept by the hierarchical evaluator" "$tmp/h"; check
 "$bin" simulate $big $bigp --evaluator hier --trace "$tmp/h.trace" >"$tmp/e" 2>&1
 [ $? -ne 0 ] && [ ! -e "$tmp/h.trace" ]; check "a trace from the hierarchical evaluator is refused, nothing written" $?
 grep -q "hierarchical evaluator does not keep" "$tmp/e"; check "and says why" $?
-"$bin" simulate $big --plan megatron:tp=2,pp=2,dp=4,mbs=1,vp=2 --evaluator hier >"$tmp/e" 2>&1
-[ $? -ne 0 ]; check "forced hierarchical on an interleaved plan fails" $?
-grep -q "hierarchical evaluator does not apply: " "$tmp/e"; check "and says why" $?
+"$bin" simulate $big --plan megatron:tp=2,pp=2,dp=4,mbs=1,vp=2 --evaluator full --json >"$tmp/vf.json" &&
+"$bin" simulate $big --plan megatron:tp=2,pp=2,dp=4,mbs=1,vp=2 --evaluator hier --json >"$tmp/vh.json"
+check "full and hierarchical on the interleaved plan exit 0" $?
+python3 - "$tmp" <<'PY'; check "hierarchical within 0.5% of full on the interleaved plan" $?
+import json, sys
+d = sys.argv[1]
+f, h = (json.load(open(f"{d}/{x}.json")) for x in ("vf", "vh"))
+assert h["evaluator"] == "hierarchical", h["evaluator"]
+assert abs(h["iteration_time_ms"] / f["iteration_time_ms"] - 1) <= 0.005
+PY
+"$bin" plan $big $bigp --out "$tmp/p.json" >/dev/null; check "plan written" $?
+python3 - "$tmp" <<'PY'; check "a plan with one operator's micro-batches on swapped devices" $?
+import json, sys
+d = sys.argv[1]
+p = json.load(open(f"{d}/p.json"))
+c = p["operators"]["embed.tokens"]
+sh, st = c["devices"]["shape"], c["devices"]["strides"]  # dp x micro-batch x tp
+assert st[1] == 0 and sh[2] == 2, c
+c["devices"] = [c["devices"]["offset"] + i * st[0] + (t ^ (k & 1)) * st[2]
+                for i in range(sh[0]) for k in range(sh[1]) for t in range(2)]
+json.dump(p, open(f"{d}/p2.json", "w"))
+PY
+"$bin" simulate $big --plan "$tmp/p2.json" --evaluator hier >"$tmp/e" 2>&1
+[ $? -ne 0 ]; check "forced hierarchical on a plan it cannot judge fails" $?
+grep -q "hierarchical evaluator does not apply: .*\"embed.tokens\" runs its micro-batches on different devices" "$tmp/e"
+check "and says why" $?
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['evaluator']=='full'" "$tmp/a.json"; check "auto runs small plans in full" $?
 
 # auto between the thresholds: symmetry (2^16 <= tile entries < 2^20)
