@@ -314,6 +314,63 @@ static void test_memo(void **state)
     golden_teardown(&f);
 }
 
+/* Delta at the block level: after a one-operator change (the replicas of
+ * one LayerNorm in the last stage swapped between the tensor-parallel
+ * ranks) only that stage's sub-problems are simulated again; the first
+ * stage's come from the memo, and the result is a fresh evaluator's, bit
+ * for bit. */
+static void test_block_delta(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 1, &m, &d),
+                     SS_OK);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=8,hidden=64,heads=8,seq=32,vocab=512", 16, 8, &g,
+                                    &d), SS_OK);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mb=4", g, m, &p, &d), SS_OK);
+    ss_hier *h = ss_hier_new(g, m, cm, NULL);
+    ss_sim_result a = {0}, b = {0};
+    assert_int_equal(ss_hier_eval(h, p, &a, &d), SS_OK);
+    int first = ss_hier_stats_of(h)->sub_sims;
+    assert_true(first >= 2);
+    int op = ss_graph_find_op(g, "l7.ln2");
+    assert_true(op >= 0);
+    const ss_pconfig *c0 = ss_plan_config(p, op);
+    assert_int_equal(c0->rep, 2);
+    assert_int_equal(c0->stage, 1);
+    ss_pconfig c = *c0;
+    int *devs = malloc((size_t)c.ntiles * sizeof *devs);
+    for (int t = 0; t < c.ntiles; t++) /* tiles (..., replica, red = 1): pairs */
+        devs[t] = c0->devices[t ^ 1];
+    c.devices = devs;
+    assert_int_equal(ss_plan_set_config(p, op, &c, &d), SS_OK);
+    free(devs);
+    assert_int_equal(ss_hier_eval(h, p, &a, &d), SS_OK);
+    const ss_hier_stats *st = ss_hier_stats_of(h);
+    print_message("block delta: %d sub-problems, then %d (%d memo hits)\n", first, st->sub_sims, st->memo_hits);
+    assert_true(st->sub_sims >= 1 && st->sub_sims < first);
+    assert_true(st->memo_hits >= 1);
+    ss_hier *fresh = ss_hier_new(g, m, cm, NULL);
+    assert_int_equal(ss_hier_eval(fresh, p, &b, &d), SS_OK);
+    assert_true(a.iteration_us == b.iteration_us);
+    assert_memory_equal(a.compute_us, b.compute_us, (size_t)a.n_devices * sizeof(double));
+    assert_memory_equal(a.peak_memory_bytes, b.peak_memory_bytes,
+                        (size_t)a.n_devices * sizeof(double));
+    ss_hier_free(fresh);
+    ss_hier_free(h);
+    ss_sim_result_clear(&a);
+    ss_sim_result_clear(&b);
+    ss_plan_free(p);
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 /* Plans it refuses, with the reason. */
 static void test_unsupported(void **state)
 {
@@ -532,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_golden_pipeline),
         cmocka_unit_test(test_golden_interleaved),
         cmocka_unit_test(test_memo),
+        cmocka_unit_test(test_block_delta),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_agrees_with_full),
     };
