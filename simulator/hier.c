@@ -1668,6 +1668,23 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
         for (int c = s; c < P; c += R)
             if (c != c0)
                 others += h->stg[c].f.comp_upd;
+        /* overlapped sync, interleaved: each chunk's sub-problem sees its
+         * own gradient collectives only. Those of the rank's other chunks
+         * must be over before its last chunk's last backward starts, else
+         * they share the rank's links with that chunk's collectives and
+         * with the stage sends, which no figure here represents
+         * (docs/simulator.md, "Hierarchical evaluator") */
+        for (int c = s; set->sync != SS_SYNC_BULK && c < P; c += R) {
+            const figs *f0 = &h->stg[c0].f;
+            if (c != c0 && end_b[c] + h->stg[c].f.tail > end_b[c0] - f0->bwd_last) {
+                ss_free(end_b);
+                h->st = st0;
+                return UNSUP("chunk %d's gradient synchronisation (%.0f us from its last "
+                             "backward) still runs when chunk %d's last backward starts on "
+                             "pipeline rank %d: chunks' synchronisations would contend",
+                             c, h->stg[c].f.tail, c0, s);
+            }
+        }
         if (set->sync == SS_SYNC_BULK)
             e = maxb + tails;
         else
