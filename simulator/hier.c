@@ -1601,6 +1601,33 @@ static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, double *end_b, do
 
 /* ---- the evaluation ------------------------------------------------------- */
 
+/* Overlapped sync, interleaved: each chunk's sub-problem sees its own
+ * gradient collectives only. Those of a rank's other chunks must be over
+ * before the chunk whose backwards end last starts its last backward,
+ * else they share the rank's links with that chunk's collectives and with
+ * the stage sends, which no figure here represents (docs/simulator.md,
+ * "Hierarchical evaluator"): SS_ERR_UNSUPPORTED. */
+static ss_status chunks_apart(const ss_hier *h, const ss_plan *p, const double *end_b, ss_diag *d)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int C = set->stages < 1 ? 1 : set->stages, R = h->R;
+    if (set->sync == SS_SYNC_BULK)
+        return SS_OK;
+    for (int s = 0; s < R; s++) {
+        int c0 = s;
+        for (int c = s; c < C; c += R)
+            if (end_b[c] > end_b[c0])
+                c0 = c;
+        for (int c = s; c < C; c += R)
+            if (c != c0 && end_b[c] + h->stg[c].f.tail > end_b[c0] - h->stg[c0].f.bwd_last)
+                return UNSUP("chunk %d's gradient synchronisation (%.0f us from its last "
+                             "backward) still runs when chunk %d's last backward starts on "
+                             "pipeline rank %d: chunks' synchronisations would contend",
+                             c, h->stg[c].f.tail, c0, s);
+    }
+    return SS_OK;
+}
+
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
 {
     ss_diag local;
@@ -1641,6 +1668,8 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
     if (st == SS_OK)
         st = pipeline_cached(h, p, end_b, busy, top, &ptasks, d);
     if (st == SS_OK)
+        st = chunks_apart(h, p, end_b, d);
+    if (st == SS_OK)
         st = ss_sim_result_reserve(r, nd, d);
     if (st != SS_OK) {
         ss_free(end_b);
@@ -1668,23 +1697,6 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
         for (int c = s; c < P; c += R)
             if (c != c0)
                 others += h->stg[c].f.comp_upd;
-        /* overlapped sync, interleaved: each chunk's sub-problem sees its
-         * own gradient collectives only. Those of the rank's other chunks
-         * must be over before its last chunk's last backward starts, else
-         * they share the rank's links with that chunk's collectives and
-         * with the stage sends, which no figure here represents
-         * (docs/simulator.md, "Hierarchical evaluator") */
-        for (int c = s; set->sync != SS_SYNC_BULK && c < P; c += R) {
-            const figs *f0 = &h->stg[c0].f;
-            if (c != c0 && end_b[c] + h->stg[c].f.tail > end_b[c0] - f0->bwd_last) {
-                ss_free(end_b);
-                h->st = st0;
-                return UNSUP("chunk %d's gradient synchronisation (%.0f us from its last "
-                             "backward) still runs when chunk %d's last backward starts on "
-                             "pipeline rank %d: chunks' synchronisations would contend",
-                             c, h->stg[c].f.tail, c0, s);
-            }
-        }
         if (set->sync == SS_SYNC_BULK)
             e = maxb + tails;
         else
