@@ -48,6 +48,9 @@ typedef struct figs {
                                           micro-batch, bytes held at the forward's end */
     double recv;      /* bytes d0 receives from the previous stage per micro-batch */
     double tasks;     /* tasks simulated */
+    double joint;     /* 1: it joins a lower stage's synchronisation of a shared weight
+                         (taken as no time here), 2: it owns one, 0: neither (sync mode) */
+    double jrest;     /* joint 2: from the synchronisation's start to its last update */
 } figs;
 #define NFIG ((int)(sizeof(figs) / sizeof(double)))
 
@@ -631,23 +634,30 @@ static void scale_attrs(const ss_tensor *out, int mb, ss_op_attrs *a)
  * overlap stage s's own last backward here. Its collectives are the
  * gradient collectives over devices of other stages; its updates follow
  * them. */
+/* Whether task t of stage s's sub-problem is a gradient collective over
+ * devices of another pipeline rank too (a shared weight's). */
+static int joint_coll(const ss_hier *h, const ss_taskgraph *tg, int t, int s)
+{
+    if (tg->kind[t] != SS_TASK_COLLECTIVE || tg->aux[t] != SS_BUILD_COLL_GRAD)
+        return 0;
+    const int32_t *rs = ss_taskgraph_res(tg, t);
+    for (int k = 0; k < ss_taskgraph_n_res(tg, t); k++) {
+        int c = rs[k] - tg->n_devices;
+        for (int e = 0; c >= 0 && e < 2; e++) {
+            int dev = tg->chan_dev[2 * c + e];
+            if (dev >= 0 && h->devrank[dev] >= 0 && h->devrank[dev] != s % h->R)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static double drop_joint_sync(ss_hier *h, int s)
 {
     ss_taskgraph *tg = h->tg;
     double upd = 0; /* the updates dropped on the stage's first device */
     for (int t = 0; t < tg->n_tasks; t++) {
-        if (tg->kind[t] != SS_TASK_COLLECTIVE || tg->aux[t] != SS_BUILD_COLL_GRAD)
-            continue;
-        const int32_t *rs = ss_taskgraph_res(tg, t);
-        int joint = 0;
-        for (int k = 0; k < ss_taskgraph_n_res(tg, t) && !joint; k++) {
-            int c = rs[k] - tg->n_devices;
-            for (int e = 0; c >= 0 && e < 2 && !joint; e++) {
-                int dev = tg->chan_dev[2 * c + e];
-                joint = dev >= 0 && h->devrank[dev] >= 0 && h->devrank[dev] != s % h->R;
-            }
-        }
-        if (!joint)
+        if (!joint_coll(h, tg, t, s))
             continue;
         tg->dur[t] = 0;
         for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
@@ -1028,6 +1038,21 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     f->fwd = fwd_end - t0;
     f->bwd = f->bwd_last = bwd_end - fwd_end;
     f->tail = last - bar;
+    /* a shared weight's synchronisation: whether this stage joins it
+     * (taken as no time: a lower stage owns it), or owns it (the time from
+     * its start to the end) */
+    double jend = -1, jstart = -1;
+    for (int t = 0; t < tg->n_tasks; t++)
+        if (joint_coll(h, tg, t, s)) {
+            jend = er->end[t] > jend ? er->end[t] : jend;
+            jstart = jstart < 0 || er->start[t] < jstart ? er->start[t] : jstart;
+        }
+    if (jend >= 0 && shares_down(h, s))
+        f->joint = 1;
+    else if (jend >= 0) {
+        f->joint = 2;
+        f->jrest = last - jstart;
+    }
     /* the gradient sent back: the external input's tasks after the forward */
     double back = 0;
     for (int t = 0; t < tg->n_tasks; t++) {
@@ -1211,6 +1236,8 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     S->f.tail = w.tail;
     S->f.comp_upd = w.comp_upd;
     S->f.comm_once = w.comm_once;
+    S->f.joint = w.joint;
+    S->f.jrest = w.jrest;
     if (s >= h->R) {
         /* a rank's later chunks: the framework's per-micro-batch overhead
          * (the device type's mb_overhead_us, build_host.c) is paid once
@@ -1601,6 +1628,33 @@ static ss_status pipeline_cached(ss_hier *h, const ss_plan *p, double *end_b, do
 
 /* ---- the evaluation ------------------------------------------------------- */
 
+/* Overlapped sync, interleaved: each chunk's sub-problem sees its own
+ * gradient collectives only. Those of a rank's other chunks must be over
+ * before the chunk whose backwards end last starts its last backward,
+ * else they share the rank's links with that chunk's collectives and with
+ * the stage sends, which no figure here represents (docs/simulator.md,
+ * "Hierarchical evaluator"): SS_ERR_UNSUPPORTED. */
+static ss_status chunks_apart(const ss_hier *h, const ss_plan *p, const double *end_b, ss_diag *d)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int C = set->stages < 1 ? 1 : set->stages, R = h->R;
+    if (set->sync == SS_SYNC_BULK)
+        return SS_OK;
+    for (int s = 0; s < R; s++) {
+        int c0 = s;
+        for (int c = s; c < C; c += R)
+            if (end_b[c] > end_b[c0])
+                c0 = c;
+        for (int c = s; c < C; c += R)
+            if (c != c0 && end_b[c] + h->stg[c].f.tail > end_b[c0] - h->stg[c0].f.bwd_last)
+                return UNSUP("chunk %d's gradient synchronisation (%.0f us from its last "
+                             "backward) still runs when chunk %d's last backward starts on "
+                             "pipeline rank %d: chunks' synchronisations would contend",
+                             c, h->stg[c].f.tail, c0, s);
+    }
+    return SS_OK;
+}
+
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
 {
     ss_diag local;
@@ -1641,6 +1695,8 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
     if (st == SS_OK)
         st = pipeline_cached(h, p, end_b, busy, top, &ptasks, d);
     if (st == SS_OK)
+        st = chunks_apart(h, p, end_b, d);
+    if (st == SS_OK)
         st = ss_sim_result_reserve(r, nd, d);
     if (st != SS_OK) {
         ss_free(end_b);
@@ -1672,6 +1728,21 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
             e = maxb + tails;
         else
             e = end_b[c0] + fmax(h->stg[c0].f.tail, others + h->stg[c0].f.comp_upd);
+        /* overlapped sync, one bucket per weight: a shared weight's
+         * synchronisation starts no earlier than the other stages holding
+         * it finish theirs (the full simulation's devices issue their
+         * collectives in order, the joint one last there: a traced BERT,
+         * tp 1 / pp 2 / dp 16, distopt); the owner's tail from its start
+         * follows. Fused buckets order them otherwise: not applied. */
+        for (int c = s; set->sync != SS_SYNC_BULK && set->bucket_bytes <= 0 && c < P; c += R)
+            if (h->stg[c].f.joint == 2) {
+                double join = -1;
+                for (int o = 0; o < P; o++)
+                    if (h->stg[o].f.joint == 1 && end_b[o] + h->stg[o].f.tail > join)
+                        join = end_b[o] + h->stg[o].f.tail;
+                if (join >= 0 && join + h->stg[c].f.jrest > e)
+                    e = join + h->stg[c].f.jrest;
+            }
         iter = e > iter ? e : iter;
     }
     h->st.stages = P;
