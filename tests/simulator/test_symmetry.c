@@ -2,7 +2,8 @@
  * test_symmetry.c — the symmetric evaluator (simulator/symmetry.c) against
  * the full simulation: on random symmetric plans (Megatron settings and
  * data parallelism; GPT, BERT and the MLP; 8-128 devices on DGX A100 nodes)
- * every result is bit-identical; asymmetric plans (a perturbed device
+ * every result is bit-identical; the hierarchical evaluator is compared on
+ * the same plans; asymmetric plans (a perturbed device
  * list, data parallelism over part of the machine, a mixed-device internet
  * topology) are detected and simulated in full.
  */
@@ -56,7 +57,7 @@ static void same_result(const ss_sim_result *f, const ss_sim_result *s)
 /* The hierarchical evaluator against the full one over the random plans:
  * plans it judged, and the largest relative iteration-time difference, per
  * schedule (GPipe, 1F1B). */
-static int hier_n[2];
+static int hier_n[2], hier_over[2]; /* over: plans more than 0.5% off */
 static double hier_max[2];
 static double hier_last; /* the last plan's difference (-1: not judged) */
 
@@ -120,6 +121,7 @@ static int check(const ss_graph *g, const ss_machine *m, const ss_plan *p)
         double e = rh.iteration_us / rf.iteration_us - 1;
         e = e < 0 ? -e : e;
         hier_n[k]++;
+        hier_over[k] += e > 0.005;
         hier_last = e;
         if (e > hier_max[k])
             hier_max[k] = e;
@@ -224,6 +226,14 @@ static void test_random_symmetric(void **state)
     print_message("symmetry: %d of %d plans symmetric\n", symmetric, tried);
     print_message("hierarchical: GPipe %d plans, max %.3f%%; 1F1B %d plans, max %.3f%%\n",
                   hier_n[0], 100 * hier_max[0], hier_n[1], 100 * hier_max[1]);
+    /* The hierarchical evaluator aims at 0.5% of the full simulation. GPipe
+     * meets it; on 1F1B 12 of ~280 small-model plans (hidden 64, pp 2, 2-4
+     * micro-batches over 1-4 nodes) are 0.7-2.8% off (docs/simulator.md,
+     * "Hierarchical evaluator"): a regression guard until they are fixed. */
+    assert_true(hier_n[0] >= 200 && hier_n[1] >= 200);
+    assert_true(hier_max[0] <= 0.005);
+    assert_true(hier_max[1] <= 0.03);
+    assert_true(hier_over[1] * 20 <= hier_n[1]); /* at most 5% of the plans */
     assert_true(symmetric >= 500);
 }
 
