@@ -319,7 +319,8 @@ static int uniform_tiles(const ss_graph *g, const ss_op *op, const ss_pconfig *c
     for (int k = 0; k < c->ndim; k++)
         if (c->deg[k] < 1 || out->shape[k] % c->deg[k])
             return 0;
-    return c->red <= 1 || (ss_op_contraction(g, op) > 0 && ss_op_contraction(g, op) % c->red == 0);
+    int64_t k = c->red > 1 ? ss_op_contraction(g, op) : 0;
+    return c->red <= 1 || (k > 0 && k % c->red == 0);
 }
 
 ss_status ss_cost_plan_sources(ss_costmodel *cm, const ss_graph *g, const ss_machine *m,

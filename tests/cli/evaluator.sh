@@ -132,6 +132,8 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['evaluator
 "$bin" search --model mlp:layers=2,hidden=128 --batch 64 --topology topologies/p100x16.json --budget 200 --out "$tmp/sf.json" --evaluator full >/dev/null 2>&1; check "search --evaluator full" $?
 "$bin" search --model mlp:layers=2,hidden=128 --batch 64 --topology topologies/p100x16.json --budget 200 --out "$tmp/sa.json" >/dev/null 2>&1; check "search with auto" $?
 cmp -s "$tmp/sf.json" "$tmp/sa.json"; check "same plan, byte for byte" $?
+"$bin" search --model alexnet --topology topologies/p100x16.json --budget 300 --out "$tmp/sy.json" --evaluator symmetry --json >"$tmp/sy.out" 2>/dev/null; check "search --evaluator symmetry" $?
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['search']['infeasible'] > 0" "$tmp/sy.out"; check "forced symmetry rejects the asymmetric proposals" $?
 "$bin" search --model mlp:layers=2,hidden=128 --topology topologies/p100x16.json --evaluator nope --out "$tmp/sx.json" >"$tmp/e" 2>&1; [ $? -eq 2 ] && [ ! -e "$tmp/sx.json" ]; check "search: unknown evaluator exits 2, nothing written" $?
 
 echo "$fail failure(s)"

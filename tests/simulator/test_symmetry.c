@@ -320,11 +320,49 @@ static void test_asymmetric(void **state)
     ss_machine_free(m);
 }
 
+/* AUTO: a plan of at least SS_EVAL_HIER_TILES tile entries goes to the
+ * hierarchical evaluator, unless the config asks for an exact one (a
+ * trace): then to symmetry. */
+static void test_auto_exact(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = dgx(1);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=1,hidden=64,heads=8,seq=8,vocab=128", 65536, 8,
+                                    &g, &d), SS_OK);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_from_spec("megatron:tp=1,pp=2,dp=4,mbs=1", g, m, &p, &d), SS_OK);
+    int64_t tiles = 0;
+    for (int i = 0; i < ss_plan_n_ops(p); i++)
+        tiles += ss_plan_config(p, i)->ntiles;
+    assert_true(tiles >= SS_EVAL_HIER_TILES);
+    ss_costmodel *cm = ss_cost_new(m);
+    for (int exact = 0; exact < 2; exact++) {
+        ss_sim_config cfg = {0};
+        cfg.skip_memory = 1;
+        cfg.exact = exact;
+        ss_sim *s = NULL;
+        ss_sim_result r = {0};
+        assert_int_equal(ss_sim_new(g, m, cm, &cfg, &s, &d), SS_OK);
+        assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK);
+        assert_string_equal(r.evaluator, exact ? "symmetry" : "hierarchical");
+        ss_sim_result_clear(&r);
+        ss_sim_free(s);
+    }
+    ss_cost_free(cm);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_symmetric),
         cmocka_unit_test(test_asymmetric),
+        cmocka_unit_test(test_auto_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
