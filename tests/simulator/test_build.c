@@ -10,57 +10,22 @@
  * An SGD update of 1e6 fp32 parameters moves 12 B/param = 12 MB: 12 us.
  * A transfer of s bytes over a route takes latency + s / bandwidth.
  */
-#include "testutil.h"
-#include "simulator/build.h"
-#include "simulator/engine.h"
-#include "simulator/taskgraph.h"
+#include "build_fixture.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fix {
-    ss_graph *g;
-    ss_machine *m;
-    ss_costmodel *cm;
-    ss_plan *p;
-    ss_builder *b;
-    ss_taskgraph *tg;
-    ss_memory *mm;
-    ss_engine *e;
-    const ss_engine_result *r;
-} fix;
 
 static void setup(fix *f, const char *model, const char *topo)
 {
-    ss_diag d;
-    ss_diag_init(&d);
-    char path[4096];
-    memset(f, 0, sizeof *f);
-    snprintf(path, sizeof path, "%s", ss_test_path(model));
-    assert_int_equal(ss_model_load(path, &f->g, &d), SS_OK);
-    snprintf(path, sizeof path, "%s", ss_test_path(topo));
-    assert_int_equal(ss_machine_load(path, &f->m, &d), SS_OK);
-    f->cm = ss_cost_new(f->m);
-    f->p = ss_plan_new(f->g, f->m);
-    f->b = ss_build_new(f->g, f->m, f->cm);
-    f->tg = ss_taskgraph_new(0, 0);
-    f->mm = ss_memory_new();
-    f->e = ss_engine_new();
-    assert_true(f->cm && f->p && f->b && f->tg && f->mm && f->e);
+    fix_load(f, model, topo);
 }
 
 static void teardown(fix *f)
 {
-    ss_engine_free(f->e);
-    ss_memory_free(f->mm);
-    ss_taskgraph_free(f->tg);
-    ss_build_free(f->b);
-    ss_plan_free(f->p);
-    ss_cost_free(f->cm);
-    ss_machine_free(f->m);
-    ss_graph_free(f->g);
+    fix_free(f);
 }
 
 /* Set op `name`'s config: degree deg0 on dim 0 (sample), red, devices. */

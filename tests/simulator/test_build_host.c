@@ -15,10 +15,7 @@
  * also carries mb_overhead_us. Updates: 1e6 and 2.5e5 fp32 parameters, 12
  * B each: 12 + 3 us.
  */
-#include "testutil.h"
-#include "simulator/build.h"
-#include "simulator/engine.h"
-#include "simulator/taskgraph.h"
+#include "build_fixture.h"
 #include "search/bound.h"
 
 #include <math.h>
@@ -36,17 +33,6 @@ static const char *model_json =
     "   {\"name\": \"fc1\", \"type\": \"linear\", \"inputs\": [\"x\"], \"out_features\": 1000, \"use_bias\": false},\n"
     "   {\"name\": \"fc2\", \"type\": \"linear\", \"inputs\": [\"fc1\"], \"out_features\": 250, \"use_bias\": false}]}\n";
 
-typedef struct fix {
-    ss_graph *g;
-    ss_machine *m;
-    ss_costmodel *cm;
-    ss_plan *p;
-    ss_builder *b;
-    ss_taskgraph *tg;
-    ss_memory *mm;
-    ss_engine *e;
-    const ss_engine_result *r;
-} fix;
 
 #define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-6 * (1 + fabs((double)(b))))
 
@@ -73,13 +59,7 @@ static void setup(fix *f, double launch, int win, double mbo, int mb)
     if (ss_machine_load_string(js, "one", &f->m, &d) != SS_OK)
         print_error("%s\n", d.msg);
     assert_non_null(f->m);
-    f->cm = ss_cost_new(f->m);
-    f->p = ss_plan_new(f->g, f->m);
-    f->b = ss_build_new(f->g, f->m, f->cm);
-    f->tg = ss_taskgraph_new(0, 0);
-    f->mm = ss_memory_new();
-    f->e = ss_engine_new();
-    assert_true(f->cm && f->p && f->b && f->tg && f->mm && f->e);
+    fix_complete(f);
     static const int dv[2] = {0, 0};
     static const char *ops[] = {"x", "fc1", "fc2"};
     for (int i = 0; i < 3; i++) {
@@ -112,14 +92,7 @@ static void run(fix *f)
 
 static void teardown(fix *f)
 {
-    ss_engine_free(f->e);
-    ss_memory_free(f->mm);
-    ss_taskgraph_free(f->tg);
-    ss_build_free(f->b);
-    ss_plan_free(f->p);
-    ss_cost_free(f->cm);
-    ss_machine_free(f->m);
-    ss_graph_free(f->g);
+    fix_free(f);
 }
 
 /* Duration of the task of kind k of op `name` in micro-batch mb. */

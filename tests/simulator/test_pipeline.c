@@ -16,11 +16,7 @@
  * Iterations are measured to the end of the last backward (the weight
  * updates, 12 us each, follow it on every device).
  */
-#include "testutil.h"
-#include "simulator/build.h"
-#include "simulator/engine.h"
-#include "simulator/memory.h"
-#include "simulator/taskgraph.h"
+#include "build_fixture.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,47 +25,15 @@
 
 #define NEAR(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol) * (1 + fabs((double)(b))))
 
-typedef struct fix {
-    ss_graph *g;
-    ss_machine *m;
-    ss_costmodel *cm;
-    ss_plan *p;
-    ss_builder *b;
-    ss_taskgraph *tg;
-    ss_memory *mm;
-    ss_engine *e;
-    const ss_engine_result *r;
-} fix;
 
 static void setup(fix *f, const char *topo)
 {
-    ss_diag d;
-    ss_diag_init(&d);
-    char path[4096];
-    memset(f, 0, sizeof *f);
-    snprintf(path, sizeof path, "%s", ss_test_path("tests/data/sim/chain8.json"));
-    assert_int_equal(ss_model_load(path, &f->g, &d), SS_OK);
-    snprintf(path, sizeof path, "%s", ss_test_path(topo));
-    assert_int_equal(ss_machine_load(path, &f->m, &d), SS_OK);
-    f->cm = ss_cost_new(f->m);
-    f->p = ss_plan_new(f->g, f->m);
-    f->b = ss_build_new(f->g, f->m, f->cm);
-    f->tg = ss_taskgraph_new(0, 0);
-    f->mm = ss_memory_new();
-    f->e = ss_engine_new();
-    assert_true(f->cm && f->p && f->b && f->tg && f->mm && f->e);
+    fix_load(f, "tests/data/sim/chain8.json", topo);
 }
 
 static void teardown(fix *f)
 {
-    ss_engine_free(f->e);
-    ss_memory_free(f->mm);
-    ss_taskgraph_free(f->tg);
-    ss_build_free(f->b);
-    ss_plan_free(f->p);
-    ss_cost_free(f->cm);
-    ss_machine_free(f->m);
-    ss_graph_free(f->g);
+    fix_free(f);
 }
 
 /* p ranks, v chunks each, m micro-batches: linear fc(i+1) in chunk
