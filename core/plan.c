@@ -3,11 +3,12 @@
  * pipeline/schedule settings, and the fingerprints of the model and topology
  * the plan was made for; tiling of an op under a config; plan validation.
  *
- * Invariants: cfg[i].devices always points to storage owned by the plan with
- * room for cap[i] >= cfg[i].ntiles entries; storage only grows, so the
- * search's many ss_plan_set_config / ss_plan_copy calls reuse memory and
- * allocate only when a config needs more tiles than the op ever had. A
- * failed call leaves the plan's contents unchanged.
+ * Invariants: cfg[i].devices always points into lst[i], a list of the
+ * plan's own pool (core/devpool.h) holding one reference per op: ops whose
+ * tiles sit on the same devices in the same order share one list, so a
+ * plan's memory grows with its distinct placements, not with its operators
+ * times tiles. Lists are immutable: a config change makes the op point to
+ * another list. A failed call leaves the plan's contents unchanged.
  */
 #include "core/plan_impl.h"
 
@@ -31,22 +32,6 @@ static int out_ndim(const ss_graph *g, const ss_op *op)
     return t ? t->ndim : 0;
 }
 
-/* Make room for n device entries of op i (contents kept). */
-static int reserve(ss_plan *p, int i, int n)
-{
-    if (p->cap[i] >= n)
-        return 0;
-    int c = p->cap[i] ? p->cap[i] : 1;
-    while (c < n)
-        c *= 2;
-    int *d = ss_realloc(p->cfg[i].devices, (size_t)c * sizeof *d);
-    if (!d)
-        return -1;
-    p->cfg[i].devices = d;
-    p->cap[i] = c;
-    return 0;
-}
-
 static ss_plan *alloc_plan(int n_ops)
 {
     ss_plan *p = ss_calloc(1, sizeof *p);
@@ -54,8 +39,9 @@ static ss_plan *alloc_plan(int n_ops)
         return NULL;
     p->n_ops = n_ops;
     p->cfg = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->cfg);
-    p->cap = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->cap);
-    if (!p->cfg || !p->cap) {
+    p->lst = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->lst);
+    p->pool = ss_devpool_new();
+    if (!p->cfg || !p->lst || !p->pool) {
         ss_plan_free(p);
         return NULL;
     }
@@ -83,8 +69,9 @@ ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m)
     ss_plan *p = alloc_plan(n);
     if (!p)
         return NULL;
+    static const int dev0 = 0;
     for (int i = 0; i < n; i++) {
-        if (reserve(p, i, 1)) {
+        if (!(p->lst[i] = ss_devpool_intern(p->pool, &dev0, 1))) {
             ss_plan_free(p);
             return NULL;
         }
@@ -95,7 +82,7 @@ ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m)
         c->red = 1;
         c->rep = 1;
         c->ntiles = 1;
-        c->devices[0] = 0;
+        c->devices = p->lst[i]->v;
         c->stage = 0;
     }
     ss_plan_settings_default(&p->settings);
@@ -113,11 +100,9 @@ void ss_plan_free(ss_plan *p)
 {
     if (!p)
         return;
-    if (p->cfg)
-        for (int i = 0; i < p->n_ops; i++)
-            ss_free(p->cfg[i].devices);
+    ss_devpool_free(p->pool); /* every list, whatever its references */
     ss_free(p->cfg);
-    ss_free(p->cap);
+    ss_free(p->lst);
     ss_free(p);
 }
 
@@ -127,16 +112,26 @@ ss_status ss_plan_copy(ss_plan *dst, const ss_plan *src)
         return SS_ERR_INVALID;
     if (dst == src)
         return SS_OK;
-    /* Grow first (contents preserved), so a failure changes nothing visible. */
-    for (int i = 0; i < src->n_ops; i++)
-        if (reserve(dst, i, src->cfg[i].ntiles))
+    /* Take every list first (a failure releases them and changes nothing
+     * visible), then drop the old ones. */
+    int n = src->n_ops;
+    ss_devlist **nl = ss_malloc((size_t)(n ? n : 1) * sizeof *nl);
+    if (!nl)
+        return SS_ERR_NOMEM;
+    for (int i = 0; i < n; i++)
+        if (!(nl[i] = ss_devpool_intern_list(dst->pool, src->lst[i]))) {
+            while (i-- > 0)
+                ss_devpool_release(dst->pool, nl[i]);
+            ss_free(nl);
             return SS_ERR_NOMEM;
-    for (int i = 0; i < src->n_ops; i++) {
-        int *keep = dst->cfg[i].devices;
+        }
+    for (int i = 0; i < n; i++) {
+        ss_devpool_release(dst->pool, dst->lst[i]);
+        dst->lst[i] = nl[i];
         dst->cfg[i] = src->cfg[i];
-        dst->cfg[i].devices = keep;
-        memcpy(keep, src->cfg[i].devices, (size_t)src->cfg[i].ntiles * sizeof *keep);
+        dst->cfg[i].devices = nl[i]->v;
     }
+    ss_free(nl);
     dst->settings = src->settings;
     dst->model_fp = src->model_fp;
     dst->topo_fp = src->topo_fp;
@@ -224,14 +219,18 @@ ss_status ss_plan_set_config(ss_plan *p, int op, const ss_pconfig *c, ss_diag *d
     char why[160];
     if (shape_problem(c, p->cfg[op].ndim, why, sizeof why))
         return ss_diag_set(d, SS_ERR_INVALID, "plan: operator %d: %s", op, why);
-    if (reserve(p, op, c->ntiles))
-        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    ss_devlist *l = p->lst[op];
+    if (c->devices != l->v || c->ntiles != l->n) {
+        /* another list: take it before the old one goes (c->devices may
+         * point into the old one, or into another op's) */
+        if (!(l = ss_devpool_intern(p->pool, c->devices, c->ntiles)))
+            return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        ss_devpool_release(p->pool, p->lst[op]);
+        p->lst[op] = l;
+    }
     ss_pconfig *dst = &p->cfg[op];
-    int *keep = dst->devices;
-    if (keep != c->devices)
-        memmove(keep, c->devices, (size_t)c->ntiles * sizeof *keep);
     *dst = *c;
-    dst->devices = keep;
+    dst->devices = l->v;
     for (int k = c->ndim; k < SS_MAX_DIMS; k++)
         dst->deg[k] = 1;
     return SS_OK;
@@ -249,8 +248,26 @@ int ss_pconfig_same_tiles(const ss_pconfig *a, const ss_pconfig *b)
     for (int k = 0; k < a->ndim; k++)
         if (a->deg[k] != b->deg[k])
             return 0;
-    return memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
+    return a->devices == b->devices ||
+           memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
 }
+
+size_t ss_plan_bytes(const ss_plan *p)
+{
+    if (!p)
+        return 0;
+    size_t n = (size_t)(p->n_ops ? p->n_ops : 1);
+    return sizeof *p + n * (sizeof *p->cfg + sizeof *p->lst) + ss_devpool_bytes(p->pool);
+}
+
+int ss_plan_devlist_id(const ss_plan *p, int op)
+{
+    if (!p || op < 0 || op >= p->n_ops)
+        return -1;
+    return p->lst[op]->id;
+}
+
+int ss_plan_devlist_ids(const ss_plan *p) { return p ? ss_devpool_ids(p->pool) : 0; }
 
 void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, int index,
                      ss_tile *t)

@@ -8,10 +8,13 @@
 
 #include "simsearch.h"
 
+#include "core/devpool.h"
+
 struct ss_plan {
     int n_ops;
-    ss_pconfig *cfg;  /* one per op; devices owned, cap[i] entries allocated */
-    int *cap;
+    ss_pconfig *cfg;  /* one per op; cfg[i].devices == lst[i]->v */
+    ss_devlist **lst; /* per op: its device list, one reference held, in pool */
+    ss_devpool *pool; /* the distinct device lists of the plan's ops */
     ss_plan_settings settings;
     uint64_t model_fp, topo_fp;
     char model_name[SS_NAME_MAX];
