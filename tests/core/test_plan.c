@@ -1,7 +1,9 @@
 /*
  * test_plan.c — the ss_plan object (core/plan.c): tiling of an op under a
- * config, set/copy/clone with storage reuse, validation of every error kind,
- * and allocation failures.
+ * config, set/copy/clone, device lists shared through the plan's pool
+ * (equal lists stored once, a change makes a new list, the plan's memory
+ * grows with distinct lists only), validation of every error kind, and
+ * allocation failures.
  */
 #include "testutil.h"
 
@@ -281,14 +283,17 @@ static void test_set_copy_clone(void **state)
     assert_int_equal(ss_plan_config(q, f->fc1)->devices[4], 3);
     assert_true(ss_plan_config(q, f->fc1)->devices != got->devices);
 
-    /* copy back after changing q: reuses p's storage */
+    /* copy back after changing q: p's fc1 takes the list {2}, which p's
+     * other ops (all on {0}) do not share */
     ss_pconfig one = cfg2(1, 1, 1, devs);
     devs[0] = 2;
     assert_int_equal(ss_plan_set_config(q, f->fc1, &one, &d), SS_OK);
     ss_plan_settings_of(q)->microbatches = 4;
     const int *before = ss_plan_config(p, f->fc1)->devices;
     assert_int_equal(ss_plan_copy(p, q), SS_OK);
-    assert_ptr_equal(ss_plan_config(p, f->fc1)->devices, before);
+    assert_ptr_not_equal(ss_plan_config(p, f->fc1)->devices, before);
+    assert_ptr_not_equal(ss_plan_config(p, f->fc1)->devices, ss_plan_config(q, f->fc1)->devices);
+    assert_int_not_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
     assert_int_equal(ss_plan_config(p, f->fc1)->ntiles, 1);
     assert_int_equal(ss_plan_config(p, f->fc1)->devices[0], 2);
     assert_int_equal(ss_plan_settings_get(p)->microbatches, 4);
@@ -306,6 +311,81 @@ static void test_set_copy_clone(void **state)
     ss_diag_init(&d);
     assert_int_equal(ss_plan_set_config(p, 1000, &one, &d), SS_ERR_INVALID);
     ss_plan_free(p);
+    ss_plan_free(q);
+}
+
+/* Ops with equal device lists share one list of the plan's pool: set from
+ * different buffers, copied, cloned; a change gives the op another list and
+ * leaves the others' alone; the plan's memory grows with distinct lists
+ * only, and lists no op holds any more are freed (bounded memory however
+ * many configs an op goes through). */
+static void test_devlists_pooled(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = ss_plan_new(f->g, f->m);
+    int a1[8] = {0, 1, 2, 3, 3, 2, 1, 0}, a2[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+    int b[8] = {3, 2, 1, 0, 0, 1, 2, 3};
+    /* every op starts on {0}: one list */
+    for (int i = 1; i < ss_plan_n_ops(p); i++) {
+        assert_int_equal(ss_plan_devlist_id(p, i), ss_plan_devlist_id(p, 0));
+        assert_ptr_equal(ss_plan_config(p, i)->devices, ss_plan_config(p, 0)->devices);
+    }
+    assert_int_equal(ss_plan_devlist_id(p, -1), -1);
+    assert_int_equal(ss_plan_devlist_id(p, ss_plan_n_ops(p)), -1);
+    ss_pconfig ca = cfg2(4, 1, 2, a1), ca2 = cfg2(4, 1, 2, a2), cb = cfg2(4, 1, 2, b);
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &ca, &d), SS_OK);
+    size_t one_list = ss_plan_bytes(p);
+    /* fc2 (12 -> 4) takes the same degrees; its list equals fc1's */
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &ca2, &d), SS_OK);
+    assert_int_equal(ss_plan_bytes(p), one_list);
+    assert_ptr_equal(ss_plan_config(p, f->fc1)->devices, ss_plan_config(p, f->fc2)->devices);
+    assert_int_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_true(ss_plan_devlist_id(p, f->fc1) < ss_plan_devlist_ids(p));
+    /* the caller's buffers are copied, not borrowed */
+    a1[0] = a2[0] = 3;
+    assert_int_equal(ss_plan_config(p, f->fc1)->devices[0], 0);
+    /* set an op to its own config, or to another op's: nothing moves */
+    ss_pconfig own = *ss_plan_config(p, f->fc2);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &own, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, ss_plan_config(p, f->fc1), &d), SS_OK);
+    assert_int_equal(ss_plan_bytes(p), one_list);
+    /* copy on change: fc2 moves to b, fc1 keeps its list */
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &cb, &d), SS_OK);
+    assert_true(ss_plan_bytes(p) >= one_list + 8 * sizeof(int));
+    assert_int_not_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_int_equal(ss_plan_config(p, f->fc1)->devices[0], 0);
+    assert_int_equal(ss_plan_config(p, f->fc1)->devices[4], 3);
+    assert_int_equal(ss_plan_config(p, f->fc2)->devices[0], 3);
+    assert_true(ss_plan_devlist_id(p, f->fc2) < ss_plan_devlist_ids(p));
+    /* a clone: its own lists, equal ones shared the same way */
+    ss_plan *q = ss_plan_clone(p);
+    assert_non_null(q);
+    for (int i = 0; i < ss_plan_n_ops(p); i++) {
+        const ss_pconfig *x = ss_plan_config(p, i), *y = ss_plan_config(q, i);
+        assert_ptr_not_equal(x->devices, y->devices);
+        assert_true(ss_pconfig_same_tiles(x, y));
+        for (int j = 0; j < ss_plan_n_ops(p); j++)
+            assert_int_equal(ss_plan_devlist_id(p, i) == ss_plan_devlist_id(p, j),
+                             ss_plan_devlist_id(q, i) == ss_plan_devlist_id(q, j));
+    }
+    ss_plan_free(p); /* q's lists are q's own */
+    assert_int_equal(ss_plan_config(q, f->fc1)->devices[4], 3);
+    assert_int_equal(ss_plan_config(q, f->fc2)->devices[7], 3);
+    /* churn: 20,000 distinct lists through one op; the ones dropped are
+     * freed, so the plan stays within its lists plus a bounded slack */
+    size_t start = ss_plan_bytes(q);
+    int c[8];
+    ss_pconfig cc = cfg2(4, 1, 2, c);
+    for (int k = 0; k < 20000; k++) {
+        for (int t = 0; t < 8; t++)
+            c[t] = (k >> (2 * t)) & 3;
+        assert_int_equal(ss_plan_set_config(q, f->fc1, &cc, &d), SS_OK);
+    }
+    /* 20,000 lists of 8 entries kept would take 20000 * 32 bytes and more */
+    assert_true(ss_plan_bytes(q) < start + 2 * 65536);
+    assert_true(ss_plan_devlist_ids(q) < 2000);
     ss_plan_free(q);
 }
 
@@ -428,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_same_tiles),
         cmocka_unit_test_setup_teardown(test_tiles_cover_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_copy_clone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_devlists_pooled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replica_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_validate_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
