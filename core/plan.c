@@ -113,23 +113,33 @@ ss_status ss_plan_copy(ss_plan *dst, const ss_plan *src)
     if (dst == src)
         return SS_OK;
     /* Take every list first (a failure releases them and changes nothing
-     * visible), then drop the old ones. */
+     * visible), then drop the old ones. An op whose list equals src's
+     * already (the search's frequent case) keeps it: nl[i] NULL. */
     int n = src->n_ops;
     ss_devlist **nl = ss_malloc((size_t)(n ? n : 1) * sizeof *nl);
     if (!nl)
         return SS_ERR_NOMEM;
-    for (int i = 0; i < n; i++)
-        if (!(nl[i] = ss_devpool_intern_list(dst->pool, src->lst[i]))) {
+    for (int i = 0; i < n; i++) {
+        const ss_devlist *s = src->lst[i], *o = dst->lst[i];
+        nl[i] = NULL;
+        if (o && o->hash == s->hash && o->n == s->n && /* o NULL: a clone being made */
+            !memcmp(o->v, s->v, (size_t)s->n * sizeof *s->v))
+            continue;
+        if (!(nl[i] = ss_devpool_intern_list(dst->pool, s))) {
             while (i-- > 0)
-                ss_devpool_release(dst->pool, nl[i]);
+                if (nl[i])
+                    ss_devpool_release(dst->pool, nl[i]);
             ss_free(nl);
             return SS_ERR_NOMEM;
         }
+    }
     for (int i = 0; i < n; i++) {
-        ss_devpool_release(dst->pool, dst->lst[i]);
-        dst->lst[i] = nl[i];
+        if (nl[i]) {
+            ss_devpool_release(dst->pool, dst->lst[i]);
+            dst->lst[i] = nl[i];
+        }
         dst->cfg[i] = src->cfg[i];
-        dst->cfg[i].devices = nl[i]->v;
+        dst->cfg[i].devices = dst->lst[i]->v;
     }
     ss_free(nl);
     dst->settings = src->settings;
