@@ -602,7 +602,9 @@ typedef struct ss_plan ss_plan;
 ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m);
 void ss_plan_free(ss_plan *p);
 ss_plan *ss_plan_clone(const ss_plan *p);
-/* Copy src into dst (same graph): cheap, reuses dst's storage. */
+/* Copy src into dst (same graph): cheap, an op of dst whose device list
+ * already equals src's keeps it; dst's lists stay dst's own (plans share
+ * nothing). */
 ss_status ss_plan_copy(ss_plan *dst, const ss_plan *src);
 
 int ss_plan_n_ops(const ss_plan *p);
