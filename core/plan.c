@@ -360,19 +360,35 @@ static ss_status check_ranks(const ss_plan *p, const ss_graph *g, const char *pr
     int v = p->settings.virtual_stages, pp = p->settings.stages / (v > 0 ? v : 1);
     if (v <= 1)
         return SS_OK;
+    /* per device list: the pipeline rank + 1 its devices were checked for
+     * (an op whose list passed for its rank passes again) */
+    int n_ids = ss_devpool_ids(p->pool);
+    int *done = ss_calloc((size_t)n_ids + 1, sizeof *done);
+    if (!done)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     int nd = 0;
     for (int i = 0; i < p->n_ops; i++)
-        for (int t = 0; t < p->cfg[i].ntiles; t++)
-            if (p->cfg[i].devices[t] >= nd)
-                nd = p->cfg[i].devices[t] + 1;
+        if (!done[p->lst[i]->id]) {
+            done[p->lst[i]->id] = 1;
+            for (int t = 0; t < p->cfg[i].ntiles; t++)
+                if (p->cfg[i].devices[t] >= nd)
+                    nd = p->cfg[i].devices[t] + 1;
+        }
+    memset(done, 0, ((size_t)n_ids + 1) * sizeof *done);
     int *first = ss_malloc((size_t)(nd ? nd : 1) * sizeof *first); /* op first placing dev */
-    if (!first)
+    if (!first) {
+        ss_free(done);
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    }
     for (int k = 0; k < nd; k++)
         first[k] = -1;
     ss_status st = SS_OK;
     for (int i = 0; i < p->n_ops && !st; i++) {
         const ss_pconfig *c = &p->cfg[i];
+        int id = p->lst[i]->id;
+        if (done[id] == c->stage % pp + 1)
+            continue;
+        done[id] = c->stage % pp + 1;
         for (int t = 0; t < c->ntiles && !st; t++) {
             int dv = c->devices[t], o = first[dv];
             if (o < 0)
@@ -389,11 +405,39 @@ static ss_status check_ranks(const ss_plan *p, const ss_graph *g, const char *pr
         }
     }
     ss_free(first);
+    ss_free(done);
     return st;
 }
 
+/* Devices of op's config c in range, the replicas of one tile on distinct
+ * devices. */
+static ss_status check_devices(const ss_pconfig *c, const ss_op *op, int n_devices,
+                               const char *prefix, ss_diag *d)
+{
+    for (int t = 0; t < c->ntiles; t++)
+        if (c->devices[t] < 0 || (n_devices > 0 && c->devices[t] >= n_devices))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\": device %d of tile %d out of range "
+                               "(the machine has %d devices)",
+                               prefix, op->name, c->devices[t], t, n_devices);
+    /* replicas of one tile (same dims index and reduction slice) on
+     * distinct devices: a device holding two copies of one tile computes
+     * nothing new */
+    if (c->rep > 1)
+        for (int t = 0; t < c->ntiles; t++) {
+            int q = t / c->red % c->rep, base = t - q * c->red;
+            for (int q2 = 0; q2 < q; q2++)
+                if (c->devices[base + q2 * c->red] == c->devices[t])
+                    return ss_diag_set(d, SS_ERR_INVALID,
+                                       "%s: operator \"%s\": replicas %d and %d of one tile are "
+                                       "both on device %d (replicas need distinct devices)",
+                                       prefix, op->name, q2, q, c->devices[t]);
+        }
+    return SS_OK;
+}
+
 ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
-                              const char *prefix, ss_diag *d)
+                              const char *prefix, int64_t *passed, ss_diag *d)
 {
     const ss_op *op = ss_graph_op(g, i);
     const ss_pconfig *c = &p->cfg[i];
@@ -427,25 +471,16 @@ ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices
                                "contraction dim (%lld)",
                                prefix, op->name, c->red, (long long)cext);
     }
-    for (int t = 0; t < c->ntiles; t++)
-        if (c->devices[t] < 0 || (n_devices > 0 && c->devices[t] >= n_devices))
-            return ss_diag_set(d, SS_ERR_INVALID,
-                               "%s: operator \"%s\": device %d of tile %d out of range "
-                               "(the machine has %d devices)",
-                               prefix, op->name, c->devices[t], t, n_devices);
-    /* replicas of one tile (same dims index and reduction slice) on
-     * distinct devices: a device holding two copies of one tile computes
-     * nothing new */
-    if (c->rep > 1)
-        for (int t = 0; t < c->ntiles; t++) {
-            int q = t / c->red % c->rep, base = t - q * c->red;
-            for (int q2 = 0; q2 < q; q2++)
-                if (c->devices[base + q2 * c->red] == c->devices[t])
-                    return ss_diag_set(d, SS_ERR_INVALID,
-                                       "%s: operator \"%s\": replicas %d and %d of one tile are "
-                                       "both on device %d (replicas need distinct devices)",
-                                       prefix, op->name, q2, q, c->devices[t]);
-        }
+    /* the devices: once per list and (replica, reduction) degrees */
+    int id = p->lst[i]->id;
+    int64_t degs = ((int64_t)c->rep << 21 | c->red) + 1;
+    if (!passed || passed[id] != degs) {
+        ss_status st = check_devices(c, op, n_devices, prefix, d);
+        if (st)
+            return st;
+        if (passed)
+            passed[id] = degs;
+    }
     if (c->stage < 0 || c->stage >= p->settings.stages)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: operator \"%s\": stage %d out of range (the plan has %d stages)",
@@ -507,9 +542,14 @@ ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_ma
     if (st)
         return st;
     int n_devices = m ? ss_machine_n_devices(m) : p->n_devices;
-    for (int i = 0; i < p->n_ops; i++)
-        if ((st = ss_plan_validate_op(p, g, n_devices, i, prefix, d)) != SS_OK)
-            return st;
+    int64_t *passed = ss_calloc((size_t)ss_devpool_ids(p->pool) + 1, sizeof *passed);
+    if (!passed)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->n_ops && !st; i++)
+        st = ss_plan_validate_op(p, g, n_devices, i, prefix, passed, d);
+    ss_free(passed);
+    if (st)
+        return st;
     if ((st = check_ranks(p, g, prefix, d)) != SS_OK)
         return st;
     return m ? check_reachable(p, m, prefix, d) : SS_OK;

@@ -389,6 +389,60 @@ static void test_devlists_pooled(void **state)
     ss_plan_free(q);
 }
 
+/* Validation checks a device list shared by several ops once per replica
+ * and reduction degrees: a list that passes for one op is still refused
+ * for a later op whose replicas it puts on one device, and an error names
+ * the first op holding the bad list. */
+static void test_validate_shared_lists(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = ss_plan_new(f->g, f->m);
+    int devs[4] = {0, 0, 1, 1};
+    ss_pconfig c1 = cfg2(4, 1, 1, devs), c2 = cfg2(2, 1, 1, devs);
+    c2.rep = 2; /* tile (i0 = 0): replicas 0 and 1 on devices 0 and 0 */
+    c2.ntiles = 4;
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c1, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c1, &d), SS_OK);
+    if (ss_plan_validate(p, f->g, f->m, &d) != SS_OK)
+        fail_msg("%s", d.msg);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c2, &d), SS_OK);
+    assert_int_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_ERR_INVALID);
+    if (!strstr(d.msg, "operator \"fc2\": replicas 0 and 1 of one tile are both on device 0"))
+        fail_msg("%s", d.msg);
+    /* out of range: named at the first op holding the list */
+    devs[3] = 9;
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c1, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c1, &d), SS_OK);
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_ERR_INVALID);
+    if (!strstr(d.msg, "operator \"fc1\": device 9 of tile 3 out of range"))
+        fail_msg("%s", d.msg);
+    ss_plan_free(p);
+    /* interleaved (2 ranks x 2 chunks): every op on device 0, one shared
+     * list; ln (stage 1, rank 1) is refused though fc1 (rank 0) passed */
+    p = ss_plan_new(f->g, f->m);
+    ss_plan_settings *s = ss_plan_settings_of(p);
+    s->stages = 4;
+    s->virtual_stages = 2;
+    s->schedule = SS_PIPE_1F1B;
+    s->microbatches = 2;
+    static const int stage_of[][2] = {{0, 0}, {1, 0}, {2, 0}, {3, 1}, {4, 2}, {5, 3}, {6, 3}};
+    for (size_t k = 0; k < sizeof stage_of / sizeof stage_of[0]; k++) {
+        ss_pconfig c = *ss_plan_config(p, stage_of[k][0]);
+        c.stage = stage_of[k][1];
+        assert_int_equal(ss_plan_set_config(p, stage_of[k][0], &c, &d), SS_OK);
+    }
+    assert_int_equal(f->ln, 3);
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_ERR_INVALID);
+    if (!strstr(d.msg, "operator \"ln\" in stage 1 (pipeline rank 1) is on device 0"))
+        fail_msg("%s", d.msg);
+    ss_plan_free(p);
+}
+
 /* Validate one modified config and check the message. */
 static void expect_invalid(fixture *f, int op, ss_pconfig c, int stages, const char *want)
 {
@@ -511,6 +565,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_devlists_pooled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replica_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_validate_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_validate_shared_lists, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
