@@ -575,10 +575,24 @@ static int cmp_devlo(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* A memo of op_microbatches per device list and tiling (the degrees and
+ * the sample dim's range): the ops of a repeated layer share both. */
+typedef struct mbmemo {
+    int *head;  /* per device list id: its first entry, -1 */
+    struct mbent {
+        int ndim, red, rep, sd;
+        int deg[SS_MAX_DIMS];
+        int64_t lo, hi;
+        int k;    /* the answer */
+        int next; /* the next entry of the same list, -1 */
+    } *e;
+    int n;
+    devlo *buf; /* scratch: the most tiles of any op */
+} mbmemo;
+
 /* Micro-batches op i's tiles form: the most distinct sample offsets of its
- * tiles on one device (the simulator's micro-batch rule, simulator/build.h);
- * -1 when out of memory. */
-static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *buf)
+ * tiles on one device (the simulator's micro-batch rule, simulator/build.h). */
+static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, mbmemo *mm)
 {
     const ss_op *op = ss_graph_op(g, i);
     const ss_pconfig *c = &p->cfg[i];
@@ -589,6 +603,17 @@ static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *bu
             sd = k;
     if (sd < 0 || c->ntiles <= 1)
         return 1;
+    ss_tile full;
+    ss_op_full_tile(g, op, &full);
+    int64_t lo = full.out.r[sd].lo, hi = full.out.r[sd].hi;
+    int id = p->lst[i]->id;
+    for (int x = mm->head[id]; x >= 0; x = mm->e[x].next) {
+        const struct mbent *e = &mm->e[x];
+        if (e->ndim == c->ndim && e->red == c->red && e->rep == c->rep && e->sd == sd &&
+            e->lo == lo && e->hi == hi && !memcmp(e->deg, c->deg, sizeof e->deg))
+            return e->k;
+    }
+    devlo *buf = mm->buf;
     for (int t = 0; t < c->ntiles; t++) {
         ss_tile tile;
         ss_pconfig_tile(g, op, c, t, &tile);
@@ -605,6 +630,17 @@ static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *bu
         if (rank > best)
             best = rank;
     }
+    struct mbent *e = &mm->e[mm->n];
+    e->ndim = c->ndim;
+    e->red = c->red;
+    e->rep = c->rep;
+    e->sd = sd;
+    memcpy(e->deg, c->deg, sizeof e->deg);
+    e->lo = lo;
+    e->hi = hi;
+    e->k = best;
+    e->next = mm->head[id];
+    mm->head[id] = mm->n++;
     return best;
 }
 
@@ -612,25 +648,33 @@ static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *bu
  * *at (-1 if none forms more than one); -1 when out of memory. */
 static int layout_microbatches(const ss_plan *p, const ss_graph *g, int *at)
 {
-    int maxt = 1;
+    int maxt = 1, n_ids = ss_devpool_ids(p->pool);
     for (int i = 0; i < p->n_ops; i++)
         if (p->cfg[i].ntiles > maxt)
             maxt = p->cfg[i].ntiles;
-    devlo *buf = ss_malloc((size_t)maxt * sizeof *buf);
-    if (!buf)
-        return -1;
-    int layout = 1;
-    *at = -1;
-    for (int i = 0; i < p->n_ops; i++) {
-        if (ss_graph_op(g, i)->type == SS_OP_INPUT)
-            continue;
-        int k = op_microbatches(p, g, i, buf);
-        if (k > layout) {
-            layout = k;
-            *at = i;
+    mbmemo mm = {0};
+    mm.buf = ss_malloc((size_t)maxt * sizeof *mm.buf);
+    mm.head = ss_malloc(((size_t)n_ids + 1) * sizeof *mm.head);
+    mm.e = ss_malloc(((size_t)p->n_ops + 1) * sizeof *mm.e);
+    int layout = -1;
+    if (mm.buf && mm.head && mm.e) {
+        for (int k = 0; k < n_ids; k++)
+            mm.head[k] = -1;
+        layout = 1;
+        *at = -1;
+        for (int i = 0; i < p->n_ops; i++) {
+            if (ss_graph_op(g, i)->type == SS_OP_INPUT)
+                continue;
+            int k = op_microbatches(p, g, i, &mm);
+            if (k > layout) {
+                layout = k;
+                *at = i;
+            }
         }
     }
-    ss_free(buf);
+    ss_free(mm.buf);
+    ss_free(mm.head);
+    ss_free(mm.e);
     return layout;
 }
 

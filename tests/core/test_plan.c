@@ -7,6 +7,8 @@
  */
 #include "testutil.h"
 
+#include "core/plan_impl.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -443,6 +445,25 @@ static void test_validate_shared_lists(void **state)
     ss_plan_free(p);
 }
 
+/* The micro-batches a layout forms, with one device list under two
+ * tilings: fc1 splits its features (one sample offset per device), fc2
+ * its samples (two offsets on each device). */
+static void test_layout_microbatches_shared(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = ss_plan_new(f->g, f->m);
+    int devs[4] = {0, 0, 1, 1};
+    ss_pconfig c1 = cfg2(1, 4, 1, devs), c2 = cfg2(4, 1, 1, devs);
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c1, &d), SS_OK);
+    assert_int_equal(ss_plan_layout_microbatches(p, f->g), 1);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c2, &d), SS_OK);
+    assert_int_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_int_equal(ss_plan_layout_microbatches(p, f->g), 2);
+    ss_plan_free(p);
+}
+
 /* Validate one modified config and check the message. */
 static void expect_invalid(fixture *f, int op, ss_pconfig c, int stages, const char *want)
 {
@@ -566,6 +587,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replica_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_validate_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_validate_shared_lists, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layout_microbatches_shared, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
