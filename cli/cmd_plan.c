@@ -75,21 +75,33 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
     int *stage_ops = calloc((size_t)s->stages, sizeof *stage_ops);
     int *stage_dev = calloc((size_t)s->stages, sizeof *stage_dev);
     char *stage_seen = calloc((size_t)s->stages * (size_t)(nd + 1), 1);
-    if (!used || !stage_ops || !stage_dev || !stage_seen) {
+    int n_ids = ss_plan_devlist_ids(p);
+    int *list_stage = malloc(((size_t)n_ids + 1) * sizeof *list_stage); /* per device list */
+    if (!used || !stage_ops || !stage_dev || !stage_seen || !list_stage) {
         free(used);
         free(stage_ops);
         free(stage_dev);
         free(stage_seen);
+        free(list_stage);
         fprintf(stderr, "simsearch: out of memory\n");
         return SS_EXIT_FAIL;
     }
-    int n_used = 0, max_tiles = 0;
+    int n_used = 0, max_tiles = 0, n_lists = 0;
+    for (int k = 0; k < n_ids; k++)
+        list_stage[k] = -1; /* the list's devices not counted yet */
     for (int i = 0; i < n; i++) {
         const ss_pconfig *c = ss_plan_config(p, i);
         kinds[split_kind(g, ss_graph_op(g, i), c)]++;
         stage_ops[c->stage]++;
         if (c->ntiles > max_tiles)
             max_tiles = c->ntiles;
+        /* ops sharing a device list (ss_plan_devlist_id) add no device the
+         * first of them in the stage did not */
+        int id = ss_plan_devlist_id(p, i);
+        n_lists += list_stage[id] < 0;
+        if (list_stage[id] == c->stage)
+            continue;
+        list_stage[id] = c->stage;
         for (int t = 0; t < c->ntiles; t++) {
             int dv = c->devices[t];
             if (!used[dv]) {
@@ -116,6 +128,8 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         json_object_set_new(root, "devices_used", json_integer(n_used));
         json_object_set_new(root, "devices", json_integer(nd));
         json_object_set_new(root, "max_tiles", json_integer(max_tiles));
+        json_object_set_new(root, "device_lists", json_integer(n_lists));
+        json_object_set_new(root, "plan_bytes", json_integer((json_int_t)ss_plan_bytes(p)));
         for (unsigned k = 0; k < 16; k++)
             if (kinds[k]) {
                 kind_name(k, kn, sizeof kn);
@@ -150,6 +164,7 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
                (long long)ss_graph_batch(g), ss_machine_name(m));
         printf("operators: %d, devices used: %d of %d, at most %d tiles per op\n", n, n_used, nd,
                max_tiles);
+        printf("in memory: %zu bytes (%d distinct device lists)\n", ss_plan_bytes(p), n_lists);
         printf("operators by split kind:");
         for (unsigned k = 0, first = 1; k < 16; k++)
             if (kinds[k]) {
@@ -178,6 +193,7 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
     free(stage_ops);
     free(stage_dev);
     free(stage_seen);
+    free(list_stage);
     return SS_EXIT_OK;
 }
 

@@ -226,10 +226,9 @@ static int collect(items *it, const ss_graph *g, const ss_machine *m, const ss_p
         if (is_view(ss_graph_op(g, i)))
             continue;
         ss_pconfig prev = {0}, c = {0};
-        c.devices = devs;
         int have_prev = 0;
         for (int64_t k = 0; k < ss_space_n_candidates(sp, i); k++) {
-            ss_space_candidate(sp, i, k, &c);
+            ss_space_candidate(sp, i, k, &c, devs);
             /* placements of one degree tuple are contiguous; one per tuple
              * suffices unless devices differ in type */
             int same = have_prev && prev.red == c.red && prev.ndim == c.ndim &&

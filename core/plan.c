@@ -3,11 +3,12 @@
  * pipeline/schedule settings, and the fingerprints of the model and topology
  * the plan was made for; tiling of an op under a config; plan validation.
  *
- * Invariants: cfg[i].devices always points to storage owned by the plan with
- * room for cap[i] >= cfg[i].ntiles entries; storage only grows, so the
- * search's many ss_plan_set_config / ss_plan_copy calls reuse memory and
- * allocate only when a config needs more tiles than the op ever had. A
- * failed call leaves the plan's contents unchanged.
+ * Invariants: cfg[i].devices always points into lst[i], a list of the
+ * plan's own pool (core/devpool.h) holding one reference per op: ops whose
+ * tiles sit on the same devices in the same order share one list, so a
+ * plan's memory grows with its distinct placements, not with its operators
+ * times tiles. Lists are immutable: a config change makes the op point to
+ * another list. A failed call leaves the plan's contents unchanged.
  */
 #include "core/plan_impl.h"
 
@@ -31,22 +32,6 @@ static int out_ndim(const ss_graph *g, const ss_op *op)
     return t ? t->ndim : 0;
 }
 
-/* Make room for n device entries of op i (contents kept). */
-static int reserve(ss_plan *p, int i, int n)
-{
-    if (p->cap[i] >= n)
-        return 0;
-    int c = p->cap[i] ? p->cap[i] : 1;
-    while (c < n)
-        c *= 2;
-    int *d = ss_realloc(p->cfg[i].devices, (size_t)c * sizeof *d);
-    if (!d)
-        return -1;
-    p->cfg[i].devices = d;
-    p->cap[i] = c;
-    return 0;
-}
-
 static ss_plan *alloc_plan(int n_ops)
 {
     ss_plan *p = ss_calloc(1, sizeof *p);
@@ -54,8 +39,9 @@ static ss_plan *alloc_plan(int n_ops)
         return NULL;
     p->n_ops = n_ops;
     p->cfg = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->cfg);
-    p->cap = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->cap);
-    if (!p->cfg || !p->cap) {
+    p->lst = ss_calloc((size_t)(n_ops ? n_ops : 1), sizeof *p->lst);
+    p->pool = ss_devpool_new();
+    if (!p->cfg || !p->lst || !p->pool) {
         ss_plan_free(p);
         return NULL;
     }
@@ -83,8 +69,9 @@ ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m)
     ss_plan *p = alloc_plan(n);
     if (!p)
         return NULL;
+    static const int dev0 = 0;
     for (int i = 0; i < n; i++) {
-        if (reserve(p, i, 1)) {
+        if (!(p->lst[i] = ss_devpool_intern(p->pool, &dev0, 1))) {
             ss_plan_free(p);
             return NULL;
         }
@@ -95,7 +82,7 @@ ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m)
         c->red = 1;
         c->rep = 1;
         c->ntiles = 1;
-        c->devices[0] = 0;
+        c->devices = p->lst[i]->v;
         c->stage = 0;
     }
     ss_plan_settings_default(&p->settings);
@@ -113,11 +100,9 @@ void ss_plan_free(ss_plan *p)
 {
     if (!p)
         return;
-    if (p->cfg)
-        for (int i = 0; i < p->n_ops; i++)
-            ss_free(p->cfg[i].devices);
+    ss_devpool_free(p->pool); /* every list, whatever its references */
     ss_free(p->cfg);
-    ss_free(p->cap);
+    ss_free(p->lst);
     ss_free(p);
 }
 
@@ -127,16 +112,36 @@ ss_status ss_plan_copy(ss_plan *dst, const ss_plan *src)
         return SS_ERR_INVALID;
     if (dst == src)
         return SS_OK;
-    /* Grow first (contents preserved), so a failure changes nothing visible. */
-    for (int i = 0; i < src->n_ops; i++)
-        if (reserve(dst, i, src->cfg[i].ntiles))
+    /* Take every list first (a failure releases them and changes nothing
+     * visible), then drop the old ones. An op whose list equals src's
+     * already (the search's frequent case) keeps it: nl[i] NULL. */
+    int n = src->n_ops;
+    ss_devlist **nl = ss_malloc((size_t)(n ? n : 1) * sizeof *nl);
+    if (!nl)
+        return SS_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        const ss_devlist *s = src->lst[i], *o = dst->lst[i];
+        nl[i] = NULL;
+        if (o && o->hash == s->hash && o->n == s->n && /* o NULL: a clone being made */
+            !memcmp(o->v, s->v, (size_t)s->n * sizeof *s->v))
+            continue;
+        if (!(nl[i] = ss_devpool_intern_list(dst->pool, s))) {
+            while (i-- > 0)
+                if (nl[i])
+                    ss_devpool_release(dst->pool, nl[i]);
+            ss_free(nl);
             return SS_ERR_NOMEM;
-    for (int i = 0; i < src->n_ops; i++) {
-        int *keep = dst->cfg[i].devices;
-        dst->cfg[i] = src->cfg[i];
-        dst->cfg[i].devices = keep;
-        memcpy(keep, src->cfg[i].devices, (size_t)src->cfg[i].ntiles * sizeof *keep);
+        }
     }
+    for (int i = 0; i < n; i++) {
+        if (nl[i]) {
+            ss_devpool_release(dst->pool, dst->lst[i]);
+            dst->lst[i] = nl[i];
+        }
+        dst->cfg[i] = src->cfg[i];
+        dst->cfg[i].devices = dst->lst[i]->v;
+    }
+    ss_free(nl);
     dst->settings = src->settings;
     dst->model_fp = src->model_fp;
     dst->topo_fp = src->topo_fp;
@@ -224,14 +229,18 @@ ss_status ss_plan_set_config(ss_plan *p, int op, const ss_pconfig *c, ss_diag *d
     char why[160];
     if (shape_problem(c, p->cfg[op].ndim, why, sizeof why))
         return ss_diag_set(d, SS_ERR_INVALID, "plan: operator %d: %s", op, why);
-    if (reserve(p, op, c->ntiles))
-        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    ss_devlist *l = p->lst[op];
+    if (c->devices != l->v || c->ntiles != l->n) {
+        /* another list: take it before the old one goes (c->devices may
+         * point into the old one, or into another op's) */
+        if (!(l = ss_devpool_intern(p->pool, c->devices, c->ntiles)))
+            return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        ss_devpool_release(p->pool, p->lst[op]);
+        p->lst[op] = l;
+    }
     ss_pconfig *dst = &p->cfg[op];
-    int *keep = dst->devices;
-    if (keep != c->devices)
-        memmove(keep, c->devices, (size_t)c->ntiles * sizeof *keep);
     *dst = *c;
-    dst->devices = keep;
+    dst->devices = l->v;
     for (int k = c->ndim; k < SS_MAX_DIMS; k++)
         dst->deg[k] = 1;
     return SS_OK;
@@ -249,8 +258,26 @@ int ss_pconfig_same_tiles(const ss_pconfig *a, const ss_pconfig *b)
     for (int k = 0; k < a->ndim; k++)
         if (a->deg[k] != b->deg[k])
             return 0;
-    return memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
+    return a->devices == b->devices ||
+           memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof *a->devices) == 0;
 }
+
+size_t ss_plan_bytes(const ss_plan *p)
+{
+    if (!p)
+        return 0;
+    size_t n = (size_t)(p->n_ops ? p->n_ops : 1);
+    return sizeof *p + n * (sizeof *p->cfg + sizeof *p->lst) + ss_devpool_bytes(p->pool);
+}
+
+int ss_plan_devlist_id(const ss_plan *p, int op)
+{
+    if (!p || op < 0 || op >= p->n_ops)
+        return -1;
+    return p->lst[op]->id;
+}
+
+int ss_plan_devlist_ids(const ss_plan *p) { return p ? ss_devpool_ids(p->pool) : 0; }
 
 void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, int index,
                      ss_tile *t)
@@ -333,19 +360,35 @@ static ss_status check_ranks(const ss_plan *p, const ss_graph *g, const char *pr
     int v = p->settings.virtual_stages, pp = p->settings.stages / (v > 0 ? v : 1);
     if (v <= 1)
         return SS_OK;
+    /* per device list: the pipeline rank + 1 its devices were checked for
+     * (an op whose list passed for its rank passes again) */
+    int n_ids = ss_devpool_ids(p->pool);
+    int *done = ss_calloc((size_t)n_ids + 1, sizeof *done);
+    if (!done)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     int nd = 0;
     for (int i = 0; i < p->n_ops; i++)
-        for (int t = 0; t < p->cfg[i].ntiles; t++)
-            if (p->cfg[i].devices[t] >= nd)
-                nd = p->cfg[i].devices[t] + 1;
+        if (!done[p->lst[i]->id]) {
+            done[p->lst[i]->id] = 1;
+            for (int t = 0; t < p->cfg[i].ntiles; t++)
+                if (p->cfg[i].devices[t] >= nd)
+                    nd = p->cfg[i].devices[t] + 1;
+        }
+    memset(done, 0, ((size_t)n_ids + 1) * sizeof *done);
     int *first = ss_malloc((size_t)(nd ? nd : 1) * sizeof *first); /* op first placing dev */
-    if (!first)
+    if (!first) {
+        ss_free(done);
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    }
     for (int k = 0; k < nd; k++)
         first[k] = -1;
     ss_status st = SS_OK;
     for (int i = 0; i < p->n_ops && !st; i++) {
         const ss_pconfig *c = &p->cfg[i];
+        int id = p->lst[i]->id;
+        if (done[id] == c->stage % pp + 1)
+            continue;
+        done[id] = c->stage % pp + 1;
         for (int t = 0; t < c->ntiles && !st; t++) {
             int dv = c->devices[t], o = first[dv];
             if (o < 0)
@@ -362,11 +405,39 @@ static ss_status check_ranks(const ss_plan *p, const ss_graph *g, const char *pr
         }
     }
     ss_free(first);
+    ss_free(done);
     return st;
 }
 
+/* Devices of op's config c in range, the replicas of one tile on distinct
+ * devices. */
+static ss_status check_devices(const ss_pconfig *c, const ss_op *op, int n_devices,
+                               const char *prefix, ss_diag *d)
+{
+    for (int t = 0; t < c->ntiles; t++)
+        if (c->devices[t] < 0 || (n_devices > 0 && c->devices[t] >= n_devices))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: operator \"%s\": device %d of tile %d out of range "
+                               "(the machine has %d devices)",
+                               prefix, op->name, c->devices[t], t, n_devices);
+    /* replicas of one tile (same dims index and reduction slice) on
+     * distinct devices: a device holding two copies of one tile computes
+     * nothing new */
+    if (c->rep > 1)
+        for (int t = 0; t < c->ntiles; t++) {
+            int q = t / c->red % c->rep, base = t - q * c->red;
+            for (int q2 = 0; q2 < q; q2++)
+                if (c->devices[base + q2 * c->red] == c->devices[t])
+                    return ss_diag_set(d, SS_ERR_INVALID,
+                                       "%s: operator \"%s\": replicas %d and %d of one tile are "
+                                       "both on device %d (replicas need distinct devices)",
+                                       prefix, op->name, q2, q, c->devices[t]);
+        }
+    return SS_OK;
+}
+
 ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
-                              const char *prefix, ss_diag *d)
+                              const char *prefix, int64_t *passed, ss_diag *d)
 {
     const ss_op *op = ss_graph_op(g, i);
     const ss_pconfig *c = &p->cfg[i];
@@ -400,25 +471,16 @@ ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices
                                "contraction dim (%lld)",
                                prefix, op->name, c->red, (long long)cext);
     }
-    for (int t = 0; t < c->ntiles; t++)
-        if (c->devices[t] < 0 || (n_devices > 0 && c->devices[t] >= n_devices))
-            return ss_diag_set(d, SS_ERR_INVALID,
-                               "%s: operator \"%s\": device %d of tile %d out of range "
-                               "(the machine has %d devices)",
-                               prefix, op->name, c->devices[t], t, n_devices);
-    /* replicas of one tile (same dims index and reduction slice) on
-     * distinct devices: a device holding two copies of one tile computes
-     * nothing new */
-    if (c->rep > 1)
-        for (int t = 0; t < c->ntiles; t++) {
-            int q = t / c->red % c->rep, base = t - q * c->red;
-            for (int q2 = 0; q2 < q; q2++)
-                if (c->devices[base + q2 * c->red] == c->devices[t])
-                    return ss_diag_set(d, SS_ERR_INVALID,
-                                       "%s: operator \"%s\": replicas %d and %d of one tile are "
-                                       "both on device %d (replicas need distinct devices)",
-                                       prefix, op->name, q2, q, c->devices[t]);
-        }
+    /* the devices: once per list and (replica, reduction) degrees */
+    int id = p->lst[i]->id;
+    int64_t degs = ((int64_t)c->rep << 21 | c->red) + 1;
+    if (!passed || passed[id] != degs) {
+        ss_status st = check_devices(c, op, n_devices, prefix, d);
+        if (st)
+            return st;
+        if (passed)
+            passed[id] = degs;
+    }
     if (c->stage < 0 || c->stage >= p->settings.stages)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: operator \"%s\": stage %d out of range (the plan has %d stages)",
@@ -480,9 +542,14 @@ ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_ma
     if (st)
         return st;
     int n_devices = m ? ss_machine_n_devices(m) : p->n_devices;
-    for (int i = 0; i < p->n_ops; i++)
-        if ((st = ss_plan_validate_op(p, g, n_devices, i, prefix, d)) != SS_OK)
-            return st;
+    int64_t *passed = ss_calloc((size_t)ss_devpool_ids(p->pool) + 1, sizeof *passed);
+    if (!passed)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->n_ops && !st; i++)
+        st = ss_plan_validate_op(p, g, n_devices, i, prefix, passed, d);
+    ss_free(passed);
+    if (st)
+        return st;
     if ((st = check_ranks(p, g, prefix, d)) != SS_OK)
         return st;
     return m ? check_reachable(p, m, prefix, d) : SS_OK;
@@ -508,10 +575,24 @@ static int cmp_devlo(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* A memo of op_microbatches per device list and tiling (the degrees and
+ * the sample dim's range): the ops of a repeated layer share both. */
+typedef struct mbmemo {
+    int *head;  /* per device list id: its first entry, -1 */
+    struct mbent {
+        int ndim, red, rep, sd;
+        int deg[SS_MAX_DIMS];
+        int64_t lo, hi;
+        int k;    /* the answer */
+        int next; /* the next entry of the same list, -1 */
+    } *e;
+    int n;
+    devlo *buf; /* scratch: the most tiles of any op */
+} mbmemo;
+
 /* Micro-batches op i's tiles form: the most distinct sample offsets of its
- * tiles on one device (the simulator's micro-batch rule, simulator/build.h);
- * -1 when out of memory. */
-static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *buf)
+ * tiles on one device (the simulator's micro-batch rule, simulator/build.h). */
+static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, mbmemo *mm)
 {
     const ss_op *op = ss_graph_op(g, i);
     const ss_pconfig *c = &p->cfg[i];
@@ -522,6 +603,17 @@ static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *bu
             sd = k;
     if (sd < 0 || c->ntiles <= 1)
         return 1;
+    ss_tile full;
+    ss_op_full_tile(g, op, &full);
+    int64_t lo = full.out.r[sd].lo, hi = full.out.r[sd].hi;
+    int id = p->lst[i]->id;
+    for (int x = mm->head[id]; x >= 0; x = mm->e[x].next) {
+        const struct mbent *e = &mm->e[x];
+        if (e->ndim == c->ndim && e->red == c->red && e->rep == c->rep && e->sd == sd &&
+            e->lo == lo && e->hi == hi && !memcmp(e->deg, c->deg, sizeof e->deg))
+            return e->k;
+    }
+    devlo *buf = mm->buf;
     for (int t = 0; t < c->ntiles; t++) {
         ss_tile tile;
         ss_pconfig_tile(g, op, c, t, &tile);
@@ -538,6 +630,17 @@ static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *bu
         if (rank > best)
             best = rank;
     }
+    struct mbent *e = &mm->e[mm->n];
+    e->ndim = c->ndim;
+    e->red = c->red;
+    e->rep = c->rep;
+    e->sd = sd;
+    memcpy(e->deg, c->deg, sizeof e->deg);
+    e->lo = lo;
+    e->hi = hi;
+    e->k = best;
+    e->next = mm->head[id];
+    mm->head[id] = mm->n++;
     return best;
 }
 
@@ -545,25 +648,33 @@ static int op_microbatches(const ss_plan *p, const ss_graph *g, int i, devlo *bu
  * *at (-1 if none forms more than one); -1 when out of memory. */
 static int layout_microbatches(const ss_plan *p, const ss_graph *g, int *at)
 {
-    int maxt = 1;
+    int maxt = 1, n_ids = ss_devpool_ids(p->pool);
     for (int i = 0; i < p->n_ops; i++)
         if (p->cfg[i].ntiles > maxt)
             maxt = p->cfg[i].ntiles;
-    devlo *buf = ss_malloc((size_t)maxt * sizeof *buf);
-    if (!buf)
-        return -1;
-    int layout = 1;
-    *at = -1;
-    for (int i = 0; i < p->n_ops; i++) {
-        if (ss_graph_op(g, i)->type == SS_OP_INPUT)
-            continue;
-        int k = op_microbatches(p, g, i, buf);
-        if (k > layout) {
-            layout = k;
-            *at = i;
+    mbmemo mm = {0};
+    mm.buf = ss_malloc((size_t)maxt * sizeof *mm.buf);
+    mm.head = ss_malloc(((size_t)n_ids + 1) * sizeof *mm.head);
+    mm.e = ss_malloc(((size_t)p->n_ops + 1) * sizeof *mm.e);
+    int layout = -1;
+    if (mm.buf && mm.head && mm.e) {
+        for (int k = 0; k < n_ids; k++)
+            mm.head[k] = -1;
+        layout = 1;
+        *at = -1;
+        for (int i = 0; i < p->n_ops; i++) {
+            if (ss_graph_op(g, i)->type == SS_OP_INPUT)
+                continue;
+            int k = op_microbatches(p, g, i, &mm);
+            if (k > layout) {
+                layout = k;
+                *at = i;
+            }
         }
     }
-    ss_free(buf);
+    ss_free(mm.buf);
+    ss_free(mm.head);
+    ss_free(mm.e);
     return layout;
 }
 

@@ -8,10 +8,13 @@
 
 #include "simsearch.h"
 
+#include "core/devpool.h"
+
 struct ss_plan {
     int n_ops;
-    ss_pconfig *cfg;  /* one per op; devices owned, cap[i] entries allocated */
-    int *cap;
+    ss_pconfig *cfg;  /* one per op; cfg[i].devices == lst[i]->v */
+    ss_devlist **lst; /* per op: its device list, one reference held, in pool */
+    ss_devpool *pool; /* the distinct device lists of the plan's ops */
     ss_plan_settings settings;
     uint64_t model_fp, topo_fp;
     char model_name[SS_NAME_MAX];
@@ -28,9 +31,12 @@ void ss_plan_settings_default(ss_plan_settings *s);
  * made without a machine), device indices are only checked to be >= 0. */
 ss_status ss_plan_validate_with(const ss_plan *p, const ss_graph *g, const ss_machine *m,
                                 const char *prefix, ss_diag *d);
-/* Validation of one op's config (p->n_ops must match g). */
+/* Validation of one op's config (p->n_ops must match g). passed (NULL, or
+ * one entry per device list id, zeroed before the first op) records the
+ * lists whose devices passed, with the replica and reduction degrees they
+ * passed with, so that ops sharing them are not checked again. */
 ss_status ss_plan_validate_op(const ss_plan *p, const ss_graph *g, int n_devices, int i,
-                              const char *prefix, ss_diag *d);
+                              const char *prefix, int64_t *passed, ss_diag *d);
 
 /* Cross-field checks of a loaded plan, messages "<file>: $.settings.KEY: ...":
  * every stage in [0, stages) holds a non-input operator; with microbatches

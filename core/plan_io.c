@@ -450,9 +450,15 @@ static json_t *devices_json(const ss_pconfig *c, int *bad)
     return devs;
 }
 
-static json_t *config_json(const ss_pconfig *c, int *bad)
+/* Op i's config; its device list's JSON is made once per list and shared
+ * (byid: per device list id, the JSON made so far, one reference held). */
+static json_t *config_json(const ss_plan *p, int i, json_t **byid, int *bad)
 {
-    json_t *o = json_object(), *degs = json_array(), *devs = devices_json(c, bad);
+    const ss_pconfig *c = &p->cfg[i];
+    int id = p->lst[i]->id;
+    if (!byid[id])
+        byid[id] = devices_json(c, bad);
+    json_t *o = json_object(), *degs = json_array(), *devs = json_incref(byid[id]);
     if (!o || !degs || !devs) {
         json_decref(o);
         json_decref(degs);
@@ -478,11 +484,13 @@ static ss_status to_json(const ss_plan *p, const ss_graph *g, json_t **out, ss_d
     if (p->n_ops != ss_graph_n_ops(g))
         return ss_diag_set(d, SS_ERR_INVALID, "plan: the plan has %d operators but model \"%s\" has %d",
                            p->n_ops, ss_graph_name(g), ss_graph_n_ops(g));
-    int bad = 0;
+    int bad = 0, n_ids = ss_devpool_ids(p->pool);
     json_t *root = json_object(), *ops = json_object();
-    if (!root || !ops) {
+    json_t **byid = ss_calloc((size_t)n_ids + 1, sizeof *byid);
+    if (!root || !ops || !byid) {
         json_decref(root);
         json_decref(ops);
+        ss_free(byid);
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     }
     put(root, "format", json_string("simsearch-plan"), &bad);
@@ -491,8 +499,11 @@ static ss_status to_json(const ss_plan *p, const ss_graph *g, json_t **out, ss_d
     put(root, "topology", identity(p->topo_name, p->topo_fp, &bad), &bad);
     put(root, "settings", settings_json(&p->settings, &bad), &bad);
     for (int i = 0; i < p->n_ops && !bad; i++)
-        put(ops, ss_graph_op(g, i)->name, config_json(&p->cfg[i], &bad), &bad);
+        put(ops, ss_graph_op(g, i)->name, config_json(p, i, byid, &bad), &bad);
     put(root, "operators", ops, &bad);
+    for (int k = 0; k < n_ids; k++)
+        json_decref(byid[k]);
+    ss_free(byid);
     if (bad) {
         json_decref(root);
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory while building plan JSON");

@@ -536,14 +536,17 @@ ss_status ss_machine_discover_measured(const ss_link_figures *shm, ss_machine **
  * (dim 0, ..., dim ndim-1, replica, red):
  * index = (((i0 * deg1 + i1) * ... ) * rep + q) * red + r. Entries may
  * repeat: tiles on one device run one after another (micro-batching); the
- * replicas of one tile must sit on distinct devices. */
+ * replicas of one tile must sit on distinct devices. In a plan's config the
+ * device list is the plan's own, shared by every op with the same list and
+ * valid until that op's config changes; a config passed to
+ * ss_plan_set_config may point anywhere (the list is copied or shared). */
 typedef struct ss_pconfig {
     int ndim;
     int deg[SS_MAX_DIMS];
     int red;
     int rep;         /* replica degree, >= 1 (1: no replication) */
     int ntiles;      /* = prod(deg) * rep * red */
-    int *devices;    /* ntiles entries */
+    const int *devices; /* ntiles entries */
     int stage;       /* pipeline stage of the op (0 when not pipelined) */
 } ss_pconfig;
 
@@ -599,7 +602,9 @@ typedef struct ss_plan ss_plan;
 ss_plan *ss_plan_new(const ss_graph *g, const ss_machine *m);
 void ss_plan_free(ss_plan *p);
 ss_plan *ss_plan_clone(const ss_plan *p);
-/* Copy src into dst (same graph): cheap, reuses dst's storage. */
+/* Copy src into dst (same graph): cheap, an op of dst whose device list
+ * already equals src's keeps it; dst's lists stay dst's own (plans share
+ * nothing). */
 ss_status ss_plan_copy(ss_plan *dst, const ss_plan *src);
 
 int ss_plan_n_ops(const ss_plan *p);
@@ -611,6 +616,17 @@ ss_plan_settings *ss_plan_settings_of(ss_plan *p);
 const ss_plan_settings *ss_plan_settings_get(const ss_plan *p);
 uint64_t ss_plan_model_fingerprint(const ss_plan *p);
 uint64_t ss_plan_topology_fingerprint(const ss_plan *p);
+/* Bytes of memory the plan holds (its configs and its distinct device
+ * lists: a plan's memory grows with its distinct placements, not with
+ * operators x tiles). */
+size_t ss_plan_bytes(const ss_plan *p);
+/* The id of op's device list: ops whose device lists are equal have the
+ * same id, ops whose lists differ different ids; ids lie in [0,
+ * ss_plan_devlist_ids(p)), so a reader can key a per-list array by them.
+ * Valid until the plan's configs change (an id may then name another list);
+ * -1 when op is out of range. */
+int ss_plan_devlist_id(const ss_plan *p, int op);
+int ss_plan_devlist_ids(const ss_plan *p);
 
 /* Degrees divide dims, split only splittable dims, reduction only where a
  * contraction exists and divides it, devices in range, tile counts match,

@@ -40,7 +40,8 @@ typedef struct search {
     ss_plan *cur, *best;
     ss_eval cur_e, best_e;
     int have_best;
-    ss_pconfig prop;          /* proposal scratch with its own device buffer */
+    ss_pconfig prop;          /* proposal scratch: devices in prop_dev */
+    int *prop_dev;
     int *nbr;                 /* neighbour op scratch */
     opsets grp;               /* ops sharing their first weight (group moves) */
     opsets cls;               /* structural classes (classes.h; class moves) */
@@ -50,7 +51,8 @@ typedef struct search {
     ss_pconfig *gold;         /* saved configs of a group move */
     int *gold_dev, *moved;
     int n_moved, maxt;
-    ss_pconfig near[NEAR_K];  /* local move scratch: candidates, own device buffers */
+    ss_pconfig near[NEAR_K];  /* local move scratch: candidates, devices in near_dev[k] */
+    int *near_dev[NEAR_K];
     unsigned char *had;       /* per device: in the current config (local moves) */
     double *pcum;             /* per op: running sum of the base's critical-path time */
     int path_stale;           /* the base changed since pcum was built */
@@ -128,12 +130,12 @@ static int same_config(const ss_pconfig *a, const ss_pconfig *b)
     return a->stage == b->stage && ss_pconfig_same_tiles(a, b);
 }
 
-static void copy_config(ss_pconfig *dst, const ss_pconfig *src)
+/* src into dst, its devices into buf (room for src->ntiles). */
+static void copy_config(ss_pconfig *dst, int *buf, const ss_pconfig *src)
 {
-    int *keep = dst->devices;
     *dst = *src;
-    dst->devices = keep;
-    memcpy(keep, src->devices, (size_t)src->ntiles * sizeof *keep);
+    memcpy(buf, src->devices, (size_t)src->ntiles * sizeof *buf);
+    dst->devices = buf;
 }
 
 /* Evaluate p through the evaluator with the move's acceptance threshold
@@ -314,7 +316,7 @@ static void propose_near(search *s, int op, const ss_pconfig *cur)
     int best = -1;
     double best_d = HUGE_VAL;
     for (int k = 0; k < NEAR_K; k++) {
-        ss_space_random(s->sp, op, &s->rng, &s->near[k]);
+        ss_space_random(s->sp, op, &s->rng, &s->near[k], s->near_dev[k]);
         s->near[k].stage = cur->stage;
         if (same_config(&s->near[k], cur))
             continue;
@@ -327,7 +329,7 @@ static void propose_near(search *s, int op, const ss_pconfig *cur)
     for (int t = 0; t < cur->ntiles; t++)
         if (cur->devices[t] >= 0 && cur->devices[t] < nd)
             s->had[cur->devices[t]] = 0;
-    copy_config(&s->prop, &s->near[best < 0 ? 0 : best]);
+    copy_config(&s->prop, s->prop_dev, &s->near[best < 0 ? 0 : best]);
 }
 
 /* Draw a proposal for op into s->prop (stage kept from the current config). */
@@ -340,7 +342,7 @@ static void propose(search *s, int op)
         if (n > 0) {
             const ss_pconfig *nc = ss_plan_config(s->cur, s->nbr[ss_rng_below(&s->rng, n)]);
             if (nc->ndim == c->ndim) {
-                copy_config(&s->prop, nc);
+                copy_config(&s->prop, s->prop_dev, nc);
                 done = ss_space_allows(s->sp, op, &s->prop);
             }
         }
@@ -350,7 +352,7 @@ static void propose(search *s, int op)
         done = 1;
     }
     if (!done)
-        ss_space_random(s->sp, op, &s->rng, &s->prop);
+        ss_space_random(s->sp, op, &s->rng, &s->prop, s->prop_dev);
     s->prop.stage = c->stage;
 }
 
@@ -537,9 +539,7 @@ static ss_status apply_move(search *s, int op, int kind, ss_diag *d)
         const ss_pconfig *c = ss_plan_config(s->cur, o);
         if (o != op && (!ss_space_allows(s->sp, o, &s->prop) || same_config(c, &s->prop)))
             continue;
-        ss_pconfig *g = &s->gold[s->n_moved];
-        g->devices = s->gold_dev + (size_t)s->n_moved * s->maxt;
-        copy_config(g, c);
+        copy_config(&s->gold[s->n_moved], s->gold_dev + (size_t)s->n_moved * s->maxt, c);
         int stage = s->prop.stage;
         s->prop.stage = c->stage;
         ss_status st = ss_plan_set_config(s->cur, o, &s->prop, &sd);
@@ -802,7 +802,7 @@ static void cleanup(search *s)
     ss_free(s->best_path);
     ss_free(s->had);
     for (int k = 0; k < NEAR_K; k++)
-        ss_free(s->near[k].devices);
+        ss_free(s->near_dev[k]);
     free_sets(&s->grp);
     free_sets(&s->cls);
     ss_free(s->moved);
@@ -813,7 +813,7 @@ static void cleanup(search *s)
     ss_evalcache_free(s->cache);
     ss_free(s->ophash);
     ss_free(s->gold_hash);
-    ss_free(s->prop.devices);
+    ss_free(s->prop_dev);
     ss_free(s->nbr);
     ss_free(s->imp);
 }
@@ -862,21 +862,23 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_search_evaluator *ev, ss_plan
         for (int op = 0; op < ss_plan_n_ops(starts[i]); op++)
             if (ss_plan_config(starts[i], op)->ntiles > maxt)
                 maxt = ss_plan_config(starts[i], op)->ntiles;
-    s.prop.devices = ss_malloc((size_t)maxt * sizeof(int));
+    s.prop_dev = ss_malloc((size_t)maxt * sizeof(int));
+    s.prop.devices = s.prop_dev;
     s.nbr = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof(int));
     s.pcum = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof *s.pcum);
     if (ev->restore)
         s.best_path = ss_malloc(((size_t)ss_graph_n_ops(s.g) + 1) * sizeof *s.best_path);
     int near_ok = 1;
     for (int k = 0; k < NEAR_K; k++) {
-        s.near[k].devices = ss_malloc((size_t)maxt * sizeof(int));
-        near_ok &= s.near[k].devices != NULL;
+        s.near_dev[k] = ss_malloc((size_t)maxt * sizeof(int));
+        s.near[k].devices = s.near_dev[k];
+        near_ok &= s.near_dev[k] != NULL;
     }
     s.had = ss_calloc((size_t)ss_space_n_devices(sp) + 1, 1);
     s.path_stale = 1;
     ss_status st = SS_OK;
     s.maxt = maxt;
-    if (!s.best || !s.cur || !s.prop.devices || !s.nbr || !s.pcum || !near_ok || !s.had)
+    if (!s.best || !s.cur || !s.prop_dev || !s.nbr || !s.pcum || !near_ok || !s.had)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     if (st == SS_OK)
         st = make_groups(&s, d);

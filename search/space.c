@@ -202,7 +202,7 @@ double ss_space_log10_size(const ss_space *s)
     return sum;
 }
 
-static void fill(const ss_space *s, int op, int t, int j, ss_pconfig *c)
+static void fill(const ss_space *s, int op, int t, int j, ss_pconfig *c, int *devs)
 {
     const int *deg = s->tdeg + (size_t)t * NF;
     int T = s->ttiles[t];
@@ -214,10 +214,11 @@ static void fill(const ss_space *s, int op, int t, int j, ss_pconfig *c)
     c->ntiles = T;
     c->stage = 0;
     for (int k = 0; k < T; k++)
-        c->devices[k] = place_device(T, s->n_dev, j, k);
+        devs[k] = place_device(T, s->n_dev, j, k);
+    c->devices = devs;
 }
 
-void ss_space_candidate(const ss_space *s, int op, int64_t i, ss_pconfig *c)
+void ss_space_candidate(const ss_space *s, int op, int64_t i, ss_pconfig *c, int *devs)
 {
     const int64_t *off = s->cand_off + s->cand_base[op];
     int lo = 0, hi = ss_space_n_tuples(s, op); /* find t: off[t] <= i < off[t+1] */
@@ -228,14 +229,14 @@ void ss_space_candidate(const ss_space *s, int op, int64_t i, ss_pconfig *c)
         else
             hi = mid;
     }
-    fill(s, op, s->op_tup[op] + lo, (int)(i - off[lo]), c);
+    fill(s, op, s->op_tup[op] + lo, (int)(i - off[lo]), c, devs);
 }
 
-void ss_space_random(const ss_space *s, int op, ss_rng *r, ss_pconfig *c)
+void ss_space_random(const ss_space *s, int op, ss_rng *r, ss_pconfig *c, int *devs)
 {
     int t = s->op_tup[op] + (int)ss_rng_below(r, ss_space_n_tuples(s, op));
     int j = (int)ss_rng_below(r, n_placements(s->ttiles[t], s->n_dev));
-    fill(s, op, t, j, c);
+    fill(s, op, t, j, c, devs);
 }
 
 /* Tuple index (absolute) with c's degrees, or -1. */
@@ -296,10 +297,9 @@ ss_status ss_space_random_plan(const ss_space *s, ss_rng *r, ss_plan *p, ss_diag
         return ss_diag_set(d, SS_ERR_NOMEM, "search space: out of memory");
     }
     ss_pconfig c;
-    c.devices = buf;
     ss_status st = SS_OK;
     for (int i = 0; i < s->n_ops && st == SS_OK; i++) {
-        ss_space_random(s, i, r, &c);
+        ss_space_random(s, i, r, &c, buf);
         st = ss_plan_set_config(q, i, &c, d);
     }
     if (st == SS_OK && ss_plan_copy(p, q) != SS_OK)

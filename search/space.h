@@ -101,15 +101,16 @@ int64_t ss_space_n_candidates(const ss_space *s, int op);
 /* Total over ops of log10(candidates): the size of the plan space. */
 double ss_space_log10_size(const ss_space *s);
 
-/* Fill c with candidate `i` of op (0 <= i < n_candidates). c->devices must
- * point to room for at least ss_space_n_devices(s) ints; ndim, deg, red,
- * ntiles and devices are written, stage is set to 0. */
-void ss_space_candidate(const ss_space *s, int op, int64_t i, ss_pconfig *c);
+/* Fill c with candidate `i` of op (0 <= i < n_candidates): its devices are
+ * written into devs (room for at least ss_space_n_devices(s) ints) and
+ * c->devices set to devs; ndim, deg, red, ntiles are written, stage is set
+ * to 0. */
+void ss_space_candidate(const ss_space *s, int op, int64_t i, ss_pconfig *c, int *devs);
 
 /* A random candidate of op: a degree tuple uniformly, then a placement
  * uniformly (so large tile counts are not drowned by the many placements of
- * small ones). Same contract for c as ss_space_candidate. */
-void ss_space_random(const ss_space *s, int op, ss_rng *r, ss_pconfig *c);
+ * small ones). Same contract for c and devs as ss_space_candidate. */
+void ss_space_random(const ss_space *s, int op, ss_rng *r, ss_pconfig *c, int *devs);
 
 /* Index of the candidate equal to c (same degrees, reduction and device
  * list), or -1 if c is not in the space. */

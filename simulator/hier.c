@@ -68,6 +68,22 @@ typedef struct stageinfo {
     figs f;
 } stageinfo;
 
+/* What analyse learns from one device list under one tile layout (outer,
+ * sample degree ds, inner) and micro-batch count: whether every
+ * micro-batch's rows equal the first's (bad: the first row, counted over
+ * (o, i) with i stepping by the micro-batches, where they do not; -1 none),
+ * the place_sums of the rows of micro-batch 0, and the last (pipeline rank,
+ * local chunk) whose devices were checked against it (-1: none). Kept per
+ * analyse call: ops sharing a device list (ss_plan_devlist_id) and a layout
+ * scan it once. */
+typedef struct lscan {
+    unsigned stamp; /* the analyse call that filled it; another: empty */
+    int id, outer, ds, inner;
+    int bad;
+    int rank, lc;
+    uint64_t sum, wsum;
+} lscan;
+
 #define PMEMO 8 /* stage-level schedules remembered */
 
 typedef struct pentry {
@@ -91,6 +107,9 @@ struct ss_hier {
     int *sd, *stage, *pos;    /* per op */
     uint64_t *key;            /* per op */
     uint64_t *psum, *pwsum;   /* per op: place_sums of its devices */
+    lscan *scan;              /* per (device list, layout): scan_list's results */
+    int scan_cap;             /* entries (a power of two, > 2 x ops) */
+    unsigned scan_stamp;      /* the current analyse call (entries of others are empty) */
     int *sops;                /* ops grouped by stage */
     int *devrank;             /* per device: its pipeline rank (stage mod pp), -1 none */
     unsigned char *devchunk;  /* per device x local chunk: the chunk uses the device */
@@ -155,6 +174,9 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->key = ss_calloc(no, sizeof *h->key);
     h->psum = ss_calloc(no, sizeof *h->psum);
     h->pwsum = ss_calloc(no, sizeof *h->pwsum);
+    for (h->scan_cap = 64; h->scan_cap < 2 * (int)no; h->scan_cap *= 2)
+        ;
+    h->scan = ss_calloc((size_t)h->scan_cap, sizeof *h->scan);
     h->sops = ss_calloc(no, sizeof *h->sops);
     h->subop = ss_calloc(no, sizeof *h->subop);
     h->devrank = ss_calloc(nd, sizeof *h->devrank);
@@ -164,7 +186,7 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->mm = ss_memory_new();
     h->e = ss_engine_new();
     if (!h->dhost || !h->drank || !h->sig || !h->sd || !h->stage || !h->pos || !h->key ||
-        !h->psum || !h->pwsum || !h->sops || !h->subop || !h->devrank ||
+        !h->psum || !h->pwsum || !h->scan || !h->sops || !h->subop || !h->devrank ||
         !h->tmap || !h->tg || !h->ptg || !h->mm || !h->e) {
         ss_hier_free(h);
         return NULL;
@@ -224,6 +246,7 @@ void ss_hier_free(ss_hier *h)
     ss_free(h->key);
     ss_free(h->psum);
     ss_free(h->pwsum);
+    ss_free(h->scan);
     ss_free(h->sops);
     ss_free(h->subop);
     ss_free(h->ext_ops);
@@ -340,17 +363,42 @@ static uint64_t cfg_hash(const ss_hier *h, const ss_pconfig *c, uint64_t sum, ui
     return mix(k, sum - (uint64_t)(uint32_t)h->dhost[base] * PLACE_C * wsum);
 }
 
-/* Hash of c restricted to micro-batch 0 of every data-parallel rank, its
- * devices relative to base: host offset and local rank. */
-static uint64_t cfg_key(const ss_hier *h, const ss_pconfig *c, int sd, int mb, int base)
+/* The scan of op o's device list (config c, layout outer x ds x inner, M
+ * micro-batches) in this analyse call, made now if not made yet. */
+static lscan *scan_list(ss_hier *h, const ss_plan *p, int o, const ss_pconfig *c, int outer,
+                        int ds, int inner, int M)
 {
-    int outer, inner, ds = c->deg[sd];
-    uint64_t pw = 1, sum = 0, wsum = 0;
-    layout(c, sd, &outer, &inner);
-    for (int o = 0; o < outer; o++)
-        for (int i = 0; i < ds; i += mb)
-            place_sums(h, c->devices + ((int64_t)o * ds + i) * inner, inner, &pw, &sum, &wsum);
-    return cfg_hash(h, c, sum, wsum, base);
+    int id = ss_plan_devlist_id(p, o);
+    uint64_t k = mix(mix(mix(mix(0x5CA, (uint64_t)id), (uint64_t)outer), (uint64_t)ds),
+                     (uint64_t)inner);
+    int mask = h->scan_cap - 1, at = (int)(k & (uint64_t)mask);
+    lscan *e;
+    for (;; at = (at + 1) & mask) { /* at most n_ops entries per call: never full */
+        e = &h->scan[at];
+        if (e->stamp != h->scan_stamp)
+            break;
+        if (e->id == id && e->outer == outer && e->ds == ds && e->inner == inner)
+            return e;
+    }
+    e->stamp = h->scan_stamp;
+    e->id = id;
+    e->outer = outer;
+    e->ds = ds;
+    e->inner = inner;
+    e->bad = -1;
+    e->rank = e->lc = -1;
+    e->sum = e->wsum = 0;
+    uint64_t pw = 1;
+    for (int oo = 0, r = 0; oo < outer; oo++)
+        for (int i = 0; i < ds; i += M, r++) {
+            const int *row = c->devices + ((int64_t)oo * ds + i) * inner;
+            /* rows i+1 .. i+M-1 equal row i: the block shifted by one row */
+            if (M > 1 && e->bad < 0 &&
+                memcmp(row + inner, row, (size_t)(M - 1) * inner * sizeof *row))
+                e->bad = r;
+            place_sums(h, row, inner, &pw, &e->sum, &e->wsum);
+        }
+    return e;
 }
 
 /* c restricted to micro-batch 0 of every data-parallel rank into out, its
@@ -403,6 +451,10 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
         ss_grow((void **)&h->devchunk, &h->cap_devchunk, nd * V, sizeof *h->devchunk))
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     memset(h->stg, 0, (size_t)P * sizeof *h->stg);
+    if (++h->scan_stamp == 0) { /* wrapped: empty every entry */
+        memset(h->scan, 0, (size_t)h->scan_cap * sizeof *h->scan);
+        h->scan_stamp = 1;
+    }
     h->R = R;
     h->V = V;
     memset(h->devchunk, 0, (size_t)nd * V);
@@ -431,18 +483,21 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
         h->stage[o] = c->stage;
         h->stg[c->stage].n++;
         int outer, inner, ds = c->deg[sd], rank = c->stage % R, lc = c->stage / R;
-        uint64_t pw = 1;
-        h->psum[o] = h->pwsum[o] = 0;
         layout(c, sd, &outer, &inner);
-        for (int oo = 0; oo < outer; oo++)
-            for (int i = 0; i < ds; i += M) {
+        lscan *ls = scan_list(h, p, o, c, outer, ds, inner, M);
+        h->psum[o] = ls->sum;
+        h->pwsum[o] = ls->wsum;
+        /* the devices of a list already checked for this rank and chunk
+         * pass again (the checks below only record rank and chunk) */
+        if (ls->bad < 0 && ls->rank == rank && ls->lc == lc)
+            continue;
+        for (int oo = 0, r = 0; oo < outer; oo++)
+            for (int i = 0; i < ds; i += M, r++) {
                 const int *row = c->devices + ((int64_t)oo * ds + i) * inner;
-                /* rows i+1 .. i+M-1 equal row i: the block shifted by one row */
-                if (M > 1 && memcmp(row + inner, row, (size_t)(M - 1) * inner * sizeof *row))
+                if (r == ls->bad)
                     return UNSUP("operator \"%s\" runs its micro-batches on different "
                                  "devices",
                                  op->name);
-                place_sums(h, row, inner, &pw, &h->psum[o], &h->pwsum[o]);
                 for (int j = 0; j < inner; j++) {
                     int dev = row[j];
                     if (h->devrank[dev] < 0) {
@@ -463,6 +518,8 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
                     h->devchunk[(int64_t)dev * V + lc] = 1;
                 }
             }
+        ls->rank = rank;
+        ls->lc = lc;
     }
     /* interleaved: every chunk of a rank uses all of the rank's devices */
     for (int i = 0; V > 1 && i < nd; i++)
@@ -524,7 +581,8 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
                 return UNSUP("stage %d receives \"%s\" in a form it cannot model", s, t->name);
             k = mix(k, (uint64_t)(h->pos[o] - h->pos[h->stg[s].first] + 1));
             uint64_t e = mix(mix(h->sig[q], (uint64_t)h->pos[o]),
-                             cfg_key(h, ss_plan_config(p, q), h->sd[q], M, h->stg[s].base));
+                             cfg_hash(h, ss_plan_config(p, q), h->psum[q], h->pwsum[q],
+                                      h->stg[s].base));
             h->stg[s].ekey = mix(h->stg[s].ekey, e);
         }
         /* readers of its weights in other stages (a tied embedding), as placed */
@@ -532,8 +590,8 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
             for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
                 int q = h->wr_ops[r];
                 if (h->stage[q] != s)
-                    k = mix(mix(k, h->sig[q]), cfg_key(h, ss_plan_config(p, q), h->sd[q], M,
-                                                       h->stg[s].base));
+                    k = mix(mix(k, h->sig[q]), cfg_hash(h, ss_plan_config(p, q), h->psum[q],
+                                                        h->pwsum[q], h->stg[s].base));
             }
         h->key[o] = k;
     }

@@ -1,9 +1,13 @@
 /*
  * test_plan.c — the ss_plan object (core/plan.c): tiling of an op under a
- * config, set/copy/clone with storage reuse, validation of every error kind,
- * and allocation failures.
+ * config, set/copy/clone, device lists shared through the plan's pool
+ * (equal lists stored once, a change makes a new list, the plan's memory
+ * grows with distinct lists only), validation of every error kind, and
+ * allocation failures.
  */
 #include "testutil.h"
+
+#include "core/plan_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -281,14 +285,17 @@ static void test_set_copy_clone(void **state)
     assert_int_equal(ss_plan_config(q, f->fc1)->devices[4], 3);
     assert_true(ss_plan_config(q, f->fc1)->devices != got->devices);
 
-    /* copy back after changing q: reuses p's storage */
+    /* copy back after changing q: p's fc1 takes the list {2}, which p's
+     * other ops (all on {0}) do not share */
     ss_pconfig one = cfg2(1, 1, 1, devs);
     devs[0] = 2;
     assert_int_equal(ss_plan_set_config(q, f->fc1, &one, &d), SS_OK);
     ss_plan_settings_of(q)->microbatches = 4;
     const int *before = ss_plan_config(p, f->fc1)->devices;
     assert_int_equal(ss_plan_copy(p, q), SS_OK);
-    assert_ptr_equal(ss_plan_config(p, f->fc1)->devices, before);
+    assert_ptr_not_equal(ss_plan_config(p, f->fc1)->devices, before);
+    assert_ptr_not_equal(ss_plan_config(p, f->fc1)->devices, ss_plan_config(q, f->fc1)->devices);
+    assert_int_not_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
     assert_int_equal(ss_plan_config(p, f->fc1)->ntiles, 1);
     assert_int_equal(ss_plan_config(p, f->fc1)->devices[0], 2);
     assert_int_equal(ss_plan_settings_get(p)->microbatches, 4);
@@ -307,6 +314,154 @@ static void test_set_copy_clone(void **state)
     assert_int_equal(ss_plan_set_config(p, 1000, &one, &d), SS_ERR_INVALID);
     ss_plan_free(p);
     ss_plan_free(q);
+}
+
+/* Ops with equal device lists share one list of the plan's pool: set from
+ * different buffers, copied, cloned; a change gives the op another list and
+ * leaves the others' alone; the plan's memory grows with distinct lists
+ * only, and lists no op holds any more are freed (bounded memory however
+ * many configs an op goes through). */
+static void test_devlists_pooled(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = ss_plan_new(f->g, f->m);
+    int a1[8] = {0, 1, 2, 3, 3, 2, 1, 0}, a2[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+    int b[8] = {3, 2, 1, 0, 0, 1, 2, 3};
+    /* every op starts on {0}: one list */
+    for (int i = 1; i < ss_plan_n_ops(p); i++) {
+        assert_int_equal(ss_plan_devlist_id(p, i), ss_plan_devlist_id(p, 0));
+        assert_ptr_equal(ss_plan_config(p, i)->devices, ss_plan_config(p, 0)->devices);
+    }
+    assert_int_equal(ss_plan_devlist_id(p, -1), -1);
+    assert_int_equal(ss_plan_devlist_id(p, ss_plan_n_ops(p)), -1);
+    ss_pconfig ca = cfg2(4, 1, 2, a1), ca2 = cfg2(4, 1, 2, a2), cb = cfg2(4, 1, 2, b);
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &ca, &d), SS_OK);
+    size_t one_list = ss_plan_bytes(p);
+    /* fc2 (12 -> 4) takes the same degrees; its list equals fc1's */
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &ca2, &d), SS_OK);
+    assert_int_equal(ss_plan_bytes(p), one_list);
+    assert_ptr_equal(ss_plan_config(p, f->fc1)->devices, ss_plan_config(p, f->fc2)->devices);
+    assert_int_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_true(ss_plan_devlist_id(p, f->fc1) < ss_plan_devlist_ids(p));
+    /* the caller's buffers are copied, not borrowed */
+    a1[0] = a2[0] = 3;
+    assert_int_equal(ss_plan_config(p, f->fc1)->devices[0], 0);
+    /* set an op to its own config, or to another op's: nothing moves */
+    ss_pconfig own = *ss_plan_config(p, f->fc2);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &own, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, ss_plan_config(p, f->fc1), &d), SS_OK);
+    assert_int_equal(ss_plan_bytes(p), one_list);
+    /* copy on change: fc2 moves to b, fc1 keeps its list */
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &cb, &d), SS_OK);
+    assert_true(ss_plan_bytes(p) >= one_list + 8 * sizeof(int));
+    assert_int_not_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_int_equal(ss_plan_config(p, f->fc1)->devices[0], 0);
+    assert_int_equal(ss_plan_config(p, f->fc1)->devices[4], 3);
+    assert_int_equal(ss_plan_config(p, f->fc2)->devices[0], 3);
+    assert_true(ss_plan_devlist_id(p, f->fc2) < ss_plan_devlist_ids(p));
+    /* a clone: its own lists, equal ones shared the same way */
+    ss_plan *q = ss_plan_clone(p);
+    assert_non_null(q);
+    for (int i = 0; i < ss_plan_n_ops(p); i++) {
+        const ss_pconfig *x = ss_plan_config(p, i), *y = ss_plan_config(q, i);
+        assert_ptr_not_equal(x->devices, y->devices);
+        assert_true(ss_pconfig_same_tiles(x, y));
+        for (int j = 0; j < ss_plan_n_ops(p); j++)
+            assert_int_equal(ss_plan_devlist_id(p, i) == ss_plan_devlist_id(p, j),
+                             ss_plan_devlist_id(q, i) == ss_plan_devlist_id(q, j));
+    }
+    ss_plan_free(p); /* q's lists are q's own */
+    assert_int_equal(ss_plan_config(q, f->fc1)->devices[4], 3);
+    assert_int_equal(ss_plan_config(q, f->fc2)->devices[7], 3);
+    /* churn: 20,000 distinct lists through one op; the ones dropped are
+     * freed, so the plan stays within its lists plus a bounded slack */
+    size_t start = ss_plan_bytes(q);
+    int c[8];
+    ss_pconfig cc = cfg2(4, 1, 2, c);
+    for (int k = 0; k < 20000; k++) {
+        for (int t = 0; t < 8; t++)
+            c[t] = (k >> (2 * t)) & 3;
+        assert_int_equal(ss_plan_set_config(q, f->fc1, &cc, &d), SS_OK);
+    }
+    /* 20,000 lists of 8 entries kept would take 20000 * 32 bytes and more */
+    assert_true(ss_plan_bytes(q) < start + 2 * 65536);
+    assert_true(ss_plan_devlist_ids(q) < 2000);
+    ss_plan_free(q);
+}
+
+/* Validation checks a device list shared by several ops once per replica
+ * and reduction degrees: a list that passes for one op is still refused
+ * for a later op whose replicas it puts on one device, and an error names
+ * the first op holding the bad list. */
+static void test_validate_shared_lists(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = ss_plan_new(f->g, f->m);
+    int devs[4] = {0, 0, 1, 1};
+    ss_pconfig c1 = cfg2(4, 1, 1, devs), c2 = cfg2(2, 1, 1, devs);
+    c2.rep = 2; /* tile (i0 = 0): replicas 0 and 1 on devices 0 and 0 */
+    c2.ntiles = 4;
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c1, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c1, &d), SS_OK);
+    if (ss_plan_validate(p, f->g, f->m, &d) != SS_OK)
+        fail_msg("%s", d.msg);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c2, &d), SS_OK);
+    assert_int_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_ERR_INVALID);
+    if (!strstr(d.msg, "operator \"fc2\": replicas 0 and 1 of one tile are both on device 0"))
+        fail_msg("%s", d.msg);
+    /* out of range: named at the first op holding the list */
+    devs[3] = 9;
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c1, &d), SS_OK);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c1, &d), SS_OK);
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_ERR_INVALID);
+    if (!strstr(d.msg, "operator \"fc1\": device 9 of tile 3 out of range"))
+        fail_msg("%s", d.msg);
+    ss_plan_free(p);
+    /* interleaved (2 ranks x 2 chunks): every op on device 0, one shared
+     * list; ln (stage 1, rank 1) is refused though fc1 (rank 0) passed */
+    p = ss_plan_new(f->g, f->m);
+    ss_plan_settings *s = ss_plan_settings_of(p);
+    s->stages = 4;
+    s->virtual_stages = 2;
+    s->schedule = SS_PIPE_1F1B;
+    s->microbatches = 2;
+    static const int stage_of[][2] = {{0, 0}, {1, 0}, {2, 0}, {3, 1}, {4, 2}, {5, 3}, {6, 3}};
+    for (size_t k = 0; k < sizeof stage_of / sizeof stage_of[0]; k++) {
+        ss_pconfig c = *ss_plan_config(p, stage_of[k][0]);
+        c.stage = stage_of[k][1];
+        assert_int_equal(ss_plan_set_config(p, stage_of[k][0], &c, &d), SS_OK);
+    }
+    assert_int_equal(f->ln, 3);
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(p, f->g, f->m, &d), SS_ERR_INVALID);
+    if (!strstr(d.msg, "operator \"ln\" in stage 1 (pipeline rank 1) is on device 0"))
+        fail_msg("%s", d.msg);
+    ss_plan_free(p);
+}
+
+/* The micro-batches a layout forms, with one device list under two
+ * tilings: fc1 splits its features (one sample offset per device), fc2
+ * its samples (two offsets on each device). */
+static void test_layout_microbatches_shared(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = ss_plan_new(f->g, f->m);
+    int devs[4] = {0, 0, 1, 1};
+    ss_pconfig c1 = cfg2(1, 4, 1, devs), c2 = cfg2(4, 1, 1, devs);
+    assert_int_equal(ss_plan_set_config(p, f->fc1, &c1, &d), SS_OK);
+    assert_int_equal(ss_plan_layout_microbatches(p, f->g), 1);
+    assert_int_equal(ss_plan_set_config(p, f->fc2, &c2, &d), SS_OK);
+    assert_int_equal(ss_plan_devlist_id(p, f->fc1), ss_plan_devlist_id(p, f->fc2));
+    assert_int_equal(ss_plan_layout_microbatches(p, f->g), 2);
+    ss_plan_free(p);
 }
 
 /* Validate one modified config and check the message. */
@@ -428,8 +583,11 @@ int main(void)
         cmocka_unit_test(test_same_tiles),
         cmocka_unit_test_setup_teardown(test_tiles_cover_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_copy_clone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_devlists_pooled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replica_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_validate_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_validate_shared_lists, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layout_microbatches_shared, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -64,6 +64,10 @@ static void assert_plans_equal(const ss_plan *a, const ss_plan *b)
         assert_int_equal(x->ntiles, y->ntiles);
         assert_int_equal(x->stage, y->stage);
         assert_memory_equal(x->devices, y->devices, (size_t)x->ntiles * sizeof(int));
+        /* the same ops share a device list (whichever form the file used) */
+        for (int j = 0; j < i; j++)
+            assert_int_equal(ss_plan_devlist_id(a, i) == ss_plan_devlist_id(a, j),
+                             ss_plan_devlist_id(b, i) == ss_plan_devlist_id(b, j));
     }
 }
 

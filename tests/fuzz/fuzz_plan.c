@@ -4,7 +4,8 @@
  * tests/data were made for that pair, so the seed corpus reaches past the
  * fingerprint check). Oracles: no crash, leak or undefined behaviour; a
  * failure is an input error whose message names the source; a loaded plan
- * saves to a string that loads back to the same string.
+ * saves to a string that loads back to the same string; ops share a device
+ * list id exactly when their device lists are equal (core/devpool.h).
  */
 #include "fuzz_common.h"
 
@@ -38,6 +39,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st != SS_OK) {
         fuzz_check_failure(st, &d);
     } else {
+        for (int i = 0; i < ss_plan_n_ops(p); i++)
+            for (int j = 0; j < i; j++) {
+                const ss_pconfig *a = ss_plan_config(p, i), *b = ss_plan_config(p, j);
+                int same = a->ntiles == b->ntiles &&
+                           !memcmp(a->devices, b->devices, (size_t)a->ntiles * sizeof(int));
+                if (same != (ss_plan_devlist_id(p, i) == ss_plan_devlist_id(p, j)) ||
+                    same != (a->devices == b->devices)) {
+                    fprintf(stderr, "ops %d and %d: device lists %s but ids %d, %d\n", i, j,
+                            same ? "equal" : "differ", ss_plan_devlist_id(p, i),
+                            ss_plan_devlist_id(p, j));
+                    abort();
+                }
+            }
         char *out = NULL, *out2 = NULL;
         ss_plan *p2 = NULL;
         ss_diag_init(&d);

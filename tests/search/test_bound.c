@@ -92,7 +92,7 @@ static void check_model(const char *spec, const char *topo, int moves)
             assert_int_equal(ss_plan_copy(p, prev), SS_OK);
         for (int j = 0; j < n; j++) {
             int op = (int)ss_rng_below(&rng, n_ops);
-            ss_space_random(sp, op, &rng, &c);
+            ss_space_random(sp, op, &rng, &c, devs);
             c.stage = 0;
             assert_int_equal(ss_plan_set_config(p, op, &c, &d), SS_OK);
             changed = op;

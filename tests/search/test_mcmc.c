@@ -224,13 +224,13 @@ static double exhaustive_best(fixture *f)
     int64_t n0 = ss_space_n_candidates(f->sp, 0), n1 = ss_space_n_candidates(f->sp, 1);
     assert_int_equal(n0 * n1 * n1, 6174);
     for (int64_t i = 0; i < n0; i++) {
-        ss_space_candidate(f->sp, 0, i, &c);
+        ss_space_candidate(f->sp, 0, i, &c, devs);
         ss_plan_set_config(p, 0, &c, &d);
         for (int64_t j = 0; j < n1; j++) {
-            ss_space_candidate(f->sp, 1, j, &c);
+            ss_space_candidate(f->sp, 1, j, &c, devs);
             ss_plan_set_config(p, 1, &c, &d);
             for (int64_t k = 0; k < n1; k++) {
-                ss_space_candidate(f->sp, 2, k, &c);
+                ss_space_candidate(f->sp, 2, k, &c, devs);
                 ss_plan_set_config(p, 2, &c, &d);
                 ss_eval e;
                 toy_cost(p, &e);

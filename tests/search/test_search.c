@@ -75,13 +75,13 @@ static double exhaustive(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     double best = HUGE_VAL;
     *n_plans = 0;
     for (int64_t i = 0; i < n[0]; i++) {
-        ss_space_candidate(sp, 0, i, &c[0]);
+        ss_space_candidate(sp, 0, i, &c[0], devs[0]);
         assert_int_equal(ss_plan_set_config(p, 0, &c[0], &d), SS_OK);
         for (int64_t j = 0; j < n[1]; j++) {
-            ss_space_candidate(sp, 1, j, &c[1]);
+            ss_space_candidate(sp, 1, j, &c[1], devs[1]);
             assert_int_equal(ss_plan_set_config(p, 1, &c[1], &d), SS_OK);
             for (int64_t k = 0; k < n[2]; k++) {
-                ss_space_candidate(sp, 2, k, &c[2]);
+                ss_space_candidate(sp, 2, k, &c[2], devs[2]);
                 assert_int_equal(ss_plan_set_config(p, 2, &c[2], &d), SS_OK);
                 assert_int_equal(ss_sim_run(sim, p, &r, &d), SS_OK);
                 (*n_plans)++;

@@ -102,7 +102,7 @@ static void test_candidates_valid_distinct(void **state)
         int64_t n = ss_space_n_candidates(s, op);
         for (int64_t i = 0; i < n; i++) {
             c[i].devices = devs[i];
-            ss_space_candidate(s, op, i, &c[i]);
+            ss_space_candidate(s, op, i, &c[i], devs[i]);
             int64_t prod = c[i].red;
             for (int k = 0; k < c[i].ndim; k++) {
                 assert_int_equal(out->shape[k] % c[i].deg[k], 0);
@@ -144,13 +144,13 @@ static void test_placements(void **state)
     ss_pconfig c;
     c.devices = devs;
     for (int i = 0; i < 4; i++) {
-        ss_space_candidate(s, 1, i, &c);
+        ss_space_candidate(s, 1, i, &c, devs);
         assert_int_equal(c.ntiles, 1);
         assert_int_equal(c.devices[0], i);
     }
     static const int want[4][2] = {{0, 1}, {2, 3}, {0, 2}, {1, 3}};
     for (int i = 0; i < 4; i++) {
-        ss_space_candidate(s, 1, 4 + i, &c);
+        ss_space_candidate(s, 1, 4 + i, &c, devs);
         assert_int_equal(c.ntiles, 2);
         assert_int_equal(c.red, 2);
         assert_int_equal(c.deg[0], 1);
@@ -229,7 +229,7 @@ static void test_rng_and_random(void **state)
     int key[9], count[9] = {0}, n_keys = 0;
     ss_rng_seed(&a, 7);
     for (int i = 0; i < 9000; i++) {
-        ss_space_random(s, 1, &a, &c);
+        ss_space_random(s, 1, &a, &c, devs);
         assert_true(ss_space_find(s, 1, &c) >= 0);
         int k = c.deg[0] * 100 + c.deg[1] * 10 + c.red, t = 0;
         while (t < n_keys && key[t] != k)

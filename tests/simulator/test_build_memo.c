@@ -235,7 +235,7 @@ static void chain(const mcase *mc, uint64_t seed)
         memcpy(obuf, old.devices, (size_t)old.ntiles * sizeof(int));
         old.devices = obuf;
         prop.devices = buf;
-        ss_space_random(v.sp, op, &rng, &prop);
+        ss_space_random(v.sp, op, &rng, &prop, buf);
         prop.stage = old.stage;
         assert_int_equal(ss_plan_set_config(p, op, &prop, &d), SS_OK);
         check_plan(&v, p, mc->model, step);
@@ -357,7 +357,7 @@ static void walk(env *v, ss_plan *p, uint64_t seed, int steps, int build)
     for (int k = 0; k < steps; k++) {
         int op = (int)ss_rng_below(&rng, ss_graph_n_ops(v->g));
         prop.stage = ss_plan_config(p, op)->stage;
-        ss_space_random(v->sp, op, &rng, &prop);
+        ss_space_random(v->sp, op, &rng, &prop, buf);
         assert_int_equal(ss_plan_set_config(p, op, &prop, &d), SS_OK);
         if (build)
             (void)ss_build_run(v->b, p, v->tg, v->mm, &d);
