@@ -838,6 +838,7 @@ static ss_status sub_build(ss_hier *h, const ss_graph *sg, const ss_plan *sp, in
             return SS_OK;
         }
         ss_build_free(*b);
+        *b = NULL;
     }
     if (!(*b = ss_build_new(sg, h->m, h->cm)))
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");

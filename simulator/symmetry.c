@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NLOST 8 /* device sets remembered as failing a sub-problem's build checks */
+
 struct ss_symmetry {
     const ss_graph *g;
     const ss_machine *m;
@@ -39,6 +41,10 @@ struct ss_symmetry {
     int *msig;      /* [n_dev] the sigma whose machine check is cached */
     int m_ok;       /* -1 unknown, 0 failed, 1 passed for msig */
     int m_used;     /* used_only of that check */
+    const int **rt; /* [n_dev] scratch of the pair walk: routes, lengths, devices */
+    int cap_rt;
+    int *rn, *pz;
+    int cap_rn, cap_pz;
     int used_only;  /* check device pairs the plan uses only (sub-problems) */
     char m_why[160];
     ss_graph *rg;   /* the graph with batch / rg_D */
@@ -56,6 +62,9 @@ struct ss_symmetry {
     int classes;
     int ok_D;
     /* sub-problems (ss_sym_reduce) */
+    uint64_t used_hash;     /* the devices of the last sub-problem reduced */
+    uint64_t lost[NLOST];   /* device sets whose sub-problem failed the build's checks */
+    int n_lost;
     int sD;         /* blocks of the last sub-problem reduced (0: none) */
     ss_graph *srg;  /* its reduced graph and plan */
     ss_plan *srp;
@@ -109,6 +118,9 @@ void ss_sym_free(ss_symmetry *y)
     ss_sim_free(y->rs);
     ss_sim_result_clear(&y->rr);
     ss_free(y->dv);
+    ss_free(y->rt);
+    ss_free(y->rn);
+    ss_free(y->pz);
     ss_graph_free(y->srg);
     ss_plan_free(y->srp);
     ss_free(y);
@@ -253,9 +265,54 @@ static int same_channel(const ss_machine *m, int c, int e)
            a->coll_eff == b->coll_eff && a->coll_half_bytes == b->coll_half_bytes;
 }
 
+/* Pair (a, b) against (sigma a, sigma b): host sharing, the ring order
+ * within a block, and their routes link for link (extending y->ch1);
+ * route(a, b) given (r1, n1; e1: none), route(sigma a, sigma b) returned
+ * in r2, n2, e2. 0 with y->m_why set when they differ. */
+static int pair_ok(ss_symmetry *y, int a, int b, const int *r1, int n1, int e1, const int **r2,
+                   int *n2, int *e2)
+{
+    const ss_machine *m = y->m;
+    int sa = y->sig[a], sb = y->sig[b];
+    const ss_device *da = ss_machine_device(m, a), *dsa = ss_machine_device(m, sa);
+    const ss_device *db = ss_machine_device(m, b), *dsb = ss_machine_device(m, sb);
+    if ((da->host == db->host) != (dsa->host == dsb->host) ||
+        (y->blk[a] == y->blk[b] && dev_before(m, a, b) != dev_before(m, sa, sb))) {
+        snprintf(y->m_why, sizeof y->m_why,
+                 "the blocks sit differently on the hosts (devices %d and %d)", a, b);
+        return 0;
+    }
+    *n2 = 0;
+    *e2 = ss_machine_route(m, sa, sb, r2, n2) != SS_OK;
+    if (e1 != *e2 || (!e1 && n1 != *n2)) {
+        snprintf(y->m_why, sizeof y->m_why, "routes %d -> %d and %d -> %d differ", a, b, sa, sb);
+        return 0;
+    }
+    for (int i = 0; !e1 && i < n1; i++) {
+        int c = r1[i], e = (*r2)[i];
+        if (y->ch1[c] < 0 && y->chinv[e] < 0 && same_channel(m, c, e)) {
+            y->ch1[c] = e;
+            y->chinv[e] = c;
+        }
+        if (y->ch1[c] != e) {
+            snprintf(y->m_why, sizeof y->m_why,
+                     "routes %d -> %d and %d -> %d do not map link for link", a, b, sa, sb);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Is sigma (y->sig) an automorphism of the machine (symmetry.h)? Fills
- * y->ch1 / chinv. Cached for the last sigma checked. */
-static int machine_ok(ss_symmetry *y)
+ * y->ch1 / chinv. Cached for the last sigma checked. With y->used_only
+ * (sub-problems, symmetry.h), only as far as a sub-problem needs: the
+ * routes within each block (its tasks' transfers and collectives) and
+ * enough routes between blocks to map the channels of the collectives
+ * spanning every block (their device lists are the same in the reduced and
+ * the whole sub-problem; the build checks that each one's channels are
+ * their own image: ss_sym_hook_remap); a channel left without an image
+ * fails that check. -1: out of memory. */
+static int machine_ok(ss_symmetry *y, int D)
 {
     int nd = y->n_dev;
     if (y->m_ok >= 0 && y->m_used == y->used_only &&
@@ -278,45 +335,55 @@ static int machine_ok(ss_symmetry *y)
             return 0;
         }
     }
-    for (int a = 0; a < nd; a++) {
-        int sa = y->sig[a];
-        if (y->used_only && y->blk[a] < 0)
-            continue;
-        const ss_device *da = ss_machine_device(m, a), *dsa = ss_machine_device(m, sa);
-        for (int b = 0; b < nd; b++) {
-            if (a == b || (y->used_only && y->blk[b] < 0))
+    const int *r1, *r2;
+    int n1, n2, e1, e2;
+    if (y->used_only) {
+        /* the orbits under sigma of the pairs (a, b), a in block 0 and b in
+         * block 0 or b = sigma^j a, j = 1, 2, 4, ... < D: sigma^k (a, b)
+         * for k = 0 .. D-1, source by source (the machine keeps a few
+         * routing trees); per partner: its device now (pz) and the route
+         * of the pair last checked (rt, rn; rn -1: none) */
+        if (ss_grow((void **)&y->rt, &y->cap_rt, nd + 64, sizeof *y->rt) ||
+            ss_grow((void **)&y->rn, &y->cap_rn, nd + 64, sizeof *y->rn) ||
+            ss_grow((void **)&y->pz, &y->cap_pz, nd + 64, sizeof *y->pz))
+            return y->m_ok = -1;
+        for (int a = 0; a < nd; a++) {
+            if (y->blk[a] != 0)
                 continue;
-            int sb = y->sig[b];
-            const ss_device *db = ss_machine_device(m, b), *dsb = ss_machine_device(m, sb);
-            if ((da->host == db->host) != (dsa->host == dsb->host) ||
-                (y->blk[a] == y->blk[b] && dev_before(m, a, b) != dev_before(m, sa, sb))) {
-                snprintf(y->m_why, sizeof y->m_why,
-                         "the blocks sit differently on the hosts (devices %d and %d)", a, b);
-                return 0;
-            }
-            const int *r1, *r2;
-            int n1 = 0, n2 = 0;
-            int e1 = ss_machine_route(m, a, b, &r1, &n1) != SS_OK;
-            int e2 = ss_machine_route(m, sa, sb, &r2, &n2) != SS_OK;
-            if (e1 != e2 || (!e1 && n1 != n2)) {
-                snprintf(y->m_why, sizeof y->m_why,
-                         "routes %d -> %d and %d -> %d differ", a, b, sa, sb);
-                return 0;
-            }
-            for (int i = 0; !e1 && i < n1; i++) {
-                int c = r1[i], e = r2[i];
-                if (y->ch1[c] < 0 && y->chinv[e] < 0 && same_channel(m, c, e)) {
-                    y->ch1[c] = e;
-                    y->chinv[e] = c;
+            int np = 0;
+            for (int b = 0; b < nd; b++)
+                if (b != a && y->blk[b] == 0)
+                    y->pz[np++] = b;
+            for (int j = 1, x = y->sig[a], k = 1; j < D; k++, x = y->sig[x])
+                if (k == j) {
+                    y->pz[np++] = x;
+                    j *= 2;
                 }
-                if (y->ch1[c] != e) {
-                    snprintf(y->m_why, sizeof y->m_why,
-                             "routes %d -> %d and %d -> %d do not map link for link", a, b, sa,
-                             sb);
-                    return 0;
-                }
+            for (int i = 0; i < np; i++) {
+                y->rn[i] = 0;
+                if (ss_machine_route(m, a, y->pz[i], &y->rt[i], &y->rn[i]) != SS_OK)
+                    y->rn[i] = -1;
             }
+            for (int x = a, k = 0; k < D; k++, x = y->sig[x])
+                for (int i = 0; i < np; i++) {
+                    if (!pair_ok(y, x, y->pz[i], y->rt[i], y->rn[i] < 0 ? 0 : y->rn[i],
+                                 y->rn[i] < 0, &r2, &n2, &e2))
+                        return 0;
+                    y->rt[i] = r2;
+                    y->rn[i] = e2 ? -1 : n2;
+                    y->pz[i] = y->sig[y->pz[i]];
+                }
         }
+    } else {
+        for (int a = 0; a < nd; a++)
+            for (int b = 0; b < nd; b++) {
+                if (a == b)
+                    continue;
+                n1 = 0;
+                e1 = ss_machine_route(m, a, b, &r1, &n1) != SS_OK;
+                if (!pair_ok(y, a, b, r1, n1, e1, &r2, &n2, &e2))
+                    return 0;
+            }
     }
     y->m_why[0] = 0;
     return y->m_ok = 1;
@@ -726,7 +793,8 @@ static int ends_ok(ss_symmetry *y, const ss_taskgraph *tg)
 
 /* ---- the run ------------------------------------------------------------------- */
 
-/* D blocks of plan p of graph g (y->sig, y->blk), or 0 (why). */
+/* D blocks of plan p of graph g (y->sig, y->blk), or 0 (why); -1 out of
+ * memory. */
 static int detect(ss_symmetry *y, const ss_graph *g, const ss_plan *p)
 {
     int64_t G = 0;
@@ -761,7 +829,10 @@ static int detect(ss_symmetry *y, const ss_graph *g, const ss_plan *p)
         int r = find_blocks(y, g, p, (int)D, y->sig, y->blk);
         if (r < 0)
             return -1;
-        if (r && machine_ok(y))
+        int mo = r ? machine_ok(y, (int)D) : 0;
+        if (mo < 0)
+            return -1;
+        if (mo)
             return (int)D;
         if (r)
             snprintf(y->why, sizeof y->why, "%s", y->m_why);
@@ -898,6 +969,29 @@ int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const s
     y->srg = NULL;
     y->srp = NULL;
     y->used_only = 1;
+    /* the devices it uses: a set whose sub-problem failed the build's
+     * checks is not tried again (the next ones on it would fail alike: the
+     * cause is the machine's or a collective's shape, and a failed try
+     * costs a build) */
+    if (ss_grow((void **)&y->dv, &y->cap_dv, y->n_dev, sizeof(int)))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
+    memset(y->dv, 0, (size_t)y->n_dev * sizeof(int));
+    for (int o = 0; o < ss_plan_n_ops(sp); o++) {
+        const ss_pconfig *c = ss_plan_config(sp, o);
+        for (int t = 0; t < c->ntiles; t++)
+            if (c->devices[t] >= 0 && c->devices[t] < y->n_dev)
+                y->dv[c->devices[t]] = 1;
+    }
+    uint64_t uh = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < y->n_dev; i++)
+        uh = (uh ^ (uint64_t)y->dv[i]) * 0x100000001b3ULL;
+    y->used_hash = uh | 1;
+    for (int i = 0; i < NLOST; i++)
+        if (y->lost[i] == y->used_hash) {
+            snprintf(y->why, sizeof y->why,
+                     "a sub-problem on these devices failed the build's checks");
+            return 0;
+        }
     int D = detect(y, sg, sp);
     if (D < 0)
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
@@ -925,11 +1019,13 @@ int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const s
 
 int ss_sym_verify(ss_symmetry *y, const ss_taskgraph *tg)
 {
-    if (y->hook.bad) {
+    int ok = !y->hook.bad;
+    if (!ok)
         snprintf(y->why, sizeof y->why, "%s", y->hook.why);
-        return 0;
-    }
-    return ends_ok(y, tg);
+    ok = ok && ends_ok(y, tg);
+    if (!ok && y->sD)
+        y->lost[y->n_lost++ % NLOST] = y->used_hash;
+    return ok;
 }
 
 int ss_sym_image0(const ss_symmetry *y, int dev)
