@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NLOST 8 /* device sets remembered as failing a sub-problem's build checks */
+#define NLOST 8 /* blocks remembered as failing a sub-problem's build checks */
 
 struct ss_symmetry {
     const ss_graph *g;
@@ -62,8 +62,8 @@ struct ss_symmetry {
     int classes;
     int ok_D;
     /* sub-problems (ss_sym_reduce) */
-    uint64_t used_hash;     /* the devices of the last sub-problem reduced */
-    uint64_t lost[NLOST];   /* device sets whose sub-problem failed the build's checks */
+    uint64_t sig_key;       /* sig_hash of the last sub-problem reduced */
+    uint64_t lost[NLOST];   /* sig_hash of blocks whose sub-problem failed the build's checks */
     int n_lost;
     int sD;         /* blocks of the last sub-problem reduced (0: none) */
     ss_graph *srg;  /* its reduced graph and plan */
@@ -958,6 +958,15 @@ ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_
 
 /* ---- sub-problems (hier.c) ----------------------------------------------------- */
 
+/* Hash of sigma (y->sig) and D: the blocks of a sub-problem. */
+static uint64_t sig_hash(const ss_symmetry *y, int D)
+{
+    uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)D;
+    for (int i = 0; i < y->n_dev; i++)
+        h = (h ^ (uint64_t)(uint32_t)y->sig[i]) * 0x100000001b3ULL;
+    return h | 1;
+}
+
 int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const ss_graph **rg,
                   const ss_plan **rp, ss_build_sym **hook, ss_diag *d)
 {
@@ -969,34 +978,22 @@ int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const s
     y->srg = NULL;
     y->srp = NULL;
     y->used_only = 1;
-    /* the devices it uses: a set whose sub-problem failed the build's
-     * checks is not tried again (the next ones on it would fail alike: the
-     * cause is the machine's or a collective's shape, and a failed try
-     * costs a build) */
-    if (ss_grow((void **)&y->dv, &y->cap_dv, y->n_dev, sizeof(int)))
-        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
-    memset(y->dv, 0, (size_t)y->n_dev * sizeof(int));
-    for (int o = 0; o < ss_plan_n_ops(sp); o++) {
-        const ss_pconfig *c = ss_plan_config(sp, o);
-        for (int t = 0; t < c->ntiles; t++)
-            if (c->devices[t] >= 0 && c->devices[t] < y->n_dev)
-                y->dv[c->devices[t]] = 1;
-    }
-    uint64_t uh = 0xcbf29ce484222325ULL;
-    for (int i = 0; i < y->n_dev; i++)
-        uh = (uh ^ (uint64_t)y->dv[i]) * 0x100000001b3ULL;
-    y->used_hash = uh | 1;
-    for (int i = 0; i < NLOST; i++)
-        if (y->lost[i] == y->used_hash) {
-            snprintf(y->why, sizeof y->why,
-                     "a sub-problem on these devices failed the build's checks");
-            return 0;
-        }
     int D = detect(y, sg, sp);
     if (D < 0)
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
     if (D == 0)
         return 0;
+    /* blocks whose sub-problem failed the build's checks are not tried
+     * again: the next sub-problems with them (a stage's, for other block
+     * counts or sync modes) would fail alike, the cause being the machine's
+     * or a collective's shape, and a failed try costs a build */
+    y->sig_key = sig_hash(y, D);
+    for (int i = 0; i < NLOST; i++)
+        if (y->lost[i] == y->sig_key) {
+            snprintf(y->why, sizeof y->why,
+                     "a sub-problem with these %d blocks failed the build's checks", D);
+            return 0;
+        }
     char why[160];
     if (!(y->srg = rebuild(sg, D, why, sizeof why))) {
         snprintf(y->why, sizeof y->why, "%s", why);
@@ -1024,7 +1021,7 @@ int ss_sym_verify(ss_symmetry *y, const ss_taskgraph *tg)
         snprintf(y->why, sizeof y->why, "%s", y->hook.why);
     ok = ok && ends_ok(y, tg);
     if (!ok && y->sD)
-        y->lost[y->n_lost++ % NLOST] = y->used_hash;
+        y->lost[y->n_lost++ % NLOST] = y->sig_key;
     return ok;
 }
 
