@@ -123,10 +123,11 @@ int main(int argc, char **argv)
     printf("setup (model, topology, plan) %.1f ms wall, %.1f ms CPU\n", t_setup, c_setup);
     printf("hier: iteration %.3f ms, max peak memory %.3f GiB, fits %d\n", r.iteration_us / 1e3,
            peak / 1073741824.0, r.fits);
-    printf("hier: cold %.3f ms wall, %.3f ms CPU (%d sub-problems, %lld tasks); warm median "
-           "%.4f ms wall (min %.4f, max %.4f), %.4f ms CPU (min %.4f), %d reps, %d memo hits\n",
-           t_cold, c_cold, cold.sub_sims, (long long)cold.tasks, w[reps / 2], w[0], w[reps - 1],
-           wc[reps / 2], wc[0], reps, hs->memo_hits);
+    printf("hier: cold %.3f ms wall, %.3f ms CPU (%d sub-problems, %d reduced by symmetry, %lld "
+           "tasks); warm median %.4f ms wall (min %.4f, max %.4f), %.4f ms CPU (min %.4f), %d "
+           "reps, %d memo hits\n",
+           t_cold, c_cold, cold.sub_sims, cold.sub_reduced, (long long)cold.tasks, w[reps / 2],
+           w[0], w[reps - 1], wc[reps / 2], wc[0], reps, hs->memo_hits);
     printf("hier: %d stages, %d blocks of %d ops, %d stages simulated whole\n", hs->stages,
            hs->blocks, hs->block_ops, cold.full_stages);
     if (full) {

@@ -17,6 +17,7 @@
 #include "simulator/engine.h"
 #include "simulator/memory.h"
 #include "simulator/report.h"
+#include "simulator/symmetry.h"
 #include "simulator/taskgraph.h"
 
 #include <math.h>
@@ -133,6 +134,8 @@ struct ss_hier {
     ss_taskgraph *tg, *ptg; /* sub-problems; the pipeline */
     ss_memory *mm;
     ss_engine *e;
+    ss_symmetry *sym; /* sub-problems reduced to one data-parallel block */
+    int sym_off;      /* ss_hier_set_symmetry(h, 0) */
 };
 
 static inline uint64_t mix(uint64_t h, uint64_t v)
@@ -263,7 +266,13 @@ void ss_hier_free(ss_hier *h)
     ss_taskgraph_free(h->ptg);
     ss_memory_free(h->mm);
     ss_engine_free(h->e);
+    ss_sym_free(h->sym);
     ss_free(h);
+}
+
+void ss_hier_set_symmetry(ss_hier *h, int on)
+{
+    h->sym_off = !on;
 }
 
 const ss_hier_stats *ss_hier_stats_of(const ss_hier *h)
@@ -710,7 +719,7 @@ static int joint_coll(const ss_hier *h, const ss_taskgraph *tg, int t, int s)
     return 0;
 }
 
-static double drop_joint_sync(ss_hier *h, int s)
+static double drop_joint_sync(ss_hier *h, int s, int d0)
 {
     ss_taskgraph *tg = h->tg;
     double upd = 0; /* the updates dropped on the stage's first device */
@@ -722,7 +731,7 @@ static double drop_joint_sync(ss_hier *h, int s)
             int u = tg->succ[k];
             if (tg->kind[u] != SS_TASK_UPDATE)
                 continue;
-            if (ss_taskgraph_n_res(tg, u) == 1 && ss_taskgraph_res(tg, u)[0] == h->stg[s].base)
+            if (ss_taskgraph_n_res(tg, u) == 1 && ss_taskgraph_res(tg, u)[0] == d0)
                 upd += tg->dur[u];
             tg->dur[u] = 0;
         }
@@ -855,6 +864,44 @@ static int add_copy(ss_hier *h, subctx *x, int o, const int *in, int kind, ss_di
     x->xkind[id] = kind;
     x->n = id + 1;
     return id;
+}
+
+/* Build the sub-problem (sg, sp) into h->tg and h->mm with a new builder
+ * *b: reduced to its first data-parallel block (symmetry.h, sub-problems)
+ * where that applies and verifies, else whole. *d0: the device whose
+ * figures stand for base's (base, or its image in the first block). */
+static ss_status sub_build(ss_hier *h, const ss_graph *sg, const ss_plan *sp, int base,
+                           ss_builder **b, int *d0, ss_diag *d)
+{
+    ss_status st;
+    *d0 = base;
+    if (!h->sym_off && !h->sym && !(h->sym = ss_sym_new(h->g, h->m, h->cm, &h->cfg)))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    const ss_graph *rg;
+    const ss_plan *rp;
+    ss_build_sym *hook;
+    int r = h->sym_off ? 0 : ss_sym_reduce(h->sym, sg, sp, &rg, &rp, &hook, d);
+    if (r < 0)
+        return d->status;
+    if (r) {
+        if (!(*b = ss_build_new(rg, h->m, h->cm)))
+            return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+        ss_build_set_memo(*b, 0);
+        ss_build_set_symmetry(*b, hook);
+        if ((st = ss_build_run(*b, rp, h->tg, h->mm, d)) != SS_OK)
+            return st;
+        if (ss_sym_verify(h->sym, h->tg)) {
+            *d0 = ss_sym_image0(h->sym, base);
+            h->st.sub_reduced++;
+            return SS_OK;
+        }
+        ss_build_free(*b);
+        *b = NULL;
+    }
+    if (!(*b = ss_build_new(sg, h->m, h->cm)))
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    ss_build_set_memo(*b, 0);
+    return ss_build_run(*b, sp, h->tg, h->mm, d);
 }
 
 /* Build stage s's sub-problem with kk blocks (graph and plan), simulate it
@@ -991,15 +1038,10 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             goto out;
     }
     /* simulate */
-    b = ss_build_new(x.sg, h->m, h->cm);
-    if (!b) {
-        st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    int d0;
+    if ((st = sub_build(h, x.sg, sp, S->base, &b, &d0, d)) != SS_OK)
         goto out;
-    }
-    ss_build_set_memo(b, 0);
-    if ((st = ss_build_run(b, sp, h->tg, h->mm, d)) != SS_OK)
-        goto out;
-    double dropped = shares_down(h, s) ? drop_joint_sync(h, s) : 0;
+    double dropped = shares_down(h, s) ? drop_joint_sync(h, s, d0) : 0;
     if (set->schedule == SS_PIPE_1F1B && M > 1) {
         /* the full simulation's 1F1B flush (build.c, b->flush): a device's
          * updates wait for its last backward, which the builder applies
@@ -1036,7 +1078,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         goto out;
     const ss_engine_result *er = ss_engine_result_of(h->e);
     const ss_taskgraph *tg = h->tg;
-    int nd = ss_machine_n_devices(h->m), d0 = S->base;
+    int nd = ss_machine_n_devices(h->m);
     if (ss_grow((void **)&h->peak, &h->cap_peak, nd, sizeof *h->peak)) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
         goto out;

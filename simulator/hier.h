@@ -49,6 +49,7 @@ typedef struct ss_hier_stats {
     int sub_sims;        /* sub-problems simulated by the last evaluation */
     int memo_hits;       /* sub-problems the last evaluation found memoized */
     int full_stages;     /* stages simulated whole (no periodic blocks) */
+    int sub_reduced;     /* of sub_sims: reduced to one data-parallel block (symmetry.h) */
     int64_t tasks;       /* tasks simulated by the last evaluation (sub-problems + pipeline) */
 } ss_hier_stats;
 
@@ -73,6 +74,12 @@ void ss_hier_free(ss_hier *h);
  * interleaving that is not a valid 1F1B one. Other errors as ss_sim_run. The memo of sub-problems is kept
  * across calls (bounded: cleared past 4096 entries). */
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *d);
+
+/* Whether sub-problems are reduced by the plan's data-parallel symmetry
+ * (symmetry.h, sub-problems) where it applies: on (the default) or off
+ * (every data-parallel rank simulated; for tests and benchmarks). The
+ * figures are the same bit for bit; only the tasks simulated differ. */
+void ss_hier_set_symmetry(ss_hier *h, int on);
 
 /* Statistics of the last successful evaluation (borrowed). */
 const ss_hier_stats *ss_hier_stats_of(const ss_hier *h);

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NLOST 8 /* blocks remembered as failing a sub-problem's build checks */
+
 struct ss_symmetry {
     const ss_graph *g;
     const ss_machine *m;
@@ -38,6 +40,12 @@ struct ss_symmetry {
     int *canon, *mark; /* [n_ch] for the hook */
     int *msig;      /* [n_dev] the sigma whose machine check is cached */
     int m_ok;       /* -1 unknown, 0 failed, 1 passed for msig */
+    int m_used;     /* used_only of that check */
+    const int **rt; /* [n_dev] scratch of the pair walk: routes, lengths, devices */
+    int cap_rt;
+    int *rn, *pz;
+    int cap_rn, cap_pz;
+    int used_only;  /* check device pairs the plan uses only (sub-problems) */
     char m_why[160];
     ss_graph *rg;   /* the graph with batch / rg_D */
     int rg_D;
@@ -53,6 +61,13 @@ struct ss_symmetry {
     int64_t tasks;
     int classes;
     int ok_D;
+    /* sub-problems (ss_sym_reduce) */
+    uint64_t sig_key;       /* sig_hash of the last sub-problem reduced */
+    uint64_t lost[NLOST];   /* sig_hash of blocks whose sub-problem failed the build's checks */
+    int n_lost;
+    int sD;         /* blocks of the last sub-problem reduced (0: none) */
+    ss_graph *srg;  /* its reduced graph and plan */
+    ss_plan *srp;
 };
 
 ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
@@ -103,6 +118,11 @@ void ss_sym_free(ss_symmetry *y)
     ss_sim_free(y->rs);
     ss_sim_result_clear(&y->rr);
     ss_free(y->dv);
+    ss_free(y->rt);
+    ss_free(y->rn);
+    ss_free(y->pz);
+    ss_graph_free(y->srg);
+    ss_plan_free(y->srp);
     ss_free(y);
 }
 
@@ -169,16 +189,17 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
-/* Blocks and sigma for D: 1 if p is D blocks as symmetry.h says (as far as
- * devices go), else 0 with y->why set. */
-static int find_blocks(ss_symmetry *y, const ss_plan *p, int D)
+/* Blocks and sigma for D into sig, blk: 1 if p (a plan of g) is D blocks
+ * as symmetry.h says (as far as devices go), else 0 with y->why set. */
+static int find_blocks(ss_symmetry *y, const ss_graph *g, const ss_plan *p, int D, int *sig,
+                       int *blk)
 {
     int nd = y->n_dev;
     for (int i = 0; i < nd; i++)
-        y->blk[i] = y->sig[i] = -1;
+        blk[i] = sig[i] = -1;
     for (int o = 0; o < ss_plan_n_ops(p); o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
-        int sd = op_sample_dim(y->g, o);
+        int sd = op_sample_dim(g, o);
         int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
         for (int t = 0; t < c->ntiles; t++) {
             int64_t is = (t / st) % S;
@@ -186,21 +207,21 @@ static int find_blocks(ss_symmetry *y, const ss_plan *p, int D)
             int dev = c->devices[t];
             int64_t t2 = j < D - 1 ? t + per * st : t - (int64_t)(D - 1) * per * st;
             int img = c->devices[t2];
-            if (y->blk[dev] < 0)
-                y->blk[dev] = j;
-            if (y->blk[dev] != j) {
+            if (blk[dev] < 0)
+                blk[dev] = j;
+            if (blk[dev] != j) {
                 snprintf(y->why, sizeof y->why,
                          "device %d runs tiles of two data-parallel blocks (operator \"%s\")", dev,
-                         ss_graph_op(y->g, o)->name);
+                         ss_graph_op(g, o)->name);
                 return 0;
             }
-            if (y->sig[dev] < 0)
-                y->sig[dev] = img;
-            if (y->sig[dev] != img) {
+            if (sig[dev] < 0)
+                sig[dev] = img;
+            if (sig[dev] != img) {
                 snprintf(y->why, sizeof y->why,
                          "operator \"%s\" places its data-parallel blocks differently from the "
                          "other operators",
-                         ss_graph_op(y->g, o)->name);
+                         ss_graph_op(g, o)->name);
                 return 0;
             }
         }
@@ -210,12 +231,12 @@ static int find_blocks(ss_symmetry *y, const ss_plan *p, int D)
         return -1;
     memset(y->dv, 0, (size_t)nd * sizeof(int));
     for (int i = 0; i < nd; i++) {
-        if (y->blk[i] < 0)
-            y->sig[i] = i;
-        int s = y->sig[i];
+        if (blk[i] < 0)
+            sig[i] = i;
+        int s = sig[i];
         if (y->dv[s]++ ||
-            (y->blk[i] >= 0 && y->blk[s] != (y->blk[i] + 1) % D) ||
-            (y->blk[i] < 0 && y->blk[s] >= 0)) {
+            (blk[i] >= 0 && blk[s] != (blk[i] + 1) % D) ||
+            (blk[i] < 0 && blk[s] >= 0)) {
             snprintf(y->why, sizeof y->why,
                      "the data-parallel blocks do not map device for device onto each other");
             return 0;
@@ -244,14 +265,61 @@ static int same_channel(const ss_machine *m, int c, int e)
            a->coll_eff == b->coll_eff && a->coll_half_bytes == b->coll_half_bytes;
 }
 
+/* Pair (a, b) against (sigma a, sigma b): host sharing, the ring order
+ * within a block, and their routes link for link (extending y->ch1);
+ * route(a, b) given (r1, n1; e1: none), route(sigma a, sigma b) returned
+ * in r2, n2, e2. 0 with y->m_why set when they differ. */
+static int pair_ok(ss_symmetry *y, int a, int b, const int *r1, int n1, int e1, const int **r2,
+                   int *n2, int *e2)
+{
+    const ss_machine *m = y->m;
+    int sa = y->sig[a], sb = y->sig[b];
+    const ss_device *da = ss_machine_device(m, a), *dsa = ss_machine_device(m, sa);
+    const ss_device *db = ss_machine_device(m, b), *dsb = ss_machine_device(m, sb);
+    if ((da->host == db->host) != (dsa->host == dsb->host) ||
+        (y->blk[a] == y->blk[b] && dev_before(m, a, b) != dev_before(m, sa, sb))) {
+        snprintf(y->m_why, sizeof y->m_why,
+                 "the blocks sit differently on the hosts (devices %d and %d)", a, b);
+        return 0;
+    }
+    *n2 = 0;
+    *e2 = ss_machine_route(m, sa, sb, r2, n2) != SS_OK;
+    if (e1 != *e2 || (!e1 && n1 != *n2)) {
+        snprintf(y->m_why, sizeof y->m_why, "routes %d -> %d and %d -> %d differ", a, b, sa, sb);
+        return 0;
+    }
+    for (int i = 0; !e1 && i < n1; i++) {
+        int c = r1[i], e = (*r2)[i];
+        if (y->ch1[c] < 0 && y->chinv[e] < 0 && same_channel(m, c, e)) {
+            y->ch1[c] = e;
+            y->chinv[e] = c;
+        }
+        if (y->ch1[c] != e) {
+            snprintf(y->m_why, sizeof y->m_why,
+                     "routes %d -> %d and %d -> %d do not map link for link", a, b, sa, sb);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Is sigma (y->sig) an automorphism of the machine (symmetry.h)? Fills
- * y->ch1 / chinv. Cached for the last sigma checked. */
-static int machine_ok(ss_symmetry *y)
+ * y->ch1 / chinv. Cached for the last sigma checked. With y->used_only
+ * (sub-problems, symmetry.h), only as far as a sub-problem needs: the
+ * routes within each block (its tasks' transfers and collectives) and
+ * enough routes between blocks to map the channels of the collectives
+ * spanning every block (their device lists are the same in the reduced and
+ * the whole sub-problem; the build checks that each one's channels are
+ * their own image: ss_sym_hook_remap); a channel left without an image
+ * fails that check. -1: out of memory. */
+static int machine_ok(ss_symmetry *y, int D)
 {
     int nd = y->n_dev;
-    if (y->m_ok >= 0 && !memcmp(y->msig, y->sig, (size_t)nd * sizeof(int)))
+    if (y->m_ok >= 0 && y->m_used == y->used_only &&
+        !memcmp(y->msig, y->sig, (size_t)nd * sizeof(int)))
         return y->m_ok;
     memcpy(y->msig, y->sig, (size_t)nd * sizeof(int));
+    y->m_used = y->used_only;
     y->m_ok = 0;
     const ss_machine *m = y->m;
     for (int c = 0; c < y->n_ch; c++)
@@ -267,43 +335,55 @@ static int machine_ok(ss_symmetry *y)
             return 0;
         }
     }
-    for (int a = 0; a < nd; a++) {
-        int sa = y->sig[a];
-        const ss_device *da = ss_machine_device(m, a), *dsa = ss_machine_device(m, sa);
-        for (int b = 0; b < nd; b++) {
-            if (a == b)
+    const int *r1, *r2;
+    int n1, n2, e1, e2;
+    if (y->used_only) {
+        /* the orbits under sigma of the pairs (a, b), a in block 0 and b in
+         * block 0 or b = sigma^j a, j = 1, 2, 4, ... < D: sigma^k (a, b)
+         * for k = 0 .. D-1, source by source (the machine keeps a few
+         * routing trees); per partner: its device now (pz) and the route
+         * of the pair last checked (rt, rn; rn -1: none) */
+        if (ss_grow((void **)&y->rt, &y->cap_rt, nd + 64, sizeof *y->rt) ||
+            ss_grow((void **)&y->rn, &y->cap_rn, nd + 64, sizeof *y->rn) ||
+            ss_grow((void **)&y->pz, &y->cap_pz, nd + 64, sizeof *y->pz))
+            return y->m_ok = -1;
+        for (int a = 0; a < nd; a++) {
+            if (y->blk[a] != 0)
                 continue;
-            int sb = y->sig[b];
-            const ss_device *db = ss_machine_device(m, b), *dsb = ss_machine_device(m, sb);
-            if ((da->host == db->host) != (dsa->host == dsb->host) ||
-                (y->blk[a] == y->blk[b] && dev_before(m, a, b) != dev_before(m, sa, sb))) {
-                snprintf(y->m_why, sizeof y->m_why,
-                         "the blocks sit differently on the hosts (devices %d and %d)", a, b);
-                return 0;
-            }
-            const int *r1, *r2;
-            int n1 = 0, n2 = 0;
-            int e1 = ss_machine_route(m, a, b, &r1, &n1) != SS_OK;
-            int e2 = ss_machine_route(m, sa, sb, &r2, &n2) != SS_OK;
-            if (e1 != e2 || (!e1 && n1 != n2)) {
-                snprintf(y->m_why, sizeof y->m_why,
-                         "routes %d -> %d and %d -> %d differ", a, b, sa, sb);
-                return 0;
-            }
-            for (int i = 0; !e1 && i < n1; i++) {
-                int c = r1[i], e = r2[i];
-                if (y->ch1[c] < 0 && y->chinv[e] < 0 && same_channel(m, c, e)) {
-                    y->ch1[c] = e;
-                    y->chinv[e] = c;
+            int np = 0;
+            for (int b = 0; b < nd; b++)
+                if (b != a && y->blk[b] == 0)
+                    y->pz[np++] = b;
+            for (int j = 1, x = y->sig[a], k = 1; j < D; k++, x = y->sig[x])
+                if (k == j) {
+                    y->pz[np++] = x;
+                    j *= 2;
                 }
-                if (y->ch1[c] != e) {
-                    snprintf(y->m_why, sizeof y->m_why,
-                             "routes %d -> %d and %d -> %d do not map link for link", a, b, sa,
-                             sb);
-                    return 0;
-                }
+            for (int i = 0; i < np; i++) {
+                y->rn[i] = 0;
+                if (ss_machine_route(m, a, y->pz[i], &y->rt[i], &y->rn[i]) != SS_OK)
+                    y->rn[i] = -1;
             }
+            for (int x = a, k = 0; k < D; k++, x = y->sig[x])
+                for (int i = 0; i < np; i++) {
+                    if (!pair_ok(y, x, y->pz[i], y->rt[i], y->rn[i] < 0 ? 0 : y->rn[i],
+                                 y->rn[i] < 0, &r2, &n2, &e2))
+                        return 0;
+                    y->rt[i] = r2;
+                    y->rn[i] = e2 ? -1 : n2;
+                    y->pz[i] = y->sig[y->pz[i]];
+                }
         }
+    } else {
+        for (int a = 0; a < nd; a++)
+            for (int b = 0; b < nd; b++) {
+                if (a == b)
+                    continue;
+                n1 = 0;
+                e1 = ss_machine_route(m, a, b, &r1, &n1) != SS_OK;
+                if (!pair_ok(y, a, b, r1, n1, e1, &r2, &n2, &e2))
+                    return 0;
+            }
     }
     y->m_why[0] = 0;
     return y->m_ok = 1;
@@ -311,35 +391,20 @@ static int machine_ok(ss_symmetry *y)
 
 /* ---- the reduced graph ------------------------------------------------------ */
 
-static int reduced_graph(ss_symmetry *y, int D)
+/* g rebuilt with batch / D: the same ops, tensors and weights, sample dims
+ * divided by D. NULL (why set) when it cannot be, or on allocation
+ * failure. */
+static ss_graph *rebuild(const ss_graph *g, int D, char *why, size_t nw)
 {
-    if (y->rg && y->rg_D == D)
-        return 1;
-    if (y->rg_D == D && y->rg_failed) {
-        snprintf(y->why, sizeof y->why, "%s", y->rg_why);
-        return 0;
-    }
-    ss_sim_free(y->rs);
-    ss_plan_free(y->rp);
-    ss_graph_free(y->rg);
-    y->rs = NULL;
-    y->rp = NULL;
-    y->rg = NULL;
-    y->rg_D = D;
-    y->rg_failed = 1;
-    const ss_graph *g = y->g;
-    char *why = y->rg_why;
-    size_t nw = sizeof y->rg_why;
     snprintf(why, nw, "out of memory");
     int64_t batch = ss_graph_batch(g);
     if (batch % D) {
         snprintf(why, nw, "the batch %lld is not divisible by %d blocks", (long long)batch, D);
-        goto fail;
+        return NULL;
     }
     ss_graph *rg = ss_graph_new(ss_graph_name(g));
     if (!rg)
-        goto fail;
-    y->rg = rg;
+        return NULL;
     ss_graph_set_training(rg, batch / D, ss_graph_optimizer(g), ss_graph_precision(g));
     for (int o = 0; o < ss_graph_n_ops(g); o++) {
         const ss_op *op = ss_graph_op(g, o);
@@ -405,10 +470,35 @@ static int reduced_graph(ss_symmetry *y, int D)
             goto fail;
         }
     }
+    return rg;
+fail:
+    ss_graph_free(rg);
+    return NULL;
+}
+
+static int reduced_graph(ss_symmetry *y, int D)
+{
+    if (y->rg && y->rg_D == D)
+        return 1;
+    if (y->rg_D == D && y->rg_failed) {
+        snprintf(y->why, sizeof y->why, "%s", y->rg_why);
+        return 0;
+    }
+    ss_sim_free(y->rs);
+    ss_plan_free(y->rp);
+    ss_graph_free(y->rg);
+    y->rs = NULL;
+    y->rp = NULL;
+    y->rg_D = D;
+    y->rg_failed = 1;
+    y->rg = rebuild(y->g, D, y->rg_why, sizeof y->rg_why);
+    if (!y->rg)
+        goto fail;
+    snprintf(y->rg_why, sizeof y->rg_why, "out of memory");
     ss_diag dg;
     ss_diag_init(&dg);
-    y->rp = ss_plan_new(rg, y->m);
-    if (!y->rp || ss_sim_new(rg, y->m, y->cm, &y->cfg, &y->rs, &dg) != SS_OK)
+    y->rp = ss_plan_new(y->rg, y->m);
+    if (!y->rp || ss_sim_new(y->rg, y->m, y->cm, &y->cfg, &y->rs, &dg) != SS_OK)
         goto fail;
     ss_build_set_symmetry(ss_sim_builder(y->rs), &y->hook);
     y->rg_failed = 0;
@@ -420,7 +510,7 @@ fail:
     y->rs = NULL;
     y->rp = NULL;
     y->rg = NULL;
-    snprintf(y->why, sizeof y->why, "%s", why);
+    snprintf(y->why, sizeof y->why, "%s", y->rg_why);
     return 0;
 }
 
@@ -462,12 +552,12 @@ static int64_t block_of(const ss_tensor *t, int sd, int D)
 /* Every tile of block j < D-1 and its image in block j + 1 read and write
  * regions one block apart (within their blocks); block 0's tiles have the
  * same regions in the reduced graph. */
-static int regions_ok(ss_symmetry *y, const ss_plan *p, int D)
+static int regions_ok(ss_symmetry *y, const ss_graph *g, const ss_graph *rg, const ss_plan *p,
+                      const ss_plan *rp, int D)
 {
-    const ss_graph *g = y->g, *rg = y->rg;
     for (int o = 0; o < ss_plan_n_ops(p); o++) {
         const ss_op *op = ss_graph_op(g, o), *rop = ss_graph_op(rg, o);
-        const ss_pconfig *c = ss_plan_config(p, o), *rc = ss_plan_config(y->rp, o);
+        const ss_pconfig *c = ss_plan_config(p, o), *rc = ss_plan_config(rp, o);
         int sd = op_sample_dim(g, o);
         int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
         const ss_tensor *out = ss_graph_tensor(g, op->outputs[0]);
@@ -538,12 +628,14 @@ static int regions_ok(ss_symmetry *y, const ss_plan *p, int D)
     return 1;
 }
 
-/* The reduced plan: block 0's tiles of every op, on the reduced graph. */
-static int reduced_plan(ss_symmetry *y, const ss_plan *p, int D, ss_diag *d)
+/* The reduced plan rp (on the reduced graph): block 0's tiles of every op
+ * of p (a plan of g). */
+static int reduced_plan(ss_symmetry *y, const ss_graph *g, const ss_plan *p, ss_plan *rp, int D,
+                        ss_diag *d)
 {
     for (int o = 0; o < ss_plan_n_ops(p); o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
-        int sd = op_sample_dim(y->g, o);
+        int sd = op_sample_dim(g, o);
         int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
         ss_pconfig rc = *c;
         rc.deg[sd] = (int)per;
@@ -555,10 +647,10 @@ static int reduced_plan(ss_symmetry *y, const ss_plan *p, int D, ss_diag *d)
             if ((t / st) % S < per)
                 y->dv[n++] = c->devices[t];
         rc.devices = y->dv;
-        if (ss_plan_set_config(y->rp, o, &rc, d) != SS_OK)
+        if (ss_plan_set_config(rp, o, &rc, d) != SS_OK)
             return -1;
     }
-    *ss_plan_settings_of(y->rp) = *ss_plan_settings_get(p);
+    *ss_plan_settings_of(rp) = *ss_plan_settings_get(p);
     return 0;
 }
 
@@ -701,9 +793,10 @@ static int ends_ok(ss_symmetry *y, const ss_taskgraph *tg)
 
 /* ---- the run ------------------------------------------------------------------- */
 
-static int detect(ss_symmetry *y, const ss_plan *p)
+/* D blocks of plan p of graph g (y->sig, y->blk), or 0 (why); -1 out of
+ * memory. */
+static int detect(ss_symmetry *y, const ss_graph *g, const ss_plan *p)
 {
-    const ss_graph *g = y->g;
     int64_t G = 0;
     if (ss_plan_n_ops(p) != ss_graph_n_ops(g)) {
         snprintf(y->why, sizeof y->why, "the plan is for another model");
@@ -733,10 +826,13 @@ static int detect(ss_symmetry *y, const ss_plan *p)
     for (int64_t D = G; D >= 2; D--) {
         if (G % D)
             continue;
-        int r = find_blocks(y, p, (int)D);
+        int r = find_blocks(y, g, p, (int)D, y->sig, y->blk);
         if (r < 0)
             return -1;
-        if (r && machine_ok(y))
+        int mo = r ? machine_ok(y, (int)D) : 0;
+        if (mo < 0)
+            return -1;
+        if (mo)
             return (int)D;
         if (r)
             snprintf(y->why, sizeof y->why, "%s", y->m_why);
@@ -747,29 +843,15 @@ static int detect(ss_symmetry *y, const ss_plan *p)
     return 0;
 }
 
-ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
-                     double *load_us, int *used, ss_diag *d)
+/* sigma^k on devices and channels (y->sig, y->ch1) into y->dmap, y->cmap
+ * and the builder's hook for D blocks of y->blk, unchecked. -1: out of
+ * memory. */
+static int set_hook(ss_symmetry *y, int D)
 {
-    *used = 0;
-    *load_us = 0;
-    y->ok_D = 0;
-    y->why[0] = 0;
-    int D = detect(y, p);
-    if (D < 0)
-        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
-    if (D == 0)
-        return SS_OK;
-    if (!reduced_graph(y, D))
-        return SS_OK;
-    if (reduced_plan(y, p, D, d))
-        return d ? d->status : SS_ERR_NOMEM;
-    if (!regions_ok(y, p, D))
-        return SS_OK;
-    /* the hook: sigma^k on devices and channels */
     int nd = y->n_dev, nc = y->n_ch;
     if (ss_grow((void **)&y->dmap, &y->cap_dmap, D * nd, sizeof(int)) ||
         ss_grow((void **)&y->cmap, &y->cap_cmap, D * (nc > 0 ? nc : 1), sizeof(int)))
-        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+        return -1;
     for (int i = 0; i < nd; i++)
         y->dmap[i] = i;
     for (int c = 0; c < nc; c++)
@@ -793,6 +875,33 @@ ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_
     h->mark = y->mark;
     h->bad = 0;
     h->why[0] = 0;
+    return 0;
+}
+
+ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                     double *load_us, int *used, ss_diag *d)
+{
+    *used = 0;
+    *load_us = 0;
+    y->ok_D = 0;
+    y->sD = 0;
+    y->why[0] = 0;
+    y->used_only = 0;
+    int D = detect(y, y->g, p);
+    if (D < 0)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    if (D == 0)
+        return SS_OK;
+    if (!reduced_graph(y, D))
+        return SS_OK;
+    if (reduced_plan(y, y->g, p, y->rp, D, d))
+        return d ? d->status : SS_ERR_NOMEM;
+    if (!regions_ok(y, y->g, y->rg, p, y->rp, D))
+        return SS_OK;
+    if (set_hook(y, D))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    int nd = y->n_dev;
+    ss_build_sym *h = &y->hook;
     double load = 0;
     ss_status st = ss_sim_run_within(y->rs, y->rp, cutoff_us, &y->rr, &load, d);
     if (st != SS_OK)
@@ -845,4 +954,79 @@ ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_
         }
     y->ok_D = D;
     return SS_OK;
+}
+
+/* ---- sub-problems (hier.c) ----------------------------------------------------- */
+
+/* Hash of sigma (y->sig) and D: the blocks of a sub-problem. */
+static uint64_t sig_hash(const ss_symmetry *y, int D)
+{
+    uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)D;
+    for (int i = 0; i < y->n_dev; i++)
+        h = (h ^ (uint64_t)(uint32_t)y->sig[i]) * 0x100000001b3ULL;
+    return h | 1;
+}
+
+int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const ss_graph **rg,
+                  const ss_plan **rp, ss_build_sym **hook, ss_diag *d)
+{
+    y->ok_D = 0;
+    y->sD = 0;
+    y->why[0] = 0;
+    ss_graph_free(y->srg);
+    ss_plan_free(y->srp);
+    y->srg = NULL;
+    y->srp = NULL;
+    y->used_only = 1;
+    int D = detect(y, sg, sp);
+    if (D < 0)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
+    if (D == 0)
+        return 0;
+    /* blocks whose sub-problem failed the build's checks are not tried
+     * again: the next sub-problems with them (a stage's, for other block
+     * counts or sync modes) would fail alike, the cause being the machine's
+     * or a collective's shape, and a failed try costs a build */
+    y->sig_key = sig_hash(y, D);
+    for (int i = 0; i < NLOST; i++)
+        if (y->lost[i] == y->sig_key) {
+            snprintf(y->why, sizeof y->why,
+                     "a sub-problem with these %d blocks failed the build's checks", D);
+            return 0;
+        }
+    char why[160];
+    if (!(y->srg = rebuild(sg, D, why, sizeof why))) {
+        snprintf(y->why, sizeof y->why, "%s", why);
+        return 0;
+    }
+    if (!(y->srp = ss_plan_new(y->srg, y->m)))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
+    if (reduced_plan(y, sg, sp, y->srp, D, d))
+        return -1;
+    if (!regions_ok(y, sg, y->srg, sp, y->srp, D))
+        return 0;
+    if (set_hook(y, D))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
+    y->sD = D;
+    *rg = y->srg;
+    *rp = y->srp;
+    *hook = &y->hook;
+    return 1;
+}
+
+int ss_sym_verify(ss_symmetry *y, const ss_taskgraph *tg)
+{
+    int ok = !y->hook.bad;
+    if (!ok)
+        snprintf(y->why, sizeof y->why, "%s", y->hook.why);
+    ok = ok && ends_ok(y, tg);
+    if (!ok && y->sD)
+        y->lost[y->n_lost++ % NLOST] = y->sig_key;
+    return ok;
+}
+
+int ss_sym_image0(const ss_symmetry *y, int dev)
+{
+    int k = y->sD && dev >= 0 && dev < y->n_dev ? y->blk[dev] : -1;
+    return k > 0 ? y->dmap[(y->sD - k) * y->n_dev + dev] : dev;
 }

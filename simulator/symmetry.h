@@ -68,4 +68,36 @@ ss_sim *ss_sym_reduced_sim(ss_symmetry *y);
  * block of each device (-1 unused). */
 int ss_sym_blocks(const ss_symmetry *y, const int **dmap, const int **cmap, const int **blk);
 
+/* ---- Sub-problems: for an evaluator that builds and runs the reduced
+ * problem itself (hier.c: a pipeline stage's ops for one micro-batch of
+ * every data-parallel rank). Detection as above on the sub-problem's own
+ * plan, except that the machine check covers the pairs of devices the
+ * sub-problem uses (its tasks involve no other device; the devices it does
+ * not use stay fixed), cached for the last sigma. The caller builds the
+ * reduced plan with the hook (ss_build_set_symmetry) and checks the build
+ * (ss_sym_verify). Verified, every figure of a device of block 0 in the
+ * reduced run (the times of the tasks at it, the channels they use, its
+ * memory) is the unreduced sub-problem's, bit for bit; a device of block
+ * k's figures are those of its image in block 0 (ss_sym_image0). */
+
+struct ss_build_sym;
+struct ss_taskgraph;
+
+/* Reduce the sub-problem (sg, sp) (sp a plan of graph sg on y's machine;
+ * y's own graph is not used): 1 with *rg, *rp the graph with batch / D and
+ * block 0's plan on it (owned by y, valid until the next call or
+ * ss_sym_free) and *hook for the caller's builder; 0 when the sub-problem
+ * is not symmetric (why in ss_sym_why); -1 on error (d set). */
+int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const ss_graph **rg,
+                  const ss_plan **rp, struct ss_build_sym **hook, ss_diag *d);
+
+/* After the build of ss_sym_reduce's plan into tg: 1 if every check
+ * passed (the reduction is exact), 0 (why in ss_sym_why) if the caller
+ * must simulate the sub-problem unreduced. */
+int ss_sym_verify(ss_symmetry *y, const struct ss_taskgraph *tg);
+
+/* Device dev's image in block 0 under the last ss_sym_reduce that applied
+ * (dev itself in block 0 or unused). */
+int ss_sym_image0(const ss_symmetry *y, int dev);
+
 #endif /* SS_SYMMETRY_H */

@@ -8,6 +8,7 @@
  * topology) are detected and simulated in full.
  */
 #include "testutil.h"
+#include "simulator/hier.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,46 @@ static void same_result(const ss_sim_result *f, const ss_sim_result *s)
 static int hier_n[2], hier_over[2]; /* over: plans more than 0.5% off */
 static double hier_max[2];
 static double hier_last; /* the last plan's difference (-1: not judged) */
+/* plans whose hierarchical sub-problems were reduced to one data-parallel
+ * block (some / all of them), of hier_n */
+static int hier_reduced, hier_all_reduced;
+
+/* The hierarchical evaluator with its sub-problems reduced by symmetry
+ * (the default) against the same without: bit for bit, and the reduced
+ * ones simulate fewer tasks. Returns 1 when the evaluator applies. */
+static int hier_same(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, const ss_plan *p)
+{
+    ss_hier *hs = ss_hier_new(g, m, cm, NULL), *hw = ss_hier_new(g, m, cm, NULL);
+    assert_non_null(hs);
+    assert_non_null(hw);
+    ss_hier_set_symmetry(hw, 0);
+    ss_sim_result rs = {0}, rw = {0};
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_status st = ss_hier_eval(hw, p, &rw, &d);
+    ss_diag_init(&d);
+    assert_int_equal(ss_hier_eval(hs, p, &rs, &d), st);
+    if (st == SS_OK) {
+        const ss_hier_stats *a = ss_hier_stats_of(hs), *b = ss_hier_stats_of(hw);
+        assert_int_equal(b->sub_reduced, 0);
+        assert_int_equal(a->sub_sims, b->sub_sims);
+        assert_true(a->sub_reduced <= a->sub_sims);
+        if (a->sub_reduced) {
+            assert_true(a->tasks < b->tasks);
+            hier_reduced++;
+            hier_all_reduced += a->sub_reduced == a->sub_sims;
+        } else {
+            assert_int_equal(a->tasks, b->tasks);
+        }
+        rs.n_tasks = rw.n_tasks; /* the tasks simulated: the one difference */
+        same_result(&rw, &rs);
+    }
+    ss_sim_result_clear(&rs);
+    ss_sim_result_clear(&rw);
+    ss_hier_free(hs);
+    ss_hier_free(hw);
+    return st == SS_OK;
+}
 
 /* Simulate p in full and with SYMMETRY; where the plan is symmetric the
  * same result bit for bit, else SYMMETRY refuses it (SS_ERR_INVALID, saying
@@ -128,6 +169,7 @@ static int check(const ss_graph *g, const ss_machine *m, const ss_plan *p)
     }
     ss_sim_result_clear(&rh);
     ss_sim_free(sh);
+    assert_int_equal(hier_same(g, m, cm, p), hier_last >= 0);
     ss_sim_result_clear(&rf);
     ss_sim_result_clear(&ra);
     ss_sim_free(sf);
@@ -226,6 +268,9 @@ static void test_random_symmetric(void **state)
     print_message("symmetry: %d of %d plans symmetric\n", symmetric, tried);
     print_message("hierarchical: GPipe %d plans, max %.3f%%; 1F1B %d plans, max %.3f%%\n",
                   hier_n[0], 100 * hier_max[0], hier_n[1], 100 * hier_max[1]);
+    print_message("hierarchical: sub-problems reduced by symmetry on %d plans (all of them "
+                  "on %d), bit-identical\n",
+                  hier_reduced, hier_all_reduced);
     /* The hierarchical evaluator aims at 0.5% of the full simulation. GPipe
      * meets it; on 1F1B 12 of ~280 small-model plans (hidden 64, pp 2, 2-4
      * micro-batches over 1-4 nodes) are 0.7-2.8% off (docs/simulator.md,
@@ -235,6 +280,64 @@ static void test_random_symmetric(void **state)
     assert_true(hier_max[1] <= 0.03);
     assert_true(hier_over[1] * 20 <= hier_n[1]); /* at most 5% of the plans */
     assert_true(symmetric >= 500);
+    /* most plans have data-parallel blocks (dp > 1 on every one but a
+     * few): their sub-problems are reduced */
+    assert_true(hier_reduced * 2 >= hier_n[0] + hier_n[1]);
+}
+
+/* The hierarchical evaluator's sub-problems are reduced to one
+ * data-parallel block: on DGX A100 nodes a block is a whole node's share
+ * (sigma must map the machine onto itself), so D = 8 blocks for tp 8 x dp
+ * 8 on 8 nodes, 4 for tp 8 x pp 2 x dp 4, 2 for tp 4 x pp 4 x dp 4 (two
+ * data-parallel ranks of a stage per node). Every sub-problem is reduced,
+ * the tasks simulated fall to about 1/D (the tasks spanning every block,
+ * the gradient collectives, and the stage-level pipeline's aside), and the
+ * result is the unreduced one's bit for bit. Fails when the reduction is
+ * skipped. */
+static void test_hier_reduced(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = dgx(8);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=8,hidden=64,heads=8,seq=32,vocab=512", 64, 64, &g,
+                                    &d), SS_OK);
+    ss_costmodel *cm = ss_cost_new(m);
+    static const struct {
+        const char *spec;
+        int D;
+    } cases[] = {{"megatron:tp=8,pp=1,dp=8,mb=2,recompute=full", 8},
+                 {"megatron:tp=8,pp=2,dp=4,mb=8", 4},
+                 {"megatron:tp=4,pp=4,dp=4,mb=8,sync=bulk", 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ss_plan *p = NULL;
+        assert_int_equal(ss_plan_from_spec(cases[i].spec, g, m, &p, &d), SS_OK);
+        ss_hier *hs = ss_hier_new(g, m, cm, NULL), *hw = ss_hier_new(g, m, cm, NULL);
+        ss_hier_set_symmetry(hw, 0);
+        ss_sim_result rs = {0}, rw = {0};
+        assert_int_equal(ss_hier_eval(hs, p, &rs, &d), SS_OK);
+        assert_int_equal(ss_hier_eval(hw, p, &rw, &d), SS_OK);
+        const ss_hier_stats *a = ss_hier_stats_of(hs), *b = ss_hier_stats_of(hw);
+        print_message("%s: %d sub-problems, %d reduced; tasks %lld, unreduced %lld\n",
+                      cases[i].spec, a->sub_sims, a->sub_reduced, (long long)a->tasks,
+                      (long long)b->tasks);
+        assert_true(a->sub_sims >= 1);
+        assert_int_equal(a->sub_reduced, a->sub_sims);
+        assert_int_equal(b->sub_reduced, 0);
+        assert_true(a->tasks * cases[i].D * 3 <= b->tasks * 4); /* about 1/D */
+        assert_int_equal(rs.n_tasks, a->tasks);
+        rs.n_tasks = rw.n_tasks;
+        same_result(&rw, &rs);
+        ss_sim_result_clear(&rs);
+        ss_sim_result_clear(&rw);
+        ss_hier_free(hs);
+        ss_hier_free(hw);
+        ss_plan_free(p);
+    }
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    ss_machine_free(m);
 }
 
 /* Asymmetric plans fall back to the full simulation (same results). */
@@ -361,6 +464,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_symmetric),
+        cmocka_unit_test(test_hier_reduced),
         cmocka_unit_test(test_asymmetric),
         cmocka_unit_test(test_auto_exact),
     };
