@@ -61,6 +61,30 @@ ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_node
     return m;
 }
 
+/* The shortest-path trees: partial ones, complete ones, the route scratch. */
+static void free_trees(ss_machine *m)
+{
+    for (int i = 0; i < SS_MACHINE_TREES; i++) {
+        ss_sptree *t = &m->trees[i];
+        ss_free(t->pred);
+        ss_free(t->heap);
+        ss_free(t->pos);
+        ss_free(t->stamp);
+        memset(t, 0, sizeof *t);
+        t->src = -1;
+    }
+    if (m->done)
+        for (int i = 0; i < m->n_devices; i++)
+            ss_free(m->done[i]);
+    ss_free(m->done);
+    ss_free(m->started);
+    ss_free(m->rbuf);
+    m->done = NULL;
+    m->started = NULL;
+    m->done_bytes = 0;
+    m->rbuf = NULL;
+}
+
 /* Free a machine and everything it owns; NULL is a no-op. */
 void ss_machine_free(ss_machine *m)
 {
@@ -79,16 +103,7 @@ void ss_machine_free(ss_machine *m)
         next = c->next;
         ss_free(c);
     }
-    for (int i = 0; i < SS_MACHINE_TREES; i++) {
-        ss_sptree *t = &m->trees[i];
-        ss_free(t->lat);
-        ss_free(t->fwd);
-        ss_free(t->hops);
-        ss_free(t->pred);
-        ss_free(t->heap);
-        ss_free(t->pos);
-        ss_free(t->stamp);
-    }
+    free_trees(m);
     ss_free(m);
 }
 
@@ -356,64 +371,67 @@ ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
                 if (st && st != SS_ERR_INVALID) /* unreachable pairs are cached too */
                     return st;
             }
+        free_trees(m); /* every answer is in the cache now */
     }
     return SS_OK;
 }
 
 /* ---- Dijkstra ---- */
 
-/* Is key(u) < key(v)? Keys: (forwards, latency, hops, node id). */
-static int key_less(const ss_sptree *t, int u, int v)
+/* Is key a (of node u) before key b (of node v)? */
+static int key_less(const ss_rkey *a, int u, const ss_rkey *b, int v)
 {
-    if (t->fwd[u] != t->fwd[v])
-        return t->fwd[u] < t->fwd[v];
-    if (t->lat[u] != t->lat[v])
-        return t->lat[u] < t->lat[v];
-    if (t->hops[u] != t->hops[v])
-        return t->hops[u] < t->hops[v];
+    if (a->fwd != b->fwd)
+        return a->fwd < b->fwd;
+    if (a->lat != b->lat)
+        return a->lat < b->lat;
+    if (a->hops != b->hops)
+        return a->hops < b->hops;
     return u < v;
 }
 
-static void heap_swap(ss_sptree *t, int i, int j)
-{
-    int a = t->heap[i], b = t->heap[j];
-    t->heap[i] = b;
-    t->heap[j] = a;
-    t->pos[b] = i;
-    t->pos[a] = j;
-}
+static int ent_less(const ss_hent *a, const ss_hent *b) { return key_less(&a->k, a->v, &b->k, b->v); }
 
-static void sift_up(ss_sptree *t, int i)
+/* Move entry e up from the hole at i to its place. */
+static void sift_up(ss_sptree *t, int i, ss_hent e)
 {
     while (i > 0) {
         int p = (i - 1) / 2;
-        if (!key_less(t, t->heap[i], t->heap[p]))
+        if (!ent_less(&e, &t->heap[p]))
             break;
-        heap_swap(t, i, p);
+        t->heap[i] = t->heap[p];
+        t->pos[t->heap[i].v] = i;
         i = p;
     }
+    t->heap[i] = e;
+    t->pos[e.v] = i;
 }
 
-static void sift_down(ss_sptree *t, int i)
+/* Move entry e down from the hole at i to its place. */
+static void sift_down(ss_sptree *t, int i, ss_hent e)
 {
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, s = i;
-        if (l < t->hn && key_less(t, t->heap[l], t->heap[s]))
-            s = l;
-        if (r < t->hn && key_less(t, t->heap[r], t->heap[s]))
-            s = r;
-        if (s == i)
+        int l = 2 * i + 1, r = l + 1, s = l;
+        if (l >= t->hn)
             break;
-        heap_swap(t, i, s);
+        if (r < t->hn && ent_less(&t->heap[r], &t->heap[l]))
+            s = r;
+        if (!ent_less(&t->heap[s], &e))
+            break;
+        t->heap[i] = t->heap[s];
+        t->pos[t->heap[i].v] = i;
         i = s;
     }
+    t->heap[i] = e;
+    t->pos[e.v] = i;
 }
 
 /* The tree of source src: an existing one, or the least recently used slot
- * restarted from src. NULL on allocation failure. */
-static ss_sptree *tree_for(ss_machine *m, int src)
+ * restarted from src (*fresh = 1). NULL on allocation failure. */
+static ss_sptree *tree_for(ss_machine *m, int src, int *fresh)
 {
     ss_sptree *t = NULL;
+    *fresh = 0;
     for (int i = 0; i < SS_MACHINE_TREES && !t; i++)
         if (m->trees[i].src == src)
             t = &m->trees[i];
@@ -424,12 +442,6 @@ static ss_sptree *tree_for(ss_machine *m, int src)
                 t = &m->trees[i];
         size_t nn = (size_t)m->n_nodes;
         /* arrays a failed attempt left allocated are kept for the next one */
-        if (!t->lat)
-            t->lat = ss_calloc(nn, sizeof *t->lat);
-        if (!t->fwd)
-            t->fwd = ss_calloc(nn, sizeof *t->fwd);
-        if (!t->hops)
-            t->hops = ss_calloc(nn, sizeof *t->hops);
         if (!t->pred)
             t->pred = ss_calloc(nn, sizeof *t->pred);
         if (!t->heap)
@@ -438,7 +450,7 @@ static ss_sptree *tree_for(ss_machine *m, int src)
             t->pos = ss_calloc(nn, sizeof *t->pos);
         if (!t->stamp)
             t->stamp = ss_calloc(nn, sizeof *t->stamp);
-        if (!t->lat || !t->fwd || !t->hops || !t->pred || !t->heap || !t->pos || !t->stamp)
+        if (!t->pred || !t->heap || !t->pos || !t->stamp)
             return NULL; /* the slot keeps its old tree, or stays unused */
         if (++t->gen == 0) { /* wrapped: clear the stamps once */
             memset(t->stamp, 0, nn * sizeof *t->stamp);
@@ -447,71 +459,88 @@ static ss_sptree *tree_for(ss_machine *m, int src)
         t->src = src;
         t->stamp[src] = t->gen;
         t->pred[src] = -1;
-        t->fwd[src] = 0;
-        t->lat[src] = 0;
-        t->hops[src] = 0;
-        t->heap[0] = src;
+        t->heap[0] = (ss_hent){{0, 0, 0}, src};
         t->pos[src] = 0;
         t->hn = 1;
+        *fresh = 1;
     }
     t->used = ++m->tick;
     return t;
 }
 
-/* Grow tree t until dst is settled (or the frontier is empty). A settled
- * node's key and predecessor are final: every node that could offer it an
- * equal key has a strictly smaller key (hops grow by one per channel), so it
- * was settled first; the lowest-id optimal predecessor wins ties. */
+/* First sight of v in this tree: reached by nothing yet. */
 static void touch(ss_sptree *t, int v)
 {
     if (t->stamp[v] == t->gen)
         return;
     t->stamp[v] = t->gen;
-    t->fwd[v] = INT32_MAX;
-    t->lat[v] = INT64_MAX;
-    t->hops[v] = INT32_MAX;
     t->pred[v] = -1;
     t->pos[v] = -1;
 }
 
-static void grow_until(const ss_machine *m, ss_sptree *t, int dst)
+/* Grow tree t until dst is settled (whole: until the frontier is empty).
+ * A settled node's key and predecessor are final: every node that could
+ * offer it an equal key has a strictly smaller key (hops grow by one per
+ * channel), so it was settled first; the lowest-id optimal predecessor wins
+ * ties. The tree therefore does not depend on the order in which equal keys
+ * leave the heap, nor on where earlier queries stopped it. */
+static void grow_until(const ss_machine *m, ss_sptree *t, int dst, int whole)
 {
     touch(t, dst);
-    while (t->hn > 0 && t->pos[dst] != -2) {
-        int u = t->heap[0];
-        heap_swap(t, 0, --t->hn);
+    while (t->hn > 0 && (whole || t->pos[dst] != -2)) {
+        ss_hent top = t->heap[0];
+        int u = top.v;
+        if (--t->hn > 0)
+            sift_down(t, 0, t->heap[t->hn]);
         t->pos[u] = -2;
-        sift_down(t, 0);
-        int fwd = t->fwd[u] + (u != t->src && u < m->n_devices ? 1 : 0);
+        int fwd = top.k.fwd + (u != t->src && u < m->n_devices ? 1 : 0);
         for (int k = m->adj_off[u]; k < m->adj_off[u + 1]; k++) {
             int c = m->adj_ch[k], v = ch_to(m, c);
             touch(t, v);
-            if (t->pos[v] == -2)
+            int pv = t->pos[v];
+            if (pv == -2)
                 continue;
-            int64_t lat = t->lat[u] + lat_ns(m, c);
-            int hops = t->hops[u] + 1;
-            int better;
-            if (fwd != t->fwd[v])
-                better = fwd < t->fwd[v];
-            else if (lat != t->lat[v])
-                better = lat < t->lat[v];
-            else if (hops != t->hops[v])
-                better = hops < t->hops[v];
-            else
-                better = t->pred[v] >= 0 && u < ch_from(m, t->pred[v]);
-            if (!better)
-                continue;
-            t->fwd[v] = fwd;
-            t->lat[v] = lat;
-            t->hops[v] = hops;
-            t->pred[v] = c;
-            if (t->pos[v] == -1) {
-                t->heap[t->hn] = v;
-                t->pos[v] = t->hn++;
+            ss_rkey nk = {top.k.lat + lat_ns(m, c), fwd, top.k.hops + 1};
+            if (pv >= 0) {
+                const ss_rkey *ok = &t->heap[pv].k;
+                int better;
+                if (nk.fwd != ok->fwd)
+                    better = nk.fwd < ok->fwd;
+                else if (nk.lat != ok->lat)
+                    better = nk.lat < ok->lat;
+                else if (nk.hops != ok->hops)
+                    better = nk.hops < ok->hops;
+                else
+                    better = u < ch_from(m, t->pred[v]);
+                if (!better)
+                    continue;
+                t->pred[v] = c;
+                sift_up(t, pv, (ss_hent){nk, v});
+            } else {
+                t->pred[v] = c;
+                sift_up(t, t->hn++, (ss_hent){nk, v});
             }
-            sift_up(t, t->pos[v]);
         }
     }
+}
+
+/* Keep the complete tree t (its frontier is empty) as done[t->src] and free
+ * its slot (nothing past SS_MACHINE_TREE_BYTES). -1 on allocation failure. */
+static int keep_tree(ss_machine *m, ss_sptree *t)
+{
+    size_t nn = (size_t)m->n_nodes, bytes = nn * sizeof(int);
+    if (m->done_bytes + bytes > SS_MACHINE_TREE_BYTES)
+        return 0;
+    int *pred = ss_malloc(bytes);
+    if (!pred)
+        return -1;
+    for (size_t v = 0; v < nn; v++)
+        pred[v] = t->stamp[v] == t->gen ? t->pred[v] : -1;
+    m->done[t->src] = pred;
+    m->done_bytes += bytes;
+    t->src = -1;
+    t->used = 0;
+    return 0;
 }
 
 /* ---- route cache ---- */
@@ -603,24 +632,53 @@ static ss_status store(ss_machine *m, uint64_t key, const int *ch, int n, route_
     return SS_OK;
 }
 
-/* The direct (non-relayed) route src->dst into buf (n_nodes ints);
- * returns its length, -1 if unreachable, -2 on allocation failure. */
-static int direct_route(ss_machine *m, int src, int dst, int *buf)
+/* The route src->dst along pred (channel into each node) into buf;
+ * returns its length, -1 if dst is unreachable. */
+static int walk(const ss_machine *m, const int *pred, int src, int dst, int *buf)
 {
-    ss_sptree *t = tree_for(m, src);
-    if (!t)
-        return -2;
-    grow_until(m, t, dst);
-    if (t->pred[dst] < 0)
+    if (pred[dst] < 0)
         return -1;
     int n = 0;
-    for (int v = dst; v != src; v = ch_from(m, t->pred[v]))
-        buf[n++] = t->pred[v];
+    for (int v = dst; v != src; v = ch_from(m, pred[v]))
+        buf[n++] = pred[v];
     for (int i = 0; i < n / 2; i++) {
         int tmp = buf[i];
         buf[i] = buf[n - 1 - i];
         buf[n - 1 - i] = tmp;
     }
+    return n;
+}
+
+/* The direct (non-relayed) route src->dst into buf (n_nodes ints);
+ * returns its length, -1 if unreachable, -2 on allocation failure.
+ * A source's first tree grows only as far as its queries need; a source
+ * asked for again after its tree was evicted gets a complete tree, kept. */
+static int direct_route(ss_machine *m, int src, int dst, int *buf)
+{
+    if (!m->done) {
+        m->done = ss_calloc((size_t)m->n_devices, sizeof *m->done);
+        m->started = ss_calloc((size_t)m->n_devices, 1);
+        if (!m->done || !m->started) {
+            ss_free(m->done);
+            ss_free(m->started);
+            m->done = NULL;
+            m->started = NULL;
+            return -2;
+        }
+    }
+    if (m->done[src])
+        return walk(m, m->done[src], src, dst, buf);
+    int fresh;
+    ss_sptree *t = tree_for(m, src, &fresh);
+    if (!t)
+        return -2;
+    int whole = fresh && m->started[src] &&
+                m->done_bytes + (size_t)m->n_nodes * sizeof(int) <= SS_MACHINE_TREE_BYTES;
+    m->started[src] = 1;
+    grow_until(m, t, dst, whole);
+    int n = walk(m, t->pred, src, dst, buf);
+    if (t->hn == 0 && keep_tree(m, t))
+        return -2;
     return n;
 }
 
@@ -647,9 +705,12 @@ static ss_status route_pair(ss_machine *m, int src, int dst, const int **ch, int
     uint64_t key = (uint64_t)src * (uint64_t)m->n_devices + (uint64_t)dst;
     route_slot *s = slot_find(m, key);
     if (!s) {
-        int *buf = ss_calloc((size_t)m->n_nodes * 2 + 2, sizeof *buf);
-        if (!buf)
+        if (!m->rbuf)
+            m->rbuf = ss_malloc(((size_t)m->n_nodes * 2 + 2) * sizeof *m->rbuf);
+        if (!m->rbuf)
             return ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routes");
+        /* the relay search below fills rbuf only after its nested queries */
+        int *buf = m->rbuf;
         int len = -1;
         ss_status st = SS_OK;
         if (refuses(m, src) && refuses(m, dst)) {
@@ -692,7 +753,6 @@ static ss_status route_pair(ss_machine *m, int src, int dst, const int **ch, int
         }
         if (!st)
             st = store(m, key, buf, len, &s, d);
-        ss_free(buf);
         if (st)
             return st;
     }

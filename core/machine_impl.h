@@ -41,10 +41,23 @@ typedef struct route_chunk {
     int data[];
 } route_chunk;
 
-/* A (partial) shortest-path tree from one source: per node the key
- * (forwards, latency in ns, hops), the channel into it, and the heap of the
- * frontier. pos[v]: heap index, -1 not reached, -2 settled. Restarting a
- * tree bumps gen instead of clearing n_nodes entries. */
+/* Route keys, compared as (forwards, latency in ns, hops); the node id
+ * breaks remaining ties in the heap. */
+typedef struct ss_rkey {
+    int64_t lat;
+    int32_t fwd, hops;
+} ss_rkey;
+
+/* A frontier entry: the node and its key (kept inline for the heap). */
+typedef struct ss_hent {
+    ss_rkey k;
+    int32_t v;
+} ss_hent;
+
+/* A (partial) shortest-path tree from one source: per node the channel into
+ * it and its place in the frontier heap (pos[v]: heap index, -1 reached but
+ * not queued, -2 settled); the key of a queued node lives in its heap entry.
+ * Restarting a tree bumps gen instead of clearing n_nodes entries. */
 #define SS_MACHINE_TREES 4
 typedef struct ss_sptree {
     int src;              /* -1: slot unused */
@@ -52,9 +65,13 @@ typedef struct ss_sptree {
     int hn;               /* frontier size */
     unsigned gen;         /* nodes with stamp[v] != gen are unreached */
     unsigned *stamp;
-    int64_t *lat;
-    int *fwd, *hops, *pred, *heap, *pos;
+    int *pred, *pos;
+    ss_hent *heap;
 } ss_sptree;
+
+/* Memory for complete trees (one int per node per source): past it, sources
+ * go back to growing partial trees again. */
+#define SS_MACHINE_TREE_BYTES ((size_t)64 << 20)
 
 struct ss_machine {
     char name[SS_NAME_MAX];
@@ -77,6 +94,14 @@ struct ss_machine {
      * grown only until the asked destination is settled (resumable). */
     ss_sptree trees[SS_MACHINE_TREES];
     unsigned long tick;
+    /* A source whose tree is asked for again after it was evicted gets its
+     * tree completed once and kept: done[src][v] is the channel into node v
+     * (-1 for src and unreachable nodes). done and started have n_devices
+     * entries (allocated on the first miss); done_bytes counts the kept trees. */
+    int **done;
+    unsigned char *started;
+    size_t done_bytes;
+    int *rbuf; /* scratch: one route being built, 2 * n_nodes + 2 ints */
 };
 
 /* Allocate an empty machine with room for the given counts (arrays zeroed;
