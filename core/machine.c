@@ -48,6 +48,7 @@ ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_node
     m->n_links = n_links;
     for (int i = 0; i < SS_MACHINE_TREES; i++)
         m->trees[i].src = -1;
+    m->tree_budget = SS_MACHINE_TREE_BYTES;
     m->types = ss_calloc((size_t)n_types, sizeof *m->types);
     m->hosts = ss_calloc((size_t)n_hosts, sizeof *m->hosts);
     m->devices = ss_calloc((size_t)n_devices, sizeof *m->devices);
@@ -525,11 +526,11 @@ static void grow_until(const ss_machine *m, ss_sptree *t, int dst, int whole)
 }
 
 /* Keep the complete tree t (its frontier is empty) as done[t->src] and free
- * its slot (nothing past SS_MACHINE_TREE_BYTES). -1 on allocation failure. */
+ * its slot (nothing past m->tree_budget). -1 on allocation failure. */
 static int keep_tree(ss_machine *m, ss_sptree *t)
 {
     size_t nn = (size_t)m->n_nodes, bytes = nn * sizeof(int);
-    if (m->done_bytes + bytes > SS_MACHINE_TREE_BYTES)
+    if (m->done_bytes + bytes > m->tree_budget)
         return 0;
     int *pred = ss_malloc(bytes);
     if (!pred)
@@ -673,7 +674,7 @@ static int direct_route(ss_machine *m, int src, int dst, int *buf)
     if (!t)
         return -2;
     int whole = fresh && m->started[src] &&
-                m->done_bytes + (size_t)m->n_nodes * sizeof(int) <= SS_MACHINE_TREE_BYTES;
+                m->done_bytes + (size_t)m->n_nodes * sizeof(int) <= m->tree_budget;
     m->started[src] = 1;
     grow_until(m, t, dst, whole);
     int n = walk(m, t->pred, src, dst, buf);

@@ -69,8 +69,8 @@ typedef struct ss_sptree {
     ss_hent *heap;
 } ss_sptree;
 
-/* Memory for complete trees (one int per node per source): past it, sources
- * go back to growing partial trees again. */
+/* Default memory for complete trees (one int per node per source): past
+ * it, sources go back to growing partial trees again. */
 #define SS_MACHINE_TREE_BYTES ((size_t)64 << 20)
 
 struct ss_machine {
@@ -100,7 +100,7 @@ struct ss_machine {
      * entries (allocated on the first miss); done_bytes counts the kept trees. */
     int **done;
     unsigned char *started;
-    size_t done_bytes;
+    size_t done_bytes, tree_budget; /* tree_budget: SS_MACHINE_TREE_BYTES */
     int *rbuf; /* scratch: one route being built, 2 * n_nodes + 2 ints */
 };
 
