@@ -99,6 +99,8 @@ void ss_machine_free(ss_machine *m)
     ss_free(m->peers);
     ss_free(m->adj_off);
     ss_free(m->adj_ch);
+    ss_free(m->adj_to);
+    ss_free(m->adj_ns);
     ss_free(m->slots);
     for (route_chunk *c = m->chunks, *next; c; c = next) {
         next = c->next;
@@ -184,8 +186,10 @@ static int64_t lat_ns(const ss_machine *m, int c)
 static ss_status build_adjacency(ss_machine *m, ss_diag *d)
 {
     m->adj_off = ss_calloc((size_t)m->n_nodes + 1, sizeof *m->adj_off);
-    m->adj_ch = ss_calloc((size_t)m->n_links * 2, sizeof *m->adj_ch);
-    if (!m->adj_off || !m->adj_ch)
+    m->adj_ch = ss_calloc((size_t)m->n_links * 2 + 1, sizeof *m->adj_ch);
+    m->adj_to = ss_calloc((size_t)m->n_links * 2 + 1, sizeof *m->adj_to);
+    m->adj_ns = ss_calloc((size_t)m->n_links * 2 + 1, sizeof *m->adj_ns);
+    if (!m->adj_off || !m->adj_ch || !m->adj_to || !m->adj_ns)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building the network");
     for (int c = 0; c < 2 * m->n_links; c++)
         if (ss_machine_channel_gbps(m, c) > 0)
@@ -197,8 +201,10 @@ static ss_status build_adjacency(ss_machine *m, ss_diag *d)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building the network");
     for (int c = 0; c < 2 * m->n_links; c++)
         if (ss_machine_channel_gbps(m, c) > 0) {
-            int u = ch_from(m, c);
-            m->adj_ch[m->adj_off[u] + fillp[u]++] = c;
+            int u = ch_from(m, c), k = m->adj_off[u] + fillp[u]++;
+            m->adj_ch[k] = c;
+            m->adj_to[k] = ch_to(m, c);
+            m->adj_ns[k] = lat_ns(m, c);
         }
     ss_free(fillp);
     return SS_OK;
@@ -379,52 +385,67 @@ ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
 
 /* ---- Dijkstra ---- */
 
-/* Is key a (of node u) before key b (of node v)? */
-static int key_less(const ss_rkey *a, int u, const ss_rkey *b, int v)
+#define KEY_ID_BITS 19
+#define KEY_ID_MASK ((UINT64_C(1) << KEY_ID_BITS) - 1)
+_Static_assert(SS_MACHINE_MAX_NODES <= (1 << KEY_ID_BITS) && SS_MACHINE_MAX_DEVICES < (1 << 17),
+               "route keys (ss_hent) hold node ids and hops in 19 bits, forwards in 17");
+
+static ss_hent key_pack(int fwd, int64_t lat, int hops, int v)
 {
-    if (a->fwd != b->fwd)
-        return a->fwd < b->fwd;
-    if (a->lat != b->lat)
-        return a->lat < b->lat;
-    if (a->hops != b->hops)
-        return a->hops < b->hops;
-    return u < v;
+    ss_hent e;
+    e.hi = (uint64_t)fwd << 47 | (uint64_t)lat >> 7;
+    e.lo = ((uint64_t)lat & 127) << 38 | (uint64_t)hops << KEY_ID_BITS | (uint64_t)v;
+    return e;
 }
 
-static int ent_less(const ss_hent *a, const ss_hent *b) { return key_less(&a->k, a->v, &b->k, b->v); }
+static int key_node(const ss_hent *e) { return (int)(e->lo & KEY_ID_MASK); }
 
-/* Move entry e up from the hole at i to its place. */
+/* Is entry a before entry b (keys, then node ids)? */
+static int ent_less(const ss_hent *a, const ss_hent *b)
+{
+    return a->hi != b->hi ? a->hi < b->hi : a->lo < b->lo;
+}
+
+/* Move entry e up from the hole at i to its place. (Entries are copied
+ * through locals: reading a node id back from an entry just stored costs a
+ * failed store-to-load forwarding.) */
 static void sift_up(ss_sptree *t, int i, ss_hent e)
 {
+    ss_hent *h = t->heap;
+    int *pos = t->pos;
     while (i > 0) {
         int p = (i - 1) / 2;
-        if (!ent_less(&e, &t->heap[p]))
+        ss_hent c = h[p];
+        if (!ent_less(&e, &c))
             break;
-        t->heap[i] = t->heap[p];
-        t->pos[t->heap[i].v] = i;
+        h[i] = c;
+        pos[key_node(&c)] = i;
         i = p;
     }
-    t->heap[i] = e;
-    t->pos[e.v] = i;
+    h[i] = e;
+    pos[key_node(&e)] = i;
 }
 
 /* Move entry e down from the hole at i to its place. */
 static void sift_down(ss_sptree *t, int i, ss_hent e)
 {
+    ss_hent *h = t->heap;
+    int *pos = t->pos, n = t->hn;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, s = l;
-        if (l >= t->hn)
+        int s = 2 * i + 1;
+        if (s >= n)
             break;
-        if (r < t->hn && ent_less(&t->heap[r], &t->heap[l]))
-            s = r;
-        if (!ent_less(&t->heap[s], &e))
+        if (s + 1 < n && ent_less(&h[s + 1], &h[s]))
+            s++;
+        ss_hent c = h[s];
+        if (!ent_less(&c, &e))
             break;
-        t->heap[i] = t->heap[s];
-        t->pos[t->heap[i].v] = i;
+        h[i] = c;
+        pos[key_node(&c)] = i;
         i = s;
     }
-    t->heap[i] = e;
-    t->pos[e.v] = i;
+    h[i] = e;
+    pos[key_node(&e)] = i;
 }
 
 /* The tree of source src: an existing one, or the least recently used slot
@@ -460,7 +481,7 @@ static ss_sptree *tree_for(ss_machine *m, int src, int *fresh)
         t->src = src;
         t->stamp[src] = t->gen;
         t->pred[src] = -1;
-        t->heap[0] = (ss_hent){{0, 0, 0}, src};
+        t->heap[0] = key_pack(0, 0, 0, src);
         t->pos[src] = 0;
         t->hn = 1;
         *fresh = 1;
@@ -490,36 +511,31 @@ static void grow_until(const ss_machine *m, ss_sptree *t, int dst, int whole)
     touch(t, dst);
     while (t->hn > 0 && (whole || t->pos[dst] != -2)) {
         ss_hent top = t->heap[0];
-        int u = top.v;
+        int u = key_node(&top);
         if (--t->hn > 0)
             sift_down(t, 0, t->heap[t->hn]);
         t->pos[u] = -2;
-        int fwd = top.k.fwd + (u != t->src && u < m->n_devices ? 1 : 0);
+        int fwd = (int)(top.hi >> 47) + (u != t->src && u < m->n_devices ? 1 : 0);
+        int64_t lat = (int64_t)((top.hi & ((UINT64_C(1) << 47) - 1)) << 7 | top.lo >> 38);
+        int hops = (int)((top.lo >> KEY_ID_BITS) & KEY_ID_MASK) + 1;
         for (int k = m->adj_off[u]; k < m->adj_off[u + 1]; k++) {
-            int c = m->adj_ch[k], v = ch_to(m, c);
+            int v = m->adj_to[k];
             touch(t, v);
             int pv = t->pos[v];
             if (pv == -2)
                 continue;
-            ss_rkey nk = {top.k.lat + lat_ns(m, c), fwd, top.k.hops + 1};
+            ss_hent nk = key_pack(fwd, lat + m->adj_ns[k], hops, v);
             if (pv >= 0) {
-                const ss_rkey *ok = &t->heap[pv].k;
-                int better;
-                if (nk.fwd != ok->fwd)
-                    better = nk.fwd < ok->fwd;
-                else if (nk.lat != ok->lat)
-                    better = nk.lat < ok->lat;
-                else if (nk.hops != ok->hops)
-                    better = nk.hops < ok->hops;
-                else
-                    better = u < ch_from(m, t->pred[v]);
-                if (!better)
+                const ss_hent *ok = &t->heap[pv]; /* same node id as nk */
+                int same = nk.hi == ok->hi && nk.lo == ok->lo;
+                /* equal keys: the lower-id predecessor (its first channel) */
+                if (same ? u >= ch_from(m, t->pred[v]) : !ent_less(&nk, ok))
                     continue;
-                t->pred[v] = c;
-                sift_up(t, pv, (ss_hent){nk, v});
+                t->pred[v] = m->adj_ch[k];
+                sift_up(t, pv, nk);
             } else {
-                t->pred[v] = c;
-                sift_up(t, t->hn++, (ss_hent){nk, v});
+                t->pred[v] = m->adj_ch[k];
+                sift_up(t, t->hn++, nk);
             }
         }
     }

@@ -41,17 +41,14 @@ typedef struct route_chunk {
     int data[];
 } route_chunk;
 
-/* Route keys, compared as (forwards, latency in ns, hops); the node id
- * breaks remaining ties in the heap. */
-typedef struct ss_rkey {
-    int64_t lat;
-    int32_t fwd, hops;
-} ss_rkey;
-
-/* A frontier entry: the node and its key (kept inline for the heap). */
+/* A frontier entry: a node and its route key, packed into two words that
+ * compare lexicographically as (forwards, latency in ns, hops, node id):
+ * hi = fwd << 47 | lat >> 7, lo = (lat & 127) << 38 | hops << 19 | id.
+ * Exact within the machine limits (machine.c checks them at compile time):
+ * fwd < n_devices <= 2^16, lat <= (n_nodes - 1) * 1e10 ns < 2^52 (links'
+ * latencies are at most 1e7 us), hops < n_nodes <= 2^18, id < 2^18. */
 typedef struct ss_hent {
-    ss_rkey k;
-    int32_t v;
+    uint64_t hi, lo;
 } ss_hent;
 
 /* A (partial) shortest-path tree from one source: per node the channel into
@@ -83,8 +80,10 @@ struct ss_machine {
     ss_link *links;
     ss_peer_info *peers; /* n_devices entries */
     int n_peers;
-    /* adjacency: channels leaving node u are adj_ch[adj_off[u] .. adj_off[u+1]) */
-    int *adj_off, *adj_ch;
+    /* adjacency: channels leaving node u are adj_ch[adj_off[u] .. adj_off[u+1]),
+     * with the node each one reaches (adj_to) and its latency in ns (adj_ns) */
+    int *adj_off, *adj_ch, *adj_to;
+    int64_t *adj_ns;
     uint64_t fingerprint;
     /* route cache (filled lazily, or for every pair at load for small machines) */
     route_slot *slots;
