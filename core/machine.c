@@ -448,8 +448,13 @@ static void sift_down(ss_sptree *t, int i, ss_hent e)
     pos[key_node(&e)] = i;
 }
 
+static void grow_until(const ss_machine *m, ss_sptree *t, int dst, int whole);
+static int keep_tree(ss_machine *m, ss_sptree *t);
+
 /* The tree of source src: an existing one, or the least recently used slot
- * restarted from src (*fresh = 1). NULL on allocation failure. */
+ * restarted from src (*fresh = 1). A tree evicted with more than half of
+ * the nodes settled is finished and kept first (its source would otherwise
+ * start again from nothing when asked again). NULL on allocation failure. */
 static ss_sptree *tree_for(ss_machine *m, int src, int *fresh)
 {
     ss_sptree *t = NULL;
@@ -463,6 +468,12 @@ static ss_sptree *tree_for(ss_machine *m, int src, int *fresh)
             if (m->trees[i].used < t->used)
                 t = &m->trees[i];
         size_t nn = (size_t)m->n_nodes;
+        if (t->src >= 0 && (size_t)t->settled * 2 > nn &&
+            m->done_bytes + nn * sizeof(int) <= m->tree_budget) {
+            grow_until(m, t, t->src, 1);
+            if (keep_tree(m, t))
+                return NULL;
+        }
         /* arrays a failed attempt left allocated are kept for the next one */
         if (!t->pred)
             t->pred = ss_calloc(nn, sizeof *t->pred);
@@ -484,6 +495,7 @@ static ss_sptree *tree_for(ss_machine *m, int src, int *fresh)
         t->heap[0] = key_pack(0, 0, 0, src);
         t->pos[src] = 0;
         t->hn = 1;
+        t->settled = 0;
         *fresh = 1;
     }
     t->used = ++m->tick;
@@ -515,6 +527,7 @@ static void grow_until(const ss_machine *m, ss_sptree *t, int dst, int whole)
         if (--t->hn > 0)
             sift_down(t, 0, t->heap[t->hn]);
         t->pos[u] = -2;
+        t->settled++;
         int fwd = (int)(top.hi >> 47) + (u != t->src && u < m->n_devices ? 1 : 0);
         int64_t lat = (int64_t)((top.hi & ((UINT64_C(1) << 47) - 1)) << 7 | top.lo >> 38);
         int hops = (int)((top.lo >> KEY_ID_BITS) & KEY_ID_MASK) + 1;

@@ -60,6 +60,7 @@ typedef struct ss_sptree {
     int src;              /* -1: slot unused */
     unsigned long used;   /* LRU stamp */
     int hn;               /* frontier size */
+    int settled;          /* nodes settled since the (re)start */
     unsigned gen;         /* nodes with stamp[v] != gen are unreached */
     unsigned *stamp;
     int *pred, *pos;
