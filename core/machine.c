@@ -48,6 +48,7 @@ ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_node
     m->n_links = n_links;
     for (int i = 0; i < SS_MACHINE_TREES; i++)
         m->trees[i].src = -1;
+    m->tree_budget = SS_MACHINE_TREE_BYTES;
     m->types = ss_calloc((size_t)n_types, sizeof *m->types);
     m->hosts = ss_calloc((size_t)n_hosts, sizeof *m->hosts);
     m->devices = ss_calloc((size_t)n_devices, sizeof *m->devices);
@@ -59,6 +60,30 @@ ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_node
         return NULL;
     }
     return m;
+}
+
+/* The shortest-path trees: partial ones, complete ones, the route scratch. */
+static void free_trees(ss_machine *m)
+{
+    for (int i = 0; i < SS_MACHINE_TREES; i++) {
+        ss_sptree *t = &m->trees[i];
+        ss_free(t->pred);
+        ss_free(t->heap);
+        ss_free(t->pos);
+        ss_free(t->stamp);
+        memset(t, 0, sizeof *t);
+        t->src = -1;
+    }
+    if (m->done)
+        for (int i = 0; i < m->n_devices; i++)
+            ss_free(m->done[i]);
+    ss_free(m->done);
+    ss_free(m->started);
+    ss_free(m->rbuf);
+    m->done = NULL;
+    m->started = NULL;
+    m->done_bytes = 0;
+    m->rbuf = NULL;
 }
 
 /* Free a machine and everything it owns; NULL is a no-op. */
@@ -74,21 +99,14 @@ void ss_machine_free(ss_machine *m)
     ss_free(m->peers);
     ss_free(m->adj_off);
     ss_free(m->adj_ch);
+    ss_free(m->adj_to);
+    ss_free(m->adj_ns);
     ss_free(m->slots);
     for (route_chunk *c = m->chunks, *next; c; c = next) {
         next = c->next;
         ss_free(c);
     }
-    for (int i = 0; i < SS_MACHINE_TREES; i++) {
-        ss_sptree *t = &m->trees[i];
-        ss_free(t->lat);
-        ss_free(t->fwd);
-        ss_free(t->hops);
-        ss_free(t->pred);
-        ss_free(t->heap);
-        ss_free(t->pos);
-        ss_free(t->stamp);
-    }
+    free_trees(m);
     ss_free(m);
 }
 
@@ -168,8 +186,10 @@ static int64_t lat_ns(const ss_machine *m, int c)
 static ss_status build_adjacency(ss_machine *m, ss_diag *d)
 {
     m->adj_off = ss_calloc((size_t)m->n_nodes + 1, sizeof *m->adj_off);
-    m->adj_ch = ss_calloc((size_t)m->n_links * 2, sizeof *m->adj_ch);
-    if (!m->adj_off || !m->adj_ch)
+    m->adj_ch = ss_calloc((size_t)m->n_links * 2 + 1, sizeof *m->adj_ch);
+    m->adj_to = ss_calloc((size_t)m->n_links * 2 + 1, sizeof *m->adj_to);
+    m->adj_ns = ss_calloc((size_t)m->n_links * 2 + 1, sizeof *m->adj_ns);
+    if (!m->adj_off || !m->adj_ch || !m->adj_to || !m->adj_ns)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building the network");
     for (int c = 0; c < 2 * m->n_links; c++)
         if (ss_machine_channel_gbps(m, c) > 0)
@@ -181,8 +201,10 @@ static ss_status build_adjacency(ss_machine *m, ss_diag *d)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building the network");
     for (int c = 0; c < 2 * m->n_links; c++)
         if (ss_machine_channel_gbps(m, c) > 0) {
-            int u = ch_from(m, c);
-            m->adj_ch[m->adj_off[u] + fillp[u]++] = c;
+            int u = ch_from(m, c), k = m->adj_off[u] + fillp[u]++;
+            m->adj_ch[k] = c;
+            m->adj_to[k] = ch_to(m, c);
+            m->adj_ns[k] = lat_ns(m, c);
         }
     ss_free(fillp);
     return SS_OK;
@@ -356,64 +378,87 @@ ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
                 if (st && st != SS_ERR_INVALID) /* unreachable pairs are cached too */
                     return st;
             }
+        free_trees(m); /* every answer is in the cache now */
     }
     return SS_OK;
 }
 
 /* ---- Dijkstra ---- */
 
-/* Is key(u) < key(v)? Keys: (forwards, latency, hops, node id). */
-static int key_less(const ss_sptree *t, int u, int v)
+#define KEY_ID_BITS 19
+#define KEY_ID_MASK ((UINT64_C(1) << KEY_ID_BITS) - 1)
+_Static_assert(SS_MACHINE_MAX_NODES <= (1 << KEY_ID_BITS) && SS_MACHINE_MAX_DEVICES < (1 << 17),
+               "route keys (ss_hent) hold node ids and hops in 19 bits, forwards in 17");
+
+static ss_hent key_pack(int fwd, int64_t lat, int hops, int v)
 {
-    if (t->fwd[u] != t->fwd[v])
-        return t->fwd[u] < t->fwd[v];
-    if (t->lat[u] != t->lat[v])
-        return t->lat[u] < t->lat[v];
-    if (t->hops[u] != t->hops[v])
-        return t->hops[u] < t->hops[v];
-    return u < v;
+    ss_hent e;
+    e.hi = (uint64_t)fwd << 47 | (uint64_t)lat >> 7;
+    e.lo = ((uint64_t)lat & 127) << 38 | (uint64_t)hops << KEY_ID_BITS | (uint64_t)v;
+    return e;
 }
 
-static void heap_swap(ss_sptree *t, int i, int j)
+static int key_node(const ss_hent *e) { return (int)(e->lo & KEY_ID_MASK); }
+
+/* Is entry a before entry b (keys, then node ids)? */
+static int ent_less(const ss_hent *a, const ss_hent *b)
 {
-    int a = t->heap[i], b = t->heap[j];
-    t->heap[i] = b;
-    t->heap[j] = a;
-    t->pos[b] = i;
-    t->pos[a] = j;
+    return a->hi != b->hi ? a->hi < b->hi : a->lo < b->lo;
 }
 
-static void sift_up(ss_sptree *t, int i)
+/* Move entry e up from the hole at i to its place. (Entries are copied
+ * through locals: reading a node id back from an entry just stored costs a
+ * failed store-to-load forwarding.) */
+static void sift_up(ss_sptree *t, int i, ss_hent e)
 {
+    ss_hent *h = t->heap;
+    int *pos = t->pos;
     while (i > 0) {
         int p = (i - 1) / 2;
-        if (!key_less(t, t->heap[i], t->heap[p]))
+        ss_hent c = h[p];
+        if (!ent_less(&e, &c))
             break;
-        heap_swap(t, i, p);
+        h[i] = c;
+        pos[key_node(&c)] = i;
         i = p;
     }
+    h[i] = e;
+    pos[key_node(&e)] = i;
 }
 
-static void sift_down(ss_sptree *t, int i)
+/* Move entry e down from the hole at i to its place. */
+static void sift_down(ss_sptree *t, int i, ss_hent e)
 {
+    ss_hent *h = t->heap;
+    int *pos = t->pos, n = t->hn;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, s = i;
-        if (l < t->hn && key_less(t, t->heap[l], t->heap[s]))
-            s = l;
-        if (r < t->hn && key_less(t, t->heap[r], t->heap[s]))
-            s = r;
-        if (s == i)
+        int s = 2 * i + 1;
+        if (s >= n)
             break;
-        heap_swap(t, i, s);
+        if (s + 1 < n && ent_less(&h[s + 1], &h[s]))
+            s++;
+        ss_hent c = h[s];
+        if (!ent_less(&c, &e))
+            break;
+        h[i] = c;
+        pos[key_node(&c)] = i;
         i = s;
     }
+    h[i] = e;
+    pos[key_node(&e)] = i;
 }
 
+static void grow_until(const ss_machine *m, ss_sptree *t, int dst, int whole);
+static int keep_tree(ss_machine *m, ss_sptree *t);
+
 /* The tree of source src: an existing one, or the least recently used slot
- * restarted from src. NULL on allocation failure. */
-static ss_sptree *tree_for(ss_machine *m, int src)
+ * restarted from src (*fresh = 1). A tree evicted with more than half of
+ * the nodes settled is finished and kept first (its source would otherwise
+ * start again from nothing when asked again). NULL on allocation failure. */
+static ss_sptree *tree_for(ss_machine *m, int src, int *fresh)
 {
     ss_sptree *t = NULL;
+    *fresh = 0;
     for (int i = 0; i < SS_MACHINE_TREES && !t; i++)
         if (m->trees[i].src == src)
             t = &m->trees[i];
@@ -423,13 +468,13 @@ static ss_sptree *tree_for(ss_machine *m, int src)
             if (m->trees[i].used < t->used)
                 t = &m->trees[i];
         size_t nn = (size_t)m->n_nodes;
+        if (t->src >= 0 && (size_t)t->settled * 2 > nn &&
+            m->done_bytes + nn * sizeof(int) <= m->tree_budget) {
+            grow_until(m, t, t->src, 1);
+            if (keep_tree(m, t))
+                return NULL;
+        }
         /* arrays a failed attempt left allocated are kept for the next one */
-        if (!t->lat)
-            t->lat = ss_calloc(nn, sizeof *t->lat);
-        if (!t->fwd)
-            t->fwd = ss_calloc(nn, sizeof *t->fwd);
-        if (!t->hops)
-            t->hops = ss_calloc(nn, sizeof *t->hops);
         if (!t->pred)
             t->pred = ss_calloc(nn, sizeof *t->pred);
         if (!t->heap)
@@ -438,7 +483,7 @@ static ss_sptree *tree_for(ss_machine *m, int src)
             t->pos = ss_calloc(nn, sizeof *t->pos);
         if (!t->stamp)
             t->stamp = ss_calloc(nn, sizeof *t->stamp);
-        if (!t->lat || !t->fwd || !t->hops || !t->pred || !t->heap || !t->pos || !t->stamp)
+        if (!t->pred || !t->heap || !t->pos || !t->stamp)
             return NULL; /* the slot keeps its old tree, or stays unused */
         if (++t->gen == 0) { /* wrapped: clear the stamps once */
             memset(t->stamp, 0, nn * sizeof *t->stamp);
@@ -447,71 +492,85 @@ static ss_sptree *tree_for(ss_machine *m, int src)
         t->src = src;
         t->stamp[src] = t->gen;
         t->pred[src] = -1;
-        t->fwd[src] = 0;
-        t->lat[src] = 0;
-        t->hops[src] = 0;
-        t->heap[0] = src;
+        t->heap[0] = key_pack(0, 0, 0, src);
         t->pos[src] = 0;
         t->hn = 1;
+        t->settled = 0;
+        *fresh = 1;
     }
     t->used = ++m->tick;
     return t;
 }
 
-/* Grow tree t until dst is settled (or the frontier is empty). A settled
- * node's key and predecessor are final: every node that could offer it an
- * equal key has a strictly smaller key (hops grow by one per channel), so it
- * was settled first; the lowest-id optimal predecessor wins ties. */
+/* First sight of v in this tree: reached by nothing yet. */
 static void touch(ss_sptree *t, int v)
 {
     if (t->stamp[v] == t->gen)
         return;
     t->stamp[v] = t->gen;
-    t->fwd[v] = INT32_MAX;
-    t->lat[v] = INT64_MAX;
-    t->hops[v] = INT32_MAX;
     t->pred[v] = -1;
     t->pos[v] = -1;
 }
 
-static void grow_until(const ss_machine *m, ss_sptree *t, int dst)
+/* Grow tree t until dst is settled (whole: until the frontier is empty).
+ * A settled node's key and predecessor are final: every node that could
+ * offer it an equal key has a strictly smaller key (hops grow by one per
+ * channel), so it was settled first; the lowest-id optimal predecessor wins
+ * ties. The tree therefore does not depend on the order in which equal keys
+ * leave the heap, nor on where earlier queries stopped it. */
+static void grow_until(const ss_machine *m, ss_sptree *t, int dst, int whole)
 {
     touch(t, dst);
-    while (t->hn > 0 && t->pos[dst] != -2) {
-        int u = t->heap[0];
-        heap_swap(t, 0, --t->hn);
+    while (t->hn > 0 && (whole || t->pos[dst] != -2)) {
+        ss_hent top = t->heap[0];
+        int u = key_node(&top);
+        if (--t->hn > 0)
+            sift_down(t, 0, t->heap[t->hn]);
         t->pos[u] = -2;
-        sift_down(t, 0);
-        int fwd = t->fwd[u] + (u != t->src && u < m->n_devices ? 1 : 0);
+        t->settled++;
+        int fwd = (int)(top.hi >> 47) + (u != t->src && u < m->n_devices ? 1 : 0);
+        int64_t lat = (int64_t)((top.hi & ((UINT64_C(1) << 47) - 1)) << 7 | top.lo >> 38);
+        int hops = (int)((top.lo >> KEY_ID_BITS) & KEY_ID_MASK) + 1;
         for (int k = m->adj_off[u]; k < m->adj_off[u + 1]; k++) {
-            int c = m->adj_ch[k], v = ch_to(m, c);
+            int v = m->adj_to[k];
             touch(t, v);
-            if (t->pos[v] == -2)
+            int pv = t->pos[v];
+            if (pv == -2)
                 continue;
-            int64_t lat = t->lat[u] + lat_ns(m, c);
-            int hops = t->hops[u] + 1;
-            int better;
-            if (fwd != t->fwd[v])
-                better = fwd < t->fwd[v];
-            else if (lat != t->lat[v])
-                better = lat < t->lat[v];
-            else if (hops != t->hops[v])
-                better = hops < t->hops[v];
-            else
-                better = t->pred[v] >= 0 && u < ch_from(m, t->pred[v]);
-            if (!better)
-                continue;
-            t->fwd[v] = fwd;
-            t->lat[v] = lat;
-            t->hops[v] = hops;
-            t->pred[v] = c;
-            if (t->pos[v] == -1) {
-                t->heap[t->hn] = v;
-                t->pos[v] = t->hn++;
+            ss_hent nk = key_pack(fwd, lat + m->adj_ns[k], hops, v);
+            if (pv >= 0) {
+                const ss_hent *ok = &t->heap[pv]; /* same node id as nk */
+                int same = nk.hi == ok->hi && nk.lo == ok->lo;
+                /* equal keys: the lower-id predecessor (its first channel) */
+                if (same ? u >= ch_from(m, t->pred[v]) : !ent_less(&nk, ok))
+                    continue;
+                t->pred[v] = m->adj_ch[k];
+                sift_up(t, pv, nk);
+            } else {
+                t->pred[v] = m->adj_ch[k];
+                sift_up(t, t->hn++, nk);
             }
-            sift_up(t, t->pos[v]);
         }
     }
+}
+
+/* Keep the complete tree t (its frontier is empty) as done[t->src] and free
+ * its slot (nothing past m->tree_budget). -1 on allocation failure. */
+static int keep_tree(ss_machine *m, ss_sptree *t)
+{
+    size_t nn = (size_t)m->n_nodes, bytes = nn * sizeof(int);
+    if (m->done_bytes + bytes > m->tree_budget)
+        return 0;
+    int *pred = ss_malloc(bytes);
+    if (!pred)
+        return -1;
+    for (size_t v = 0; v < nn; v++)
+        pred[v] = t->stamp[v] == t->gen ? t->pred[v] : -1;
+    m->done[t->src] = pred;
+    m->done_bytes += bytes;
+    t->src = -1;
+    t->used = 0;
+    return 0;
 }
 
 /* ---- route cache ---- */
@@ -603,24 +662,53 @@ static ss_status store(ss_machine *m, uint64_t key, const int *ch, int n, route_
     return SS_OK;
 }
 
-/* The direct (non-relayed) route src->dst into buf (n_nodes ints);
- * returns its length, -1 if unreachable, -2 on allocation failure. */
-static int direct_route(ss_machine *m, int src, int dst, int *buf)
+/* The route src->dst along pred (channel into each node) into buf;
+ * returns its length, -1 if dst is unreachable. */
+static int walk(const ss_machine *m, const int *pred, int src, int dst, int *buf)
 {
-    ss_sptree *t = tree_for(m, src);
-    if (!t)
-        return -2;
-    grow_until(m, t, dst);
-    if (t->pred[dst] < 0)
+    if (pred[dst] < 0)
         return -1;
     int n = 0;
-    for (int v = dst; v != src; v = ch_from(m, t->pred[v]))
-        buf[n++] = t->pred[v];
+    for (int v = dst; v != src; v = ch_from(m, pred[v]))
+        buf[n++] = pred[v];
     for (int i = 0; i < n / 2; i++) {
         int tmp = buf[i];
         buf[i] = buf[n - 1 - i];
         buf[n - 1 - i] = tmp;
     }
+    return n;
+}
+
+/* The direct (non-relayed) route src->dst into buf (n_nodes ints);
+ * returns its length, -1 if unreachable, -2 on allocation failure.
+ * A source's first tree grows only as far as its queries need; a source
+ * asked for again after its tree was evicted gets a complete tree, kept. */
+static int direct_route(ss_machine *m, int src, int dst, int *buf)
+{
+    if (!m->done) {
+        m->done = ss_calloc((size_t)m->n_devices, sizeof *m->done);
+        m->started = ss_calloc((size_t)m->n_devices, 1);
+        if (!m->done || !m->started) {
+            ss_free(m->done);
+            ss_free(m->started);
+            m->done = NULL;
+            m->started = NULL;
+            return -2;
+        }
+    }
+    if (m->done[src])
+        return walk(m, m->done[src], src, dst, buf);
+    int fresh;
+    ss_sptree *t = tree_for(m, src, &fresh);
+    if (!t)
+        return -2;
+    int whole = fresh && m->started[src] &&
+                m->done_bytes + (size_t)m->n_nodes * sizeof(int) <= m->tree_budget;
+    m->started[src] = 1;
+    grow_until(m, t, dst, whole);
+    int n = walk(m, t->pred, src, dst, buf);
+    if (t->hn == 0 && keep_tree(m, t))
+        return -2;
     return n;
 }
 
@@ -647,9 +735,12 @@ static ss_status route_pair(ss_machine *m, int src, int dst, const int **ch, int
     uint64_t key = (uint64_t)src * (uint64_t)m->n_devices + (uint64_t)dst;
     route_slot *s = slot_find(m, key);
     if (!s) {
-        int *buf = ss_calloc((size_t)m->n_nodes * 2 + 2, sizeof *buf);
-        if (!buf)
+        if (!m->rbuf)
+            m->rbuf = ss_malloc(((size_t)m->n_nodes * 2 + 2) * sizeof *m->rbuf);
+        if (!m->rbuf)
             return ss_diag_set(d, SS_ERR_NOMEM, "out of memory for routes");
+        /* the relay search below fills rbuf only after its nested queries */
+        int *buf = m->rbuf;
         int len = -1;
         ss_status st = SS_OK;
         if (refuses(m, src) && refuses(m, dst)) {
@@ -692,7 +783,6 @@ static ss_status route_pair(ss_machine *m, int src, int dst, const int **ch, int
         }
         if (!st)
             st = store(m, key, buf, len, &s, d);
-        ss_free(buf);
         if (st)
             return st;
     }

@@ -41,20 +41,35 @@ typedef struct route_chunk {
     int data[];
 } route_chunk;
 
-/* A (partial) shortest-path tree from one source: per node the key
- * (forwards, latency in ns, hops), the channel into it, and the heap of the
- * frontier. pos[v]: heap index, -1 not reached, -2 settled. Restarting a
- * tree bumps gen instead of clearing n_nodes entries. */
+/* A frontier entry: a node and its route key, packed into two words that
+ * compare lexicographically as (forwards, latency in ns, hops, node id):
+ * hi = fwd << 47 | lat >> 7, lo = (lat & 127) << 38 | hops << 19 | id.
+ * Exact within the machine limits (machine.c checks them at compile time):
+ * fwd < n_devices <= 2^16, lat <= (n_nodes - 1) * 1e10 ns < 2^52 (links'
+ * latencies are at most 1e7 us), hops < n_nodes <= 2^18, id < 2^18. */
+typedef struct ss_hent {
+    uint64_t hi, lo;
+} ss_hent;
+
+/* A (partial) shortest-path tree from one source: per node the channel into
+ * it and its place in the frontier heap (pos[v]: heap index, -1 reached but
+ * not queued, -2 settled); the key of a queued node lives in its heap entry.
+ * Restarting a tree bumps gen instead of clearing n_nodes entries. */
 #define SS_MACHINE_TREES 4
 typedef struct ss_sptree {
     int src;              /* -1: slot unused */
     unsigned long used;   /* LRU stamp */
     int hn;               /* frontier size */
+    int settled;          /* nodes settled since the (re)start */
     unsigned gen;         /* nodes with stamp[v] != gen are unreached */
     unsigned *stamp;
-    int64_t *lat;
-    int *fwd, *hops, *pred, *heap, *pos;
+    int *pred, *pos;
+    ss_hent *heap;
 } ss_sptree;
+
+/* Default memory for complete trees (one int per node per source): past
+ * it, sources go back to growing partial trees again. */
+#define SS_MACHINE_TREE_BYTES ((size_t)64 << 20)
 
 struct ss_machine {
     char name[SS_NAME_MAX];
@@ -66,8 +81,10 @@ struct ss_machine {
     ss_link *links;
     ss_peer_info *peers; /* n_devices entries */
     int n_peers;
-    /* adjacency: channels leaving node u are adj_ch[adj_off[u] .. adj_off[u+1]) */
-    int *adj_off, *adj_ch;
+    /* adjacency: channels leaving node u are adj_ch[adj_off[u] .. adj_off[u+1]),
+     * with the node each one reaches (adj_to) and its latency in ns (adj_ns) */
+    int *adj_off, *adj_ch, *adj_to;
+    int64_t *adj_ns;
     uint64_t fingerprint;
     /* route cache (filled lazily, or for every pair at load for small machines) */
     route_slot *slots;
@@ -77,6 +94,14 @@ struct ss_machine {
      * grown only until the asked destination is settled (resumable). */
     ss_sptree trees[SS_MACHINE_TREES];
     unsigned long tick;
+    /* A source whose tree is asked for again after it was evicted gets its
+     * tree completed once and kept: done[src][v] is the channel into node v
+     * (-1 for src and unreachable nodes). done and started have n_devices
+     * entries (allocated on the first miss); done_bytes counts the kept trees. */
+    int **done;
+    unsigned char *started;
+    size_t done_bytes, tree_budget; /* tree_budget: SS_MACHINE_TREE_BYTES */
+    int *rbuf; /* scratch: one route being built, 2 * n_nodes + 2 ints */
 };
 
 /* Allocate an empty machine with room for the given counts (arrays zeroed;

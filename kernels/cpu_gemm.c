@@ -13,8 +13,47 @@
 #include "kernels/cpu_impl.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+
+/* OpenBLAS is opened on first use, not linked (CMakeLists.txt): its
+ * pthreads build starts its worker threads when loaded, and they spin for
+ * about 0.1 s of CPU before sleeping, in every process, simulate included,
+ * whether a kernel runs or not. Loaded here it initialises exactly as it
+ * would have at start-up (same library, same threads). */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static __typeof__(cblas_sgemm) *blas_sgemm;
+static __typeof__(cblas_saxpy) *blas_saxpy;
+static char blas_err[256];
+
+static void blas_open(void)
+{
+    void *h = dlopen(SS_OPENBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        *(void **)&blas_sgemm = dlsym(h, "cblas_sgemm");
+        *(void **)&blas_saxpy = dlsym(h, "cblas_saxpy");
+    }
+    if (!h || !blas_sgemm || !blas_saxpy) {
+        const char *e = dlerror();
+        snprintf(blas_err, sizeof blas_err, "%s", e ? e : "cblas_sgemm or cblas_saxpy missing");
+        blas_sgemm = NULL;
+        blas_saxpy = NULL;
+    }
+}
+
+ss_status ss_cpu_blas_open(ss_diag *d)
+{
+    pthread_once(&blas_once, blas_open);
+    if (!blas_sgemm)
+        return ss_diag_set(d, SS_ERR_UNSUPPORTED, "kernels: cannot open OpenBLAS (%s): %s",
+                           SS_OPENBLAS_SONAME, blas_err);
+    return SS_OK;
+}
+
+int ss_cpu_blas_loaded(void) { return blas_sgemm != NULL; }
 
 void ss_cpu_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
@@ -27,20 +66,23 @@ void ss_cpu_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, c
                 C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
         return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+    blas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb, beta,
                 C, (blasint)ldc);
 }
 
-void ss_kernel_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, const float *B,
-                        float *C)
+ss_status ss_kernel_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                             float *C, ss_diag *d)
 {
-    ss_cpu_gemm(0, 0, M, N, K, 1, A, K, B, N, 0, C, N);
+    ss_status st = ss_cpu_blas_open(d);
+    if (st == SS_OK)
+        ss_cpu_gemm(0, 0, M, N, K, 1, A, K, B, N, 0, C, N);
+    return st;
 }
 
 void ss_cpu_axpy(int64_t n, float alpha, const float *x, float *y)
 {
-    cblas_saxpy((blasint)n, alpha, x, 1, y, 1);
+    blas_saxpy((blasint)n, alpha, x, 1, y, 1);
 }
 
 int64_t ss_cpu_index(const void *p, ss_dtype t, int64_t i)

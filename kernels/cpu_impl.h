@@ -11,6 +11,10 @@
 
 static inline int64_t ext(const ss_region *r, int i) { return r->r[i].hi - r->r[i].lo; }
 
+/* Open OpenBLAS (once; later calls return the first answer). Every CPU
+ * kernel runs after it succeeded (ss_kernel_setup calls it). */
+ss_status ss_cpu_blas_open(ss_diag *d);
+
 /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, row-major, through
  * cblas_sgemm (ta/tb: the operand is stored transposed). */
 void ss_cpu_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

@@ -9,6 +9,7 @@
  * sized from the regions alone.
  */
 #include "kernels/kernels.h"
+#include "kernels/cpu_impl.h"
 #include "kernels/cuda/cuda_backend.h"
 
 #include <stdlib.h>
@@ -48,6 +49,8 @@ ss_status ss_kernel_setup(ss_kargs *a, ss_backend b, const ss_graph *g, const ss
     if (!g || !op || !t || op->n_out < 1)
         return ss_diag_set(d, SS_ERR_INVALID, "kernels: no op or tile");
     const ss_kernel *k = ss_kernel_get(b, op->type);
+    if (k && b == SS_BACKEND_CPU && ss_cpu_blas_open(d) != SS_OK)
+        return SS_ERR_UNSUPPORTED;
     if (!k)
         return ss_diag_set(d, SS_ERR_UNSUPPORTED, "kernels: no %s kernel for op '%s' (%s)%s",
                            ss_backend_name(b), op->name, ss_op_type_name(op->type),

@@ -104,9 +104,14 @@ ss_status ss_kernel_sync(ss_backend b, const ss_kargs *a, ss_diag *d);
 int ss_kernel_device_count(ss_backend b);
 
 /* C[M,N] = A[M,K] B[K,N], row-major fp32, with the CPU backend's GEMM
- * (OpenBLAS); for peak-rate measurements. */
-void ss_kernel_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, const float *B,
-                        float *C);
+ * (OpenBLAS); for peak-rate measurements. SS_ERR_UNSUPPORTED when OpenBLAS
+ * cannot be opened. */
+ss_status ss_kernel_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                             float *C, ss_diag *d);
+
+/* Whether OpenBLAS is loaded in this process: only after a CPU kernel was
+ * set up (or ss_kernel_gemm_f32 ran); the simulator never loads it. */
+int ss_cpu_blas_loaded(void);
 
 /* The CPU table (kernels/cpu_*.c) and the CUDA table (kernels/cuda/, NULL
  * entries when not built). */

@@ -330,50 +330,65 @@ ss_status ss_cost_plan_sources(ss_costmodel *cm, const ss_graph *g, const ss_mac
     if (!cm || !g || !m || !p || ss_plan_n_ops(p) != ss_graph_n_ops(g))
         return ss_diag_set(d, SS_ERR_INVALID, "cost: plan sources need a cost model, graph, "
                            "machine and a plan of that graph");
-    int nt = ss_machine_n_types(m);
-    ss_cost *by_type = ss_calloc((size_t)(nt > 0 ? nt : 1), sizeof *by_type);
-    char *have = ss_calloc((size_t)(nt > 0 ? nt : 1), 1);
-    if (!by_type || !have) {
+    /* Per tile: the device's type, and for uniform ops one price per type
+     * (looked up in arrays: a 1,024-GPU plan has millions of tiles); the
+     * sums run tile by tile as they always did, so the shares stay exact. */
+    int nt = ss_machine_n_types(m), nd = ss_machine_n_devices(m);
+    size_t ntz = (size_t)(nt > 0 ? nt : 1);
+    ss_cost *by_type = ss_calloc(ntz, sizeof *by_type);
+    char *have = ss_calloc(ntz, 1);
+    int *dtype = ss_calloc((size_t)(nd > 0 ? nd : 1), sizeof *dtype);
+    if (!by_type || !have || !dtype) {
         ss_free(by_type);
         ss_free(have);
+        ss_free(dtype);
         return ss_diag_set(d, SS_ERR_NOMEM, "cost: out of memory");
     }
+    for (int i = 0; i < nd; i++)
+        dtype[i] = ss_machine_device(m, i)->type;
     ss_status st = SS_OK;
     for (int i = 0; st == SS_OK && i < ss_graph_n_ops(g); i++) {
         const ss_op *op = ss_graph_op(g, i);
         const ss_pconfig *c = ss_plan_config(p, i);
         int uniform = c && uniform_tiles(g, op, c);
-        memset(have, 0, (size_t)(nt > 0 ? nt : 1));
+        memset(have, 0, ntz);
         for (int k = 0; c && k < c->ntiles; k++) {
-            const ss_device *dev = ss_machine_device(m, c->devices[k]);
-            if (!dev) {
+            int dv = c->devices[k];
+            if (dv < 0 || dv >= nd) {
                 st = ss_diag_set(d, SS_ERR_INVALID, "cost: op '%s' tile %d on device %d, "
-                                 "not in the machine", op->name, k, c->devices[k]);
+                                 "not in the machine", op->name, k, dv);
                 break;
             }
-            ss_cost cost;
-            if (uniform && dev->type >= 0 && dev->type < nt && have[dev->type]) {
-                cost = by_type[dev->type];
-            } else {
+            int ty = dtype[dv];
+            int typed = uniform && ty >= 0 && ty < nt;
+            if (!typed || !have[ty]) {
                 ss_tile t;
+                ss_cost cost;
                 ss_pconfig_tile(g, op, c, k, &t);
-                if (ss_cost_tile(cm, g, op, &t, dev->type, &cost) != SS_OK) {
+                if (ss_cost_tile(cm, g, op, &t, ty, &cost) != SS_OK) {
                     st = ss_diag_set(d, SS_ERR_INVALID, "cost: cannot price op '%s'", op->name);
                     break;
                 }
-                if (uniform && dev->type >= 0 && dev->type < nt) {
-                    by_type[dev->type] = cost;
-                    have[dev->type] = 1;
+                if (!typed) {
+                    double us = cost.fwd_us + cost.bwd_us;
+                    if ((unsigned)cost.source < 3)
+                        acc[cost.source] += us;
+                    total += us;
+                    continue;
                 }
+                by_type[ty] = cost;
+                have[ty] = 1;
             }
-            double us = cost.fwd_us + cost.bwd_us;
-            if ((unsigned)cost.source < 3)
-                acc[cost.source] += us;
+            const ss_cost *cost = &by_type[ty];
+            double us = cost->fwd_us + cost->bwd_us;
+            if ((unsigned)cost->source < 3)
+                acc[cost->source] += us;
             total += us;
         }
     }
     ss_free(by_type);
     ss_free(have);
+    ss_free(dtype);
     if (st != SS_OK)
         return st;
     for (int s = 0; s < 3; s++)

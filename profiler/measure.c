@@ -142,7 +142,9 @@ void ss_measure_cpu_rates(int cpu_time, double *gflops, double *gbps)
     const int64_t n = 512, m = (int64_t)4 << 20; /* GEMM size; stream elements (16 MiB) */
     float *a = calloc((size_t)(3 * n * n), sizeof *a);
     float *x = calloc((size_t)(3 * m), sizeof *x);
-    if (!a || !x) {
+    ss_diag d;
+    ss_diag_init(&d);
+    if (!a || !x || ss_kernel_gemm_f32(1, 1, 1, a, a, a + 1, &d) != SS_OK) {
         free(a);
         free(x);
         return;
@@ -154,7 +156,7 @@ void ss_measure_cpu_rates(int cpu_time, double *gflops, double *gbps)
     double best_g = 1e300, best_s = 1e300;
     for (int r = 0; r < 6; r++) {
         double t0 = ss_measure_now_us(cpu_time);
-        ss_kernel_gemm_f32(n, n, n, a, a + n * n, a + 2 * n * n);
+        ss_kernel_gemm_f32(n, n, n, a, a + n * n, a + 2 * n * n, NULL); /* opened above */
         double t1 = ss_measure_now_us(cpu_time);
         float *A = x, *B = x + m, *C = x + 2 * m;
         for (int64_t i = 0; i < m; i++)

@@ -58,7 +58,8 @@ void ss_measure_stats(double *v, int n, double *median, double *spread);
 /* Peak rates of one CPU core measured with the CPU kernels' libraries: f32
  * GEMM GFLOP/s (cblas_sgemm on 512^3, best of 5) and streaming memory GB/s
  * (a[i] = b[i] + s * c[i] over three 16 MiB arrays, best of 5: 12 bytes per
- * element, STREAM's triad count). cpu_time as in ss_measure_config. Both 0 when memory runs out. */
+ * element, STREAM's triad count). cpu_time as in ss_measure_config. Both 0 when memory runs
+ * out or OpenBLAS cannot be opened. */
 void ss_measure_cpu_rates(int cpu_time, double *gflops, double *gbps);
 
 /* A line naming the measuring device: the CPU model from /proc/cpuinfo and

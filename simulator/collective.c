@@ -102,6 +102,7 @@ void ss_coll_result_clear(ss_coll_result *r)
     ss_free(r->channels);
     ss_free(r->ring);
     ss_free(r->load);
+    ss_free(r->best);
     memset(r, 0, sizeof *r);
 }
 
@@ -362,6 +363,16 @@ static int grow_int(int **p, int *cap, int want)
     return 0;
 }
 
+/* Exchange the channel buffer with the best candidate's (with capacities). */
+static void swap_channels(ss_coll_result *r)
+{
+    int *p = r->channels, c = r->cap_channels;
+    r->channels = r->best;
+    r->cap_channels = r->cap_best;
+    r->best = p;
+    r->cap_best = c;
+}
+
 ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *devices, int n,
                        double bytes, const ss_coll_config *cfg, ss_coll_result *out, ss_diag *d)
 {
@@ -423,17 +434,15 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
             best_t = t;
             best_b = b;
             best_lat = lat;
+            swap_channels(out); /* keep its channels; the next candidate writes the other buffer */
+            out->n_best = out->n_channels;
         }
     }
     if (best < 0)
         return ss_diag_set(d, SS_ERR_INVALID, "collective: no allowed algorithm for %s over %d devices",
                            ss_coll_kind_name(kind), n);
-    /* Rebuild the winner's channel list (the last candidate overwrote it). */
-    double t, b, lat;
-    ss_status st =
-        cost_algo(&a, kind, (ss_coll_algo)best, v, n, bytes, launch, &t, &b, &lat);
-    if (st)
-        return st;
+    swap_channels(out);
+    out->n_channels = out->n_best;
     qsort(out->channels, (size_t)out->n_channels, sizeof *out->channels, int_cmp);
     int u = 0;
     for (int i = 0; i < out->n_channels; i++)

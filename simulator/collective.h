@@ -107,6 +107,7 @@ typedef struct ss_coll_result {
     int cap_channels;
     int *ring; int cap_ring;
     int *load; int cap_load;
+    int *best; int n_best, cap_best;        /* channels of the best so far */
 } ss_coll_result;
 
 /* Cost kind over devices[0..n) (distinct, valid ids) of machine m, S = bytes

@@ -206,6 +206,7 @@ struct ss_engine {
     qent *slots;
     int32_t *qtask;  /* per slot: its task's position */
     int pf_tail;     /* qpush prefetches (prepare: more than PF_SLOTS slots) */
+    unsigned long qwork; /* slots qpush wrote: the work between stop polls */
     /* per device */
     int cap_dev;
     double *compute, *comm, *exposed, *idle, *last_t;
@@ -242,12 +243,13 @@ static inline int qless(const ss_engine *e, qent x, int32_t id, int i)
  * there usually comes rounds later and would miss. */
 static inline void qpush(ss_engine *e, int q, qent x, int32_t pos, int32_t id)
 {
-    int lo = e->qh[q], i = e->qt[q]++;
+    int lo = e->qh[q], i = e->qt[q]++, tail = i;
     while (i > lo && qless(e, x, id, i - 1)) {
         e->slots[i] = e->slots[i - 1];
         e->qtask[i] = e->qtask[i - 1];
         i--;
     }
+    e->qwork += (unsigned long)(tail - i) + 1;
     e->slots[i] = x;
     e->qtask[i] = pos;
     if (e->pf_tail) {
@@ -434,6 +436,7 @@ typedef struct run {
     int (*poll)(void *ctx); /* the config's stop callback */
     void *poll_ctx;
     unsigned npoll;
+    unsigned long poll_work; /* poll again once e->qwork reaches it */
     int interrupted;    /* poll asked to stop: abandon the run */
     int nev;        /* pending events (calendar and cur) */
     int ntouched;
@@ -781,8 +784,13 @@ static void retire(run *s, int h, double t)
     const ss_taskgraph *tg = s->tg;
     const trec *rh = &e->rec[h];
     s->retired++;
-    if (s->poll && (++s->npoll & 4095) == 0 && s->poll(s->poll_ctx))
-        s->interrupted = 1;
+    /* every 4,096 retirements, or sooner when the queues did much work (a
+     * 1,024-device ring's transfers each queue on hundreds of channels) */
+    if (s->poll && ((++s->npoll & 4095) == 0 || e->qwork >= s->poll_work)) {
+        s->poll_work = e->qwork + (1ul << 22);
+        if (s->poll(s->poll_ctx))
+            s->interrupted = 1;
+    }
     e->pend_round[h] = s->round;
     const int32_t *rs = rres(tg, rh);
     for (int i = 0; i < rh->nres; i++) {

@@ -6,6 +6,7 @@
  * hand in the comments.
  */
 #include "testutil.h"
+#include "core/machine_impl.h" /* the budget for complete trees */
 
 #include <math.h>
 
@@ -338,6 +339,253 @@ static void test_lazy_routes(void **state)
     ss_machine_free(m);
 }
 
+/* ---- routes against a reference ---- */
+
+/* A reference router written from the rules (docs/topology-format.md,
+ * "Routing"), sharing no code with core/machine.c: per source a plain
+ * O(n^2) Dijkstra over (forwards, latency in integer ns, hops), the
+ * lowest-id predecessor (then the lowest channel) on ties; two refusing
+ * peers relay through the accepting device of lowest route latency, then
+ * lowest id. */
+typedef struct ref {
+    const ss_machine *m;
+    int nn, nd, nch;
+    int *off, *chs;      /* channels leaving each node, by increasing id */
+    int *from, *to;      /* per channel */
+    int64_t *clat;       /* per channel, ns */
+    int64_t *lat;        /* nd x nn: latency from each source */
+    int *pred;           /* nd x nn: channel into each node, -1 none */
+} ref;
+
+static void ref_init(ref *r, const ss_machine *m)
+{
+    r->m = m;
+    r->nn = ss_machine_n_nodes(m);
+    r->nd = ss_machine_n_devices(m);
+    r->nch = 2 * ss_machine_n_links(m);
+    r->off = test_calloc((size_t)r->nn + 1, sizeof *r->off);
+    r->chs = test_calloc((size_t)r->nch + 1, sizeof *r->chs);
+    r->lat = test_calloc((size_t)r->nd * (size_t)r->nn, sizeof *r->lat);
+    r->pred = test_calloc((size_t)r->nd * (size_t)r->nn, sizeof *r->pred);
+    r->from = test_calloc((size_t)r->nch + 1, sizeof *r->from);
+    r->to = test_calloc((size_t)r->nch + 1, sizeof *r->to);
+    r->clat = test_calloc((size_t)r->nch + 1, sizeof *r->clat);
+    for (int c = 0; c < r->nch; c++) {
+        const ss_link *l = ss_machine_link(m, c / 2);
+        r->from[c] = (c & 1) ? l->b : l->a;
+        r->to[c] = (c & 1) ? l->a : l->b;
+        r->clat[c] = (int64_t)llround(l->latency_us * 1000.0);
+    }
+    int k = 0;
+    for (int u = 0; u < r->nn; u++) {
+        r->off[u] = k;
+        for (int c = 0; c < r->nch; c++)
+            if (r->from[c] == u && ss_machine_channel_gbps(m, c) > 0)
+                r->chs[k++] = c;
+    }
+    r->off[r->nn] = k;
+    int *fwd = test_calloc((size_t)r->nn, sizeof *fwd), *hop = test_calloc((size_t)r->nn, sizeof *hop);
+    char *done = test_calloc((size_t)r->nn, 1);
+    for (int s = 0; s < r->nd; s++) {
+        int64_t *lat = r->lat + (size_t)s * (size_t)r->nn;
+        int *pred = r->pred + (size_t)s * (size_t)r->nn;
+        for (int v = 0; v < r->nn; v++) {
+            fwd[v] = hop[v] = INT32_MAX;
+            lat[v] = INT64_MAX;
+            pred[v] = -1;
+            done[v] = 0;
+        }
+        fwd[s] = hop[s] = 0;
+        lat[s] = 0;
+        for (;;) {
+            int u = -1;
+            for (int v = 0; v < r->nn; v++)
+                if (!done[v] && fwd[v] != INT32_MAX &&
+                    (u < 0 || fwd[v] < fwd[u] || (fwd[v] == fwd[u] && lat[v] < lat[u]) ||
+                     (fwd[v] == fwd[u] && lat[v] == lat[u] && hop[v] < hop[u])))
+                    u = v; /* ascending v: the lowest id among equal keys */
+            if (u < 0)
+                break;
+            done[u] = 1;
+            int f = fwd[u] + (u != s && u < r->nd);
+            for (int i = r->off[u]; i < r->off[u + 1]; i++) {
+                int c = r->chs[i], v = r->to[c];
+                int64_t l = lat[u] + r->clat[c];
+                int h = hop[u] + 1;
+                if (done[v])
+                    continue;
+                int better = f < fwd[v] || (f == fwd[v] && l < lat[v]) ||
+                             (f == fwd[v] && l == lat[v] && h < hop[v]) ||
+                             (f == fwd[v] && l == lat[v] && h == hop[v] &&
+                              u < r->from[pred[v]]);
+                if (better) {
+                    fwd[v] = f;
+                    lat[v] = l;
+                    hop[v] = h;
+                    pred[v] = c;
+                }
+            }
+        }
+    }
+    test_free(fwd);
+    test_free(hop);
+    test_free(done);
+}
+
+static void ref_free(ref *r)
+{
+    test_free(r->off);
+    test_free(r->chs);
+    test_free(r->lat);
+    test_free(r->pred);
+    test_free(r->from);
+    test_free(r->to);
+    test_free(r->clat);
+}
+
+/* The direct route s -> t into out (reversed walk, then flipped); -1 when
+ * unreachable. */
+static int ref_direct(const ref *r, int s, int t, int *out)
+{
+    const int *pred = r->pred + (size_t)s * (size_t)r->nn;
+    if (s != t && pred[t] < 0)
+        return -1;
+    int n = 0;
+    for (int v = t; v != s; v = r->from[pred[v]])
+        out[n++] = pred[v];
+    for (int i = 0; i < n / 2; i++) {
+        int x = out[i];
+        out[i] = out[n - 1 - i];
+        out[n - 1 - i] = x;
+    }
+    return n;
+}
+
+static int refuses(const ss_machine *m, int dv) { return !ss_machine_device(m, dv)->accepts_connections; }
+
+/* The reference route s -> t (relayed when both refuse); -1 unreachable. */
+static int ref_route(const ref *r, int s, int t, int *out)
+{
+    if (s == t || !refuses(r->m, s) || !refuses(r->m, t))
+        return ref_direct(r, s, t, out);
+    int best = -1;
+    int64_t best_lat = INT64_MAX;
+    for (int x = 0; x < r->nd; x++) {
+        if (x == s || x == t || refuses(r->m, x))
+            continue;
+        int64_t a = r->lat[(size_t)s * (size_t)r->nn + (size_t)x];
+        int64_t b = r->lat[(size_t)x * (size_t)r->nn + (size_t)t];
+        if (a == INT64_MAX || b == INT64_MAX)
+            continue;
+        if (a + b < best_lat) {
+            best_lat = a + b;
+            best = x;
+        }
+    }
+    if (best < 0)
+        return -1;
+    int n = ref_direct(r, s, best, out);
+    return n + ref_direct(r, best, t, out + n);
+}
+
+/* Every every-th pair of m, asked in a scrambled order (pair k = i * 7919
+ * mod n^2, so sources come back after their trees were evicted), equals the
+ * reference. */
+static void check_routes(ss_machine *m, const ref *r, int every, const char *what)
+{
+    int nd = r->nd, *want = test_calloc(2 * (size_t)r->nn + 2, sizeof *want);
+    long long total = (long long)nd * nd, checked = 0;
+    assert_true(total % 7919 != 0);
+    for (long long i = 0; i < total; i += every) {
+        long long k = i * 7919 % total;
+        int s = (int)(k / nd), t = (int)(k % nd);
+        const int *ch = NULL;
+        int n = -1;
+        int wn = ref_route(r, s, t, want);
+        ss_status st = ss_machine_route(m, s, t, &ch, &n);
+        if (wn < 0) {
+            if (st != SS_ERR_INVALID)
+                fail_msg("%s: %d -> %d: status %s, expected unreachable", what, s, t,
+                         ss_status_name(st));
+            continue;
+        }
+        if (st != SS_OK || n != wn || (n > 0 && memcmp(ch, want, (size_t)n * sizeof *ch)))
+            fail_msg("%s: %d -> %d: route differs from the reference (%d vs %d channels)", what,
+                     s, t, n, wn);
+        checked++;
+    }
+    assert_true(checked > 0);
+    test_free(want);
+}
+
+static void check_against_reference(ss_machine *m, const char *what)
+{
+    ref r;
+    ref_init(&r, m);
+    check_routes(m, &r, 1, what);
+    ref_free(&r);
+}
+
+/* The repository's topologies (eager: routes made at load) and lazy machines
+ * past the eager threshold: 33 DGX A100 nodes (264 devices) with complete
+ * trees kept, the same with no memory for them (partial trees restarted),
+ * and 300 internet peers of which about a third refuse connections (relays,
+ * unreachable pairs none: some peers accept). */
+static void test_routes_match_reference(void **state)
+{
+    (void)state;
+    static const char *files[] = {"topologies/p100x16.json", "topologies/dgx1-v100.json",
+                                  "topologies/k80x64.json", "topologies/h100x8.json",
+                                  "topologies/local-cpu.json", "topologies/volunteers40.json",
+                                  "topologies/dgx-a100.json", "tests/data/sim/ring4.json",
+                                  "tests/data/sim/star3.json", "tests/data/sim/line4.json"};
+    ss_diag d;
+    ss_diag_init(&d);
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        ss_machine *m = NULL;
+        assert_int_equal(ss_machine_load(ss_test_path(files[i]), &m, &d), SS_OK);
+        check_against_reference(m, files[i]);
+        ss_machine_free(m);
+    }
+    ref r;
+    for (int budget = 0; budget < 2; budget++) {
+        ss_machine *m = NULL;
+        assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 33, &m, &d),
+                         SS_OK);
+        assert_int_equal(ss_machine_n_devices(m), 264);
+        if (!budget) {
+            ref_init(&r, m);
+            m->tree_budget = 0;
+        }
+        r.m = m; /* the second machine is the same as the first */
+        /* without kept trees nearly every query restarts a tree: a sample */
+        check_routes(m, &r, budget ? 1 : 23, budget ? "dgx-a100 x33" : "dgx-a100 x33, no kept trees");
+        assert_true(budget ? m->done_bytes > 0 : m->done_bytes == 0);
+        ss_machine_free(m);
+    }
+    ref_free(&r);
+    static const char *types[] = {"T4", "RTX3090", "K80", "V100-SXM2-16GB", "CPU-core"};
+    size_t cap = 300 * 200 + 256, len = 0;
+    char *json = test_malloc(cap);
+    len += (size_t)snprintf(json + len, cap - len, "{" HDR "\"peers\": [");
+    unsigned x = 12345;
+    for (int i = 0; i < 300; i++) {
+        unsigned a = (x = x * 1103515245u + 12345u) >> 8, b = (x = x * 1103515245u + 12345u) >> 8;
+        len += (size_t)snprintf(json + len, cap - len,
+                                "%s{\"name\": \"p%d\", \"type\": \"%s\", \"up_mbps\": %u, "
+                                "\"down_mbps\": %u, \"accepts_connections\": %s, "
+                                "\"latency_ms\": %u.%u}",
+                                i ? "," : "", i, types[a % 5], 10 + a % 500, 50 + b % 1000,
+                                b % 3 ? "true" : "false", 5 + a % 40, b % 10);
+    }
+    snprintf(json + len, cap - len, "]}");
+    ss_machine *m = load(json);
+    test_free(json);
+    assert_int_equal(ss_machine_n_devices(m), 300);
+    check_against_reference(m, "300 peers");
+    ss_machine_free(m);
+}
+
 static void test_fingerprint(void **state)
 {
     (void)state;
@@ -367,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_ties_by_node_id),
         cmocka_unit_test(test_firewall_relay),
         cmocka_unit_test(test_lazy_routes),
+        cmocka_unit_test(test_routes_match_reference),
         cmocka_unit_test(test_fingerprint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -910,9 +910,44 @@ static void test_table(void **state)
     assert_non_null(strstr(d.msg, "hidden"));
 }
 
+/* 1 if libopenblas is mapped in this process, 0 if not, -1 without /proc. */
+static int blas_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, "libopenblas") != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Runs first: OpenBLAS is not loaded at start-up, only by the first CPU GEMM
+ * (here the measuring entry, [[1 2] [3 4]] x [[5 6] [7 8]]). */
+static void test_blas_on_first_use(void **state)
+{
+    (void)state;
+    int before = blas_mapped();
+    assert_false(ss_cpu_blas_loaded());
+    if (before >= 0)
+        assert_int_equal(before, 0);
+    const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    float c[4] = {0};
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_kernel_gemm_f32(2, 2, 2, a, b, c, &d), SS_OK);
+    assert_true(c[0] == 19 && c[1] == 22 && c[2] == 43 && c[3] == 50);
+    assert_true(ss_cpu_blas_loaded());
+    if (before >= 0)
+        assert_int_equal(blas_mapped(), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blas_on_first_use),
         cmocka_unit_test_teardown(test_linear, teardown),
         cmocka_unit_test_teardown(test_batch_matmul, teardown),
         cmocka_unit_test_teardown(test_conv2d, teardown),

@@ -11,6 +11,7 @@
 #include "testutil.h"
 #include "simulator/build.h"
 #include "core/json_util.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -810,6 +811,14 @@ static void test_invariants_alexnet(void **state)
     invariants_for("alexnet", 8, 4);
 }
 
+/* Runs last: none of the simulations above opened OpenBLAS (kernels/cpu_gemm.c
+ * opens it on the first CPU kernel; its threads cost every process CPU). */
+static void test_no_blas(void **state)
+{
+    (void)state;
+    assert_false(ss_cpu_blas_loaded());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -823,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_distopt_memory),
         cmocka_unit_test(test_selective_recompute_memory),
         cmocka_unit_test(test_one_shot),
+        cmocka_unit_test(test_no_blas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
