@@ -16,14 +16,20 @@
 #define MB_CLAMP 1023
 
 /* What the passes read of a tile, kept small (the passes stream through
- * every tile several times); its costs (tilecost, read by two passes) and
+ * every tile several times); its costs (tilecost, read by three passes) and
  * its shape (tshape) live apart. */
 typedef struct tileinfo {
-    int op, dev, devtype;
+    int op, dev;
+    int cost;     /* its costs: entry `cost` of the op's distinct costs (tcost) */
     int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
     int mb;       /* micro-batch: rank of its sample range among the op's tiles on its device */
 } tileinfo;
 
+/* A tile's costs. Most tiles of an op share them (the same shape on the
+ * same device type: micro-batches, replicas, tensor-parallel ranks), so
+ * each op keeps its distinct costs once and its tiles index them: 4 bytes
+ * per tile instead of 64 (the 175B / 1,024-GPU plan has 26 M tiles and
+ * a few thousand distinct costs). */
 typedef struct tilecost {
     double fwd_us, bwd_us, saved, ws;
     double fwd_gpu, bwd_gpu, fwd_host, bwd_host; /* ss_cost's split (build_host.c) */
@@ -104,7 +110,8 @@ typedef struct opslot {
     int ndim, deg[SS_MAX_DIMS], red, ntiles;
     int *devs;       /* ntiles */
     tileinfo *tiles; /* ntiles, task ids not meaningful */
-    tilecost *costs; /* ntiles */
+    tilecost *costs; /* ncosts: the distinct costs the tiles index */
+    int ncosts;
     ss_tile *shapes; /* ntiles */
 } opslot;
 
@@ -137,8 +144,17 @@ struct ss_builder {
 
     tileinfo *tiles;
     int n_tiles, cap_tiles;
-    tilecost *tcost;        /* [n_tiles] each tile's costs */
-    int cap_tcost;
+    const tilecost **opcost; /* [n_ops] this run's distinct costs of each op
+                              * (tileinfo.cost indexes them): in the op's
+                              * memo slot, or without memoization in cpool */
+    int cap_opcost;
+    tilecost *cpool; /* distinct costs computed in this run, op after op (with
+                      * memoization: one op's, until its slot copies them) */
+    int n_cpool, cap_cpool;
+    int *cbase;      /* [n_ops] without memoization: each op's first entry in cpool */
+    int cap_cbase;
+    int *chash;      /* scratch of op_tiles: hash of the op's distinct costs */
+    int cap_chash;
     ss_tile *shape_buf;     /* [n_tiles] shapes computed in this run */
     int cap_shape;
     const ss_tile **opshape; /* [n_ops] this run's tile shapes of each op: in
@@ -272,6 +288,13 @@ static inline int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int 
     s.n_res = n_res;
     s.res = res;
     return ss_taskgraph_add(tg, &s, d);
+}
+
+/* The costs of tile j (global index) in this run. */
+static inline const tilecost *tcost(const ss_builder *b, int j)
+{
+    const tileinfo *t = &b->tiles[j];
+    return &b->opcost[t->op][t->cost];
 }
 
 /* The shape of tile j (global index) in this run: the stored one, or in
