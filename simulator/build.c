@@ -539,7 +539,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     }
     b->tile_base[b->n_ops] = total;
     b->unit_base[b->n_ops] = units;
-    GROW(b, tiles, cap_tiles, total, d);
+    GROW_RUN(b, tiles, cap_tiles, total, d);
     GROW(b, opcost, cap_opcost, b->n_ops, d);
     GROW(b, cbase, cap_cbase, b->n_ops, d);
     b->n_cpool = 0;
@@ -549,7 +549,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
         DROP(b, opshape, cap_opshape);
     else
         GROW(b, opshape, cap_opshape, b->n_ops, d);
-    GROW(b, units, cap_units, units, d);
+    GROW_RUN(b, units, cap_units, units, d);
     b->n_tiles = total;
     b->n_units = units;
     for (int o = 0; o < b->n_ops; o++) {
@@ -693,13 +693,12 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
             u->entry = -1;
             u->xhead = -1;
             u->phead = -1;
-            u->btag = SS_BUILD_COLL_BCAST;
+            u->btag = (signed char)SS_BUILD_COLL_BCAST;
             u->local = 0;
             u->rep = c->rep;
             u->q = k % c->rep;
             u->gsum = 0;
             u->gentry = -1;
-            u->rhash = 0;
             u->ready = R == 1 ? b->tiles[u->first].fwd : -1;
             u->n_unique = 1;
             if (R > 1) {
@@ -1216,25 +1215,29 @@ static uint64_t work_hash(const ss_builder *b, int j, int tensor)
     return h ^ (h >> 33);
 }
 
-/* Replica groups: each unit's consumer-work hash, and whether a group's
- * replicas are read by different work (then its output gradient is summed
- * over the group). */
+/* Replica groups: whether a group's replicas are read by different work
+ * (order-free hashes of the consumer work reading each; then its output
+ * gradient is summed over the group). A group's units are consecutive,
+ * replica 0 first. */
 static ss_status pass_replicas(ss_builder *b)
 {
+    uint64_t h0 = 0;
+    int differ = 0;
     for (int uu = 0; uu < b->n_units; uu++) {
         unitinfo *u = &b->units[uu];
         if (u->rep == 1)
             continue;
+        uint64_t h = 0;
         for (int k = u->phead; k >= 0; k = b->pairs[k].next)
-            u->rhash += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
-        if (u->q == u->rep - 1) {
-            unitinfo *g0 = u - u->q;
-            int differ = 0;
-            for (int q = 1; q < u->rep; q++)
-                differ |= g0[q].rhash != g0->rhash;
-            for (int q = 0; q < u->rep; q++)
-                g0[q].gsum = differ;
+            h += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
+        if (u->q == 0) {
+            h0 = h;
+            differ = 0;
         }
+        differ |= h != h0;
+        if (u->q == u->rep - 1)
+            for (int q = 0; q < u->rep; q++)
+                (u - u->q)[q].gsum = (signed char)differ;
     }
     return SS_OK;
 }

@@ -35,6 +35,8 @@ typedef struct tilecost {
     double fwd_gpu, bwd_gpu, fwd_host, bwd_host; /* ss_cost's split (build_host.c) */
 } tilecost;
 
+/* A unit: the tiles of one output tile (its partial sums, red > 1). 48
+ * bytes (the 175B / 1,024-GPU plan has 24 M). */
 typedef struct unitinfo {
     int op, first, red; /* tiles first .. first + red - 1 (global indices) */
     int ready;          /* task consumers wait for */
@@ -42,16 +44,17 @@ typedef struct unitinfo {
     int n_unique;       /* distinct devices */
     int xhead;          /* first transfer from this unit, -1 if none */
     int phead;          /* first pair reading this unit, -1 if none */
-    int btag;           /* SS_BUILD_COLL_* carrying the output gradient to the members */
-    int local;          /* partial sums whose consumers are replicas of the same work on
-                         * every member: each member's gradient is already whole */
     int rep, q;         /* the op's replica degree; this unit's replica index: units
                          * uu - q .. uu - q + rep - 1 compute the same tile (a group) */
-    int gsum;           /* the group's replicas are read by different consumer work: the
-                         * output gradient is summed over the group (all-reduce) */
     int gentry;         /* on a group's replica 0: its backward entry, -1 until made */
-    uint64_t rhash;     /* order-free hash of the consumer work reading this unit */
+    signed char btag;   /* SS_BUILD_COLL_* carrying the output gradient to the members */
+    signed char local;  /* partial sums whose consumers are replicas of the same work on
+                         * every member: each member's gradient is already whole */
+    signed char gsum;   /* the group's replicas are read by different consumer work: the
+                         * output gradient is summed over the group (all-reduce) */
 } unitinfo;
+
+_Static_assert(sizeof(unitinfo) <= 48, "a unit stays within 48 bytes");
 
 typedef struct xferinfo {
     int tensor, unit, dev, src;
@@ -269,6 +272,22 @@ int ss_sym_hook_remap(ss_build_sym *h, int *res, int n);
     do {                                                                                     \
         if (ss_grow((void **)&(b)->arr, &(b)->cap, (need), sizeof(*(b)->arr)))                  \
             return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
+    } while (0)
+
+/* GROW for arrays sized once per run: in lean mode (freed after the run,
+ * ss_build_set_lean) exactly `need` entries, not the next power of two (the
+ * 175B plan's tiles and units: 0.8 GB of address space less). */
+#define GROW_RUN(b, arr, cap, need, d)                                                       \
+    do {                                                                                     \
+        if (!(b)->lean) {                                                                    \
+            GROW(b, arr, cap, need, d);                                                      \
+        } else if ((need) > (b)->cap) {                                                      \
+            void *q_ = ss_realloc((b)->arr, (size_t)(need) * sizeof(*(b)->arr));             \
+            if (!q_)                                                                         \
+                return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
+            (b)->arr = q_;                                                                   \
+            (b)->cap = (need);                                                               \
+        }                                                                                    \
     } while (0)
 
 /* ---- small helpers ---------------------------------------------------- */
