@@ -565,6 +565,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
             }
             b->opshape[o] = b->slots[hit].shapes;
             b->opcost[o] = b->slots[hit].costs;
+            b->st.costs += b->slots[hit].ncosts;
             b->cur[o] = hit;
             b->mst.op_hits++;
         } else {
@@ -578,6 +579,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
                 return st;
             /* without memoization, cpool may still move: opcost is set below */
             b->opcost[o] = b->cpool + b->cbase[o];
+            b->st.costs += b->n_cpool - b->cbase[o];
             if (b->memo_on) {
                 b->mst.op_misses++;
                 if ((b->cur[o] = store_slot(b, o, c, b->cpool, b->n_cpool)) < 0)
