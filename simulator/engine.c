@@ -39,8 +39,8 @@
  * memory first, they keep neither the id -> position map, nor the
  * successor lists by position (4 bytes per edge of tasks with more than two
  * successors), nor per-position copies of the results (12 bytes per task);
- * the GPT-3 175B / 1,024-GPU plan's event loop then takes ~2x as long
- * (about 5 -> 10 s of a 35 s simulation) and 0.6 GB less.
+ * the GPT-3 175B / 1,024-GPU plan's rounds then take ~2x as long (~4 CPU
+ * s more, of ~30) and 0.6 GB less.
  *
  * Per task (position), one 32-byte read-only record holds what the event
  * loop reads, with the resource and up to two successors inline;
