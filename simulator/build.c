@@ -95,7 +95,10 @@ const ss_build_memo_stats *ss_build_memo_stats_of(const ss_builder *b)
 static void release_scratch(ss_builder *b)
 {
     DROP(b, tiles, cap_tiles);
-    DROP(b, tcost, cap_tcost);
+    DROP(b, opcost, cap_opcost);
+    DROP(b, cbase, cap_cbase);
+    DROP(b, cpool, cap_cpool);
+    DROP(b, chash, cap_chash);
     DROP(b, shape_buf, cap_shape);
     DROP(b, opshape, cap_opshape);
     DROP(b, units, cap_units);
@@ -126,7 +129,7 @@ static void release_scratch(ss_builder *b)
     ss_free(b->rgen);
     b->rgen = NULL;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
-    b->n_pbuf = 0;
+    b->n_pbuf = b->n_cpool = 0;
 }
 
 void ss_build_set_lean(ss_builder *b, int on)
@@ -140,7 +143,10 @@ void ss_build_free(ss_builder *b)
     if (!b)
         return;
     ss_free(b->tiles);
-    ss_free(b->tcost);
+    ss_free(b->opcost);
+    ss_free(b->cbase);
+    ss_free(b->cpool);
+    ss_free(b->chash);
     ss_free(b->tile_base);
     ss_free(b->unit_base);
     ss_free(b->units);
@@ -444,7 +450,8 @@ static int find_slot(ss_builder *b, int o, const ss_pconfig *c)
 /* Remember config c of op o with its tiles b->tiles[tile_base[o] ..] in the
  * least recently used slot; the slot index, or -1 on allocation failure
  * (the slot is then empty). */
-static int store_slot(ss_builder *b, int o, const ss_pconfig *c)
+static int store_slot(ss_builder *b, int o, const ss_pconfig *c, const tilecost *costs,
+                      int ncosts)
 {
     int k = o * KOP;
     for (int i = o * KOP + 1; i < (o + 1) * KOP; i++)
@@ -458,7 +465,7 @@ static int store_slot(ss_builder *b, int o, const ss_pconfig *c)
     memset(s, 0, sizeof *s);
     s->devs = ss_malloc((size_t)c->ntiles * sizeof *s->devs);
     s->tiles = ss_malloc((size_t)c->ntiles * sizeof *s->tiles);
-    s->costs = ss_malloc((size_t)c->ntiles * sizeof *s->costs);
+    s->costs = ss_malloc((size_t)ncosts * sizeof *s->costs);
     s->shapes = ss_malloc((size_t)c->ntiles * sizeof *s->shapes);
     if (!s->devs || !s->tiles || !s->costs || !s->shapes) {
         ss_free(s->devs);
@@ -473,7 +480,8 @@ static int store_slot(ss_builder *b, int o, const ss_pconfig *c)
     }
     memcpy(s->devs, c->devices, (size_t)c->ntiles * sizeof *s->devs);
     memcpy(s->tiles, b->tiles + b->tile_base[o], (size_t)c->ntiles * sizeof *s->tiles);
-    memcpy(s->costs, b->tcost + b->tile_base[o], (size_t)c->ntiles * sizeof *s->costs);
+    memcpy(s->costs, costs, (size_t)ncosts * sizeof *s->costs);
+    s->ncosts = ncosts;
     memcpy(s->shapes, b->opshape[o], (size_t)c->ntiles * sizeof *s->shapes);
     s->ndim = c->ndim;
     for (int i = 0; i < SS_MAX_DIMS; i++)
@@ -531,15 +539,17 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
     }
     b->tile_base[b->n_ops] = total;
     b->unit_base[b->n_ops] = units;
-    GROW(b, tiles, cap_tiles, total, d);
-    GROW(b, tcost, cap_tcost, total, d);
+    GROW_RUN(b, tiles, cap_tiles, total, d);
+    GROW(b, opcost, cap_opcost, b->n_ops, d);
+    GROW(b, cbase, cap_cbase, b->n_ops, d);
+    b->n_cpool = 0;
     /* lean: one op's shapes at a time (tshape computes them again later) */
     GROW(b, shape_buf, cap_shape, b->lean ? widest : total, d);
     if (b->lean)
         DROP(b, opshape, cap_opshape);
     else
         GROW(b, opshape, cap_opshape, b->n_ops, d);
-    GROW(b, units, cap_units, units, d);
+    GROW_RUN(b, units, cap_units, units, d);
     b->n_tiles = total;
     b->n_units = units;
     for (int o = 0; o < b->n_ops; o++) {
@@ -550,31 +560,39 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
             if (pl[0] != b->slots[hit].id || pl[1] != b->tile_base[o]) {
                 memcpy(b->tiles + b->tile_base[o], b->slots[hit].tiles,
                        (size_t)c->ntiles * sizeof(tileinfo));
-                memcpy(b->tcost + b->tile_base[o], b->slots[hit].costs,
-                       (size_t)c->ntiles * sizeof(tilecost));
                 pl[0] = b->slots[hit].id;
                 pl[1] = b->tile_base[o];
             }
             b->opshape[o] = b->slots[hit].shapes;
+            b->opcost[o] = b->slots[hit].costs;
+            b->st.costs += b->slots[hit].ncosts;
             b->cur[o] = hit;
             b->mst.op_hits++;
         } else {
-            if (b->memo_on)
+            if (b->memo_on) {
                 b->placed[2 * o] = 0; /* op_tiles overwrites the range */
+                b->n_cpool = 0;       /* cpool: this op's costs until the slot has them */
+            }
+            b->cbase[o] = b->n_cpool;
             ss_status st = op_tiles(b, o, c, d);
             if (st != SS_OK)
                 return st;
+            /* without memoization, cpool may still move: opcost is set below */
+            b->opcost[o] = b->cpool + b->cbase[o];
+            b->st.costs += b->n_cpool - b->cbase[o];
             if (b->memo_on) {
                 b->mst.op_misses++;
-                if ((b->cur[o] = store_slot(b, o, c)) < 0)
+                if ((b->cur[o] = store_slot(b, o, c, b->cpool, b->n_cpool)) < 0)
                     return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+                b->opcost[o] = b->slots[b->cur[o]].costs;
                 b->placed[2 * o] = b->slots[b->cur[o]].id;
                 b->placed[2 * o + 1] = b->tile_base[o];
             }
         }
+        const tilecost *oc = b->opcost[o];
         for (int i = 0; i < c->ntiles; i++) {
             tileinfo *ti = &b->tiles[b->tile_base[o] + i];
-            ti->fwd = add_task(tg, SS_TASK_FWD, b->tcost[b->tile_base[o] + i].fwd_us,
+            ti->fwd = add_task(tg, SS_TASK_FWD, oc[ti->cost].fwd_us,
                                prio_fwd(o, ti->mb), o, i, ti->mb, 0, 0, 1, &ti->dev, d);
             if (ti->fwd < 0)
                 return d ? d->status : SS_ERR_INVALID;
@@ -582,6 +600,9 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
             b->st.fwd++;
         }
     }
+    if (!b->memo_on) /* cpool no longer moves */
+        for (int o = 0; o < b->n_ops; o++)
+            b->opcost[o] = b->cpool + b->cbase[o];
     return SS_OK;
 }
 
@@ -601,7 +622,6 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
         ss_pconfig_tile(g, op, c, i, &shape[i]);
         ti->op = o;
         ti->dev = c->devices[i];
-        ti->devtype = ss_machine_device(b->m, ti->dev)->type;
         b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? shape[i].out.r[sd].lo : 0, i};
     }
     /* micro-batch = rank of the tile's sample offset among the distinct
@@ -615,25 +635,46 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
             rank++;
         b->tiles[b->tile_base[o] + b->mbk[k].idx].mb = rank;
     }
+    /* costs: the op's distinct ones appended to cpool (from base), found
+     * again by their bits (chash: open addressing, entries - base or -1) */
+    int base = b->n_cpool, hn = 16;
+    while (hn < 2 * c->ntiles)
+        hn *= 2;
+    GROW(b, chash, cap_chash, hn, d);
+    for (int k = 0; k < hn; k++)
+        b->chash[k] = -1;
     for (int i = 0; i < c->ntiles; i++) {
         tileinfo *ti = &b->tiles[b->tile_base[o] + i];
-        tilecost *tc = &b->tcost[b->tile_base[o] + i];
-        if (op->type == SS_OP_INPUT) {
-            memset(tc, 0, sizeof *tc);
-        } else {
+        tilecost tc;
+        memset(&tc, 0, sizeof tc);
+        if (op->type != SS_OP_INPUT) {
             ss_cost cost;
-            ss_status st = ss_cost_tile(b->cm, g, op, &shape[i], ti->devtype, &cost);
+            int dt = ss_machine_device(b->m, ti->dev)->type;
+            ss_status st = ss_cost_tile(b->cm, g, op, &shape[i], dt, &cost);
             if (st != SS_OK)
                 return ss_diag_set(d, st, "simulate: no cost for operator \"%s\"", op->name);
-            tc->fwd_us = cost.fwd_us;
-            tc->bwd_us = cost.bwd_us;
-            tc->fwd_gpu = cost.fwd_gpu_us;
-            tc->bwd_gpu = cost.bwd_gpu_us;
-            tc->fwd_host = cost.fwd_host_us;
-            tc->bwd_host = cost.bwd_host_us;
-            tc->saved = cost.work.saved_bytes;
-            tc->ws = cost.workspace_bytes;
+            tc.fwd_us = cost.fwd_us;
+            tc.bwd_us = cost.bwd_us;
+            tc.fwd_gpu = cost.fwd_gpu_us;
+            tc.bwd_gpu = cost.bwd_gpu_us;
+            tc.fwd_host = cost.fwd_host_us;
+            tc.bwd_host = cost.bwd_host_us;
+            tc.saved = cost.work.saved_bytes;
+            tc.ws = cost.workspace_bytes;
         }
+        uint64_t w[sizeof tc / 8], h = 0;
+        memcpy(w, &tc, sizeof tc);
+        for (size_t k = 0; k < sizeof tc / 8; k++)
+            h = (h ^ w[k]) * 0x9E3779B97F4A7C15ull;
+        uint32_t at = (uint32_t)(h >> 32) & (uint32_t)(hn - 1);
+        while (b->chash[at] >= 0 && memcmp(&b->cpool[base + b->chash[at]], &tc, sizeof tc))
+            at = (at + 1) & (uint32_t)(hn - 1);
+        if (b->chash[at] < 0) {
+            GROW(b, cpool, cap_cpool, b->n_cpool + 1, d);
+            b->cpool[b->n_cpool] = tc;
+            b->chash[at] = b->n_cpool++ - base;
+        }
+        ti->cost = b->chash[at];
         ti->fwd = ti->bwd = -1;
     }
     return SS_OK;
@@ -654,13 +695,12 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
             u->entry = -1;
             u->xhead = -1;
             u->phead = -1;
-            u->btag = SS_BUILD_COLL_BCAST;
+            u->btag = (signed char)SS_BUILD_COLL_BCAST;
             u->local = 0;
             u->rep = c->rep;
             u->q = k % c->rep;
             u->gsum = 0;
             u->gentry = -1;
-            u->rhash = 0;
             u->ready = R == 1 ? b->tiles[u->first].fwd : -1;
             u->n_unique = 1;
             if (R > 1) {
@@ -1177,25 +1217,29 @@ static uint64_t work_hash(const ss_builder *b, int j, int tensor)
     return h ^ (h >> 33);
 }
 
-/* Replica groups: each unit's consumer-work hash, and whether a group's
- * replicas are read by different work (then its output gradient is summed
- * over the group). */
+/* Replica groups: whether a group's replicas are read by different work
+ * (order-free hashes of the consumer work reading each; then its output
+ * gradient is summed over the group). A group's units are consecutive,
+ * replica 0 first. */
 static ss_status pass_replicas(ss_builder *b)
 {
+    uint64_t h0 = 0;
+    int differ = 0;
     for (int uu = 0; uu < b->n_units; uu++) {
         unitinfo *u = &b->units[uu];
         if (u->rep == 1)
             continue;
+        uint64_t h = 0;
         for (int k = u->phead; k >= 0; k = b->pairs[k].next)
-            u->rhash += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
-        if (u->q == u->rep - 1) {
-            unitinfo *g0 = u - u->q;
-            int differ = 0;
-            for (int q = 1; q < u->rep; q++)
-                differ |= g0[q].rhash != g0->rhash;
-            for (int q = 0; q < u->rep; q++)
-                g0[q].gsum = differ;
+            h += work_hash(b, b->pairs[k].tile, b->pairs[k].tensor);
+        if (u->q == 0) {
+            h0 = h;
+            differ = 0;
         }
+        differ |= h != h0;
+        if (u->q == u->rep - 1)
+            for (int q = 0; q < u->rep; q++)
+                (u - u->q)[q].gsum = (signed char)differ;
     }
     return SS_OK;
 }
@@ -1467,7 +1511,8 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         }
         if (input)
             continue;
-        double dur = b->tcost[j].bwd_us + (recompute ? b->tcost[j].fwd_us : 0);
+        const tilecost *tc = tcost(b, j);
+        double dur = tc->bwd_us + (recompute ? tc->fwd_us : 0);
         t->bwd = add_task(tg, SS_TASK_BWD, dur, prio_bwd(b, t->op, t->mb), t->op,
                           j - b->tile_base[t->op], t->mb, 0, 0, 1, &t->dev, d);
         if (t->bwd < 0)
@@ -1787,7 +1832,7 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         const tileinfo *t = &b->tiles[j];
         if (t->bwd < 0)
             continue;
-        const tilecost *tc = &b->tcost[j];
+        const tilecost *tc = tcost(b, j);
         if (ss_build_recomputed(b, t->op))
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, t->bwd, 1, d);
         else

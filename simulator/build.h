@@ -150,6 +150,8 @@ typedef struct ss_build_stats {
     int coll_sendgather; /* all-gathers of scatter-gather pipeline sends */
     int buckets, shards;
     int microbatch_gating; /* 1 if micro-batch program order was applied */
+    int costs;             /* distinct tile costs kept: per op, its tiles' distinct
+                            * (forward, backward, saved, workspace, GPU / host) costs */
 } ss_build_stats;
 
 typedef struct ss_builder ss_builder;

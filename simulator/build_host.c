@@ -78,14 +78,14 @@ ss_status ss_build_host(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
             if (t->bwd < 0)
                 continue;
             size_t g = (size_t)t->dev * K + t->mb;
-            int W = ss_machine_type(b->m, t->devtype)->dispatch_window;
+            int W = ss_machine_type(b->m, ss_machine_device(b->m, t->dev)->type)->dispatch_window;
             if (cur[g] < 0 || (W > 0 && cnt[g] % W == 0)) {
                 cur[g] = nw++;
                 memset(&b->hsum[4 * cur[g]], 0, 4 * sizeof *b->hsum);
             }
             cnt[g]++;
             win[j] = cur[g];
-            const tilecost *c = &b->tcost[j];
+            const tilecost *c = tcost(b, j);
             double *s = &b->hsum[4 * win[j]];
             s[0] += c->fwd_gpu;
             s[1] += c->fwd_host;
@@ -94,7 +94,7 @@ ss_status ss_build_host(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         }
         for (int j = 0; j < b->n_tiles; j++) {
             const tileinfo *t = &b->tiles[j];
-            const tilecost *c = &b->tcost[j];
+            const tilecost *c = tcost(b, j);
             if (win[j] < 0 || !(c->fwd_host > 0 || c->bwd_host > 0))
                 continue; /* inputs; profiled costs keep theirs */
             const double *s = &b->hsum[4 * win[j]];
@@ -108,7 +108,8 @@ ss_status ss_build_host(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         for (size_t g = 0; g < n; g++)
             if (first[g] >= 0) {
                 const tileinfo *t = &b->tiles[first[g]];
-                tg->dur[t->fwd] += ss_machine_type(b->m, t->devtype)->mb_overhead_us;
+                const ss_device *dv = ss_machine_device(b->m, t->dev);
+                tg->dur[t->fwd] += ss_machine_type(b->m, dv->type)->mb_overhead_us;
             }
     return SS_OK;
 }

@@ -16,19 +16,27 @@
 #define MB_CLAMP 1023
 
 /* What the passes read of a tile, kept small (the passes stream through
- * every tile several times); its costs (tilecost, read by two passes) and
+ * every tile several times); its costs (tilecost, read by three passes) and
  * its shape (tshape) live apart. */
 typedef struct tileinfo {
-    int op, dev, devtype;
+    int op, dev;
+    int cost;     /* its costs: entry `cost` of the op's distinct costs (tcost) */
     int fwd, bwd; /* task ids; bwd = -1 for graph inputs */
     int mb;       /* micro-batch: rank of its sample range among the op's tiles on its device */
 } tileinfo;
 
+/* A tile's costs. Most tiles of an op share them (the same shape on the
+ * same device type: micro-batches, replicas, tensor-parallel ranks), so
+ * each op keeps its distinct costs once and its tiles index them: 4 bytes
+ * per tile instead of 64 (the 175B / 1,024-GPU plan has 26 M tiles and
+ * a few thousand distinct costs). */
 typedef struct tilecost {
     double fwd_us, bwd_us, saved, ws;
     double fwd_gpu, bwd_gpu, fwd_host, bwd_host; /* ss_cost's split (build_host.c) */
 } tilecost;
 
+/* A unit: the tiles of one output tile (its partial sums, red > 1). 48
+ * bytes (the 175B / 1,024-GPU plan has 24 M). */
 typedef struct unitinfo {
     int op, first, red; /* tiles first .. first + red - 1 (global indices) */
     int ready;          /* task consumers wait for */
@@ -36,16 +44,17 @@ typedef struct unitinfo {
     int n_unique;       /* distinct devices */
     int xhead;          /* first transfer from this unit, -1 if none */
     int phead;          /* first pair reading this unit, -1 if none */
-    int btag;           /* SS_BUILD_COLL_* carrying the output gradient to the members */
-    int local;          /* partial sums whose consumers are replicas of the same work on
-                         * every member: each member's gradient is already whole */
     int rep, q;         /* the op's replica degree; this unit's replica index: units
                          * uu - q .. uu - q + rep - 1 compute the same tile (a group) */
-    int gsum;           /* the group's replicas are read by different consumer work: the
-                         * output gradient is summed over the group (all-reduce) */
     int gentry;         /* on a group's replica 0: its backward entry, -1 until made */
-    uint64_t rhash;     /* order-free hash of the consumer work reading this unit */
+    signed char btag;   /* SS_BUILD_COLL_* carrying the output gradient to the members */
+    signed char local;  /* partial sums whose consumers are replicas of the same work on
+                         * every member: each member's gradient is already whole */
+    signed char gsum;   /* the group's replicas are read by different consumer work: the
+                         * output gradient is summed over the group (all-reduce) */
 } unitinfo;
+
+_Static_assert(sizeof(unitinfo) <= 48, "a unit stays within 48 bytes");
 
 typedef struct xferinfo {
     int tensor, unit, dev, src;
@@ -104,7 +113,8 @@ typedef struct opslot {
     int ndim, deg[SS_MAX_DIMS], red, ntiles;
     int *devs;       /* ntiles */
     tileinfo *tiles; /* ntiles, task ids not meaningful */
-    tilecost *costs; /* ntiles */
+    tilecost *costs; /* ncosts: the distinct costs the tiles index */
+    int ncosts;
     ss_tile *shapes; /* ntiles */
 } opslot;
 
@@ -137,8 +147,17 @@ struct ss_builder {
 
     tileinfo *tiles;
     int n_tiles, cap_tiles;
-    tilecost *tcost;        /* [n_tiles] each tile's costs */
-    int cap_tcost;
+    const tilecost **opcost; /* [n_ops] this run's distinct costs of each op
+                              * (tileinfo.cost indexes them): in the op's
+                              * memo slot, or without memoization in cpool */
+    int cap_opcost;
+    tilecost *cpool; /* distinct costs computed in this run, op after op (with
+                      * memoization: one op's, until its slot copies them) */
+    int n_cpool, cap_cpool;
+    int *cbase;      /* [n_ops] without memoization: each op's first entry in cpool */
+    int cap_cbase;
+    int *chash;      /* scratch of op_tiles: hash of the op's distinct costs */
+    int cap_chash;
     ss_tile *shape_buf;     /* [n_tiles] shapes computed in this run */
     int cap_shape;
     const ss_tile **opshape; /* [n_ops] this run's tile shapes of each op: in
@@ -255,6 +274,22 @@ int ss_sym_hook_remap(ss_build_sym *h, int *res, int n);
             return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
     } while (0)
 
+/* GROW for arrays sized once per run: in lean mode (freed after the run,
+ * ss_build_set_lean) exactly `need` entries, not the next power of two (the
+ * 175B plan's tiles and units: 0.8 GB of address space less). */
+#define GROW_RUN(b, arr, cap, need, d)                                                       \
+    do {                                                                                     \
+        if (!(b)->lean) {                                                                    \
+            GROW(b, arr, cap, need, d);                                                      \
+        } else if ((need) > (b)->cap) {                                                      \
+            void *q_ = ss_realloc((b)->arr, (size_t)(need) * sizeof(*(b)->arr));             \
+            if (!q_)                                                                         \
+                return ss_diag_set((d), SS_ERR_NOMEM, "simulate: out of memory building tasks"); \
+            (b)->arr = q_;                                                                   \
+            (b)->cap = (need);                                                               \
+        }                                                                                    \
+    } while (0)
+
 /* ---- small helpers ---------------------------------------------------- */
 
 static inline int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int op, int tile,
@@ -272,6 +307,13 @@ static inline int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int 
     s.n_res = n_res;
     s.res = res;
     return ss_taskgraph_add(tg, &s, d);
+}
+
+/* The costs of tile j (global index) in this run. */
+static inline const tilecost *tcost(const ss_builder *b, int j)
+{
+    const tileinfo *t = &b->tiles[j];
+    return &b->opcost[t->op][t->cost];
 }
 
 /* The shape of tile j (global index) in this run: the stored one, or in

@@ -160,7 +160,10 @@ ss_status ss_engine_run(ss_engine *e, const ss_taskgraph *tg, const ss_engine_co
  * work arrays (task records, queues, calendar, positions) as soon as the
  * rounds are done, before the results by id are written, so a run's peak
  * memory is the rounds' working set and what follows (memory sweep) has
- * that room. Results are the same; the next run allocates them again. */
+ * that room; and it keeps the ids as positions (engine.c: no reordering
+ * for locality, so no position map, successor copies or per-position
+ * results; slower rounds on big graphs). Results are the same; the next
+ * run allocates them again. */
 void ss_engine_set_lean(ss_engine *e, int on);
 
 /* 1 if the last ss_engine_run stopped early (CUTTING): *bound (if

@@ -763,6 +763,65 @@ static void test_sequence_parallel_volume(void **state)
  * activation crossing the stages: one per tensor-parallel rank (rank q of
  * stage 0 to rank q of stage 1), and their gradients back, 8 + 8.
  */
+/*
+ * Tiles share their costs (build_impl.h: each op keeps its distinct costs
+ * once, tiles index them). chain2 (batch 64) on topologies/volunteers40.json:
+ * fc1 split 4 ways by sample over peers 0, 1, 3 (T4) and 4 (RTX 3090) has
+ * two distinct costs, x and fc2 (peer 0) one each: 4 costs for 6 tiles,
+ * and the T4 tiles' forward durations equal, the 3090's shorter. A
+ * Megatron GPT (tp 2, pp 2, dp 2, 4 micro-batches) has one shape per op on
+ * one device type: as many costs as ops, far fewer than tiles, in a
+ * memoizing builder (cold and warm) and a lean one alike, and every task's
+ * duration the same bit for bit.
+ */
+static void test_shared_costs(void **state)
+{
+    (void)state;
+    fix f;
+    setup(&f, "tests/data/sim/chain2.json", "topologies/volunteers40.json");
+    static const int d0[] = {0}, d4[] = {0, 1, 3, 4};
+    set_cfg(&f, "x", 1, 1, d0, 0);
+    set_cfg(&f, "fc1", 4, 1, d4, 0);
+    set_cfg(&f, "fc2", 1, 1, d0, 0);
+    run(&f);
+    const ss_build_stats *st = ss_build_stats_of(f.b);
+    assert_int_equal(st->fwd, 6);
+    assert_int_equal(st->costs, 4);
+    double t0 = f.tg->dur[find_task(&f, SS_TASK_FWD, "fc1", 0)];
+    assert_true(f.tg->dur[find_task(&f, SS_TASK_FWD, "fc1", 1)] == t0);
+    assert_true(f.tg->dur[find_task(&f, SS_TASK_FWD, "fc1", 2)] == t0);
+    assert_true(f.tg->dur[find_task(&f, SS_TASK_FWD, "fc1", 3)] < t0);
+    teardown(&f);
+
+    setup_zoo(&f, "gpt:layers=2,hidden=128,heads=8,seq=64,vocab=512", 16,
+              "topologies/dgx-a100.json");
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan_free(f.p);
+    f.p = NULL;
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mb=4", f.g, f.m, &f.p, &d),
+                     SS_OK);
+    int n_ops = ss_graph_n_ops(f.g);
+    run(&f);
+    st = ss_build_stats_of(f.b);
+    assert_int_equal(st->costs, n_ops);
+    assert_true(st->fwd >= 8 * n_ops);
+    int n = f.tg->n_tasks;
+    double *dur = test_malloc((size_t)n * sizeof *dur);
+    memcpy(dur, f.tg->dur, (size_t)n * sizeof *dur);
+    run(&f); /* warm: every op's config hits its memo slot */
+    assert_int_equal(ss_build_stats_of(f.b)->costs, n_ops);
+    assert_int_equal(f.tg->n_tasks, n);
+    assert_memory_equal(f.tg->dur, dur, (size_t)n * sizeof *dur);
+    ss_build_set_lean(f.b, 1);
+    run(&f);
+    assert_int_equal(ss_build_stats_of(f.b)->costs, n_ops);
+    assert_int_equal(f.tg->n_tasks, n);
+    assert_memory_equal(f.tg->dur, dur, (size_t)n * sizeof *dur);
+    test_free(dur);
+    teardown(&f);
+}
+
 static void test_megatron_tp8_no_fanout(void **state)
 {
     (void)state;
@@ -1079,6 +1138,7 @@ int main(void)
         cmocka_unit_test(test_reduce_scatter_all_gather),
         cmocka_unit_test(test_sequence_parallel_volume),
         cmocka_unit_test(test_megatron_tp8_no_fanout),
+        cmocka_unit_test(test_shared_costs),
         cmocka_unit_test(test_dataflow_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

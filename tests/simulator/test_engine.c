@@ -604,8 +604,9 @@ static void test_determinism(void **state)
     ss_taskgraph_free(g2);
 }
 
-/* Lean mode (work arrays freed after every run) changes no result: random
- * DAGs, small (positions are ids) and large (reordered, 70,000 tasks), both
+/* Lean mode (work arrays freed after every run, positions always the ids)
+ * changes no result: random DAGs, small (positions are ids in both) and
+ * large (70,000 tasks: the normal engine reorders them, lean does not), both
  * policies, every array of the result and the critical path bit for bit
  * equal to a normal engine's, run after run on the same lean engine (it
  * regrows what it freed), and a graph with a cycle still reported. */
