@@ -163,6 +163,7 @@ static void test_random_symmetric(void **state)
         int n = 8 * nodes;
         int kind = (int)rnd(3); /* 0 gpt, 1 bert, 2 mlp */
         int dp_only = kind == 2 || rnd(4) == 0 || n > 32;
+        int c_sp = 0;
         int tp = dp_only ? 1 : 1 << rnd(4), pp = dp_only ? 1 : 1 << rnd(3);
         if (tp * pp > n)
             continue;
@@ -198,7 +199,7 @@ static void test_random_symmetric(void **state)
             c.mb = mb;
             c.vp = vp;
             c.recompute = (ss_recompute)rnd(3);
-            c.sp = tp > 1 ? (int)rnd(2) : 0;
+            c.sp = c_sp = tp > 1 ? (int)rnd(2) : 0;
             c.distopt = (int)rnd(2);
             c.sync = (ss_sync_mode)rnd(2);
             if (ss_plan_megatron(g, m, &c, &p, &d) != SS_OK) {
@@ -214,10 +215,15 @@ static void test_random_symmetric(void **state)
         }
         tried++;
         symmetric += check(g, m, p);
-        if (hier_last > 0.005)
-            print_message("hierarchical %.3f%% off: %s, %d nodes, tp %d pp %d dp %d, %d "
-                          "micro-batches, batch %lld\n",
-                          100 * hier_last, spec, nodes, tp, pp, dp, mb, (long long)batch);
+        if (hier_last > 0.005 || getenv("SS_SYM_ALL")) {
+            const ss_plan_settings *ps = ss_plan_settings_get(p);
+            print_message("hierarchical %.3f%% off: %s, %d nodes, tp %d pp %d dp %d vp %d, %d "
+                          "micro-batches, batch %lld; sp %d schedule %d sync %d distopt %d "
+                          "recompute %d bucket %lld priority %d (plan %d)\n",
+                          100 * hier_last, spec, nodes, tp, pp, dp, vp, mb, (long long)batch, c_sp,
+                          (int)ps->schedule, (int)ps->sync, ps->distopt, (int)ps->recompute,
+                          (long long)ps->bucket_bytes, ps->priority, it);
+        }
         ss_plan_free(p);
         ss_graph_free(g);
     }
