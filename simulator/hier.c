@@ -50,6 +50,7 @@ typedef struct figs {
     double stat, weights, peak1, held; /* memory of d0: static, weights, peak of one
                                           micro-batch, bytes held at the forward's end */
     double recv;      /* bytes d0 receives from the previous stage per micro-batch */
+    double ag;        /* distributed optimizer: d0's all-gathers of updated parameters */
     double tasks;     /* tasks simulated */
     /* A weight shared with other stages (a tied embedding) is synchronised
      * by collectives over all their devices (joint: at d0, in the order
@@ -824,6 +825,23 @@ static int add_copy(ss_hier *h, subctx *x, int o, const int *in, int kind, ss_di
     return id;
 }
 
+/* What task t of stage s's sub-problem (ns ops) belongs to: SUB_OWN for
+ * the stage's own tasks, among them the synchronisation of a weight shared
+ * with another stage (its collectives and the updates on the stage's
+ * devices, which name the weight's first reader, maybe a peer), else the
+ * SUB_RECV or SUB_PEER of its op. */
+static int ext_of(const ss_hier *h, const ss_taskgraph *tg, int t, int ns, int s)
+{
+    int o = tg->op[t];
+    if (o < 0 || o >= ns || !h->ext_ops[o])
+        return SUB_OWN;
+    if (tg->kind[t] == SS_TASK_UPDATE && h->devrank[ss_taskgraph_res(tg, t)[0]] == s % h->R)
+        return SUB_OWN;
+    if (joint_coll(h, tg, t, s))
+        return SUB_OWN;
+    return h->ext_ops[o];
+}
+
 /* Add to the sub-graph the readers of op o's weights in stages below s
  * (lower) or above it (!lower) that it does not hold yet, each with input
  * ops of its own. -1 on error (d set). */
@@ -1062,8 +1080,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     memset(f, 0, sizeof *f);
     double t0 = 0, fwd_end = 0, bwd_end = 0, last = 0;
     for (int t = 0; t < tg->n_tasks; t++) {
-        int o = tg->op[t], kind = tg->kind[t];
-        if (o >= 0 && o < ns && h->ext_ops[o])
+        int kind = tg->kind[t];
+        if (ext_of(h, tg, t, ns, s))
             continue;
         if (kind == SS_TASK_FWD && er->end[t] > fwd_end)
             fwd_end = er->end[t];
@@ -1143,8 +1161,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     }
     f->send_last = back > bwd_end ? back - bwd_end - f->gather : f->send;
     for (int t = 0; t < tg->n_tasks; t++) {
-        int o = tg->op[t], kind = tg->kind[t];
-        if (o >= 0 && o < ns && h->ext_ops[o])
+        int kind = tg->kind[t];
+        if (ext_of(h, tg, t, ns, s))
             continue;
         const int32_t *rs = ss_taskgraph_res(tg, t);
         int nr = ss_taskgraph_n_res(tg, t), at = 0;
@@ -1173,6 +1191,25 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
     }
     f->comp_upd += dropped;
+    /* the all-gathers after the distributed optimizer's updates at d0 */
+    if (set->distopt) {
+        unsigned char *seen = ss_calloc((size_t)tg->n_tasks + 1, 1);
+        if (!seen) {
+            st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+            goto out;
+        }
+        for (int t = 0; t < tg->n_tasks; t++)
+            if (tg->kind[t] == SS_TASK_UPDATE && ss_taskgraph_res(tg, t)[0] == d0)
+                for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
+                    int u = tg->succ[k];
+                    if (tg->kind[u] == SS_TASK_COLLECTIVE && tg->aux[u] == SS_BUILD_COLL_GRAD &&
+                        !seen[u] && !joint_coll(h, tg, u, s)) {
+                        seen[u] = 1;
+                        f->ag += tg->dur[u];
+                    }
+                }
+        ss_free(seen);
+    }
     f->stat = ss_memory_static_bytes(h->mm, d0);
     f->weights = ss_memory_weight_bytes(h->mm, d0);
     f->peak1 = h->peak[d0];
@@ -1317,6 +1354,7 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     S->f.tail = w.tail;
     S->f.comp_upd = w.comp_upd;
     S->f.comm_once = w.comm_once;
+    S->f.ag = w.ag;
     S->f.jn = w.jn;
     memcpy(S->f.ja, w.ja, sizeof w.ja);
     memcpy(S->f.jd, w.jd, sizeof w.jd);
@@ -1843,6 +1881,12 @@ static ss_status joint_sync(const ss_hier *h, const ss_plan *p, const double *en
             if (!f->jn)
                 continue;
             double at = (j ? e : set->sync == SS_SYNC_BULK ? maxb : end_b[c]) + f->ja[j];
+            /* interleaved, distributed optimizer: the rank's other chunks'
+             * all-gathers come after the flush, before this stage's last
+             * joint all-gather */
+            for (int o = c % h->R; j && j == K - 1 && h->V > 1 && o < C; o += h->R)
+                if (o != c)
+                    at += h->stg[o].f.ag;
             start = at > start ? at : start;
             dur = f->jd[j] > dur ? f->jd[j] : dur;
         }
@@ -1924,21 +1968,43 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
                 c0 = c;
             tails += h->stg[c].f.tail;
         }
+        double ags = 0;
         for (int c = s; c < P; c += R)
-            if (c != c0)
+            if (c != c0) {
                 others += h->stg[c].f.comp_upd;
+                ags += h->stg[c].f.ag;
+            }
+        /* the distributed optimizer: the other chunks' updates wait for
+         * the rank's last backward (the 1F1B flush), their all-gathers then
+         * for the rank's network, after the first chunk's collectives */
         if (set->sync == SS_SYNC_BULK)
             e = maxb + tails;
         else
-            e = end_b[c0] + fmax(h->stg[c0].f.tail, others + h->stg[c0].f.comp_upd);
+            e = end_b[c0] + fmax(h->stg[c0].f.tail + ags, others + h->stg[c0].f.comp_upd);
         /* a stage taking part in a shared weight's synchronisation ends
          * after the last joint collective and its own rest */
         for (int c = s; jend >= 0 && c < P; c += R)
             if (h->stg[c].f.jn > 0 && jend + h->stg[c].f.jb > e)
                 e = jend + h->stg[c].f.jb;
+        (void)ags;
         iter = e > iter ? e : iter;
         if (getenv("SS_HIER_DEBUG"))
             fprintf(stderr, "rank %d: e %.1f\n", s, e);
+    }
+    if (getenv("SS_HIER_RATIO") && h->V > 1) {
+        double worst = 0;
+        for (int s = 0; s < R; s++) {
+            int c0 = s;
+            for (int c = s; c < P; c += R)
+                if (end_b[c] > end_b[c0])
+                    c0 = c;
+            double oc = 0;
+            for (int c = s; c < P; c += R)
+                if (c != c0)
+                    oc += h->stg[c].f.comm_once;
+            worst = oc > worst ? oc : worst;
+        }
+        fprintf(stderr, "RATIO %.4f%%\n", 100 * worst / iter);
     }
     if (getenv("SS_HIER_DEBUG"))
         for (int c = 0; c < P; c++) {
