@@ -18,7 +18,6 @@
 #include "simulator/memory.h"
 #include "simulator/report.h"
 #include "simulator/taskgraph.h"
-#include "simulator/trace.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -1060,12 +1059,6 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         goto out;
     const ss_engine_result *er = ss_engine_result_of(h->e);
     const ss_taskgraph *tg = h->tg;
-    if (getenv("SS_HIER_TRACE")) { /* DEBUG */
-        char path[256];
-        snprintf(path, sizeof path, "%s/sub_s%d_k%d_b%d.json", getenv("SS_HIER_TRACE"), s, kk, bulk);
-        ss_trace_opts o = {h->m, ss_build_task_name, b, 1, NULL, NULL, NULL};
-        ss_trace_write(path, tg, er, &o, d);
-    }
     int nd = ss_machine_n_devices(h->m), d0 = S->base;
     if (ss_grow((void **)&h->peak, &h->cap_peak, nd, sizeof *h->peak)) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
@@ -1537,7 +1530,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
             /* a blocking send heads the receiver's queue from the sender's
              * pass end: the receiver is held through the wait too (its
              * pass resumes after the transfer), not counted as busy */
-            if (q > 0 && block && !getenv("NOQR")) {
+            if (q > 0 && block) {
                 if ((id.QR[i] = add(tg, SS_TASK_OTHER, q, pb, 1, rp, c, k, d)) < 0)
                     return d->status;
                 kern[prev] += q;
@@ -1632,15 +1625,6 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
     const ss_engine_result *er = ss_engine_result_of(h->e);
     for (int s = 0; s < P; s++)
         busy[s] = er->busy[s] - kern[s];
-    if (getenv("SS_HIER_DEBUG")) /* DEBUG */
-        for (int c = 0; c < C; c++)
-            for (int k = 0; k < M; k++) {
-                int64_t i = (int64_t)c * M + k;
-                fprintf(stderr, "  c%d mb%d F %.1f-%.1f B %.1f-%.1f SF %.1f-%.1f SB %.1f-%.1f\n", c, k,
-                        er->start[id.F[i]], er->end[id.FE[i]], er->start[id.B[i]], er->end[id.BE[i]],
-                        id.SF[i] >= 0 ? er->start[id.SF[i]] : -1, id.SF[i] >= 0 ? er->end[id.SF[i]] : -1,
-                        id.SB[i] >= 0 ? er->start[id.SB[i]] : -1, id.SB[i] >= 0 ? er->end[id.SB[i]] : -1);
-            }
     for (int c = 0; c < C; c++) {
         end_b[c] = 0;
         for (int k = 0; k < M; k++)
@@ -1986,34 +1970,8 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
         for (int c = s; jend >= 0 && c < P; c += R)
             if (h->stg[c].f.jn > 0 && jend + h->stg[c].f.jb > e)
                 e = jend + h->stg[c].f.jb;
-        (void)ags;
         iter = e > iter ? e : iter;
-        if (getenv("SS_HIER_DEBUG"))
-            fprintf(stderr, "rank %d: e %.1f\n", s, e);
     }
-    if (getenv("SS_HIER_RATIO") && h->V > 1) {
-        double worst = 0;
-        for (int s = 0; s < R; s++) {
-            int c0 = s;
-            for (int c = s; c < P; c += R)
-                if (end_b[c] > end_b[c0])
-                    c0 = c;
-            double oc = 0;
-            for (int c = s; c < P; c += R)
-                if (c != c0)
-                    oc += h->stg[c].f.comm_once;
-            worst = oc > worst ? oc : worst;
-        }
-        fprintf(stderr, "RATIO %.4f%%\n", 100 * worst / iter);
-    }
-    if (getenv("SS_HIER_DEBUG"))
-        for (int c = 0; c < P; c++) {
-            const figs *f = &h->stg[c].f;
-            fprintf(stderr, "stage %d end_b %.1f fwd %.1f bwd %.1f bwd_last %.1f tail %.1f send %.1f "
-                    "send_last %.1f gather %.1f comp_upd %.1f jn %g ja %.1f %.1f jd %.1f %.1f jb %.1f jend %.1f\n", c, end_b[c],
-                    f->fwd, f->bwd, f->bwd_last, f->tail, f->send, f->send_last, f->gather,
-                    f->comp_upd, f->jn, f->ja[0], f->ja[1], f->jd[0], f->jd[1], f->jb, jend);
-        }
     h->st.stages = P;
     h->st.tasks += ptasks;
     snprintf(r->model, sizeof r->model, "%s", ss_graph_name(h->g));
