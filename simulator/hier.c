@@ -1967,9 +1967,16 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
             e = end_b[c0] + fmax(h->stg[c0].f.tail + ags, others + h->stg[c0].f.comp_upd);
         /* a stage taking part in a shared weight's synchronisation ends
          * after the last joint collective and its own rest */
-        for (int c = s; jend >= 0 && c < P; c += R)
-            if (h->stg[c].f.jn > 0 && jend + h->stg[c].f.jb > e)
-                e = jend + h->stg[c].f.jb;
+        for (int c = s; jend >= 0 && c < P; c += R) {
+            /* bulk: the rank's other chunks' all-reduces take its network
+             * too, before or after the joint one (with the distributed
+             * optimizer they fill the joint collectives' waits instead) */
+            double rest = h->stg[c].f.jb;
+            if (set->sync == SS_SYNC_BULK && !set->distopt)
+                rest += tails - h->stg[c].f.tail;
+            if (h->stg[c].f.jn > 0 && jend + rest > e)
+                e = jend + rest;
+        }
         iter = e > iter ? e : iter;
     }
     h->st.stages = P;
