@@ -60,7 +60,8 @@ typedef struct figs {
                            backward's end */
     double ja[JMAX];    /* d0 reaches joint collective j: from the previous one's end (j =
                            0: from the last backward's end, bulk: from the barrier) */
-    double jd[JMAX];    /* its duration (0 where a lower stage owns it: drop_joint_sync) */
+    double jd[JMAX];    /* its duration (the first passes: 0 where a lower stage owns it,
+                           drop_joint_sync) */
     double jb;          /* from the last one's end to the sub-problem's end */
 } figs;
 #define NFIG ((int)(sizeof(figs) / sizeof(double)))
@@ -1259,9 +1260,9 @@ static int periodic(const figs *a, const figs *b, const figs *c)
     /* time figures: fwd, bwd, tail, bwd_last, send_last, comp_fb, comp_upd;
      * the joint synchronisation's */
     static const int idx[] = {0, 1, 2, 5, 6, 7, 8};
-    enum { J0 = offsetof(figs, jn) / sizeof(double), NJ = NFIG - J0 };
-    for (size_t i = 0; i < sizeof idx / sizeof idx[0] + NJ; i++) {
-        int k = i < sizeof idx / sizeof idx[0] ? idx[i] : J0 + (int)(i - sizeof idx / sizeof idx[0]);
+    enum { NI = sizeof idx / sizeof idx[0], J0 = offsetof(figs, jn) / sizeof(double) };
+    for (int i = 0; i < NI + NFIG - J0; i++) {
+        int k = i < NI ? idx[i] : J0 + i - NI;
         double d1 = y[k] - x[k], d2 = z[k] - y[k];
         if (fabs(d2 - d1) > PERIOD_TOL * (fabs(z[k]) + 1.0))
             return 0;
