@@ -21,6 +21,7 @@
 #include "simulator/taskgraph.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #define MBP 1024        /* priorities: micro-batch slots per op, as build.c's MB_CLAMP + 1 */
 #define MEMO_MAX 4096   /* memo entries before it is cleared */
 #define PERIOD_TOL 1e-6 /* relative tolerance of the periodicity check */
+#define JMAX 4          /* joint collectives of shared weights per stage at d0 */
 
 /* What one sub-problem (a stage's ops for one micro-batch) gives, for the
  * stage's first device d0. Doubles only: extrapolated field by field. */
@@ -48,10 +50,20 @@ typedef struct figs {
     double stat, weights, peak1, held; /* memory of d0: static, weights, peak of one
                                           micro-batch, bytes held at the forward's end */
     double recv;      /* bytes d0 receives from the previous stage per micro-batch */
+    double ag;        /* distributed optimizer: d0's all-gathers of updated parameters */
     double tasks;     /* tasks simulated */
-    double joint;     /* 1: it joins a lower stage's synchronisation of a shared weight
-                         (taken as no time here), 2: it owns one, 0: neither (sync mode) */
-    double jrest;     /* joint 2: from the synchronisation's start to its last update */
+    /* A weight shared with other stages (a tied embedding) is synchronised
+     * by collectives over all their devices (joint: at d0, in the order
+     * they start; sync mode): each starts when every stage holding the
+     * weight has reached it in its own order of collectives. */
+    double jn;          /* joint collectives at d0 (0: none; JMAX + 1: too many) */
+    double jr;          /* when the first is ready (its gradient made here), from the last
+                           backward's end */
+    double ja[JMAX];    /* d0 reaches joint collective j: from the previous one's end (j =
+                           0: from the last backward's end, bulk: from the barrier) */
+    double jd[JMAX];    /* its duration (the first passes: 0 where a lower stage owns it,
+                           drop_joint_sync) */
+    double jb;          /* from the last one's end to the sub-problem's end */
 } figs;
 #define NFIG ((int)(sizeof(figs) / sizeof(double)))
 
@@ -719,6 +731,20 @@ static int joint_coll(const ss_hier *h, const ss_taskgraph *tg, int t, int s)
     return 0;
 }
 
+/* Whether task t of tg runs on device dev or a channel of it. */
+static int uses_dev(const ss_taskgraph *tg, int t, int dev)
+{
+    const int32_t *rs = ss_taskgraph_res(tg, t);
+    for (int k = 0; k < ss_taskgraph_n_res(tg, t); k++) {
+        int r = rs[k];
+        if (r < tg->n_devices ? r == dev
+                              : tg->chan_dev[2 * (r - tg->n_devices)] == dev ||
+                                    tg->chan_dev[2 * (r - tg->n_devices) + 1] == dev)
+            return 1;
+    }
+    return 0;
+}
+
 static double drop_joint_sync(ss_hier *h, int s, int d0)
 {
     ss_taskgraph *tg = h->tg;
@@ -866,6 +892,51 @@ static int add_copy(ss_hier *h, subctx *x, int o, const int *in, int kind, ss_di
     return id;
 }
 
+/* What task t of stage s's sub-problem (ns ops) belongs to: SUB_OWN for
+ * the stage's own tasks, among them the synchronisation of a weight shared
+ * with another stage (its collectives and the updates on the stage's
+ * devices, which name the weight's first reader, maybe a peer), else the
+ * SUB_RECV or SUB_PEER of its op. */
+static int ext_of(const ss_hier *h, const ss_taskgraph *tg, int t, int ns, int s)
+{
+    int o = tg->op[t];
+    if (o < 0 || o >= ns || !h->ext_ops[o])
+        return SUB_OWN;
+    if (tg->kind[t] == SS_TASK_UPDATE && h->devrank[ss_taskgraph_res(tg, t)[0]] == s % h->R)
+        return SUB_OWN;
+    if (joint_coll(h, tg, t, s))
+        return SUB_OWN;
+    return h->ext_ops[o];
+}
+
+/* Add to the sub-graph the readers of op o's weights in stages below s
+ * (lower) or above it (!lower) that it does not hold yet, each with input
+ * ops of its own. -1 on error (d set). */
+static int add_peers(ss_hier *h, subctx *x, int s, int o, int lower, ss_diag *d)
+{
+    const ss_op *op = ss_graph_op(h->g, o);
+    int in[SS_MAX_INPUTS];
+    for (int w = 0; w < op->n_w; w++)
+        for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
+            int q = h->wr_ops[r], dup = 0;
+            if (h->stage[q] == s || (h->stage[q] < s) != lower)
+                continue;
+            for (int i = 0; i < x->n && !dup; i++)
+                dup = x->xkind[i] == SUB_PEER && x->origin[i] == q;
+            if (dup)
+                continue;
+            const ss_op *qo = ss_graph_op(h->g, q);
+            for (int i = 0; i < qo->n_in; i++) {
+                if (h->tmap[qo->inputs[i]] < 0 && add_input(h, x, qo->inputs[i], SUB_PEER, d) < 0)
+                    return -1;
+                in[i] = h->tmap[qo->inputs[i]];
+            }
+            if (add_copy(h, x, q, in, SUB_PEER, d) < 0)
+                return -1;
+        }
+    return 0;
+}
+
 /* Build the sub-problem (sg, sp) into h->tg and h->mm with a new builder
  * *b: reduced to its first data-parallel block (symmetry.h, sub-problems)
  * where that applies and verifies, else whole. *d0: the device whose
@@ -914,8 +985,8 @@ static ss_status sub_build(ss_hier *h, const ss_graph *sg, const ss_plan *sp, in
  * (a tied embedding), those ops with input ops of their own on their own
  * devices, so that the weight's gradient is synchronised over every device
  * that holds it. */
-static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, figs *f,
-                          ss_diag *d)
+static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, double jdelay,
+                          figs *f, ss_diag *d)
 {
     const ss_graph *g = h->g;
     const stageinfo *S = &h->stg[s];
@@ -939,6 +1010,11 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     ss_graph_set_training(x.sg, ss_graph_batch(g) / M, ss_graph_optimizer(g),
                           ss_graph_precision(g));
     int n_recv = 0, in[SS_MAX_INPUTS];
+    for (int j = 0; j < S->n; j++)
+        if (kept(S, j, kk) && add_peers(h, &x, s, h->sops[S->off + j], 1, d) < 0) {
+            st = d->status;
+            goto out;
+        }
     for (int j = 0; j < S->n; j++) {
         h->subop[j] = -1;
         if (!kept(S, j, kk))
@@ -973,35 +1049,15 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             goto out;
         }
     }
-    /* the other stages' readers of this stage's weights */
-    for (int j = 0, own = x.n; j < own; j++) {
-        if (x.xkind[j] != SUB_OWN)
-            continue;
-        const ss_op *op = ss_graph_op(g, x.origin[j]);
-        for (int w = 0; w < op->n_w; w++)
-            for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
-                int q = h->wr_ops[r], dup = 0;
-                if (h->stage[q] == s)
-                    continue;
-                for (int i = own; i < x.n && !dup; i++)
-                    dup = x.xkind[i] == SUB_PEER && x.origin[i] == q;
-                if (dup)
-                    continue;
-                const ss_op *qo = ss_graph_op(g, q);
-                for (int i = 0; i < qo->n_in; i++) {
-                    if (h->tmap[qo->inputs[i]] < 0 &&
-                        add_input(h, &x, qo->inputs[i], SUB_PEER, d) < 0) {
-                        st = d->status;
-                        goto out;
-                    }
-                    in[i] = h->tmap[qo->inputs[i]];
-                }
-                if (add_copy(h, &x, q, in, SUB_PEER, d) < 0) {
-                    st = d->status;
-                    goto out;
-                }
-            }
-    }
+    /* the other stages' readers of this stage's weights: of higher
+     * stages after the stage's ops (those of lower ones came first), so
+     * that the sub-graph keeps the graph's op order, which the gradient
+     * buckets' order and priorities follow */
+    for (int j = 0; j < S->n; j++)
+        if (kept(S, j, kk) && add_peers(h, &x, s, h->sops[S->off + j], 0, d) < 0) {
+            st = d->status;
+            goto out;
+        }
     /* the plan: micro-batch 0 of every data-parallel rank */
     sp = ss_plan_new(x.sg, h->m);
     if (!sp) {
@@ -1041,7 +1097,30 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     int d0;
     if ((st = sub_build(h, x.sg, sp, S->base, &b, &d0, d)) != SS_OK)
         goto out;
-    double dropped = shares_down(h, s) ? drop_joint_sync(h, s, d0) : 0;
+    double dropped = shares_down(h, s) && jdelay < 0 ? drop_joint_sync(h, s, d0) : 0;
+    int edited = 0;
+    if (jdelay >= 0) {
+        /* the shared weights' collectives are ready no earlier than jdelay
+         * after the stage's last backward (in the pipeline: when the last
+         * stage holding the weight has its gradient), and take their time */
+        ss_taskgraph *tw = h->tg;
+        int r0[1], dl = ss_taskgraph_add(tw, &(ss_task_spec){SS_TASK_OTHER, jdelay, 0, -1, -1, -1,
+                                                              0, 0, 0, r0}, d);
+        if (dl < 0) {
+            st = d->status;
+            goto out;
+        }
+        for (int t = 0; t < dl && st == SS_OK; t++) {
+            int o = tw->op[t];
+            if (tw->kind[t] == SS_TASK_BWD && o >= 0 && o < ns && !h->ext_ops[o])
+                st = ss_taskgraph_add_dep(tw, t, dl, d);
+            else if (joint_coll(h, tw, t, s))
+                st = ss_taskgraph_add_dep(tw, dl, t, d);
+        }
+        if (st != SS_OK)
+            goto out;
+        edited = 1;
+    }
     if (set->schedule == SS_PIPE_1F1B && M > 1) {
         /* the full simulation's 1F1B flush (build.c, b->flush): a device's
          * updates wait for its last backward, which the builder applies
@@ -1069,9 +1148,12 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
                     st = ss_taskgraph_add_dep(tw, lastb[dv], t, d);
             }
         ss_free(lastb);
-        if (st != SS_OK || (st = ss_taskgraph_finalize(tw, d)) != SS_OK)
+        if (st != SS_OK)
             goto out;
+        edited = 1;
     }
+    if (edited && (st = ss_taskgraph_finalize(h->tg, d)) != SS_OK)
+        goto out;
     ss_engine_config ec = {.policy = ss_build_policy(b), .stop = h->cfg.stop,
                            .stop_ctx = h->cfg.stop_ctx};
     if ((st = ss_engine_run(h->e, h->tg, &ec, d)) != SS_OK)
@@ -1092,8 +1174,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     memset(f, 0, sizeof *f);
     double t0 = 0, fwd_end = 0, bwd_end = 0, last = 0;
     for (int t = 0; t < tg->n_tasks; t++) {
-        int o = tg->op[t], kind = tg->kind[t];
-        if (o >= 0 && o < ns && h->ext_ops[o])
+        int kind = tg->kind[t];
+        if (ext_of(h, tg, t, ns, s))
             continue;
         if (kind == SS_TASK_FWD && er->end[t] > fwd_end)
             fwd_end = er->end[t];
@@ -1138,20 +1220,29 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     f->fwd = fwd_end - t0;
     f->bwd = f->bwd_last = bwd_end - fwd_end;
     f->tail = last - bar;
-    /* a shared weight's synchronisation: whether this stage joins it
-     * (taken as no time: a lower stage owns it), or owns it (the time from
-     * its start to the end) */
-    double jend = -1, jstart = -1;
-    for (int t = 0; t < tg->n_tasks; t++)
-        if (joint_coll(h, tg, t, s)) {
-            jend = er->end[t] > jend ? er->end[t] : jend;
-            jstart = jstart < 0 || er->start[t] < jstart ? er->start[t] : jstart;
+    /* the shared weights' synchronisation at d0: the joint collectives
+     * in the order they start, each with the time d0 takes to reach it */
+    {
+        int jt[JMAX + 1], nj = 0;
+        for (int t = 0; t < tg->n_tasks; t++) {
+            if (!joint_coll(h, tg, t, s) || !uses_dev(tg, t, d0))
+                continue;
+            if (nj > JMAX)
+                break;
+            int k = nj++;
+            for (; k > 0 && er->start[jt[k - 1]] > er->start[t]; k--)
+                jt[k] = jt[k - 1];
+            jt[k] = t;
         }
-    if (jend >= 0 && shares_down(h, s))
-        f->joint = 1;
-    else if (jend >= 0) {
-        f->joint = 2;
-        f->jrest = last - jstart;
+        f->jn = nj;
+        double at = bulk ? bar : bwd_end;
+        f->jr = nj ? er->ready[jt[0]] - at : 0;
+        for (int k = 0; k < nj && nj <= JMAX; k++) {
+            f->ja[k] = er->start[jt[k]] - at;
+            f->jd[k] = er->end[jt[k]] - er->start[jt[k]];
+            at = er->end[jt[k]];
+        }
+        f->jb = nj ? last - at : 0;
     }
     /* the gradient sent back: the external input's tasks after the forward */
     double back = 0;
@@ -1164,8 +1255,8 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     }
     f->send_last = back > bwd_end ? back - bwd_end - f->gather : f->send;
     for (int t = 0; t < tg->n_tasks; t++) {
-        int o = tg->op[t], kind = tg->kind[t];
-        if (o >= 0 && o < ns && h->ext_ops[o])
+        int kind = tg->kind[t];
+        if (ext_of(h, tg, t, ns, s))
             continue;
         const int32_t *rs = ss_taskgraph_res(tg, t);
         int nr = ss_taskgraph_n_res(tg, t), at = 0;
@@ -1194,6 +1285,25 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
     }
     f->comp_upd += dropped;
+    /* the all-gathers after the distributed optimizer's updates at d0 */
+    if (set->distopt) {
+        unsigned char *seen = ss_calloc((size_t)tg->n_tasks + 1, 1);
+        if (!seen) {
+            st = ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+            goto out;
+        }
+        for (int t = 0; t < tg->n_tasks; t++)
+            if (tg->kind[t] == SS_TASK_UPDATE && ss_taskgraph_res(tg, t)[0] == d0)
+                for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
+                    int u = tg->succ[k];
+                    if (tg->kind[u] == SS_TASK_COLLECTIVE && tg->aux[u] == SS_BUILD_COLL_GRAD &&
+                        !seen[u] && !joint_coll(h, tg, u, s)) {
+                        seen[u] = 1;
+                        f->ag += tg->dur[u];
+                    }
+                }
+        ss_free(seen);
+    }
     f->stat = ss_memory_static_bytes(h->mm, d0);
     f->weights = ss_memory_weight_bytes(h->mm, d0);
     f->peak1 = h->peak[d0];
@@ -1224,17 +1334,17 @@ out:
 }
 
 /* Figures of stage s's sub-problem with kk blocks, memoized. */
-static ss_status sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, figs *f,
-                         ss_diag *d)
+static ss_status sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, double jdelay,
+                         figs *f, ss_diag *d)
 {
-    uint64_t key = mix(sub_key(h, p, s, kk), (uint64_t)bulk + 1);
+    uint64_t key = mixd(mix(sub_key(h, p, s, kk), (uint64_t)bulk + 1), jdelay);
     const figs *hit = memo_get(h, key);
     if (hit) {
         *f = *hit;
         h->st.memo_hits++;
         return SS_OK;
     }
-    ss_status st = sub_figs(h, p, s, kk, bulk, f, d);
+    ss_status st = sub_figs(h, p, s, kk, bulk, jdelay, f, d);
     if (st != SS_OK)
         return st;
     h->st.sub_sims++;
@@ -1247,10 +1357,12 @@ static ss_status sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, 
 static int periodic(const figs *a, const figs *b, const figs *c)
 {
     const double *x = (const double *)a, *y = (const double *)b, *z = (const double *)c;
-    /* time figures: fwd, bwd, tail, bwd_last, send_last, comp_fb, comp_upd */
+    /* time figures: fwd, bwd, tail, bwd_last, send_last, comp_fb, comp_upd;
+     * the joint synchronisation's */
     static const int idx[] = {0, 1, 2, 5, 6, 7, 8};
-    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) {
-        int k = idx[i];
+    enum { NI = sizeof idx / sizeof idx[0], J0 = offsetof(figs, jn) / sizeof(double) };
+    for (int i = 0; i < NI + NFIG - J0; i++) {
+        int k = i < NI ? idx[i] : J0 + i - NI;
         double d1 = y[k] - x[k], d2 = z[k] - y[k];
         if (fabs(d2 - d1) > PERIOD_TOL * (fabs(z[k]) + 1.0))
             return 0;
@@ -1277,8 +1389,8 @@ static int independent_blocks(const ss_hier *h, const stageinfo *S)
     return 1;
 }
 
-static ss_status extrapolated(ss_hier *h, const ss_plan *p, int s, int bulk, figs *out,
-                              ss_diag *d)
+static ss_status extrapolated(ss_hier *h, const ss_plan *p, int s, int bulk, double jdelay,
+                              figs *out, ss_diag *d)
 {
     stageinfo *S = &h->stg[s];
     ss_status st;
@@ -1288,7 +1400,7 @@ static ss_status extrapolated(ss_hier *h, const ss_plan *p, int s, int bulk, fig
     if (S->reps > 3 && indep) {
         figs f[3];
         for (int k = 0; k < 3; k++)
-            if ((st = sub_one(h, p, s, k + 1, bulk, &f[k], d)) != SS_OK)
+            if ((st = sub_one(h, p, s, k + 1, bulk, jdelay, &f[k], d)) != SS_OK)
                 return st;
         if (periodic(&f[0], &f[1], &f[2])) {
             double *o = (double *)out;
@@ -1299,7 +1411,7 @@ static ss_status extrapolated(ss_hier *h, const ss_plan *p, int s, int bulk, fig
         }
         h->st.full_stages++;
     }
-    return sub_one(h, p, s, S->reps ? S->reps : 0, bulk, out, d);
+    return sub_one(h, p, s, S->reps ? S->reps : 0, bulk, jdelay, out, d);
 }
 
 /* Stage s's figures. The micro-batch spans (forward, backward, sends),
@@ -1320,13 +1432,13 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     const ss_plan_settings *set = ss_plan_settings_get(p);
     int bulk = set->sync == SS_SYNC_BULK;
     figs w;
-    ss_status st = extrapolated(h, p, s, 1, &S->f, d);
+    ss_status st = extrapolated(h, p, s, 1, -1, &S->f, d);
     if (st != SS_OK)
         return st;
     if (set->bucket_bytes > 0)
-        st = sub_one(h, p, s, S->reps ? S->reps : 0, bulk, &w, d);
+        st = sub_one(h, p, s, S->reps ? S->reps : 0, bulk, -1, &w, d);
     else if (!bulk)
-        st = extrapolated(h, p, s, 0, &w, d);
+        st = extrapolated(h, p, s, 0, -1, &w, d);
     else
         w = S->f;
     if (st != SS_OK)
@@ -1336,8 +1448,11 @@ static ss_status stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     S->f.tail = w.tail;
     S->f.comp_upd = w.comp_upd;
     S->f.comm_once = w.comm_once;
-    S->f.joint = w.joint;
-    S->f.jrest = w.jrest;
+    S->f.ag = w.ag;
+    S->f.jn = w.jn;
+    memcpy(S->f.ja, w.ja, sizeof w.ja);
+    memcpy(S->f.jd, w.jd, sizeof w.jd);
+    S->f.jb = w.jb;
     if (s >= h->R) {
         /* a rank's later chunks: the framework's per-micro-batch overhead
          * (the device type's mb_overhead_us, build_host.c) is paid once
@@ -1357,6 +1472,7 @@ typedef struct pipe_ids {
     int *F, *B, *SF, *GF, *SB, *GB; /* [s * M + k]; -1 none */
     int *CF, *CB; /* the receiving device's share of a blocking send */
     int *QB;      /* the last gradient send's wait for the network (no resource) */
+    int *QR;      /* blocking: the receiver held through that wait */
     int *FE, *BE; /* a pass's end: F / B, or (GPipe) its waits after its kernels */
 } pipe_ids;
 
@@ -1448,13 +1564,13 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
     int64_t cells = (int64_t)C * M;
     if (cells > (1 << 24))
         return UNSUP("too many stage x micro-batch cells");
-    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(11 * cells), sizeof *h->ptask))
+    if (ss_grow((void **)&h->ptask, &h->cap_ptask, (int)(12 * cells), sizeof *h->ptask))
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
     pipe_ids id = {h->ptask, h->ptask + cells, h->ptask + 2 * cells, h->ptask + 3 * cells,
                    h->ptask + 4 * cells, h->ptask + 5 * cells, h->ptask + 6 * cells,
-                   h->ptask + 7 * cells, h->ptask + 8 * cells, h->ptask + 9 * cells,
-                   h->ptask + 10 * cells};
-    for (int64_t i = 0; i < 11 * cells; i++)
+                   h->ptask + 7 * cells, h->ptask + 8 * cells, h->ptask + 11 * cells,
+                   h->ptask + 9 * cells, h->ptask + 10 * cells};
+    for (int64_t i = 0; i < 12 * cells; i++)
         h->ptask[i] = -1;
     ss_taskgraph *tg = h->ptg;
     double *kern = busy; /* the passes' kernel time per rank, until the run */
@@ -1512,6 +1628,14 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
                 return d->status;
             if (q > 0 && (id.QB[i] = add(tg, SS_TASK_OTHER, q, pb, 0, NULL, c, k, d)) < 0)
                 return d->status;
+            /* a blocking send heads the receiver's queue from the sender's
+             * pass end: the receiver is held through the wait too (its
+             * pass resumes after the transfer), not counted as busy */
+            if (q > 0 && block) {
+                if ((id.QR[i] = add(tg, SS_TASK_OTHER, q, pb, 1, rp, c, k, d)) < 0)
+                    return d->status;
+                kern[prev] += q;
+            }
             if (fin->gather > 0 &&
                 ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
                  (id.GB[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather,
@@ -1541,7 +1665,8 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
                 DEP(bq, id.SB[i]);
                 DEP(id.SB[i], id.GB[i]);
                 DEP(rb, id.B[ip]);
-                DEP(bq, id.CB[i]);
+                DEP(id.BE[i], id.QR[i]);
+                DEP(id.QR[i] >= 0 ? id.QR[i] : bq, id.CB[i]);
                 DEP(id.CB[i], id.B[ip]);
             }
         }
@@ -1755,6 +1880,108 @@ static ss_status chunks_apart(const ss_hier *h, const ss_plan *p, const double *
     return SS_OK;
 }
 
+/* Overlapped sync: the joint collectives' figures again, now that the
+ * pipeline says when they are ready. Each sub-problem made a stage's joint
+ * collectives ready when its own gradient was (another stage's reader was
+ * a stand-in with nothing to wait for), and took them as no time where a
+ * lower stage owns them; in the full simulation a collective is queued on
+ * every link by the time it becomes ready, so where it stands among a
+ * stage's other gradient collectives depends on when the last stage
+ * holding the weight has made its gradient (with one bucket per weight
+ * usually the first stage, after its last backward; the last stage has
+ * long finished its own backwards and synchronised most of its gradients
+ * by then). So every stage taking part simulates its synchronisation once
+ * more with its joint collectives ready that long after its last backward
+ * and of their full length (memoized by that delay). */
+static ss_status joint_figs(ss_hier *h, const ss_plan *p, const double *end_b, ss_diag *d)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int C = set->stages < 1 ? 1 : set->stages, bulk = set->sync == SS_SYNC_BULK;
+    double ready = -1;
+    for (int c = 0; c < C; c++)
+        if (h->stg[c].f.jn > 0 && end_b[c] + h->stg[c].f.jr > ready)
+            ready = end_b[c] + h->stg[c].f.jr;
+    for (int c = 0; ready >= 0 && c < C; c++) {
+        stageinfo *S = &h->stg[c];
+        if (!(S->f.jn > 0))
+            continue;
+        figs w;
+        /* bulk: every stage's are ready at the barrier */
+        double delay = bulk ? 0 : ready - end_b[c];
+        ss_status st = set->bucket_bytes > 0
+                           ? sub_one(h, p, c, S->reps ? S->reps : 0, bulk, delay, &w, d)
+                           : extrapolated(h, p, c, bulk, delay, &w, d);
+        if (st != SS_OK)
+            return st;
+        S->f.jn = w.jn;
+        memcpy(S->f.ja, w.ja, sizeof w.ja);
+        memcpy(S->f.jd, w.jd, sizeof w.jd);
+        S->f.jb = w.jb;
+    }
+    return SS_OK;
+}
+
+/* The synchronisation of the weights shared by stages (a tied embedding):
+ * its collectives run over the devices of every stage holding the weight,
+ * so each starts when the last of those stages reaches it in its own order
+ * of collectives (the full simulation's devices issue theirs in order: a
+ * stage that synchronises the shared weight first waits for one that
+ * synchronises it last, and the collectives after it wait too). Each
+ * stage's sub-problem measures, at its first device, when it reaches each
+ * joint collective (from its last backward's end, bulk: from the barrier;
+ * then from the previous joint collective's end) and its rest after the
+ * last; the lowest stage holding the weight the collectives' durations.
+ * *jend: the end of the last joint collective (-1: none). Stages that take
+ * part in different numbers of joint collectives (weights shared by
+ * different sets of stages) are refused: their rendezvous cannot be paired
+ * from these figures. */
+static ss_status joint_sync(const ss_hier *h, const ss_plan *p, const double *end_b, double *jend,
+                            ss_diag *d)
+{
+    const ss_plan_settings *set = ss_plan_settings_get(p);
+    int C = set->stages < 1 ? 1 : set->stages, K = 0, k0 = -1;
+    double maxb = 0;
+    *jend = -1;
+    for (int c = 0; c < C; c++) {
+        int jn = (int)h->stg[c].f.jn;
+        maxb = end_b[c] > maxb ? end_b[c] : maxb;
+        if (jn > JMAX)
+            return UNSUP("stage %d takes part in more than %d collectives of weights shared "
+                         "with other stages",
+                         c, JMAX);
+        if (jn && K && jn != K)
+            return UNSUP("stages %d and %d take part in %d and %d collectives of weights shared "
+                         "between stages: their rendezvous cannot be paired",
+                         k0, c, K, jn);
+        if (jn && !K) {
+            K = jn;
+            k0 = c;
+        }
+    }
+    double e = 0;
+    for (int j = 0; j < K; j++) {
+        double start = 0, dur = 0;
+        for (int c = 0; c < C; c++) {
+            const figs *f = &h->stg[c].f;
+            if (!f->jn)
+                continue;
+            double at = (j ? e : set->sync == SS_SYNC_BULK ? maxb : end_b[c]) + f->ja[j];
+            /* interleaved, distributed optimizer: the rank's other chunks'
+             * all-gathers come after the flush, before this stage's last
+             * joint all-gather */
+            for (int o = c % h->R; j && j == K - 1 && h->V > 1 && o < C; o += h->R)
+                if (o != c)
+                    at += h->stg[o].f.ag;
+            start = at > start ? at : start;
+            dur = f->jd[j] > dur ? f->jd[j] : dur;
+        }
+        e = start + dur;
+    }
+    if (K)
+        *jend = e;
+    return SS_OK;
+}
+
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
 {
     ss_diag local;
@@ -1796,6 +2023,11 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
         st = pipeline_cached(h, p, end_b, busy, top, &ptasks, d);
     if (st == SS_OK)
         st = chunks_apart(h, p, end_b, d);
+    double jend = -1;
+    if (st == SS_OK)
+        st = joint_figs(h, p, end_b, d);
+    if (st == SS_OK)
+        st = joint_sync(h, p, end_b, &jend, d);
     if (st == SS_OK)
         st = ss_sim_result_reserve(r, nd, d);
     if (st != SS_OK) {
@@ -1821,28 +2053,31 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
                 c0 = c;
             tails += h->stg[c].f.tail;
         }
+        double ags = 0;
         for (int c = s; c < P; c += R)
-            if (c != c0)
+            if (c != c0) {
                 others += h->stg[c].f.comp_upd;
+                ags += h->stg[c].f.ag;
+            }
+        /* the distributed optimizer: the other chunks' updates wait for
+         * the rank's last backward (the 1F1B flush), their all-gathers then
+         * for the rank's network, after the first chunk's collectives */
         if (set->sync == SS_SYNC_BULK)
             e = maxb + tails;
         else
-            e = end_b[c0] + fmax(h->stg[c0].f.tail, others + h->stg[c0].f.comp_upd);
-        /* overlapped sync, one bucket per weight: a shared weight's
-         * synchronisation starts no earlier than the other stages holding
-         * it finish theirs (the full simulation's devices issue their
-         * collectives in order, the joint one last there: a traced BERT,
-         * tp 1 / pp 2 / dp 16, distopt); the owner's tail from its start
-         * follows. Fused buckets order them otherwise: not applied. */
-        for (int c = s; set->sync != SS_SYNC_BULK && set->bucket_bytes <= 0 && c < P; c += R)
-            if (h->stg[c].f.joint == 2) {
-                double join = -1;
-                for (int o = 0; o < P; o++)
-                    if (h->stg[o].f.joint == 1 && end_b[o] + h->stg[o].f.tail > join)
-                        join = end_b[o] + h->stg[o].f.tail;
-                if (join >= 0 && join + h->stg[c].f.jrest > e)
-                    e = join + h->stg[c].f.jrest;
-            }
+            e = end_b[c0] + fmax(h->stg[c0].f.tail + ags, others + h->stg[c0].f.comp_upd);
+        /* a stage taking part in a shared weight's synchronisation ends
+         * after the last joint collective and its own rest */
+        for (int c = s; jend >= 0 && c < P; c += R) {
+            /* bulk: the rank's other chunks' all-reduces take its network
+             * too, before or after the joint one (with the distributed
+             * optimizer they fill the joint collectives' waits instead) */
+            double rest = h->stg[c].f.jb;
+            if (set->sync == SS_SYNC_BULK && !set->distopt)
+                rest += tails - h->stg[c].f.tail;
+            if (h->stg[c].f.jn > 0 && jend + rest > e)
+                e = jend + rest;
+        }
         iter = e > iter ? e : iter;
     }
     h->st.stages = P;

@@ -27,7 +27,10 @@
  *      or, with the plan's virtual_stages v > 1, Megatron's interleaved
  *      order over the chunks of each pipeline rank with overlapping sends)
  *      by the same engine; each rank's last backward is followed by its
- *      measured gradient-synchronisation tail;
+ *      measured gradient-synchronisation tail, and the collectives of a
+ *      weight shared by stages (a tied embedding) run as a rendezvous of
+ *      their stages, each stage's synchronisation simulated once more with
+ *      them ready when the pipeline says;
  *   3. per-device results: every device of a pipeline rank gets the sum of
  *      its chunks' figures (one chunk without interleaving).
  *
@@ -71,8 +74,11 @@ void ss_hier_free(ss_hier *h);
  * devices with another (interleaved: a chunk on devices other than exactly
  * its rank's), mixed device types, data edges that skip a stage, an op
  * without a sample dimension split dp x micro-batches ways, or an
- * interleaving that is not a valid 1F1B one. Other errors as ss_sim_run. The memo of sub-problems is kept
- * across calls (bounded: cleared past 4096 entries). */
+ * interleaving that is not a valid 1F1B one, interleaved chunks whose
+ * gradient synchronisations overlap one another, stages that take part in
+ * different numbers of collectives of weights shared between stages.
+ * Other errors as ss_sim_run. The memo of sub-problems is kept across
+ * calls (bounded: cleared past 4096 entries). */
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *d);
 
 /* Whether sub-problems are reduced by the plan's data-parallel symmetry

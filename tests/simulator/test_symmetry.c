@@ -57,9 +57,10 @@ static void same_result(const ss_sim_result *f, const ss_sim_result *s)
 
 /* The hierarchical evaluator against the full one over the random plans:
  * plans it judged, and the largest relative iteration-time difference, per
- * schedule (GPipe, 1F1B). */
-static int hier_n[2], hier_over[2]; /* over: plans more than 0.5% off */
-static double hier_max[2];
+ * class: GPipe, 1F1B (interleaved with bulk sync included), interleaved
+ * 1F1B with overlapped sync. */
+static int hier_n[3], hier_over[3]; /* over: plans more than 0.5% off */
+static double hier_max[3];
 static double hier_last; /* the last plan's difference (-1: not judged) */
 /* plans whose hierarchical sub-problems were reduced to one data-parallel
  * block (some / all of them), of hier_n */
@@ -158,7 +159,10 @@ static int check(const ss_graph *g, const ss_machine *m, const ss_plan *p)
     ss_diag_init(&d);
     hier_last = -1;
     if (ss_sim_run(sh, p, &rh, &d) == SS_OK) {
-        int k = ss_plan_settings_get(p)->schedule == SS_PIPE_1F1B;
+        const ss_plan_settings *ps = ss_plan_settings_get(p);
+        int k = ps->schedule != SS_PIPE_1F1B                                  ? 0
+                : ps->virtual_stages > 1 && ps->sync != SS_SYNC_BULK ? 2
+                                                                       : 1;
         double e = rh.iteration_us / rf.iteration_us - 1;
         e = e < 0 ? -e : e;
         hier_n[k]++;
@@ -205,6 +209,7 @@ static void test_random_symmetric(void **state)
         int n = 8 * nodes;
         int kind = (int)rnd(3); /* 0 gpt, 1 bert, 2 mlp */
         int dp_only = kind == 2 || rnd(4) == 0 || n > 32;
+        int c_sp = 0;
         int tp = dp_only ? 1 : 1 << rnd(4), pp = dp_only ? 1 : 1 << rnd(3);
         if (tp * pp > n)
             continue;
@@ -240,7 +245,7 @@ static void test_random_symmetric(void **state)
             c.mb = mb;
             c.vp = vp;
             c.recompute = (ss_recompute)rnd(3);
-            c.sp = tp > 1 ? (int)rnd(2) : 0;
+            c.sp = c_sp = tp > 1 ? (int)rnd(2) : 0;
             c.distopt = (int)rnd(2);
             c.sync = (ss_sync_mode)rnd(2);
             if (ss_plan_megatron(g, m, &c, &p, &d) != SS_OK) {
@@ -256,29 +261,41 @@ static void test_random_symmetric(void **state)
         }
         tried++;
         symmetric += check(g, m, p);
-        if (hier_last > 0.005)
-            print_message("hierarchical %.3f%% off: %s, %d nodes, tp %d pp %d dp %d, %d "
-                          "micro-batches, batch %lld\n",
-                          100 * hier_last, spec, nodes, tp, pp, dp, mb, (long long)batch);
+        if (hier_last > 0.005) {
+            const ss_plan_settings *ps = ss_plan_settings_get(p);
+            print_message("hierarchical %.3f%% off: %s, %d nodes, tp %d pp %d dp %d vp %d, %d "
+                          "micro-batches, batch %lld; sp %d schedule %d sync %d distopt %d "
+                          "recompute %d bucket %lld priority %d (plan %d)\n",
+                          100 * hier_last, spec, nodes, tp, pp, dp, vp, mb, (long long)batch, c_sp,
+                          (int)ps->schedule, (int)ps->sync, ps->distopt, (int)ps->recompute,
+                          (long long)ps->bucket_bytes, ps->priority, it);
+        }
         ss_plan_free(p);
         ss_graph_free(g);
     }
     for (int i = 0; i < 7; i++)
         ss_machine_free(ms[i]);
     print_message("symmetry: %d of %d plans symmetric\n", symmetric, tried);
-    print_message("hierarchical: GPipe %d plans, max %.3f%%; 1F1B %d plans, max %.3f%%\n",
-                  hier_n[0], 100 * hier_max[0], hier_n[1], 100 * hier_max[1]);
+    print_message("hierarchical: GPipe %d plans, max %.3f%%; 1F1B %d plans, max %.3f%%; "
+                  "interleaved with overlapped sync %d plans, max %.3f%%\n",
+                  hier_n[0], 100 * hier_max[0], hier_n[1], 100 * hier_max[1], hier_n[2],
+                  100 * hier_max[2]);
     print_message("hierarchical: sub-problems reduced by symmetry on %d plans (all of them "
                   "on %d), bit-identical\n",
                   hier_reduced, hier_all_reduced);
-    /* The hierarchical evaluator aims at 0.5% of the full simulation. GPipe
-     * meets it; on 1F1B 12 of ~280 small-model plans (hidden 64, pp 2, 2-4
-     * micro-batches over 1-4 nodes) are 0.7-2.8% off (docs/simulator.md,
-     * "Hierarchical evaluator"): a regression guard until they are fixed. */
-    assert_true(hier_n[0] >= 200 && hier_n[1] >= 200);
+    /* The hierarchical evaluator agrees within 0.5% with the full
+     * simulation on every plan it judges, but interleaved plans with
+     * overlapped sync: there a rank's later chunk synchronises its
+     * gradients while the rank's first chunk still runs passes, and its
+     * collectives delay those passes' tensor-parallel collectives and stage
+     * sends, which no stage-level figure sees (docs/simulator.md,
+     * "Hierarchical evaluator": 2 of 16 small-model plans 0.8-0.9% off; those
+     * whose chunks' synchronisations overlap one another are refused). */
+    assert_true(hier_n[0] >= 200 && hier_n[1] >= 200 && hier_n[2] >= 10);
     assert_true(hier_max[0] <= 0.005);
-    assert_true(hier_max[1] <= 0.03);
-    assert_true(hier_over[1] * 20 <= hier_n[1]); /* at most 5% of the plans */
+    assert_true(hier_max[1] <= 0.005);
+    assert_true(hier_max[2] <= 0.01);
+    assert_true(hier_over[2] * 5 <= hier_n[2]); /* at most a fifth of those plans */
     assert_true(symmetric >= 500);
     /* most plans have data-parallel blocks (dp > 1 on every one but a
      * few): their sub-problems are reduced */
