@@ -152,7 +152,9 @@ json_t *ss_sim_result_json(const ss_sim_result *r, const char *plan_label)
         bad |= json_array_append_new(cp, e);
     }
     bad |= json_object_set_new(o, "critical_path", cp);
-    bad |= json_object_set_new(o, "critical_path_ms", json_real(r->critical_path_us / 1e3));
+    /* null where the evaluator keeps no critical path (hierarchical) */
+    bad |= json_object_set_new(o, "critical_path_ms", r->n_crit ? json_real(r->critical_path_us / 1e3)
+                                                                : json_null());
     bad |= json_object_set_new(o, "tasks", json_integer(r->n_tasks));
     bad |= json_object_set_new(o, "evaluator", json_string(r->evaluator));
     bad |= json_object_set_new(o, "tasks_simulated", json_integer(r->tasks_simulated));

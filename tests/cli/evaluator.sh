@@ -89,6 +89,8 @@ assert h["evaluator"] == "hierarchical", h["evaluator"]
 err = abs(h["iteration_time_ms"] / f["iteration_time_ms"] - 1)
 assert err <= 0.005, err
 assert h["tasks_simulated"] < f["tasks_simulated"]
+assert h["critical_path_ms"] is None and h["critical_path"] == [], "hierarchical keeps no critical path"
+assert f["critical_path_ms"] > 0 and f["critical_path"], "the full one does"
 PY
 "$bin" simulate $big $bigp --evaluator hier >"$tmp/h" 2>&1
 grep -q "^critical path: not kept by the hierarchical evaluator" "$tmp/h"; check "human output says there is no critical path" $?
