@@ -2,13 +2,16 @@
 # benchmarks/run.sh — the `make bench` entry: runs the benchmarks and updates
 # their sections of benchmarks/RESULTS.md.
 #
-#   benchmarks/run.sh [--build DIR] [--only sim|accuracy|search|profile]... [--quick]
+#   benchmarks/run.sh [--build DIR] [--only sim|accuracy|search|profile|scale]... [--quick]
 #
 # Sections and what fills them:
 #   "Simulator speed"     bench_sim (six FlexFlow models on p100x16, GPT on dgx-a100)
 #   "Simulator accuracy"  bench_vtrain over vTrain's 1,440 single-node and 41
-#                         multi-node measured Megatron runs
+#                         multi-node measured Megatron runs (every table in
+#                         accuracy-vtrain.md)
 #   "Search"              benchmarks/bench_search.sh (engineer h7's)
+#   "Scale"               benchmarks/bench_scale.sh (175B / 1T / 39.1B / BERT plans,
+#                         FlexFlow's six; random 175B plans in scale-plans.md)
 #   "Profiler: analytic vs measured on the CPU"  benchmarks/bench_profile.sh (its own
 #                         markers, at the end; per-operator tables in profile-cpu.md)
 # Each run writes its figures between the markers
@@ -31,7 +34,7 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --only) only+=("$2"); shift 2 ;;
     --quick) quick=1; shift ;;
-    *) echo "usage: benchmarks/run.sh [--build DIR] [--only sim|accuracy|search|profile]... [--quick]" >&2
+    *) echo "usage: benchmarks/run.sh [--build DIR] [--only sim|accuracy|search|profile|scale]... [--quick]" >&2
        exit 2 ;;
   esac
 done
@@ -100,28 +103,28 @@ if want sim; then
   splice sim "Simulator speed" "$tmp/sim.block"
 fi
 
-# condense MD: bench_vtrain's markdown for the results sheet: without the
-# per-parallelism table (docs/calibration.md discusses it) and with the five
-# worst rows only.
-condense() {
-  python3 - "$1" <<'PY'
+# summarize LABEL MD: the headline rows of bench_vtrain's markdown (the
+# overall table's all / held-out / tp = 1 rows and the per-model-size rows
+# where there are few), labelled, for the one accuracy table of the sheet.
+summarize() {
+  python3 - "$1" "$2" <<'PY'
 import sys
-out, skip, worst = [], False, -1
-for line in open(sys.argv[1]).read().splitlines():
-    if line.startswith("By parallelism"):
-        skip = True
+label, path = sys.argv[1], sys.argv[2]
+sec, out = None, []
+for line in open(path).read().splitlines():
+    if line.startswith("Overall"):
+        sec = "overall"
+    elif line.startswith("By model size"):
+        sec = "size"
+    elif line.startswith("By ") or line.startswith("Worst"):
+        sec = None
+    if not line.startswith("|") or line.startswith("| rows") or line.startswith("|---"):
         continue
-    if skip and (line.startswith("By model size") or line.startswith("Worst")):
-        skip = False
-    if skip:
-        continue
-    if line.startswith("Worst"):
-        line, worst = "Worst 5 rows:", 0
-    elif worst >= 0 and line.startswith("|"):
-        worst += 1
-        if worst > 7:  # header, rule, five rows
-            continue
-    out.append(line)
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if sec == "overall" and cells[0] in ("all", "held-out half", "tp = 1, all"):
+        out.append("| %s, %s | %s |" % (label, cells[0], " | ".join(cells[1:])))
+    elif sec == "size" and label.startswith("multi"):
+        out.append("| %s, %s | %s |" % (label, cells[0], " | ".join(cells[1:])))
 print("\n".join(out))
 PY
 }
@@ -131,20 +134,39 @@ if want accuracy; then
   mcsv=${VTRAIN_MULTI_CSV:-../shared/data/vtrain_ground_truth_multi_3.6B_18.4B.csv}
   cmd="$build/bench_vtrain --csv $csv --topology benchmarks/vtrain-a100x8.json"
   mcmd="$build/bench_vtrain --csv $mcsv --topology benchmarks/vtrain-a100x8.json --jobs $(nproc)"
+  detail=benchmarks/accuracy-vtrain.md
   echo "== simulator accuracy: $cmd; $mcmd" >&2
-  { header "$cmd"
-    printf 'Commit: %s\n\n### Single node (vTrain, 1,440 runs on 2-8 A100s)\n\n' "$(git rev-parse --short HEAD)"
-    "$build/bench_vtrain" --csv "$csv" --topology benchmarks/vtrain-a100x8.json \
-      --markdown "$tmp/acc.md" >"$tmp/acc.out"
-    condense "$tmp/acc.md"
-    printf '\nAPE = |predicted - measured| / measured; bias = mean signed error. Calibration: docs/calibration.md.\n'
-    printf '\n### Multi-node (vTrain, 41 runs of 3.6B on 64 and 18.4B on 256 A100s)\n\nCommand: `%s`\n\n' "$mcmd"
-    "$build/bench_vtrain" --csv "$mcsv" --topology benchmarks/vtrain-a100x8.json \
-      --jobs "$(nproc)" --markdown "$tmp/macc.md" >"$tmp/macc.out"
-    condense "$tmp/macc.md"
-    printf '\nSpearman within each model size: the "By model size" table. One general parameter is fitted on this file: the InfiniBand collectives'"'"' bus-bandwidth efficiency (coll_eff of the inter fabric in benchmarks/vtrain-a100x8.json, on its tp = 16 rows); nothing is fitted per configuration, and the "calibration half" label is only the seeded split (docs/calibration.md).\n'
+  "$build/bench_vtrain" --csv "$csv" --topology benchmarks/vtrain-a100x8.json \
+    --markdown "$tmp/acc.md" >"$tmp/acc.out"
+  "$build/bench_vtrain" --csv "$mcsv" --topology benchmarks/vtrain-a100x8.json \
+    --jobs "$(nproc)" --markdown "$tmp/macc.md" >"$tmp/macc.out"
+  { printf '# Simulator accuracy: every table\n\nWritten by `benchmarks/run.sh --only accuracy` (commit %s, %s); the headline rows are in RESULTS.md, "Simulator accuracy".\n\n## Single node (vTrain, 1,440 runs on 2-8 A100s)\n\nCommand: `%s`\n\n' \
+      "$(git rev-parse --short HEAD)" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$cmd"
+    cat "$tmp/acc.md"
+    printf '\n## Multi-node (vTrain, 41 runs of 3.6B on 64 and 18.4B on 256 A100s)\n\nCommand: `%s`\n\n' "$mcmd"
+    cat "$tmp/macc.md"
+  } >"$detail.tmp" && mv "$detail.tmp" "$detail"
+  { header "$cmd; $mcmd"
+    printf 'Commit: %s. vTrain'"'"'s measured Megatron runs: single = 1,440 runs on 2-8 A100s, multi = 41 runs of 3.6B on 64 and 18.4B on 256 A100s; every table (by parallelism, worst rows, fitted parameters): [%s](%s).\n\n' \
+      "$(git rev-parse --short HEAD)" "$(basename "$detail")" "$(basename "$detail")"
+    echo "| rows | n | MAPE % | median APE % | p90 APE % | max APE % | bias % | Spearman | Pearson |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    summarize single "$tmp/acc.md"
+    summarize multi "$tmp/macc.md"
+    printf '\nAPE = |predicted - measured| / measured; bias = mean signed error; held-out = the seeded half not used for calibration (docs/calibration.md).\n'
   } >"$tmp/acc.block"
   splice accuracy "Simulator accuracy" "$tmp/acc.block"
+fi
+
+if want scale; then
+  cmd="benchmarks/bench_scale.sh $build --full --random 20 --detail benchmarks/scale-plans.md"
+  echo "== scale: $cmd" >&2
+  { header "$cmd"
+    printf 'Commit: %s. GPT models on topologies/dgx-a100.json (`--nodes` 128 / 384 / 64 / 8), FlexFlow'"'"'s on p100x16.json; per case one `simulate` process with the default evaluator, bench_hier'"'"'s warm evaluation where the hierarchical one ran, and `simulate --evaluator full` (the oracle).\n\n' \
+      "$(git rev-parse --short HEAD)"
+    bash benchmarks/bench_scale.sh "$build" --full --random 20 --detail benchmarks/scale-plans.md
+  } >"$tmp/scale.block"
+  splice scale "Scale" "$tmp/scale.block"
 fi
 
 if want search; then
