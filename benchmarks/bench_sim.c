@@ -3,7 +3,8 @@
  *
  * What the search sees: one ss_sim reused for many ss_sim_run calls on the
  * same plan (task-graph build from the plan, event simulation, liveness
- * sweep). Per case: one warm-up run, then runs until both MIN_REPS runs and
+ * sweep), with the full evaluator (the symmetric and hierarchical ones are
+ * measured by bench_scale.sh, RESULTS.md "Scale"). Per case: one warm-up run, then runs until both MIN_REPS runs and
  * MIN_SECONDS have passed (at most MAX_REPS); reports the median wall and CPU
  * time per run, tasks per run, tasks per CPU second, and the peak resident
  * memory of the process that ran the case. Every case runs in its own forked
@@ -112,7 +113,9 @@ static int run_case(const scase *c, measure *out, ss_diag *d)
         ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (ss_sim_new(g, m, cm, NULL, &s, d) || ss_sim_run(s, p, &r, d)) /* warm-up */
+    ss_sim_config cfg = {0};
+    cfg.evaluator = SS_EVAL_FULL; /* the engine's throughput; the evaluators: bench_scale.sh */
+    if (ss_sim_new(g, m, cm, &cfg, &s, d) || ss_sim_run(s, p, &r, d)) /* warm-up */
         goto out;
     out->setup_s = clock_s(CLOCK_MONOTONIC) - t0;
     double wall[MAX_REPS], cpu[MAX_REPS], start = clock_s(CLOCK_MONOTONIC);

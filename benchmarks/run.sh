@@ -86,8 +86,11 @@ PY
 }
 
 header() { # header COMMAND
-  printf 'Command: `%s`  \nDate: %s  \nMachine: %s; build type %s.\n\n' "$1" \
-    "$(date -u '+%Y-%m-%d %H:%M UTC')" "$machine" "$btype"
+  local rev
+  rev=$(git rev-parse --short HEAD)
+  git diff --quiet HEAD -- . ':!benchmarks/RESULTS.md' ':!benchmarks/*.md' || rev="$rev + uncommitted changes"
+  printf 'Command: `%s`  \nCommit: %s  \nDate: %s  \nMachine: %s; build type %s.\n\n' "$1" \
+    "$rev" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$machine" "$btype"
 }
 
 if want sim; then
@@ -147,8 +150,8 @@ if want accuracy; then
     cat "$tmp/macc.md"
   } >"$detail.tmp" && mv "$detail.tmp" "$detail"
   { header "$cmd; $mcmd"
-    printf 'Commit: %s. vTrain'"'"'s measured Megatron runs: single = 1,440 runs on 2-8 A100s, multi = 41 runs of 3.6B on 64 and 18.4B on 256 A100s; every table (by parallelism, worst rows, fitted parameters): [%s](%s).\n\n' \
-      "$(git rev-parse --short HEAD)" "$(basename "$detail")" "$(basename "$detail")"
+    printf 'vTrain'"'"'s measured Megatron runs: single = 1,440 runs on 2-8 A100s, multi = 41 runs of 3.6B on 64 and 18.4B on 256 A100s; every table (by parallelism, worst rows, fitted parameters): [%s](%s).\n\n' \
+      "$(basename "$detail")" "$(basename "$detail")"
     echo "| rows | n | MAPE % | median APE % | p90 APE % | max APE % | bias % | Spearman | Pearson |"
     echo "|---|---|---|---|---|---|---|---|---|"
     summarize single "$tmp/acc.md"
@@ -162,8 +165,7 @@ if want scale; then
   cmd="benchmarks/bench_scale.sh $build --full --random 20 --detail benchmarks/scale-plans.md"
   echo "== scale: $cmd" >&2
   { header "$cmd"
-    printf 'Commit: %s. GPT models on topologies/dgx-a100.json (`--nodes` 128 / 384 / 64 / 8), FlexFlow'"'"'s on p100x16.json; per case one `simulate` process with the default evaluator, bench_hier'"'"'s warm evaluation where the hierarchical one ran, and `simulate --evaluator full` (the oracle).\n\n' \
-      "$(git rev-parse --short HEAD)"
+    printf 'GPT models on topologies/dgx-a100.json (`--nodes` 128 / 384 / 64 / 8), FlexFlow'"'"'s on p100x16.json; per case one `simulate` process with the default evaluator, bench_hier'"'"'s warm evaluation where the hierarchical one ran, and `simulate --evaluator full` (the oracle).\n\n'
     bash benchmarks/bench_scale.sh "$build" --full --random 20 --detail benchmarks/scale-plans.md
   } >"$tmp/scale.block"
   splice scale "Scale" "$tmp/scale.block"
