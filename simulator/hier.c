@@ -2064,8 +2064,21 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
          * for the rank's network, after the first chunk's collectives */
         if (set->sync == SS_SYNC_BULK)
             e = maxb + tails;
-        else
-            e = end_b[c0] + fmax(h->stg[c0].f.tail + ags, others + h->stg[c0].f.comp_upd);
+        else {
+            /* interleaved: a later chunk's all-reduces hold the rank's
+             * links while its first chunk still runs passes; the stage
+             * sends into and out of the rank queue behind them as that
+             * chunk's own last gradient send does (send_last over the bare
+             * send), and the first chunk's next backward starts that much
+             * later, a delay that stays to the end (0 where that send slips
+             * through between the all-reduces; the largest of the rank's
+             * later chunks) */
+            double hold = 0;
+            for (int c = s; c < P; c += R)
+                if (c != c0 && h->stg[c].f.send_last - h->stg[c].f.send > hold)
+                    hold = h->stg[c].f.send_last - h->stg[c].f.send;
+            e = end_b[c0] + hold + fmax(h->stg[c0].f.tail + ags, others + h->stg[c0].f.comp_upd);
+        }
         /* a stage taking part in a shared weight's synchronisation ends
          * after the last joint collective and its own rest */
         for (int c = s; jend >= 0 && c < P; c += R) {

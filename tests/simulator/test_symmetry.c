@@ -59,7 +59,7 @@ static void same_result(const ss_sim_result *f, const ss_sim_result *s)
  * plans it judged, and the largest relative iteration-time difference, per
  * class: GPipe, 1F1B (interleaved with bulk sync included), interleaved
  * 1F1B with overlapped sync. */
-static int hier_n[3], hier_over[3]; /* over: plans more than 0.5% off */
+static int hier_n[3];
 static double hier_max[3];
 static double hier_last; /* the last plan's difference (-1: not judged) */
 /* plans whose hierarchical sub-problems were reduced to one data-parallel
@@ -166,7 +166,6 @@ static int check(const ss_graph *g, const ss_machine *m, const ss_plan *p)
         double e = rh.iteration_us / rf.iteration_us - 1;
         e = e < 0 ? -e : e;
         hier_n[k]++;
-        hier_over[k] += e > 0.005;
         hier_last = e;
         if (e > hier_max[k])
             hier_max[k] = e;
@@ -284,18 +283,16 @@ static void test_random_symmetric(void **state)
                   "on %d), bit-identical\n",
                   hier_reduced, hier_all_reduced);
     /* The hierarchical evaluator agrees within 0.5% with the full
-     * simulation on every plan it judges, but interleaved plans with
-     * overlapped sync: there a rank's later chunk synchronises its
-     * gradients while the rank's first chunk still runs passes, and its
-     * collectives delay those passes' tensor-parallel collectives and stage
-     * sends, which no stage-level figure sees (docs/simulator.md,
-     * "Hierarchical evaluator": 2 of 16 small-model plans 0.8-0.9% off; those
-     * whose chunks' synchronisations overlap one another are refused). */
+     * simulation on every plan it judges, interleaved plans with overlapped
+     * sync included: there a rank's later chunk synchronises its gradients
+     * while the rank's first chunk still runs passes, and the stage sends
+     * queue behind its all-reduces (docs/simulator.md, "Hierarchical
+     * evaluator"; those whose chunks' synchronisations overlap one another
+     * are refused). */
     assert_true(hier_n[0] >= 200 && hier_n[1] >= 200 && hier_n[2] >= 10);
     assert_true(hier_max[0] <= 0.005);
     assert_true(hier_max[1] <= 0.005);
-    assert_true(hier_max[2] <= 0.01);
-    assert_true(hier_over[2] * 5 <= hier_n[2]); /* at most a fifth of those plans */
+    assert_true(hier_max[2] <= 0.005);
     assert_true(symmetric >= 500);
     /* most plans have data-parallel blocks (dp > 1 on every one but a
      * few): their sub-problems are reduced */
