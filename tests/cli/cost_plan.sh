@@ -1,16 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `simsearch cost` and `simsearch plan`: help, exit
 # codes, the table and its totals, JSON output, and plan --out round trips.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # description, condition (already evaluated: 0 = ok)
-  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=$((fail + 1)); else echo "ok: $1"; fi
-}
+. "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
 topo=topologies/p100x16.json
 
 "$bin" cost --help >"$tmp/h" 2>&1; check "cost --help exits 0" $?

@@ -5,16 +5,7 @@
 # asymmetric plan falls back (or fails when symmetry is forced), the JSON
 # keys evaluator / tasks_simulated / symmetry_classes / eval_ms, and the
 # trace of a symmetric run draws every device's events as the full one.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # description, condition (already evaluated: 0 = ok)
-  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=$((fail + 1)); else echo "ok: $1"; fi
-}
+. "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
 args="--model gpt:layers=2,hidden=64,heads=8,seq=32,vocab=512 --batch 64 --topology topologies/dgx-a100.json --nodes 2"
 mega="--plan megatron:tp=2,pp=2,dp=4,mb=4"
 

@@ -5,16 +5,7 @@
 # list per pipeline stage and at most 1 MB; `simsearch plan` reports it. A
 # plan written with explicit device arrays (the old form) loads into the
 # same pooled plan as its mesh form.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # description, condition (already evaluated: 0 = ok)
-  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=$((fail + 1)); else echo "ok: $1"; fi
-}
+. "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
 
 "$bin" plan --model gpt:layers=96,hidden=12288,heads=96,seq=2048 --batch 1536 \
   --topology topologies/dgx-a100.json --nodes 128 \

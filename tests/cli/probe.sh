@@ -4,16 +4,7 @@
 # MPI the probe prints its table and JSON and discovery writes measured
 # (not estimated) core links. Without the MPI helper or mpirun it prints a
 # SKIP line and exits 77 (ctest: skipped).
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # description, condition (already evaluated: 0 = ok)
-  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=$((fail + 1)); else echo "ok: $1"; fi
-}
+. "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
 "$bin" probe --help >"$tmp/h" 2>&1; check "probe --help exits 0" $?
 "$bin" probe --np 1 >/dev/null 2>&1; [ $? -eq 2 ]; check "probe --np 1 exits 2" $?
 "$bin" probe --backend tcp >/dev/null 2>&1; [ $? -eq 2 ]; check "probe --backend tcp exits 2" $?

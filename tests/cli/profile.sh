@@ -4,16 +4,7 @@
 # database, a second run resumes (measures nothing), --candidates covers
 # more tiles, and simulate / cost / search read the database (cost_sources,
 # per-operator sources).
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # description, condition (already evaluated: 0 = ok)
-  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fail=$((fail + 1)); else echo "ok: $1"; fi
-}
+. "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
 export OPENBLAS_NUM_THREADS=1
 topo=topologies/local-cpu.json
 model="mlp:layers=2,hidden=64,in=32,classes=8"
