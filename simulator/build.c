@@ -209,17 +209,6 @@ const ss_build_stats *ss_build_stats_of(const ss_builder *b)
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static int prio_fwd(int op, int mb)
-{
-    return op * (MB_CLAMP + 1) + (mb < 0 ? 0 : mb > MB_CLAMP ? MB_CLAMP : mb);
-}
-
-static int prio_bwd(const ss_builder *b, int op, int mb)
-{
-    return (b->n_ops + (b->n_ops - 1 - op)) * (MB_CLAMP + 1) +
-           (mb < 0 ? 0 : mb > MB_CLAMP ? MB_CLAMP : mb);
-}
-
 static int is_member(const ss_builder *b, const unitinfo *u, int dev)
 {
     for (int r = 0; r < u->red; r++)
@@ -593,7 +582,7 @@ static ss_status pass_tiles(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, s
         for (int i = 0; i < c->ntiles; i++) {
             tileinfo *ti = &b->tiles[b->tile_base[o] + i];
             ti->fwd = add_task(tg, SS_TASK_FWD, oc[ti->cost].fwd_us,
-                               prio_fwd(o, ti->mb), o, i, ti->mb, 0, 0, 1, &ti->dev, d);
+                               ss_sched_prio_fwd(o, ti->mb), o, i, ti->mb, 0, 0, 1, &ti->dev, d);
             if (ti->fwd < 0)
                 return d ? d->status : SS_ERR_INVALID;
             ti->bwd = -1;
@@ -1280,7 +1269,7 @@ static ss_status pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         if (u->red == 1)
             continue;
         int k = uu - b->unit_base[u->op];
-        int prio = prio_fwd(u->op, b->tiles[u->first].mb);
+        int prio = ss_sched_prio_fwd(u->op, b->tiles[u->first].mb);
         if (u->n_unique == 1) {
             u->ready = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
         } else {
@@ -1381,7 +1370,7 @@ static ss_status scatter_gather(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         }
         if (!ok)
             continue;
-        int prio = prio_fwd(u0->op, b->tiles[u0->first].mb);
+        int prio = ss_sched_prio_fwd(u0->op, b->tiles[u0->first].mb);
         int ag = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, dv, R, X0->bytes, X0->bytes,
                                          u0->op, X0->unit - b->unit_base[u0->op],
                                          SS_BUILD_COLL_SENDGATHER, prio, d);
@@ -1435,7 +1424,7 @@ static ss_status pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg
             /* a blocking transfer is keyed like its producer's forward, so
              * the sender sends before starting its next forward (Megatron's
              * send right after forward_step); others like the consumer */
-            int prio = X->block ? prio_fwd(u->op, b->tiles[u->first].mb) : prio_fwd(tj->op, tj->mb);
+            int prio = X->block ? ss_sched_prio_fwd(u->op, b->tiles[u->first].mb) : ss_sched_prio_fwd(tj->op, tj->mb);
             X->task = add_transfer(b, tg, X->src, X->dev, X->bytes, u->op, 0, prio, holds(b, X), d);
             if (X->task < 0)
                 return d->status;
@@ -1513,7 +1502,7 @@ static ss_status pass_bwd(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
             continue;
         const tilecost *tc = tcost(b, j);
         double dur = tc->bwd_us + (recompute ? tc->fwd_us : 0);
-        t->bwd = add_task(tg, SS_TASK_BWD, dur, prio_bwd(b, t->op, t->mb), t->op,
+        t->bwd = add_task(tg, SS_TASK_BWD, dur, ss_sched_prio_bwd(b->n_ops, t->op, t->mb), t->op,
                           j - b->tile_base[t->op], t->mb, 0, 0, 1, &t->dev, d);
         if (t->bwd < 0)
             return d ? d->status : SS_ERR_NOMEM;
@@ -1543,7 +1532,7 @@ static int unit_entry(ss_builder *b, ss_taskgraph *tg, int uu, ss_diag *d)
         return u->entry;
     if (u->red == 1)
         return u->entry = b->tiles[u->first].bwd;
-    int prio = prio_bwd(b, u->op, b->tiles[u->first].mb);
+    int prio = ss_sched_prio_bwd(b->n_ops, u->op, b->tiles[u->first].mb);
     int k = uu - b->unit_base[u->op];
     int join = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
     if (join < 0)
@@ -1586,7 +1575,7 @@ static int group_entry(ss_builder *b, ss_taskgraph *tg, int g0, ss_diag *d)
     unitinfo *u = &b->units[g0];
     if (u->gentry >= 0)
         return u->gentry;
-    int prio = prio_bwd(b, u->op, b->tiles[u->first].mb);
+    int prio = ss_sched_prio_bwd(b->n_ops, u->op, b->tiles[u->first].mb);
     int k = g0 - b->unit_base[u->op];
     int join = add_task(tg, SS_TASK_OTHER, 0, prio, u->op, k, -1, 0, 0, 0, NULL, d);
     if (join < 0)
@@ -1641,7 +1630,7 @@ static ss_status bwd_gather(ss_builder *b, ss_taskgraph *tg, int x, ss_diag *d)
     const tileinfo *src = &b->tiles[u->first];
     int ag = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, dv, R, X->bytes, X->bytes, u->op,
                                      u0 - b->unit_base[u->op], SS_BUILD_COLL_SENDGATHER,
-                                     prio_bwd(b, u->op, src->mb), d);
+                                     ss_sched_prio_bwd(b->n_ops, u->op, src->mb), d);
     if (ag < 0)
         return d->status;
     b->st.coll_sendgather++;
@@ -1681,7 +1670,7 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         xferinfo *X = &b->xf[pr->xfer];
         if (X->btask < 0) {
             const tileinfo *src = &b->tiles[u->first];
-            int prio = X->block ? prio_bwd(b, tj->op, tj->mb) : prio_bwd(b, u->op, src->mb);
+            int prio = X->block ? ss_sched_prio_bwd(b->n_ops, tj->op, tj->mb) : ss_sched_prio_bwd(b->n_ops, u->op, src->mb);
             int y = add_transfer(b, tg, X->dev, X->src, X->bytes, u->op, 1, prio, holds(b, X), d);
             if (y < 0)
                 return d ? d->status : SS_ERR_INVALID;
@@ -1701,16 +1690,6 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 }
 
 /* ---- pass 6: micro-batch program order (GPipe) and 1F1B in-flight limit - */
-
-/* Megatron's step order on one pipeline rank of P ranks with V chunks each
- * (V = 1: the micro-batch itself): micro-batches run in groups of P, and
- * within a group chunk by chunk, forward in chunk order, backward in reverse
- * chunk order (get_model_chunk_id in Megatron's interleaved schedule). */
-static int chunk_step(int mb, int chunk, int P, int V, int backward)
-{
-    int c = backward ? V - 1 - chunk : chunk;
-    return mb / P * P * V + c * P + mb % P;
-}
 
 static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, ss_diag *d)
 {
@@ -1742,8 +1721,8 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
             o = t->op;
             s = ss_plan_config(p, o)->stage;
         }
-        lastf[t->dev * K + chunk_step(t->mb, s / P, P, V, 0)] = t->fwd;
-        int *fb = &firstb[t->dev * K + chunk_step(t->mb, s / P, P, V, 1)];
+        lastf[t->dev * K + ss_sched_step(t->mb, s / P, P, V, 0)] = t->fwd;
+        int *fb = &firstb[t->dev * K + ss_sched_step(t->mb, s / P, P, V, 1)];
         if (*fb < 0)
             *fb = t->bwd;
         if (s < stage[t->dev])
@@ -1766,7 +1745,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
             o = t->op;
             s = ss_plan_config(p, o)->stage;
         }
-        int k = chunk_step(t->mb, s / P, P, V, 0);
+        int k = ss_sched_step(t->mb, s / P, P, V, 0);
         int prev = k > 0 ? lastf[t->dev * K + k - 1] : -1;
         if (prev >= 0 && prev != t->fwd && ss_taskgraph_add_dep(tg, prev, t->fwd, d) != SS_OK)
             return d->status;
@@ -1777,8 +1756,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
          * (P - r - 1) * 2 + (V - 1) * P (Megatron's num_warmup_microbatches),
          * or every forward first when interleaving M = P micro-batches (its
          * all_warmup_microbatches) */
-        int r = stage[t->dev] % P;
-        int warm = V == 1 ? P - r : M == P ? K + 1 : (P - r - 1) * 2 + (V - 1) * P + 1;
+        int warm = ss_sched_warmup(P, V, M, stage[t->dev] % P) + 1;
         if (k >= warm) {
             int fb = firstb[t->dev * K + k - warm];
             if (fb >= 0 && ss_taskgraph_add_dep(tg, fb, t->fwd, d) != SS_OK)
@@ -1790,7 +1768,7 @@ static ss_status pass_gating(ss_builder *b, ss_taskgraph *tg, const ss_plan *p, 
          * i + warm - 1, then backward step i), or after the last forward
          * step (the cool-down). A backward that arrives mid-forward waits
          * for the forward to finish, as the program runs it. */
-        int kb = chunk_step(t->mb, s / P, P, V, 1);
+        int kb = ss_sched_step(t->mb, s / P, P, V, 1);
         int prevb = kb > 0 ? firstb[t->dev * K + kb - 1] : -1;
         if (prevb >= 0 && prevb != t->bwd && ss_taskgraph_add_dep(tg, prevb, t->bwd, d) != SS_OK)
             return d->status;
@@ -1913,9 +1891,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
         b->set.stages = 1;
     if (b->set.microbatches < 1)
         b->set.microbatches = 1;
-    b->policy = (b->set.queue == SS_QUEUE_BACKWARD_FIRST || b->set.schedule == SS_PIPE_1F1B)
-                    ? SS_QUEUE_BACKWARD_FIRST
-                    : SS_QUEUE_FIFO;
+    b->policy = ss_sched_policy(&b->set);
     memset(&b->st, 0, sizeof b->st);
     b->gating_ok = 1;
     b->mem_pending = 0;

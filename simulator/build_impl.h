@@ -12,8 +12,9 @@
 #include "simulator/build.h"
 #include "simulator/collective.h"
 #include "simulator/memo.h"
+#include "simulator/schedule.h"
 
-#define MB_CLAMP 1023
+#define MB_CLAMP (SS_SCHED_MB_SLOTS - 1) /* the last micro-batch slot of a priority key */
 
 /* What the passes read of a tile, kept small (the passes stream through
  * every tile several times); its costs (tilecost, read by three passes) and

@@ -17,6 +17,7 @@
 #include "simulator/engine.h"
 #include "simulator/memory.h"
 #include "simulator/report.h"
+#include "simulator/schedule.h"
 #include "simulator/symmetry.h"
 #include "simulator/taskgraph.h"
 
@@ -26,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MBP 1024        /* priorities: micro-batch slots per op, as build.c's MB_CLAMP + 1 */
 #define MEMO_MAX 4096   /* memo entries before it is cleared */
 #define PERIOD_TOL 1e-6 /* relative tolerance of the periodicity check */
 #define JMAX 4          /* joint collectives of shared weights per stage at d0 */
@@ -1510,27 +1510,6 @@ static int add_pass(ss_taskgraph *tg, ss_task_kind kind, double kern, double spa
     return 0;
 }
 
-static int prio_f(int op, int k)
-{
-    return op * MBP + (k < MBP - 1 ? k : MBP - 1);
-}
-
-static int prio_b(int n_ops, int op, int k)
-{
-    return (n_ops + (n_ops - 1 - op)) * MBP + (k < MBP - 1 ? k : MBP - 1);
-}
-
-/* Megatron's interleaved order on stage s: the j-th forward (backward) is
- * micro-batch mb of chunk c. */
-static void ileave(int j, int P, int v, int fwd, int *mb, int *c)
-{
-    int grp = j / (P * v), in = j % (P * v);
-    *c = in / P;
-    if (!fwd)
-        *c = v - 1 - *c;
-    *mb = grp * P + in % P;
-}
-
 /* Build and run the stage-level schedule; fills, per stage (chunk), end_b
  * (the end of its last backward), and per pipeline rank busy (the time its
  * device is held by blocking sends) and top (the most that the passes in
@@ -1601,7 +1580,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
                 kf = fw;
             if (kb > bwk)
                 kb = bwk;
-            int pf0 = prio_f(h->stg[c].first, k), pb0 = prio_b(n_ops, h->stg[c].last, k);
+            int pf0 = ss_sched_prio_fwd(h->stg[c].first, k), pb0 = ss_sched_prio_bwd(n_ops, h->stg[c].last, k);
             int nch = block || !h->stg[c].reps ? 1 : h->stg[c].reps;
             nch = nch < 1 ? 1 : nch > 32 ? 32 : nch;
             if (add_pass(tg, SS_TASK_FWD, kf, fw, nch, pf0, s, c, k, &id.F[i], &id.FE[i], d) ||
@@ -1616,7 +1595,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
              * task of the same length that its next pass waits for */
             int rf[2] = {P + 3 * c, prev}, rb[2] = {P + 3 * c + 1, s};
             int rg[1] = {P + 3 * c + 2}, rs[1] = {s}, rp[1] = {prev};
-            int pf = prio_f(h->stg[c - 1].last, k), pb = prio_b(n_ops, h->stg[c].first, k);
+            int pf = ss_sched_prio_fwd(h->stg[c - 1].last, k), pb = ss_sched_prio_bwd(n_ops, h->stg[c].first, k);
             /* the last micro-batch's gradient send first waits for the
              * stage's all-reduces on the network (holding nothing) */
             double sb = fin->send, q = lastk ? fin->send_last - fin->send : 0;
@@ -1639,7 +1618,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
             if (fin->gather > 0 &&
                 ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
                  (id.GB[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather,
-                                 prio_b(n_ops, h->stg[c - 1].last, k), 1, rg, c, k, d)) < 0))
+                                 ss_sched_prio_bwd(n_ops, h->stg[c - 1].last, k), 1, rg, c, k, d)) < 0))
                 return d->status;
         }
     }
@@ -1686,29 +1665,25 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
          * (all steps when m = p) */
         int total = M * V;
         for (int s = 0; s < P; s++) {
-            int W = V == 1   ? P - s - 1
-                    : M == P ? total
-                             : (P - s - 1) * 2 + (V - 1) * P;
-            if (W > total)
-                W = total;
+            int W = ss_sched_warmup(P, V, M, s);
             for (int j = 0; j < total; j++) {
                 int mb, ch, fj, bj;
-                ileave(j, P, V, 1, &mb, &ch);
+                ss_sched_at(j, P, V, 0, &mb, &ch);
                 fj = id.F[(int64_t)(ch * P + s) * M + mb];
-                ileave(j, P, V, 0, &mb, &ch);
+                ss_sched_at(j, P, V, 1, &mb, &ch);
                 bj = id.B[(int64_t)(ch * P + s) * M + mb];
                 if (j > 0) {
-                    ileave(j - 1, P, V, 1, &mb, &ch);
+                    ss_sched_at(j - 1, P, V, 0, &mb, &ch);
                     DEP(id.FE[(int64_t)(ch * P + s) * M + mb], fj);
-                    ileave(j - 1, P, V, 0, &mb, &ch);
+                    ss_sched_at(j - 1, P, V, 1, &mb, &ch);
                     DEP(id.BE[(int64_t)(ch * P + s) * M + mb], bj);
                 }
                 if (j - W - 1 >= 0) {
-                    ileave(j - W - 1, P, V, 0, &mb, &ch);
+                    ss_sched_at(j - W - 1, P, V, 1, &mb, &ch);
                     DEP(id.BE[(int64_t)(ch * P + s) * M + mb], fj);
                 }
                 int fk = j + W < total ? j + W : total - 1;
-                ileave(fk, P, V, 1, &mb, &ch);
+                ss_sched_at(fk, P, V, 0, &mb, &ch);
                 DEP(id.FE[(int64_t)(ch * P + s) * M + mb], bj);
             }
         }
@@ -1716,10 +1691,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
 #undef DEP
     if ((st = ss_taskgraph_finalize(tg, d)) != SS_OK)
         return st;
-    ss_engine_config ec = {.policy = set->schedule == SS_PIPE_1F1B ||
-                                             set->queue == SS_QUEUE_BACKWARD_FIRST
-                                         ? SS_QUEUE_BACKWARD_FIRST
-                                         : SS_QUEUE_FIFO,
+    ss_engine_config ec = {.policy = ss_sched_policy(set),
                            .stop = h->cfg.stop, .stop_ctx = h->cfg.stop_ctx};
     if ((st = ss_engine_run(h->e, tg, &ec, d)) != SS_OK)
         return st;
