@@ -876,6 +876,18 @@ ss_status ss_sim_result_copy(ss_sim_result *dst, const ss_sim_result *src, ss_di
 
 /* Number of tasks of the last run's task graph (0 before the first run). */
 int64_t ss_sim_n_tasks(const ss_sim *s);
+/* Whether evaluator e (FULL, SYMMETRY or HIER, not AUTO) can judge p, as
+ * far as p alone shows, without simulating: 1 yes; 0 no, with the reason
+ * in why (n bytes: which condition of the evaluator's form p misses); -1
+ * on error (d set). A yes is necessary, not sufficient: ss_sim_run_within
+ * with that evaluator may still refuse for what only its simulation shows
+ * (docs/simulator.md, "Evaluators"). */
+int ss_sim_accepts(ss_sim *s, ss_evaluator e, const ss_plan *p, char *why, size_t n,
+                   ss_diag *d);
+/* Estimated tasks evaluator e (not AUTO) would simulate to judge p: p's
+ * tile entries scaled by what the evaluator's earlier runs on s simulated
+ * per tile entry (an estimate for choosing, never a bound); -1 for AUTO. */
+double ss_sim_cost(ss_sim *s, ss_evaluator e, const ss_plan *p);
 
 /* Where the last run's critical path spends its time, per op: op_us[i]
  * (ss_graph_n_ops entries) = the summed duration of the path's tasks that

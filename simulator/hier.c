@@ -1954,6 +1954,20 @@ static ss_status joint_sync(const ss_hier *h, const ss_plan *p, const double *en
     return SS_OK;
 }
 
+int ss_hier_accepts(ss_hier *h, const ss_plan *p, ss_diag *d)
+{
+    if (ss_plan_n_ops(p) != ss_graph_n_ops(h->g)) {
+        ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                    "hierarchical evaluator: the plan has %d operators, the model %d",
+                    ss_plan_n_ops(p), ss_graph_n_ops(h->g));
+        return 0;
+    }
+    ss_hier_stats st0 = h->st;
+    ss_status st = analyse(h, p, d);
+    h->st = st0;
+    return st == SS_OK ? 1 : st == SS_ERR_UNSUPPORTED ? 0 : -1;
+}
+
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
 {
     ss_diag local;

@@ -81,6 +81,13 @@ void ss_hier_free(ss_hier *h);
  * calls (bounded: cleared past 4096 entries). */
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *d);
 
+/* Whether p is of the form ss_hier_eval judges, as far as the plan alone
+ * shows (stages, devices, blocks; without simulating): 1 yes, 0 no (d
+ * says why, status SS_ERR_UNSUPPORTED), -1 error (d set). ss_hier_eval
+ * may still refuse a plan that passes (interleaved chunks whose
+ * synchronisations overlap, shared weights' collectives). */
+int ss_hier_accepts(ss_hier *h, const ss_plan *p, ss_diag *d);
+
 /* Whether sub-problems are reduced by the plan's data-parallel symmetry
  * (symmetry.h, sub-problems) where it applies: on (the default) or off
  * (every data-parallel rank simulated; for tests and benchmarks). The

@@ -878,25 +878,45 @@ static int set_hook(ss_symmetry *y, int D)
     return 0;
 }
 
-ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
-                     double *load_us, int *used, ss_diag *d)
+/* Detection and the reduced graph and plan of p, without simulating: D
+ * (> 0) when p passed every check made before the build, 0 when it is not
+ * symmetric (why in y->why), -1 on error (d set). */
+static int prepare(ss_symmetry *y, const ss_plan *p, ss_diag *d)
 {
-    *used = 0;
-    *load_us = 0;
     y->ok_D = 0;
     y->sD = 0;
     y->why[0] = 0;
     y->used_only = 0;
     int D = detect(y, y->g, p);
+    if (D < 0) {
+        ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+        return -1;
+    }
+    if (D == 0 || !reduced_graph(y, D))
+        return 0;
+    if (reduced_plan(y, y->g, p, y->rp, D, d)) {
+        if (d && d->status == SS_OK)
+            ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+        return -1;
+    }
+    return regions_ok(y, y->g, y->rg, p, y->rp, D) ? D : 0;
+}
+
+int ss_sym_accepts(ss_symmetry *y, const ss_plan *p, ss_diag *d)
+{
+    int D = prepare(y, p, d);
+    return D < 0 ? -1 : D > 0;
+}
+
+ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                     double *load_us, int *used, ss_diag *d)
+{
+    *used = 0;
+    *load_us = 0;
+    int D = prepare(y, p, d);
     if (D < 0)
-        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
-    if (D == 0)
-        return SS_OK;
-    if (!reduced_graph(y, D))
-        return SS_OK;
-    if (reduced_plan(y, y->g, p, y->rp, D, d))
         return d ? d->status : SS_ERR_NOMEM;
-    if (!regions_ok(y, y->g, y->rg, p, y->rp, D))
+    if (D == 0)
         return SS_OK;
     if (set_hook(y, D))
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");

@@ -53,7 +53,13 @@ void ss_sym_free(ss_symmetry *y);
 ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                      double *load_us, int *used, ss_diag *d);
 
-/* Why the last ss_sym_run did not apply ("" when it did). */
+/* Whether p passes the checks made before the reduced plan is built and
+ * run (detection, the reduced graph, its regions): 1 yes, 0 no (why in
+ * ss_sym_why), -1 error (d set). ss_sym_run may still refuse a plan that
+ * passes, for what only the build shows (channels, collectives). */
+int ss_sym_accepts(ss_symmetry *y, const ss_plan *p, ss_diag *d);
+
+/* Why the last ss_sym_run or ss_sym_accepts did not apply ("" when it did). */
 const char *ss_sym_why(const ss_symmetry *y);
 /* Of the last run that applied: tasks simulated (the reduced graph's) and
  * device classes (devices / D, plus unused devices). */
