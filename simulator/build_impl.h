@@ -291,6 +291,14 @@ int ss_sym_hook_remap(ss_build_sym *h, int *res, int n);
         }                                                                                    \
     } while (0)
 
+/* Free *p and zero its capacity (lean mode). */
+#define DROP(b, arr, cap)                                                                    \
+    do {                                                                                     \
+        ss_free((b)->arr);                                                                   \
+        (b)->arr = NULL;                                                                     \
+        (b)->cap = 0;                                                                        \
+    } while (0)
+
 /* ---- small helpers ---------------------------------------------------- */
 
 static inline int add_task(ss_taskgraph *tg, ss_task_kind kind, double dur, int prio, int op, int tile,
@@ -350,6 +358,64 @@ static inline int region_cmp(const ss_region *a, const ss_region *b)
     }
     return 0;
 }
+
+static inline int is_member(const ss_builder *b, const unitinfo *u, int dev)
+{
+    for (int r = 0; r < u->red; r++)
+        if (b->tiles[u->first + r].dev == dev)
+            return 1;
+    return 0;
+}
+
+/* Bytes of every output region of a unit (all outputs of its op). */
+static inline double unit_out_bytes(const ss_builder *b, const unitinfo *u)
+{
+    const ss_op *op = ss_graph_op(b->g, u->op);
+    double bytes = 0;
+    for (int k = 0; k < op->n_out; k++) {
+        ss_region r;
+        ss_tile tb;
+        ss_op_output_region(b->g, op, tshape(b, u->first, &tb), k, &r);
+        bytes += (double)volume(&r) *
+                 (double)ss_dtype_size(ss_graph_tensor(b->g, op->outputs[k])->dtype);
+    }
+    return bytes;
+}
+
+/* Whether the stop callback asks to stop (checked every `every`-th call,
+ * every a power of two); sets d. */
+static inline int stopped(ss_builder *b, unsigned every, ss_diag *d)
+{
+    if (!b->stop || (++b->polls & (every - 1)) != 0 || !b->stop(b->stop_ctx))
+        return 0;
+    ss_diag_set(d, SS_ERR_INTERRUPTED, "simulation interrupted");
+    return 1;
+}
+
+/* Point-to-point transfer task src -> dst of `bytes` (build.c); with
+ * `block` it also holds the compute streams of src and dst (a blocking
+ * send/receive pair between pipeline stages). The task id, or -1 with d
+ * set. */
+int ss_build_add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, double bytes, int op,
+                          int aux, int prio, int block, ss_diag *d);
+
+/* Distinct devices of a unit into b->ipool scratch at its end, not kept
+ * (build.c): their number, or -1 with d set. */
+int ss_build_unit_devices(ss_builder *b, const unitinfo *u, int **out, ss_diag *d);
+
+/* Pass 3 (build_fwd.c): the pairs (consumer tile, producer unit) and
+ * regions read; the replica each consumer reads; partial-sum collectives;
+ * forward dependencies and transfers. Run in this order. */
+ss_status ss_build_pass_pairs(ss_builder *b, ss_diag *d);
+ss_status ss_build_pass_replicas(ss_builder *b);
+ss_status ss_build_pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d);
+ss_status ss_build_pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d);
+/* Transfer task now moves 1/r of its bytes: same route and latency
+ * (build_fwd.c). */
+void ss_build_shrink_transfer(ss_builder *b, ss_taskgraph *tg, int task, int src, int dst, int r);
+/* Whether transfer X holds both ends' compute streams: a stage send of
+ * plain 1F1B, not of the interleaved schedule (build_fwd.c). */
+int ss_build_holds(const ss_builder *b, const xferinfo *X);
 
 /* Collective of `kind` over devs[0..n) (distinct), priced for cost_bytes,
  * recorded as moving `bytes` (build.c): the task id, or -1 with d set. */

@@ -92,7 +92,8 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     if (!g || !m || !cm)
         return ss_diag_set(d, SS_ERR_INVALID, "simulate: graph, machine and cost model needed");
     if (cfg && (unsigned)cfg->evaluator > SS_EVAL_HIER)
-        return ss_diag_set(d, SS_ERR_INVALID, "simulate: unknown evaluator %d", (int)cfg->evaluator);
+        return ss_diag_set(d, SS_ERR_INVALID, "simulate: unknown evaluator %d",
+                           (int)cfg->evaluator);
     if (cfg && (!(cfg->mem_fraction >= 0) || cfg->mem_fraction > 1))
         return ss_diag_set(d, SS_ERR_INVALID,
                            "simulate: mem_fraction must be in (0, 1] (0 = 1), got %g",
