@@ -315,7 +315,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     }
     if (b->sym && b->sym_cross)
-        nch = ss_sym_hook_remap(b->sym, b->res, nch);
+        nch = b->sym->remap(b->sym, b->res, nch);
     return add_task(tg, SS_TASK_COLLECTIVE, time_us, prio, op, tile, -1, aux, bytes, nch, b->res,
                     d);
 }

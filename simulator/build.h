@@ -227,8 +227,9 @@ int ss_build_score_op(const ss_graph *g, int op);
  * devices in all D blocks (the gradient collectives are priced over the
  * full group, the distributed optimizer splits n*D ways), adds updates
  * only on block 0's devices, and lets symmetry.c move each gradient
- * collective's channels onto their block-0 representatives
- * (ss_sym_hook_prepare, ss_sym_hook_remap). NULL: none (the default). */
+ * collective's channels onto their block-0 representatives through the
+ * two callbacks symmetry.c sets (the builder names nothing of
+ * symmetry.c). NULL: none (the default). */
 typedef struct ss_build_sym {
     int D;                   /* blocks, >= 2 */
     int n_dev, n_ch;         /* devices and channels of the machine */
@@ -241,6 +242,11 @@ typedef struct ss_build_sym {
     unsigned gen;            /* mark generation */
     int bad;                 /* a check failed while building: not symmetric */
     char why[160];
+    /* Before pass 7's collectives: the channels block 0's tasks in tg use. */
+    void (*prepare)(struct ss_build_sym *h, const struct ss_taskgraph *tg);
+    /* A collective's channels res[0..n) onto their representatives: the
+     * new count. */
+    int (*remap)(struct ss_build_sym *h, int *res, int n);
 } ss_build_sym;
 void ss_build_set_symmetry(ss_builder *b, ss_build_sym *sym);
 

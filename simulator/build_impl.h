@@ -265,9 +265,6 @@ struct ss_builder {
     int sym_cross;      /* pass 7 of a reduced build: collectives span all blocks */
 };
 
-/* symmetry.c: representative channels for a reduced build (build.h). */
-void ss_sym_hook_prepare(ss_build_sym *h, const ss_taskgraph *tg);
-int ss_sym_hook_remap(ss_build_sym *h, int *res, int n);
 
 #define GROW(b, arr, cap, need, d)                                                           \
     do {                                                                                     \

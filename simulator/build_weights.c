@@ -506,7 +506,7 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
 ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
 {
     if (b->sym) { /* the tasks so far are block 0's: their channels represent */
-        ss_sym_hook_prepare(b->sym, tg);
+        b->sym->prepare(b->sym, tg);
         b->sym_cross = 1;
     }
     ss_status st = build_weights(b, tg, mm, d);

@@ -682,7 +682,7 @@ static int canon_of(ss_build_sym *h, const ss_taskgraph *tg, int c)
     return r;
 }
 
-void ss_sym_hook_prepare(ss_build_sym *h, const ss_taskgraph *tg)
+static void ss_sym_hook_prepare(ss_build_sym *h, const ss_taskgraph *tg)
 {
     h->tg = tg;
     for (int c = 0; c < h->n_ch; c++)
@@ -718,7 +718,7 @@ static int cmp_int(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int ss_sym_hook_remap(ss_build_sym *h, int *res, int n)
+static int ss_sym_hook_remap(ss_build_sym *h, int *res, int n)
 {
     const ss_taskgraph *tg = h->tg;
     int nd = h->n_dev;
@@ -875,6 +875,8 @@ static int set_hook(ss_symmetry *y, int D)
     h->mark = y->mark;
     h->bad = 0;
     h->why[0] = 0;
+    h->prepare = ss_sym_hook_prepare;
+    h->remap = ss_sym_hook_remap;
     return 0;
 }
 
