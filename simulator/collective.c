@@ -351,18 +351,6 @@ static ss_status cost_algo(acc *a, ss_coll_kind kind, ss_coll_algo algo, const i
     return SS_OK;
 }
 
-static int grow_int(int **p, int *cap, int want)
-{
-    if (want <= *cap)
-        return 0;
-    int *q = ss_realloc(*p, (size_t)want * sizeof *q);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = want;
-    return 0;
-}
-
 /* Exchange the channel buffer with the best candidate's (with capacities). */
 static void swap_channels(ss_coll_result *r)
 {
@@ -386,13 +374,13 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
                            "collective: invalid group size %d, size %g bytes or configuration",
                            n, bytes);
     int nch = 2 * ss_machine_n_links(m);
-    if (grow_int(&out->ring, &out->cap_ring, n))
+    if (ss_grow((void **)&out->ring, &out->cap_ring, n, sizeof *out->ring))
         return ss_diag_set(d, SS_ERR_NOMEM, "collective: out of memory");
     if (nch > out->cap_load) {
         int old = out->cap_load;
-        if (grow_int(&out->load, &out->cap_load, nch))
+        if (ss_grow((void **)&out->load, &out->cap_load, nch, sizeof *out->load))
             return ss_diag_set(d, SS_ERR_NOMEM, "collective: out of memory");
-        memset(out->load + old, 0, (size_t)(nch - old) * sizeof *out->load);
+        memset(out->load + old, 0, (size_t)(out->cap_load - old) * sizeof *out->load);
     }
     for (int i = 0; i < n; i++) {
         if (devices[i] < 0 || devices[i] >= nd)
