@@ -881,7 +881,9 @@ int64_t ss_sim_n_tasks(const ss_sim *s);
  * in why (n bytes: which condition of the evaluator's form p misses); -1
  * on error (d set). A yes is necessary, not sufficient: ss_sim_run_within
  * with that evaluator may still refuse for what only its simulation shows
- * (docs/simulator.md, "Evaluators"). */
+ * (docs/simulator.md, "Evaluators"). Asking the evaluator whose result s
+ * holds forgets that result (ss_sim_write_trace, ss_sim_path_ops and
+ * ss_sim_n_tasks then see no run). */
 int ss_sim_accepts(ss_sim *s, ss_evaluator e, const ss_plan *p, char *why, size_t n,
                    ss_diag *d);
 /* Estimated tasks evaluator e (not AUTO) would simulate to judge p: p's

@@ -620,6 +620,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             last = er->end[t];
     }
     /* the incoming send: ext tasks that end before the first forward of the stage */
+    double in0 = HUGE_VAL, in1 = 0; /* the span of d0's incoming transfers */
     for (int t = 0; t < tg->n_tasks; t++) {
         int o = tg->op[t], kind = tg->kind[t];
         if (!(o >= 0 && o < ns && h->ext_ops[o] == SUB_RECV) || er->end[t] > fwd_end)
@@ -630,6 +631,10 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             const int32_t *rs = ss_taskgraph_res(tg, t);
             for (int k = 0; k < ss_taskgraph_n_res(tg, t); k++) {
                 int c = rs[k] - tg->n_devices;
+                if (c >= 0 && tg->chan_dev[2 * c + 1] == d0) {
+                    in0 = fmin(in0, er->start[t]);
+                    in1 = fmax(in1, er->end[t]);
+                }
                 if (c >= 0 && (tg->chan_dev[2 * c] == d0 || tg->chan_dev[2 * c + 1] == d0) &&
                     tg->bytes[t] > f->recv)
                     f->recv = tg->bytes[t];
@@ -645,6 +650,10 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         if ((kind == SS_TASK_XFER || kind == SS_TASK_COLLECTIVE) && er->end[t] > t0)
             t0 = er->end[t];
     }
+    /* d0 receives its input in several pieces (a producer split where its
+     * consumer is not): the send lasts until its last piece arrived */
+    if (in1 - in0 > f->send)
+        f->send = in1 - in0;
     /* under bulk sync the tail runs from the barrier after every backward,
      * the stand-in sender's included (in the pipeline the barrier follows
      * every stage's last backward) */

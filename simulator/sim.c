@@ -222,6 +222,8 @@ int ss_sim_accepts(ss_sim *s, ss_evaluator e, const ss_plan *p, char *why, size_
     }
     if (ready(s, em, d))
         return -1;
+    if (s->last == em)
+        s->last = NULL; /* its analysis overwrites what the held result's trace reads */
     return em->accepts(s, p, why, n, d);
 }
 

@@ -163,6 +163,13 @@ static void test_dispatch(void **state)
         assert_int_equal(ss_sim_path_ops(s, op_us, &tot, &d), SS_OK);
         assert_true(tot > 0 && tot <= r.iteration_us * (1 + 1e-12));
         it[k] = r.iteration_us;
+        /* asking the judging evaluator again forgets the held result */
+        char why[64];
+        assert_int_equal(ss_sim_accepts(s, ev[k], f.p, why, sizeof why, &d), 1);
+        assert_int_equal(ss_sim_n_tasks(s), 0);
+        ss_diag_init(&d);
+        assert_int_equal(ss_sim_path_ops(s, op_us, &tot, &d), SS_ERR_INVALID);
+        ss_diag_init(&d);
         ss_sim_free(s);
     }
     assert_true(it[0] == it[1]); /* symmetry is exact */
