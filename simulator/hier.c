@@ -1,7 +1,9 @@
 /*
- * hier.c — the hierarchical evaluator (hier.h): repeated blocks simulated
- * once per distinct sub-problem with the task-graph builder and engine, the
- * pipeline at stage x micro-batch granularity by the same engine. A stage
+ * hier.c — the hierarchical evaluator (hier.h): the plan analysis (stages,
+ * devices, repeated blocks), the pipeline at stage x micro-batch
+ * granularity by the engine, and the evaluation that combines them with
+ * the sub-problems' figures (hier_sub.c: repeated blocks simulated once per
+ * distinct sub-problem with the task-graph builder and engine). A stage
  * is a plan stage: with interleaving (settings.virtual_stages v > 1) a
  * chunk, run on pipeline rank stage mod (stages / v) with the rank's other
  * chunks.
