@@ -392,8 +392,12 @@ typedef struct ss_zoo_entry {
 int ss_zoo_count(void);
 const ss_zoo_entry *ss_zoo_get(int i);
 
-/* Build a model from a spec: "NAME[:key=value,...]" (zoo) or a path to a
- * model JSON file (anything containing '/' or ending in ".json").
+/* Build a model from a spec: "NAME[:key=value,...]" (zoo), a path to a
+ * model JSON file (anything containing '/' or ending in ".json"), or
+ * "hf:PATH[:key=value,...]" — a Hugging Face config.json (or a folder
+ * holding one) of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+ * MixtralForCausalLM or GPT2LMHeadModel, imported as a gpt-family spec whose
+ * keys the listed ones override (models/hf_import.c).
  * batch > 0 sets the global batch; batch == 0 uses the model default
  * (per_device_default * n_devices: 64 per device, 256 for alexnet; callers
  * pass n_devices; 1 if unknown). */

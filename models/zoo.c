@@ -2,8 +2,10 @@
  * zoo.c — the model zoo registry, model spec parsing and the builder helpers
  * shared by the family files (cnn.c, rnn.c, transformer.c, mlp.c).
  *
- * A spec is "NAME[:key=value,...]" (a zoo family with integer parameters) or
- * a path to a model JSON file (anything containing '/' or ending in ".json").
+ * A spec is "NAME[:key=value,...]" (a zoo family with integer or named
+ * parameters), a path to a model JSON file (anything containing '/' or
+ * ending in ".json"), or "hf:PATH[:key=value,...]" (a Hugging Face
+ * config.json turned into a gpt spec by hf_import.c; the keys override).
  * Invariant: a family builder only runs on a spec whose every key is known,
  * given once, an integer, within its range and consistent with the others;
  * whatever fails later (an impossible shape) is reported by the graph and
@@ -534,9 +536,70 @@ ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_grap
     return ss_model_build_tp(spec, batch, n_devices, 0, out, d);
 }
 
+static ss_status build_zoo(const char *spec, const char *name, int64_t batch, int n_devices,
+                           int tp, ss_graph **out, ss_diag *d);
+
+/* Is key (len bytes) one of the "key=value,..." items of list? */
+static int has_key(const char *list, const char *key, size_t len)
+{
+    for (const char *s = list; *s;) {
+        if (!strncmp(s, key, len) && s[len] == '=')
+            return 1;
+        const char *c = strchr(s, ',');
+        if (!c)
+            break;
+        s = c + 1;
+    }
+    return 0;
+}
+
+/* "hf:PATH[:key=value,...]": the config's gpt spec with the given keys
+ * replacing the config's (models/hf_import.c). */
+static ss_status build_hf(const char *spec, int64_t batch, int n_devices, int tp,
+                          ss_graph **out, ss_diag *d)
+{
+    const char *path = spec + 3, *colon = strchr(path, ':');
+    size_t plen = colon ? (size_t)(colon - path) : strlen(path);
+    const char *over = colon ? colon + 1 : "";
+    char file[4096], gen[1024], name[64], merged[2048];
+    if (plen == 0 || plen >= sizeof file)
+        return ss_diag_set(d, SS_ERR_INVALID, "model '%s': expected hf:PATH (a config.json or "
+                           "a folder holding one)", spec);
+    memcpy(file, path, plen);
+    file[plen] = '\0';
+    int64_t seq = 0;
+    for (const char *s = over; *s;) {
+        if (!strncmp(s, "seq=", 4))
+            seq = strtoll(s + 4, NULL, 10);
+        const char *c = strchr(s, ',');
+        if (!c)
+            break;
+        s = c + 1;
+    }
+    ss_status st = ss_hf_spec(file, seq, gen, sizeof gen, name, sizeof name, d);
+    if (st)
+        return st;
+    size_t used = (size_t)snprintf(merged, sizeof merged, "gpt:");
+    const char *s = strchr(gen, ':') + 1;
+    while (*s && used < sizeof merged) {
+        const char *c = strchr(s, ','), *eq = strchr(s, '=');
+        size_t len = c ? (size_t)(c - s) : strlen(s);
+        if (!has_key(over, s, (size_t)(eq - s)))
+            used += (size_t)snprintf(merged + used, sizeof merged - used, "%s%.*s",
+                                     used > 4 ? "," : "", (int)len, s);
+        s = c ? c + 1 : s + len;
+    }
+    if (*over && used < sizeof merged)
+        used += (size_t)snprintf(merged + used, sizeof merged - used, ",%s", over);
+    if (used >= sizeof merged)
+        return ss_diag_set(d, SS_ERR_INVALID, "model '%s': spec too long", spec);
+    return build_zoo(merged, name, batch, n_devices, tp, out, d);
+}
+
 /* See simsearch.h. tp > 0 is the tensor-parallel degree of the plan the
  * model is built for: a family with a "tp" key (the vocabulary padding of
- * gpt and bert) takes it unless the spec names another, which is an error. */
+ * gpt and bert) takes it unless the spec names another, which is an error.
+ * "hf:PATH[:key=value,...]" imports a Hugging Face config.json. */
 ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int tp,
                             ss_graph **out, ss_diag *d)
 {
@@ -545,8 +608,17 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
     if (batch < 0)
         return ss_diag_set(d, SS_ERR_INVALID, "model '%s': batch %lld must be positive", spec,
                            (long long)batch);
+    if (!strncmp(spec, "hf:", 3))
+        return build_hf(spec, batch, n_devices, tp, out, d);
     if (is_path(spec))
         return ss_model_load_batch(spec, batch, out, d);
+    return build_zoo(spec, NULL, batch, n_devices, tp, out, d);
+}
+
+/* A zoo spec; the graph is named name (NULL: the family's). */
+static ss_status build_zoo(const char *spec, const char *name, int64_t batch, int n_devices,
+                           int tp, ss_graph **out, ss_diag *d)
+{
     const char *colon = strchr(spec, ':');
     size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
     const zoo_family *f = find_family(spec, nlen);
@@ -557,7 +629,7 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
                                      families[i].pub.name);
         return ss_diag_set(d, SS_ERR_INVALID, "unknown model '%.*s' (zoo: %s; or a path to a "
-                           "model JSON file)", (int)nlen, spec, list);
+                           "model JSON file; or hf:PATH to a config.json)", (int)nlen, spec, list);
     }
     int64_t p[MAX_KEYS];
     int seen[MAX_KEYS] = {0};
@@ -595,7 +667,7 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
     if (batch > (INT64_C(1) << 32))
         return ss_diag_set(d, SS_ERR_INVALID, "model '%s': batch %lld is absurdly large", spec,
                            (long long)batch);
-    ss_graph *g = ss_graph_new(f->pub.name);
+    ss_graph *g = ss_graph_new(name ? name : f->pub.name);
     if (!g)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building model '%s'", spec);
     ss_diag local;
