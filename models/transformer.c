@@ -27,9 +27,12 @@
  *   kv_heads < heads (grouped-query attention, Megatron's layout): qkv is
  *     [E, (heads + 2 kv) dh], viewed as [N,S,kv,(G+2) dh] with G = heads/kv
  *     and split into q [N,S,kv,G dh], k and v [N,S,kv,dh]; q is reshaped to
- *     [N,S,kv,G,dh] and copied to [N,kv,G,S,dh] (attn.q_t), viewed as
- *     [N,kv,G S,dh], so the scores [N,kv,G S,S] and the context are one
- *     batched GEMM per kv head; attn.context_t copies back to [N,S,kv,G,dh].
+ *     [N,S,kv,G,dh] and copied to [N,kv,S,G,dh] (attn.q_t), viewed as
+ *     [N,kv,S G,dh] (rows sequence-major, kind attribute), so the scores
+ *     [N,kv,S G,S] and the context are one batched GEMM per kv head;
+ *     attn.context_t copies back to [N,S,kv,G,dh]. Selective recomputation
+ *     knows such scores by their two attribute dims, the rows a multiple of
+ *     the keys (simulator/build.c).
  *     A tensor-parallel split follows the kv heads (tp must divide them).
  *   ffn: the MLP width (0: 4 x hidden). act=swiglu: mlp.gate and mlp.up
  *     [E, ffn], mlp.silu, mlp.gated (silu(gate) * up), mlp.fc2 [ffn, E];
@@ -149,9 +152,9 @@ static int gqa_core(zb *b, int l, int q, int k, int v, const tcfg *c)
     int64_t N = c->batch, S = c->seq;
     int64_t s5[5] = {N, S, KV, G, dh};
     q = zb_reshape(b, zb_name(b, "l%d.attn.q_groups", l), q, 5, s5);
-    static const int to_heads[5] = {0, 2, 3, 1, 4};
+    static const int to_heads[5] = {0, 2, 1, 3, 4};
     q = zb_transpose(b, zb_name(b, "l%d.attn.q_t", l), q, 5, to_heads);
-    int64_t s4[4] = {N, KV, G * S, dh};
+    int64_t s4[4] = {N, KV, S * G, dh};
     q = zb_reshape(b, zb_name(b, "l%d.attn.q_rows", l), q, 4, s4);
     k = view_t(b, zb_name(b, "l%d.attn.k_t", l), k);
     v = view_t(b, zb_name(b, "l%d.attn.v_t", l), v);
@@ -159,9 +162,9 @@ static int gqa_core(zb *b, int l, int q, int k, int v, const tcfg *c)
     s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
     s = maybe_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, c);
     int ctx = bmm(b, zb_name(b, "l%d.attn.context", l), s, v, 0);
-    int64_t c5[5] = {N, KV, G, S, dh};
+    int64_t c5[5] = {N, KV, S, G, dh};
     ctx = zb_reshape(b, zb_name(b, "l%d.attn.context_groups", l), ctx, 5, c5);
-    static const int to_seq[5] = {0, 3, 1, 2, 4};
+    static const int to_seq[5] = {0, 2, 1, 3, 4};
     ctx = zb_transpose(b, zb_name(b, "l%d.attn.context_t", l), ctx, 5, to_seq);
     int64_t s3[3] = {N, S, E};
     return zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);

@@ -7,6 +7,7 @@
  * H100 from its FP8 peak, and the spec errors of the new keys.
  */
 #include "testutil.h"
+#include "simulator/build.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -142,6 +143,12 @@ static void test_gqa_shapes(void **state)
     int64_t want_s[4] = {2, 2, 4 * 16, 16};
     for (int i = 0; i < 4; i++)
         assert_int_equal(s->shape[i], want_s[i]);
+    /* selective recomputation finds the grouped scores (rows S x G, keys S) */
+    static const char *const score_ops[] = {"l0.attn.scores", "l0.attn.softmax",
+                                            "l0.attn.dropout", "l0.attn.context"};
+    for (int i = 0; i < 4; i++)
+        assert_true(ss_build_score_op(g, ss_graph_find_op(g, score_ops[i])));
+    assert_false(ss_build_score_op(g, ss_graph_find_op(g, "l0.attn.q_t")));
     ss_diag d;
     ss_diag_init(&d);
     assert_int_equal(ss_graph_validate(g, &d), SS_OK);
