@@ -12,8 +12,10 @@
  * Walking the ops in order, each activation tensor gets a tp state: NONE
  * (whole, on the first device of the TP group), TP (split over the group;
  * the region of tile 0 is remembered), PARTIAL (partial sums over the group)
- * or SEQ (sequence parallel split). A linear whose input is not TP-split
- * becomes column-parallel (its last output dim split tp); an op with a
+ * or SEQ (sequence parallel split). A linear (or an expert_linear: expert
+ * tensor parallelism = tp, Megatron's default without expert parallelism)
+ * whose input is not TP-split becomes column-parallel (its last output dim
+ * split tp); an op with a
  * TP-split input takes the first config — an output dim split tp, or red = tp
  * — for which the input region of its tile 0 equals the producer's tile-0
  * region of that input (this makes reshape/split/transpose/batch_matmul/
@@ -496,7 +498,7 @@ static ss_status assign_tp_once(gen *G, ss_diag *d)
                                    (long long)op->attrs.heads, op->name);
             G->tpred[id] = 1;
             mark_all(G, op, ST_PARTIAL);
-        } else if (op->type == SS_OP_LINEAR && !has[ST_TP]) {
+        } else if ((op->type == SS_OP_LINEAR || op->type == SS_OP_EXPERT_LINEAR) && !has[ST_TP]) {
             int k = o->ndim - 1;
             if (G->nocol[id])
                 continue;
@@ -522,8 +524,8 @@ static ss_status assign_tp_once(gen *G, ss_diag *d)
             if (op->type == SS_OP_RESHAPE || origin < 0)
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "megatron: tp=%d: %s \"%s\" cannot follow the tensor-parallel "
-                                   "split of its input (tp must divide the number of heads and "
-                                   "the hidden size)",
+                                   "split of its input (tp must divide the number of heads, "
+                                   "of kv heads and the hidden size)",
                                    tp, ss_op_type_name(op->type), op->name);
             G->nocol[origin] = 1;
             return SS_ERR_INTERRUPTED;

@@ -193,6 +193,37 @@ static void test_moe_shapes(void **state)
     ss_graph_free(g);
 }
 
+/* megatron:tp=T on a MoE model: the expert MLPs are tensor-parallel as
+ * Megatron runs them without expert parallelism (expert tensor parallelism
+ * = tp): gate/up split their width, fc2 its contraction (partial sums, an
+ * all-reduce before the combine); the expert weights are not replicated. */
+static void test_moe_expert_tp(void **state)
+{
+    (void)state;
+    ss_graph *g = build("gpt:layers=2,hidden=128,heads=8,kv_heads=4,seq=16,vocab=128,experts=4,"
+                        "topk=2,ffn=96,act=swiglu,bias=0,tp=4",
+                        8);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-h100.json"), 1, &m, &d),
+                     SS_OK);
+    ss_plan *p = NULL;
+    if (ss_plan_from_spec("megatron:tp=4,pp=1,dp=2", g, m, &p, &d) != SS_OK)
+        print_error("%s\n", d.msg);
+    assert_non_null(p);
+    const ss_pconfig *up = ss_plan_config(p, ss_graph_find_op(g, "l1.moe.up"));
+    assert_int_equal(up->deg[2], 4);
+    assert_int_equal(up->rep, 1);
+    const ss_pconfig *down = ss_plan_config(p, ss_graph_find_op(g, "l1.moe.fc2"));
+    assert_int_equal(down->red, 4);
+    const ss_pconfig *qkv = ss_plan_config(p, ss_graph_find_op(g, "l1.attn.qkv"));
+    assert_int_equal(qkv->deg[2], 4);
+    ss_plan_free(p);
+    ss_machine_free(m);
+    ss_graph_free(g);
+}
+
 /* precision=fp8: the layers' GEMMs (and only those) run in FP8; on H100 a
  * large FP8 GEMM takes the bf16 time scaled by 989 / 1979 (same efficiency
  * table, FP8 peak), and the saved input is one byte per element. */
@@ -277,7 +308,7 @@ int main(void)
         cmocka_unit_test(test_published_counts), cmocka_unit_test(test_variants_closed_form),
         cmocka_unit_test(test_gqa_shapes),       cmocka_unit_test(test_moe_shapes),
         cmocka_unit_test(test_fp8),              cmocka_unit_test(test_spec_errors),
-        cmocka_unit_test(test_preset_override),
+        cmocka_unit_test(test_preset_override),  cmocka_unit_test(test_moe_expert_tp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
