@@ -120,7 +120,8 @@ static ss_status llama_like(hf *h, arch a, int64_t seq_override)
 {
     int64_t hid, ffn, layers, heads, kv, vocab, seq, hd = 0;
     ss_status st;
-    if ((st = get_int(h, "hidden_size", 1, &hid)) || (st = get_int(h, "intermediate_size", 1, &ffn)) ||
+    if ((st = get_int(h, "hidden_size", 1, &hid)) ||
+        (st = get_int(h, "intermediate_size", 1, &ffn)) ||
         (st = get_int(h, "num_hidden_layers", 1, &layers)) ||
         (st = get_int(h, "num_attention_heads", 1, &heads)) ||
         (st = get_int(h, "vocab_size", 1, &vocab)) ||
