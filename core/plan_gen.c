@@ -557,6 +557,26 @@ static ss_status assign_tp(gen *G, ss_diag *d)
     return ss_diag_set(d, SS_ERR_INVALID, "megatron: no consistent tensor-parallel split");
 }
 
+/* The dim of op's output 0 that context parallelism splits: its tp-split
+ * sequence dim under sp when tp * cp divides it, else its first splittable
+ * attribute dim (the sequence; the query rows of attention scores) that cp
+ * divides and tp does not split; -1: none (the op is replicated over cp). */
+static int context_dim(const gen *G, int id, int tdim, int sdim)
+{
+    const ss_op *op = ss_graph_op(G->g, id);
+    const ss_tensor *o = out0(G->g, op);
+    int cp = G->c.cp, tp = G->c.tp;
+    if (!o)
+        return -1;
+    if (tdim >= 0 && tdim == G->seqdim[id])
+        return o->shape[tdim] % ((int64_t)tp * cp) == 0 ? tdim : -1;
+    unsigned mask = ss_op_split_mask(G->g, op);
+    for (int k = 0; k < o->ndim; k++)
+        if (k != tdim && k != sdim && o->kind[k] == SS_DIM_ATTRIBUTE && (mask & (1u << k)))
+            return o->shape[k] % cp == 0 ? k : -1;
+    return -1;
+}
+
 /* Build op's final config into c (devices into devs, room for ntiles). */
 static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int *cap)
 {
@@ -584,8 +604,14 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
         c->deg[tdim] = tp;
     if (G->tpred[id])
         c->red = tp;
-    if (tp > 1 && tdim < 0 && !G->tpred[id])
-        c->rep = tp;
+    int rep_tp = tp > 1 && tdim < 0 && !G->tpred[id] ? tp : 1;
+    /* context parallelism: the sequence dim (the tp-split one under sp, then
+     * cp-major: chunk i = cp rank * tp + tp rank) split cp ways, or cp
+     * replicas when the op has none */
+    int cp = G->c.cp > 1 ? G->c.cp : 1, cdim = cp > 1 ? context_dim(G, id, tdim, sdim) : -1;
+    if (cdim >= 0)
+        c->deg[cdim] *= cp;
+    c->rep = rep_tp * (cp > 1 && cdim < 0 ? cp : 1);
     c->ntiles = c->red * c->rep;
     for (int k = 0; k < nd; k++)
         c->ntiles *= c->deg[k];
@@ -601,11 +627,12 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
      * odometer (r fastest); its tp rank is its index along the tp dim, else
      * its replica, else its reduction slice; its dp rank its sample index's
      * micro-batch group */
-    int idx[SS_MAX_DIMS] = {0}, q = 0, r = 0, base = c->stage % G->c.pp * tp * dp;
+    int idx[SS_MAX_DIMS] = {0}, q = 0, r = 0, base = c->stage % G->c.pp * tp * cp * dp;
     for (int t = 0; t < c->ntiles; t++) {
-        int tpr = tdim >= 0 ? idx[tdim] : c->rep > 1 ? q : c->red > 1 ? r : 0;
+        int tpr = tdim >= 0 ? idx[tdim] % tp : rep_tp > 1 ? q % rep_tp : c->red > 1 ? r : 0;
+        int cpr = cdim >= 0 ? (cdim == tdim ? idx[cdim] / tp : idx[cdim]) : q / rep_tp;
         int dpr = sdim >= 0 ? idx[sdim] / mb : 0;
-        (*devs)[t] = base + dpr * tp + tpr;
+        (*devs)[t] = base + (dpr * cp + cpr) * tp + tpr;
         if (++r < c->red)
             continue;
         r = 0;
@@ -660,9 +687,14 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     }
     if (c.mb == 0)
         c.mb = c.pp > 1 ? 4 * c.pp : 1;
-    if ((int64_t)c.tp * c.pp * c.dp > (1 << 20) || (int64_t)c.dp * c.mb > (1 << 20))
-        return ss_diag_set(d, SS_ERR_INVALID, "megatron: tp*pp*dp or dp*mb is absurdly large");
-    ss_status st = check_devices(m, c.tp * c.pp * c.dp, "megatron", d);
+    if (c.cp < 0 || c.cp > (1 << 16))
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: cp must be at least 1 (got %d)", c.cp);
+    if (c.cp == 0)
+        c.cp = 1;
+    if ((int64_t)c.tp * c.pp * c.dp * c.cp > (1 << 20) || (int64_t)c.dp * c.mb > (1 << 20))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: tp*pp*dp*cp or dp*mb is absurdly large");
+    ss_status st = check_devices(m, c.tp * c.pp * c.dp * c.cp, "megatron", d);
     if (st)
         return st;
     if (c.vp > 1 && c.mb % c.pp != 0)
@@ -796,6 +828,8 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
             st = parse_int(spec, key, val, 1, 1 << 20, &c->mbs, d);
         else if (!strcmp(key, "vp"))
             st = parse_int(spec, key, val, 1, 1 << 16, &c->vp, d);
+        else if (!strcmp(key, "cp"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->cp, d);
         else if (!strcmp(key, "sp")) {
             if (!(st = parse_flag(spec, key, val, &tmp, d)))
                 c->sp = tmp;
@@ -826,19 +860,19 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
                                  spec, val);
         } else
             st = ss_diag_set(d, SS_ERR_INVALID,
-                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, mbs, "
-                             "mb, vp, recompute, sp, distopt, sync)",
+                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, cp, "
+                             "mbs, mb, vp, recompute, sp, distopt, sync)",
                              spec, key);
         if (st)
             return st;
     }
     if (!dp_given) {
         int n = m ? ss_machine_n_devices(m) : 1;
-        int tpp = c->tp * c->pp;
+        int tpp = c->tp * c->pp * (c->cp > 1 ? c->cp : 1);
         if (n % tpp != 0 || n < tpp)
             return ss_diag_set(d, SS_ERR_INVALID,
-                               "plan spec \"%s\": dp not given and tp*pp = %d does not divide "
-                               "the %d devices",
+                               "plan spec \"%s\": dp not given and tp*pp*cp = %d does not "
+                               "divide the %d devices",
                                spec, tpp, n);
         c->dp = n / tpp;
     }

@@ -691,6 +691,12 @@ typedef struct ss_megatron_config {
                     the layers are cut into pp*vp equal chunks, chunk k on rank k mod
                     pp; needs pp > 1, layers divisible by pp*vp and micro-batches a
                     multiple of pp */
+    int cp;      /* context parallelism (0 or 1: none): every op's sequence dim (the
+                    query rows of attention scores) split cp ways, cp ranks between tp
+                    and dp (device = ((stage*dp + dp rank)*cp + cp rank)*tp + tp
+                    rank); attention gathers the keys and values of the other cp ranks
+                    (the volume of Megatron's ring exchange, not its overlap); ops
+                    without a sequence dim are replicated over cp; devices = tp*pp*dp*cp */
 } ss_megatron_config;
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
