@@ -39,7 +39,9 @@
  * virtual pipeline stages): the layers, which pp*vp must divide, are cut
  * into pp*vp equal chunks, the plan's stages, and chunk k runs on pipeline
  * rank k mod pp. Graph inputs take the stage of their first consumer.
- * Device of a tile = (stage mod pp)*(tp*dp) + dp_rank*tp + tp_rank,
+ * Context parallelism (cp > 1) splits each op's sequence dim cp ways
+ * (context_dim) with the cp ranks between tp and dp, as Megatron orders them.
+ * Device of a tile = (((stage mod pp)*dp + dp_rank)*cp + cp_rank)*tp + tp_rank,
  * the sample dim split dp*mb with each dp rank's device repeated mb times
  * (mb from the micro-batch size mbs when given: batch / (dp*mbs)).
  */
@@ -925,7 +927,8 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
     }
     return ss_diag_set(d, SS_ERR_INVALID,
                        "plan spec \"%s\": unknown (expected data-parallel, "
-                       "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]"
+                       "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]"
+                       "[,recompute=none|selective|full]"
                        "[,sp=0|1][,distopt=0|1][,sync=overlap|bulk], or a plan file path)",
                        spec);
 }

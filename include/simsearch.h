@@ -700,9 +700,10 @@ typedef struct ss_megatron_config {
 } ss_megatron_config;
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
-/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]
- * [,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp, vp default 1; dp defaults to
- * devices / (tp*pp)) | a path to a plan JSON (contains '/' or ends in ".json").
+/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]
+ * [,recompute=none|selective|full][,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp,
+ * cp, vp default 1; dp defaults to devices / (tp*pp*cp)) | a path to a plan JSON
+ * (contains '/' or ends in ".json").
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);
