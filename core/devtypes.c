@@ -20,6 +20,18 @@
  *     accumulates in FP32, which runs at 35.6, so f16 = bf16 = 35.6.
  *   - Memory capacity "GB" on GPU datasheets is binary (16 GB HBM2 = 16 GiB);
  *     H200's 141 GB is taken as 141 GiB (close to its usable capacity).
+ *   - peak_tflops[f8] is the dense FP8 (E4M3) tensor-core rate, 0 where there
+ *     are no FP8 units (the cost model then runs an FP8 GEMM at the bf16
+ *     rate). Vendor datasheets, dense = half the "with sparsity" figure:
+ *     H100 SXM and H200 SXM 1,979 (3,958 sparse; NVIDIA H100 / H200
+ *     datasheets). Blackwell, from NVIDIA's HGX B200 / GB200 NVL72
+ *     specification table (per GPU, sparse figures halved): B200 (HGX, 1,000
+ *     W) FP32 75, FP16/BF16 2,250, FP8 4,500, 180 GB HBM3e at 7.7 TB/s;
+ *     GB200 (NVL72, 1,200 W) FP32 80, FP16/BF16 2,500, FP8 5,000, 186 GB at
+ *     8 TB/s. MI300X (AMD Instinct MI300X datasheet): FP32 vector 163.4,
+ *     FP16/BF16 1,307.4, FP8 2,614.9 dense, 192 GB HBM3 at 5.3 TB/s. The
+ *     efficiency tables of these are the big-GPU starting point (EFF_BIG),
+ *     not calibrated. hardware.md lists H100/H200 but not yet FP8 or these.
  *   - Launch overhead: ~5 us per kernel on recent GPUs, ~8 us on K80/P100
  *     (older driver stacks, measured in the FlexFlow era), 0.5 us on a CPU
  *     core (a function call plus a thread-pool hand-off); A100: calibrated,
@@ -92,24 +104,27 @@ typedef enum { EFF_BIG, EFF_A100, EFF_TC, EFF_OLD, EFF_CPU } eff_family;
 typedef struct spec {
     const char *name;
     int is_cpu;
-    double f32, f16, bf16;
+    double f32, f16, bf16, f8;
     double mem_gbps, mem_gib, launch_us;
     eff_family fam;
 } spec;
 
 static const spec specs[] = {
-    /* name              cpu  f32    f16    bf16   GB/s   GiB  launch family */
-    {"K80",              0,  4.37,  4.37,  0.0,   240,   12,  8.0, EFF_OLD},
-    {"P100-SXM2",        0, 10.6,  21.2,   0.0,   732,   16,  8.0, EFF_OLD},
-    {"V100-SXM2-16GB",   0, 15.7, 125.0,   0.0,   900,   16,  5.0, EFF_TC},
-    {"V100-SXM2-32GB",   0, 15.7, 125.0,   0.0,   900,   32,  5.0, EFF_TC},
-    {"A100-SXM4-40GB",   0, 19.5, 312.0, 312.0,  1555,   40, 60.0, EFF_A100},
-    {"A100-SXM4-80GB",   0, 19.5, 312.0, 312.0,  2039,   80, 60.0, EFF_A100},
-    {"H100-SXM",         0, 67.0, 989.0, 989.0,  3350,   80,  5.0, EFF_BIG},
-    {"H200-SXM",         0, 67.0, 989.0, 989.0,  4800,  141,  5.0, EFF_BIG},
-    {"T4",               0,  8.1,  65.0,   0.0,   320,   16,  5.0, EFF_TC},
-    {"RTX3090",          0, 35.6,  35.6,  35.6,   936,   24,  5.0, EFF_TC},
-    {"CPU-core",         1,  0.1,   0.0,   0.0,    10,    4,  0.5, EFF_CPU},
+    /* name              cpu  f32    f16     bf16    f8      GB/s  GiB launch family */
+    {"K80",              0,  4.37,   4.37,    0.0,    0.0,  240,  12,  8.0, EFF_OLD},
+    {"P100-SXM2",        0, 10.6,   21.2,     0.0,    0.0,  732,  16,  8.0, EFF_OLD},
+    {"V100-SXM2-16GB",   0, 15.7,  125.0,     0.0,    0.0,  900,  16,  5.0, EFF_TC},
+    {"V100-SXM2-32GB",   0, 15.7,  125.0,     0.0,    0.0,  900,  32,  5.0, EFF_TC},
+    {"A100-SXM4-40GB",   0, 19.5,  312.0,   312.0,    0.0, 1555,  40, 60.0, EFF_A100},
+    {"A100-SXM4-80GB",   0, 19.5,  312.0,   312.0,    0.0, 2039,  80, 60.0, EFF_A100},
+    {"H100-SXM",         0, 67.0,  989.0,   989.0, 1979.0, 3350,  80,  5.0, EFF_BIG},
+    {"H200-SXM",         0, 67.0,  989.0,   989.0, 1979.0, 4800, 141,  5.0, EFF_BIG},
+    {"T4",               0,  8.1,   65.0,     0.0,    0.0,  320,  16,  5.0, EFF_TC},
+    {"RTX3090",          0, 35.6,   35.6,    35.6,    0.0,  936,  24,  5.0, EFF_TC},
+    {"CPU-core",         1,  0.1,    0.0,     0.0,    0.0,   10,   4,  0.5, EFF_CPU},
+    {"B200",             0, 75.0, 2250.0,  2250.0, 4500.0, 7700, 180,  5.0, EFF_BIG},
+    {"GB200",            0, 80.0, 2500.0,  2500.0, 5000.0, 8000, 186,  5.0, EFF_BIG},
+    {"MI300X",           0, 163.4, 1307.4, 1307.4, 2614.9, 5300, 192,  5.0, EFF_BIG},
 };
 
 #define N_SPECS ((int)(sizeof specs / sizeof specs[0]))
@@ -134,6 +149,7 @@ static void fill(ss_device_type *t, const spec *s)
     t->peak_tflops[SS_F32] = s->f32;
     t->peak_tflops[SS_F16] = s->f16;
     t->peak_tflops[SS_BF16] = s->bf16;
+    t->peak_tflops[SS_F8] = s->f8;
     t->mem_gbps = s->mem_gbps;
     t->mem_gib = s->mem_gib;
     t->launch_us = s->launch_us;

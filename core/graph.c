@@ -587,6 +587,10 @@ static uint64_t hash_attrs(uint64_t h, const ss_op_attrs *a)
     h = fnv_int(h, a->causal);
     if (a->view) /* only when set: graphs without views keep their fingerprints */
         h = fnv_int(h, 0x76696577);
+    if (a->topk || a->capacity != 0) { /* likewise: MoE attributes only when set */
+        h = fnv_int(h, a->topk);
+        h = ss_fnv_f64(h, a->capacity);
+    }
     return h;
 }
 

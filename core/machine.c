@@ -279,8 +279,10 @@ static uint64_t compute_fingerprint(const ss_machine *m)
     for (int i = 0; i < m->n_types; i++) {
         const ss_device_type *t = &m->types[i];
         h = ss_fnv_i64(h, t->is_cpu);
-        for (int k = 0; k < SS_DTYPE_COUNT; k++)
+        for (int k = 0; k < SS_F8; k++)
             h = ss_fnv_f64(h, t->peak_tflops[k]);
+        if (t->peak_tflops[SS_F8] != 0) /* only when set: older types keep their prints */
+            h = ss_fnv_f64(h, t->peak_tflops[SS_F8]);
         h = ss_fnv_f64(h, t->mem_gbps);
         h = ss_fnv_f64(h, t->mem_gib);
         h = ss_fnv_f64(h, t->launch_us);

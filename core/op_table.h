@@ -157,7 +157,25 @@ extern const ss_op_class ss_op_class_input, ss_op_class_linear, ss_op_class_batc
     ss_op_class_conv2d, ss_op_class_pool2d, ss_op_class_batchnorm, ss_op_class_layernorm,
     ss_op_class_unary, ss_op_class_binary, ss_op_class_softmax, ss_op_class_dropout,
     ss_op_class_embedding, ss_op_class_concat, ss_op_class_split, ss_op_class_reshape,
-    ss_op_class_transpose, ss_op_class_lstm, ss_op_class_attention, ss_op_class_softmax_ce;
+    ss_op_class_transpose, ss_op_class_lstm, ss_op_class_attention, ss_op_class_softmax_ce,
+    ss_op_class_rmsnorm, ss_op_class_rotary, ss_op_class_moe_dispatch,
+    ss_op_class_expert_linear, ss_op_class_moe_combine;
+
+/* Balanced mixture-of-experts routing (ops_llm.c has the rules): X experts,
+ * topk per token, g = X / topk tokens per group, T tokens (S per sample),
+ * Cr = T / g groups, C slots per expert (Cr times the capacity factor,
+ * rounded up). */
+typedef struct ss_moe_geo {
+    int64_t X, topk, g, T, S, Cr, C;
+} ss_moe_geo;
+
+/* The geometry of N x S tokens over X experts; 0, or -1 when topk does not
+ * divide X, g does not divide the tokens or the capacity factor (0: 1) is
+ * outside [1, 64]. */
+int ss_moe_geometry(int64_t N, int64_t S, int64_t X, int64_t topk, double capacity,
+                    ss_moe_geo *m);
+/* The slot of group j (0 <= j < Cr) in every expert: ceil(j * C / Cr). */
+int64_t ss_moe_first_slot(const ss_moe_geo *m, int64_t j);
 
 /* ------------------------------------------------------------------ */
 /* Helpers for entries (ops.c)                                         */

@@ -45,6 +45,11 @@ static const ss_op_class *const classes[SS_OP_TYPE_COUNT] = {
     [SS_OP_LSTM] = &ss_op_class_lstm,
     [SS_OP_ATTENTION] = &ss_op_class_attention,
     [SS_OP_SOFTMAX_CE] = &ss_op_class_softmax_ce,
+    [SS_OP_RMSNORM] = &ss_op_class_rmsnorm,
+    [SS_OP_ROTARY] = &ss_op_class_rotary,
+    [SS_OP_MOE_DISPATCH] = &ss_op_class_moe_dispatch,
+    [SS_OP_EXPERT_LINEAR] = &ss_op_class_expert_linear,
+    [SS_OP_MOE_COMBINE] = &ss_op_class_moe_combine,
 };
 
 /* See op_table.h. */
@@ -129,7 +134,10 @@ int ss_op_axis(int axis, int ndim)
 }
 
 /* Floating-point (f32, f16, bf16) and integer (i32, i64) dtypes. */
-int ss_dtype_is_float(ss_dtype t) { return t == SS_F32 || t == SS_F16 || t == SS_BF16; }
+int ss_dtype_is_float(ss_dtype t)
+{
+    return t == SS_F32 || t == SS_F16 || t == SS_BF16 || t == SS_F8;
+}
 int ss_dtype_is_int(ss_dtype t) { return t == SS_I32 || t == SS_I64; }
 
 /* See op_table.h. */

@@ -27,6 +27,8 @@ static ss_status linear_infer(const ss_infer_args *q, ss_op_shape *s)
         FAIL("input '%s' must be floating point, is %s", x->name, ss_dtype_name(x->dtype));
     if (a->out_features <= 0)
         FAIL("out_features = %lld must be > 0", (long long)a->out_features);
+    if (a->dtype != SS_F32 && a->dtype != SS_F8)
+        FAIL("gemm dtype must be f8 or unset");
     int64_t in = x->shape[x->ndim - 1];
     ss_tensor *t = ss_op_out_like(s, x, x->dtype);
     t->shape[t->ndim - 1] = a->out_features;
@@ -73,11 +75,13 @@ static void linear_work(const ss_work_args *q, ss_work *w)
     double bias = (q->op->attrs.use_bias && q->first_red) ? M * q->cols : 0;
     w->fwd_flops = mm + bias;
     w->bwd_flops = 2 * mm + bias;
-    w->saved_bytes = q->x_bytes;
+    /* an FP8 GEMM keeps its input in FP8 for the backward (Transformer Engine) */
+    w->saved_bytes = q->op->attrs.dtype == SS_F8 && q->osz > 0 ? q->x_bytes / q->osz
+                                                                : q->x_bytes;
 }
 
 static const char *const linear_keys[] = {SS_OP_COMMON_KEYS, "out_features", "use_bias",
-                                          "trans_b", NULL};
+                                          "trans_b", "gemm", NULL};
 
 static ss_status linear_read(const ss_attr_reader *r, ss_op_attrs *a)
 {
@@ -86,6 +90,14 @@ static ss_status linear_read(const ss_attr_reader *r, ss_op_attrs *a)
         st = ss_attr_bool(r, "use_bias", &a->use_bias);
     if (!st)
         st = ss_attr_bool(r, "trans_b", &a->trans_b);
+    const char *gemm = NULL;
+    if (!st)
+        st = ss_attr_str(r, "gemm", 0, 8, &gemm);
+    if (!st && gemm) {
+        if (strcmp(gemm, "f8"))
+            st = ss_attr_fail(r, SS_ERR_PARSE, "gemm", "expected \"f8\", got \"%s\"", gemm);
+        a->dtype = SS_F8;
+    }
     return st;
 }
 
@@ -95,6 +107,8 @@ static void linear_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
     ss_attr_put_int(w, "out_features", op->attrs.out_features);
     ss_attr_put_bool(w, "use_bias", op->attrs.use_bias);
     ss_attr_put_bool(w, "trans_b", op->attrs.trans_b);
+    if (op->attrs.dtype == SS_F8)
+        ss_attr_put_str(w, "gemm", "f8");
 }
 
 const ss_op_class ss_op_class_linear = {

@@ -1,7 +1,7 @@
 /*
  * ops_elementwise.c — operator table entries of the types that map each
  * output element to the same element of their inputs, or to a row of them:
- * unary, binary, dropout, softmax and layernorm.
+ * unary, binary, dropout, softmax, layernorm and rmsnorm.
  *
  * A tile needs exactly its own region of every input, except along the dim
  * a row-wise type reduces over (softmax's axis, layernorm's last dim), which
@@ -25,14 +25,15 @@ static ss_status infer_float_like(const ss_infer_args *q, ss_op_shape *s)
 }
 
 /* ------------------------------------------------------------------ */
-/* unary: relu, gelu, tanh, sigmoid                                    */
+/* unary: relu, gelu, tanh, sigmoid, silu, relu2                      */
 /* ------------------------------------------------------------------ */
 
-static const char *const unary_names[] = {"relu", "gelu", "tanh", "sigmoid", NULL};
+static const char *const unary_names[] = {"relu",  "gelu", "tanh", "sigmoid",
+                                          "silu", "relu2", NULL};
 
 static ss_status unary_infer(const ss_infer_args *q, ss_op_shape *s)
 {
-    if ((unsigned)q->a->unary > SS_UNARY_SIGMOID)
+    if ((unsigned)q->a->unary > SS_UNARY_RELU2)
         FAIL("invalid unary kind %d", (int)q->a->unary);
     return infer_float_like(q, s);
 }
@@ -45,6 +46,8 @@ static double unary_cost(ss_unary_kind k)
     case SS_UNARY_GELU: return 8;
     case SS_UNARY_TANH: return 5;
     case SS_UNARY_SIGMOID: return 4;
+    case SS_UNARY_SILU: return 5;  /* sigmoid and a multiply */
+    case SS_UNARY_RELU2: return 2; /* max and a square */
     }
     return 1;
 }
@@ -70,7 +73,7 @@ static void unary_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
 {
     (void)g;
     unsigned k = (unsigned)op->attrs.unary;
-    ss_attr_put_str(w, "function", unary_names[k <= SS_UNARY_SIGMOID ? k : 0]);
+    ss_attr_put_str(w, "function", unary_names[k <= SS_UNARY_RELU2 ? k : 0]);
 }
 
 const ss_op_class ss_op_class_unary = {
@@ -279,5 +282,38 @@ const ss_op_class ss_op_class_layernorm = {
     .split_mask = layernorm_mask,
     .input_region = layernorm_region,
     .work = layernorm_work,
+    .keys = layernorm_keys,
+};
+
+/* ------------------------------------------------------------------ */
+/* rmsnorm: [..., h], gamma[h] over the last dim (no mean, no beta)    */
+/* ------------------------------------------------------------------ */
+
+static ss_status rmsnorm_infer(const ss_infer_args *q, ss_op_shape *s)
+{
+    const ss_tensor *x = q->in[0];
+    ss_status st = infer_float_like(q, s);
+    if (st)
+        return st;
+    ss_op_add_weight1(s, "gamma", x->shape[x->ndim - 1], x->dtype);
+    return SS_OK;
+}
+
+/* Square and sum, scale by the reciprocal root, multiply by gamma. */
+static void rmsnorm_work(const ss_work_args *q, ss_work *w)
+{
+    w->fwd_flops = 4 * q->vol;
+    w->bwd_flops = 8 * q->vol;
+    w->saved_bytes = q->x_bytes;
+}
+
+const ss_op_class ss_op_class_rmsnorm = {
+    .type = SS_OP_RMSNORM,
+    .name = "rmsnorm",
+    .arity = 1,
+    .infer = rmsnorm_infer,
+    .split_mask = layernorm_mask,
+    .input_region = layernorm_region,
+    .work = rmsnorm_work,
     .keys = layernorm_keys,
 };

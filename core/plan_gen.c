@@ -12,8 +12,10 @@
  * Walking the ops in order, each activation tensor gets a tp state: NONE
  * (whole, on the first device of the TP group), TP (split over the group;
  * the region of tile 0 is remembered), PARTIAL (partial sums over the group)
- * or SEQ (sequence parallel split). A linear whose input is not TP-split
- * becomes column-parallel (its last output dim split tp); an op with a
+ * or SEQ (sequence parallel split). A linear (or an expert_linear: expert
+ * tensor parallelism = tp, Megatron's default without expert parallelism)
+ * whose input is not TP-split becomes column-parallel (its last output dim
+ * split tp); an op with a
  * TP-split input takes the first config — an output dim split tp, or red = tp
  * — for which the input region of its tile 0 equals the producer's tile-0
  * region of that input (this makes reshape/split/transpose/batch_matmul/
@@ -37,7 +39,9 @@
  * virtual pipeline stages): the layers, which pp*vp must divide, are cut
  * into pp*vp equal chunks, the plan's stages, and chunk k runs on pipeline
  * rank k mod pp. Graph inputs take the stage of their first consumer.
- * Device of a tile = (stage mod pp)*(tp*dp) + dp_rank*tp + tp_rank,
+ * Context parallelism (cp > 1) splits each op's sequence dim cp ways
+ * (context_dim) with the cp ranks between tp and dp, as Megatron orders them.
+ * Device of a tile = (((stage mod pp)*dp + dp_rank)*cp + cp_rank)*tp + tp_rank,
  * the sample dim split dp*mb with each dp rank's device repeated mb times
  * (mb from the micro-batch size mbs when given: batch / (dp*mbs)).
  */
@@ -496,7 +500,7 @@ static ss_status assign_tp_once(gen *G, ss_diag *d)
                                    (long long)op->attrs.heads, op->name);
             G->tpred[id] = 1;
             mark_all(G, op, ST_PARTIAL);
-        } else if (op->type == SS_OP_LINEAR && !has[ST_TP]) {
+        } else if ((op->type == SS_OP_LINEAR || op->type == SS_OP_EXPERT_LINEAR) && !has[ST_TP]) {
             int k = o->ndim - 1;
             if (G->nocol[id])
                 continue;
@@ -522,8 +526,8 @@ static ss_status assign_tp_once(gen *G, ss_diag *d)
             if (op->type == SS_OP_RESHAPE || origin < 0)
                 return ss_diag_set(d, SS_ERR_INVALID,
                                    "megatron: tp=%d: %s \"%s\" cannot follow the tensor-parallel "
-                                   "split of its input (tp must divide the number of heads and "
-                                   "the hidden size)",
+                                   "split of its input (tp must divide the number of heads, "
+                                   "of kv heads and the hidden size)",
                                    tp, ss_op_type_name(op->type), op->name);
             G->nocol[origin] = 1;
             return SS_ERR_INTERRUPTED;
@@ -555,6 +559,26 @@ static ss_status assign_tp(gen *G, ss_diag *d)
     return ss_diag_set(d, SS_ERR_INVALID, "megatron: no consistent tensor-parallel split");
 }
 
+/* The dim of op's output 0 that context parallelism splits: its tp-split
+ * sequence dim under sp when tp * cp divides it, else its first splittable
+ * attribute dim (the sequence; the query rows of attention scores) that cp
+ * divides and tp does not split; -1: none (the op is replicated over cp). */
+static int context_dim(const gen *G, int id, int tdim, int sdim)
+{
+    const ss_op *op = ss_graph_op(G->g, id);
+    const ss_tensor *o = out0(G->g, op);
+    int cp = G->c.cp, tp = G->c.tp;
+    if (!o)
+        return -1;
+    if (tdim >= 0 && tdim == G->seqdim[id])
+        return o->shape[tdim] % ((int64_t)tp * cp) == 0 ? tdim : -1;
+    unsigned mask = ss_op_split_mask(G->g, op);
+    for (int k = 0; k < o->ndim; k++)
+        if (k != tdim && k != sdim && o->kind[k] == SS_DIM_ATTRIBUTE && (mask & (1u << k)))
+            return o->shape[k] % cp == 0 ? k : -1;
+    return -1;
+}
+
 /* Build op's final config into c (devices into devs, room for ntiles). */
 static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int *cap)
 {
@@ -582,8 +606,14 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
         c->deg[tdim] = tp;
     if (G->tpred[id])
         c->red = tp;
-    if (tp > 1 && tdim < 0 && !G->tpred[id])
-        c->rep = tp;
+    int rep_tp = tp > 1 && tdim < 0 && !G->tpred[id] ? tp : 1;
+    /* context parallelism: the sequence dim (the tp-split one under sp, then
+     * cp-major: chunk i = cp rank * tp + tp rank) split cp ways, or cp
+     * replicas when the op has none */
+    int cp = G->c.cp > 1 ? G->c.cp : 1, cdim = cp > 1 ? context_dim(G, id, tdim, sdim) : -1;
+    if (cdim >= 0)
+        c->deg[cdim] *= cp;
+    c->rep = rep_tp * (cp > 1 && cdim < 0 ? cp : 1);
     c->ntiles = c->red * c->rep;
     for (int k = 0; k < nd; k++)
         c->ntiles *= c->deg[k];
@@ -599,11 +629,12 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
      * odometer (r fastest); its tp rank is its index along the tp dim, else
      * its replica, else its reduction slice; its dp rank its sample index's
      * micro-batch group */
-    int idx[SS_MAX_DIMS] = {0}, q = 0, r = 0, base = c->stage % G->c.pp * tp * dp;
+    int idx[SS_MAX_DIMS] = {0}, q = 0, r = 0, base = c->stage % G->c.pp * tp * cp * dp;
     for (int t = 0; t < c->ntiles; t++) {
-        int tpr = tdim >= 0 ? idx[tdim] : c->rep > 1 ? q : c->red > 1 ? r : 0;
+        int tpr = tdim >= 0 ? idx[tdim] % tp : rep_tp > 1 ? q % rep_tp : c->red > 1 ? r : 0;
+        int cpr = cdim >= 0 ? (cdim == tdim ? idx[cdim] / tp : idx[cdim]) : q / rep_tp;
         int dpr = sdim >= 0 ? idx[sdim] / mb : 0;
-        (*devs)[t] = base + dpr * tp + tpr;
+        (*devs)[t] = base + (dpr * cp + cpr) * tp + tpr;
         if (++r < c->red)
             continue;
         r = 0;
@@ -658,9 +689,14 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     }
     if (c.mb == 0)
         c.mb = c.pp > 1 ? 4 * c.pp : 1;
-    if ((int64_t)c.tp * c.pp * c.dp > (1 << 20) || (int64_t)c.dp * c.mb > (1 << 20))
-        return ss_diag_set(d, SS_ERR_INVALID, "megatron: tp*pp*dp or dp*mb is absurdly large");
-    ss_status st = check_devices(m, c.tp * c.pp * c.dp, "megatron", d);
+    if (c.cp < 0 || c.cp > (1 << 16))
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: cp must be at least 1 (got %d)", c.cp);
+    if (c.cp == 0)
+        c.cp = 1;
+    if ((int64_t)c.tp * c.pp * c.dp * c.cp > (1 << 20) || (int64_t)c.dp * c.mb > (1 << 20))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: tp*pp*dp*cp or dp*mb is absurdly large");
+    ss_status st = check_devices(m, c.tp * c.pp * c.dp * c.cp, "megatron", d);
     if (st)
         return st;
     if (c.vp > 1 && c.mb % c.pp != 0)
@@ -794,6 +830,8 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
             st = parse_int(spec, key, val, 1, 1 << 20, &c->mbs, d);
         else if (!strcmp(key, "vp"))
             st = parse_int(spec, key, val, 1, 1 << 16, &c->vp, d);
+        else if (!strcmp(key, "cp"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->cp, d);
         else if (!strcmp(key, "sp")) {
             if (!(st = parse_flag(spec, key, val, &tmp, d)))
                 c->sp = tmp;
@@ -824,19 +862,19 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
                                  spec, val);
         } else
             st = ss_diag_set(d, SS_ERR_INVALID,
-                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, mbs, "
-                             "mb, vp, recompute, sp, distopt, sync)",
+                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, cp, "
+                             "mbs, mb, vp, recompute, sp, distopt, sync)",
                              spec, key);
         if (st)
             return st;
     }
     if (!dp_given) {
         int n = m ? ss_machine_n_devices(m) : 1;
-        int tpp = c->tp * c->pp;
+        int tpp = c->tp * c->pp * (c->cp > 1 ? c->cp : 1);
         if (n % tpp != 0 || n < tpp)
             return ss_diag_set(d, SS_ERR_INVALID,
-                               "plan spec \"%s\": dp not given and tp*pp = %d does not divide "
-                               "the %d devices",
+                               "plan spec \"%s\": dp not given and tp*pp*cp = %d does not "
+                               "divide the %d devices",
                                spec, tpp, n);
         c->dp = n / tpp;
     }
@@ -889,7 +927,8 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
     }
     return ss_diag_set(d, SS_ERR_INVALID,
                        "plan spec \"%s\": unknown (expected data-parallel, "
-                       "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]"
+                       "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]"
+                       "[,recompute=none|selective|full]"
                        "[,sp=0|1][,distopt=0|1][,sync=overlap|bulk], or a plan file path)",
                        spec);
 }

@@ -38,7 +38,7 @@
 #define GBPS_MAX 1e6
 
 /* JSON keys of peak_tflops, in ss_dtype order (NULL-terminated for key checks). */
-static const char *const dtype_keys[SS_DTYPE_COUNT + 1] = {"f32", "f16", "bf16", "i32", "i64", NULL};
+static const char *const dtype_keys[SS_DTYPE_COUNT + 1] = {"f32", "f16", "bf16", "i32", "i64", "f8", NULL};
 
 /* ---- name -> index map (open addressing over borrowed strings) ---- */
 
@@ -1086,7 +1086,8 @@ static json_t *type_json(const ss_device_type *t, int *bad)
     put(o, "is_cpu", json_boolean(t->is_cpu), bad);
     if (peak)
         for (int k = 0; k < SS_DTYPE_COUNT; k++)
-            put(peak, dtype_keys[k], json_real(t->peak_tflops[k]), bad);
+            if (k != SS_F8 || t->peak_tflops[k] != 0)
+                put(peak, dtype_keys[k], json_real(t->peak_tflops[k]), bad);
     put(o, "peak_tflops", peak, bad);
     put(o, "mem_gbps", json_real(t->mem_gbps), bad);
     put(o, "mem_gib", json_real(t->mem_gib), bad);

@@ -11,8 +11,9 @@
 
 #include <string.h>
 
-static const char *const dtype_names[SS_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "i64"};
-static const size_t dtype_sizes[SS_DTYPE_COUNT] = {4, 2, 2, 4, 8};
+/* f8: FP8 E4M3, one byte (Transformer Engine's forward GEMM format). */
+static const char *const dtype_names[SS_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "i64", "f8"};
+static const size_t dtype_sizes[SS_DTYPE_COUNT] = {4, 2, 2, 4, 8, 1};
 
 static const char *const kind_names[] = {"sample", "attribute", "parameter"};
 
@@ -38,7 +39,7 @@ size_t ss_dtype_size(ss_dtype t)
     return (unsigned)t < SS_DTYPE_COUNT ? dtype_sizes[t] : 0;
 }
 
-/* "f32", "f16", "bf16", "i32", "i64"; "?" for an invalid value. */
+/* "f32", "f16", "bf16", "i32", "i64", "f8"; "?" for an invalid value. */
 const char *ss_dtype_name(ss_dtype t)
 {
     return (unsigned)t < SS_DTYPE_COUNT ? dtype_names[t] : "?";

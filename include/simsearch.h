@@ -110,10 +110,13 @@ void ss_output_remove_temps(void);
 /* Data types and dimension kinds                                      */
 /* ------------------------------------------------------------------ */
 
-typedef enum ss_dtype { SS_F32 = 0, SS_F16, SS_BF16, SS_I32, SS_I64, SS_DTYPE_COUNT } ss_dtype;
+/* SS_F8 is FP8 E4M3 (1 byte), the dtype of Transformer Engine's FP8 GEMMs:
+ * a linear with attrs.dtype = SS_F8 computes its products in FP8 (the cost
+ * model uses the device's f8 peak); tensors stay in their own dtype. */
+typedef enum ss_dtype { SS_F32 = 0, SS_F16, SS_BF16, SS_I32, SS_I64, SS_F8, SS_DTYPE_COUNT } ss_dtype;
 
 size_t ss_dtype_size(ss_dtype t);
-const char *ss_dtype_name(ss_dtype t);           /* "f32", "f16", "bf16", "i32", "i64" */
+const char *ss_dtype_name(ss_dtype t);           /* "f32", "f16", "bf16", "i32", "i64", "f8" */
 int ss_dtype_parse(const char *s, ss_dtype *out); /* 0 on success, -1 unknown */
 
 /* FlexFlow's SOAP dims: how an output dim may be split. */
@@ -170,6 +173,15 @@ typedef enum ss_op_type {
                             Wq,Wk,Wv [E,E], Wo [E,E] (+ biases); contraction = heads */
     SS_OP_SOFTMAX_CE,    /* softmax cross-entropy: logits[..., V], labels[...] -> loss[...];
                             contraction = V */
+    SS_OP_RMSNORM,       /* [..., h], gamma[h]: x / rms(x) * gamma over the last dim */
+    SS_OP_ROTARY,        /* rotary position embedding of x[N, S, ..., D] in heads of attrs.dim
+                            (even, divides D), position = index along dim 1 */
+    SS_OP_MOE_DISPATCH,  /* x[N,S,h], probs[N,S,X] -> slots[X, C, h], C = ceil(N*S*topk*
+                            capacity / X) (balanced routing, see core/ops_llm.c) */
+    SS_OP_EXPERT_LINEAR, /* x[X, C, in] · W[X, in, out] (+ b[X, out]) -> [X, C, out], one GEMM
+                            per expert; contraction = in */
+    SS_OP_MOE_COMBINE,   /* slots[X, C, h], probs[N,S,X] -> y[N,S,h] (weighted sum of each
+                            token's topk expert outputs) */
     SS_OP_TYPE_COUNT
 } ss_op_type;
 
@@ -177,7 +189,9 @@ const char *ss_op_type_name(ss_op_type t);            /* "linear", "conv2d", ...
 int ss_op_type_parse(const char *s, ss_op_type *out); /* 0 ok, -1 unknown */
 
 typedef enum ss_pool_kind { SS_POOL_MAX = 0, SS_POOL_AVG } ss_pool_kind;
-typedef enum ss_unary_kind { SS_UNARY_RELU = 0, SS_UNARY_GELU, SS_UNARY_TANH, SS_UNARY_SIGMOID } ss_unary_kind;
+/* silu(x) = x * sigmoid(x) (SwiGLU's gate); relu2(x) = relu(x)^2 (squared ReLU). */
+typedef enum ss_unary_kind { SS_UNARY_RELU = 0, SS_UNARY_GELU, SS_UNARY_TANH, SS_UNARY_SIGMOID,
+                             SS_UNARY_SILU, SS_UNARY_RELU2 } ss_unary_kind;
 typedef enum ss_binary_kind { SS_BINARY_ADD = 0, SS_BINARY_MUL } ss_binary_kind;
 typedef enum ss_lstm_mode { SS_LSTM_SEQUENCE = 0, SS_LSTM_CELL } ss_lstm_mode;
 
@@ -199,12 +213,16 @@ typedef struct ss_op_attrs {
     int n_split; int64_t split_sizes[SS_MAX_OUTPUTS]; /* split */
     int perm[SS_MAX_DIMS];                 /* transpose */
     double rate;                           /* dropout */
-    int64_t vocab, dim;                    /* embedding */
+    int64_t vocab, dim;                    /* embedding; dim: rotary's head size */
     ss_lstm_mode lstm_mode; int64_t hidden; int return_sequences; /* lstm */
     int64_t heads; int causal;             /* attention (embed dim from q) */
     int view;                              /* split, transpose: a strided view that its
                                               consumers read in place, no kernel (the q/k/v
                                               of a batched GEMM, as Megatron-LM runs them) */
+    int64_t topk;                          /* moe_dispatch, moe_combine, expert_linear: experts
+                                              per token */
+    double capacity;                       /* moe_dispatch, moe_combine: capacity factor
+                                              (>= 1; 0 means 1) */
 } ss_op_attrs;
 
 typedef struct ss_op {
@@ -374,13 +392,22 @@ typedef struct ss_zoo_entry {
 int ss_zoo_count(void);
 const ss_zoo_entry *ss_zoo_get(int i);
 
-/* Build a model from a spec: "NAME[:key=value,...]" (zoo) or a path to a
- * model JSON file (anything containing '/' or ending in ".json").
+/* Build a model from a spec: "NAME[:key=value,...]" (zoo), a path to a
+ * model JSON file (anything containing '/' or ending in ".json"), or
+ * "hf:PATH[:key=value,...]" — a Hugging Face config.json (or a folder
+ * holding one) of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+ * MixtralForCausalLM or GPT2LMHeadModel, imported as a gpt-family spec whose
+ * keys the listed ones override (models/hf_import.c).
  * batch > 0 sets the global batch; batch == 0 uses the model default
  * (per_device_default * n_devices: 64 per device, 256 for alexnet; callers
  * pass n_devices; 1 if unknown). */
 ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_graph **out,
                          ss_diag *d);
+/* Parameters one token uses: every weight, but an expert_linear's weights
+ * [X, in, out] count topk / X of their size (mixture of experts: a token
+ * runs topk of the X experts). Equals ss_graph_parameters for dense models. */
+int64_t ss_model_active_parameters(const ss_graph *g);
+
 /* The same for a plan of tensor-parallel degree tp (0: unknown, as
  * ss_model_build): the gpt and bert families pad their vocabulary to a
  * multiple of vocab_pad * tp as Megatron-LM does (keys vocab_pad, default
@@ -428,7 +455,8 @@ typedef struct ss_device_type {
 
 /* Built-in specs: "K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",
  * "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM", "H200-SXM", "T4",
- * "RTX3090", "CPU-core". */
+ * "RTX3090", "CPU-core", "B200", "GB200", "MI300X" (core/devtypes.c has
+ * the sources; peak_tflops[SS_F8] is set on H100, H200 and these three). */
 int ss_devtype_builtin_count(void);
 const ss_device_type *ss_devtype_builtin(int i);
 const ss_device_type *ss_devtype_find_builtin(const char *name);
@@ -663,12 +691,19 @@ typedef struct ss_megatron_config {
                     the layers are cut into pp*vp equal chunks, chunk k on rank k mod
                     pp; needs pp > 1, layers divisible by pp*vp and micro-batches a
                     multiple of pp */
+    int cp;      /* context parallelism (0 or 1: none): every op's sequence dim (the
+                    query rows of attention scores) split cp ways, cp ranks between tp
+                    and dp (device = ((stage*dp + dp rank)*cp + cp rank)*tp + tp
+                    rank); attention gathers the keys and values of the other cp ranks
+                    (the volume of Megatron's ring exchange, not its overlap); ops
+                    without a sequence dim are replicated over cp; devices = tp*pp*dp*cp */
 } ss_megatron_config;
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
-/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]
- * [,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp, vp default 1; dp defaults to
- * devices / (tp*pp)) | a path to a plan JSON (contains '/' or ends in ".json").
+/* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]
+ * [,recompute=none|selective|full][,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp,
+ * cp, vp default 1; dp defaults to devices / (tp*pp*cp)) | a path to a plan JSON
+ * (contains '/' or ends in ".json").
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);

@@ -322,6 +322,14 @@ static void unary_fwd(const ss_kargs *a)
         for (int64_t i = 0; i < n; i++)
             y[i] = 1 / (1 + expf(-x[i]));
         break;
+    case SS_UNARY_SILU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] / (1 + expf(-x[i]));
+        break;
+    case SS_UNARY_RELU2:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] > 0.0f ? x[i] * x[i] : 0.0f;
+        break;
     }
 }
 
@@ -348,6 +356,16 @@ static void unary_bwd(const ss_kargs *a)
     case SS_UNARY_SIGMOID:
         for (int64_t i = 0; i < n; i++)
             dx[i] = dy[i] * y[i] * (1 - y[i]);
+        break;
+    case SS_UNARY_SILU:
+        for (int64_t i = 0; i < n; i++) {
+            float s = 1 / (1 + expf(-x[i]));
+            dx[i] = dy[i] * s * (1 + x[i] * (1 - s));
+        }
+        break;
+    case SS_UNARY_RELU2:
+        for (int64_t i = 0; i < n; i++)
+            dx[i] = x[i] > 0.0f ? 2 * x[i] * dy[i] : 0.0f;
         break;
     }
 }

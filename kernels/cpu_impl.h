@@ -30,5 +30,8 @@ extern const ss_kernel ss_cpu_linear, ss_cpu_batch_matmul, ss_cpu_conv2d, ss_cpu
 extern const ss_kernel ss_cpu_input, ss_cpu_pool2d, ss_cpu_batchnorm, ss_cpu_layernorm,
     ss_cpu_unary, ss_cpu_binary, ss_cpu_softmax, ss_cpu_dropout, ss_cpu_concat, ss_cpu_split,
     ss_cpu_reshape, ss_cpu_transpose, ss_cpu_softmax_ce;
+/* cpu_llm.c */
+extern const ss_kernel ss_cpu_rmsnorm, ss_cpu_rotary, ss_cpu_moe_dispatch, ss_cpu_expert_linear,
+    ss_cpu_moe_combine;
 
 #endif

@@ -25,6 +25,11 @@ static const ss_kernel *const table[SS_OP_TYPE_COUNT] = {
     [SS_OP_LSTM] = &ss_cpu_lstm,
     [SS_OP_ATTENTION] = &ss_cpu_attention,
     [SS_OP_SOFTMAX_CE] = &ss_cpu_softmax_ce,
+    [SS_OP_RMSNORM] = &ss_cpu_rmsnorm,
+    [SS_OP_ROTARY] = &ss_cpu_rotary,
+    [SS_OP_MOE_DISPATCH] = &ss_cpu_moe_dispatch,
+    [SS_OP_EXPERT_LINEAR] = &ss_cpu_expert_linear,
+    [SS_OP_MOE_COMBINE] = &ss_cpu_moe_combine,
 };
 
 const ss_kernel *ss_kernels_cpu(ss_op_type t)

@@ -148,6 +148,7 @@ static void fill(void *p, ss_dtype t, int64_t n, int64_t range, uint64_t *s)
         }
         case SS_I32: ((int32_t *)p)[i] = (int32_t)(r % (uint64_t)(range > 0 ? range : 1)); break;
         case SS_I64: ((int64_t *)p)[i] = (int64_t)(r % (uint64_t)(range > 0 ? range : 1)); break;
+        case SS_F8:
         case SS_DTYPE_COUNT: break;
         }
     }

@@ -1,8 +1,9 @@
 /*
- * transformer.c — the transformer zoo families: gpt and bert.
+ * transformer.c — the transformer zoo families: gpt (and its presets llama
+ * and mixtral, zoo.c) and bert.
  *
  * Layers are built from primitive ops the way Megatron-LM runs them, so the
- * cost model sees the real kernels (pre-LayerNorm):
+ * cost model sees the real kernels (pre-norm):
  *   ln1 -> attn.qkv [E,3E] -> attn.qkv_reshape [N,S,heads,3dh] -> attn.split
  *   (3 x dh) -> attn.q_t/k_t/v_t [N,heads,S,dh] -> attn.scores (q.k^T)
  *   -> attn.softmax -> attn.dropout -> attn.context (.v) -> attn.context_t
@@ -17,20 +18,78 @@
  * Activations and weights are bf16 (mixed precision, Adam); token ids and
  * labels are i32. Per layer 12h^2 + 13h parameters, so gpt totals
  * 12lh^2 + 13lh + (V+s)h + 2h (final LayerNorm): Megatron-LM's formula plus
- * 2h. Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused,
- * vocab_pad, tp. The vocabulary is padded as Megatron-LM pads it: rounded up
+ * 2h. The vocabulary is padded as Megatron-LM pads it: rounded up
  * to a multiple of vocab_pad * tp (--make-vocab-size-divisible-by, 128 by
  * default, times the tensor-parallel degree), so every tp rank holds a
  * multiple of vocab_pad rows; vocab_pad = 0 keeps it as given.
+ *
+ * The variants of Llama-style models (keys in zoo.c, docs/model-format.md):
+ *   kv_heads < heads (grouped-query attention, Megatron's layout): qkv is
+ *     [E, (heads + 2 kv) dh], viewed as [N,S,kv,(G+2) dh] with G = heads/kv
+ *     and split into q [N,S,kv,G dh], k and v [N,S,kv,dh]; q is reshaped to
+ *     [N,S,kv,G,dh] and copied to [N,kv,S,G,dh] (attn.q_t), viewed as
+ *     [N,kv,S G,dh] (rows sequence-major, kind attribute), so the scores
+ *     [N,kv,S G,S] and the context are one batched GEMM per kv head;
+ *     attn.context_t copies back to [N,S,kv,G,dh]. Selective recomputation
+ *     knows such scores by their two attribute dims, the rows a multiple of
+ *     the keys (simulator/build.c).
+ *     A tensor-parallel split follows the kv heads (tp must divide them).
+ *   ffn: the MLP width (0: 4 x hidden). act=swiglu: mlp.gate and mlp.up
+ *     [E, ffn], mlp.silu, mlp.gated (silu(gate) * up), mlp.fc2 [ffn, E];
+ *     act=relu2 (squared ReLU, Nemotron-4): mlp.relu2 in place of the gelu.
+ *   norm=rmsnorm: RMSNorm (gamma only) for every norm.
+ *   rotary=1: no learned position table; attn.q_rope / attn.k_rope rotate q
+ *     and k after the split (SS_OP_ROTARY).
+ *   tied=0: an own LM head [E, V] (no bias). bias=0: no linear biases
+ *     (qkv_bias=1 keeps the qkv bias, Qwen2). dropout=0: no dropout ops.
+ *   precision: bf16 or fp16 activations and weights; fp8 is bf16 with the
+ *     GEMMs of the layers (qkv, proj, mlp, experts) in FP8 (attrs.dtype =
+ *     f8), as Transformer Engine runs them; the LM head and router stay bf16.
+ *   experts=X > 0 (mixture of experts): the MLP becomes moe.router (linear
+ *     E -> X, no bias) -> moe.probs (softmax) -> moe.dispatch -> the expert
+ *     MLP as expert_linear ops over [X, C, .] -> moe.combine, with topk
+ *     experts per token and capacity factor capacity / 100 (balanced
+ *     routing, core/ops_llm.c).
+ * Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused, vocab_pad,
+ * tp, kv_heads, ffn, norm, act, rotary, tied, bias, qkv_bias, dropout,
+ * precision, experts, topk, capacity.
  */
 #include "zoo.h"
 
+#include <string.h>
+
 #define DROPOUT 0.1
+
+/* Key indices of the gpt family (zoo.c keeps its table in this order). */
+enum {
+    K_LAYERS_, K_HIDDEN, K_HEADS, K_SEQ, K_VOCAB, K_FUSED, K_VPAD, K_TP_, K_KV, K_FFN, K_NORM,
+    K_ACT, K_ROTARY, K_TIED, K_BIAS, K_QKV_BIAS, K_DROPOUT, K_PREC, K_EXPERTS, K_TOPK, K_CAP
+};
 
 typedef struct tcfg {
     int64_t batch, hidden, heads, seq;
     int fused, causal;
+    int64_t kv, ffn, experts, topk;
+    double capacity;
+    int rms, act, rotary, bias, qkv_bias;
+    double dropout;
+    ss_dtype gemm; /* SS_F8 for FP8 GEMMs, else SS_F32 (the tensors' dtype) */
 } tcfg;
+
+static void bert_cfg(tcfg *c, int64_t batch, const int64_t *p, int causal)
+{
+    memset(c, 0, sizeof *c);
+    c->batch = batch;
+    c->hidden = p[K_HIDDEN];
+    c->heads = p[K_HEADS];
+    c->seq = p[K_SEQ];
+    c->fused = (int)p[K_FUSED];
+    c->causal = causal;
+    c->kv = c->heads;
+    c->ffn = 4 * c->hidden;
+    c->bias = c->qkv_bias = 1;
+    c->dropout = DROPOUT;
+}
 
 static int ids_input(zb *b, const char *name, const tcfg *c)
 {
@@ -58,53 +117,166 @@ static int bmm(zb *b, const char *name, int x, int y, int trans_b)
     return zb_out(b, zb_add(b, name, SS_OP_BATCH_MATMUL, &a, 2, in, -1, NULL), 0);
 }
 
+/* A linear of a layer: its GEMM in FP8 when the model runs FP8. */
+static int layer_linear(zb *b, const char *name, int x, int64_t out, int bias, const tcfg *c)
+{
+    ss_op_attrs a = {0};
+    a.out_features = out;
+    a.use_bias = bias;
+    a.dtype = c->gemm;
+    return zb_out(b, zb_add(b, name, SS_OP_LINEAR, &a, 1, &x, -1, NULL), 0);
+}
+
+static int maybe_dropout(zb *b, const char *name, int x, const tcfg *c)
+{
+    return c->dropout > 0 ? zb_dropout(b, name, x, c->dropout) : x;
+}
+
+static int rope(zb *b, const char *name, int x, int64_t dh)
+{
+    ss_op_attrs a = {0};
+    a.dim = dh;
+    return zb_out(b, zb_add(b, name, SS_OP_ROTARY, &a, 1, &x, -1, NULL), 0);
+}
+
+static int norm(zb *b, const char *name, int x, const tcfg *c)
+{
+    return zb_norm(b, name, x, c->rms ? SS_OP_RMSNORM : SS_OP_LAYERNORM);
+}
+
+/* Grouped-query attention core from q [N,S,kv,G dh], k, v [N,S,kv,dh] to
+ * the merged context [N,S,E] (see the file comment). */
+static int gqa_core(zb *b, int l, int q, int k, int v, const tcfg *c)
+{
+    int64_t E = c->hidden, H = c->heads, KV = c->kv, G = H / KV, dh = E / H;
+    int64_t N = c->batch, S = c->seq;
+    int64_t s5[5] = {N, S, KV, G, dh};
+    q = zb_reshape(b, zb_name(b, "l%d.attn.q_groups", l), q, 5, s5);
+    static const int to_heads[5] = {0, 2, 1, 3, 4};
+    q = zb_transpose(b, zb_name(b, "l%d.attn.q_t", l), q, 5, to_heads);
+    int64_t s4[4] = {N, KV, S * G, dh};
+    q = zb_reshape(b, zb_name(b, "l%d.attn.q_rows", l), q, 4, s4);
+    k = view_t(b, zb_name(b, "l%d.attn.k_t", l), k);
+    v = view_t(b, zb_name(b, "l%d.attn.v_t", l), v);
+    int s = bmm(b, zb_name(b, "l%d.attn.scores", l), q, k, 1);
+    s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
+    s = maybe_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, c);
+    int ctx = bmm(b, zb_name(b, "l%d.attn.context", l), s, v, 0);
+    int64_t c5[5] = {N, KV, S, G, dh};
+    ctx = zb_reshape(b, zb_name(b, "l%d.attn.context_groups", l), ctx, 5, c5);
+    static const int to_seq[5] = {0, 2, 1, 3, 4};
+    ctx = zb_transpose(b, zb_name(b, "l%d.attn.context_t", l), ctx, 5, to_seq);
+    int64_t s3[3] = {N, S, E};
+    return zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);
+}
+
 /* Self-attention from ln1's output x to the projected output [N,S,E]. */
 static int attention(zb *b, int l, int x, const tcfg *c)
 {
-    int64_t E = c->hidden, H = c->heads, dh = E / H, N = c->batch, S = c->seq;
+    int64_t E = c->hidden, H = c->heads, KV = c->kv, dh = E / H, N = c->batch, S = c->seq;
+    int64_t G = H / KV;
     if (c->fused) {
         ss_op_attrs a = {0};
         a.heads = H;
         a.causal = c->causal;
-        a.use_bias = 1;
+        a.use_bias = c->bias;
         int in[3] = {x, x, x};
         return zb_out(b, zb_add(b, zb_name(b, "l%d.attn", l), SS_OP_ATTENTION, &a, 3, in, -1,
                                 NULL), 0);
     }
-    int qkv = zb_linear(b, zb_name(b, "l%d.attn.qkv", l), x, 3 * E, 1);
-    int64_t s4[4] = {N, S, H, 3 * dh};
+    int qkv = layer_linear(b, zb_name(b, "l%d.attn.qkv", l), x, (H + 2 * KV) * dh, c->qkv_bias,
+                           c);
+    int64_t s4[4] = {N, S, KV, (G + 2) * dh};
     qkv = zb_reshape(b, zb_name(b, "l%d.attn.qkv_reshape", l), qkv, 4, s4);
     ss_op_attrs a = {0};
     a.axis = 3;
     a.n_split = 3;
-    a.split_sizes[0] = a.split_sizes[1] = a.split_sizes[2] = dh;
+    a.split_sizes[0] = G * dh;
+    a.split_sizes[1] = a.split_sizes[2] = dh;
     a.view = 1;
     int sp = zb_add(b, zb_name(b, "l%d.attn.split", l), SS_OP_SPLIT, &a, 1, &qkv, -1, NULL);
-    static const int perm[4] = {0, 2, 1, 3};
-    int q = view_t(b, zb_name(b, "l%d.attn.q_t", l), zb_out(b, sp, 0));
-    int k = view_t(b, zb_name(b, "l%d.attn.k_t", l), zb_out(b, sp, 1));
-    int v = view_t(b, zb_name(b, "l%d.attn.v_t", l), zb_out(b, sp, 2));
-    int s = bmm(b, zb_name(b, "l%d.attn.scores", l), q, k, 1);
-    s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
-    s = zb_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, DROPOUT);
-    int ctx = bmm(b, zb_name(b, "l%d.attn.context", l), s, v, 0);
-    ctx = zb_transpose(b, zb_name(b, "l%d.attn.context_t", l), ctx, 4, perm);
-    int64_t s3[3] = {N, S, E};
-    ctx = zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);
-    return zb_linear(b, zb_name(b, "l%d.attn.proj", l), ctx, E, 1);
+    int q = zb_out(b, sp, 0), k = zb_out(b, sp, 1), v = zb_out(b, sp, 2);
+    if (c->rotary) {
+        q = rope(b, zb_name(b, "l%d.attn.q_rope", l), q, dh);
+        k = rope(b, zb_name(b, "l%d.attn.k_rope", l), k, dh);
+    }
+    int ctx;
+    if (G > 1) {
+        ctx = gqa_core(b, l, q, k, v, c);
+    } else {
+        static const int perm[4] = {0, 2, 1, 3};
+        q = view_t(b, zb_name(b, "l%d.attn.q_t", l), q);
+        k = view_t(b, zb_name(b, "l%d.attn.k_t", l), k);
+        v = view_t(b, zb_name(b, "l%d.attn.v_t", l), v);
+        int s = bmm(b, zb_name(b, "l%d.attn.scores", l), q, k, 1);
+        s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
+        s = maybe_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, c);
+        ctx = bmm(b, zb_name(b, "l%d.attn.context", l), s, v, 0);
+        ctx = zb_transpose(b, zb_name(b, "l%d.attn.context_t", l), ctx, 4, perm);
+        int64_t s3[3] = {N, S, E};
+        ctx = zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);
+    }
+    return layer_linear(b, zb_name(b, "l%d.attn.proj", l), ctx, E, c->bias, c);
+}
+
+/* An expert linear over the dispatched slots [X, C, in]. */
+static int expert_linear(zb *b, const char *name, int x, int64_t out, const tcfg *c)
+{
+    ss_op_attrs a = {0};
+    a.out_features = out;
+    a.use_bias = c->bias;
+    a.topk = c->topk;
+    a.dtype = c->gemm;
+    return zb_out(b, zb_add(b, name, SS_OP_EXPERT_LINEAR, &a, 1, &x, -1, NULL), 0);
+}
+
+/* The MLP body from the normalised x to its output (before dropout):
+ * dense, or its expert version over [X, C, .] slots when pre = "moe". */
+static int mlp_body(zb *b, int l, const char *pre, int y, const tcfg *c, int experts)
+{
+    int64_t F = c->ffn;
+#define LIN(part, in, out)                                                                    \
+    (experts ? expert_linear(b, zb_name(b, "l%d.%s." part, l, pre), in, out, c)              \
+             : layer_linear(b, zb_name(b, "l%d.%s." part, l, pre), in, out, c->bias, c))
+    if (c->act == 1) { /* swiglu */
+        int gate = LIN("gate", y, F);
+        int up = LIN("up", y, F);
+        gate = zb_unary(b, zb_name(b, "l%d.%s.silu", l, pre), gate, SS_UNARY_SILU);
+        y = zb_binary(b, zb_name(b, "l%d.%s.gated", l, pre), gate, up, SS_BINARY_MUL);
+    } else {
+        y = LIN("fc1", y, F);
+        y = c->act == 2 ? zb_unary(b, zb_name(b, "l%d.%s.relu2", l, pre), y, SS_UNARY_RELU2)
+                        : zb_unary(b, zb_name(b, "l%d.%s.gelu", l, pre), y, SS_UNARY_GELU);
+    }
+    return LIN("fc2", y, c->hidden);
+#undef LIN
+}
+
+static int moe(zb *b, int l, int y, const tcfg *c)
+{
+    int logits = zb_linear(b, zb_name(b, "l%d.moe.router", l), y, c->experts, 0);
+    int probs = zb_softmax(b, zb_name(b, "l%d.moe.probs", l), logits, 2);
+    ss_op_attrs a = {0};
+    a.topk = c->topk;
+    a.capacity = c->capacity;
+    int in[2] = {y, probs};
+    int slots = zb_out(b, zb_add(b, zb_name(b, "l%d.moe.dispatch", l), SS_OP_MOE_DISPATCH, &a,
+                                 2, in, -1, NULL), 0);
+    slots = mlp_body(b, l, "moe", slots, c, 1);
+    in[0] = slots;
+    return zb_out(b, zb_add(b, zb_name(b, "l%d.moe.combine", l), SS_OP_MOE_COMBINE, &a, 2, in,
+                            -1, NULL), 0);
 }
 
 static int layer(zb *b, int l, int x, const tcfg *c)
 {
-    int y = zb_norm(b, zb_name(b, "l%d.ln1", l), x, SS_OP_LAYERNORM);
+    int y = norm(b, zb_name(b, "l%d.ln1", l), x, c);
     y = attention(b, l, y, c);
-    y = zb_dropout(b, zb_name(b, "l%d.attn.proj_dropout", l), y, DROPOUT);
+    y = maybe_dropout(b, zb_name(b, "l%d.attn.proj_dropout", l), y, c);
     x = zb_binary(b, zb_name(b, "l%d.attn.residual", l), x, y, SS_BINARY_ADD);
-    y = zb_norm(b, zb_name(b, "l%d.ln2", l), x, SS_OP_LAYERNORM);
-    y = zb_linear(b, zb_name(b, "l%d.mlp.fc1", l), y, 4 * c->hidden, 1);
-    y = zb_unary(b, zb_name(b, "l%d.mlp.gelu", l), y, SS_UNARY_GELU);
-    y = zb_linear(b, zb_name(b, "l%d.mlp.fc2", l), y, c->hidden, 1);
-    y = zb_dropout(b, zb_name(b, "l%d.mlp.dropout", l), y, DROPOUT);
+    y = norm(b, zb_name(b, "l%d.ln2", l), x, c);
+    y = c->experts > 0 ? moe(b, l, y, c) : mlp_body(b, l, "mlp", y, c, 0);
+    y = maybe_dropout(b, zb_name(b, "l%d.mlp.dropout", l), y, c);
     return zb_binary(b, zb_name(b, "l%d.mlp.residual", l), x, y, SS_BINARY_ADD);
 }
 
@@ -140,21 +312,48 @@ static int64_t padded_vocab(int64_t vocab, int64_t pad, int64_t tp)
 
 void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p)
 {
-    int layers = (int)p[0];
-    tcfg c = {batch, p[1], p[2], p[3], (int)p[5], 1};
-    int64_t vocab = padded_vocab(p[4], p[6], p[7]);
+    int layers = (int)p[K_LAYERS_];
+    tcfg c;
+    bert_cfg(&c, batch, p, 1);
+    c.kv = p[K_KV] > 0 ? p[K_KV] : c.heads;
+    c.ffn = p[K_FFN] > 0 ? p[K_FFN] : 4 * c.hidden;
+    c.rms = p[K_NORM] == 1;
+    c.act = (int)p[K_ACT];
+    c.rotary = (int)p[K_ROTARY];
+    c.bias = (int)p[K_BIAS];
+    c.qkv_bias = p[K_QKV_BIAS] >= 0 ? (int)p[K_QKV_BIAS] : c.bias;
+    c.dropout = p[K_DROPOUT] ? DROPOUT : 0;
+    c.experts = p[K_EXPERTS];
+    c.topk = p[K_TOPK];
+    c.capacity = (double)p[K_CAP] / 100.0;
+    c.gemm = p[K_PREC] == 2 ? SS_F8 : SS_F32;
+    b->act = p[K_PREC] == 1 ? SS_F16 : SS_BF16;
+    if (c.fused && c.kv != c.heads) {
+        b->err = 1;
+        ss_diag_set(b->d, SS_ERR_INVALID, "fused=1 supports multi-head attention only "
+                    "(kv_heads=%lld, heads=%lld)", (long long)c.kv, (long long)c.heads);
+        return;
+    }
+    int64_t vocab = padded_vocab(p[K_VOCAB], p[K_VPAD], p[K_TP_]);
     int tokens = ids_input(b, "tokens", &c);
-    int positions = ids_input(b, "positions", &c);
+    int positions = c.rotary ? -1 : ids_input(b, "positions", &c);
     int labels = ids_input(b, "labels", &c);
     int tok_op, pos_op;
     int x = embed(b, "embed.tokens", tokens, vocab, c.hidden, &tok_op);
-    int pos = embed(b, "embed.positions", positions, c.seq, c.hidden, &pos_op);
-    x = zb_binary(b, "embed.add", x, pos, SS_BINARY_ADD);
-    x = zb_dropout(b, "embed.dropout", x, DROPOUT);
+    if (!c.rotary) {
+        int pos = embed(b, "embed.positions", positions, c.seq, c.hidden, &pos_op);
+        x = zb_binary(b, "embed.add", x, pos, SS_BINARY_ADD);
+    }
+    x = maybe_dropout(b, "embed.dropout", x, &c);
     for (int l = 0; l < layers; l++)
         x = layer(b, l, x, &c);
-    x = zb_norm(b, "final_ln", x, SS_OP_LAYERNORM);
-    tied_head(b, "lm_head", x, tok_op, vocab, labels);
+    x = norm(b, "final_ln", x, &c);
+    if (p[K_TIED]) {
+        tied_head(b, "lm_head", x, tok_op, vocab, labels);
+    } else {
+        int logits = zb_linear(b, "lm_head", x, vocab, 0);
+        zb_softmax_ce(b, "loss", logits, labels);
+    }
 }
 
 /* BERT: token + position + segment embeddings, LayerNorm, layers, final
@@ -163,9 +362,10 @@ void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p)
  * every position. No pooler / next-sentence head. */
 void ss_zoo_build_bert(zb *b, int64_t batch, const int64_t *p)
 {
-    int layers = (int)p[0];
-    tcfg c = {batch, p[1], p[2], p[3], (int)p[5], 0};
-    int64_t vocab = padded_vocab(p[4], p[6], p[7]);
+    int layers = (int)p[K_LAYERS_];
+    tcfg c;
+    bert_cfg(&c, batch, p, 0);
+    int64_t vocab = padded_vocab(p[K_VOCAB], p[K_VPAD], p[K_TP_]);
     int tokens = ids_input(b, "tokens", &c);
     int positions = ids_input(b, "positions", &c);
     int segments = ids_input(b, "segments", &c);

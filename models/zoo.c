@@ -2,8 +2,10 @@
  * zoo.c — the model zoo registry, model spec parsing and the builder helpers
  * shared by the family files (cnn.c, rnn.c, transformer.c, mlp.c).
  *
- * A spec is "NAME[:key=value,...]" (a zoo family with integer parameters) or
- * a path to a model JSON file (anything containing '/' or ending in ".json").
+ * A spec is "NAME[:key=value,...]" (a zoo family with integer or named
+ * parameters), a path to a model JSON file (anything containing '/' or
+ * ending in ".json"), or "hf:PATH[:key=value,...]" (a Hugging Face
+ * config.json turned into a gpt spec by hf_import.c; the keys override).
  * Invariant: a family builder only runs on a spec whose every key is known,
  * given once, an integer, within its range and consistent with the others;
  * whatever fails later (an impossible shape) is reported by the graph and
@@ -216,11 +218,14 @@ int zb_softmax_ce(zb *b, const char *name, int logits, int labels)
 /* Registry                                                            */
 /* ------------------------------------------------------------------ */
 
-#define MAX_KEYS 8
+#define MAX_KEYS 24
 
+/* A key: integer in [lo, hi], or with names (NULL-terminated) one of those
+ * names, stored as its index (lo = 0, hi = count - 1). */
 typedef struct zoo_key {
     const char *key;
     int64_t def, lo, hi;
+    const char *const *names;
 } zoo_key;
 
 typedef struct zoo_family {
@@ -231,9 +236,12 @@ typedef struct zoo_family {
     ss_dtype act;
     ss_optimizer opt;
     ss_precision prec;
+    /* Fill the keys the spec did not give (seen[k] == 0) from a preset the
+     * parsed values name (llama's size); NULL: none. */
+    void (*preset)(int64_t *p, const int *seen);
 } zoo_family;
 
-#define K_LAYERS(def, hi) {"layers", def, 1, hi}
+#define K_LAYERS(def, hi) {"layers", def, 1, hi, NULL}
 #define BIG (INT64_C(1) << 20)
 /* Megatron's vocabulary padding (transformer.c, docs/model-format.md): the
  * vocabulary rounded up to a multiple of vocab_pad * tp (Megatron's
@@ -241,63 +249,122 @@ typedef struct zoo_family {
  * vocab_pad = 0 keeps the vocabulary as given. tp is the tensor-parallel
  * degree the padding is for (ss_model_build_tp fills it from a megatron:
  * plan). */
-#define K_VOCAB_PAD {"vocab_pad", 128, 0, 1 << 16}
-#define K_TP {"tp", 1, 1, 1 << 16}
+#define K_VOCAB_PAD {"vocab_pad", 128, 0, 1 << 16, NULL}
+#define K_TP {"tp", 1, 1, 1 << 16, NULL}
+
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const act_names[] = {"gelu", "swiglu", "relu2", NULL};
+static const char *const prec_names[] = {"bf16", "fp16", "fp8", NULL};
+
+/* The gpt family's keys after tp, in transformer.c's order (K_KV ...):
+ * kv_heads (0: heads), ffn (0: 4 x hidden), norm, act, rotary, tied, bias,
+ * qkv_bias (-1: as bias), dropout, precision, experts (0: dense MLP), topk,
+ * capacity (the capacity factor in percent). */
+#define K_MODERN(kv, ffn, nrm, act, rot, tied, bias, drop, experts, topk)                     \
+    {"kv_heads", kv, 0, 4096, NULL}, {"ffn", ffn, 0, BIG, NULL},                              \
+        {"norm", nrm, 0, 1, norm_names}, {"act", act, 0, 2, act_names},                       \
+        {"rotary", rot, 0, 1, NULL}, {"tied", tied, 0, 1, NULL}, {"bias", bias, 0, 1, NULL},   \
+        {"qkv_bias", -1, -1, 1, NULL}, {"dropout", drop, 0, 1, NULL},                         \
+        {"precision", 0, 0, 2, prec_names}, {"experts", experts, 0, 1 << 16, NULL},           \
+        {"topk", topk, 1, 1 << 16, NULL}, { "capacity", 100, 100, 6400, NULL }
+
+/* Llama presets for the llama family's size key: layers, hidden, heads,
+ * kv_heads, ffn, vocab, seq (Meta's model cards and config.json files:
+ * Llama 3 / 3.1 8B, 70B, 405B; Llama 2 7B, 13B, 70B). */
+static const char *const llama_sizes[] = {"8b", "70b", "405b", "2-7b", "2-13b", "2-70b", NULL};
+static const int64_t llama_shapes[][7] = {
+    {32, 4096, 32, 8, 14336, 128256, 8192},    {80, 8192, 64, 8, 28672, 128256, 8192},
+    {126, 16384, 128, 8, 53248, 128256, 8192}, {32, 4096, 32, 32, 11008, 32000, 4096},
+    {40, 5120, 40, 40, 13824, 32000, 4096},    {80, 8192, 64, 8, 28672, 32000, 4096},
+};
+#define K_SIZE 21
+
+static void llama_preset(int64_t *p, const int *seen)
+{
+    static const int keys[7] = {0, 1, 2, 8, 9, 4, 3}; /* layers hidden heads kv ffn vocab seq */
+    const int64_t *v = llama_shapes[p[K_SIZE]];
+    for (int i = 0; i < 7; i++)
+        if (!seen[keys[i]])
+            p[keys[i]] = v[i];
+}
 
 static const zoo_family families[] = {
     {{"alexnet", "AlexNet (torchvision single tower), ImageNet 224x224, 61.1M parameters",
       "classes=1000,image=224"},
      256,
-     {{"classes", 1000, 2, 1 << 24}, {"image", 224, 63, 4096}},
-     ss_zoo_build_alexnet, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+     {{"classes", 1000, 2, 1 << 24, NULL}, {"image", 224, 63, 4096, NULL}},
+     ss_zoo_build_alexnet, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"inception_v3", "Inception-v3 without the aux head, ImageNet 299x299, 23.8M parameters",
       "classes=1000,image=299"},
      64,
-     {{"classes", 1000, 2, 1 << 24}, {"image", 299, 75, 4096}},
-     ss_zoo_build_inception_v3, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+     {{"classes", 1000, 2, 1 << 24, NULL}, {"image", 299, 75, 4096, NULL}},
+     ss_zoo_build_inception_v3, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"resnet101", "ResNet-101 (v1.5 bottlenecks), ImageNet 224x224, 44.5M parameters",
       "classes=1000,image=224"},
      64,
-     {{"classes", 1000, 2, 1 << 24}, {"image", 224, 32, 4096}},
-     ss_zoo_build_resnet101, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+     {{"classes", 1000, 2, 1 << 24, NULL}, {"image", 224, 32, 4096, NULL}},
+     ss_zoo_build_resnet101, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"rnntc", "RNN text classifier: embedding + 4 LSTM layers unrolled over 40 steps",
       "steps=40,layers=4,hidden=1024,vocab=10000,classes=2"},
      64,
-     {{"steps", 40, 1, 1000}, K_LAYERS(4, 64), {"hidden", 1024, 1, BIG},
-      {"vocab", 10000, 2, 1 << 24}, {"classes", 2, 2, 1 << 24}},
-     ss_zoo_build_rnntc, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+     {{"steps", 40, 1, 1000, NULL}, K_LAYERS(4, 64), {"hidden", 1024, 1, BIG, NULL},
+      {"vocab", 10000, 2, 1 << 24, NULL}, {"classes", 2, 2, 1 << 24, NULL}},
+     ss_zoo_build_rnntc, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"rnnlm", "RNN language model: 2 LSTM layers unrolled over 40 steps, 10k vocabulary",
       "steps=40,layers=2,hidden=1024,vocab=10000"},
      64,
-     {{"steps", 40, 1, 1000}, K_LAYERS(2, 64), {"hidden", 1024, 1, BIG},
-      {"vocab", 10000, 2, 1 << 24}},
-     ss_zoo_build_rnnlm, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+     {{"steps", 40, 1, 1000, NULL}, K_LAYERS(2, 64), {"hidden", 1024, 1, BIG, NULL},
+      {"vocab", 10000, 2, 1 << 24, NULL}},
+     ss_zoo_build_rnnlm, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"nmt", "LSTM encoder-decoder with attention (2+2 layers, 40 steps, 32k vocabulary)",
       "steps=40,layers=2,hidden=1024,vocab=32000"},
      64,
-     {{"steps", 40, 1, 1000}, K_LAYERS(2, 64), {"hidden", 1024, 1, BIG},
-      {"vocab", 32000, 2, 1 << 24}},
-     ss_zoo_build_nmt, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+     {{"steps", 40, 1, 1000, NULL}, K_LAYERS(2, 64), {"hidden", 1024, 1, BIG, NULL},
+      {"vocab", 32000, 2, 1 << 24, NULL}},
+     ss_zoo_build_nmt, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"bert", "BERT (large by default, seq 512) with the masked-LM head, Megatron-style ops",
       "layers=24,hidden=1024,heads=16,seq=512,vocab=30522,fused=0,vocab_pad=128,tp=1"},
      64,
-     {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG}, {"heads", 16, 1, 4096},
-      {"seq", 512, 1, BIG}, {"vocab", 30522, 2, 1 << 24}, {"fused", 0, 0, 1}, K_VOCAB_PAD,
-      K_TP},
-     ss_zoo_build_bert, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED},
+     {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG, NULL}, {"heads", 16, 1, 4096, NULL},
+      {"seq", 512, 1, BIG, NULL}, {"vocab", 30522, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
+      K_VOCAB_PAD, K_TP},
+     ss_zoo_build_bert, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
     {{"gpt", "GPT decoder (Megatron-LM layout, tied LM head), GPT-2 medium-like defaults",
-      "layers=24,hidden=1024,heads=16,seq=1024,vocab=51200,fused=0,vocab_pad=128,tp=1"},
+      "layers=24,hidden=1024,heads=16,seq=1024,vocab=51200,fused=0,vocab_pad=128,tp=1,"
+      "kv_heads=0,ffn=0,norm=layernorm,act=gelu,rotary=0,tied=1,bias=1,qkv_bias=-1,dropout=1,"
+      "precision=bf16,experts=0,topk=1,capacity=100"},
      64,
-     {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG}, {"heads", 16, 1, 4096},
-      {"seq", 1024, 1, BIG}, {"vocab", 51200, 2, 1 << 24}, {"fused", 0, 0, 1}, K_VOCAB_PAD,
-      K_TP},
-     ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED},
+     {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG, NULL}, {"heads", 16, 1, 4096, NULL},
+      {"seq", 1024, 1, BIG, NULL}, {"vocab", 51200, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
+      K_VOCAB_PAD,
+      K_TP, K_MODERN(0, 0, 0, 0, 0, 1, 1, 1, 0, 1)},
+     ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
     {{"mlp", "Multi-layer perceptron: 'layers' hidden linear+relu layers and a classifier",
       "layers=3,hidden=1024,in=1024,classes=10"},
      64,
-     {K_LAYERS(3, 1024), {"hidden", 1024, 1, BIG}, {"in", 1024, 1, BIG},
-      {"classes", 10, 2, 1 << 24}},
-     ss_zoo_build_mlp, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32},
+     {K_LAYERS(3, 1024), {"hidden", 1024, 1, BIG, NULL}, {"in", 1024, 1, BIG, NULL},
+      {"classes", 10, 2, 1 << 24, NULL}},
+     ss_zoo_build_mlp, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
+    {{"llama", "Llama 3 / Llama 2 decoder (GQA, SwiGLU, RMSNorm, rotary, untied head): "
+               "size=8b|70b|405b|2-7b|2-13b|2-70b; the gpt keys override the preset",
+      "size=8b,precision=bf16,tp=1"},
+     8,
+     {K_LAYERS(32, 1024), {"hidden", 4096, 1, BIG, NULL}, {"heads", 32, 1, 4096, NULL},
+      {"seq", 8192, 1, BIG, NULL}, {"vocab", 128256, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
+      K_VOCAB_PAD,
+      K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 0, 1),
+      {"size", 0, 0, 5, llama_sizes}},
+     ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, llama_preset},
+    {{"mixtral", "Mixtral 8x7B: Llama-style decoder with 8 SwiGLU experts, top-2 routing "
+                 "(46.7B parameters, 12.9B active per token)",
+      "layers=32,hidden=4096,heads=32,kv_heads=8,ffn=14336,experts=8,topk=2,seq=4096,"
+      "vocab=32000"},
+     8,
+     {K_LAYERS(32, 1024), {"hidden", 4096, 1, BIG, NULL}, {"heads", 32, 1, 4096, NULL},
+      {"seq", 4096, 1, BIG, NULL}, {"vocab", 32000, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
+      K_VOCAB_PAD,
+      K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 8, 2)},
+     ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
 };
 
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
@@ -377,6 +444,29 @@ static ss_status parse_params(const char *spec, const zoo_family *f, const char 
                                f->keys[k].key, (int)vlen, eq + 1);
         memcpy(val, eq + 1, vlen);
         val[vlen] = '\0';
+        if (f->keys[k].names) {
+            const char *const *nm = f->keys[k].names;
+            int found = -1;
+            char list[128];
+            size_t used = 0;
+            list[0] = '\0';
+            for (int i = 0; nm[i]; i++) {
+                if (!strcmp(nm[i], val))
+                    found = i;
+                if (used < sizeof list)
+                    used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+                                             i ? ", " : "", nm[i]);
+            }
+            if (found < 0)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "model spec '%s': %s: expected one of %s, got '%s'", spec,
+                                   f->keys[k].key, list, val);
+            p[k] = found;
+            s = end ? end + 1 : s + len;
+            if (end && !*s)
+                return ss_diag_set(d, SS_ERR_INVALID, "model spec '%s': trailing ','", spec);
+            continue;
+        }
         char *stop;
         errno = 0;
         long long v = strtoll(val, &stop, 10);
@@ -416,6 +506,21 @@ static ss_status check_params(const char *spec, const zoo_family *f, const int64
         return ss_diag_set(d, SS_ERR_INVALID,
                            "model spec '%s': hidden=%lld is not divisible by heads=%lld", spec,
                            (long long)p[h], (long long)p[n]);
+    int kv = key_index(f, "kv_heads");
+    if (kv >= 0 && p[kv] > 0 && (p[kv] > p[n] || p[n] % p[kv] != 0))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': kv_heads=%lld must divide heads=%lld", spec,
+                           (long long)p[kv], (long long)p[n]);
+    int nr = key_index(f, "rotary");
+    if (nr >= 0 && p[nr] && (p[h] / p[n]) % 2)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': rotary=1 needs an even head size (hidden/heads = "
+                           "%lld)", spec, (long long)(p[h] / p[n]));
+    int x = key_index(f, "experts"), k = key_index(f, "topk");
+    if (x >= 0 && p[x] > 0 && (p[k] > p[x] || p[x] % p[k] != 0))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': topk=%lld must divide experts=%lld (balanced "
+                           "routing)", spec, (long long)p[k], (long long)p[x]);
     return SS_OK;
 }
 
@@ -434,9 +539,70 @@ ss_status ss_model_build(const char *spec, int64_t batch, int n_devices, ss_grap
     return ss_model_build_tp(spec, batch, n_devices, 0, out, d);
 }
 
+static ss_status build_zoo(const char *spec, const char *name, int64_t batch, int n_devices,
+                           int tp, ss_graph **out, ss_diag *d);
+
+/* Is key (len bytes) one of the "key=value,..." items of list? */
+static int has_key(const char *list, const char *key, size_t len)
+{
+    for (const char *s = list; *s;) {
+        if (!strncmp(s, key, len) && s[len] == '=')
+            return 1;
+        const char *c = strchr(s, ',');
+        if (!c)
+            break;
+        s = c + 1;
+    }
+    return 0;
+}
+
+/* "hf:PATH[:key=value,...]": the config's gpt spec with the given keys
+ * replacing the config's (models/hf_import.c). */
+static ss_status build_hf(const char *spec, int64_t batch, int n_devices, int tp,
+                          ss_graph **out, ss_diag *d)
+{
+    const char *path = spec + 3, *colon = strchr(path, ':');
+    size_t plen = colon ? (size_t)(colon - path) : strlen(path);
+    const char *over = colon ? colon + 1 : "";
+    char file[4096], gen[1024], name[64], merged[2048];
+    if (plen == 0 || plen >= sizeof file)
+        return ss_diag_set(d, SS_ERR_INVALID, "model '%s': expected hf:PATH (a config.json or "
+                           "a folder holding one)", spec);
+    memcpy(file, path, plen);
+    file[plen] = '\0';
+    int64_t seq = 0;
+    for (const char *s = over; *s;) {
+        if (!strncmp(s, "seq=", 4))
+            seq = strtoll(s + 4, NULL, 10);
+        const char *c = strchr(s, ',');
+        if (!c)
+            break;
+        s = c + 1;
+    }
+    ss_status st = ss_hf_spec(file, seq, gen, sizeof gen, name, sizeof name, d);
+    if (st)
+        return st;
+    size_t used = (size_t)snprintf(merged, sizeof merged, "gpt:");
+    const char *s = strchr(gen, ':') + 1;
+    while (*s && used < sizeof merged) {
+        const char *c = strchr(s, ','), *eq = strchr(s, '=');
+        size_t len = c ? (size_t)(c - s) : strlen(s);
+        if (!has_key(over, s, (size_t)(eq - s)))
+            used += (size_t)snprintf(merged + used, sizeof merged - used, "%s%.*s",
+                                     used > 4 ? "," : "", (int)len, s);
+        s = c ? c + 1 : s + len;
+    }
+    if (*over && used < sizeof merged)
+        used += (size_t)snprintf(merged + used, sizeof merged - used, ",%s", over);
+    if (used >= sizeof merged)
+        return ss_diag_set(d, SS_ERR_INVALID, "model '%s': spec too long", spec);
+    return build_zoo(merged, name, batch, n_devices, tp, out, d);
+}
+
 /* See simsearch.h. tp > 0 is the tensor-parallel degree of the plan the
  * model is built for: a family with a "tp" key (the vocabulary padding of
- * gpt and bert) takes it unless the spec names another, which is an error. */
+ * gpt and bert) takes it unless the spec names another, which is an error.
+ * "hf:PATH[:key=value,...]" imports a Hugging Face config.json. */
 ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int tp,
                             ss_graph **out, ss_diag *d)
 {
@@ -445,8 +611,17 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
     if (batch < 0)
         return ss_diag_set(d, SS_ERR_INVALID, "model '%s': batch %lld must be positive", spec,
                            (long long)batch);
+    if (!strncmp(spec, "hf:", 3))
+        return build_hf(spec, batch, n_devices, tp, out, d);
     if (is_path(spec))
         return ss_model_load_batch(spec, batch, out, d);
+    return build_zoo(spec, NULL, batch, n_devices, tp, out, d);
+}
+
+/* A zoo spec; the graph is named name (NULL: the family's). */
+static ss_status build_zoo(const char *spec, const char *name, int64_t batch, int n_devices,
+                           int tp, ss_graph **out, ss_diag *d)
+{
     const char *colon = strchr(spec, ':');
     size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
     const zoo_family *f = find_family(spec, nlen);
@@ -457,7 +632,7 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
                                      families[i].pub.name);
         return ss_diag_set(d, SS_ERR_INVALID, "unknown model '%.*s' (zoo: %s; or a path to a "
-                           "model JSON file)", (int)nlen, spec, list);
+                           "model JSON file; or hf:PATH to a config.json)", (int)nlen, spec, list);
     }
     int64_t p[MAX_KEYS];
     int seen[MAX_KEYS] = {0};
@@ -481,6 +656,8 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
                                spec, (long long)p[kt], tp);
         p[kt] = tp;
     }
+    if (f->preset)
+        f->preset(p, seen);
     ss_status st = check_params(spec, f, p, d);
     if (st)
         return st;
@@ -493,7 +670,7 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
     if (batch > (INT64_C(1) << 32))
         return ss_diag_set(d, SS_ERR_INVALID, "model '%s': batch %lld is absurdly large", spec,
                            (long long)batch);
-    ss_graph *g = ss_graph_new(f->pub.name);
+    ss_graph *g = ss_graph_new(name ? name : f->pub.name);
     if (!g)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory building model '%s'", spec);
     ss_diag local;
@@ -514,4 +691,34 @@ ss_status ss_model_build_tp(const char *spec, int64_t batch, int n_devices, int 
     ss_graph_set_training(g, batch, f->opt, f->prec);
     *out = g;
     return SS_OK;
+}
+
+/* See simsearch.h. The weights of an expert_linear count topk / experts of
+ * their size (a token runs topk of the X experts); shared weights once. */
+int64_t ss_model_active_parameters(const ss_graph *g)
+{
+    double total = 0;
+    int nt = ss_graph_n_tensors(g);
+    for (int i = 0; i < ss_graph_n_ops(g); i++) {
+        const ss_op *op = ss_graph_op(g, i);
+        for (int k = 0; k < op->n_w; k++) {
+            int w = op->weights[k];
+            int first = 1; /* count a shared weight at its first op only */
+            for (int j = 0; j < i && first; j++) {
+                const ss_op *o = ss_graph_op(g, j);
+                for (int m = 0; m < o->n_w; m++)
+                    first &= o->weights[m] != w;
+            }
+            const ss_tensor *t = w >= 0 && w < nt ? ss_graph_tensor(g, w) : NULL;
+            if (!first || !t)
+                continue;
+            double v = 1;
+            for (int d = 0; d < t->ndim; d++)
+                v *= (double)t->shape[d];
+            if (op->type == SS_OP_EXPERT_LINEAR && t->shape[0] > 0)
+                v = v * (double)op->attrs.topk / (double)t->shape[0];
+            total += v;
+        }
+    }
+    return (int64_t)(total + 0.5);
 }

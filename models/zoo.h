@@ -60,6 +60,15 @@ int zb_concat(zb *b, const char *name, int n, const int *xs, int axis);
 int zb_embedding(zb *b, const char *name, int ids, int64_t vocab, int64_t dim, int table);
 int zb_softmax_ce(zb *b, const char *name, int logits, int labels);
 
+/* Hugging Face config.json import (models/hf_import.c): the gpt-family spec
+ * ("gpt:key=value,...", into spec[n]) and the architecture name (into
+ * name[nn]) of the config at path (a config.json or a folder holding one).
+ * seq_override > 0 is the sequence the spec will be built with (checked
+ * against a sliding window). SS_ERR_PARSE / SS_ERR_IO / SS_ERR_INVALID
+ * naming the file and the key. */
+ss_status ss_hf_spec(const char *path, int64_t seq_override, char *spec, size_t n, char *name,
+                     size_t nn, ss_diag *d);
+
 /* Family builders (models/cnn.c, rnn.c, transformer.c, mlp.c). p holds the
  * spec's values in the order of the family's key table in zoo.c. */
 void ss_zoo_build_alexnet(zb *b, int64_t batch, const int64_t *p);

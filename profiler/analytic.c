@@ -43,9 +43,13 @@ const char *ss_cost_source_name(ss_cost_source s)
 }
 
 /* Compute dtype of an op: the dtype of its first output (the float type of an
- * embedding's output, not its integer ids). */
+ * embedding's output, not its integer ids); f8 for a linear or expert linear
+ * whose GEMM runs in FP8 (attrs.dtype, core/ops_dense.c). */
 static ss_dtype compute_dtype(const ss_graph *g, const ss_op *op)
 {
+    if ((op->type == SS_OP_LINEAR || op->type == SS_OP_EXPERT_LINEAR) &&
+        op->attrs.dtype == SS_F8)
+        return SS_F8;
     if (op->n_out < 1)
         return SS_F32;
     const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
@@ -93,6 +97,8 @@ static double pass_us(const ss_device_type *dt, ss_dtype dtype, double flops, do
     if (flops <= 0 && bytes <= 0)
         return 0;
     double peak = dt->peak_tflops[dtype];
+    if (!(peak > 0) && dtype == SS_F8) /* no FP8 units: the GEMM runs in bf16 */
+        peak = dt->peak_tflops[SS_BF16];
     if (!(peak > 0))
         peak = dt->peak_tflops[SS_F32];
     double compute = 0, memory = 0;

@@ -665,11 +665,14 @@ static ss_status pass_units(ss_builder *b, const ss_plan *p, ss_diag *d)
 
 /* ---- passes 4 and 5: backward tasks, dependencies, gradient transfers --- */
 
+/* Attention scores: [..., queries, keys], both attribute dims, as many
+ * query rows as keys or a multiple (grouped-query attention lays the G
+ * query heads of a kv head as rows, models/transformer.c). */
 static int holds_scores(const ss_tensor *t)
 {
     int n = t->ndim;
     return n >= 2 && t->kind[n - 1] == SS_DIM_ATTRIBUTE && t->kind[n - 2] == SS_DIM_ATTRIBUTE &&
-           t->shape[n - 1] == t->shape[n - 2] && t->shape[n - 1] > 1;
+           t->shape[n - 1] > 1 && t->shape[n - 2] % t->shape[n - 1] == 0;
 }
 
 int ss_build_score_op(const ss_graph *g, int o)

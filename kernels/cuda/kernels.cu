@@ -106,6 +106,8 @@ __global__ void unary_k(T *y, const T *x, int64_t n, int kind)
         case SS_UNARY_RELU: r = v > 0 ? v : 0; break;
         case SS_UNARY_GELU: r = 0.5f * v * (1 + erff(v * 0.70710678f)); break;
         case SS_UNARY_TANH: r = tanhf(v); break;
+        case SS_UNARY_SILU: r = v / (1 + expf(-v)); break;
+        case SS_UNARY_RELU2: r = v > 0 ? v * v : 0; break;
         default: r = 1 / (1 + expf(-v)); break;
         }
         st(y, i, r);
@@ -124,6 +126,12 @@ __global__ void unary_bk(T *dx, const T *x, const T *y, const T *dy, int64_t n, 
             r = g * (0.5f * (1 + erff(v * 0.70710678f)) + v * 0.39894228f * expf(-0.5f * v * v));
             break;
         case SS_UNARY_TANH: r = g * (1 - o * o); break;
+        case SS_UNARY_SILU: {
+            float s = 1 / (1 + expf(-v));
+            r = g * s * (1 + v * (1 - s));
+            break;
+        }
+        case SS_UNARY_RELU2: r = v > 0 ? 2 * v * g : 0; break;
         default: r = g * o * (1 - o); break;
         }
         st(dx, i, r);

@@ -65,13 +65,18 @@ static const char *hops(const ss_machine *m, int src, int dst)
     return buf;
 }
 
+static double a100_f8(void)
+{
+    return ss_devtype_find_builtin("A100-SXM4-80GB")->peak_tflops[SS_F8];
+}
+
 static void test_builtins(void **state)
 {
     (void)state;
     static const char *names[] = {"K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",
                                   "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM", "H200-SXM",
                                   "T4", "RTX3090", "CPU-core"};
-    assert_int_equal(ss_devtype_builtin_count(), 11);
+    assert_int_equal(ss_devtype_builtin_count(), 14);
     for (int i = 0; i < 11; i++) {
         const ss_device_type *t = ss_devtype_find_builtin(names[i]);
         assert_non_null(t);
@@ -84,8 +89,16 @@ static void test_builtins(void **state)
         }
         assert_int_equal(t->is_cpu, i == 10);
     }
-    assert_null(ss_devtype_find_builtin("B200"));
-    assert_null(ss_devtype_builtin(11));
+    assert_null(ss_devtype_find_builtin("B300"));
+    assert_null(ss_devtype_builtin(14));
+    /* FP8 peaks: dense datasheet rates (core/devtypes.c), none before Hopper */
+    assert_near(ss_devtype_find_builtin("H100-SXM")->peak_tflops[SS_F8], 1979, 0);
+    assert_near(ss_devtype_find_builtin("H200-SXM")->peak_tflops[SS_F8], 1979, 0);
+    assert_near(ss_devtype_find_builtin("B200")->peak_tflops[SS_F8], 4500, 0);
+    assert_near(ss_devtype_find_builtin("B200")->peak_tflops[SS_BF16], 2250, 0);
+    assert_near(ss_devtype_find_builtin("GB200")->peak_tflops[SS_F8], 5000, 0);
+    assert_near(ss_devtype_find_builtin("MI300X")->peak_tflops[SS_F8], 2614.9, 0);
+    assert_near(a100_f8(), 0, 0);
     assert_null(ss_devtype_builtin(-1));
     const ss_device_type *a = ss_devtype_find_builtin("A100-SXM4-80GB");
     assert_near(a->peak_tflops[SS_F32], 19.5, 1e-12);

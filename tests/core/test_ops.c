@@ -746,6 +746,91 @@ static void test_attention(void **state)
     ss_graph_free(g);
 }
 
+/* rmsnorm, rotary and the mixture-of-experts types (core/ops_llm.c): shapes,
+ * weights, masks, FLOPs, and the regions of the balanced routing — a split of
+ * the slots that divides the groups reads only its own samples' tokens. */
+static void test_llm_types(void **state)
+{
+    (void)state;
+#define I(v) ((int64_t)(v))
+    ss_graph *g = ss_graph_new("t");
+    int x = input(g, "x", SS_F32, "sap", 3, I(4), I(4), I(8));
+    A0(a);
+    const ss_op *rms = add(g, "rms", SS_OP_RMSNORM, &a, 1, x, 0, 0);
+    assert_int_equal(rms->n_w, 1);
+    check_tensor(T(g, "rms.gamma"), SS_F32, NULL, 1, I(8));
+    assert_int_equal(ss_op_split_mask(g, rms), 3);
+    assert_true(work_full(g, rms).fwd_flops == 4 * 128);
+
+    int h = input(g, "h", SS_F32, "sapp", 4, I(2), I(6), I(4), I(8));
+    a.dim = 4;
+    const ss_op *rope = add(g, "rope", SS_OP_ROTARY, &a, 1, h, 0, 0);
+    assert_int_equal(ss_op_split_mask(g, rope), 7);
+    assert_true(work_full(g, rope).fwd_flops == 3 * 384);
+    a.dim = 3;
+    add_fails(g, "rope3", SS_OP_ROTARY, &a, 1, h, 0, 0, "must be even");
+    a.dim = 16;
+    add_fails(g, "rope16", SS_OP_ROTARY, &a, 1, h, 0, 0, "divide the last dim 8");
+
+    /* 16 tokens over 4 experts, top-2: g = 2, Cr = 8 groups, C = 8 slots */
+    int p = input(g, "p", SS_F32, "sap", 3, I(4), I(4), I(4));
+    A0(m);
+    m.topk = 2;
+    const ss_op *dsp = add(g, "dsp", SS_OP_MOE_DISPATCH, &m, 2, x, p, 0);
+    check_tensor(T(g, "dsp"), SS_F32, "psp", 3, I(4), I(8), I(8));
+    ss_tile t;
+    ss_op_full_tile(g, dsp, &t);
+    t.out.r[1] = R(4, 8);
+    t.out.r[0] = R(1, 2);
+    check_region(g, dsp, &t, 0, 3, I(2), I(4), I(0), I(4), I(0), I(8));
+    check_region(g, dsp, &t, 1, 3, I(2), I(4), I(0), I(4), I(0), I(4));
+    /* capacity 1.5: 12 slots, group j in slot ceil(1.5 j); halves stay local */
+    m.capacity = 1.5;
+    const ss_op *dc = add(g, "dc", SS_OP_MOE_DISPATCH, &m, 2, x, p, 0);
+    check_tensor(T(g, "dc"), SS_F32, "psp", 3, I(4), I(12), I(8));
+    ss_op_full_tile(g, dc, &t);
+    t.out.r[1] = R(6, 12);
+    check_region(g, dc, &t, 0, 3, I(2), I(4), I(0), I(4), I(0), I(8));
+    t.out.r[1] = R(0, 6);
+    check_region(g, dc, &t, 0, 3, I(0), I(2), I(0), I(4), I(0), I(8));
+    m.capacity = 0;
+    m.topk = 3;
+    add_fails(g, "k3", SS_OP_MOE_DISPATCH, &m, 2, x, p, 0, "topk = 3");
+    m.topk = 2;
+    int x3 = input(g, "x3", SS_F32, "sap", 3, I(1), I(3), I(8));
+    int p3 = input(g, "p3", SS_F32, "sap", 3, I(1), I(3), I(4));
+    add_fails(g, "odd", SS_OP_MOE_DISPATCH, &m, 2, x3, p3, 0, "not a multiple");
+
+    A0(e);
+    e.out_features = 16;
+    e.topk = 2;
+    int sl = ss_graph_find_tensor(g, "dsp");
+    const ss_op *ex = add(g, "ex", SS_OP_EXPERT_LINEAR, &e, 1, sl, 0, 0);
+    check_tensor(T(g, "ex"), SS_F32, "psp", 3, I(4), I(8), I(16));
+    check_tensor(T(g, "ex.weight"), SS_F32, NULL, 3, I(4), I(8), I(16));
+    assert_int_equal(ss_op_contraction(g, ex), 8);
+    assert_true(work_full(g, ex).fwd_flops == 2.0 * 4 * 8 * 8 * 16);
+    ss_op_full_tile(g, ex, &t);
+    t.out.r[0] = R(2, 4);
+    t.out.r[2] = R(8, 16);
+    t.red = R(0, 4);
+    check_region(g, ex, &t, 0, 3, I(2), I(4), I(0), I(8), I(0), I(4));
+    check_region(g, ex, &t, 1, 3, I(2), I(4), I(0), I(4), I(8), I(16));
+
+    const ss_op *cb = add(g, "cb", SS_OP_MOE_COMBINE, &m, 2, sl, p, 0);
+    check_tensor(T(g, "cb"), SS_F32, "sap", 3, I(4), I(4), I(8));
+    assert_int_equal(ss_op_split_mask(g, cb), 1);
+    assert_true(work_full(g, cb).fwd_flops == 2.0 * 2 * 128);
+    ss_op_full_tile(g, cb, &t);
+    t.out.r[0] = R(2, 4);
+    check_region(g, cb, &t, 0, 3, I(0), I(4), I(4), I(8), I(0), I(8));
+    check_region(g, cb, &t, 1, 3, I(2), I(4), I(0), I(4), I(0), I(4));
+    int wrong = ss_graph_find_tensor(g, "dc");
+    add_fails(g, "cbad", SS_OP_MOE_COMBINE, &m, 2, wrong, p, 0, "has 12 slots");
+#undef I
+    ss_graph_free(g);
+}
+
 static void test_regions(void **state)
 {
     (void)state;
@@ -944,6 +1029,7 @@ int main(void)
         cmocka_unit_test(test_reshape_transpose),
         cmocka_unit_test(test_lstm),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_llm_types),
         cmocka_unit_test(test_regions),
         cmocka_unit_test(test_property_random_splits),
     };

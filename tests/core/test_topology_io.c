@@ -26,8 +26,9 @@
 
 #define HDR "\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"t\", "
 
-static const char *const shipped[] = {"p100x16", "k80x64", "dgx1-v100", "dgx-a100",
-                                      "h100x8", "volunteers40", "local-cpu"};
+static const char *const shipped[] = {"p100x16",  "k80x64",   "dgx1-v100", "dgx-a100",
+                                      "h100x8",   "volunteers40", "local-cpu", "dgx-h100",
+                                      "dgx-h200", "dgx-b200", "gb200-nvl72"};
 #define N_SHIPPED (sizeof shipped / sizeof shipped[0])
 
 static ss_machine *load_file(const char *rel, int nodes)
@@ -163,6 +164,29 @@ static void test_nvswitch_and_nodes_override(void **state)
     assert_int_equal(route_len(m, "n0.gpu1", "n0.gpu6"), 2);
     assert_near(bw(m, "n0.gpu1", "n0.gpu6"), 450, 0);
     ss_machine_free(m);
+
+    /* Hopper and Blackwell nodes: NVLink 4 450 GB/s, NVLink 5 900 GB/s per
+     * direction; one 400 Gb/s NIC per GPU; a GB200 NVL72 rack is one NVLink
+     * domain of 72 GPUs (docs/topology-format.md has the sources) */
+    static const struct { const char *file, *type; int n; double nvl; } hb[] = {
+        {"topologies/dgx-h100.json", "H100-SXM", 8, 450},
+        {"topologies/dgx-h200.json", "H200-SXM", 8, 450},
+        {"topologies/dgx-b200.json", "B200", 8, 900},
+        {"topologies/gb200-nvl72.json", "GB200", 72, 900},
+    };
+    for (int i = 0; i < 4; i++) {
+        m = load_file(hb[i].file, 2);
+        char a[32], b[32];
+        snprintf(a, sizeof a, "n0.gpu%d", hb[i].n - 1);
+        snprintf(b, sizeof b, "n1.gpu%d", hb[i].n - 1);
+        assert_int_equal(ss_machine_n_devices(m), 2 * hb[i].n);
+        assert_string_equal(ss_machine_type(m, 0)->name, hb[i].type);
+        assert_true(ss_machine_type(m, 0)->peak_tflops[SS_F8] > 0);
+        assert_int_equal(route_len(m, "n0.gpu0", a), 2);
+        assert_near(bw(m, "n0.gpu0", a), hb[i].nvl, 0);
+        assert_near(bw(m, "n0.gpu0", b), 50, 0);
+        ss_machine_free(m);
+    }
 
     m = load_file("topologies/dgx-a100.json", 0);
     /* 8 GPUs + NVSwitch + 8 PCIe switches + core + 8 NICs */

@@ -1,0 +1,451 @@
+/*
+ * ops_llm.c — operator table entries of the types modern language models add
+ * to the transformer: rotary position embedding and the mixture-of-experts
+ * trio (moe_dispatch, expert_linear, moe_combine). RMSNorm sits next to
+ * LayerNorm in ops_elementwise.c.
+ *
+ * Mixture of experts, as Megatron-LM's token dispatcher runs it: a router
+ * (a linear to X logits, then a softmax: ordinary ops) scores every token;
+ * moe_dispatch copies each token into topk expert slots of a [X, C, h]
+ * buffer; expert_linear runs one GEMM per expert over its C slots; and
+ * moe_combine sums every token's topk expert outputs weighted by the router
+ * probabilities. Routing is BALANCED (the documented load model: every
+ * expert receives the same number of tokens), and deterministic, so the
+ * shapes, FLOPs and regions are pure functions of the shapes:
+ *   g = X / topk tokens form a group; the T = N*S tokens make Cr = T / g
+ *   groups; token t belongs to group t / g and goes to the topk experts
+ *   (t mod g) + j*g, j < topk, each in the slot of its group.
+ *   With capacity factor cf >= 1 an expert has C = ceil(Cr * cf) slots; group
+ *   j takes slot first(j) = ceil(j * C / Cr), the other slots stay empty
+ *   (padding: computed, as with a capacity factor, and zero). Slots are
+ *   spread so that a split of C into parts that also divide Cr keeps every
+ *   token on the part that holds its sample (data parallelism stays local).
+ * Requires topk to divide X and g to divide T. The router probabilities enter
+ * moe_dispatch only as a dependency (its values do not move tokens) and
+ * moe_combine as weights, so the router gets its gradient from combine.
+ * Communication: a tile of dispatch or combine needs the tokens of its slot
+ * range (a box of samples); when experts are split over devices each expert
+ * tile reads the whole token box of its slot range (the region model counts
+ * every token once per expert tile, not the topk / X fraction an all-to-all
+ * sends: an over-estimate for expert parallelism, docs/operators.md).
+ */
+#include "op_table.h"
+
+#include <string.h>
+
+#define FAIL(...) return ss_op_fail(q, __VA_ARGS__)
+#define MAX_DIM SS_ATTR_MAX_DIM
+
+/* ------------------------------------------------------------------ */
+/* rotary: x[N, S, ..., D], heads of attrs.dim, position = index on dim 1 */
+/* ------------------------------------------------------------------ */
+
+static ss_status rotary_infer(const ss_infer_args *q, ss_op_shape *s)
+{
+    const ss_tensor *x = q->in[0];
+    int64_t D = x->shape[x->ndim - 1], hd = q->a->dim;
+    if (!ss_dtype_is_float(x->dtype))
+        FAIL("input '%s' must be floating point", x->name);
+    if (x->ndim < 3)
+        FAIL("input '%s' must be [N, S, ..., D] (3 dims or more), has %d", x->name, x->ndim);
+    if (hd <= 0 || hd % 2 || D % hd)
+        FAIL("head size dim = %lld must be even and divide the last dim %lld", (long long)hd,
+             (long long)D);
+    ss_op_out_like(s, x, x->dtype);
+    return SS_OK;
+}
+
+/* Every dim but the last (a rotation pairs elements of one head). */
+static unsigned rotary_mask(const ss_graph *g, const ss_op *op, const ss_tensor *o)
+{
+    return ss_op_mask_all(g, op, o) & ~(1u << (o->ndim - 1));
+}
+
+/* The tile with the whole last dim. */
+static void rotary_region(const ss_region_args *q, ss_region *out)
+{
+    int n = q->o->ndim;
+    *out = q->t->out;
+    out->r[n - 1] = ss_range_make(0, q->T->shape[n - 1]);
+}
+
+/* y = x * cos + rotate(x) * sin: two multiplies and an add per element
+ * (the cos/sin tables are cached per position, as Transformer Engine does). */
+static void rotary_work(const ss_work_args *q, ss_work *w)
+{
+    w->fwd_flops = 3 * q->vol;
+    w->bwd_flops = 3 * q->vol;
+}
+
+static const char *const rotary_keys[] = {SS_OP_COMMON_KEYS, "dim", NULL};
+
+static ss_status rotary_read(const ss_attr_reader *r, ss_op_attrs *a)
+{
+    return ss_attr_i64(r, "dim", 1, 2, MAX_DIM, &a->dim);
+}
+
+static void rotary_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
+{
+    (void)g;
+    ss_attr_put_int(w, "dim", op->attrs.dim);
+}
+
+const ss_op_class ss_op_class_rotary = {
+    .type = SS_OP_ROTARY,
+    .name = "rotary",
+    .arity = 1,
+    .infer = rotary_infer,
+    .split_mask = rotary_mask,
+    .input_region = rotary_region,
+    .work = rotary_work,
+    .keys = rotary_keys,
+    .read_attrs = rotary_read,
+    .write_attrs = rotary_write,
+};
+
+/* ------------------------------------------------------------------ */
+/* Balanced routing geometry (shared with the kernels)                 */
+/* ------------------------------------------------------------------ */
+
+/* See op_table.h. */
+int ss_moe_geometry(int64_t N, int64_t S, int64_t X, int64_t topk, double capacity,
+                    ss_moe_geo *m)
+{
+    memset(m, 0, sizeof *m);
+    if (N <= 0 || S <= 0 || X <= 0 || topk <= 0 || topk > X || X % topk)
+        return -1;
+    double cf = capacity > 0 ? capacity : 1.0;
+    if (!(cf >= 1.0 && cf <= 64.0))
+        return -1;
+    m->X = X;
+    m->topk = topk;
+    m->g = X / topk;
+    m->T = N * S;
+    m->S = S;
+    if (m->T % m->g)
+        return -1;
+    m->Cr = m->T / m->g;
+    double c = (double)m->Cr * cf;
+    m->C = (int64_t)c;
+    if ((double)m->C < c)
+        m->C++;
+    return 0;
+}
+
+/* See op_table.h. */
+int64_t ss_moe_first_slot(const ss_moe_geo *m, int64_t j)
+{
+    return (j * m->C + m->Cr - 1) / m->Cr;
+}
+
+/* Groups whose slots lie in [c0, c1): [*j0, *j1). */
+static void slot_groups(const ss_moe_geo *m, int64_t c0, int64_t c1, int64_t *j0, int64_t *j1)
+{
+    /* group j is in the range iff c0 <= first(j) < c1 */
+    *j0 = c0 <= 0 ? 0 : (c0 * m->Cr + m->C - 1) / m->C;
+    *j1 = c1 <= 0 ? 0 : ((c1 - 1) * m->Cr) / m->C + 1;
+    while (*j0 < m->Cr && ss_moe_first_slot(m, *j0) < c0)
+        (*j0)++;
+    while (*j1 > *j0 && ss_moe_first_slot(m, *j1 - 1) >= c1)
+        (*j1)--;
+    if (*j1 > m->Cr)
+        *j1 = m->Cr;
+    if (*j1 < *j0)
+        *j1 = *j0;
+}
+
+/* The box of samples [N] holding tokens [t0, t1). */
+static ss_range token_samples(const ss_moe_geo *m, int64_t t0, int64_t t1)
+{
+    if (t1 <= t0)
+        return ss_range_make(0, 0);
+    return ss_range_make(t0 / m->S, (t1 + m->S - 1) / m->S);
+}
+
+static int geo_of(const ss_graph *g, const ss_op *op, ss_moe_geo *m)
+{
+    const ss_tensor *p = ss_graph_tensor(g, op->inputs[1]);
+    const ss_tensor *x = ss_graph_tensor(g, op->inputs[0]);
+    if (op->type == SS_OP_MOE_DISPATCH)
+        return ss_moe_geometry(x->shape[0], x->shape[1], p->shape[2], op->attrs.topk,
+                               op->attrs.capacity, m);
+    return ss_moe_geometry(p->shape[0], p->shape[1], p->shape[2], op->attrs.topk,
+                           op->attrs.capacity, m);
+}
+
+static ss_status check_probs(const ss_infer_args *q, const ss_tensor *x, const ss_tensor *p)
+{
+    if (p->ndim != 3 || p->shape[0] != x->shape[0] || p->shape[1] != x->shape[1])
+        FAIL("router probabilities '%s' must be [N, S, experts] over the tokens of '%s'",
+             p->name, x->name);
+    return SS_OK;
+}
+
+static ss_status check_geo(const ss_infer_args *q, int64_t N, int64_t S, int64_t X,
+                           ss_moe_geo *m)
+{
+    const ss_op_attrs *a = q->a;
+    if (a->topk < 1 || a->topk > X || X % a->topk)
+        FAIL("topk = %lld must be from 1 to the %lld experts and divide them (balanced "
+             "routing)", (long long)a->topk, (long long)X);
+    if (a->capacity != 0 && !(a->capacity >= 1.0 && a->capacity <= 64.0))
+        FAIL("capacity factor %g must be from 1 to 64 (0: 1)", a->capacity);
+    if (ss_moe_geometry(N, S, X, a->topk, a->capacity, m))
+        FAIL("the %lld tokens are not a multiple of experts / topk = %lld (balanced routing)",
+             (long long)(N * S), (long long)(X / a->topk));
+    return SS_OK;
+}
+
+static const char *const moe_keys[] = {SS_OP_COMMON_KEYS, "topk", "capacity", NULL};
+
+static ss_status moe_read(const ss_attr_reader *r, ss_op_attrs *a)
+{
+    ss_status st = ss_attr_i64(r, "topk", 1, 1, 1 << 20, &a->topk);
+    if (!st)
+        st = ss_attr_num(r, "capacity", 0, 1.0, 64.0, &a->capacity);
+    return st;
+}
+
+static void moe_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
+{
+    (void)g;
+    ss_attr_put_int(w, "topk", op->attrs.topk);
+    if (op->attrs.capacity != 0)
+        ss_attr_put_real(w, "capacity", op->attrs.capacity);
+}
+
+/* ------------------------------------------------------------------ */
+/* moe_dispatch: x[N,S,h], probs[N,S,X] -> slots[X, C, h]              */
+/* ------------------------------------------------------------------ */
+
+static ss_status dispatch_infer(const ss_infer_args *q, ss_op_shape *s)
+{
+    const ss_tensor *x = q->in[0], *p = q->in[1];
+    if (x->ndim != 3 || !ss_dtype_is_float(x->dtype))
+        FAIL("input '%s' must be floating point [N, S, h]", x->name);
+    ss_status st = check_probs(q, x, p);
+    if (st)
+        return st;
+    ss_moe_geo m;
+    if ((st = check_geo(q, x->shape[0], x->shape[1], p->shape[2], &m)))
+        return st;
+    int64_t shape[3] = {m.X, m.C, x->shape[2]};
+    ss_dim_kind kind[3] = {SS_DIM_PARAMETER, SS_DIM_SAMPLE, SS_DIM_PARAMETER};
+    ss_op_add_out(s, 3, shape, kind, x->dtype);
+    return SS_OK;
+}
+
+/* x: the samples holding the tile's slots' tokens, the tile's features;
+ * probs: the same samples, whole. */
+static void dispatch_region(const ss_region_args *q, ss_region *out)
+{
+    ss_moe_geo m;
+    if (geo_of(q->g, q->op, &m))
+        return;
+    int64_t j0, j1;
+    slot_groups(&m, q->t->out.r[1].lo, q->t->out.r[1].hi, &j0, &j1);
+    out->r[0] = token_samples(&m, j0 * m.g, j1 * m.g);
+    if (q->operand == 0)
+        out->r[2] = q->t->out.r[2];
+}
+
+/* A copy: bytes only; the backward scatter-adds each slot to its token. */
+static void dispatch_work(const ss_work_args *q, ss_work *w)
+{
+    w->bwd_flops = q->vol;
+}
+
+const ss_op_class ss_op_class_moe_dispatch = {
+    .type = SS_OP_MOE_DISPATCH,
+    .name = "moe_dispatch",
+    .arity = 2,
+    .infer = dispatch_infer,
+    .split_mask = ss_op_mask_all,
+    .input_region = dispatch_region,
+    .work = dispatch_work,
+    .keys = moe_keys,
+    .read_attrs = moe_read,
+    .write_attrs = moe_write,
+};
+
+/* ------------------------------------------------------------------ */
+/* expert_linear: x[X, C, in] · W[X, in, out] (+ b[X, out])            */
+/* ------------------------------------------------------------------ */
+
+static ss_status expert_infer(const ss_infer_args *q, ss_op_shape *s)
+{
+    const ss_op_attrs *a = q->a;
+    const ss_tensor *x = q->in[0];
+    if (x->ndim != 3 || !ss_dtype_is_float(x->dtype))
+        FAIL("input '%s' must be floating point [experts, slots, in]", x->name);
+    if (a->out_features <= 0)
+        FAIL("out_features = %lld must be > 0", (long long)a->out_features);
+    if (a->topk < 1 || a->topk > x->shape[0])
+        FAIL("topk = %lld must be from 1 to the %lld experts", (long long)a->topk,
+             (long long)x->shape[0]);
+    if (a->dtype != SS_F32 && a->dtype != SS_F8)
+        FAIL("gemm dtype must be f8 or unset");
+    ss_tensor *t = ss_op_out_like(s, x, x->dtype);
+    t->shape[2] = a->out_features;
+    t->kind[2] = SS_DIM_PARAMETER;
+    int64_t wshape[3] = {x->shape[0], x->shape[2], a->out_features};
+    ss_op_add_weight(s, "weight", 3, wshape, x->dtype);
+    if (a->use_bias)
+        ss_op_add_weight2(s, "bias", x->shape[0], a->out_features, x->dtype);
+    return SS_OK;
+}
+
+static int64_t expert_contraction(const ss_graph *g, const ss_op *op, const ss_tensor *x)
+{
+    (void)g;
+    (void)op;
+    return x->shape[2];
+}
+
+/* x [experts, slots, red], W [experts, red, cols], b [experts, cols]. */
+static void expert_region(const ss_region_args *q, ss_region *out)
+{
+    const ss_region *tr = &q->t->out;
+    out->r[0] = tr->r[0];
+    if (q->w < 0) {
+        out->r[1] = tr->r[1];
+        out->r[2] = q->t->red;
+    } else if (q->w == 0) {
+        out->r[1] = q->t->red;
+        out->r[2] = tr->r[2];
+    } else {
+        out->r[1] = tr->r[2];
+    }
+}
+
+static void expert_work(const ss_work_args *q, ss_work *w)
+{
+    double M = q->cols > 0 ? q->vol / q->cols : 0;
+    double mm = 2 * M * q->red * q->cols;
+    double bias = (q->op->attrs.use_bias && q->first_red) ? M * q->cols : 0;
+    w->fwd_flops = mm + bias;
+    w->bwd_flops = 2 * mm + bias;
+    /* FP8 GEMMs keep their input in FP8 for the backward (Transformer Engine) */
+    w->saved_bytes = q->op->attrs.dtype == SS_F8 && q->osz > 0 ? q->x_bytes / q->osz
+                                                                : q->x_bytes;
+}
+
+static const char *const expert_keys[] = {SS_OP_COMMON_KEYS, "out_features", "use_bias", "topk",
+                                          "gemm", NULL};
+
+static ss_status expert_read(const ss_attr_reader *r, ss_op_attrs *a)
+{
+    const char *gemm = NULL;
+    ss_status st = ss_attr_i64(r, "out_features", 1, 1, MAX_DIM, &a->out_features);
+    if (!st)
+        st = ss_attr_bool(r, "use_bias", &a->use_bias);
+    if (!st)
+        st = ss_attr_i64(r, "topk", 1, 1, 1 << 20, &a->topk);
+    if (!st)
+        st = ss_attr_str(r, "gemm", 0, 8, &gemm);
+    if (!st && gemm) {
+        if (strcmp(gemm, "f8"))
+            st = ss_attr_fail(r, SS_ERR_PARSE, "gemm", "expected \"f8\", got \"%s\"", gemm);
+        a->dtype = SS_F8;
+    }
+    return st;
+}
+
+static void expert_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
+{
+    (void)g;
+    ss_attr_put_int(w, "out_features", op->attrs.out_features);
+    ss_attr_put_bool(w, "use_bias", op->attrs.use_bias);
+    ss_attr_put_int(w, "topk", op->attrs.topk);
+    if (op->attrs.dtype == SS_F8)
+        ss_attr_put_str(w, "gemm", "f8");
+}
+
+const ss_op_class ss_op_class_expert_linear = {
+    .type = SS_OP_EXPERT_LINEAR,
+    .name = "expert_linear",
+    .arity = 1,
+    .infer = expert_infer,
+    .split_mask = ss_op_mask_all,
+    .contraction = expert_contraction,
+    .input_region = expert_region,
+    .work = expert_work,
+    .keys = expert_keys,
+    .read_attrs = expert_read,
+    .write_attrs = expert_write,
+};
+
+/* ------------------------------------------------------------------ */
+/* moe_combine: slots[X, C, h], probs[N,S,X] -> y[N,S,h]               */
+/* ------------------------------------------------------------------ */
+
+static ss_status combine_infer(const ss_infer_args *q, ss_op_shape *s)
+{
+    const ss_tensor *y = q->in[0], *p = q->in[1];
+    if (y->ndim != 3 || !ss_dtype_is_float(y->dtype))
+        FAIL("input '%s' must be floating point [experts, slots, h]", y->name);
+    if (p->ndim != 3 || p->dtype != y->dtype || p->shape[2] != y->shape[0])
+        FAIL("router probabilities '%s' must be [N, S, %lld] of dtype %s", p->name,
+             (long long)y->shape[0], ss_dtype_name(y->dtype));
+    ss_moe_geo m;
+    ss_status st = check_geo(q, p->shape[0], p->shape[1], p->shape[2], &m);
+    if (st)
+        return st;
+    if (y->shape[1] != m.C)
+        FAIL("'%s' has %lld slots per expert, the routing of %lld tokens gives %lld", y->name,
+             (long long)y->shape[1], (long long)m.T, (long long)m.C);
+    int64_t shape[3] = {p->shape[0], p->shape[1], y->shape[2]};
+    ss_dim_kind kind[3] = {p->kind[0], p->kind[1], SS_DIM_PARAMETER};
+    ss_op_add_out(s, 3, shape, kind, y->dtype);
+    return SS_OK;
+}
+
+/* Samples only: a split of the features would make the gradients of the
+ * router probabilities partial sums. */
+static unsigned combine_mask(const ss_graph *g, const ss_op *op, const ss_tensor *o)
+{
+    (void)g;
+    (void)op;
+    (void)o;
+    return 1u;
+}
+
+/* slots: every expert, the slots of the tile's tokens; probs: the tile's
+ * samples, whole. */
+static void combine_region(const ss_region_args *q, ss_region *out)
+{
+    ss_moe_geo m;
+    if (geo_of(q->g, q->op, &m))
+        return;
+    const ss_region *tr = &q->t->out;
+    if (q->operand == 1) {
+        out->r[0] = tr->r[0];
+        return;
+    }
+    int64_t t0 = tr->r[0].lo * m.S, t1 = tr->r[0].hi * m.S;
+    int64_t j0 = t0 / m.g, j1 = (t1 + m.g - 1) / m.g;
+    out->r[1] = j1 > j0 ? ss_range_make(ss_moe_first_slot(&m, j0),
+                                        ss_moe_first_slot(&m, j1 - 1) + 1)
+                        : ss_range_make(0, 0);
+}
+
+static void combine_work(const ss_work_args *q, ss_work *w)
+{
+    double k = (double)q->op->attrs.topk;
+    w->fwd_flops = 2 * k * q->vol;
+    w->bwd_flops = 3 * k * q->vol;
+    w->saved_bytes = ss_op_operands_bytes(q->g, q->op, q->t, 0, 2);
+}
+
+const ss_op_class ss_op_class_moe_combine = {
+    .type = SS_OP_MOE_COMBINE,
+    .name = "moe_combine",
+    .arity = 2,
+    .infer = combine_infer,
+    .split_mask = combine_mask,
+    .input_region = combine_region,
+    .work = combine_work,
+    .keys = moe_keys,
+    .read_attrs = moe_read,
+    .write_attrs = moe_write,
+};
