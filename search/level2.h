@@ -1,0 +1,76 @@
+/*
+ * level2.h — the planner's level 2 (issue 26; DESIGN.md "Device-group
+ * factorization + ILP + pipeline stages"): graph + machine + cost model +
+ * memory limit -> a plan (ss_plan) that `simsearch simulate` judges.
+ *
+ * For each pipeline depth pp dividing the device count N (at most the
+ * number of layers), each mesh of the N/pp devices of a stage (search/
+ * mesh.h: axes fitted to the nodes), each micro-batch count M (the few
+ * smallest dividing the batch with bubble (pp-1)/M <= 1/4, as the estimate
+ * then decides) and recomputation none, else selective, else full (the
+ * next only when the previous cannot fit):
+ *   1. every operator's valid shardings on the mesh (search/mesh.h), priced
+ *      from one source: compute per shard by ss_cost_tile (the simulator's
+ *      cost model), resharding between a producer's output layout and a
+ *      consumer's input layout (both read off the operator table's region
+ *      functions, per mesh axis) by the simulator's collective model
+ *      (simulator/collective.h: all-reduce of a partial sum, reduce-scatter,
+ *      all-gather, all-to-all, and the backward's mirror collectives),
+ *      gradient sync by an all-reduce over the axes a weight is not split
+ *      on, memory per device = weights + gradients + optimizer state (split
+ *      over the gradient group: the distributed optimizer) + activations of
+ *      the micro-batches in flight;
+ *   2. one sharding per operator by ILP (search/ilp.h, CBC), solved once for
+ *      the repeated block (the transformer layer: the longest run of equal
+ *      segments, as core/plan_gen.c finds layers) and aliased to its copies,
+ *      then for the prefix and the suffix with the block fixed; the block
+ *      ILP has a memory budget of the device's share per layer;
+ *   3. the pipeline cut by the DP of search/stages.h over the layer sequence
+ *      (prefix segments, layers, suffix segments), memory per stage a hard
+ *      constraint;
+ * and keeps the configuration with the least estimate. A configuration
+ * whose compute lower bound cannot beat the best so far is skipped before
+ * its ILPs. The plan: per-operator configs (stage s on devices
+ * [s N/pp, (s+1) N/pp)), 1F1B, backward-first queues when pp > 1, the
+ * distributed optimizer, bucketed overlapped gradient sync (Megatron's 40M
+ * parameter buckets).
+ */
+#ifndef SS_SEARCH_LEVEL2_H
+#define SS_SEARCH_LEVEL2_H
+
+#include "simsearch.h"
+
+typedef struct ss_level2_config {
+    double mem_fraction;     /* usable share of each device's memory (0: 1.0, as simulate) */
+    double time_limit_s;     /* whole call (0: none): configurations left are skipped */
+    double ilp_time_limit_s; /* per ILP (0: 10 s) */
+    int max_axes;            /* mesh axes (0: 2; at most SS_DMESH_MAX_AXES) */
+    int pp;                  /* 0: search; > 0: only this pipeline depth */
+    int microbatches;        /* 0: search; > 0: only this count */
+} ss_level2_config;
+
+typedef struct ss_level2_report {
+    char mesh[32];           /* the stage mesh, "8x8" (outer axis first) */
+    int pp, microbatches;
+    ss_recompute recompute;
+    double estimate_us;      /* the DP's iteration estimate of the plan */
+    int stage_first[65];     /* first DP layer of each stage (pp + 1 entries when pp <= 64) */
+    int n_layers;            /* DP layers */
+    int configs, skipped;    /* configurations priced; skipped by the bound */
+    int ilp_solves;
+    double ilp_s, ilp_max_s; /* total and largest CBC time */
+    int ilp_time_limited;    /* ILPs the per-ILP limit stopped */
+    double time_s;
+    int time_limited;        /* 1: the time limit left configurations unpriced */
+} ss_level2_report;
+
+/* Plan g on m priced by cm (borrowed). cfg may be NULL (defaults), report
+ * may be NULL. On success *out is a new plan (ss_plan_validate accepts it)
+ * whose estimate fits memory. Errors: SS_ERR_INFEASIBLE (no configuration
+ * fits, naming the closest), SS_ERR_INVALID, SS_ERR_NOMEM; *out is then
+ * NULL. */
+ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                         const ss_level2_config *cfg, ss_plan **out, ss_level2_report *report,
+                         ss_diag *d);
+
+#endif /* SS_SEARCH_LEVEL2_H */
