@@ -222,6 +222,7 @@ typedef struct ctx {
     const layout *L;
     int devtype;
     double cap;                 /* usable bytes per device */
+    double mb_overhead_us;      /* the device type's work per micro-batch (stage_us) */
     /* configuration */
     ss_dmesh mesh;
     int pp, mb;
@@ -270,7 +271,7 @@ static double coll_us(ctx *C, ss_coll_kind kind, unsigned axes, double bytes)
         if (ss_coll_cost(C->m, kind, C->devs, n, bytes, NULL, &C->cres, &dd) == SS_OK)
             us = C->cres.time_us;
         else
-            us = HUGE_VAL; /* unreachable group: never chosen */
+            us = 1e12; /* unreachable group: never chosen (finite for CBC) */
     }
     for (int probe = 0; probe < 16; probe++) {
         collent *e = &C->coll[(slot + (unsigned)probe) % COLL_CACHE];
@@ -666,6 +667,7 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
         lb += mn;
     }
     lb /= C->mb;
+    lb += C->mb_overhead_us;
     if (lb + (C->mb - 1) * lb / C->pp >= best) {
         rep->skipped++;
         return SS_OK;
@@ -700,7 +702,7 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
             break;
         }
         layer_figures(C, t, snd, stat, act);
-        ss_stage_problem P = {nl, t, snd, stat, act, C->pp, C->mb, C->cap};
+        ss_stage_problem P = {nl, t, snd, stat, act, C->mb_overhead_us, C->pp, C->mb, C->cap};
         ss_diag_init(&dd);
         double est;
         ss_status s2 = ss_stage_solve(&P, R->first, &est, &dd);
@@ -820,6 +822,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     C.d = d;
     C.devtype = ss_machine_device(m, 0)->type;
     C.cap = ss_machine_type(m, C.devtype)->mem_gib * 1073741824.0 * c.mem_fraction;
+    C.mb_overhead_us = ss_machine_type(m, C.devtype)->mb_overhead_us;
     C.cands = ss_calloc((size_t)L.n_ops, sizeof *C.cands);
     C.n_cands = ss_calloc((size_t)L.n_ops, sizeof *C.n_cands);
     C.choice = ss_calloc((size_t)L.n_ops, sizeof *C.choice);

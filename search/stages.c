@@ -25,7 +25,7 @@ typedef struct pre {
 
 static double stage_time(const pre *P, int s, int j, int i)
 {
-    double t = P->t[i] - P->t[j];
+    double t = P->t[i] - P->t[j] + P->p->stage_us;
     if (s < P->p->stages - 1)
         t += at(P->p->send_us, i - 1);
     return t;
@@ -48,7 +48,7 @@ double ss_stage_estimate(const ss_stage_problem *p, const int *first, double *pe
 {
     double sum = 0, mx = 0, peak = 0;
     for (int s = 0; s < p->stages; s++) {
-        double t = 0, w = 0, a = 0;
+        double t = p->stage_us, w = 0, a = 0;
         for (int i = first[s]; i < first[s + 1]; i++) {
             t += p->time_us[i];
             w += at(p->static_bytes, i);
@@ -105,12 +105,12 @@ ss_status ss_stage_solve(const ss_stage_problem *p, int *first, double *t_us, ss
     size_t nc = 0;
     for (int j = 0; j < n; j++)
         for (int i = j + 1; i <= n; i++) {
-            cand[nc++] = P.t[i] - P.t[j];
+            cand[nc++] = P.t[i] - P.t[j] + p->stage_us;
             if (i < n)
-                cand[nc++] = P.t[i] - P.t[j] + at(p->send_us, i - 1);
+                cand[nc++] = P.t[i] - P.t[j] + p->stage_us + at(p->send_us, i - 1);
         }
     qsort(cand, nc, sizeof *cand, cmp_double);
-    double best = HUGE_VAL, least_sum = P.t[n];
+    double best = HUGE_VAL, least_sum = P.t[n] + S * p->stage_us;
     for (size_t k = 0; k < nc; k++) {
         double B = cand[k];
         if (k > 0 && B == cand[k - 1])

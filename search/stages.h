@@ -6,7 +6,7 @@
  * contiguous, non-empty run; stages may be uneven. Per micro-batch, layer i
  * takes time_us[i] (forward + backward on its stage's devices) and, when it
  * ends a stage s < S-1, send_us[i] more (its output to the next stage and
- * the gradient back). A stage's time t_s is the sum. With M micro-batches,
+ * the gradient back). A stage's time t_s is the sum, plus stage_us. With M micro-batches,
  * the 1F1B iteration estimate is
  *     T = sum_s t_s + (M - 1) * max_s t_s
  * (every micro-batch passes each stage once; the slowest stage paces the
@@ -33,6 +33,9 @@ typedef struct ss_stage_problem {
     const double *send_us;      /* per layer: when it ends a stage (NULL: 0) */
     const double *static_bytes; /* per layer, per device (NULL: 0) */
     const double *act_bytes;    /* per layer, per micro-batch in flight (NULL: 0) */
+    double stage_us;            /* added to every stage's time per micro-batch (the
+                                   framework's work per micro-batch and device,
+                                   ss_device_type.mb_overhead_us) */
     int stages;                 /* S >= 1, <= n_layers */
     int microbatches;           /* M >= 1 */
     double mem_limit;           /* bytes per device (<= 0: none) */

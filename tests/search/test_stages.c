@@ -54,6 +54,7 @@ static void test_random_vs_brute(void **state)
             a[i] = floor(rnd() * 10);
         }
         p.time_us = t;
+        p.stage_us = it % 3 ? floor(rnd() * 30) : 0;
         p.send_us = it % 4 ? snd : NULL;
         p.static_bytes = w;
         p.act_bytes = a;
