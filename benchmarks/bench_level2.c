@@ -6,6 +6,7 @@
  * Usage: bench_level2 --model SPEC [--batch N] --topology FILE [--nodes N]
  *                     [--tp T] [--baseline SPEC] [--time-limit S]
  *                     [--max-axes K] [--pp P] [--mb M]
+ *                     [--mesh AxB] [--show 1] [--finalists K]
  * --tp: the tensor-parallel degree the model's vocabulary is padded for
  * (ss_model_build_tp), the same graph for both plans. Exit 0 when the level-2
  * plan is valid and fits memory when simulated, 1 otherwise.
@@ -40,15 +41,19 @@ static int simulate(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, co
         ss_sim_free(sim);
         return -1;
     }
-    double peak = 0, capb = 0;
-    for (int i = 0; i < r.n_devices; i++)
+    double peak = 0, capb = 0, stat = 0;
+    for (int i = 0; i < r.n_devices; i++) {
         if (r.peak_memory_bytes[i] > peak) {
             peak = r.peak_memory_bytes[i];
             capb = r.capacity_bytes[i];
         }
-    printf("%-10s %10.2f ms  fits=%d  peak %.1f / %.1f GiB  (%s evaluator, %.2f s CPU)\n", label,
-           r.iteration_us / 1e3, r.fits, peak / 1073741824.0, capb / 1073741824.0, r.evaluator,
-           cpu_s() - c0);
+        if (r.static_memory_bytes[i] > stat)
+            stat = r.static_memory_bytes[i];
+    }
+    printf("%-10s %10.2f ms  fits=%d  peak %.1f / %.1f GiB (static %.1f)  (%s evaluator, %.2f s "
+           "CPU)\n",
+           label, r.iteration_us / 1e3, r.fits, peak / 1073741824.0, capb / 1073741824.0,
+           stat / 1073741824.0, r.evaluator, cpu_s() - c0);
     int fits = r.fits;
     ss_sim_result_clear(&r);
     ss_sim_free(sim);
@@ -58,7 +63,7 @@ static int simulate(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, co
 int main(int argc, char **argv)
 {
     const char *model = NULL, *topo = NULL, *base = NULL;
-    int nodes = 0, tp = 0;
+    int nodes = 0, tp = 0, show = 0;
     long long batch = 0;
     ss_level2_config cfg = {0};
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -80,6 +85,12 @@ int main(int argc, char **argv)
             cfg.max_axes = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--pp"))
             cfg.pp = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--finalists"))
+            cfg.finalists = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--mesh"))
+            cfg.mesh = argv[i + 1];
+        else if (!strcmp(argv[i], "--show"))
+            show = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--mb"))
             cfg.microbatches = atoi(argv[i + 1]);
         else {
@@ -119,11 +130,23 @@ int main(int argc, char **argv)
         printf("level 2: %s\n", d.msg);
     } else {
         printf("level 2 plan: pp=%d, stage mesh %s, %d micro-batches, recompute %d, estimate "
-               "%.2f ms; stages start at layers",
-               rep.pp, rep.mesh, rep.microbatches, (int)rep.recompute, rep.estimate_us / 1e3);
+               "%.2f ms, simulated %.2f ms (%d finalists simulated); stages start at layers",
+               rep.pp, rep.mesh, rep.microbatches, (int)rep.recompute, rep.estimate_us / 1e3,
+               rep.simulated_us / 1e3, rep.simulated);
         for (int s = 0; s <= rep.pp && s <= 64; s++)
             printf(" %d", rep.stage_first[s]);
         printf(" (of %d)\n", rep.n_layers);
+        for (int i = 0; show && i < ss_graph_n_ops(g); i++) {
+            const ss_op *op = ss_graph_op(g, i);
+            if (strncmp(op->name, "l0.", 3) && strncmp(op->name, "l1.", 3) && i > 12 &&
+                i < ss_graph_n_ops(g) - 8)
+                continue;
+            const ss_pconfig *c = ss_plan_config(p, i);
+            printf("  %-22s stage %2d deg", op->name, c->stage);
+            for (int k = 0; k < c->ndim; k++)
+                printf(" %d", c->deg[k]);
+            printf(" red %d rep %d devices %d..\n", c->red, c->rep, c->devices[0]);
+        }
         rc = simulate(g, m, cm, p, "level2") == 1 ? 0 : 1;
     }
     if (base) {

@@ -22,7 +22,8 @@
 
 #define MAX_MESHES 64
 #define MAX_CANDS 512
-#define MB_CANDS 3
+#define MB_CANDS 4
+#define MAX_FINALISTS 16
 #define MEGATRON_BUCKET_BYTES 80e6
 #define STATE_PARTIAL (-1)
 #define STATE_WHOLE (-2)
@@ -770,16 +771,63 @@ out:
     return SS_OK;
 }
 
-/* Micro-batch counts for pp stages: pp = 1: 1; else the MB_CANDS smallest
- * divisors of the batch with (pp-1)/M <= 1/4, or the batch itself. */
-static int mb_candidates(int64_t batch, int pp, int *out)
+typedef struct finalist {
+    double est;
+    ss_dmesh mesh;
+    int pp, mb;
+    ss_recompute rc;
+} finalist;
+
+/* Simulate p (the simulator made on first use); *t_us = its iteration
+ * time, HUGE_VAL when it does not fit. */
+static ss_status judge(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                       const ss_level2_config *c, const ss_plan *p, ss_sim **sim, double *t_us,
+                       ss_diag *d)
+{
+    ss_status st = SS_OK;
+    if (!*sim) {
+        ss_sim_config sc = {0};
+        sc.mem_fraction = c->mem_fraction;
+        if ((st = ss_sim_new(g, m, cm, &sc, sim, d)))
+            return st;
+    }
+    ss_sim_result r = {0};
+    st = ss_sim_run(*sim, p, &r, d);
+    if (!st)
+        *t_us = r.fits ? r.iteration_us : HUGE_VAL;
+    ss_sim_result_clear(&r);
+    return st;
+}
+
+/* Micro-batch counts for pp stages on mesh M: pp = 1: 1; else M = batch /
+ * (D * mbs) for D the devices of the outer axes or of all axes (the
+ * data-parallel group of a Megatron-like sharding) and mbs 1 or 2 samples
+ * per micro-batch, when bubble (pp-1)/M <= 1/4; none such: the smallest
+ * divisor of the batch with that bubble, or the batch itself. */
+static int mb_candidates(int64_t batch, int pp, const ss_dmesh *M, int *out)
 {
     if (pp == 1 || batch <= 1) {
         out[0] = 1;
         return 1;
     }
     int n = 0;
-    for (int64_t m = 4 * (int64_t)(pp - 1); m <= batch && n < MB_CANDS; m++)
+    int64_t outer = M->n_axes ? M->n / M->size[M->n_axes - 1] : 1;
+    int64_t groups[2] = {outer, M->n};
+    for (int gi = 0; gi < 2; gi++)
+        for (int mbs = 1; mbs <= 2; mbs++) {
+            int64_t per = groups[gi] * mbs;
+            if (batch % per)
+                continue;
+            int64_t m = batch / per;
+            if (m < 4 * (int64_t)(pp - 1) || m > (1 << 20))
+                continue;
+            int dup = 0;
+            for (int k = 0; k < n; k++)
+                dup |= out[k] == (int)m;
+            if (!dup)
+                out[n++] = (int)m;
+        }
+    for (int64_t m = 4 * (int64_t)(pp - 1); n == 0 && m <= batch; m++)
         if (batch % m == 0)
             out[n++] = (int)m;
     if (n == 0)
@@ -810,6 +858,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     for (int i = 0; i < N; i++)
         per_node += ss_machine_device(m, i)->host == ss_machine_device(m, 0)->host;
     layout L;
+    ss_sim *sim = NULL;
     ss_status st = layout_build(g, &L, d);
     if (st)
         return st;
@@ -832,21 +881,29 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    ss_dmesh meshes[MAX_MESHES], best_mesh;
-    int best_pp = 0, best_mb = 0, mbs[MB_CANDS];
-    ss_recompute best_rc = SS_RECOMPUTE_NONE;
-    evalres best = {HUGE_VAL, {0}, 0}, R;
+    ss_dmesh meshes[MAX_MESHES];
+    int mbs[MB_CANDS];
+    int nfin = c.finalists > 0 ? c.finalists : c.finalists < 0 ? 1 : 4;
+    if (nfin > MAX_FINALISTS)
+        nfin = MAX_FINALISTS;
+    finalist fin[MAX_FINALISTS];
+    int n_fin = 0;
+    evalres R;
     for (int pp = 1; pp <= N && pp <= L.n_layers && pp <= 64 && !st; pp++) {
         if (N % pp || (c.pp > 0 && pp != c.pp))
             continue;
         int nm = ss_dmesh_enumerate(N / pp, per_node, c.max_axes, meshes, MAX_MESHES);
         if (nm > MAX_MESHES)
             nm = MAX_MESHES;
-        int nmb = c.microbatches > 0 ? 1 : mb_candidates(ss_graph_batch(g), pp, mbs);
-        if (c.microbatches > 0)
-            mbs[0] = c.microbatches;
-        for (int b = 0; b < nmb && !st; b++)
-            for (int k = 0; k < nm && !st; k++)
+        for (int k = 0; k < nm && !st; k++) {
+            char name[32];
+            ss_dmesh_name(&meshes[k], name, sizeof name);
+            if (c.mesh && strcmp(c.mesh, name))
+                continue;
+            int nmb = c.microbatches > 0 ? 1 : mb_candidates(ss_graph_batch(g), pp, &meshes[k], mbs);
+            if (c.microbatches > 0)
+                mbs[0] = c.microbatches;
+            for (int b = 0; b < nmb && !st; b++)
                 for (int rc = 0; rc < 3 && !st; rc++) {
                     static const ss_recompute order[3] = {SS_RECOMPUTE_NONE,
                                                           SS_RECOMPUTE_SELECTIVE,
@@ -860,24 +917,27 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
                     C.pp = pp;
                     C.mb = mbs[b];
                     C.rc = order[rc];
-                    st = eval_config(&C, best.est, &R, &rep,
+                    double bar = n_fin < nfin ? HUGE_VAL : fin[n_fin - 1].est;
+                    st = eval_config(&C, bar, &R, &rep,
                                      left < c.ilp_time_limit_s ? left : c.ilp_time_limit_s);
                     if (st || !R.feasible)
                         continue;
-                    if (R.est < best.est) {
-                        best = R;
-                        best_mesh = C.mesh;
-                        best_pp = pp;
-                        best_mb = C.mb;
-                        best_rc = C.rc;
+                    if (R.est < bar) { /* insert, sorted by estimate */
+                        int q = n_fin < nfin ? n_fin++ : n_fin - 1;
+                        while (q > 0 && fin[q - 1].est > R.est) {
+                            fin[q] = fin[q - 1];
+                            q--;
+                        }
+                        fin[q] = (finalist){R.est, C.mesh, pp, C.mb, C.rc};
                     }
                     break; /* fits: more recomputation only costs time */
                 }
+        }
     }
 done:
     if (st)
         goto out;
-    if (!best.feasible) {
+    if (n_fin == 0) {
         st = ss_diag_set(d, SS_ERR_INFEASIBLE,
                          "level 2: no configuration of model \"%s\" fits %.3g GiB per device on "
                          "%d devices (%d configurations priced, %d skipped%s)",
@@ -885,25 +945,56 @@ done:
                          rep.time_limited ? ", time limit reached" : "");
         goto out;
     }
-    /* rebuild the best configuration's choices (deterministic) */
-    C.mesh = best_mesh;
-    C.pp = best_pp;
-    C.mb = best_mb;
-    C.rc = best_rc;
-    st = eval_config(&C, HUGE_VAL, &R, &rep, c.ilp_time_limit_s);
-    if (!st && !R.feasible)
-        st = ss_diag_set(d, SS_ERR_INFEASIBLE, "level 2: the best configuration did not repeat");
-    if (!st)
-        st = build_plan(&C, R.first, out);
-    if (!st) {
-        ss_dmesh_name(&best_mesh, rep.mesh, sizeof rep.mesh);
-        rep.pp = best_pp;
-        rep.microbatches = best_mb;
-        rep.recompute = best_rc;
-        rep.estimate_us = R.est;
-        rep.n_layers = L.n_layers;
-        for (int s = 0; s <= best_pp && s <= 64; s++)
-            rep.stage_first[s] = R.first[s];
+    /* Finalists, best estimate first: rebuilt (deterministic), simulated
+     * when asked, the fastest that fits kept (by estimate when not). */
+    double best_sim = HUGE_VAL;
+    for (int f = 0; f < n_fin && !st; f++) {
+        C.mesh = fin[f].mesh;
+        C.pp = fin[f].pp;
+        C.mb = fin[f].mb;
+        C.rc = fin[f].rc;
+        ss_plan *p = NULL;
+        st = eval_config(&C, HUGE_VAL, &R, &rep, c.ilp_time_limit_s);
+        if (!st && !R.feasible)
+            continue;
+        if (!st)
+            st = build_plan(&C, R.first, &p);
+        if (st)
+            break;
+        double t_sim = R.est;
+        if (c.finalists >= 0) {
+            st = judge(g, m, cm, &c, p, &sim, &t_sim, d);
+            rep.simulated++;
+            if (st) {
+                ss_plan_free(p);
+                break;
+            }
+        }
+        if (t_sim < best_sim) {
+            best_sim = t_sim;
+            ss_plan_free(*out);
+            *out = p;
+            p = NULL;
+            ss_dmesh_name(&C.mesh, rep.mesh, sizeof rep.mesh);
+            rep.pp = C.pp;
+            rep.microbatches = C.mb;
+            rep.recompute = C.rc;
+            rep.estimate_us = R.est;
+            rep.simulated_us = c.finalists >= 0 ? t_sim : 0;
+            rep.n_layers = L.n_layers;
+            for (int s2 = 0; s2 <= C.pp && s2 <= 64; s2++)
+                rep.stage_first[s2] = R.first[s2];
+        }
+        ss_plan_free(p);
+    }
+    if (!st && !*out)
+        st = ss_diag_set(d, SS_ERR_INFEASIBLE,
+                         "level 2: none of the %d finalist plans of model \"%s\" fits memory "
+                         "when simulated",
+                         n_fin, ss_graph_name(g));
+    if (st) {
+        ss_plan_free(*out);
+        *out = NULL;
     }
 out:
     if (C.cands && C.n_cands && C.choice)
@@ -914,6 +1005,7 @@ out:
     ss_free(C.coll);
     ss_free(C.devs);
     ss_coll_result_clear(&C.cres);
+    ss_sim_free(sim);
     layout_free(&L);
     rep.time_s = now_s() - t0;
     if (report)

@@ -5,9 +5,10 @@
  *
  * For each pipeline depth pp dividing the device count N (at most the
  * number of layers), each mesh of the N/pp devices of a stage (search/
- * mesh.h: axes fitted to the nodes), each micro-batch count M (the few
- * smallest dividing the batch with bubble (pp-1)/M <= 1/4, as the estimate
- * then decides) and recomputation none, else selective, else full (the
+ * mesh.h: axes fitted to the nodes), each micro-batch count M (batch /
+ * (D * mbs) for D the devices of the mesh's outer axes or of all of them,
+ * mbs 1 or 2 samples, bubble (pp-1)/M <= 1/4) and recomputation none, else
+ * selective, else full (the
  * next only when the previous cannot fit):
  *   1. every operator's valid shardings on the mesh (search/mesh.h), priced
  *      from one source: compute per shard by ss_cost_tile (the simulator's
@@ -28,9 +29,10 @@
  *   3. the pipeline cut by the DP of search/stages.h over the layer sequence
  *      (prefix segments, layers, suffix segments), memory per stage a hard
  *      constraint;
- * and keeps the configuration with the least estimate. A configuration
- * whose compute lower bound cannot beat the best so far is skipped before
- * its ILPs. The plan: per-operator configs (stage s on devices
+ * and keeps the configurations with the least estimates (finalists); each
+ * finalist's plan is simulated (ss_sim_run, the judge of every plan) and
+ * the fastest that fits is returned. A configuration whose compute lower
+ * bound cannot beat the last finalist is skipped before its ILPs. The plan: per-operator configs (stage s on devices
  * [s N/pp, (s+1) N/pp)), 1F1B, backward-first queues when pp > 1, the
  * distributed optimizer, bucketed overlapped gradient sync (Megatron's 40M
  * parameter buckets).
@@ -47,6 +49,10 @@ typedef struct ss_level2_config {
     int max_axes;            /* mesh axes (0: 2; at most SS_DMESH_MAX_AXES) */
     int pp;                  /* 0: search; > 0: only this pipeline depth */
     int microbatches;        /* 0: search; > 0: only this count */
+    const char *mesh;        /* NULL: search; "8x8": only stage meshes of this name */
+    int finalists;           /* configurations with the best estimates that are built and
+                                simulated, the fastest that fits returned (0: 4, at most 16;
+                                < 0: none simulated, the best estimate returned) */
 } ss_level2_config;
 
 typedef struct ss_level2_report {
@@ -54,6 +60,8 @@ typedef struct ss_level2_report {
     int pp, microbatches;
     ss_recompute recompute;
     double estimate_us;      /* the DP's iteration estimate of the plan */
+    double simulated_us;     /* its simulated iteration time (0: finalists not simulated) */
+    int simulated;           /* finalists simulated */
     int stage_first[65];     /* first DP layer of each stage (pp + 1 entries when pp <= 64) */
     int n_layers;            /* DP layers */
     int configs, skipped;    /* configurations priced; skipped by the bound */

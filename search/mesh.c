@@ -181,7 +181,7 @@ static int valid(const ss_graph *g, const ss_op *op, const ss_dmesh *m, const ss
 int ss_sharding_enumerate(const ss_graph *g, const ss_op *op, const ss_dmesh *m, int mb,
                           ss_sharding *out, int cap)
 {
-    (void)mb; /* the micro-batches take the sample dim only where it divides (mb_eff) */
+    int sd = sample_dim(g, op);
     const ss_tensor *o = op->n_out > 0 ? ss_graph_tensor(g, op->outputs[0]) : NULL;
     int nd = o ? o->ndim : 0, roles = nd + 2, count = 0;
     int idx[SS_DMESH_MAX_AXES] = {0};
@@ -191,7 +191,7 @@ int ss_sharding_enumerate(const ss_graph *g, const ss_op *op, const ss_dmesh *m,
         for (int a = 0; a < m->n_axes; a++)
             s.axis[a] = (signed char)(idx[a] < nd ? idx[a] : idx[a] == nd ? SS_AXIS_RED
                                                                             : SS_AXIS_REP);
-        if (valid(g, op, m, &s)) {
+        if (valid(g, op, m, &s) && (sd < 0 || ss_sharding_mb(g, op, m, &s, mb) == mb)) {
             if (count < cap)
                 out[count] = s;
             count++;

@@ -21,8 +21,8 @@
  * divides its extent — for the sample dim, degree times the micro-batch
  * count, since each device runs its micro-batches as tiles along the sample
  * dim (plan-format.md's micro-batch rule) — and the contraction degree
- * divides the contraction. An operator without a sample dim divisible that
- * way runs whole once per iteration (mb_eff 1).
+ * divides the contraction. An operator without a splittable sample dim runs
+ * whole once per iteration (mb_eff 1).
  */
 #ifndef SS_SEARCH_MESH_H
 #define SS_SEARCH_MESH_H
