@@ -7,6 +7,7 @@
  *                     [--tp T] [--baseline SPEC] [--time-limit S]
  *                     [--max-axes K] [--pp P] [--mb M]
  *                     [--mesh AxB] [--show 1] [--finalists K]
+ *                     [--save PLAN.json]
  * --tp: the tensor-parallel degree the model's vocabulary is padded for
  * (ss_model_build_tp), the same graph for both plans. Exit 0 when the level-2
  * plan is valid and fits memory when simulated, 1 otherwise.
@@ -62,7 +63,7 @@ static int simulate(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, co
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *topo = NULL, *base = NULL;
+    const char *model = NULL, *topo = NULL, *base = NULL, *save = NULL;
     int nodes = 0, tp = 0, show = 0;
     long long batch = 0;
     ss_level2_config cfg = {0};
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
             cfg.pp = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--finalists"))
             cfg.finalists = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--save"))
+            save = argv[i + 1];
         else if (!strcmp(argv[i], "--mesh"))
             cfg.mesh = argv[i + 1];
         else if (!strcmp(argv[i], "--show"))
@@ -148,6 +151,9 @@ int main(int argc, char **argv)
             printf(" red %d rep %d devices %d..\n", c->red, c->rep, c->devices[0]);
         }
         rc = simulate(g, m, cm, p, "level2") == 1 ? 0 : 1;
+        ss_diag_init(&d);
+        if (save && ss_plan_save(p, g, save, &d))
+            fprintf(stderr, "bench_level2: %s\n", d.msg);
     }
     if (base) {
         ss_plan *b = NULL;

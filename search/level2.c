@@ -342,8 +342,7 @@ static ss_status fill_cand(ctx *C, const ss_op *op, cand *c)
         }
     }
     /* weights: static memory (distributed optimizer over the gradient
-     * group) and the gradient all-reduce over the axes the shard is
-     * constant on */
+     * group) and the gradient sync over the axes the shard is constant on */
     double wb, gb, ob;
     for (int j = 0; j < op->n_w; j++) {
         const ss_tensor *w = ss_graph_tensor(g, op->weights[j]);
@@ -367,7 +366,10 @@ static ss_status fill_cand(ctx *C, const ss_op *op, cand *c)
         ss_memory_param_bytes(w->dtype, ss_graph_optimizer(g), ss_graph_precision(g), &wb, &gb,
                               &ob);
         c->stat += params * (wb + gb + ob / group);
-        c->cost += coll_us(C, SS_COLL_ALLREDUCE, axes, params * gb);
+        /* the distributed optimizer's sync (settings.distopt): reduce-scatter
+         * of the gradients, all-gather of the updated parameters */
+        c->cost += coll_us(C, SS_COLL_REDUCE_SCATTER, axes, params * gb) +
+                   coll_us(C, SS_COLL_ALLGATHER, axes, params * wb);
     }
     return SS_OK;
 }
@@ -771,6 +773,50 @@ out:
     return SS_OK;
 }
 
+/* Pipeline depths to try: divisors of N up to the layers (and 64), the
+ * ones nearest sqrt(nodes) first (the deep pipelines of many-node machines
+ * and the shallow ones of one node), ties to the smaller; only `want` when
+ * given. Returns the count. */
+static int pipeline_order(int N, int per_node, int layers, int want, int *out)
+{
+    int n = 0;
+    for (int pp = 1; pp <= N && pp <= layers && pp <= 64; pp++)
+        if (N % pp == 0 && (want <= 0 || pp == want))
+            out[n++] = pp;
+    double target = log2(sqrt((double)N / (per_node > 0 ? per_node : 1)));
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0; j--) {
+            double a = fabs(log2((double)out[j]) - target), b = fabs(log2((double)out[j - 1]) - target);
+            if (a < b || (a == b && out[j] < out[j - 1])) {
+                int t = out[j];
+                out[j] = out[j - 1];
+                out[j - 1] = t;
+            }
+        }
+    return n;
+}
+
+/* Meshes whose innermost axis fills a node first (tensor parallelism inside
+ * the node), then those whose inner axis divides the node, then the rest;
+ * stable otherwise. */
+static int mesh_rank(const ss_dmesh *m, int per_node)
+{
+    if (m->n_axes == 0)
+        return 0;
+    int in = m->size[m->n_axes - 1];
+    return in == per_node ? 0 : per_node % in == 0 ? 1 : 2;
+}
+
+static void mesh_order(ss_dmesh *ms, int n, int per_node)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && mesh_rank(&ms[j], per_node) < mesh_rank(&ms[j - 1], per_node); j--) {
+            ss_dmesh t = ms[j];
+            ms[j] = ms[j - 1];
+            ms[j - 1] = t;
+        }
+}
+
 typedef struct finalist {
     double est;
     ss_dmesh mesh;
@@ -847,7 +893,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     if (c.mem_fraction <= 0)
         c.mem_fraction = 1.0;
     if (c.ilp_time_limit_s <= 0)
-        c.ilp_time_limit_s = 10;
+        c.ilp_time_limit_s = 2;
     if (c.max_axes <= 0)
         c.max_axes = 2;
     if (c.max_axes > SS_DMESH_MAX_AXES)
@@ -889,12 +935,13 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     finalist fin[MAX_FINALISTS];
     int n_fin = 0;
     evalres R;
-    for (int pp = 1; pp <= N && pp <= L.n_layers && pp <= 64 && !st; pp++) {
-        if (N % pp || (c.pp > 0 && pp != c.pp))
-            continue;
+    int pps[64], npp = pipeline_order(N, per_node, L.n_layers, c.pp, pps);
+    for (int pi = 0; pi < npp && !st; pi++) {
+        int pp = pps[pi];
         int nm = ss_dmesh_enumerate(N / pp, per_node, c.max_axes, meshes, MAX_MESHES);
         if (nm > MAX_MESHES)
             nm = MAX_MESHES;
+        mesh_order(meshes, nm, per_node);
         for (int k = 0; k < nm && !st; k++) {
             char name[32];
             ss_dmesh_name(&meshes[k], name, sizeof name);

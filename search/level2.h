@@ -4,7 +4,8 @@
  * memory limit -> a plan (ss_plan) that `simsearch simulate` judges.
  *
  * For each pipeline depth pp dividing the device count N (at most the
- * number of layers), each mesh of the N/pp devices of a stage (search/
+ * number of layers; those nearest sqrt(nodes) first, so that a time limit
+ * cuts the unlikely ones), each mesh (innermost axis = a node first) of the N/pp devices of a stage (search/
  * mesh.h: axes fitted to the nodes), each micro-batch count M (batch /
  * (D * mbs) for D the devices of the mesh's outer axes or of all of them,
  * mbs 1 or 2 samples, bubble (pp-1)/M <= 1/4) and recomputation none, else
@@ -17,8 +18,9 @@
  *      functions, per mesh axis) by the simulator's collective model
  *      (simulator/collective.h: all-reduce of a partial sum, reduce-scatter,
  *      all-gather, all-to-all, and the backward's mirror collectives),
- *      gradient sync by an all-reduce over the axes a weight is not split
- *      on, memory per device = weights + gradients + optimizer state (split
+ *      gradient sync over the axes a weight is not split on (reduce-scatter
+ *      of the gradients + all-gather of the parameters: the distributed
+ *      optimizer the plan uses), memory per device = weights + gradients + optimizer state (split
  *      over the gradient group: the distributed optimizer) + activations of
  *      the micro-batches in flight;
  *   2. one sharding per operator by ILP (search/ilp.h, CBC), solved once for
@@ -45,7 +47,7 @@
 typedef struct ss_level2_config {
     double mem_fraction;     /* usable share of each device's memory (0: 1.0, as simulate) */
     double time_limit_s;     /* whole call (0: none): configurations left are skipped */
-    double ilp_time_limit_s; /* per ILP (0: 10 s) */
+    double ilp_time_limit_s; /* per ILP (0: 2 s) */
     int max_axes;            /* mesh axes (0: 2; at most SS_DMESH_MAX_AXES) */
     int pp;                  /* 0: search; > 0: only this pipeline depth */
     int microbatches;        /* 0: search; > 0: only this count */
