@@ -824,23 +824,37 @@ typedef struct finalist {
     ss_recompute rc;
 } finalist;
 
-/* Simulate p (the simulator made on first use); *t_us = its iteration
- * time, HUGE_VAL when it does not fit. */
+/* Simulate p (the simulators made on first use); *t_us = its iteration
+ * time, HUGE_VAL when it does not fit, NAN when it was not judged. On
+ * machines past MAX_FULL_DEVICES devices only the hierarchical evaluator
+ * judges a finalist (a plan it cannot judge would need the full
+ * simulation's gigabytes): one it refuses is not judged. */
+#define MAX_FULL_DEVICES 64
 static ss_status judge(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                        const ss_level2_config *c, const ss_plan *p, ss_sim **sim, double *t_us,
                        ss_diag *d)
 {
     ss_status st = SS_OK;
+    int big = ss_machine_n_devices(m) > MAX_FULL_DEVICES;
     if (!*sim) {
         ss_sim_config sc = {0};
         sc.mem_fraction = c->mem_fraction;
+        sc.evaluator = big ? SS_EVAL_HIER : SS_EVAL_AUTO;
         if ((st = ss_sim_new(g, m, cm, &sc, sim, d)))
             return st;
     }
     ss_sim_result r = {0};
-    st = ss_sim_run(*sim, p, &r, d);
-    if (!st)
+    ss_diag dd;
+    ss_diag_init(&dd);
+    st = ss_sim_run(*sim, p, &r, &dd);
+    if (st == SS_ERR_INVALID && big) {
+        *t_us = NAN;
+        st = SS_OK;
+    } else if (st) {
+        ss_diag_set(d, st, "%s", dd.msg);
+    } else {
         *t_us = r.fits ? r.iteration_us : HUGE_VAL;
+    }
     ss_sim_result_clear(&r);
     return st;
 }
@@ -995,6 +1009,7 @@ done:
     /* Finalists, best estimate first: rebuilt (deterministic), simulated
      * when asked, the fastest that fits kept (by estimate when not). */
     double best_sim = HUGE_VAL;
+    int unjudged = 0;
     for (int f = 0; f < n_fin && !st; f++) {
         C.mesh = fin[f].mesh;
         C.pp = fin[f].pp;
@@ -1011,10 +1026,17 @@ done:
         double t_sim = R.est;
         if (c.finalists >= 0) {
             st = judge(g, m, cm, &c, p, &sim, &t_sim, d);
-            rep.simulated++;
             if (st) {
                 ss_plan_free(p);
                 break;
+            }
+            if (isnan(t_sim)) { /* not judged: kept only while no finalist was */
+                t_sim = rep.simulated || unjudged ? HUGE_VAL : R.est;
+                unjudged++;
+            } else {
+                rep.simulated++;
+                if (rep.simulated == 1 && t_sim < HUGE_VAL)
+                    best_sim = HUGE_VAL; /* a judged plan beats an unjudged one */
             }
         }
         if (t_sim < best_sim) {
@@ -1027,7 +1049,7 @@ done:
             rep.microbatches = C.mb;
             rep.recompute = C.rc;
             rep.estimate_us = R.est;
-            rep.simulated_us = c.finalists >= 0 ? t_sim : 0;
+            rep.simulated_us = c.finalists >= 0 && rep.simulated ? t_sim : 0;
             rep.n_layers = L.n_layers;
             for (int s2 = 0; s2 <= C.pp && s2 <= 64; s2++)
                 rep.stage_first[s2] = R.first[s2];
