@@ -41,7 +41,8 @@ double ss_ilp_objective(const ss_ilp_problem *p, const int *choice, double *mem)
 
 static ss_status check(const ss_ilp_problem *p, ss_diag *d)
 {
-    if (!p || p->n_nodes < 0 || p->n_edges < 0 || (p->n_nodes && (!p->n_choices || !p->node_cost)) ||
+    if (!p || p->n_nodes < 0 || p->n_edges < 0 ||
+        (p->n_nodes && (!p->n_choices || !p->node_cost)) ||
         (p->n_edges && (!p->edge_u || !p->edge_v || !p->edge_cost)))
         return ss_diag_set(d, SS_ERR_INVALID, "ilp: malformed problem (missing arrays)");
     for (int v = 0; v < p->n_nodes; v++)
@@ -168,7 +169,8 @@ static int presolve(work *W)
             wedge *e = &W->e[i];
             for (int j = i + 1; e->alive && j < W->ne; j++) {
                 wedge *f = &W->e[j];
-                if (!f->alive || !((f->a == e->a && f->b == e->b) || (f->a == e->b && f->b == e->a)))
+                int same = (f->a == e->a && f->b == e->b) || (f->a == e->b && f->b == e->a);
+                if (!f->alive || !same)
                     continue;
                 for (int s = 0; s < nch(W, e->a); s++)
                     for (int t = 0; t < nch(W, e->b); t++)
@@ -439,7 +441,8 @@ ss_status ss_ilp_solve(const ss_ilp_problem *p, double time_limit_s, int *choice
     double obj = ss_ilp_objective(p, pick, &w);
     if (p->node_mem && w > p->mem_limit * (1 + 1e-9) + 1e-6) {
         st = ss_diag_set(d, SS_ERR_INFEASIBLE,
-                         "ilp: no sharding choice fits the memory limit of %.3g bytes", p->mem_limit);
+                         "ilp: no sharding choice fits the memory limit of %.3g bytes",
+                         p->mem_limit);
         goto out;
     }
     memcpy(choice, pick, (size_t)n * sizeof *choice);

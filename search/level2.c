@@ -309,7 +309,8 @@ static ss_status fill_cand(ctx *C, const ss_op *op, cand *c)
         ss_status st = ss_cost_tile(C->cm, g, op, &t0, C->devtype, &k);
         if (st)
             return ss_diag_set(C->d, st, "level 2: no cost for a tile of \"%s\"", op->name);
-        int again = C->rc == SS_RECOMPUTE_FULL || (C->rc == SS_RECOMPUTE_SELECTIVE && is_score(g, op));
+        int again = C->rc == SS_RECOMPUTE_FULL ||
+                    (C->rc == SS_RECOMPUTE_SELECTIVE && is_score(g, op));
         c->cost = (k.fwd_us + k.bwd_us + (again ? k.fwd_us : 0)) * c->mbe;
         c->act = C->rc == SS_RECOMPUTE_FULL || again ? 0 : k.work.saved_bytes;
     }
@@ -402,7 +403,7 @@ static ss_status op_cands(ctx *C, int i)
 
 /* Resharding per iteration from producer candidate A (output o) to consumer
  * candidate B (input operand i), forward and backward, axis by axis. */
-static double edge_us(ctx *C, const cand *A, int o, const cand *B, const ss_op *v, int i)
+static double edge_us(ctx *C, const cand *A, int o, const cand *B, int i)
 {
     double S = A->out_bytes[o], us = 0;
     for (int a = 0; a < C->mesh.n_axes; a++) {
@@ -428,7 +429,6 @@ static double edge_us(ctx *C, const cand *A, int o, const cand *B, const ss_op *
             us += coll_us(C, SS_COLL_ALLREDUCE, ax, S);
         }
     }
-    (void)v;
     return us * A->mbe;
 }
 
@@ -530,11 +530,11 @@ static ss_status solve_unit(ctx *C, int unit, double budget, double ilp_limit,
             if (in_v && C->choice[u] >= 0) {
                 const cand *A = &C->cands[u][C->choice[u]];
                 for (int s = 0; s < nch[idx[v]]; s++)
-                    nc[idx[v]][s] += edge_us(C, A, o, &C->cands[v][s], vop, i);
+                    nc[idx[v]][s] += edge_us(C, A, o, &C->cands[v][s], i);
             } else if (in_u && C->choice[v] >= 0) {
                 const cand *B = &C->cands[v][C->choice[v]];
                 for (int s = 0; s < nch[idx[u]]; s++)
-                    nc[idx[u]][s] += edge_us(C, &C->cands[u][s], o, B, vop, i);
+                    nc[idx[u]][s] += edge_us(C, &C->cands[u][s], o, B, i);
             }
         }
     }
@@ -554,10 +554,9 @@ static ss_status solve_unit(ctx *C, int unit, double budget, double ilp_limit,
             st = ss_diag_set(C->d, SS_ERR_NOMEM, "out of memory");
             goto out;
         }
-        const ss_op *vop = ss_graph_op(g, v);
         for (int s = 0; s < nu; s++)
             for (int t = 0; t < nv; t++)
-                ec[e][s * nv + t] = edge_us(C, &C->cands[u][s], E[e].o, &C->cands[v][t], vop, E[e].i);
+                ec[e][s * nv + t] = edge_us(C, &C->cands[u][s], E[e].o, &C->cands[v][t], E[e].i);
     }
     ss_ilp_problem P = {nn, nch, (const double *const *)nc, (const double *const *)nm, budget,
                         ne, eu, ev, (const double *const *)ec};
@@ -632,8 +631,8 @@ static void layer_figures(ctx *C, double *t, double *snd, double *stat, double *
             if (uu < 0)
                 continue;
             int u = L->alias[uu];
-            t[l] += edge_us(C, &C->cands[u][C->choice[u]], out_index(ss_graph_op(g, uu), tt), B,
-                            vop, i);
+            int o = out_index(ss_graph_op(g, uu), tt);
+            t[l] += edge_us(C, &C->cands[u][C->choice[u]], o, B, i);
         }
     }
     double gbps = n_s < N ? ss_machine_path_gbps(C->m, 0, n_s) : 0;
@@ -681,7 +680,6 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
         return ss_diag_set(C->d, SS_ERR_NOMEM, "out of memory");
     double *snd = t + nl, *stat = t + 2 * nl, *act = t + 3 * nl;
     int per_stage = L->copies ? (L->copies + C->pp - 1) / C->pp : 1;
-    int inflight = C->mb < C->pp ? C->mb : C->pp;
     double shrink = 1;
     for (int attempt = 0; attempt < 3; attempt++, shrink *= 0.7) {
         for (int i = 0; i < L->n_ops; i++)
@@ -718,7 +716,6 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
             st = ss_diag_set(C->d, s2, "%s", dd.msg);
             break;
         }
-        (void)inflight;
         if (!L->copies)
             break;
     }
@@ -786,7 +783,8 @@ static int pipeline_order(int N, int per_node, int layers, int want, int *out)
     double target = log2(sqrt((double)N / (per_node > 0 ? per_node : 1)));
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0; j--) {
-            double a = fabs(log2((double)out[j]) - target), b = fabs(log2((double)out[j - 1]) - target);
+            double a = fabs(log2((double)out[j]) - target);
+            double b = fabs(log2((double)out[j - 1]) - target);
             if (a < b || (a == b && out[j] < out[j - 1])) {
                 int t = out[j];
                 out[j] = out[j - 1];
@@ -810,7 +808,8 @@ static int mesh_rank(const ss_dmesh *m, int per_node)
 static void mesh_order(ss_dmesh *ms, int n, int per_node)
 {
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && mesh_rank(&ms[j], per_node) < mesh_rank(&ms[j - 1], per_node); j--) {
+        for (int j = i; j > 0 && mesh_rank(&ms[j], per_node) < mesh_rank(&ms[j - 1], per_node);
+             j--) {
             ss_dmesh t = ms[j];
             ms[j] = ms[j - 1];
             ms[j - 1] = t;
@@ -822,6 +821,8 @@ typedef struct finalist {
     ss_dmesh mesh;
     int pp, mb;
     ss_recompute rc;
+    int *choice;    /* per op: the ILPs' choices (owned) */
+    evalres cut;    /* the DP's stages */
 } finalist;
 
 /* Simulate p (the simulators made on first use); *t_us = its iteration
@@ -919,6 +920,9 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         per_node += ss_machine_device(m, i)->host == ss_machine_device(m, 0)->host;
     layout L;
     ss_sim *sim = NULL;
+    finalist fin[MAX_FINALISTS];
+    memset(fin, 0, sizeof fin);
+    int n_fin = 0;
     ss_status st = layout_build(g, &L, d);
     if (st)
         return st;
@@ -946,8 +950,6 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     int nfin = c.finalists > 0 ? c.finalists : c.finalists < 0 ? 1 : 4;
     if (nfin > MAX_FINALISTS)
         nfin = MAX_FINALISTS;
-    finalist fin[MAX_FINALISTS];
-    int n_fin = 0;
     evalres R;
     int pps[64], npp = pipeline_order(N, per_node, L.n_layers, c.pp, pps);
     for (int pi = 0; pi < npp && !st; pi++) {
@@ -961,7 +963,8 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
             ss_dmesh_name(&meshes[k], name, sizeof name);
             if (c.mesh && strcmp(c.mesh, name))
                 continue;
-            int nmb = c.microbatches > 0 ? 1 : mb_candidates(ss_graph_batch(g), pp, &meshes[k], mbs);
+            int nmb = c.microbatches > 0 ? 1
+                                         : mb_candidates(ss_graph_batch(g), pp, &meshes[k], mbs);
             if (c.microbatches > 0)
                 mbs[0] = c.microbatches;
             for (int b = 0; b < nmb && !st; b++)
@@ -984,12 +987,20 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
                     if (st || !R.feasible)
                         continue;
                     if (R.est < bar) { /* insert, sorted by estimate */
+                        int *keep = ss_malloc((size_t)L.n_ops * sizeof *keep);
+                        if (!keep) {
+                            st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+                            break;
+                        }
+                        memcpy(keep, C.choice, (size_t)L.n_ops * sizeof *keep);
                         int q = n_fin < nfin ? n_fin++ : n_fin - 1;
+                        ss_free(fin[q].choice); /* the evicted last finalist, or NULL */
+                        fin[q].choice = NULL;
                         while (q > 0 && fin[q - 1].est > R.est) {
                             fin[q] = fin[q - 1];
                             q--;
                         }
-                        fin[q] = (finalist){R.est, C.mesh, pp, C.mb, C.rc};
+                        fin[q] = (finalist){R.est, C.mesh, pp, C.mb, C.rc, keep, R};
                     }
                     break; /* fits: more recomputation only costs time */
                 }
@@ -1006,8 +1017,9 @@ done:
                          rep.time_limited ? ", time limit reached" : "");
         goto out;
     }
-    /* Finalists, best estimate first: rebuilt (deterministic), simulated
-     * when asked, the fastest that fits kept (by estimate when not). */
+    /* Finalists, best estimate first: rebuilt from their kept choices,
+     * simulated when asked, the fastest that fits kept (by estimate when
+     * not). */
     double best_sim = HUGE_VAL;
     int unjudged = 0;
     for (int f = 0; f < n_fin && !st; f++) {
@@ -1016,11 +1028,15 @@ done:
         C.mb = fin[f].mb;
         C.rc = fin[f].rc;
         ss_plan *p = NULL;
-        st = eval_config(&C, HUGE_VAL, &R, &rep, c.ilp_time_limit_s);
-        if (!st && !R.feasible)
-            continue;
-        if (!st)
-            st = build_plan(&C, R.first, &p);
+        /* the candidates again (cheap, no ILP), the kept choices and cut */
+        reset_config(&C);
+        for (int i = 0; i < L.n_ops && !st; i++)
+            st = op_cands(&C, L.alias[i]);
+        if (st)
+            break;
+        memcpy(C.choice, fin[f].choice, (size_t)L.n_ops * sizeof *C.choice);
+        R = fin[f].cut;
+        st = build_plan(&C, R.first, &p);
         if (st)
             break;
         double t_sim = R.est;
@@ -1075,6 +1091,8 @@ out:
     ss_free(C.devs);
     ss_coll_result_clear(&C.cres);
     ss_sim_free(sim);
+    for (int f = 0; f < n_fin; f++)
+        ss_free(fin[f].choice);
     layout_free(&L);
     rep.time_s = now_s() - t0;
     if (report)

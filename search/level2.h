@@ -5,11 +5,11 @@
  *
  * For each pipeline depth pp dividing the device count N (at most the
  * number of layers; those nearest sqrt(nodes) first, so that a time limit
- * cuts the unlikely ones), each mesh (innermost axis = a node first) of the N/pp devices of a stage (search/
- * mesh.h: axes fitted to the nodes), each micro-batch count M (batch /
- * (D * mbs) for D the devices of the mesh's outer axes or of all of them,
- * mbs 1 or 2 samples, bubble (pp-1)/M <= 1/4) and recomputation none, else
- * selective, else full (the
+ * cuts the unlikely ones), each mesh of the N/pp devices of a stage
+ * (search/mesh.h: axes fitted to the nodes; a node-filling innermost axis
+ * first), each micro-batch count M (batch / (D * mbs) for D the devices of
+ * the mesh's outer axes or of all of them, mbs 1 or 2 samples, bubble
+ * (pp-1)/M <= 1/4) and recomputation none, else selective, else full (the
  * next only when the previous cannot fit):
  *   1. every operator's valid shardings on the mesh (search/mesh.h), priced
  *      from one source: compute per shard by ss_cost_tile (the simulator's
@@ -19,10 +19,10 @@
  *      (simulator/collective.h: all-reduce of a partial sum, reduce-scatter,
  *      all-gather, all-to-all, and the backward's mirror collectives),
  *      gradient sync over the axes a weight is not split on (reduce-scatter
- *      of the gradients + all-gather of the parameters: the distributed
- *      optimizer the plan uses), memory per device = weights + gradients + optimizer state (split
- *      over the gradient group: the distributed optimizer) + activations of
- *      the micro-batches in flight;
+ *      of the gradients + all-gather of the parameters), memory per device
+ *      = weights + gradients + optimizer state (split over the gradient
+ *      group: the distributed optimizer the plan uses) + activations of the
+ *      micro-batches in flight;
  *   2. one sharding per operator by ILP (search/ilp.h, CBC), solved once for
  *      the repeated block (the transformer layer: the longest run of equal
  *      segments, as core/plan_gen.c finds layers) and aliased to its copies,
@@ -34,10 +34,12 @@
  * and keeps the configurations with the least estimates (finalists); each
  * finalist's plan is simulated (ss_sim_run, the judge of every plan) and
  * the fastest that fits is returned. A configuration whose compute lower
- * bound cannot beat the last finalist is skipped before its ILPs. The plan: per-operator configs (stage s on devices
- * [s N/pp, (s+1) N/pp)), 1F1B, backward-first queues when pp > 1, the
- * distributed optimizer, bucketed overlapped gradient sync (Megatron's 40M
- * parameter buckets).
+ * bound cannot beat the last finalist is skipped before its ILPs. The plan:
+ * per-operator configs (stage s on devices [s N/pp, (s+1) N/pp)), 1F1B,
+ * backward-first queues when pp > 1, the distributed optimizer, bucketed
+ * overlapped gradient sync (Megatron's 40M parameter buckets).
+ * Deterministic for given inputs unless the time limit cut the search
+ * (report.time_limited) or an ILP's limit stopped CBC (ilp_time_limited).
  */
 #ifndef SS_SEARCH_LEVEL2_H
 #define SS_SEARCH_LEVEL2_H

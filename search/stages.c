@@ -91,7 +91,8 @@ ss_status ss_stage_solve(const ss_stage_problem *p, int *first, double *t_us, ss
     double *cand = ss_calloc(ncand + 1, sizeof *cand);
     double *f = ss_calloc((size_t)(S + 1) * nn, sizeof *f);
     int *from = ss_calloc((size_t)(S + 1) * nn, sizeof *from);
-    int *cut = ss_calloc((size_t)S + 1, sizeof *cut), *best_cut = ss_calloc((size_t)S + 1, sizeof *cut);
+    int *cut = ss_calloc((size_t)S + 1, sizeof *cut);
+    int *best_cut = ss_calloc((size_t)S + 1, sizeof *cut);
     ss_status st = SS_OK;
     if (!P.t || !P.w || !P.a || !cand || !f || !from || !cut || !best_cut) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
