@@ -916,8 +916,16 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     ss_level2_report rep;
     memset(&rep, 0, sizeof rep);
     int N = ss_machine_n_devices(m), per_node = 0;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < N; i++) {
         per_node += ss_machine_device(m, i)->host == ss_machine_device(m, 0)->host;
+        if (ss_machine_device(m, i)->type != ss_machine_device(m, 0)->type)
+            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                               "level 2: machine \"%s\" mixes device types (device %d is a %s, "
+                               "device 0 a %s); level 2 plans machines of one device type",
+                               ss_machine_name(m), i,
+                               ss_machine_type(m, ss_machine_device(m, i)->type)->name,
+                               ss_machine_type(m, ss_machine_device(m, 0)->type)->name);
+    }
     layout L;
     ss_sim *sim = NULL;
     finalist fin[MAX_FINALISTS];

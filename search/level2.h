@@ -78,9 +78,10 @@ typedef struct ss_level2_report {
 
 /* Plan g on m priced by cm (borrowed). cfg may be NULL (defaults), report
  * may be NULL. On success *out is a new plan (ss_plan_validate accepts it)
- * whose estimate fits memory. Errors: SS_ERR_INFEASIBLE (no configuration
- * fits, naming the closest), SS_ERR_INVALID, SS_ERR_NOMEM; *out is then
- * NULL. */
+ * that fits memory when simulated (by its estimate when no finalist was
+ * simulated). Errors: SS_ERR_INFEASIBLE (no configuration fits),
+ * SS_ERR_UNSUPPORTED (a machine of several device types), SS_ERR_INVALID,
+ * SS_ERR_NOMEM; *out is then NULL. */
 ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                          const ss_level2_config *cfg, ss_plan **out, ss_level2_report *report,
                          ss_diag *d);

@@ -13,7 +13,9 @@
  * Level 2: on a small GPT over 8 A100s (one node) the plan is valid, fits
  * memory when simulated, and is no slower than 1.25x the Megatron plan
  * tp=8 (within the simulator's judgment of both); on a 4-layer GPT with a
- * forced pipeline depth the stages are contiguous and every stage is used.
+ * forced pipeline depth the stages are contiguous and every stage is used;
+ * the same inputs give the same plan text; an impossible memory limit is
+ * SS_ERR_INFEASIBLE with no plan.
  */
 #include "testutil.h"
 #include "search/level2.h"
@@ -182,6 +184,35 @@ static void test_level2_small_gpt(void **state)
     assert_true(rep.microbatches >= 4);
 }
 
+/* The same inputs give the same plan, byte for byte. */
+static void test_level2_deterministic(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 1, &m, &d),
+                     SS_OK);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("gpt:layers=3,hidden=256,heads=8,seq=128,vocab=1024", 32, 8,
+                                    &g, &d),
+                     SS_OK);
+    char *text[2] = {NULL, NULL};
+    for (int run = 0; run < 2; run++) {
+        ss_costmodel *cm = ss_cost_new(m);
+        ss_plan *p = NULL;
+        assert_int_equal(ss_level2_plan(g, m, cm, NULL, &p, NULL, &d), SS_OK);
+        assert_int_equal(ss_plan_to_string(p, g, &text[run], &d), SS_OK);
+        ss_plan_free(p);
+        ss_cost_free(cm);
+    }
+    assert_string_equal(text[0], text[1]);
+    ss_free(text[0]);
+    ss_free(text[1]);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 static void test_level2_infeasible(void **state)
 {
     (void)state;
@@ -212,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_enumerate),
         cmocka_unit_test(test_shardings_valid),
         cmocka_unit_test(test_level2_small_gpt),
+        cmocka_unit_test(test_level2_deterministic),
         cmocka_unit_test(test_level2_infeasible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
