@@ -22,7 +22,7 @@
 
 #define MAX_MESHES 64
 #define MAX_CANDS 512
-#define MB_CANDS 4
+#define MB_CANDS 5
 #define MAX_FINALISTS 16
 #define MEGATRON_BUCKET_BYTES 80e6
 #define STATE_PARTIAL (-1)
@@ -860,18 +860,21 @@ static ss_status judge(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     return st;
 }
 
-/* Micro-batch counts for pp stages on mesh M: pp = 1: 1; else M = batch /
- * (D * mbs) for D the devices of the outer axes or of all axes (the
- * data-parallel group of a Megatron-like sharding) and mbs 1 or 2 samples
- * per micro-batch, when bubble (pp-1)/M <= 1/4; none such: the smallest
- * divisor of the batch with that bubble, or the batch itself. */
+/* Micro-batch counts for pp stages on mesh M: M = batch / (D * mbs) for D
+ * the devices of the outer axes or of all axes (the data-parallel group of a
+ * Megatron-like sharding) and mbs 1 or 2 samples per micro-batch, when
+ * bubble (pp-1)/M <= 1/4, and 1 first when pp = 1 (gradient accumulation
+ * otherwise); none such: the smallest divisor of the batch with that
+ * bubble, or the batch itself. */
 static int mb_candidates(int64_t batch, int pp, const ss_dmesh *M, int *out)
 {
-    if (pp == 1 || batch <= 1) {
+    if (batch <= 1) {
         out[0] = 1;
         return 1;
     }
     int n = 0;
+    if (pp == 1) /* no pipeline: no micro-batches, or gradient accumulation */
+        out[n++] = 1;
     int64_t outer = M->n_axes ? M->n / M->size[M->n_axes - 1] : 1;
     int64_t groups[2] = {outer, M->n};
     for (int gi = 0; gi < 2; gi++)
