@@ -40,6 +40,7 @@ typedef struct ss_ilp_stats {
     double solve_s;                  /* wall time of the whole call */
     int optimal;                     /* 1: CBC proved the choice optimal (or no ILP needed) */
     int time_limited;                /* 1: the time limit stopped CBC (the choice is its best) */
+    int node_limited;                /* 1: the node bound stopped CBC (its best, deterministic) */
 } ss_ilp_stats;
 
 /* Solve p: choice[v] (n_nodes entries, caller's) receives node v's choice,
@@ -51,6 +52,14 @@ typedef struct ss_ilp_stats {
  * unchanged. */
 ss_status ss_ilp_solve(const ss_ilp_problem *p, double time_limit_s, int *choice,
                        double *objective, ss_ilp_stats *stats, ss_diag *d);
+
+/* As ss_ilp_solve with a deterministic bound besides the time limit: CBC
+ * explores at most max_nodes branch-and-bound nodes (<= 0: no bound) and
+ * returns its best solution then (stats->optimal says whether it proved
+ * it), the same one at any machine load; the time limit stays the safety
+ * net (stats->time_limited when it fired). */
+ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int max_nodes,
+                               int *choice, double *objective, ss_ilp_stats *stats, ss_diag *d);
 
 /* The objective of a given choice vector (the same sum the ILP minimises);
  * *mem (may be NULL) receives its memory. */

@@ -24,6 +24,9 @@
 #define MAX_CANDS 512
 #define MB_CANDS 5
 #define MAX_FINALISTS 16
+/* Branch-and-bound nodes per ILP: the deterministic bound (the time limit
+ * is the safety net). */
+#define ILP_MAX_NODES 500
 #define MEGATRON_BUCKET_BYTES 80e6
 #define STATE_PARTIAL (-1)
 #define STATE_WHOLE (-2)
@@ -561,12 +564,13 @@ static ss_status solve_unit(ctx *C, int unit, double budget, double ilp_limit,
     ss_ilp_problem P = {nn, nch, (const double *const *)nc, (const double *const *)nm, budget,
                         ne, eu, ev, (const double *const *)ec};
     ss_ilp_stats stats = {0};
-    st = ss_ilp_solve(&P, ilp_limit, pick, NULL, &stats, C->d);
+    st = ss_ilp_solve_bounded(&P, ilp_limit, ILP_MAX_NODES, pick, NULL, &stats, C->d);
     rep->ilp_solves++;
     rep->ilp_s += stats.solve_s;
     if (stats.solve_s > rep->ilp_max_s)
         rep->ilp_max_s = stats.solve_s;
     rep->ilp_time_limited += stats.time_limited;
+    rep->ilp_node_limited += stats.node_limited;
     if (st)
         goto out;
     for (int k = 0; k < nn; k++)

@@ -49,7 +49,7 @@
 typedef struct ss_level2_config {
     double mem_fraction;     /* usable share of each device's memory (0: 1.0, as simulate) */
     double time_limit_s;     /* whole call (0: none): configurations left are skipped */
-    double ilp_time_limit_s; /* per ILP (0: 2 s) */
+    double ilp_time_limit_s; /* per ILP (0: 2 s), besides its node bound */
     int max_axes;            /* mesh axes (0: 2; at most SS_DMESH_MAX_AXES) */
     int pp;                  /* 0: search; > 0: only this pipeline depth */
     int microbatches;        /* 0: search; > 0: only this count */
@@ -71,7 +71,8 @@ typedef struct ss_level2_report {
     int configs, skipped;    /* configurations priced; skipped by the bound */
     int ilp_solves;
     double ilp_s, ilp_max_s; /* total and largest CBC time */
-    int ilp_time_limited;    /* ILPs the per-ILP limit stopped */
+    int ilp_time_limited;    /* ILPs the per-ILP time limit stopped (time-dependent) */
+    int ilp_node_limited;    /* ILPs stopped at their node bound (deterministic) */
     double time_s;
     int time_limited;        /* 1: the time limit left configurations unpriced */
 } ss_level2_report;
