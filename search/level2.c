@@ -561,7 +561,8 @@ static ss_status solve_unit(ctx *C, int unit, double budget, double ilp_limit,
             for (int t = 0; t < nv; t++)
                 ec[e][s * nv + t] = edge_us(C, &C->cands[u][s], E[e].o, &C->cands[v][t], E[e].i);
     }
-    ss_ilp_problem P = {nn, nch, (const double *const *)nc, (const double *const *)nm, budget,
+    ss_ilp_problem P = {nn, nch, (const double *const *)nc,
+                        budget < HUGE_VAL ? (const double *const *)nm : NULL, budget,
                         ne, eu, ev, (const double *const *)ec};
     ss_ilp_stats stats = {0};
     st = ss_ilp_solve_bounded(&P, ilp_limit, ILP_MAX_NODES, pick, NULL, &stats, C->d);
