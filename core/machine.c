@@ -16,6 +16,9 @@
  *     cannot talk directly. Their traffic is relayed through the device that
  *     accepts connections with the lowest route latency src->relay->dst (then
  *     the lowest id); with no such device the pair is unreachable.
+ * A machine of identical hosts has route classes (core/routeclass.h): its
+ * routes are translations of the routes of host 0's devices, computed once
+ * at load, so no search runs per source.
  * Routes are cached per (src, dst) pair in an open-addressing table whose
  * channel lists live in chunks that never move, so a pointer returned by
  * ss_machine_route stays valid for the machine's lifetime. Machines of at most
@@ -25,6 +28,7 @@
  */
 #include "machine_impl.h"
 #include "json_util.h"
+#include "routeclass.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -107,6 +111,7 @@ void ss_machine_free(ss_machine *m)
         ss_free(c);
     }
     free_trees(m);
+    ss_routeclass_free(m->rc);
     ss_free(m);
 }
 
@@ -369,6 +374,9 @@ ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
     if (st)
         return st;
     m->fingerprint = compute_fingerprint(m);
+    ss_routeclass_free(m->rc);
+    if (ss_routeclass_build(m, &m->rc) != SS_OK)
+        return ss_diag_set(d, SS_ERR_NOMEM, "%s: out of memory for route classes", file);
     if (m->n_devices <= EAGER_DEVICES) {
         for (int s = 0; s < m->n_devices; s++)
             for (int t = 0; t < m->n_devices; t++) {
@@ -681,10 +689,13 @@ static int walk(const ss_machine *m, const int *pred, int src, int dst, int *buf
 
 /* The direct (non-relayed) route src->dst into buf (n_nodes ints);
  * returns its length, -1 if unreachable, -2 on allocation failure.
- * A source's first tree grows only as far as its queries need; a source
+ * With route classes, translated from a representative's tree; else a
+ * source's first tree grows only as far as its queries need, and a source
  * asked for again after its tree was evicted gets a complete tree, kept. */
 static int direct_route(ss_machine *m, int src, int dst, int *buf)
 {
+    if (m->rc)
+        return ss_routeclass_route(m, m->rc, src, dst, buf);
     if (!m->done) {
         m->done = ss_calloc((size_t)m->n_devices, sizeof *m->done);
         m->started = ss_calloc((size_t)m->n_devices, 1);

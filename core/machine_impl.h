@@ -102,6 +102,10 @@ struct ss_machine {
     unsigned char *started;
     size_t done_bytes, tree_budget; /* tree_budget: SS_MACHINE_TREE_BYTES */
     int *rbuf; /* scratch: one route being built, 2 * n_nodes + 2 ints */
+    /* Route classes (core/routeclass.h): set when the machine is made of
+     * identical hosts; then direct routes are translated from the trees of
+     * host 0's devices and the trees above stay unused. */
+    struct ss_routeclass *rc;
 };
 
 /* Allocate an empty machine with room for the given counts (arrays zeroed;

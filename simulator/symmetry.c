@@ -12,6 +12,7 @@
 #include "simulator/symmetry.h"
 
 #include "core/plan_impl.h"
+#include "core/routeclass.h"
 #include "simulator/build.h"
 #include "simulator/build_impl.h"
 #include "simulator/taskgraph.h"
@@ -303,6 +304,53 @@ static int pair_ok(ss_symmetry *y, int a, int b, const int *r1, int n1, int e1, 
     return 1;
 }
 
+/* For sigma (y->sig) a permutation of identical hosts (positions kept):
+ * does it keep the ring order (host, local rank, id) within every block?
+ * Devices of one host keep theirs, so: the hosts holding devices of a block
+ * keep their order. 1 yes, 0 no (y->m_why), -1 out of memory. */
+static int hosts_in_order(ss_symmetry *y)
+{
+    const ss_machine *m = y->m;
+    int nd = y->n_dev, nh = ss_machine_n_hosts(m), D = 0;
+    for (int i = 0; i < nd; i++)
+        if (y->blk[i] + 1 > D)
+            D = y->blk[i] + 1;
+    int *first = ss_malloc(((size_t)nh + 1) * sizeof *first);
+    int *next = ss_malloc(((size_t)nd + 1) * sizeof *next);
+    int *last = ss_malloc(((size_t)D + 1) * sizeof *last);
+    int *seen = ss_malloc(((size_t)D + 1) * sizeof *seen);
+    int ok = first && next && last && seen ? 1 : -1;
+    for (int h = 0; ok > 0 && h < nh; h++)
+        first[h] = -1;
+    for (int i = nd - 1; ok > 0 && i >= 0; i--) {
+        int h = ss_machine_device(m, i)->host;
+        next[i] = first[h];
+        first[h] = i;
+    }
+    for (int j = 0; ok > 0 && j < D; j++)
+        last[j] = seen[j] = -1;
+    for (int h = 0; ok > 0 && h < nh; h++)
+        for (int i = first[h]; ok > 0 && i >= 0; i = next[i]) {
+            int j = y->blk[i], ph = ss_machine_device(m, y->sig[i])->host;
+            if (j < 0 || seen[j] == h)
+                continue;
+            seen[j] = h;
+            if (ph <= last[j]) {
+                snprintf(y->m_why, sizeof y->m_why,
+                         "the blocks sit differently on the hosts (device %d's host moves before "
+                         "another of its block)",
+                         i);
+                ok = 0;
+            }
+            last[j] = ph;
+        }
+    ss_free(first);
+    ss_free(next);
+    ss_free(last);
+    ss_free(seen);
+    return ok;
+}
+
 /* Is sigma (y->sig) an automorphism of the machine (symmetry.h)? Fills
  * y->ch1 / chinv. Cached for the last sigma checked. With y->used_only
  * (sub-problems, symmetry.h), only as far as a sub-problem needs: the
@@ -334,6 +382,17 @@ static int machine_ok(ss_symmetry *y, int D)
                      y->sig[a]);
             return 0;
         }
+    }
+    if (ss_routeclass_automorphism(m, y->sig, y->ch1)) {
+        /* a permutation of identical hosts: every route maps (routeclass.h) */
+        for (int c = 0; c < y->n_ch; c++)
+            if (y->ch1[c] >= 0)
+                y->chinv[y->ch1[c]] = c;
+        int r = hosts_in_order(y);
+        if (r <= 0)
+            return y->m_ok = r;
+        y->m_why[0] = 0;
+        return y->m_ok = 1;
     }
     const int *r1, *r2;
     int n1, n2, e1, e2;
