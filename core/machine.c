@@ -63,6 +63,8 @@ ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_node
         ss_machine_free(m);
         return NULL;
     }
+    for (int i = 0; i < n_types; i++) /* the one figure whose 0 is not its default */
+        m->types[i].collective_launch_us = SS_COLL_LAUNCH_US_DEFAULT;
     return m;
 }
 
@@ -124,6 +126,15 @@ int ss_machine_n_types(const ss_machine *m) { return m->n_types; }
 int ss_machine_n_nodes(const ss_machine *m) { return m->n_nodes; }
 int ss_machine_n_links(const ss_machine *m) { return m->n_links; }
 uint64_t ss_machine_fingerprint(const ss_machine *m) { return m->fingerprint; }
+
+double ss_machine_collective_launch_us(const ss_machine *m)
+{
+    double us = 0;
+    for (int i = 0; i < m->n_devices; i++)
+        if (m->types[m->devices[i].type].collective_launch_us > us)
+            us = m->types[m->devices[i].type].collective_launch_us;
+    return us;
+}
 
 const ss_device *ss_machine_device(const ss_machine *m, int i)
 {
@@ -307,6 +318,8 @@ static uint64_t compute_fingerprint(const ss_machine *m)
             h = ss_fnv_f64(ss_fnv_str(h, "mb_overhead_us"), t->mb_overhead_us);
         if (t->dispatch_window != 1)
             h = ss_fnv_i64(ss_fnv_str(h, "dispatch_window"), t->dispatch_window);
+        if (t->collective_launch_us != SS_COLL_LAUNCH_US_DEFAULT) /* likewise */
+            h = ss_fnv_f64(ss_fnv_str(h, "collective_launch_us"), t->collective_launch_us);
     }
     h = ss_fnv_i64(h, m->n_hosts);
     h = ss_fnv_i64(h, m->n_devices);

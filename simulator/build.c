@@ -29,7 +29,7 @@ ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     b->m = m;
     b->cm = cm;
     b->memo_on = 1;
-    b->ccfg.launch_us = 6.0;
+    b->ccfg.launch_us = ss_machine_collective_launch_us(m);
     ss_memo_init(&b->memo, MEMO_WORDS);
     ss_memo_init(&b->wmemo, WMEMO_WORDS);
     return b;
