@@ -78,6 +78,9 @@ struct ss_symmetry {
     int *ccnt;      /* [n_ch] of them, how many hold each channel (as in the full run) */
     unsigned *dF, *dR; /* [n_dev] device marks: touched in the full / reduced run */
     unsigned dgen;
+    unsigned m_version; /* bumped whenever machine_ok recomputes sigma's channel map */
+    unsigned hk_version; /* the m_version and D that dmap, cmap were made for */
+    int hk_D;
 };
 
 ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
@@ -385,6 +388,7 @@ static int machine_ok(ss_symmetry *y, int D)
     memcpy(y->msig, y->sig, (size_t)nd * sizeof(int));
     y->m_used = y->used_only;
     y->m_ok = 0;
+    y->m_version++;
     const ss_machine *m = y->m;
     for (int c = 0; c < y->n_ch; c++)
         y->ch1[c] = y->chinv[c] = -1;
@@ -1020,22 +1024,29 @@ static int detect(ss_symmetry *y, const ss_graph *g, const ss_plan *p)
 static int set_hook(ss_symmetry *y, int D)
 {
     int nd = y->n_dev, nc = y->n_ch;
-    if (ss_grow((void **)&y->dmap, &y->cap_dmap, D * nd, sizeof(int)) ||
-        ss_grow((void **)&y->cmap, &y->cap_cmap, D * (nc > 0 ? nc : 1), sizeof(int)))
-        return -1;
-    for (int i = 0; i < nd; i++)
-        y->dmap[i] = i;
-    for (int c = 0; c < nc; c++)
-        y->cmap[c] = c;
-    for (int k = 1; k < D; k++) {
-        for (int i = 0; i < nd; i++)
-            y->dmap[k * nd + i] = y->sig[y->dmap[(k - 1) * nd + i]];
-        for (int c = 0; c < nc; c++) {
-            int e = y->cmap[(k - 1) * nc + c];
-            y->cmap[k * nc + c] = e < 0 ? -1 : y->ch1[e];
-        }
-    }
     ss_build_sym *h = &y->hook;
+    /* the maps of the last call hold while sigma and its channel map do */
+    if (y->hk_D != D || y->hk_version != y->m_version || y->m_ok != 1 ||
+        memcmp(y->msig, y->sig, (size_t)nd * sizeof(int))) {
+        y->hk_D = 0;
+        if (ss_grow((void **)&y->dmap, &y->cap_dmap, D * nd, sizeof(int)) ||
+            ss_grow((void **)&y->cmap, &y->cap_cmap, D * (nc > 0 ? nc : 1), sizeof(int)))
+            return -1;
+        for (int i = 0; i < nd; i++)
+            y->dmap[i] = i;
+        for (int c = 0; c < nc; c++)
+            y->cmap[c] = c;
+        for (int k = 1; k < D; k++) {
+            for (int i = 0; i < nd; i++)
+                y->dmap[k * nd + i] = y->sig[y->dmap[(k - 1) * nd + i]];
+            for (int c = 0; c < nc; c++) {
+                int e = y->cmap[(k - 1) * nc + c];
+                y->cmap[k * nc + c] = e < 0 ? -1 : y->ch1[e];
+            }
+        }
+        y->hk_D = D;
+        y->hk_version = y->m_version;
+    }
     h->D = D;
     h->n_dev = nd;
     h->n_ch = nc;
