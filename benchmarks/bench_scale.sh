@@ -40,7 +40,9 @@ g175="--model gpt:layers=96,hidden=12288,heads=96,seq=2048 --batch 1536 --topolo
 g39="--model gpt:layers=48,hidden=8192,heads=64,seq=2048 --batch 1536 --topology topologies/dgx-a100.json --nodes 64"
 g1t="--model gpt:layers=128,hidden=25600,heads=160,seq=2048 --batch 3072 --topology topologies/dgx-a100.json --nodes 384"
 bert="--model bert:layers=24,hidden=1024,heads=16,seq=512 --batch 512 --topology topologies/dgx-a100.json --nodes 8"
-# past 4,096 devices (issue 27): an 8-layer GPT on 512 and 2,048 DGX A100 nodes
+# past 4,096 devices (issue 27): an 8-layer GPT on 512 and 2,048 DGX A100 nodes;
+# on 16,384 devices both are judged hierarchically (Megatron ~3.7 s CPU,
+# 0.44 GB; data parallelism 11-14 s CPU, 1.46 GB, on 2 shared cores)
 g8="--model gpt:layers=8,hidden=4096,heads=32,seq=2048 --topology topologies/dgx-a100.json"
 cases=(
   "GPT-3 175B / 1,024|$g175|megatron:tp=8,pp=16,dp=8,mb=192,recompute=full|$full"
