@@ -40,11 +40,18 @@ g175="--model gpt:layers=96,hidden=12288,heads=96,seq=2048 --batch 1536 --topolo
 g39="--model gpt:layers=48,hidden=8192,heads=64,seq=2048 --batch 1536 --topology topologies/dgx-a100.json --nodes 64"
 g1t="--model gpt:layers=128,hidden=25600,heads=160,seq=2048 --batch 3072 --topology topologies/dgx-a100.json --nodes 384"
 bert="--model bert:layers=24,hidden=1024,heads=16,seq=512 --batch 512 --topology topologies/dgx-a100.json --nodes 8"
+# past 4,096 devices (issue 27): an 8-layer GPT on 512 and 2,048 DGX A100 nodes;
+# on 16,384 devices both are judged hierarchically (Megatron ~3.7 s CPU,
+# 0.44 GB; data parallelism 11-14 s CPU, 1.46 GB, on 2 shared cores)
+g8="--model gpt:layers=8,hidden=4096,heads=32,seq=2048 --topology topologies/dgx-a100.json"
 cases=(
   "GPT-3 175B / 1,024|$g175|megatron:tp=8,pp=16,dp=8,mb=192,recompute=full|$full"
   "GPT 1T / 3,072|$g1t|megatron:tp=8,pp=64,dp=6,mb=128,recompute=full|$full"
   "GPT 39.1B / 512|$g39|megatron:tp=8,pp=8,dp=8,mb=96,recompute=full|$full"
   "BERT-large / 64|$bert|megatron:tp=2,pp=4,dp=8,mb=16|$full"
+  "GPT 8 x 4096 / 4,096|$g8 --nodes 512 --batch 2048|megatron:tp=8,pp=8,dp=64|0"
+  "GPT 8 x 4096 / 16,384|$g8 --nodes 2048 --batch 8192|megatron:tp=8,pp=8,dp=256|0"
+  "GPT 8 x 4096 / 16,384 DP|$g8 --nodes 2048 --batch 131072|data-parallel|0"
 )
 for m in alexnet inception_v3 resnet101 rnntc rnnlm nmt; do
   cases+=("$m / 16 P100|--model $m --topology topologies/p100x16.json|data-parallel|$full")

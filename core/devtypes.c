@@ -58,8 +58,16 @@
  * floor per operator above), and the framework's work per micro-batch and
  * device is mb_overhead_us = 400 us (docs/calibration.md, "Host dispatch and
  * per-micro-batch overhead"); other types: window 1, no overhead.
+ *
+ * Every type's collective_launch_us (the fixed cost of one collective call)
+ * is 6 us: inside the base latencies NCCL's own cost model starts a
+ * collective from (src/graph/tuning.h of NCCL 2.4: ring 3.6 / 10.0 / 8.4 us
+ * for the LL / LL128 / Simple protocols, tree 4.4 us), not measured here;
+ * it was the simulator's constant before it became a field.
  */
 #include "simsearch.h"
+
+#include "machine_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -83,6 +91,7 @@ static const double a100_align[3] = {1.0, 1.0, 1.0};
  * operators) and the framework's work per micro-batch and device. */
 #define A100_DISPATCH_WINDOW 1
 #define A100_MB_OVERHEAD_US 400.0
+
 /* Tensor-core GPUs of the V100 / T4 / RTX 3090 class. */
 static const double tc_fx[] = {1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11};
 static const double tc_fy[] = {0.02, 0.05, 0.15, 0.35, 0.55, 0.70, 0.78};
@@ -164,6 +173,7 @@ static void fill(ss_device_type *t, const spec *s)
         t->eff_align[k] = s->fam == EFF_A100 ? a100_align[k] : 1.0;
     t->dispatch_window = s->fam == EFF_A100 ? A100_DISPATCH_WINDOW : 1;
     t->mb_overhead_us = s->fam == EFF_A100 ? A100_MB_OVERHEAD_US : 0.0;
+    t->collective_launch_us = SS_COLL_LAUNCH_US_DEFAULT;
     if (s->is_cpu)
         TAB(t->n_eff_mem, t->eff_mem_x, t->eff_mem_y, cpu_mx, cpu_my);
     else if (s->fam == EFF_A100)

@@ -16,6 +16,9 @@
  *     cannot talk directly. Their traffic is relayed through the device that
  *     accepts connections with the lowest route latency src->relay->dst (then
  *     the lowest id); with no such device the pair is unreachable.
+ * A machine of identical hosts has route classes (core/routeclass.h): its
+ * routes are translations of the routes of host 0's devices, computed once
+ * at load, so no search runs per source.
  * Routes are cached per (src, dst) pair in an open-addressing table whose
  * channel lists live in chunks that never move, so a pointer returned by
  * ss_machine_route stays valid for the machine's lifetime. Machines of at most
@@ -25,6 +28,7 @@
  */
 #include "machine_impl.h"
 #include "json_util.h"
+#include "routeclass.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -59,6 +63,8 @@ ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_node
         ss_machine_free(m);
         return NULL;
     }
+    for (int i = 0; i < n_types; i++) /* the one figure whose 0 is not its default */
+        m->types[i].collective_launch_us = SS_COLL_LAUNCH_US_DEFAULT;
     return m;
 }
 
@@ -107,6 +113,7 @@ void ss_machine_free(ss_machine *m)
         ss_free(c);
     }
     free_trees(m);
+    ss_routeclass_free(m->rc);
     ss_free(m);
 }
 
@@ -119,6 +126,15 @@ int ss_machine_n_types(const ss_machine *m) { return m->n_types; }
 int ss_machine_n_nodes(const ss_machine *m) { return m->n_nodes; }
 int ss_machine_n_links(const ss_machine *m) { return m->n_links; }
 uint64_t ss_machine_fingerprint(const ss_machine *m) { return m->fingerprint; }
+
+double ss_machine_collective_launch_us(const ss_machine *m)
+{
+    double us = 0;
+    for (int i = 0; i < m->n_devices; i++)
+        if (m->types[m->devices[i].type].collective_launch_us > us)
+            us = m->types[m->devices[i].type].collective_launch_us;
+    return us;
+}
 
 const ss_device *ss_machine_device(const ss_machine *m, int i)
 {
@@ -304,6 +320,8 @@ static uint64_t compute_fingerprint(const ss_machine *m)
             h = ss_fnv_f64(ss_fnv_str(h, "mb_overhead_us"), t->mb_overhead_us);
         if (t->dispatch_window != 1)
             h = ss_fnv_i64(ss_fnv_str(h, "dispatch_window"), t->dispatch_window);
+        if (t->collective_launch_us != SS_COLL_LAUNCH_US_DEFAULT) /* likewise */
+            h = ss_fnv_f64(ss_fnv_str(h, "collective_launch_us"), t->collective_launch_us);
     }
     h = ss_fnv_i64(h, m->n_hosts);
     h = ss_fnv_i64(h, m->n_devices);
@@ -371,6 +389,9 @@ ss_status ss_machine_finish(ss_machine *m, const char *file, ss_diag *d)
     if (st)
         return st;
     m->fingerprint = compute_fingerprint(m);
+    ss_routeclass_free(m->rc);
+    if (ss_routeclass_build(m, &m->rc) != SS_OK)
+        return ss_diag_set(d, SS_ERR_NOMEM, "%s: out of memory for route classes", file);
     if (m->n_devices <= EAGER_DEVICES) {
         for (int s = 0; s < m->n_devices; s++)
             for (int t = 0; t < m->n_devices; t++) {
@@ -683,10 +704,13 @@ static int walk(const ss_machine *m, const int *pred, int src, int dst, int *buf
 
 /* The direct (non-relayed) route src->dst into buf (n_nodes ints);
  * returns its length, -1 if unreachable, -2 on allocation failure.
- * A source's first tree grows only as far as its queries need; a source
+ * With route classes, translated from a representative's tree; else a
+ * source's first tree grows only as far as its queries need, and a source
  * asked for again after its tree was evicted gets a complete tree, kept. */
 static int direct_route(ss_machine *m, int src, int dst, int *buf)
 {
+    if (m->rc)
+        return ss_routeclass_route(m, m->rc, src, dst, buf);
     if (!m->done) {
         m->done = ss_calloc((size_t)m->n_devices, sizeof *m->done);
         m->started = ss_calloc((size_t)m->n_devices, 1);

@@ -21,6 +21,10 @@
 #define SS_MACHINE_MAX_NODES (4 * SS_MACHINE_MAX_DEVICES)
 #define SS_MACHINE_MAX_LINKS (16 * SS_MACHINE_MAX_DEVICES)
 
+/* Device types' collective_launch_us when not given (core/devtypes.c has
+ * the source); written back and fingerprinted only when it differs. */
+#define SS_COLL_LAUNCH_US_DEFAULT 6.0
+
 /* Extra data of an internet peer (kept so that save -> load is exact). */
 typedef struct ss_peer_info {
     int is_peer;
@@ -102,9 +106,14 @@ struct ss_machine {
     unsigned char *started;
     size_t done_bytes, tree_budget; /* tree_budget: SS_MACHINE_TREE_BYTES */
     int *rbuf; /* scratch: one route being built, 2 * n_nodes + 2 ints */
+    /* Route classes (core/routeclass.h): set when the machine is made of
+     * identical hosts; then direct routes are translated from the trees of
+     * host 0's devices and the trees above stay unused. */
+    struct ss_routeclass *rc;
 };
 
-/* Allocate an empty machine with room for the given counts (arrays zeroed;
+/* Allocate an empty machine with room for the given counts (arrays zeroed
+ * but for the types' collective_launch_us, SS_COLL_LAUNCH_US_DEFAULT;
  * counts set). NULL on allocation failure. */
 ss_machine *ss_machine_alloc(int n_types, int n_hosts, int n_devices, int n_nodes, int n_links);
 

@@ -207,7 +207,8 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
 {
     static const char *const keys[] = {"name", "base", "is_cpu", "peak_tflops", "mem_gbps",
                                        "mem_gib", "launch_us", "eff_flops", "eff_mem", "eff_align",
-                                       "mb_overhead_us", "dispatch_window", NULL};
+                                       "mb_overhead_us", "dispatch_window",
+                                       "collective_launch_us", NULL};
     ss_status st = ss_json_check_keys(file, jp, o, keys, d);
     const char *name = NULL, *base = NULL;
     if (!st)
@@ -258,6 +259,7 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
         tt.is_cpu = cpu;
         tt.launch_us = dflt->launch_us;
         tt.dispatch_window = dflt->dispatch_window;
+        tt.collective_launch_us = dflt->collective_launch_us;
         for (int k = 0; k < 3; k++)
             tt.eff_align[k] = 1.0;
         tt.n_eff_flops = dflt->n_eff_flops;
@@ -288,6 +290,9 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
         st = ss_json_get_num(file, jp, o, "mb_overhead_us", 0, 0, 1e6, &tt.mb_overhead_us, d);
     if (!st)
         st = get_count(file, jp, o, "dispatch_window", 1e6, &tt.dispatch_window, d);
+    if (!st)
+        st = ss_json_get_num(file, jp, o, "collective_launch_us", 0, 0, 1e4,
+                             &tt.collective_launch_us, d);
     if (!st)
         st = parse_eff(file, jp, o, "eff_flops", &tt.n_eff_flops, tt.eff_flops_x, tt.eff_flops_y, d);
     if (!st)
@@ -1104,6 +1109,8 @@ static json_t *type_json(const ss_device_type *t, int *bad)
         put(o, "mb_overhead_us", json_real(t->mb_overhead_us), bad);
     if (t->dispatch_window != 1)
         put(o, "dispatch_window", json_integer(t->dispatch_window), bad);
+    if (t->collective_launch_us != SS_COLL_LAUNCH_US_DEFAULT)
+        put(o, "collective_launch_us", json_real(t->collective_launch_us), bad);
     return o;
 }
 

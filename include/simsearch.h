@@ -451,6 +451,11 @@ typedef struct ss_device_type {
      * 1 = per operator (launch_us acts as a floor per operator); 0 = the
      * whole pass; 0 to 1e6. */
     int dispatch_window;
+    /* Fixed cost of one collective call (NCCL kernel launch and setup) in
+     * us, on top of its latency and bandwidth terms; 0 to 1e4, default 6
+     * (docs/topology-format.md, "Device types"). A collective pays the
+     * largest of its machine's device types (ss_machine_collective_launch_us). */
+    double collective_launch_us;
 } ss_device_type;
 
 /* Built-in specs: "K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",
@@ -529,6 +534,9 @@ const ss_host *ss_machine_host(const ss_machine *m, int i);
 const ss_netnode *ss_machine_node(const ss_machine *m, int i);
 const ss_link *ss_machine_link(const ss_machine *m, int i);
 uint64_t ss_machine_fingerprint(const ss_machine *m);
+/* Fixed cost of one collective call on m, in us: the largest
+ * collective_launch_us of the devices' types. */
+double ss_machine_collective_launch_us(const ss_machine *m);
 
 /* Route from device src to device dst: the channels (2*link + direction)
  * along the path, in order. *n = 0 for src == dst. Returns SS_ERR_INVALID if

@@ -29,7 +29,7 @@ ss_builder *ss_build_new(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     b->m = m;
     b->cm = cm;
     b->memo_on = 1;
-    b->ccfg.launch_us = 6.0;
+    b->ccfg.launch_us = ss_machine_collective_launch_us(m);
     ss_memo_init(&b->memo, MEMO_WORDS);
     ss_memo_init(&b->wmemo, WMEMO_WORDS);
     return b;
@@ -285,7 +285,9 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
     for (int i = 0; i < n; i++)
         key[5 + i] = devs[i];
     int vlen = 0;
-    const int32_t *v = b->memo_on || b->lean ? ss_memo_get(&b->memo, key, 5 + n, &vlen) : NULL;
+    /* memoized even without memo_on: pricing a collective over thousands
+     * of devices costs more than its key, and the answer is the same */
+    const int32_t *v = ss_memo_get(&b->memo, key, 5 + n, &vlen);
     double time_us;
     int nch;
     if (v) {
@@ -311,7 +313,7 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
             b->res[i] = b->n_dev + b->coll.channels[i];
             val[3 + i] = b->coll.channels[i];
         }
-        if ((b->memo_on || b->lean) && ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
+        if (ss_memo_put(&b->memo, key, 5 + n, val, 3 + nch))
             return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
     }
     if (b->sym && b->sym_cross)

@@ -364,7 +364,7 @@ static void swap_channels(ss_coll_result *r)
 ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *devices, int n,
                        double bytes, const ss_coll_config *cfg, ss_coll_result *out, ss_diag *d)
 {
-    double launch = cfg ? cfg->launch_us : 6.0;
+    double launch = cfg ? cfg->launch_us : ss_machine_collective_launch_us(m);
     unsigned algos = cfg && cfg->algos ? cfg->algos : ~0u;
     int nd = ss_machine_n_devices(m);
     if ((unsigned)kind >= SS_COLL_KIND_COUNT)

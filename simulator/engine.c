@@ -104,9 +104,9 @@ typedef struct trec {
     int32_t succ[2]; /* nsc <= 2: the successors' positions; else succ[0]
                       * is their offset in sbase, succ[1] their count */
     int32_t id;      /* the task's id in the graph */
-    uint16_t nres;
-    uint8_t cls;     /* 1: forward under backward-first */
-    uint8_t nsc;     /* successors when <= 2, else 3 */
+    uint32_t nres : 24; /* up to SS_TASK_MAX_RES */
+    uint32_t cls : 1;   /* 1: forward under backward-first */
+    uint32_t nsc : 2;   /* successors when <= 2, else 3 */
 } trec;
 
 _Static_assert(sizeof(trec) == 32, "a task record is half a 64-byte cache line");
@@ -1015,7 +1015,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         rt->prio = tg->prio[t];
         rt->id = t;
         int so = tg->succ_off[t], ns = tg->succ_off[t + 1] - so;
-        rt->nres = (uint16_t)nres;
+        rt->nres = (uint32_t)nres;
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
         if (ns > 2) {
             rt->nsc = 3;
@@ -1028,7 +1028,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
                     e->isucc[nis++] = pos_of[tg->succ[k]];
             }
         } else {
-            rt->nsc = (uint8_t)ns;
+            rt->nsc = (uint32_t)ns;
             rt->succ[0] = ns > 0 ? (ident ? tg->succ[so] : pos_of[tg->succ[so]]) : -1;
             rt->succ[1] = ns > 1 ? (ident ? tg->succ[so + 1] : pos_of[tg->succ[so + 1]]) : -1;
         }

@@ -12,11 +12,13 @@
 #include "simulator/symmetry.h"
 
 #include "core/plan_impl.h"
+#include "core/routeclass.h"
 #include "simulator/build.h"
 #include "simulator/build_impl.h"
 #include "simulator/taskgraph.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,17 @@ struct ss_symmetry {
     int sD;         /* blocks of the last sub-problem reduced (0: none) */
     ss_graph *srg;  /* its reduced graph and plan */
     ss_plan *srp;
+    /* uneven collectives (uneven_ok): of the build in progress */
+    int uneven;     /* a collective spanning the blocks whose channels sigma does not keep */
+    int pre_chan;   /* block 0's tasks (before pass 7) hold channels */
+    int n0;         /* tasks before pass 7 */
+    int nx;         /* pass 7's collectives that hold channels */
+    int *ccnt;      /* [n_ch] of them, how many hold each channel (as in the full run) */
+    unsigned *dF, *dR; /* [n_dev] device marks: touched in the full / reduced run */
+    unsigned dgen;
+    unsigned m_version; /* bumped whenever machine_ok recomputes sigma's channel map */
+    unsigned hk_version; /* the m_version and D that dmap, cmap were made for */
+    int hk_D;
 };
 
 ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
@@ -92,8 +105,12 @@ ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     y->chinv = ss_malloc((size_t)nc * sizeof(int));
     y->canon = ss_malloc((size_t)nc * sizeof(int));
     y->mark = ss_calloc((size_t)nc, sizeof(int));
+    y->ccnt = ss_calloc((size_t)nc, sizeof(int));
+    y->dF = ss_calloc((size_t)nd, sizeof(unsigned));
+    y->dR = ss_calloc((size_t)nd, sizeof(unsigned));
     y->m_ok = -1;
-    if (!y->sig || !y->blk || !y->msig || !y->ch1 || !y->chinv || !y->canon || !y->mark) {
+    if (!y->sig || !y->blk || !y->msig || !y->ch1 || !y->chinv || !y->canon || !y->mark ||
+        !y->ccnt || !y->dF || !y->dR) {
         ss_sym_free(y);
         return NULL;
     }
@@ -112,6 +129,9 @@ void ss_sym_free(ss_symmetry *y)
     ss_free(y->chinv);
     ss_free(y->canon);
     ss_free(y->mark);
+    ss_free(y->ccnt);
+    ss_free(y->dF);
+    ss_free(y->dR);
     ss_free(y->msig);
     ss_graph_free(y->rg);
     ss_plan_free(y->rp);
@@ -303,6 +323,53 @@ static int pair_ok(ss_symmetry *y, int a, int b, const int *r1, int n1, int e1, 
     return 1;
 }
 
+/* For sigma (y->sig) a permutation of identical hosts (positions kept):
+ * does it keep the ring order (host, local rank, id) within every block?
+ * Devices of one host keep theirs, so: the hosts holding devices of a block
+ * keep their order. 1 yes, 0 no (y->m_why), -1 out of memory. */
+static int hosts_in_order(ss_symmetry *y)
+{
+    const ss_machine *m = y->m;
+    int nd = y->n_dev, nh = ss_machine_n_hosts(m), D = 0;
+    for (int i = 0; i < nd; i++)
+        if (y->blk[i] + 1 > D)
+            D = y->blk[i] + 1;
+    int *first = ss_malloc(((size_t)nh + 1) * sizeof *first);
+    int *next = ss_malloc(((size_t)nd + 1) * sizeof *next);
+    int *last = ss_malloc(((size_t)D + 1) * sizeof *last);
+    int *seen = ss_malloc(((size_t)D + 1) * sizeof *seen);
+    int ok = first && next && last && seen ? 1 : -1;
+    for (int h = 0; ok > 0 && h < nh; h++)
+        first[h] = -1;
+    for (int i = nd - 1; ok > 0 && i >= 0; i--) {
+        int h = ss_machine_device(m, i)->host;
+        next[i] = first[h];
+        first[h] = i;
+    }
+    for (int j = 0; ok > 0 && j < D; j++)
+        last[j] = seen[j] = -1;
+    for (int h = 0; ok > 0 && h < nh; h++)
+        for (int i = first[h]; ok > 0 && i >= 0; i = next[i]) {
+            int j = y->blk[i], ph = ss_machine_device(m, y->sig[i])->host;
+            if (j < 0 || seen[j] == h)
+                continue;
+            seen[j] = h;
+            if (ph <= last[j]) {
+                snprintf(y->m_why, sizeof y->m_why,
+                         "the blocks sit differently on the hosts (device %d's host moves before "
+                         "another of its block)",
+                         i);
+                ok = 0;
+            }
+            last[j] = ph;
+        }
+    ss_free(first);
+    ss_free(next);
+    ss_free(last);
+    ss_free(seen);
+    return ok;
+}
+
 /* Is sigma (y->sig) an automorphism of the machine (symmetry.h)? Fills
  * y->ch1 / chinv. Cached for the last sigma checked. With y->used_only
  * (sub-problems, symmetry.h), only as far as a sub-problem needs: the
@@ -321,6 +388,7 @@ static int machine_ok(ss_symmetry *y, int D)
     memcpy(y->msig, y->sig, (size_t)nd * sizeof(int));
     y->m_used = y->used_only;
     y->m_ok = 0;
+    y->m_version++;
     const ss_machine *m = y->m;
     for (int c = 0; c < y->n_ch; c++)
         y->ch1[c] = y->chinv[c] = -1;
@@ -334,6 +402,17 @@ static int machine_ok(ss_symmetry *y, int D)
                      y->sig[a]);
             return 0;
         }
+    }
+    if (ss_routeclass_automorphism(m, y->sig, y->ch1)) {
+        /* a permutation of identical hosts: every route maps (routeclass.h) */
+        for (int c = 0; c < y->n_ch; c++)
+            if (y->ch1[c] >= 0)
+                y->chinv[y->ch1[c]] = c;
+        int r = hosts_in_order(y);
+        if (r <= 0)
+            return y->m_ok = r;
+        y->m_why[0] = 0;
+        return y->m_ok = 1;
     }
     const int *r1, *r2;
     int n1, n2, e1, e2;
@@ -682,14 +761,25 @@ static int canon_of(ss_build_sym *h, const ss_taskgraph *tg, int c)
     return r;
 }
 
+/* The evaluator whose hook h is (h is always its y->hook). */
+static ss_symmetry *sym_of(ss_build_sym *h)
+{
+    return (ss_symmetry *)(void *)((char *)h - offsetof(ss_symmetry, hook));
+}
+
 static void ss_sym_hook_prepare(ss_build_sym *h, const ss_taskgraph *tg)
 {
+    ss_symmetry *y = sym_of(h);
     h->tg = tg;
     for (int c = 0; c < h->n_ch; c++)
         h->canon[c] = -1;
+    y->uneven = y->pre_chan = y->nx = 0;
+    y->n0 = tg->n_tasks;
+    memset(y->ccnt, 0, (size_t)h->n_ch * sizeof *y->ccnt);
     for (int t = 0; t < tg->n_tasks && !h->bad; t++)
         for (int k = tg->res_off[t]; k < tg->res_off[t + 1]; k++) {
             int c = tg->res[k] - tg->n_devices;
+            y->pre_chan |= c >= 0;
             if (c < 0 || h->canon[c] == c)
                 continue;
             if (h->canon[c] >= 0) {
@@ -718,23 +808,82 @@ static int cmp_int(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A collective spanning the blocks whose channel set (res[0..n), full-run
+ * channels) sigma does not keep (a tree all-reduce: its inner edges lie in
+ * the first and last hosts only): may the reduced run still represent it
+ * (docs/simulator.md, "Uneven collectives")? Yes when block 0's own tasks
+ * hold no channel and, per device, whether the collective holds a channel
+ * at it is the same in both runs: at every used device in the full run, at
+ * every block-0 device once its channels are moved onto their
+ * representatives, and alike at each unused device. The rest is checked
+ * after the build (uneven_ok). Sets canon for the channels' orbits. */
+static int uneven_touch_ok(ss_symmetry *y, const int *res, int n)
+{
+    ss_build_sym *h = &y->hook;
+    const ss_taskgraph *tg = h->tg;
+    int nd = h->n_dev;
+    if (y->pre_chan)
+        return 0;
+    if (++y->dgen == 0) {
+        memset(y->dF, 0, (size_t)nd * sizeof *y->dF);
+        memset(y->dR, 0, (size_t)nd * sizeof *y->dR);
+        y->dgen = 1;
+    }
+    unsigned g = y->dgen;
+    for (int i = 0; i < n; i++) {
+        if (res[i] < nd)
+            continue;
+        int c = res[i] - nd, r = canon_of(h, tg, c);
+        if (r < 0)
+            return 0;
+        for (int s = 0; s < 2; s++) {
+            int a = tg->chan_dev[2 * c + s], b = tg->chan_dev[2 * r + s];
+            if (a >= 0)
+                y->dF[a] = g;
+            if (b >= 0)
+                y->dR[b] = g;
+        }
+    }
+    for (int i = 0; i < nd; i++)
+        if (h->blk[i] < 0 ? (y->dF[i] == g) != (y->dR[i] == g)
+                          : y->dF[i] != g || (h->blk[i] == 0 && y->dR[i] != g))
+            return 0;
+    return 1;
+}
+
 static int ss_sym_hook_remap(ss_build_sym *h, int *res, int n)
 {
     const ss_taskgraph *tg = h->tg;
+    ss_symmetry *y = sym_of(h);
     int nd = h->n_dev;
-    /* the channel set must be its own image under sigma */
+    /* the channel set should be its own image under sigma */
     if (++h->gen == 0) {
         memset(h->mark, 0, (size_t)h->n_ch * sizeof(int));
         h->gen = 1;
     }
+    int any = 0, kept = 1;
     for (int i = 0; i < n; i++)
-        if (res[i] >= nd)
+        if (res[i] >= nd) {
             h->mark[res[i] - nd] = (int)h->gen;
+            y->ccnt[res[i] - nd]++;
+            any = 1;
+        }
+    y->nx += any;
     for (int i = 0; i < n && !h->bad; i++) {
         if (res[i] < nd)
             continue;
         int e = h->cmap[h->n_ch + res[i] - nd];
-        if (e < 0 || h->mark[e] != (int)h->gen) {
+        if (e < 0) {
+            snprintf(h->why, sizeof h->why,
+                     "a gradient collective's links are not the same in every block");
+            h->bad = 1;
+        }
+        kept &= e >= 0 && h->mark[e] == (int)h->gen;
+    }
+    if (!h->bad && !kept) {
+        if (uneven_touch_ok(y, res, n)) {
+            y->uneven = 1;
+        } else {
             snprintf(h->why, sizeof h->why,
                      "a gradient collective's links are not the same in every block");
             h->bad = 1;
@@ -789,6 +938,32 @@ static int ends_ok(ss_symmetry *y, const ss_taskgraph *tg)
             }
         }
     return 1;
+}
+
+/* After a reduced build with uneven collectives (uneven_touch_ok): the
+ * tasks of pass 7 that hold channels are all collectives it moved, and one
+ * channel is held by every one of them in the full run, so that they
+ * exclude one another in both runs alike (their channels are held by
+ * nothing else). 1 when so, or when there is no uneven collective. */
+static int uneven_ok(ss_symmetry *y, const ss_taskgraph *tg)
+{
+    if (!y->uneven)
+        return 1;
+    int with = 0, common = 0;
+    for (int t = y->n0; t < tg->n_tasks; t++)
+        for (int k = tg->res_off[t]; k < tg->res_off[t + 1]; k++)
+            if (tg->res[k] >= tg->n_devices) {
+                with++;
+                break;
+            }
+    for (int c = 0; c < y->n_ch && !common; c++)
+        common = y->ccnt[c] == y->nx;
+    if (with == y->nx && common && y->nx > 0)
+        return 1;
+    snprintf(y->why, sizeof y->why,
+             "a gradient collective's links are not the same in every block, and the "
+             "collectives do not all share a link");
+    return 0;
 }
 
 /* ---- the run ------------------------------------------------------------------- */
@@ -849,22 +1024,29 @@ static int detect(ss_symmetry *y, const ss_graph *g, const ss_plan *p)
 static int set_hook(ss_symmetry *y, int D)
 {
     int nd = y->n_dev, nc = y->n_ch;
-    if (ss_grow((void **)&y->dmap, &y->cap_dmap, D * nd, sizeof(int)) ||
-        ss_grow((void **)&y->cmap, &y->cap_cmap, D * (nc > 0 ? nc : 1), sizeof(int)))
-        return -1;
-    for (int i = 0; i < nd; i++)
-        y->dmap[i] = i;
-    for (int c = 0; c < nc; c++)
-        y->cmap[c] = c;
-    for (int k = 1; k < D; k++) {
-        for (int i = 0; i < nd; i++)
-            y->dmap[k * nd + i] = y->sig[y->dmap[(k - 1) * nd + i]];
-        for (int c = 0; c < nc; c++) {
-            int e = y->cmap[(k - 1) * nc + c];
-            y->cmap[k * nc + c] = e < 0 ? -1 : y->ch1[e];
-        }
-    }
     ss_build_sym *h = &y->hook;
+    /* the maps of the last call hold while sigma and its channel map do */
+    if (y->hk_D != D || y->hk_version != y->m_version || y->m_ok != 1 ||
+        memcmp(y->msig, y->sig, (size_t)nd * sizeof(int))) {
+        y->hk_D = 0;
+        if (ss_grow((void **)&y->dmap, &y->cap_dmap, D * nd, sizeof(int)) ||
+            ss_grow((void **)&y->cmap, &y->cap_cmap, D * (nc > 0 ? nc : 1), sizeof(int)))
+            return -1;
+        for (int i = 0; i < nd; i++)
+            y->dmap[i] = i;
+        for (int c = 0; c < nc; c++)
+            y->cmap[c] = c;
+        for (int k = 1; k < D; k++) {
+            for (int i = 0; i < nd; i++)
+                y->dmap[k * nd + i] = y->sig[y->dmap[(k - 1) * nd + i]];
+            for (int c = 0; c < nc; c++) {
+                int e = y->cmap[(k - 1) * nc + c];
+                y->cmap[k * nc + c] = e < 0 ? -1 : y->ch1[e];
+            }
+        }
+        y->hk_D = D;
+        y->hk_version = y->m_version;
+    }
     h->D = D;
     h->n_dev = nd;
     h->n_ch = nc;
@@ -933,7 +1115,7 @@ ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_
         return SS_OK;
     }
     const ss_taskgraph *tg = ss_sim_taskgraph(y->rs);
-    if (!ends_ok(y, tg))
+    if (!ends_ok(y, tg) || !uneven_ok(y, tg))
         return SS_OK;
     /* exact: from here on the result is the full simulation's */
     *used = 1;
@@ -1041,7 +1223,7 @@ int ss_sym_verify(ss_symmetry *y, const ss_taskgraph *tg)
     int ok = !y->hook.bad;
     if (!ok)
         snprintf(y->why, sizeof y->why, "%s", y->hook.why);
-    ok = ok && ends_ok(y, tg);
+    ok = ok && ends_ok(y, tg) && uneven_ok(y, tg);
     if (!ok && y->sD)
         y->lost[y->n_lost++ % NLOST] = y->sig_key;
     return ok;

@@ -7,6 +7,7 @@
  */
 #include "testutil.h"
 #include "core/machine_impl.h" /* the budget for complete trees */
+#include "core/routeclass.h"
 
 #include <math.h>
 
@@ -561,19 +562,28 @@ static void test_routes_match_reference(void **state)
         ss_machine_free(m);
     }
     ref r;
-    for (int budget = 0; budget < 2; budget++) {
+    /* budget 2: route classes (identical hosts); 0 and 1: the classes
+     * dropped, so that the trees answer (with and without kept trees) */
+    for (int budget = 0; budget < 3; budget++) {
         ss_machine *m = NULL;
         assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 33, &m, &d),
                          SS_OK);
         assert_int_equal(ss_machine_n_devices(m), 264);
+        assert_int_equal(ss_routeclass_positions(m), 8);
+        if (budget < 2) {
+            ss_routeclass_free(m->rc);
+            m->rc = NULL;
+        }
         if (!budget) {
             ref_init(&r, m);
             m->tree_budget = 0;
         }
-        r.m = m; /* the second machine is the same as the first */
+        r.m = m; /* the later machines are the same as the first */
         /* without kept trees nearly every query restarts a tree: a sample */
-        check_routes(m, &r, budget ? 1 : 23, budget ? "dgx-a100 x33" : "dgx-a100 x33, no kept trees");
-        assert_true(budget ? m->done_bytes > 0 : m->done_bytes == 0);
+        check_routes(m, &r, budget == 0 ? 23 : 1,
+                     budget == 0 ? "dgx-a100 x33, no kept trees"
+                                 : budget == 1 ? "dgx-a100 x33" : "dgx-a100 x33, route classes");
+        assert_true(budget == 1 ? m->done_bytes > 0 : m->done_bytes == 0);
         ss_machine_free(m);
     }
     ref_free(&r);
@@ -596,6 +606,106 @@ static void test_routes_match_reference(void **state)
     test_free(json);
     assert_int_equal(ss_machine_n_devices(m), 300);
     check_against_reference(m, "300 peers");
+    ss_machine_free(m);
+}
+
+/* ---- route classes ---- */
+
+/* route(sig a, sig b) == chmap(route(a, b)) for every pair, channel figures
+ * equal. */
+static void check_automorphism(const ss_machine *m, const int *sig, const int *chmap)
+{
+    int nd = ss_machine_n_devices(m);
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++) {
+            const int *r1, *r2;
+            int n1, n2;
+            assert_int_equal(ss_machine_route(m, a, b, &r1, &n1), SS_OK);
+            assert_int_equal(ss_machine_route(m, sig[a], sig[b], &r2, &n2), SS_OK);
+            assert_int_equal(n1, n2);
+            for (int i = 0; i < n1; i++) {
+                assert_int_equal(chmap[r1[i]], r2[i]);
+                assert_true(ss_machine_channel_gbps(m, r1[i]) == ss_machine_channel_gbps(m, r2[i]));
+            }
+        }
+}
+
+/* Machines of identical hosts have route classes (one representative per
+ * device position); host permutations are route automorphisms, other
+ * permutations are not reported as such; hosts that differ, links between
+ * hosts and single-host machines have none. */
+static void test_route_classes(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 6, &m, &d),
+                     SS_OK);
+    assert_int_equal(ss_routeclass_positions(m), 8);
+    int nd = ss_machine_n_devices(m), nch = 2 * ss_machine_n_links(m);
+    int *sig = test_calloc((size_t)nd, sizeof *sig), *chmap = test_calloc((size_t)nch, sizeof *chmap);
+    /* hosts rotated by two: node n -> n + 2 (mod 6), same position */
+    for (int a = 0; a < nd; a++)
+        sig[a] = (a + 16) % nd;
+    assert_int_equal(ss_routeclass_automorphism(m, sig, chmap), 1);
+    check_automorphism(m, sig, chmap);
+    /* hosts 1 and 4 swapped, the others fixed */
+    for (int a = 0; a < nd; a++)
+        sig[a] = a / 8 == 1 ? a + 24 : a / 8 == 4 ? a - 24 : a;
+    assert_int_equal(ss_routeclass_automorphism(m, sig, chmap), 1);
+    check_automorphism(m, sig, chmap);
+    /* a shift by one device moves positions: not a host permutation */
+    for (int a = 0; a < nd; a++)
+        sig[a] = (a + 1) % nd;
+    assert_int_equal(ss_routeclass_automorphism(m, sig, chmap), 0);
+    /* two hosts onto one */
+    for (int a = 0; a < nd; a++)
+        sig[a] = a % 8;
+    assert_int_equal(ss_routeclass_automorphism(m, sig, chmap), 0);
+    test_free(sig);
+    test_free(chmap);
+    ss_machine_free(m);
+    /* p100x16 and k80x64: identical nodes; dgx1-v100: one host */
+    assert_int_equal(ss_machine_load(ss_test_path("topologies/p100x16.json"), &m, &d), SS_OK);
+    assert_int_equal(ss_routeclass_positions(m), 4);
+    ss_machine_free(m);
+    assert_int_equal(ss_machine_load(ss_test_path("topologies/dgx1-v100.json"), &m, &d), SS_OK);
+    assert_int_equal(ss_routeclass_positions(m), 0);
+    ss_machine_free(m);
+    /* two hosts of two devices on a switch each; the core links differ in
+     * latency, then a link joins the hosts directly */
+    static const char *const shapes[] = {
+        "{" HDR "\"hosts\": [{\"name\": \"h0\"}, {\"name\": \"h1\"}],"
+        "\"devices\": [{\"name\": \"a0\", \"type\": \"A100-SXM4-80GB\", \"host\": \"h0\"},"
+        " {\"name\": \"a1\", \"type\": \"A100-SXM4-80GB\", \"host\": \"h0\"},"
+        " {\"name\": \"b0\", \"type\": \"A100-SXM4-80GB\", \"host\": \"h1\"},"
+        " {\"name\": \"b1\", \"type\": \"A100-SXM4-80GB\", \"host\": \"h1\"}],"
+        "\"switches\": [{\"name\": \"sa\", \"host\": \"h0\"}, {\"name\": \"sb\", \"host\": \"h1\"},"
+        " {\"name\": \"core\"}],"
+        "\"links\": [{\"a\": \"a0\", \"b\": \"sa\", \"kind\": \"nvlink\", \"gbps\": 100, \"latency_us\": 1},"
+        " {\"a\": \"a1\", \"b\": \"sa\", \"kind\": \"nvlink\", \"gbps\": 100, \"latency_us\": 1},"
+        " {\"a\": \"b0\", \"b\": \"sb\", \"kind\": \"nvlink\", \"gbps\": 100, \"latency_us\": 1},"
+        " {\"a\": \"b1\", \"b\": \"sb\", \"kind\": \"nvlink\", \"gbps\": 100, \"latency_us\": 1},"
+        " {\"a\": \"sa\", \"b\": \"core\", \"kind\": \"infiniband\", \"gbps\": 25, \"latency_us\": 1},"
+        " {\"a\": \"sb\", \"b\": \"core\", \"kind\": \"infiniband\", \"gbps\": 25, \"latency_us\": %s}%s]}",
+    };
+    char json[2048];
+    snprintf(json, sizeof json, shapes[0], "1", "");
+    m = load(json);
+    assert_int_equal(ss_routeclass_positions(m), 2);
+    check_against_reference(m, "two hosts");
+    ss_machine_free(m);
+    snprintf(json, sizeof json, shapes[0], "2", "");
+    m = load(json);
+    assert_int_equal(ss_routeclass_positions(m), 0);
+    check_against_reference(m, "two hosts, core links differ");
+    ss_machine_free(m);
+    snprintf(json, sizeof json, shapes[0], "1",
+             ", {\"a\": \"a1\", \"b\": \"b0\", \"kind\": \"nvlink\", \"gbps\": 50, \"latency_us\": 1}");
+    m = load(json);
+    assert_int_equal(ss_routeclass_positions(m), 0);
+    check_against_reference(m, "two hosts joined");
     ss_machine_free(m);
 }
 
@@ -629,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_firewall_relay),
         cmocka_unit_test(test_lazy_routes),
         cmocka_unit_test(test_routes_match_reference),
+        cmocka_unit_test(test_route_classes),
         cmocka_unit_test(test_fingerprint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

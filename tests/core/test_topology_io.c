@@ -6,6 +6,7 @@
  * the expected text), and allocation failures at every step of a load.
  */
 #include "testutil.h"
+#include "simulator/collective.h"
 
 #include <math.h>
 
@@ -503,6 +504,106 @@ static void test_collective_curve(void **state)
     ss_machine_free(m);
 }
 
+/* A compact 1 x 2 machine of type "g" (V100 based) with the given
+ * collective_launch_us member text ("" for none). */
+static ss_status load_launch(const char *member, ss_machine **m, ss_diag *d)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{" HDR "\"device_types\": [{\"name\": \"g\", \"base\": \"V100-SXM2-16GB\"%s}], "
+             "\"compact\": {\"nodes\": 1, \"devices_per_node\": 2, \"device_type\": \"g\", "
+             "\"intra\": {\"kind\": \"nvswitch\", \"gbps\": 100, \"latency_us\": 1}}}",
+             member);
+    ss_diag_init(d);
+    *m = NULL;
+    return ss_machine_load_string(json, "inline.json", m, d);
+}
+
+/* The iteration time of chain2 data-parallel over both devices of m. */
+static double dp_iteration_us(const ss_machine *m)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", ss_test_path("tests/data/sim/chain2.json"));
+    assert_int_equal(ss_model_load(path, &g, &d), SS_OK);
+    ss_costmodel *cm = ss_cost_new(m);
+    assert_non_null(cm);
+    ss_sim *sim = NULL;
+    assert_int_equal(ss_sim_new(g, m, cm, NULL, &sim, &d), SS_OK);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(g, m, 2, &p, &d), SS_OK);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(sim, p, &r, &d), SS_OK);
+    double t = r.iteration_us;
+    ss_sim_result_clear(&r);
+    ss_plan_free(p);
+    ss_sim_free(sim);
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    return t;
+}
+
+/* collective_launch_us: 6 us unless given (built-ins, based and new
+ * types), range-checked with the file and JSON path named, written back
+ * and fingerprinted when set, and what collectives cost: the collective
+ * model and the simulation both pay it. */
+static void test_collective_launch(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_machine *m = NULL, *slow = NULL;
+    for (int i = 0; i < ss_devtype_builtin_count(); i++)
+        assert_near(ss_devtype_builtin(i)->collective_launch_us, 6, 0);
+    assert_int_equal(load_launch("", &m, &d), SS_OK);
+    assert_near(ss_machine_type(m, 0)->collective_launch_us, 6, 0);
+    assert_near(ss_machine_collective_launch_us(m), 6, 0);
+    ss_machine *fresh = load_str("{" HDR "\"device_types\": [{\"name\": \"npu\", "
+                                 "\"peak_tflops\": {\"f32\": 3}, \"mem_gbps\": 400, \"mem_gib\": 24}],"
+                                 "\"hosts\": [{\"name\": \"h\"}],"
+                                 "\"devices\": [{\"name\": \"a\", \"type\": \"npu\", \"host\": \"h\"}]}");
+    assert_near(ss_machine_collective_launch_us(fresh), 6, 0);
+    ss_machine_free(fresh);
+    assert_int_equal(load_launch(", \"collective_launch_us\": 1006", &slow, &d), SS_OK);
+    assert_near(ss_machine_collective_launch_us(slow), 1006, 0);
+    assert_true(ss_machine_fingerprint(m) != ss_machine_fingerprint(slow));
+    round_trip(slow);
+    round_trip(m);
+    char *text = NULL;
+    assert_int_equal(ss_machine_to_string(slow, &text, &d), SS_OK);
+    assert_non_null(strstr(text, "\"collective_launch_us\""));
+    ss_free(text);
+    assert_int_equal(ss_machine_to_string(m, &text, &d), SS_OK);
+    assert_null(strstr(text, "collective_launch_us"));
+    ss_free(text);
+    /* the collective model: a ring all-reduce of two devices, 1,000 us dearer */
+    int devs[2] = {0, 1};
+    ss_coll_result a = {0}, b = {0};
+    assert_int_equal(ss_coll_cost(m, SS_COLL_ALLREDUCE, devs, 2, 1e6, NULL, &a, &d), SS_OK);
+    assert_int_equal(ss_coll_cost(slow, SS_COLL_ALLREDUCE, devs, 2, 1e6, NULL, &b, &d), SS_OK);
+    assert_near(b.time_us - a.time_us, 1000, 1e-6);
+    ss_coll_result_clear(&a);
+    ss_coll_result_clear(&b);
+    /* the simulation: the gradient all-reduce ends the iteration */
+    double t6 = dp_iteration_us(m), t1006 = dp_iteration_us(slow);
+    if (!(t1006 - t6 >= 1000 - 1e-6))
+        fail_msg("iteration %.3f us with 1,006 us collectives vs %.3f us with 6", t1006, t6);
+    ss_machine_free(m);
+    ss_machine_free(slow);
+    static const char *const bad[] = {", \"collective_launch_us\": -1",
+                                      ", \"collective_launch_us\": 1e5",
+                                      ", \"collective_launch_us\": \"6\""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ss_status st = load_launch(bad[i], &m, &d);
+        assert_true(st == SS_ERR_INVALID || st == SS_ERR_PARSE);
+        assert_null(m);
+        if (!strstr(d.msg, "inline.json") ||
+            !strstr(d.msg, "$.device_types[0].collective_launch_us"))
+            fail_msg("%s: message \"%s\"", bad[i], d.msg);
+    }
+}
+
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -585,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_volunteers),
         cmocka_unit_test(test_collective_curve),
+        cmocka_unit_test(test_collective_launch),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_fault_injection),
     };
