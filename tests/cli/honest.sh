@@ -194,5 +194,42 @@ has "model name mismatch named" "$tmp/e" "made for model not-mlp, not mlp"
 run 2 "missing input" "$bin" simulate --model mlp --topology "$tmp/nope.json" --plan data-parallel
 has "missing input named" "$tmp/e" "nope.json"
 
+# ---- 5. profile ----------------------------------------------------------------
+# Progress on stderr without a terminal, no lock file left (was: silence for
+# the whole run, profile.json.lock left behind).
+prof=("$bin" profile --model mlp --topology $topo --reps 1 --warmup 0)
+OPENBLAS_NUM_THREADS=1 run 0 "profile into a new database" "${prof[@]}" --db "$tmp/prof.json"
+has "a progress line per tile (done/total, ETA)" "$tmp/e" "profile: 1/4 tiles measured"
+grep -q "ETA" "$tmp/e"; check "the progress gives an ETA" $?
+[ ! -e "$tmp/prof.json.lock" ]; check "no lock file left behind" $?
+[ ! -e "$tmp/prof.json.journal" ]; check "a new database is one file" $?
+# Adding to a large database costs what is added: the file is not rewritten
+# per tile (was: read, merged and rewritten whole for every tile, 8x slower
+# into 300,000 entries); the entries are in its journal, which loads.
+python3 - "$tmp/prof.json" "$tmp/big.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+e0 = d["entries"][0]
+ents = []
+for i in range(20000):
+    e = dict(e0)
+    e["device_type"] = "other-" + str(i % 7)
+    e["signature"] = e0["signature"] + "#" + str(i)
+    ents.append(e)
+d["entries"] = ents
+json.dump(d, open(sys.argv[2], "w"), indent=2)
+PY
+before=$(stat -c '%i %s %Y' "$tmp/big.json")
+OPENBLAS_NUM_THREADS=1 run 0 "profile into a 20,000-entry database" "${prof[@]}" --db "$tmp/big.json"
+[ "$(stat -c '%i %s %Y' "$tmp/big.json")" = "$before" ]
+check "the large database file is not rewritten for 4 tiles" $?
+[ -s "$tmp/big.json.journal" ] && [ ! -e "$tmp/big.json.lock" ]
+check "the 4 tiles are in its journal; no lock file" $?
+OPENBLAS_NUM_THREADS=1 run 0 "profile again" "${prof[@]}" --db "$tmp/big.json"
+has "the journal's tiles are found again" "$tmp/o" "4 already in"
+run 0 "cost --db reads the journal" "$bin" cost --model mlp --topology $topo --db "$tmp/big.json" --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=json.dumps(d); assert "\"profile\"" in s, s[:300]' "$tmp/o"
+check "cost prices from the journal's entries" $?
+
 echo "honest: $fail failure(s)"
 [ $fail -eq 0 ]
