@@ -24,7 +24,10 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-install: build
+# (an existing build tree is built as configured, not reconfigured)
+install:
+	@[ -f $(BUILD)/CMakeCache.txt ] || $(MAKE) build
+	@cmake --build $(BUILD) -j $(JOBS)
 	cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 run: build

@@ -6,9 +6,10 @@
 #   topo_*   -> simsearch topo FILE
 #   plan_*   -> simsearch plan --model mlp --topology topologies/p100x16.json --plan FILE
 #   profile_* -> simsearch cost --model mlp --topology topologies/local-cpu.json --db FILE
-# A fixture may be a directory (topo_is_dir.json); FIFOs, which git cannot
-# hold, are made here (their .expect sidecars are in tests/data/bad): each
-# must be refused at once, never read (reading one blocks forever).
+#   input_*  -> simsearch topo FILE: not a regular file, refused by the CLI
+#               before any loader reads it (input_dir.json is a directory;
+#               input_fifo.json, a FIFO git cannot hold, is made here, its
+#               .expect sidecar in tests/data/bad: reading one blocks forever)
 set -u
 src=${SS_SOURCE_DIR:?}
 bin=${SS_BINARY:?}
@@ -18,12 +19,13 @@ fail=0
 count=0
 fifos=$(mktemp -d)
 trap 'rm -rf "$fifos"' EXIT
-for name in topo_fifo plan_fifo; do mkfifo "$fifos/$name.json"; done
+mkfifo "$fifos/input_fifo.json"
 for f in tests/data/bad/*.json "$fifos"/*.json; do
   [ -e "$f" ] || continue
   name=$(basename "$f" .json)
   expect_file="tests/data/bad/$name.expect"
   case "$name" in
+    input_*) cmd=("$bin" topo "$f") ;;
     model_*) cmd=("$bin" model "$f") ;;
     topo_*) cmd=("$bin" topo "$f") ;;
     plan_*) cmd=("$bin" plan --model mlp --topology topologies/p100x16.json --plan "$f") ;;

@@ -9,6 +9,7 @@
 . "$(dirname "$0")/../cli/lib/common.sh"
 build=${SS_BUILD_DIR:?}
 cc=${CC:-cc}
+extra=${SS_EXTRA_CFLAGS:-} # the sanitizer build: its library needs the runtime
 prefix="$tmp/prefix with space"
 make -s -C "$src" install BUILD="$build" PREFIX="$prefix" >"$tmp/install.log" 2>&1
 check "make install PREFIX=... (log: $(tail -3 "$tmp/install.log" | tr '\n' ' '))" $?
@@ -26,13 +27,13 @@ export PKG_CONFIG_PATH="$lib/pkgconfig"
 cflags=$(pkg-config --cflags simsearch) && libs=$(pkg-config --libs simsearch)
 check "pkg-config --cflags --libs simsearch ($cflags $libs)" $?
 # shellcheck disable=SC2086 # the flags are words (the prefix has a space: pkg-config quotes it)
-eval "\"\$cc\" -std=c11 -Wall -Wextra -Werror -o \"\$tmp/ex\" \"\$src/tests/install/example.c\" $cflags $libs"
+eval "\"\$cc\" -std=c11 -Wall -Wextra -Werror $extra -o \"\$tmp/ex\" \"\$src/tests/install/example.c\" $cflags $libs"
 check "example.c builds against the shared library through pkg-config" $?
 # static: libsimsearch.a, its dependencies shared (pkg-config --static would
 # ask for hwloc's own static dependencies, libudev.a, which distributions
 # rarely ship)
 static_libs="$(pkg-config --libs jansson hwloc) -lm -ldl"
-eval "\"\$cc\" -std=c11 -Wall -Wextra -Werror -o \"\$tmp/ex_static\" \"\$src/tests/install/example.c\" $cflags \"\$lib/libsimsearch.a\" $static_libs"
+eval "\"\$cc\" -std=c11 -Wall -Wextra -Werror $extra -o \"\$tmp/ex_static\" \"\$src/tests/install/example.c\" $cflags \"\$lib/libsimsearch.a\" $static_libs"
 check "example.c builds against the static library" $?
 topo="$prefix/share/simsearch/topologies/p100x16.json"
 want=$("$prefix/bin/simsearch" simulate --model mlp --topology "$topo" --plan data-parallel --json |
