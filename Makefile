@@ -24,10 +24,13 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# (an existing build tree is built as configured, not reconfigured)
+# (an existing build tree is built as configured, not reconfigured;
+# INSTALL_ONLY=1 installs what is built, building nothing: the ctest)
 install:
+ifndef INSTALL_ONLY
 	@[ -f $(BUILD)/CMakeCache.txt ] || $(MAKE) build
 	@cmake --build $(BUILD) -j $(JOBS)
+endif
 	cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 run: build

@@ -155,9 +155,16 @@ static void print_human(const opts *o, const ss_sim_result *r)
         return;
     }
     printf("critical path (%.3f ms of busy tasks):\n", r->critical_path_us / 1e3);
-    for (int i = 0; i < r->n_crit; i++)
-        printf("  %5.1f%%  %-10s %s (%d task%s)\n", pct(r->crit[i].us, it), r->crit[i].kind,
-               r->crit[i].name, r->crit[i].n_tasks, r->crit[i].n_tasks == 1 ? "" : "s");
+    for (int i = 0; i < r->n_crit; i++) {
+        if (i > 0 && i == r->n_crit - 1 && !strcmp(r->crit[i].name, "(other)"))
+            printf("  %5.1f%%  %-10s every other op and collective, each below %.1f%% "
+                   "(%d tasks)\n",
+                   pct(r->crit[i].us, it), "(other)", pct(r->crit[i - 1].us, it),
+                   r->crit[i].n_tasks);
+        else
+            printf("  %5.1f%%  %-10s %s (%d task%s)\n", pct(r->crit[i].us, it), r->crit[i].kind,
+                   r->crit[i].name, r->crit[i].n_tasks, r->crit[i].n_tasks == 1 ? "" : "s");
+    }
     if (o->trace)
         printf("trace written to %s\n", o->trace);
 }

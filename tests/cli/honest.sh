@@ -37,7 +37,7 @@ s = sum(float(x) for x in m.groups())
 assert abs(s - 100) <= 0.2, s
 # The critical path names operators and collectives; "(other)" is small
 # (was 37.4% here: one line per op of every layer).
-other = [float(x) for x in re.findall(r"^\s+([\d.]+)%\s+mixed\s+\(other\)", t, re.M)]
+other = [float(x) for x in re.findall(r"^\s+([\d.]+)%\s+(?:mixed\s+)?\(other\)", t, re.M)]
 assert not other or other[0] < 15, other
 assert re.search(r"^\s+[\d.]+%\s+bwd\s+l\*\.mlp\.fc1 \(\d+ tasks\)", t, re.M), t
 PY
@@ -99,10 +99,11 @@ check "SIGTERM during the search: exit $rc, best plan written" $?
 has "the report says SIGTERM interrupted it" "$tmp/o" "search interrupted (SIGTERM)"
 
 # An interrupted simulate says so (was: exit 130 and nothing on stderr).
-"$bin" simulate --model gpt:layers=24,hidden=2048 --topology topologies/dgx-a100.json --nodes 32 \
-  --plan megatron:tp=8,pp=4,dp=8,mb=32 --evaluator full >"$tmp/o" 2>"$tmp/e" &
+# (about 3 s of CPU: the signal comes at 1 s)
+"$bin" simulate --model gpt:layers=24,hidden=2048 --topology topologies/dgx-a100.json --nodes 64 \
+  --plan megatron:tp=8,pp=4,dp=16,mb=32 --evaluator full >"$tmp/o" 2>"$tmp/e" &
 pid=$!
-sleep 0.5
+sleep 1
 kill -INT $pid
 wait $pid
 rc=$?
