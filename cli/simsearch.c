@@ -67,7 +67,8 @@ static void completion(FILE *f)
     for (size_t i = 0; i < N_COMMANDS; i++) {
         fprintf(f, "  %s) opts=\"--help", commands[i].def->name);
         for (const ss_cli_optdef *od = commands[i].def->opts; od->name; od++)
-            fprintf(f, " %s", od->name);
+            if (strncmp(od->help, "removed", 7)) /* refused options are not offered */
+                fprintf(f, " %s", od->name);
         fprintf(f, "\";;\n");
     }
     fprintf(f, "  *) opts=\"\";;\n  esac\n"
