@@ -2,6 +2,8 @@
 #   make run    install packages if missing, build, run the main job
 #   make test   build (normal + ASan/UBSan + fuzz) and run the whole test suite
 #   make fuzz   run each libFuzzer harness for FUZZ_TIME seconds (default 120)
+#   make install PREFIX=/usr/local   build, then install the binary, libsimsearch.a and .so,
+#               the headers, simsearch.pc, topologies, man pages and bash completion
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
@@ -9,8 +11,9 @@ FUZZ_TIME ?= 120
 FUZZ_CC ?= $(shell command -v clang || command -v clang-14)
 JOBS ?= $(shell nproc)
 TOPOLOGY ?= topologies/p100x16.json
+PREFIX ?= /usr/local
 
-.PHONY: all deps build run test test-fast test-asan fuzz-build test-fuzz fuzz bench clean
+.PHONY: all deps build install run test test-fast test-asan fuzz-build test-fuzz fuzz bench clean
 
 all: build
 
@@ -20,6 +23,15 @@ deps:
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# (an existing build tree is built as configured, not reconfigured;
+# INSTALL_ONLY=1 installs what is built, building nothing: the ctest)
+install:
+ifndef INSTALL_ONLY
+	@[ -f $(BUILD)/CMakeCache.txt ] || $(MAKE) build
+	@cmake --build $(BUILD) -j $(JOBS)
+endif
+	cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 run: build
 	./$(BUILD)/simsearch --topology $(TOPOLOGY) --out $(BUILD)/plan.json

@@ -10,6 +10,7 @@
 
 #include "simsearch.h"
 #include "profiler/profile_db.h"
+#include "options.h"
 #include <stdio.h>
 
 enum { SS_EXIT_OK = 0, SS_EXIT_FAIL = 1, SS_EXIT_USAGE = 2 };
@@ -26,7 +27,9 @@ int ss_cmd_profile(int argc, char **argv);
 int ss_cmd_probe(int argc, char **argv);
 
 /* Print "simsearch: <msg>" for a failed status and map it to an exit code
- * (parse/invalid/io/infeasible input: 2; nomem and others: 1). */
+ * (parse/invalid/infeasible input: 2; I/O failures -- a full disk, a read
+ * error --, nomem and others: 1). Inputs that are missing or unreadable are
+ * refused before, as bad input (ss_cli_check_files). */
 int ss_cli_fail(const ss_diag *d);
 /* Print "simsearch <cmd>: <fmt>" and "try 'simsearch <cmd> --help'"; returns 2. */
 int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -34,19 +37,6 @@ int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-
-/* Option parsing: `--name VALUE` or `--name=VALUE`. If argv[*i] matches name,
- * sets *value (advancing *i when the value is the next argument) and
- * returns 1; returns -1 if the value is missing; 0 if no match. */
-int ss_cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
-/* Parse a positive integer in [lo, hi]; 0 on success, -1 otherwise. */
-int ss_cli_int(const char *s, long long lo, long long hi, long long *out);
-/* The value of integer option `name` (r and v from ss_cli_opt) in [lo, hi]:
- * 0 on success; otherwise prints a usage error for `cmd` that states the
- * range ("--batch: 1000000000000 is out of range (expected an integer from 1
- * to 2^32 = 4294967296)") and returns -1. */
-int ss_cli_int_opt(const char *cmd, const char *name, int r, const char *v, long long lo,
-                   long long hi, long long *out);
 
 /* Limits of the options: a model's batch (core/model_io.c, the zoo), a
  * compact topology's node count (core/topology_io.c) and a machine's devices
@@ -62,25 +52,29 @@ typedef struct ss_cli_common {
     int json;
 } ss_cli_common;
 
-/* If argv[*i] is one of --model, --topology, --plan (when want_plan),
- * --nodes, --batch or --json, store it in c (advancing *i past a value) and
- * return 1; 0 if it is none of them; on a missing or bad value print a usage
- * error for `cmd` and return -1. */
-int ss_cli_common_opt(const char *cmd, int argc, char **argv, int *i, ss_cli_common *c,
-                      int want_plan);
-/* A command-specific option taking a string value. */
-typedef struct ss_cli_extra {
-    const char *name;   /* "--trace" */
-    const char **value; /* where to store it */
-} ss_cli_extra;
+/* The table rows (options.h) of the shared options, for an option struct T
+ * with an ss_cli_common member c. */
+#define SS_CLI_MODEL_HELP "zoo model NAME[:key=value,...] or a model JSON file"
+#define SS_CLI_PLAN_HELP                                                                      \
+    "data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V]\n"                         \
+    "[,recompute=none|selective|full][,sp=0|1][,distopt=0|1]\n"                              \
+    "[,sync=overlap|bulk] | a plan JSON file"
+#define SS_CLI_ROW_MODEL(T) SS_CLI_STR_ROW(T, "--model", "SPEC", c.model, 1, SS_CLI_MODEL_HELP)
+#define SS_CLI_ROW_TOPOLOGY(T)                                                                \
+    SS_CLI_STR_ROW(T, "--topology", "FILE", c.topology, 1, "topology JSON")
+#define SS_CLI_ROW_PLAN(T, REQ) SS_CLI_STR_ROW(T, "--plan", "SPEC", c.plan, REQ, SS_CLI_PLAN_HELP)
+#define SS_CLI_ROW_NODES(T)                                                                   \
+    SS_CLI_INT_ROW(T, "--nodes", "N", c.nodes, 1, SS_CLI_MAX_NODES,                           \
+                   "override the node count of a compact topology")
+#define SS_CLI_ROW_BATCH(T)                                                                   \
+    SS_CLI_INT_ROW(T, "--batch", "N", c.batch, 1, SS_CLI_MAX_BATCH,                           \
+                   "global batch (default: 64 per device, 256 for alexnet)")
+#define SS_CLI_ROW_JSON(T, HELP) SS_CLI_FLAG_ROW(T, "--json", c.json, HELP)
 
-/* Parse argv[1..] for `cmd`: --help/-h (prints help, returns -1), the
- * common options (plan only when want_plan), and the `extra` options
- * (array ended by a NULL name; may be NULL). Then require --model and
- * --topology (and --plan when want_plan). Returns 0 when parsed, -1 after
- * help (exit 0), or SS_EXIT_USAGE after printing a usage error. */
-int ss_cli_parse(const char *cmd, int argc, char **argv, ss_cli_common *c, int want_plan,
-                 const ss_cli_extra *extra, void (*help)(FILE *f));
+/* The command definitions (cmd_*.c), for help, man pages and completion. */
+extern const ss_cli_cmddef ss_cli_def_search, ss_cli_def_models, ss_cli_def_model,
+    ss_cli_def_cost, ss_cli_def_plan, ss_cli_def_topo, ss_cli_def_simulate, ss_cli_def_profile,
+    ss_cli_def_probe;
 
 /* Load the topology (with --nodes), then build the model for its device
  * count (with --batch) and, when c->plan is set and p is not NULL, the plan
@@ -100,25 +94,39 @@ int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_grap
 int ss_cli_cost_model(const ss_machine *m, const char *db_path, ss_costmodel **cm,
                       ss_profile_db **db);
 
-/* An output a command writes: its flag ("--out") and path (NULL: not asked). */
+/* A file a command reads or writes: its flag ("--out") and path (NULL: not
+ * given). */
 typedef struct ss_cli_output {
     const char *flag;
     const char *path;
 } ss_cli_output;
 
-/* Check a command's outputs before any work (array ended by a NULL flag):
- * each path must be writable (ss_output_check), no two the same, at most one
- * "-" (standard output), none "-" with --json. *stdout_taken (may be NULL)
- * says whether an output goes to standard output. Returns 0, or
- * SS_EXIT_USAGE after printing why. */
-int ss_cli_check_outputs(const char *cmd, const ss_cli_output *outs, int json, int *stdout_taken);
+/* Check a command's files before any work (arrays ended by a NULL flag; ins
+ * may be NULL). Inputs: a path that exists must be a regular file (a FIFO,
+ * device or directory is refused: reading one could block forever); inputs
+ * that are not paths (a zoo model, a plan spec) are skipped by the caller.
+ * Outputs: each must be writable (ss_output_check), at most one "-"
+ * (standard output), none "-" with --json, and none may be the same file as
+ * an input or another output -- compared by device and inode after
+ * resolving symbolic links (for a file not yet there: its resolved
+ * directory and name), so "x.json", "./x.json" and a link to it are one
+ * file. *stdout_taken (may be NULL) says whether an output goes to standard
+ * output. Returns 0, or SS_EXIT_USAGE after printing why, naming both
+ * flags. */
+int ss_cli_check_files(const char *cmd, const ss_cli_output *ins, const ss_cli_output *outs,
+                       int json, int *stdout_taken);
+
+/* Whether a --model SPEC or --plan SPEC names a file (contains '/' or ends
+ * in ".json"), as the loaders decide. */
+int ss_cli_spec_is_file(const char *spec);
 
 /* After an output was written to standard output ("-"): send what the
  * command prints next (its report) to standard error instead. */
 void ss_cli_report_to_stderr(void);
 
-/* Install the handlers of SIGINT, SIGTERM and SIGHUP that remove the temp
- * files of outputs being written, then die of the signal (commands may
+/* Install the handlers of SIGINT, SIGTERM and SIGHUP that say on standard
+ * error that the command was stopped, remove the temp files of outputs
+ * being written, then die of the signal (exit status 128 + signal) (commands may
  * catch SIGINT themselves meanwhile, as the search does). */
 void ss_cli_catch_signals(void);
 

@@ -14,34 +14,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(FILE *f)
-{
-    fprintf(f,
-            "usage: simsearch cost --model SPEC --topology FILE [--nodes N] [--batch N]\n"
-            "                      [--device-type NAME] [--db FILE] [--json]\n\n"
-            "Per-operator cost on one device: each op's data-parallel tile (one device's\n"
-            "share of the global batch) on the topology's first device type.\n\n"
-            "  --model SPEC        zoo model NAME[:key=value,...] or a model JSON file\n"
-            "  --topology FILE     topology JSON\n"
-            "  --nodes N           override the node count of a compact topology\n"
-            "  --batch N           global batch (default: 64 per device, 256 for alexnet)\n"
-            "  --device-type NAME  price on this device type (in the topology or built in)\n"
-            "  --db FILE           profile database: measured entries first, then analytic\n"
-            "  --json              one JSON object instead of the table\n"
-            "Columns: op, type, output shape (of the tile), GFLOPs forward, forward and\n"
-            "backward time (us), MB moved (forward + backward), cost source.\n");
-}
-
 typedef struct opts {
     ss_cli_common c;
     const char *devtype, *db;
 } opts;
 
+static const ss_cli_optdef options[] = {
+    SS_CLI_ROW_MODEL(opts),
+    SS_CLI_ROW_TOPOLOGY(opts),
+    SS_CLI_ROW_NODES(opts),
+    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_STR_ROW(opts, "--device-type", "NAME", devtype, 0,
+                   "price on this device type (in the topology or built in)"),
+    SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
+                   "profile database: measured entries first, then analytic"),
+    SS_CLI_ROW_JSON(opts, "one JSON object instead of the table"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_cost = {
+    "cost",
+    "price every operator of a model on one device",
+    "Per-operator cost on one device: each op's data-parallel tile (one device's\n"
+    "share of the global batch) on the topology's first device type.",
+    options,
+    NULL,
+    0,
+    "Columns: op, type, output shape (of the tile), GFLOPs forward, forward and\n"
+    "backward time (us), MB moved (forward + backward), cost source.",
+};
+
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    const ss_cli_extra extra[] = {{"--device-type", &o->devtype}, {"--db", &o->db}, {NULL, NULL}};
-    return ss_cli_parse("cost", argc, argv, &o->c, 0, extra, help);
+    return ss_cli_parse_def(&ss_cli_def_cost, argc, argv, o);
 }
 
 static void shape_str(const ss_tile *t, char *buf, size_t n)
@@ -196,6 +202,14 @@ int ss_cmd_cost(int argc, char **argv)
         return r < 0 ? SS_EXIT_OK : r;
     ss_machine *m = NULL;
     ss_graph *g = NULL;
+    const ss_cli_output ins[] = {
+        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
+        {"--topology", o.c.topology},
+        {"--db", o.db},
+        {NULL, NULL}};
+    const ss_cli_output none[] = {{NULL, NULL}};
+    if ((r = ss_cli_check_files("cost", ins, none, 0, NULL)))
+        return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, NULL)))
         return r;
     r = run(&o, m, g);

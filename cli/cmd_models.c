@@ -9,35 +9,63 @@
  */
 #include "cli.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void models_help(FILE *f)
-{
-    fprintf(f, "usage: simsearch models [--json]\n\n"
-               "List the model zoo: every family with its parameters, forward FLOPs per sample\n"
-               "(a multiply-add counts as 2) at its default settings, and its description.\n\n"
-               "  --json    print a JSON array of objects (name, description, keys, parameters,\n"
-               "            forward_flops_per_sample, batch, optimizer, precision, ops)\n"
-               "  --help    this text\n\n"
-               "Build one with 'simsearch model NAME[:key=value,...]'.\n");
-}
+typedef struct models_opts {
+    int json;
+} models_opts;
 
-static void model_help(FILE *f)
-{
-    fprintf(f, "usage: simsearch model SPEC [--batch N] [--devices N] [--json] [--export FILE]\n\n"
-               "Summarise one model. SPEC is a zoo name with optional parameters,\n"
-               "NAME[:key=value,...] (e.g. gpt:layers=24,hidden=2304,heads=24,seq=2048),\n"
-               "or a path to a model JSON file (anything with '/' or ending in .json).\n\n"
-               "  --batch N      global batch (default: 64 per device, 256 for alexnet;\n"
-               "                 a model file keeps its own batch unless --batch is given)\n"
-               "  --devices N    devices the default batch is computed for (default 1)\n"
-               "  --json         print a JSON object (same fields as 'simsearch models --json',\n"
-               "                 plus spec, tensors and fingerprint)\n"
-               "  --export FILE  write the model as simsearch-model JSON (atomic)\n"
-               "  --help         this text\n\n"
-               "Zoo families and their keys: 'simsearch models'.\n");
-}
+static const ss_cli_optdef models_options[] = {
+    SS_CLI_FLAG_ROW(models_opts, "--json", json,
+                    "print a JSON array of objects (name, description, keys, parameters,\n"
+                    "forward_flops_per_sample, batch, optimizer, precision, ops)"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_models = {
+    "models",
+    "list the model zoo",
+    "List the model zoo: every family with its parameters, forward FLOPs per sample\n"
+    "(a multiply-add counts as 2) at its default settings, and its description.",
+    models_options,
+    NULL,
+    0,
+    "Build one with 'simsearch model NAME[:key=value,...]'.",
+};
+
+typedef struct model_opts {
+    const char *spec, *export_path;
+    long long batch, devices;
+    int json;
+} model_opts;
+
+static const ss_cli_optdef model_options[] = {
+    SS_CLI_INT_ROW(model_opts, "--batch", "N", batch, 1, SS_CLI_MAX_BATCH,
+                   "global batch (default: 64 per device, 256 for alexnet;\n"
+                   "a model file keeps its own batch unless --batch is given)"),
+    SS_CLI_INT_ROW(model_opts, "--devices", "N", devices, 1, SS_CLI_MAX_DEVICES,
+                   "devices the default batch is computed for (default 1)"),
+    SS_CLI_FLAG_ROW(model_opts, "--json", json,
+                    "print a JSON object (same fields as 'simsearch models --json',\n"
+                    "plus spec, tensors and fingerprint)"),
+    SS_CLI_STR_ROW(model_opts, "--export", "FILE", export_path, 0,
+                   "write the model as simsearch-model JSON (atomic)"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_model = {
+    "model",
+    "summarise one model; export it to JSON",
+    "Summarise one model. SPEC is a zoo name with optional parameters,\n"
+    "NAME[:key=value,...] (e.g. gpt:layers=24,hidden=2304,heads=24,seq=2048),\n"
+    "or a path to a model JSON file (anything with '/' or ending in .json).",
+    model_options,
+    "SPEC",
+    offsetof(model_opts, spec),
+    "Zoo families and their keys: 'simsearch models'.",
+};
 
 /* The summary figures of a graph. */
 typedef struct summary {
@@ -83,17 +111,11 @@ static void json_fields(FILE *f, const ss_graph *g, const summary *s, const char
 
 int ss_cmd_models(int argc, char **argv)
 {
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            models_help(stdout);
-            return SS_EXIT_OK;
-        }
-        if (!strcmp(argv[i], "--json"))
-            json = 1;
-        else
-            return ss_cli_usage_error("models", "unknown argument '%s'", argv[i]);
-    }
+    models_opts o = {0};
+    int r = ss_cli_parse_def(&ss_cli_def_models, argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    int json = o.json;
     int n = ss_zoo_count();
     if (json)
         printf("[\n");
@@ -165,40 +187,22 @@ static void print_human(const char *spec, const ss_graph *g, const summary *s)
 
 int ss_cmd_model(int argc, char **argv)
 {
-    const char *spec = NULL, *export_path = NULL, *v = NULL;
-    long long batch = 0, devices = 1;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            model_help(stdout);
-            return SS_EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if ((r = ss_cli_opt(argc, argv, &i, "--batch", &v)) != 0) {
-            if (ss_cli_int_opt("model", "--batch", r, v, 1, SS_CLI_MAX_BATCH, &batch))
-                return SS_EXIT_USAGE;
-        } else if ((r = ss_cli_opt(argc, argv, &i, "--devices", &v)) != 0) {
-            if (ss_cli_int_opt("model", "--devices", r, v, 1, SS_CLI_MAX_DEVICES, &devices))
-                return SS_EXIT_USAGE;
-        } else if ((r = ss_cli_opt(argc, argv, &i, "--export", &v)) != 0) {
-            if (r < 0 || !*v)
-                return ss_cli_usage_error("model", "--export needs a file name");
-            export_path = v;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            return ss_cli_usage_error("model", "unknown option '%s'", argv[i]);
-        } else if (spec) {
-            return ss_cli_usage_error("model", "more than one model given ('%s', '%s')", spec,
-                                      argv[i]);
-        } else {
-            spec = argv[i];
-        }
-    }
+    model_opts o = {NULL, NULL, 0, 1, 0};
+    int r = ss_cli_parse_def(&ss_cli_def_model, argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    const char *spec = o.spec, *export_path = o.export_path;
+    long long batch = o.batch, devices = o.devices;
+    int json = o.json;
+    if (export_path && !*export_path)
+        return ss_cli_usage_error("model", "--export needs a file name");
     if (!spec)
         return ss_cli_usage_error("model", "missing the model (NAME[:key=value,...] or FILE)");
     int taken = 0;
+    const ss_cli_output ins[] = {{"SPEC", ss_cli_spec_is_file(spec) ? spec : NULL},
+                                 {NULL, NULL}};
     const ss_cli_output outs[] = {{"--export", export_path}, {NULL, NULL}};
-    int rc = ss_cli_check_outputs("model", outs, json, &taken);
+    int rc = ss_cli_check_files("model", ins, outs, json, &taken);
     if (rc != SS_EXIT_OK)
         return rc;
     ss_graph *g = NULL;

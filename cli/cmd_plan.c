@@ -9,33 +9,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(FILE *f)
-{
-    fprintf(f,
-            "usage: simsearch plan --model SPEC --topology FILE --plan SPEC [--nodes N]\n"
-            "                      [--batch N] [--out FILE] [--json]\n\n"
-            "Build or load a plan, validate it and summarise it.\n\n"
-            "  --model SPEC     zoo model NAME[:key=value,...] or a model JSON file\n"
-            "  --topology FILE  topology JSON\n"
-            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V]\n"
-            "                   [,recompute=none|selective|full][,sp=0|1][,distopt=0|1]\n"
-            "                   [,sync=overlap|bulk] | a plan JSON file\n"
-            "  --nodes N        override the node count of a compact topology\n"
-            "  --batch N        global batch (default: 64 per device, 256 for alexnet)\n"
-            "  --out FILE       write the plan as JSON (atomically)\n"
-            "  --json           print the summary as one JSON object\n");
-}
-
 typedef struct opts {
     ss_cli_common c;
     const char *out;
 } opts;
 
+static const ss_cli_optdef options[] = {
+    SS_CLI_ROW_MODEL(opts),
+    SS_CLI_ROW_TOPOLOGY(opts),
+    SS_CLI_ROW_PLAN(opts, 1),
+    SS_CLI_ROW_NODES(opts),
+    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_STR_ROW(opts, "--out", "FILE", out, 0, "write the plan as JSON (atomically)"),
+    SS_CLI_ROW_JSON(opts, "print the summary as one JSON object"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_plan = {
+    "plan", "build or load a plan, validate and summarise it",
+    "Build or load a plan, validate it and summarise it.", options, NULL, 0, NULL,
+};
+
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    const ss_cli_extra extra[] = {{"--out", &o->out}, {NULL, NULL}};
-    return ss_cli_parse("plan", argc, argv, &o->c, 1, extra, help);
+    return ss_cli_parse_def(&ss_cli_def_plan, argc, argv, o);
 }
 
 /* Split kind of a config as a bit set: 1 sample, 2 attribute, 4 parameter,
@@ -209,8 +207,13 @@ int ss_cmd_plan(int argc, char **argv)
     ss_diag d;
     ss_diag_init(&d);
     int taken = 0;
+    const ss_cli_output ins[] = {
+        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
+        {"--topology", o.c.topology},
+        {"--plan", ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
+        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--out", o.out}, {NULL, NULL}};
-    if ((r = ss_cli_check_outputs("plan", outs, o.c.json, &taken)))
+    if ((r = ss_cli_check_files("plan", ins, outs, o.c.json, &taken)))
         return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
         return r;

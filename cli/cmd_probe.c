@@ -10,64 +10,46 @@
 
 #include <string.h>
 
-static void help(FILE *f)
-{
-    fprintf(f,
-            "usage: simsearch probe [--backend mpi|nccl] [--np N] [--reps N] [--max-bytes N]\n"
-            "                       [--json]\n\n"
-            "Measure point-to-point latency and bandwidth (ping-pong between ranks 0 and 1)\n"
-            "and all-reduce bus bandwidth (all ranks) by message size, with Open MPI\n"
-            "(mpirun --allow-run-as-root --oversubscribe -np N simsearch-probe).\n\n"
-            "  --backend B      mpi (default); nccl needs NCCL and GPUs (not built yet)\n"
-            "  --np N           ranks (default 2)\n"
-            "  --reps N         repetitions per message size, median (default 20)\n"
-            "  --max-bytes N    largest message (default 16777216; sizes 8 B x 4^k)\n"
-            "  --json           print the simsearch-probe document\n\n"
-            "Exit status: 0 ok, 2 bad usage, 1 other failures (no MPI, a failed run).\n");
-}
+typedef struct opts {
+    const char *backend;
+    long long np, reps, max_bytes;
+    int json;
+} opts;
+
+static const ss_cli_optdef options[] = {
+    SS_CLI_STR_ROW(opts, "--backend", "B", backend, 0,
+                   "mpi (default); nccl needs NCCL and GPUs (not built yet)"),
+    SS_CLI_INT_ROW(opts, "--np", "N", np, 2, 4096, "ranks (default 2)"),
+    SS_CLI_INT_ROW(opts, "--reps", "N", reps, 1, 100000,
+                   "repetitions per message size, median (default 20)"),
+    SS_CLI_INT_ROW(opts, "--max-bytes", "N", max_bytes, 8, 1LL << 30,
+                   "largest message (default 16777216; sizes 8 B x 4^k)"),
+    SS_CLI_FLAG_ROW(opts, "--json", json, "print the simsearch-probe document"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_probe = {
+    "probe",
+    "measure link latency and bandwidth between MPI ranks",
+    "Measure point-to-point latency and bandwidth (ping-pong between ranks 0 and 1)\n"
+    "and all-reduce bus bandwidth (all ranks) by message size, with Open MPI\n"
+    "(mpirun --allow-run-as-root --oversubscribe -np N simsearch-probe).",
+    options,
+    NULL,
+    0,
+    "Exit status: 0 ok, 2 bad usage, 1 other failures (no MPI, a failed run).",
+};
 
 int ss_cmd_probe(int argc, char **argv)
 {
-    ss_probe_config c = {"mpi", 2, 20, 1L << 24, NULL};
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        long long x;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return SS_EXIT_OK;
-        }
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--backend", &v))) {
-            if (r < 0 || (strcmp(v, "mpi") && strcmp(v, "nccl")))
-                return ss_cli_usage_error("probe", "--backend must be mpi or nccl");
-            c.backend = v;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--np", &v))) {
-            if (r < 0 || ss_cli_int(v, 2, 4096, &x))
-                return ss_cli_usage_error("probe", "--np needs an integer from 2 to 4096");
-            c.ranks = (int)x;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--reps", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 100000, &x))
-                return ss_cli_usage_error("probe", "--reps needs an integer from 1 to 100000");
-            c.reps = (int)x;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--max-bytes", &v))) {
-            if (r < 0 || ss_cli_int(v, 8, 1LL << 30, &x))
-                return ss_cli_usage_error("probe", "--max-bytes needs an integer from 8 to 2^30");
-            c.max_bytes = (long)x;
-            continue;
-        }
-        return ss_cli_usage_error("probe", "unknown argument '%s'", argv[i]);
-    }
+    opts o = {"mpi", 2, 20, 1L << 24, 0};
+    int r = ss_cli_parse_def(&ss_cli_def_probe, argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    if (strcmp(o.backend, "mpi") && strcmp(o.backend, "nccl"))
+        return ss_cli_usage_error("probe", "--backend must be mpi or nccl");
+    ss_probe_config c = {o.backend, (int)o.np, (int)o.reps, (long)o.max_bytes, NULL};
+    int json = o.json;
     ss_diag d;
     ss_diag_init(&d);
     ss_probe_result pr;

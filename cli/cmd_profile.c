@@ -6,12 +6,14 @@
  * (docs/profile-format.md).
  *
  * Resumable: tiles whose (device type, signature) is already in the
- * database are skipped, and every measurement is saved as soon as it is
- * made (merging, atomic), so an interrupted run loses at most the tile in
- * progress. Views (inputs, reshapes, view splits and transposes) have no
+ * database are skipped, and every measurement is appended to the
+ * database's journal as soon as it is made (O(1), fsynced; merged into the
+ * file once the journal is a quarter of it), so an interrupted run loses at
+ * most the tile in progress and a large database costs no more per tile
+ * than a fresh one. Views (inputs, reshapes, view splits and transposes) have no
  * kernel in a plan and are not measured. Tiles the backend cannot run (a
- * dtype it lacks) are skipped and counted, with the first reason. The
- * progress bar with ETA goes to stderr only when stderr is a terminal.
+ * dtype it lacks) are skipped and counted, with the first reason. Progress
+ * goes to stderr: a bar with ETA on a terminal, else a line per tile.
  */
 #include "cli.h"
 #include "profiler/measure.h"
@@ -24,47 +26,59 @@
 
 #define DEFAULT_DB "profile.json"
 
-static void help(FILE *f)
-{
-    fprintf(f,
-            "usage: simsearch profile --model SPEC --topology FILE [--plan SPEC | --candidates]\n"
-            "                         [--device cpu|cuda:N] [--device-type NAME] [--db FILE]\n"
-            "                         [--reps N] [--warmup N] [--warm-cache] [--cpu-time]\n"
-            "                         [--nodes N] [--batch N]\n\n"
-            "Measure the forward and backward time of every distinct operator tile that a\n"
-            "plan (or every candidate config of the search) runs on one device type, and\n"
-            "merge them into a profile database. Entries already there are skipped, so an\n"
-            "interrupted run resumes; every measurement is saved as soon as it is made.\n\n"
-            "  --model SPEC        zoo model NAME[:key=value,...] or a model JSON file\n"
-            "  --topology FILE     topology JSON\n"
-            "  --plan SPEC         the plan whose tiles to measure (default data-parallel)\n"
-            "  --candidates        measure the tiles of every candidate config of every op\n"
-            "                      (the search's space) instead of one plan's\n"
-            "  --device D          where to run the kernels: cpu (default) or cuda:N\n"
-            "  --device-type NAME  the topology device type the times are for, and whose\n"
-            "                      devices' tiles are measured (default: the first type)\n"
-            "  --db FILE           profile database to merge into (default ./" DEFAULT_DB ")\n"
-            "  --reps N            timed repetitions per tile (default 10)\n"
-            "  --warmup N          untimed repetitions first (default 2)\n"
-            "  --warm-cache        CPU: keep the tile's buffers in the caches between passes\n"
-            "                      (default: evict them before every timed pass, as the rest\n"
-            "                      of a training iteration does)\n"
-            "  --cpu-time          CPU: time by the process's CPU time, not wall time (on a\n"
-            "                      shared machine other jobs' preemption then does not count;\n"
-            "                      use with OPENBLAS_NUM_THREADS=1)\n"
-            "  --nodes N           override the node count of a compact topology\n"
-            "  --batch N           global batch (default: 64 per device, 256 for alexnet)\n\n"
-            "Pin CPU measurements to one thread per device (OPENBLAS_NUM_THREADS=1) when a\n"
-            "topology device is one core. Exit status: 0 success, 2 bad usage or input,\n"
-            "1 other failures (no such CUDA device, out of memory).\n");
-}
-
 typedef struct opts {
     ss_cli_common c;
     const char *device, *devtype, *db;
     int candidates, warm_cache, cpu_time;
     long long reps, warmup;
 } opts;
+
+static const ss_cli_optdef options[] = {
+    SS_CLI_ROW_MODEL(opts),
+    SS_CLI_ROW_TOPOLOGY(opts),
+    SS_CLI_STR_ROW(opts, "--plan", "SPEC", c.plan, 0,
+                   "the plan whose tiles to measure (default data-parallel)"),
+    SS_CLI_FLAG_ROW(opts, "--candidates", candidates,
+                    "measure the tiles of every candidate config of every op\n"
+                    "(the search's space) instead of one plan's"),
+    SS_CLI_STR_ROW(opts, "--device", "D", device, 0,
+                   "where to run the kernels: cpu (default) or cuda:N"),
+    SS_CLI_STR_ROW(opts, "--device-type", "NAME", devtype, 0,
+                   "the topology device type the times are for, and whose\n"
+                   "devices' tiles are measured (default: the first type)"),
+    SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
+                   "profile database to merge into (default ./" DEFAULT_DB ")"),
+    SS_CLI_INT_ROW(opts, "--reps", "N", reps, 1, 100000, "timed repetitions per tile (default 10)"),
+    SS_CLI_INT_ROW(opts, "--warmup", "N", warmup, 0, 100000,
+                   "untimed repetitions first (default 2)"),
+    SS_CLI_FLAG_ROW(opts, "--warm-cache", warm_cache,
+                    "CPU: keep the tile's buffers in the caches between passes\n"
+                    "(default: evict them before every timed pass, as the rest\n"
+                    "of a training iteration does)"),
+    SS_CLI_FLAG_ROW(opts, "--cpu-time", cpu_time,
+                    "CPU: time by the process's CPU time, not wall time (on a\n"
+                    "shared machine other jobs' preemption then does not count;\n"
+                    "use with OPENBLAS_NUM_THREADS=1)"),
+    SS_CLI_ROW_NODES(opts),
+    SS_CLI_ROW_BATCH(opts),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_profile = {
+    "profile",
+    "measure operator tiles into a profile database",
+    "Measure the forward and backward time of every distinct operator tile that a\n"
+    "plan (or every candidate config of the search) runs on one device type, and\n"
+    "merge them into a profile database. Entries already there are skipped, so an\n"
+    "interrupted run resumes; every measurement is saved as soon as it is made.\n"
+    "A progress line (tiles done / total, ETA) goes to standard error.",
+    options,
+    NULL,
+    0,
+    "Pin CPU measurements to one thread per device (OPENBLAS_NUM_THREADS=1) when a\n"
+    "topology device is one core. Exit status: 0 success, 2 bad usage or input,\n"
+    "1 other failures (no such CUDA device, out of memory, a full disk).",
+};
 
 static int parse(int argc, char **argv, opts *o)
 {
@@ -73,53 +87,9 @@ static int parse(int argc, char **argv, opts *o)
     o->device = "cpu";
     o->reps = 10;
     o->warmup = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return -1;
-        }
-        if (!strcmp(argv[i], "--json"))
-            return ss_cli_usage_error("profile", "--json is not supported by profile");
-        if ((r = ss_cli_common_opt("profile", argc, argv, &i, &o->c, 1))) {
-            if (r < 0)
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        if (!strcmp(argv[i], "--candidates")) {
-            o->candidates = 1;
-            continue;
-        }
-        if (!strcmp(argv[i], "--warm-cache")) {
-            o->warm_cache = 1;
-            continue;
-        }
-        if (!strcmp(argv[i], "--cpu-time")) {
-            o->cpu_time = 1;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--device", &o->device)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--device-type", &o->devtype)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--db", &o->db))) {
-            if (r < 0)
-                return ss_cli_usage_error("profile", "%s needs a value", argv[i]);
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--reps", &v))) {
-            if (r < 0 || ss_cli_int(v, 1, 100000, &o->reps))
-                return ss_cli_usage_error("profile", "--reps needs an integer from 1 to 100000");
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--warmup", &v))) {
-            if (r < 0 || ss_cli_int(v, 0, 100000, &o->warmup))
-                return ss_cli_usage_error("profile", "--warmup needs an integer from 0 to 100000");
-            continue;
-        }
-        return ss_cli_usage_error("profile", "unknown argument '%s'", argv[i]);
-    }
-    if (!o->c.model || !o->c.topology)
-        return ss_cli_usage_error("profile", "--model and --topology are required");
+    int r = ss_cli_parse_def(&ss_cli_def_profile, argc, argv, o);
+    if (r)
+        return r;
     if (o->candidates && o->c.plan)
         return ss_cli_usage_error("profile", "--plan and --candidates exclude each other");
     if (!o->candidates && !o->c.plan)
@@ -272,6 +242,15 @@ static void progress(int done, int total, double t0, const char *name)
     fflush(stderr);
 }
 
+/* Without a terminal: one line per tile measured. */
+static void progress_line(int done, int total, double t0, const char *name)
+{
+    double el = wall_s() - t0, eta = done ? el / done * (total - done) : 0;
+    fprintf(stderr, "profile: %d/%d tiles measured (%s), %.1f s, ETA %dm%02ds\n", done, total,
+            name, el, (int)eta / 60, (int)eta % 60);
+    fflush(stderr);
+}
+
 /* ---- run -------------------------------------------------------------------------- */
 
 static int parse_device(const char *s, ss_backend *b, int *dev)
@@ -282,7 +261,7 @@ static int parse_device(const char *s, ss_backend *b, int *dev)
         return 0;
     }
     long long v;
-    if (!strncmp(s, "cuda:", 5) && !ss_cli_int(s + 5, 0, 1024, &v)) {
+    if (!strncmp(s, "cuda:", 5) && !ss_cli_parse_ll(s + 5, 0, 1024, &v)) {
         *b = SS_BACKEND_CUDA;
         *dev = (int)v;
         return 0;
@@ -321,7 +300,7 @@ static int run(const opts *o, ss_machine *m, ss_graph *g, ss_plan *p)
         return ss_cli_usage_error("profile", "topology has no device types");
     }
     const char *tname = ss_machine_type(m, type)->name;
-    ss_profile_db *have = NULL, *mine = NULL;
+    ss_profile_db *have = NULL;
     items it = {0};
     int rc = SS_EXIT_OK;
     if (ss_profile_db_open(o->db, &have, &d) != SS_OK)
@@ -389,20 +368,24 @@ static int run(const opts *o, ss_machine *m, ss_graph *g, ss_plan *p)
         e.fwd_spread_us = ms.fwd_spread_us;
         e.bwd_us = ms.bwd_us;
         e.bwd_spread_us = ms.bwd_spread_us;
-        ss_profile_db_free(mine);
-        if (!(mine = ss_profile_db_new()) || ss_profile_db_put(mine, &e, &d) != SS_OK ||
-            ss_profile_db_save(mine, o->db, &d) != SS_OK) {
+        if (ss_profile_db_append(o->db, &e, &d) != SS_OK) {
             if (tty)
                 fputc('\n', stderr);
-            if (!mine)
-                ss_diag_set(&d, SS_ERR_NOMEM, "out of memory");
             rc = ss_cli_fail(&d);
             goto out;
         }
         measured++;
+        if (!tty)
+            progress_line(done, todo, t0, op->name);
     }
     if (tty)
         fprintf(stderr, "\r%90s\r", "");
+    /* The journal joins the file once it is a quarter of it: adding k tiles
+     * to a database of n costs O(k), plus O(n) only every n/4 entries. */
+    if (measured && ss_profile_db_compact(o->db, 0.25, &d) != SS_OK) {
+        rc = ss_cli_fail(&d);
+        goto out;
+    }
     if (measured)
         printf("profile: measured %d tiles in %.1f s (%d reps each after %lld warm-up), written "
                "to %s\n", measured, wall_s() - t0, (int)o->reps, o->warmup, o->db);
@@ -415,7 +398,6 @@ out:
     for (int i = 0; i < it.n; i++)
         ss_free(it.v[i].sig);
     ss_free(it.v);
-    ss_profile_db_free(mine);
     ss_profile_db_free(have);
     return rc;
 }
@@ -434,8 +416,13 @@ int ss_cmd_profile(int argc, char **argv)
     if (!strcmp(o.db, "-"))
         return ss_cli_usage_error("profile", "--db needs a file (it is read, merged and "
                                              "written back), not -");
+    const ss_cli_output ins[] = {
+        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
+        {"--topology", o.c.topology},
+        {"--plan", o.c.plan && ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
+        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--db", o.db}, {NULL, NULL}};
-    if ((r = ss_cli_check_outputs("profile", outs, 0, NULL)))
+    if ((r = ss_cli_check_files("profile", ins, outs, 0, NULL)))
         return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, o.candidates ? NULL : &p)))
         return r;

@@ -4,10 +4,11 @@
  * JSON, prints a table of data parallelism, the expert plan and the best
  * plan found (or one JSON object with --json).
  *
- * Ctrl-C: a SIGINT handler sets a flag that the search polls before every
- * proposal; the search stops, and the best plan so far is still written and
- * printed (exit status 0, the report says "interrupted"). A second Ctrl-C
- * during the report falls back to the default action. The one-line progress
+ * Ctrl-C or SIGTERM: a handler sets a flag that the search polls before
+ * every proposal; the search stops, and the best plan so far is still
+ * written and printed (exit status 0, the report says "interrupted" and by
+ * which signal). A second signal during the report falls back to the
+ * default action. The one-line progress
  * display goes to stderr only when stderr is a terminal.
  */
 #include "cli.h"
@@ -23,43 +24,10 @@
 #define DEFAULT_MODEL "rnntc"
 #define DEFAULT_OUT "plan.json"
 #define DEFAULT_TIME_LIMIT 10.0
+#define DEFAULT_TIME_LIMIT_S 10
 /* A search whose second half made the best plan at least this much faster
  * (relative) reports that it was still improving (docs/search.md, "Output"). */
 #define STILL_IMPROVING 0.002
-
-static void help(FILE *f)
-{
-    fprintf(f,
-            "usage: simsearch [search] --topology FILE [--model SPEC] [--nodes N] [--batch N]\n"
-            "                 [--budget N] [--time-limit S] [--seed N] [--out plan.json]\n"
-            "                 [--trace FILE] [--db FILE] [--json] [--no-eval-cache]\n"
-            "                 [--evaluator auto|full|symmetry|hierarchical]\n\n"
-            "Search a parallelization plan (MCMC over every operator's split and placement,\n"
-            "judged by the simulator) and compare it with data parallelism and the expert\n"
-            "plan. Ctrl-C stops the search early and still writes the best plan found.\n\n"
-            "  --topology FILE   topology JSON (required)\n"
-            "  --model SPEC      zoo model NAME[:key=value,...] or a model JSON file\n"
-            "                    (default: " DEFAULT_MODEL ")\n"
-            "  --nodes N         override the node count of a compact topology\n"
-            "  --batch N         global batch (default: 64 per device, 256 for alexnet)\n"
-            "  --budget N        proposals in all (default 20000)\n"
-            "  --time-limit S    stop after S seconds (0: no limit; default %g without\n"
-            "                    --budget, none with it)\n"
-            "  --seed N          random seed (default 1); same inputs, seed and --budget\n"
-            "                    without --time-limit => the same plan, byte for byte\n"
-            "  --out FILE        where to write the best plan (default ./" DEFAULT_OUT ")\n"
-            "  --trace FILE      write the best plan's simulated timeline (Perfetto JSON)\n"
-            "  --least-bad       when no plan fits in memory, write the one that overflows\n"
-            "                    least anyway (without it: no plan is written, exit 2)\n"
-            "  --db FILE         profile database: measured tile costs first, then analytic\n"
-            "  --json            print one JSON object instead of the table\n"
-            "  --no-eval-cache   simulate a plan again when the search meets it again\n"
-            "                    (for measurements: the same chain and plan, only slower)\n"
-            "  --evaluator E     how proposals are judged: auto (default), full, symmetry,\n"
-            "                    hierarchical (as simsearch simulate --evaluator; a forced\n"
-            "                    evaluator that does not apply to a proposal rejects it)\n",
-            DEFAULT_TIME_LIMIT);
-}
 
 typedef struct opts {
     ss_cli_common c; /* --model, --topology, --nodes, --batch, --json */
@@ -69,7 +37,63 @@ typedef struct opts {
     double time_limit;
     int no_cache;  /* --no-eval-cache */
     int least_bad; /* --least-bad */
+    int delta;     /* --delta: removed, refused with the reason */
 } opts;
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+static const ss_cli_optdef options[] = {
+    SS_CLI_STR_ROW(opts, "--topology", "FILE", c.topology, 1, "topology JSON"),
+    SS_CLI_STR_ROW(opts, "--model", "SPEC", c.model, 0,
+                   SS_CLI_MODEL_HELP "\n(default: " DEFAULT_MODEL ")"),
+    SS_CLI_ROW_NODES(opts),
+    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_INT_ROW(opts, "--budget", "N", budget, 1, 1LL << 40, "proposals in all (default 20000)"),
+    SS_CLI_REAL_ROW(opts, "--time-limit", "S", time_limit, 0, 1e7,
+                    "stop after S seconds (0: no limit; default " STR(DEFAULT_TIME_LIMIT_S)
+                    " without\n--budget, none with it)"),
+    SS_CLI_INT_ROW(opts, "--seed", "N", seed, 0, 1LL << 62,
+                   "random seed (default 1); same inputs, seed and --budget\n"
+                   "without --time-limit => the same plan, byte for byte"),
+    SS_CLI_STR_ROW(opts, "--out", "FILE", out, 0,
+                   "where to write the best plan (default ./" DEFAULT_OUT ")"),
+    SS_CLI_STR_ROW(opts, "--trace", "FILE", trace, 0,
+                   "write the best plan's simulated timeline (Perfetto JSON)"),
+    SS_CLI_FLAG_ROW(opts, "--least-bad", least_bad,
+                    "when no plan fits in memory, write the one that overflows\n"
+                    "least anyway (without it: no plan is written, exit 2)"),
+    SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
+                   "profile database: measured tile costs first, then analytic"),
+    SS_CLI_ROW_JSON(opts, "print one JSON object instead of the table"),
+    SS_CLI_FLAG_ROW(opts, "--no-eval-cache", no_cache,
+                    "simulate a plan again when the search meets it again\n"
+                    "(for measurements: the same chain and plan, only slower)"),
+    SS_CLI_STR_ROW(opts, "--evaluator", "E", evaluator, 0,
+                   "how proposals are judged: auto (default), full, symmetry,\n"
+                   "hierarchical (as simsearch simulate --evaluator; a forced\n"
+                   "evaluator that does not apply to a proposal rejects it)"),
+    SS_CLI_FLAG_ROW(opts, "--delta", delta, "removed (delta simulation); refused"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_search = {
+    "search",
+    "find a fast plan (the default command)",
+    "Search a parallelization plan (MCMC over every operator's split and placement,\n"
+    "judged by the simulator) and compare it with data parallelism and the expert\n"
+    "plan. Ctrl-C or SIGTERM stops the search early and still writes the best plan\n"
+    "found. 'simsearch --topology FILE ...' (no command) runs the search too.",
+    options,
+    NULL,
+    0,
+    "The report: \"stopped:\" says what ended the search (budget, time limit, no\n"
+    "improvement, interrupted); \"the time limit decided\" is printed only when the\n"
+    "time limit ended it or cut a phase. Speedups are against plans that fit in\n"
+    "memory; a baseline that does not fit is shown as such, with no speedup.\n"
+    "Exit status: 0 success (also when interrupted), 2 bad usage or input (or no\n"
+    "plan fits, without --least-bad), 1 input/output or system failures.",
+};
 
 static int parse(int argc, char **argv, opts *o)
 {
@@ -77,90 +101,39 @@ static int parse(int argc, char **argv, opts *o)
     o->c.model = DEFAULT_MODEL;
     o->out = DEFAULT_OUT;
     o->seed = 1;
-    o->time_limit = -1; /* unset: DEFAULT_TIME_LIMIT unless --budget is given */
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return -1;
-        }
-        if ((r = ss_cli_common_opt("search", argc, argv, &i, &o->c, 0))) {
-            if (r < 0)
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        if (!strcmp(argv[i], "--delta")) /* removed (docs/search.md, "Delta simulation") */
-            return ss_cli_usage_error("search",
-                                      "--delta was removed: delta simulation was slower than the "
-                                      "full simulation it had to match; every proposal is judged "
-                                      "by the full simulation (drop the flag)");
-        if (!strcmp(argv[i], "--no-eval-cache")) {
-            o->no_cache = 1;
-            continue;
-        }
-        if (!strcmp(argv[i], "--least-bad")) {
-            o->least_bad = 1;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--out", &o->out)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--trace", &o->trace)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--db", &o->db)) ||
-            (r = ss_cli_opt(argc, argv, &i, "--evaluator", &o->evaluator))) {
-            if (r < 0)
-                return ss_cli_usage_error("search", "%s needs a value", argv[i]);
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--budget", &v))) {
-            if (ss_cli_int_opt("search", "--budget", r, v, 1, 1LL << 40, &o->budget))
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--seed", &v))) {
-            if (ss_cli_int_opt("search", "--seed", r, v, 0, 1LL << 62, &o->seed))
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        if ((r = ss_cli_opt(argc, argv, &i, "--time-limit", &v))) {
-            char *end = NULL;
-            double t = r < 0 ? -1 : strtod(v, &end);
-            if (r < 0 || !end || *end || end == v || !(t >= 0) || t > 1e7)
-                return ss_cli_usage_error("search",
-                                          "--time-limit: '%s' is not a number of seconds from "
-                                          "0 to 1e7 (0: no limit)",
-                                          r < 0 ? "(missing)" : v);
-            o->time_limit = t;
-            continue;
-        }
-        return ss_cli_usage_error("search", "unknown argument '%s'", argv[i]);
-    }
-    if (!o->c.topology)
-        return ss_cli_usage_error("search", "--topology is required");
+    int r = ss_cli_parse_def(&ss_cli_def_search, argc, argv, o);
+    if (r)
+        return r;
+    if (o->delta) /* removed (docs/search.md, "Delta simulation") */
+        return ss_cli_usage_error("search",
+                                  "--delta was removed: delta simulation was slower than the "
+                                  "full simulation it had to match; every proposal is judged "
+                                  "by the full simulation (drop the flag)");
     if (o->evaluator && ss_evaluator_parse(o->evaluator, &o->ev))
         return ss_cli_usage_error("search",
                                   "--evaluator: unknown evaluator \"%s\" (expected auto, full, "
                                   "symmetry or hierarchical)",
                                   o->evaluator);
     /* A budget alone makes the search reproducible: no clock unless asked. */
-    if (o->time_limit < 0)
+    if (!ss_cli_given(&ss_cli_def_search, "--time-limit"))
         o->time_limit = o->budget > 0 ? 0 : DEFAULT_TIME_LIMIT;
     return 0;
 }
 
 /* ---- Ctrl-C and progress ---------------------------------------------------- */
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted; /* the signal that stopped the search, or 0 */
 
-/* The first Ctrl-C stops the search (it polls the flag, also inside long
- * simulations); a second one ends the program at once. */
-static void on_sigint(int sig)
+/* The first SIGINT or SIGTERM stops the search (it polls the flag, also
+ * inside long simulations); a second one ends the program at once. */
+static void on_stop_signal(int sig)
 {
     if (interrupted) {
         ss_output_remove_temps();
         signal(sig, SIG_DFL);
         raise(sig);
     }
-    interrupted = 1;
+    interrupted = sig;
 }
 
 static int stop_cb(void *ctx)
@@ -192,22 +165,52 @@ static double max_peak(const ss_sim_result *r)
     return m;
 }
 
+/* One row of the table; the speedup column (over data parallelism) only
+ * when both plans fit in memory: a time that cannot run is no baseline. */
 static void row(const char *name, const ss_sim_result *r, const ss_sim_result *dp)
 {
-    char mem[32], tp[32];
-    printf("  %-14s %10.2f ms %12s %11s %8.2fx%s\n", name, r->iteration_us / 1000,
+    char mem[32], tp[32], sp[32] = "-";
+    if (r->fits && dp->fits && r->iteration_us > 0)
+        snprintf(sp, sizeof sp, "%.2fx", dp->iteration_us / r->iteration_us);
+    printf("  %-14s %10.2f ms %12s %11s %9s%s\n", name, r->iteration_us / 1000,
            ss_cli_si(r->throughput, tp, sizeof tp), ss_cli_bytes(max_peak(r), mem, sizeof mem),
-           r->iteration_us > 0 ? dp->iteration_us / r->iteration_us : 0,
-           r->fits ? "" : "  DOES NOT FIT");
+           sp, r->fits ? "" : "  DOES NOT FIT");
 }
 
-static void print_human(const ss_search_result *r, const char *out_path, const char *trace)
+/* "1.23x over data parallel" or why there is no such figure. */
+static const char *speedup_text(const ss_sim_result *base, const ss_sim_result *best,
+                                const char *what, char *buf, size_t n)
+{
+    if (!base->fits)
+        snprintf(buf, n, "none over %s (it does not fit in memory)", what);
+    else if (!best->fits)
+        snprintf(buf, n, "none over %s (the best plan does not fit in memory)", what);
+    else
+        snprintf(buf, n, "%.2fx over %s", base->iteration_us / best->iteration_us, what);
+    return buf;
+}
+
+/* How the proposals were judged: the evaluator asked for, and for auto the
+ * one that judged the best plan. */
+static const char *evaluator_text(const opts *o, const ss_sim_result *b, char *buf, size_t n)
+{
+    if (o->ev == SS_EVAL_AUTO)
+        snprintf(buf, n, "auto evaluator (the best plan: %s)", b->evaluator);
+    else
+        snprintf(buf, n, "%s evaluator", ss_evaluator_name(o->ev));
+    return buf;
+}
+
+static void print_human(const ss_search_result *r, const opts *o, const char *out_path,
+                        const char *trace)
 {
     const ss_sim_result *b = &r->best_sim;
+    char s1[96], s2[96];
     printf("simsearch: %s on %s (%d devices, global batch %lld)\n", b->model, b->topology,
            b->n_devices, (long long)b->batch);
     if (r->interrupted)
-        printf("search interrupted (Ctrl-C): the best plan found so far\n");
+        printf("search interrupted (%s): the best plan found so far\n",
+               interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C");
     if (r->devices_usable < b->n_devices)
         printf("note: no two devices of this topology can reach each other (every peer refuses\n"
                "      connections and none relays): plans use device 0 alone\n");
@@ -217,8 +220,9 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
     row("expert", &r->expert_sim, &r->dp_sim);
     row("best found", b, &r->dp_sim);
     printf("\n  expert plan: %s\n", r->expert_label);
-    printf("  speedup of the best plan: %.2fx over data parallel, %.2fx over expert\n",
-           r->speedup_vs_dp, r->speedup_vs_expert);
+    printf("  speedup of the best plan: %s, %s\n",
+           speedup_text(&r->dp_sim, b, "data parallel", s1, sizeof s1),
+           speedup_text(&r->expert_sim, b, "expert", s2, sizeof s2));
     if (r->interrupted && r->proposals == 0) {
         printf("  search: interrupted before its first proposal; the plans above are the\n"
                "          ones judged by then\n");
@@ -226,11 +230,11 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
     }
     printf("  search: %lld proposals (%lld rejected by the compute bound, %lld by the load\n"
            "          bound while simulating, %lld by an earlier judgement of the same plan),\n"
-           "          %lld accepted, %lld simulations (%.0f/s, %s), %.2f s, stopped: %s\n",
+           "          %lld accepted, %lld simulations (%.0f/s), %.2f s, stopped: %s\n"
+           "          judged by the %s\n",
            (long long)r->proposals, (long long)r->pruned, (long long)r->cut,
-           (long long)r->cached, (long long)r->accepted,
-           (long long)r->evaluations, r->evals_per_s,
-           "full simulation", r->time_s, r->stopped_by);
+           (long long)r->cached, (long long)r->accepted, (long long)r->evaluations,
+           r->evals_per_s, r->time_s, r->stopped_by, evaluator_text(o, b, s1, sizeof s1));
     printf("  best found after %.2f s; plan space about 10^%.0f plans\n", r->best_found_at_s,
            r->log10_space);
     if (!isfinite(r->gain_second_half))
@@ -240,9 +244,14 @@ static void print_human(const ss_search_result *r, const char *out_path, const c
         printf("  still improving: the best plan got %.1f%% faster in the second half of the\n"
                "          search; a longer --time-limit or --budget will likely find a better one\n",
                100 * r->gain_second_half);
-    if (r->time_dependent)
+    if (!strcmp(r->stopped_by, "time limit"))
         printf("  the time limit decided where the search stopped: the same seed may give\n"
                "          another plan; --budget N without --time-limit is reproducible\n");
+    else if (r->time_dependent)
+        printf("  the time limit (%g s, shared out over the exploration chains) cut some\n"
+               "          chains short, so the same seed may give another plan; --budget N\n"
+               "          without --time-limit is reproducible\n",
+               r->time_limit_s);
     if (b->n_crit > 0) {
         printf("  critical path of the best plan:");
         for (int i = 0; i < b->n_crit && i < 3; i++)
@@ -263,13 +272,18 @@ written:
     printf("\n(simsearch simulate --plan %s ... predicts it again)\n", out_path);
 }
 
-static int run(const opts *o, struct sigaction *old)
+static int run(const opts *o, struct sigaction *old, struct sigaction *old_term)
 {
     ss_machine *m = NULL;
     ss_graph *g = NULL;
     int taken = 0;
+    const ss_cli_output ins[] = {
+        {"--model", ss_cli_spec_is_file(o->c.model) ? o->c.model : NULL},
+        {"--topology", o->c.topology},
+        {"--db", o->db},
+        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--out", o->out}, {"--trace", o->trace}, {NULL, NULL}};
-    int rc = ss_cli_check_outputs("search", outs, o->c.json, &taken);
+    int rc = ss_cli_check_files("search", ins, outs, o->c.json, &taken);
     if (rc)
         return rc;
     rc = ss_cli_common_load(&o->c, &m, &g, NULL);
@@ -298,7 +312,8 @@ static int run(const opts *o, struct sigaction *old)
     ss_diag d;
     ss_diag_init(&d);
     ss_status st = ss_search_run(g, m, cm, &cfg, &r, &d);
-    sigaction(SIGINT, old, NULL); /* a second Ctrl-C now ends the program */
+    sigaction(SIGINT, old, NULL); /* a second signal now ends the program */
+    sigaction(SIGTERM, old_term, NULL);
     if (cfg.progress)
         fprintf(stderr, "\r%78s\r", "");
     /* No plan fits: say so, and write nothing unless the least bad is asked for. */
@@ -323,7 +338,7 @@ static int run(const opts *o, struct sigaction *old)
                 ss_free(js);
             }
         } else {
-            print_human(&r, out, trace);
+            print_human(&r, o, out, trace);
         }
     }
     if (st != SS_OK) {
@@ -358,13 +373,15 @@ int ss_cmd_search(int argc, char **argv)
         return rc < 0 ? SS_EXIT_OK : rc;
     /* Catch Ctrl-C from the start (loading a big model takes a moment); the
      * search polls the flag, so an early Ctrl-C stops it at once. */
-    struct sigaction sa, old;
+    struct sigaction sa, old, old_term;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     interrupted = 0;
     sigaction(SIGINT, &sa, &old);
-    rc = run(&o, &old);
+    sigaction(SIGTERM, &sa, &old_term);
+    rc = run(&o, &old, &old_term);
     sigaction(SIGINT, &old, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     return rc;
 }

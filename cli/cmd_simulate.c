@@ -14,53 +14,62 @@
 #include <malloc.h>
 #endif
 
-static void help(FILE *f)
-{
-    fprintf(f,
-            "usage: simsearch simulate --model SPEC --topology FILE --plan SPEC [--nodes N]\n"
-            "                          [--batch N] [--db FILE] [--trace FILE] [--json]\n"
-            "                          [--evaluator auto|full|symmetry|hierarchical]\n\n"
-            "Predict one training iteration of a plan: time, throughput, compute /\n"
-            "communication / idle per device, peak memory per device, whether it fits,\n"
-            "and the critical path.\n\n"
-            "  --model SPEC     zoo model NAME[:key=value,...] or a model JSON file\n"
-            "  --topology FILE  topology JSON\n"
-            "  --plan SPEC      data-parallel | megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V]\n"
-            "                   [,recompute=none|selective|full][,sp=0|1][,distopt=0|1]\n"
-            "                   [,sync=overlap|bulk] | a plan JSON file\n"
-            "  --nodes N        override the node count of a compact topology\n"
-            "  --batch N        global batch (default: 64 per device, 256 for alexnet)\n"
-            "  --db FILE        profile database: measured tile costs first, then analytic\n"
-            "                   (--json reports cost_sources: each source's share of the\n"
-            "                   predicted compute time)\n"
-            "  --trace FILE     write the simulated timeline as Chrome Trace JSON (Perfetto)\n"
-            "  --json           print the result as one JSON object\n"
-            "  --evaluator E    auto (default): hierarchical for plans of >= 2^20 tile\n"
-            "                   entries where it applies (not with --trace), else by\n"
-            "                   symmetry where the plan is symmetric, else in full;\n"
-            "                   full: the full task-graph simulation; symmetry: one\n"
-            "                   representative per class of devices doing identical work\n"
-            "                   (bit-identical to full) or fail, saying why;\n"
-            "                   hierarchical (hier): repeated blocks simulated once, then\n"
-            "                   a stage-level pipeline (within 0.5%% of full on 1F1B\n"
-            "                   Megatron plans; no trace, no critical path) or fail\n\n"
-            "Exit status: 0 success (also when the plan does not fit: see \"fits\"),\n"
-            "2 bad usage or input, 1 other failures.\n");
-}
-
 typedef struct opts {
     ss_cli_common c;
     const char *trace, *db, *evaluator;
 } opts;
 
+static const ss_cli_optdef options[] = {
+    SS_CLI_ROW_MODEL(opts),
+    SS_CLI_ROW_TOPOLOGY(opts),
+    SS_CLI_ROW_PLAN(opts, 1),
+    SS_CLI_ROW_NODES(opts),
+    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
+                   "profile database: measured tile costs first, then analytic\n"
+                   "(--json reports cost_sources: each source's share of the\n"
+                   "predicted compute time)"),
+    SS_CLI_STR_ROW(opts, "--trace", "FILE", trace, 0,
+                   "write the simulated timeline as Chrome Trace JSON (Perfetto)"),
+    SS_CLI_ROW_JSON(opts, "print the result as one JSON object"),
+    SS_CLI_STR_ROW(opts, "--evaluator", "E", evaluator, 0,
+                   "auto (default): hierarchical for plans of >= 2^20 tile\n"
+                   "entries where it applies (not with --trace), else by\n"
+                   "symmetry where the plan is symmetric, else in full;\n"
+                   "full: the full task-graph simulation; symmetry: one\n"
+                   "representative per class of devices doing identical work\n"
+                   "(bit-identical to full) or fail, saying why;\n"
+                   "hierarchical (hier): repeated blocks simulated once, then\n"
+                   "a stage-level pipeline (within 0.5% of full on 1F1B\n"
+                   "Megatron plans; no trace, no critical path) or fail"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_simulate = {
+    "simulate",
+    "predict iteration time and memory of a plan",
+    "Predict one training iteration of a plan: time, throughput, where each device's\n"
+    "time goes, peak memory per device, whether it fits, and the critical path.",
+    options,
+    NULL,
+    0,
+    "Per device (mean over devices, as a share of the iteration):\n"
+    "  compute        time running compute tasks\n"
+    "  comm hidden    communication that runs while the device computes\n"
+    "  comm exposed   communication the device waits for, computing nothing\n"
+    "  idle           neither computing nor waiting for its communication\n"
+    "                 (pipeline bubbles, waiting for other devices)\n"
+    "compute + exposed + idle = 100%; communication = hidden + exposed.\n"
+    "The critical path lists the operators and collectives on the longest chain.\n"
+    "Ctrl-C or SIGTERM stops a long simulation: it says so and exits 130 / 143.\n"
+    "Exit status: 0 success (also when the plan does not fit: see \"fits\"),\n"
+    "2 bad usage or input, 1 input/output or system failures.",
+};
+
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    const ss_cli_extra extra[] = {{"--trace", &o->trace},
-                                  {"--db", &o->db},
-                                  {"--evaluator", &o->evaluator},
-                                  {NULL, NULL}};
-    return ss_cli_parse("simulate", argc, argv, &o->c, 1, extra, help);
+    return ss_cli_parse_def(&ss_cli_def_simulate, argc, argv, o);
 }
 
 static double pct(double part, double whole)
@@ -119,9 +128,14 @@ static void print_human(const opts *o, const ss_sim_result *r)
     printf("plan       %s\n", o->c.plan);
     printf("iteration  %.3f ms   throughput %s samples/s   (%lld tasks)\n", it / 1e3,
            ss_cli_si(r->throughput, a, sizeof a), (long long)r->n_tasks);
-    printf("per device (mean): compute %.1f%%, communication %.1f%% (exposed %.1f%%), "
-           "idle %.1f%%\n",
-           pct(comp, it), pct(comm, it), pct(exposed, it), pct(idle, it));
+    /* idle_us counts the exposed communication too: split it out, so that
+     * compute + exposed + idle = 100% (the definitions: --help). */
+    double other_idle = idle > exposed ? idle - exposed : 0;
+    printf("per device (mean): compute %.1f%% + communication exposed %.1f%% + idle %.1f%% "
+           "= 100%%\n",
+           pct(comp, it), pct(exposed, it), pct(other_idle, it));
+    printf("                   communication %.1f%% in all (%.1f%% hidden under compute)\n",
+           pct(comm, it), pct(comm > exposed ? comm - exposed : 0, it));
     printf("peak memory:\n");
     print_memory(r);
     if (r->fits) {
@@ -141,16 +155,26 @@ static void print_human(const opts *o, const ss_sim_result *r)
         return;
     }
     printf("critical path (%.3f ms of busy tasks):\n", r->critical_path_us / 1e3);
-    for (int i = 0; i < r->n_crit; i++)
-        printf("  %5.1f%%  %-10s %s (%d task%s)\n", pct(r->crit[i].us, it), r->crit[i].kind,
-               r->crit[i].name, r->crit[i].n_tasks, r->crit[i].n_tasks == 1 ? "" : "s");
+    for (int i = 0; i < r->n_crit; i++) {
+        if (i > 0 && i == r->n_crit - 1 && !strcmp(r->crit[i].name, "(other)"))
+            printf("  %5.1f%%  %-10s every other op and collective, each below %.1f%% "
+                   "(%d tasks)\n",
+                   pct(r->crit[i].us, it), "(other)", pct(r->crit[i - 1].us, it),
+                   r->crit[i].n_tasks);
+        else
+            printf("  %5.1f%%  %-10s %s (%d task%s)\n", pct(r->crit[i].us, it), r->crit[i].kind,
+                   r->crit[i].name, r->crit[i].n_tasks, r->crit[i].n_tasks == 1 ? "" : "s");
+    }
     if (o->trace)
         printf("trace written to %s\n", o->trace);
 }
 
 /* The result JSON with "cost_sources" added: each source's share of the
- * plan's compute time (sources with no share left out). */
-static int print_json(const char *txt, const double share[3])
+ * plan's compute time (sources with no share left out); and
+ * "breakdown"."shares": compute + communication_exposed + idle = 1 of the
+ * mean device's iteration (idle_ms includes the exposed communication;
+ * shares.idle does not), communication_hidden the part under compute. */
+static int print_json(const char *txt, const double share[3], const ss_sim_result *r)
 {
     json_error_t err;
     json_t *root = json_loads(txt, 0, &err);
@@ -163,6 +187,27 @@ static int print_json(const char *txt, const double share[3])
         if (share[k] > 0)
             json_object_set_new(src, ss_cost_source_name((ss_cost_source)k), json_real(share[k]));
     json_object_set_new(root, "cost_sources", src);
+    /* The mean device's iteration in parts that add up to 1 (idle_us holds
+     * the exposed communication too). */
+    double comp = 0, comm = 0, exposed = 0, idle = 0, it = r->iteration_us;
+    for (int i = 0; i < r->n_devices; i++) {
+        comp += r->compute_us[i];
+        comm += r->comm_us[i];
+        exposed += r->exposed_comm_us[i];
+        idle += r->idle_us[i];
+    }
+    double n = r->n_devices > 0 && it > 0 ? r->n_devices * it : 1;
+    json_t *bd = json_object();
+    json_object_set_new(bd, "compute", json_real(comp / n));
+    json_object_set_new(bd, "communication_exposed", json_real(exposed / n));
+    json_object_set_new(bd, "idle", json_real((idle > exposed ? idle - exposed : 0) / n));
+    json_object_set_new(bd, "communication_hidden",
+                        json_real((comm > exposed ? comm - exposed : 0) / n));
+    json_t *parent = json_object_get(root, "breakdown");
+    if (json_is_object(parent))
+        json_object_set_new(parent, "shares", bd);
+    else
+        json_decref(bd);
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (!s) {
@@ -191,8 +236,14 @@ int ss_cmd_simulate(int argc, char **argv)
     ss_diag d;
     ss_diag_init(&d);
     int taken = 0;
+    const ss_cli_output ins[] = {
+        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
+        {"--topology", o.c.topology},
+        {"--plan", ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
+        {"--db", o.db},
+        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--trace", o.trace}, {NULL, NULL}};
-    if ((r = ss_cli_check_outputs("simulate", outs, o.c.json, &taken)))
+    if ((r = ss_cli_check_files("simulate", ins, outs, o.c.json, &taken)))
         return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
         return r;
@@ -238,7 +289,7 @@ int ss_cmd_simulate(int argc, char **argv)
             r = ss_cli_fail(&d);
             goto out;
         }
-        if ((r = print_json(txt, share)))
+        if ((r = print_json(txt, share, &res)))
             goto out;
     } else {
         print_human(&o, &res);

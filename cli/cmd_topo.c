@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,26 +25,41 @@
 #define NEAR_MAX 16 /* sampled too: devices 0 .. NEAR_MAX-1 (device 0's node) */
 #define MAX_LISTED 5
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: simsearch topo FILE [--nodes N] [--json]\n"
-               "       simsearch topo --discover [--probe [--np N]] [--out FILE]\n\n"
-               "Summarise a topology (simsearch-topology JSON, explicit or compact form):\n"
-               "devices by type and host, aggregate peak TFLOP/s and memory, links by kind,\n"
-               "the slowest and fastest device-pair bandwidths, unreachable pairs.\n\n"
-               "options:\n"
-               "  --nodes N     override the node count of a compact topology\n"
-               "  --json        print the summary as JSON\n"
-               "  --discover    build a topology of this host with hwloc (cores as CPU-core\n"
-               "                devices, PCI GPUs; estimated bandwidths are marked so)\n"
-               "  --probe       with --discover: measure the core-to-core links with the MPI\n"
-               "                link probe (simsearch probe) and use the measured bandwidth\n"
-               "                and latency instead of estimates\n"
-               "  --np N        with --probe: MPI ranks (default 2)\n"
-               "  --out FILE    with --discover: write the JSON to FILE (atomically)\n"
-               "  --help        this text\n\n"
-               "exit status: 0 ok, 2 bad usage or input, 1 other failure\n");
-}
+typedef struct topo_opts {
+    const char *file, *out;
+    long long nodes, np;
+    int json, disc, probe;
+} topo_opts;
+
+static const ss_cli_optdef options[] = {
+    SS_CLI_INT_ROW(topo_opts, "--nodes", "N", nodes, 1, SS_CLI_MAX_NODES,
+                   "override the node count of a compact topology"),
+    SS_CLI_FLAG_ROW(topo_opts, "--json", json, "print the summary as JSON"),
+    SS_CLI_FLAG_ROW(topo_opts, "--discover", disc,
+                    "build a topology of this host with hwloc (cores as CPU-core\n"
+                    "devices, PCI GPUs; estimated bandwidths are marked so)"),
+    SS_CLI_FLAG_ROW(topo_opts, "--probe", probe,
+                    "with --discover: measure the core-to-core links with the MPI\n"
+                    "link probe (simsearch probe) and use the measured bandwidth\n"
+                    "and latency instead of estimates"),
+    SS_CLI_INT_ROW(topo_opts, "--np", "N", np, 2, 4096, "with --probe: MPI ranks (default 2)"),
+    SS_CLI_STR_ROW(topo_opts, "--out", "FILE", out, 0,
+                   "with --discover: write the JSON to FILE (atomically)"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_topo = {
+    "topo",
+    "summarise a topology file, or discover this host",
+    "Summarise a topology (simsearch-topology JSON, explicit or compact form):\n"
+    "devices by type and host, aggregate peak TFLOP/s and memory, links by kind,\n"
+    "the slowest and fastest device-pair bandwidths, unreachable pairs.\n"
+    "'simsearch topo --discover [--probe [--np N]] [--out FILE]' builds one.",
+    options,
+    "FILE",
+    offsetof(topo_opts, file),
+    "Exit status: 0 ok, 2 bad usage or input, 1 other failure.",
+};
 
 typedef struct kind_stat {
     char kind[32];
@@ -293,7 +309,7 @@ static int discover(const char *out, int probe, int np)
     ss_machine *m = NULL;
     int taken = 0;
     const ss_cli_output outs[] = {{"--out", out}, {NULL, NULL}};
-    int rc = ss_cli_check_outputs("topo", outs, 0, &taken);
+    int rc = ss_cli_check_files("topo", NULL, outs, 0, &taken);
     if (rc != SS_EXIT_OK)
         return rc;
     ss_link_figures shm;
@@ -334,39 +350,13 @@ static int discover(const char *out, int probe, int np)
 
 int ss_cmd_topo(int argc, char **argv)
 {
-    const char *file = NULL, *out = NULL, *v = NULL;
-    int json = 0, disc = 0, probe = 0;
-    long long nodes = 0, np = 0;
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return SS_EXIT_OK;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--discover")) {
-            disc = 1;
-        } else if (!strcmp(argv[i], "--probe")) {
-            probe = 1;
-        } else if ((r = ss_cli_opt(argc, argv, &i, "--np", &v)) != 0) {
-            if (r < 0 || ss_cli_int(v, 2, 4096, &np))
-                return ss_cli_usage_error("topo", "--np expects an integer from 2 to 4096");
-        } else if ((r = ss_cli_opt(argc, argv, &i, "--nodes", &v)) != 0) {
-            if (ss_cli_int_opt("topo", "--nodes", r, v, 1, SS_CLI_MAX_NODES, &nodes))
-                return SS_EXIT_USAGE;
-        } else if ((r = ss_cli_opt(argc, argv, &i, "--out", &v)) != 0) {
-            if (r < 0)
-                return ss_cli_usage_error("topo", "--out expects a file name");
-            out = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            return ss_cli_usage_error("topo", "unknown option '%s'", argv[i]);
-        } else if (file) {
-            return ss_cli_usage_error("topo", "more than one topology file ('%s', '%s')", file,
-                                      argv[i]);
-        } else {
-            file = argv[i];
-        }
-    }
+    topo_opts o = {0};
+    int r = ss_cli_parse_def(&ss_cli_def_topo, argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    const char *file = o.file, *out = o.out;
+    long long nodes = o.nodes, np = o.np;
+    int json = o.json, disc = o.disc, probe = o.probe;
     if (disc) {
         if (file || json || nodes)
             return ss_cli_usage_error("topo", "--discover takes no FILE, --json or --nodes");
@@ -380,8 +370,13 @@ int ss_cmd_topo(int argc, char **argv)
         return ss_cli_usage_error("topo", "--out applies to --discover only");
     if (!file)
         return ss_cli_usage_error("topo", "missing topology FILE (or --discover)");
+    const ss_cli_output ins[] = {{"FILE", file}, {NULL, NULL}};
+    const ss_cli_output none[] = {{NULL, NULL}};
+    int rc = ss_cli_check_files("topo", ins, none, 0, NULL);
+    if (rc != SS_EXIT_OK)
+        return rc;
     ss_machine *m = NULL;
-    int rc = ss_cli_load_machine(file, (int)nodes, &m);
+    rc = ss_cli_load_machine(file, (int)nodes, &m);
     if (rc != SS_EXIT_OK)
         return rc;
     kind_stat *ks = calloc((size_t)ss_machine_n_links(m) + 1, sizeof *ks);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int ss_cli_fail(const ss_diag *d)
@@ -17,7 +18,6 @@ int ss_cli_fail(const ss_diag *d)
     switch (d->status) {
     case SS_ERR_PARSE:
     case SS_ERR_INVALID:
-    case SS_ERR_IO:
     case SS_ERR_INFEASIBLE:
         return SS_EXIT_USAGE;
     default:
@@ -36,74 +36,6 @@ int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
     return SS_EXIT_USAGE;
 }
 
-int ss_cli_opt(int argc, char **argv, int *i, const char *name, const char **value)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0)
-        return 0;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0')
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *value = argv[++*i];
-    return 1;
-}
-
-int ss_cli_int(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* "N" or, for powers of two from 2^20 on, "2^k = N". */
-static const char *limit_text(long long v, char *buf, size_t n)
-{
-    int k = 0;
-    while (k < 62 && (1LL << k) < v)
-        k++;
-    if (v >= (1LL << 20) && v == (1LL << k))
-        snprintf(buf, n, "2^%d = %lld", k, v);
-    else
-        snprintf(buf, n, "%lld", v);
-    return buf;
-}
-
-int ss_cli_int_opt(const char *cmd, const char *name, int r, const char *v, long long lo,
-                   long long hi, long long *out)
-{
-    char a[48], b[48];
-    limit_text(lo, a, sizeof a);
-    limit_text(hi, b, sizeof b);
-    if (r < 0) {
-        ss_cli_usage_error(cmd, "%s needs a value (an integer from %s to %s)", name, a, b);
-        return -1;
-    }
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end) {
-        ss_cli_usage_error(cmd, "%s: '%s' is not an integer (expected %s to %s)", name, v, a, b);
-        return -1;
-    }
-    if (errno == ERANGE || x < lo || x > hi) {
-        ss_cli_usage_error(cmd, "%s: %s is out of range (expected an integer from %s to %s)", name,
-                           v, a, b);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m)
 {
     ss_diag d;
@@ -120,63 +52,6 @@ int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_grap
     if (ss_model_build(spec, batch, n_devices, g, &d) != SS_OK)
         return ss_cli_fail(&d);
     return SS_EXIT_OK;
-}
-
-int ss_cli_common_opt(const char *cmd, int argc, char **argv, int *i, ss_cli_common *c,
-                      int want_plan)
-{
-    const char *v = NULL;
-    int r;
-    if (!strcmp(argv[*i], "--json")) {
-        c->json = 1;
-        return 1;
-    }
-    if ((r = ss_cli_opt(argc, argv, i, "--model", &c->model)) ||
-        (r = ss_cli_opt(argc, argv, i, "--topology", &c->topology)) ||
-        (want_plan && (r = ss_cli_opt(argc, argv, i, "--plan", &c->plan)))) {
-        if (r < 0) {
-            ss_cli_usage_error(cmd, "%s needs a value", argv[*i]);
-            return -1;
-        }
-        return 1;
-    }
-    if ((r = ss_cli_opt(argc, argv, i, "--nodes", &v))) {
-        return ss_cli_int_opt(cmd, "--nodes", r, v, 1, SS_CLI_MAX_NODES, &c->nodes) ? -1 : 1;
-    }
-    if ((r = ss_cli_opt(argc, argv, i, "--batch", &v))) {
-        return ss_cli_int_opt(cmd, "--batch", r, v, 1, SS_CLI_MAX_BATCH, &c->batch) ? -1 : 1;
-    }
-    return 0;
-}
-
-int ss_cli_parse(const char *cmd, int argc, char **argv, ss_cli_common *c, int want_plan,
-                 const ss_cli_extra *extra, void (*help)(FILE *f))
-{
-    memset(c, 0, sizeof *c);
-    for (int i = 1; i < argc; i++) {
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            help(stdout);
-            return -1;
-        }
-        if ((r = ss_cli_common_opt(cmd, argc, argv, &i, c, want_plan))) {
-            if (r < 0)
-                return SS_EXIT_USAGE;
-            continue;
-        }
-        for (const ss_cli_extra *e = extra; e && e->name; e++)
-            if ((r = ss_cli_opt(argc, argv, &i, e->name, e->value)))
-                break;
-        if (r < 0)
-            return ss_cli_usage_error(cmd, "%s needs a value", argv[i]);
-        if (r)
-            continue;
-        return ss_cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-    }
-    if (!c->model || !c->topology || (want_plan && !c->plan))
-        return ss_cli_usage_error(cmd, want_plan ? "--model, --topology and --plan are required"
-                                                 : "--model and --topology are required");
-    return 0;
 }
 
 int ss_cli_common_load(const ss_cli_common *c, ss_machine **m, ss_graph **g, ss_plan **p)
@@ -275,17 +150,77 @@ const char *ss_cli_bytes(double v, char *buf, size_t n)
     return buf;
 }
 
-int ss_cli_check_outputs(const char *cmd, const ss_cli_output *outs, int json, int *stdout_taken)
+int ss_cli_spec_is_file(const char *spec)
+{
+    size_t n = strlen(spec);
+    return strchr(spec, '/') || (n >= 5 && !strcmp(spec + n - 5, ".json"));
+}
+
+/* Identity of a path after resolving links: the file's device and inode
+ * when it exists; else its resolved directory's, plus the last name. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    const char *name; /* NULL when the file exists */
+} file_id;
+
+static int get_id(const char *path, file_id *id)
+{
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) {
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+        return 0;
+    }
+    const char *slash = strrchr(path, '/');
+    id->name = slash ? slash + 1 : path;
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0)
+        return -1;
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
+    return 0;
+}
+
+static int same_id(const file_id *a, const file_id *b)
+{
+    if (a->dev != b->dev || a->ino != b->ino || !a->name != !b->name)
+        return 0;
+    return !a->name || !strcmp(a->name, b->name);
+}
+
+int ss_cli_check_files(const char *cmd, const ss_cli_output *ins, const ss_cli_output *outs,
+                       int json, int *stdout_taken)
 {
     const char *to_stdout = NULL;
+    const char *c = cmd ? cmd : "";
+    for (int i = 0; ins && ins[i].flag; i++) {
+        struct stat st;
+        const char *p = ins[i].path;
+        if (!p || !strcmp(p, "-"))
+            continue;
+        if (stat(p, &st) != 0 || access(p, R_OK) != 0)
+            return ss_cli_usage_error(cmd, "%s %s: cannot read it: %s", ins[i].flag, p,
+                                      strerror(errno));
+        if (!S_ISREG(st.st_mode))
+            return ss_cli_usage_error(
+                cmd, "%s %s: is %s (expected a regular file)", ins[i].flag, p,
+                S_ISFIFO(st.st_mode)  ? "a FIFO, which would block until a writer comes"
+                : S_ISDIR(st.st_mode) ? "a directory"
+                : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                              : "not a plain file");
+    }
     for (int i = 0; outs[i].flag; i++) {
         const char *p = outs[i].path;
         if (!p)
             continue;
-        for (int j = 0; j < i; j++)
-            if (outs[j].path && !strcmp(outs[j].path, p))
-                return ss_cli_usage_error(cmd, "%s and %s name the same file '%s'",
-                                          outs[j].flag, outs[i].flag, p);
         if (!strcmp(p, "-")) {
             if (to_stdout)
                 return ss_cli_usage_error(cmd, "%s and %s both write to standard output (-)",
@@ -295,14 +230,29 @@ int ss_cli_check_outputs(const char *cmd, const ss_cli_output *outs, int json, i
                                                "file name, not -",
                                           outs[i].flag);
             to_stdout = outs[i].flag;
+            continue;
         }
         ss_diag d;
         ss_diag_init(&d);
         if (ss_output_check(p, &d) != SS_OK) {
-            fprintf(stderr, "simsearch%s%s: %s: %s\n", cmd ? " " : "", cmd ? cmd : "",
-                    outs[i].flag, d.msg);
+            fprintf(stderr, "simsearch%s%s: %s: %s\n", cmd ? " " : "", c, outs[i].flag, d.msg);
             return SS_EXIT_USAGE;
         }
+        file_id me, other;
+        if (get_id(p, &me))
+            continue; /* ss_output_check accepted it: cannot happen */
+        for (int j = 0; j < i; j++)
+            if (outs[j].path && strcmp(outs[j].path, "-") && !get_id(outs[j].path, &other) &&
+                same_id(&me, &other))
+                return ss_cli_usage_error(cmd, "%s '%s' and %s '%s' are the same file",
+                                          outs[j].flag, outs[j].path, outs[i].flag, p);
+        for (int j = 0; ins && ins[j].flag; j++)
+            if (ins[j].path && strcmp(ins[j].path, "-") && !get_id(ins[j].path, &other) &&
+                !other.name && same_id(&me, &other))
+                return ss_cli_usage_error(cmd,
+                                          "%s '%s' is the input %s '%s': writing it would "
+                                          "destroy the input",
+                                          outs[i].flag, p, ins[j].flag, ins[j].path);
     }
     if (stdout_taken)
         *stdout_taken = to_stdout != NULL;
@@ -319,6 +269,13 @@ void ss_cli_report_to_stderr(void)
  * then die of the signal as if it had not been caught. */
 static void on_fatal_signal(int sig)
 {
+    static const char msg_int[] = "\nsimsearch: interrupted (SIGINT): stopped; files not complete were not written\n",
+                      msg_term[] = "\nsimsearch: terminated (SIGTERM): stopped; files not complete were not written\n",
+                      msg_hup[] = "\nsimsearch: hung up (SIGHUP): stopped; files not complete were not written\n";
+    const char *m = sig == SIGINT ? msg_int : sig == SIGTERM ? msg_term : msg_hup;
+    size_t n = sig == SIGINT ? sizeof msg_int : sig == SIGTERM ? sizeof msg_term : sizeof msg_hup;
+    ssize_t w = write(STDERR_FILENO, m, n - 1);
+    (void)w;
     ss_output_remove_temps();
     signal(sig, SIG_DFL);
     raise(sig);

@@ -135,6 +135,11 @@ static ss_status check_identity(const char *file, const json_t *root, const char
                                                      : ": same name, but its structure, sizes or "
                                                        "settings differ");
     }
+    if (actual_name && !strcmp(key, "model") && strcmp(name, actual_name))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "plan %s: $.model.name: the plan was made for model %s, not %s (the "
+                           "same structure; the name must match too)",
+                           file, name, actual_name);
     snprintf(name_out, SS_NAME_MAX, "%s", name);
     *fp_out = fp;
     return SS_OK;

@@ -832,7 +832,7 @@ typedef struct ss_sim_config {
      * links (ss_link.coll_eff, coll_half_bytes), read from the topology. */
 } ss_sim_config;
 
-#define SS_SIM_CRIT_MAX 8
+#define SS_SIM_CRIT_MAX 16
 
 /* One line of the critical-path summary: the time that tasks of one op and
  * kind account for on the path. */
@@ -1006,7 +1006,8 @@ typedef struct ss_search_result {
     ss_plan *best, *data_parallel, *expert; /* owned by the result */
     ss_sim_result best_sim, dp_sim, expert_sim; /* full simulations of the three */
     char expert_label[128];
-    double speedup_vs_dp, speedup_vs_expert; /* baseline time / best time */
+    double speedup_vs_dp, speedup_vs_expert; /* baseline time / best time; 0 (JSON null) when
+                                                the baseline or the best does not fit */
     int64_t proposals, accepted, evaluations, infeasible, restarts;
     int64_t pruned;          /* proposals rejected by the compute lower bound, unsimulated */
     int64_t cut;             /* proposals rejected after building their task graph, before

@@ -1,8 +1,9 @@
 /*
  * profile_db.c — the profile database (profile_db.h): entries in an array
  * with an open-addressing index on (device type, signature), the strict
- * loader, the merging atomic writer under a sidecar flock, op signatures,
- * and the cost provider that answers from the database.
+ * loader (the file, then its append journal), the merging atomic writer and
+ * the journal appender under a sidecar flock, op signatures, and the cost
+ * provider that answers from the database.
  *
  * Invariant: the index holds every entry exactly once; an entry's key never
  * changes after insertion (put replaces the value in place).
@@ -14,8 +15,10 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -243,6 +246,53 @@ static ss_status from_json(const char *file, json_t *root, ss_profile_db **out, 
     return SS_OK;
 }
 
+/* "<path><suffix>" into buf; -1 when it does not fit. */
+static int sidecar(const char *path, const char *suffix, char *buf, size_t n)
+{
+    return (size_t)snprintf(buf, n, "%s%s", path, suffix) >= n ? -1 : 0;
+}
+
+/* Apply the journal "<path>.journal" (one entry object per line, in the
+ * order appended) over db. A missing journal is nothing to apply; a last
+ * line without its newline is a torn append (a writer killed in it) and is
+ * skipped; any other bad line is an error naming the journal and line. */
+static ss_status apply_journal(const char *path, ss_profile_db *db, ss_diag *d)
+{
+    char jpath[4096];
+    if (sidecar(path, ".journal", jpath, sizeof jpath))
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: path too long", path);
+    FILE *f = fopen(jpath, "r");
+    if (!f)
+        return errno == ENOENT ? SS_OK
+                               : ss_diag_set(d, SS_ERR_IO, "%s: cannot read: %s", jpath,
+                                             strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    ss_status st = SS_OK;
+    for (int ln = 1; st == SS_OK && (len = getline(&line, &cap, f)) > 0; ln++) {
+        if (line[len - 1] != '\n')
+            break; /* torn append */
+        json_error_t je;
+        json_t *o = json_loadb(line, (size_t)len, JSON_REJECT_DUPLICATES, &je);
+        char label[4200];
+        snprintf(label, sizeof label, "%s: line %d", jpath, ln);
+        ss_profile_entry e;
+        if (!o)
+            st = ss_diag_set(d, SS_ERR_PARSE, "%s: %s", label, je.text);
+        else if (!json_is_object(o))
+            st = ss_diag_set(d, SS_ERR_PARSE, "%s: expected an entry object", label);
+        else if (!(st = read_entry(label, 0, o, &e, d)))
+            st = ss_profile_db_put(db, &e, d);
+        json_decref(o);
+    }
+    if (st == SS_OK && ferror(f))
+        st = ss_diag_set(d, SS_ERR_IO, "%s: read error: %s", jpath, strerror(errno));
+    free(line);
+    fclose(f);
+    return st;
+}
+
 ss_status ss_profile_db_load(const char *path, ss_profile_db **out, ss_diag *d)
 {
     json_t *root = NULL;
@@ -251,6 +301,10 @@ ss_status ss_profile_db_load(const char *path, ss_profile_db **out, ss_diag *d)
         return st;
     st = from_json(path, root, out, d);
     json_decref(root);
+    if (st == SS_OK && (st = apply_journal(path, *out, d)) != SS_OK) {
+        ss_profile_db_free(*out);
+        *out = NULL;
+    }
     return st;
 }
 
@@ -270,7 +324,14 @@ ss_status ss_profile_db_open(const char *path, ss_profile_db **out, ss_diag *d)
 {
     if (access(path, F_OK) != 0 && errno == ENOENT) {
         *out = ss_profile_db_new();
-        return *out ? SS_OK : ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        if (!*out)
+            return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        ss_status st = apply_journal(path, *out, d); /* appended before any compaction */
+        if (st) {
+            ss_profile_db_free(*out);
+            *out = NULL;
+        }
+        return st;
     }
     return ss_profile_db_load(path, out, d);
 }
@@ -338,37 +399,145 @@ ss_status ss_profile_db_to_string(const ss_profile_db *db, char **out, ss_diag *
     return st;
 }
 
-ss_status ss_profile_db_save(const ss_profile_db *db, const char *path, ss_diag *d)
+/* Take the exclusive lock "<path>.lock": open (create) it, flock it, and
+ * make sure the file locked is still the one at that name (a releaser
+ * unlinks it: a waiter that locked the unlinked file retries). */
+static ss_status lock_db(const char *path, char *lock, size_t n, int *fd_out, ss_diag *d)
 {
-    if (!db || !path)
-        return ss_diag_set(d, SS_ERR_INVALID, "profile: no database or path");
-    char lock[4096];
-    if ((size_t)snprintf(lock, sizeof lock, "%s.lock", path) >= sizeof lock)
+    if (sidecar(path, ".lock", lock, n))
         return ss_diag_set(d, SS_ERR_INVALID, "%s: path too long", path);
-    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ss_diag_set(d, SS_ERR_IO, "%s: cannot open the lock file: %s", lock,
-                           strerror(errno));
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            ss_status st = ss_diag_set(d, SS_ERR_IO, "%s: cannot lock: %s", lock, strerror(errno));
-            close(fd);
-            return st;
+    for (;;) {
+        int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return ss_diag_set(d, SS_ERR_IO, "%s: cannot open the lock file: %s", lock,
+                               strerror(errno));
+        while (flock(fd, LOCK_EX) != 0) {
+            if (errno != EINTR) {
+                ss_status st =
+                    ss_diag_set(d, SS_ERR_IO, "%s: cannot lock: %s", lock, strerror(errno));
+                close(fd);
+                return st;
+            }
         }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino) {
+            *fd_out = fd;
+            return SS_OK;
+        }
+        close(fd); /* unlinked by its releaser meanwhile: lock the new one */
     }
+}
+
+/* Remove the lock file, then release it (no lock file stays behind). */
+static void unlock_db(const char *lock, int fd)
+{
+    unlink(lock);
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
+/* Under the lock: merge db (may be NULL) over the file and its journal,
+ * write the file atomically, then remove the journal. */
+static ss_status compact_locked(const ss_profile_db *db, const char *path, ss_diag *d)
+{
     ss_profile_db *disk = NULL;
     ss_status st = ss_profile_db_open(path, &disk, d);
-    for (int i = 0; st == SS_OK && i < db->n; i++)
+    for (int i = 0; st == SS_OK && db && i < db->n; i++)
         st = ss_profile_db_put(disk, &db->e[i], d);
     json_t *root = NULL;
     if (st == SS_OK && !(root = to_json(disk)))
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     if (st == SS_OK)
         st = ss_json_write_atomic(path, root, d);
+    char jpath[4096];
+    if (st == SS_OK && !sidecar(path, ".journal", jpath, sizeof jpath) && unlink(jpath) != 0 &&
+        errno != ENOENT)
+        st = ss_diag_set(d, SS_ERR_IO, "%s: cannot remove the merged journal: %s", jpath,
+                         strerror(errno));
     json_decref(root);
     ss_profile_db_free(disk);
-    flock(fd, LOCK_UN);
-    close(fd);
+    return st;
+}
+
+ss_status ss_profile_db_save(const ss_profile_db *db, const char *path, ss_diag *d)
+{
+    if (!db || !path)
+        return ss_diag_set(d, SS_ERR_INVALID, "profile: no database or path");
+    char lock[4096];
+    int fd;
+    ss_status st = lock_db(path, lock, sizeof lock, &fd, d);
+    if (st)
+        return st;
+    st = compact_locked(db, path, d);
+    unlock_db(lock, fd);
+    return st;
+}
+
+ss_status ss_profile_db_append(const char *path, const ss_profile_entry *e, ss_diag *d)
+{
+    if (!path || !e)
+        return ss_diag_set(d, SS_ERR_INVALID, "profile: no path or entry");
+    ss_profile_db *one = ss_profile_db_new();
+    if (!one)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    ss_status st = ss_profile_db_put(one, e, d); /* checks the entry's ranges */
+    json_t *root = st ? NULL : to_json(one);
+    json_t *o = root ? json_array_get(json_object_get(root, "entries"), 0) : NULL;
+    char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    ss_profile_db_free(one);
+    if (st)
+        return st;
+    if (!txt)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    char lock[4096], jpath[4096];
+    int fd, jf = -1;
+    if (sidecar(path, ".journal", jpath, sizeof jpath)) {
+        free(txt);
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: path too long", path);
+    }
+    if ((st = lock_db(path, lock, sizeof lock, &fd, d))) {
+        free(txt);
+        return st;
+    }
+    size_t n = strlen(txt);
+    txt[n++] = '\n'; /* json_dumps left room: its NUL */
+    jf = open(jpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (jf < 0)
+        st = ss_diag_set(d, SS_ERR_IO, "%s: cannot open: %s", jpath, strerror(errno));
+    for (size_t w = 0; st == SS_OK && w < n;) {
+        ssize_t k = write(jf, txt + w, n - w);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            st = ss_diag_set(d, SS_ERR_IO, "%s: write failed: %s", jpath, strerror(errno));
+        else
+            w += (size_t)k;
+    }
+    if (st == SS_OK && fsync(jf) != 0)
+        st = ss_diag_set(d, SS_ERR_IO, "%s: write failed: %s", jpath, strerror(errno));
+    if (jf >= 0)
+        close(jf);
+    free(txt);
+    unlock_db(lock, fd);
+    return st;
+}
+
+ss_status ss_profile_db_compact(const char *path, double ratio, ss_diag *d)
+{
+    char lock[4096], jpath[4096];
+    struct stat js, ms;
+    if (!path || sidecar(path, ".journal", jpath, sizeof jpath))
+        return ss_diag_set(d, SS_ERR_INVALID, "profile: no path, or too long");
+    int fd;
+    ss_status st = lock_db(path, lock, sizeof lock, &fd, d);
+    if (st)
+        return st;
+    if (stat(jpath, &js) == 0 &&
+        (stat(path, &ms) != 0 || (double)js.st_size >= ratio * (double)ms.st_size))
+        st = compact_locked(NULL, path, d);
+    unlock_db(lock, fd);
     return st;
 }
 

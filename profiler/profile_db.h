@@ -23,7 +23,15 @@
  *     one in memory wins), and the result is written to a temp file, fsynced
  *     and renamed over FILE. Concurrent savers therefore serialise and each
  *     keeps what the others wrote; a writer killed at any point leaves
- *     either the old file or the new one.
+ *     either the old file or the new one. The lock file is removed when
+ *     released (a waiter that locked a removed one retries).
+ *   - Adding a few entries to a large database costs what is added, not the
+ *     database: ss_profile_db_append adds one line ("FILE.journal", one
+ *     entry object per line, fsynced, under the lock); loading reads FILE,
+ *     then applies its journal (a later line replaces an earlier entry of
+ *     the same key; a torn last line, from a writer killed mid-append, is
+ *     skipped). Saving (and ss_profile_db_compact) merges the journal into
+ *     FILE and removes it. docs/profile-format.md, "Journal".
  */
 #ifndef SS_PROFILER_PROFILE_DB_H
 #define SS_PROFILER_PROFILE_DB_H
@@ -72,6 +80,13 @@ const ss_profile_entry *ss_profile_db_entry(const ss_profile_db *db, int i);
  * the sidecar lock (see the header comment). db is not changed. A malformed
  * file on disk is an error (nothing written). */
 ss_status ss_profile_db_save(const ss_profile_db *db, const char *path, ss_diag *d);
+/* Append e to the journal of the database at path, under the lock (O(1) in
+ * the database's size). Checks the entry's ranges (SS_ERR_INVALID). */
+ss_status ss_profile_db_append(const char *path, const ss_profile_entry *e, ss_diag *d);
+/* Merge the journal into the file (as ss_profile_db_save of nothing) when
+ * it is at least `ratio` times the file's size in bytes (0: whenever there
+ * is one; the file missing: always). */
+ss_status ss_profile_db_compact(const char *path, double ratio, ss_diag *d);
 /* The database as profile JSON (entries sorted by device type, then
  * signature). *out is ss_malloc'd. */
 ss_status ss_profile_db_to_string(const ss_profile_db *db, char **out, ss_diag *d);

@@ -174,9 +174,13 @@ void ss_search_result_clear(ss_search_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* 0 when either plan does not fit in memory: a time that cannot run is no
+ * baseline (JSON null). */
 static double speedup(const ss_sim_result *base, const ss_sim_result *best)
 {
-    return best->iteration_us > 0 ? base->iteration_us / best->iteration_us : 0;
+    return best->iteration_us > 0 && base->fits && best->fits
+               ? base->iteration_us / best->iteration_us
+               : 0;
 }
 
 /* How many devices (the first ones) plans may use: all, or 1 when no two
@@ -423,8 +427,11 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(o, "baselines", base);
         base = NULL;
         bad |= json_object_set_new(o, "expert_plan", json_string(r->expert_label));
-        bad |= json_object_set_new(o, "speedup_vs_data_parallel", json_real(r->speedup_vs_dp));
-        bad |= json_object_set_new(o, "speedup_vs_expert", json_real(r->speedup_vs_expert));
+        bad |= json_object_set_new(o, "speedup_vs_data_parallel",
+                                   r->speedup_vs_dp > 0 ? json_real(r->speedup_vs_dp) : json_null());
+        bad |= json_object_set_new(o, "speedup_vs_expert", r->speedup_vs_expert > 0
+                                                               ? json_real(r->speedup_vs_expert)
+                                                               : json_null());
         bad |= json_object_set_new(srch, "proposals", json_integer(r->proposals));
         bad |= json_object_set_new(srch, "accepted", json_integer(r->accepted));
         bad |= json_object_set_new(srch, "evaluations", json_integer(r->evaluations));

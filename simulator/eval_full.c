@@ -38,6 +38,9 @@ typedef struct fullstate {
     int cap_ck;
     int32_t *ck_slot; /* (kind, op + 2) -> index in ck, -1 between runs */
     int cap_ck_slot;
+    int32_t *crit_group; /* per op: the first op of its name pattern (crit_pattern), made on
+                            first use; crit_gsize[rep]: ops in the group */
+    int32_t *crit_gsize;
     double *load; /* per resource: summed task durations (the load cutoff) */
     int cap_load;
     double tasks_per_tile; /* of the last run: tasks per tile entry (the cost estimate) */
@@ -59,6 +62,8 @@ static void full_drop(ss_sim *s)
     ss_free(f->peak);
     ss_free(f->ck);
     ss_free(f->ck_slot);
+    ss_free(f->crit_group);
+    ss_free(f->crit_gsize);
     ss_free(f->load);
     ss_free(f);
     s->state[SS_EVAL_FULL] = NULL;
@@ -79,12 +84,86 @@ static int cmp_ck_time(const void *pa, const void *pb)
     return cmp_ck_key(a, b);
 }
 
+/* The name pattern of an op for the critical-path summary: its name with
+ * the trailing digits of every dot-separated part but the last replaced by
+ * '*' ("l12.mlp.fc1" -> "l*.mlp.fc1", "layers.3.attn" -> "layers.*.attn"),
+ * so that one line covers a repeated block's op in every layer. */
+static void crit_pattern(const char *name, char *out, size_t n)
+{
+    size_t o = 0;
+    for (const char *p = name; *p && o + 2 < n;) {
+        const char *dot = strchr(p, '.');
+        const char *end = dot ? dot : p + strlen(p);
+        const char *dig = end;
+        while (dig > p && dig[-1] >= '0' && dig[-1] <= '9')
+            dig--;
+        size_t keep = (size_t)((dot && dig < end ? dig : end) - p);
+        for (size_t i = 0; i < keep && o + 2 < n; i++)
+            out[o++] = p[i];
+        if (dot && dig < end)
+            out[o++] = '*';
+        if (!dot)
+            break;
+        out[o++] = '.';
+        p = dot + 1;
+    }
+    out[o] = '\0';
+}
+
+typedef struct pattern_op {
+    char name[SS_NAME_MAX];
+    int32_t op;
+} pattern_op;
+
+static int cmp_pattern(const void *pa, const void *pb)
+{
+    const pattern_op *a = pa, *b = pb;
+    int c = strcmp(a->name, b->name);
+    return c ? c : (a->op > b->op) - (a->op < b->op);
+}
+
+/* f->crit_group and crit_gsize: ops of one name pattern share the first's id. */
+static ss_status crit_groups(ss_sim *s, ss_diag *d)
+{
+    fullstate *f = FS(s);
+    int n = ss_graph_n_ops(s->g);
+    if (f->crit_group)
+        return SS_OK;
+    pattern_op *po = ss_malloc(((size_t)n + 1) * sizeof *po);
+    f->crit_group = ss_malloc(((size_t)n + 1) * sizeof *f->crit_group);
+    f->crit_gsize = ss_calloc((size_t)n + 1, sizeof *f->crit_gsize);
+    if (!po || !f->crit_group || !f->crit_gsize) {
+        ss_free(po);
+        ss_free(f->crit_group);
+        ss_free(f->crit_gsize);
+        f->crit_group = f->crit_gsize = NULL;
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        crit_pattern(ss_graph_op(s->g, i)->name, po[i].name, sizeof po[i].name);
+        po[i].op = i;
+    }
+    qsort(po, (size_t)n, sizeof *po, cmp_pattern);
+    for (int i = 0, rep = 0; i < n; i++) {
+        if (i == 0 || strcmp(po[i].name, po[i - 1].name))
+            rep = po[i].op;
+        f->crit_group[po[i].op] = rep;
+        f->crit_gsize[rep]++;
+    }
+    ss_free(po);
+    return SS_OK;
+}
+
 static void crit_name(const ss_sim *s, const critkey *k, ss_sim_crit *c)
 {
     const char *name;
+    char pat[SS_NAME_MAX];
     if (k->kind == SS_TASK_COLLECTIVE && k->op == -2)
         name = "gradients";
-    else if (k->op >= 0 && k->op < ss_graph_n_ops(s->g))
+    else if (k->op >= 0 && k->op < ss_graph_n_ops(s->g) && FS(s)->crit_gsize[k->op] > 1) {
+        crit_pattern(ss_graph_op(s->g, k->op)->name, pat, sizeof pat);
+        name = pat;
+    } else if (k->op >= 0 && k->op < ss_graph_n_ops(s->g))
         name = ss_graph_op(s->g, k->op)->name;
     else
         name = "(barrier)";
@@ -103,7 +182,7 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
     const int32_t *path;
     int n;
     ss_status st = ss_engine_critical_path(s->e, &path, &n, d);
-    if (st != SS_OK)
+    if (st != SS_OK || (st = crit_groups(s, d)) != SS_OK)
         return st;
     /* One entry per (kind, op) in the order of first appearance, each summed
      * in path order: a direct index over (kind, op + 2), op in [-2, n_ops)
@@ -125,6 +204,8 @@ static ss_status summarise_path(ss_sim *s, ss_sim_crit *out, int *n_out, double 
             op = -2; /* all gradient buckets count as one line */
         else if (op < -1 || op >= n_ops)
             op = -1;
+        else if (op >= 0)
+            op = f->crit_group[op]; /* one line per name pattern (crit_pattern) */
         int32_t *slot = &f->ck_slot[kind * width + op + 2];
         if (*slot < 0) {
             *slot = m;

@@ -86,7 +86,7 @@ expect_exit 2 "not divisible by heads" model gpt:hidden=1000
 expect_exit 2 "missing the model" model
 expect_exit 2 "--batch" model mlp --batch 0
 expect_exit 2 "unknown option" model mlp --bogus
-expect_exit 2 "unknown argument" models --bogus
+expect_exit 2 "unknown option" models --bogus
 expect_exit 2 "/nonexistent-dir/m.json" model mlp --export /nonexistent-dir/m.json
 expect_exit 2 "no/such/file.json" model no/such/file.json
 "$bin" model --help >/dev/null; check "model --help exits 0" [ $? -eq 0 ]

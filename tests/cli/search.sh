@@ -97,7 +97,7 @@ check "search --trace" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 
   --time-limit 0 --seed 3 --out "$tmp/c.json" --trace "$tmp/trace.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 0' \
   "$tmp/trace.json" || { echo "FAIL trace is not Chrome Trace JSON"; fail=$((fail + 1)); }
-grep -q "full simulation" "$tmp/out" || { echo "FAIL evaluator not reported"; fail=$((fail + 1)); }
+grep -q "judged by the auto evaluator (the best plan: full)" "$tmp/out" || { echo "FAIL evaluator not reported"; fail=$((fail + 1)); }
 if check "search --delta (removed)" 2 "$bin" --topology $topo --nodes 1 --model mlp --budget 20 \
   --time-limit 0 --out "$tmp/d.json" --delta; then
   grep -q -- "--delta was removed" "$tmp/err" || { echo "FAIL --delta: no 'removed' message"; cat "$tmp/err"; fail=$((fail + 1)); }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -296,6 +297,70 @@ static void test_alloc_failures(void **state)
     ss_profile_db_free(db);
 }
 
+/* The journal: appends load after the file (a later line replaces an
+ * earlier entry), a torn last line is skipped, the file is not rewritten
+ * by an append, a compaction merges the journal and removes it, and no lock
+ * file stays behind. */
+static void test_journal(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    char path[128], jpath[160], lock[160];
+    snprintf(path, sizeof path, "%s/j.json", tmpdir);
+    snprintf(jpath, sizeof jpath, "%s.journal", path);
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    ss_profile_db *db = ss_profile_db_new();
+    ss_profile_entry e;
+    for (int i = 1; i <= 50; i++) {
+        entry(&e, "CPU-core", i, i);
+        assert_int_equal(ss_profile_db_put(db, &e, &d), SS_OK);
+    }
+    assert_int_equal(ss_profile_db_save(db, path, &d), SS_OK);
+    assert_int_equal(access(lock, F_OK), -1);
+    struct stat before, after;
+    assert_int_equal(stat(path, &before), 0);
+    entry(&e, "CPU-core", 51, 51); /* new */
+    assert_int_equal(ss_profile_db_append(path, &e, &d), SS_OK);
+    entry(&e, "CPU-core", 7, 700); /* replaces the file's */
+    assert_int_equal(ss_profile_db_append(path, &e, &d), SS_OK);
+    assert_int_equal(access(lock, F_OK), -1);
+    assert_int_equal(stat(path, &after), 0);
+    assert_true(before.st_ino == after.st_ino && before.st_size == after.st_size);
+    FILE *f = fopen(jpath, "a"); /* a writer killed mid-append */
+    assert_non_null(f);
+    fputs("{\"device_type\": \"CPU-core\", \"signa", f);
+    fclose(f);
+    ss_profile_db *back = NULL;
+    assert_int_equal(ss_profile_db_load(path, &back, &d), SS_OK);
+    assert_int_equal(ss_profile_db_count(back), 51);
+    entry(&e, "CPU-core", 7, 0);
+    assert_true(ss_profile_db_find(back, "CPU-core", e.signature)->fwd_us == 700);
+    ss_profile_db_free(back);
+    /* a small journal stays at a quarter; ratio 0 merges it */
+    assert_int_equal(ss_profile_db_compact(path, 0.25, &d), SS_OK);
+    assert_int_equal(access(jpath, F_OK), 0);
+    assert_int_equal(ss_profile_db_compact(path, 0, &d), SS_OK);
+    assert_int_equal(access(jpath, F_OK), -1);
+    assert_int_equal(access(lock, F_OK), -1);
+    back = NULL;
+    assert_int_equal(ss_profile_db_load(path, &back, &d), SS_OK);
+    assert_int_equal(ss_profile_db_count(back), 51);
+    assert_true(ss_profile_db_find(back, "CPU-core", e.signature)->fwd_us == 700);
+    ss_profile_db_free(back);
+    /* a bad line that is not the last is an error naming the journal */
+    f = fopen(jpath, "w");
+    assert_non_null(f);
+    fputs("{\"x\": 1}\n", f);
+    fclose(f);
+    back = NULL;
+    assert_int_equal(ss_profile_db_load(path, &back, &d), SS_ERR_PARSE);
+    assert_non_null(strstr(d.msg, "j.json.journal: line 1"));
+    assert_null(back);
+    unlink(jpath);
+    ss_profile_db_free(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_kill_during_write),
         cmocka_unit_test(test_concurrent_writers),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_journal),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
