@@ -663,11 +663,30 @@ typedef struct ss_megatron_config {
                     the layers are cut into pp*vp equal chunks, chunk k on rank k mod
                     pp; needs pp > 1, layers divisible by pp*vp and micro-batches a
                     multiple of pp */
+    /* Uneven stages (Megatron's --decoder-first-pipeline-num-layers and
+     * --decoder-last-pipeline-num-layers; needs vp <= 1): the first / last
+     * pipeline stage holds first / last layers (0: as many as the other
+     * stages), the other stages share the remaining layers equally (they
+     * must divide; with pp = 2 first + last must be all the layers when both
+     * are given). The embedding stays on the first stage, the head on the
+     * last, so fewer layers there balance them. */
+    int first, last;
+    double bucket_bytes; /* gradient bucket for sync=overlap (0: Megatron's 40M
+                            fp16 parameters, 80 MB) */
 } ss_megatron_config;
+/* The number of repeated layers of g (the longest run of a repeated block of
+ * segments, as the Megatron generator finds them), 0 when it has none. */
+int ss_plan_layers(const ss_graph *g);
+/* c as a "megatron:..." spec that ss_plan_from_spec reads back into the same
+ * plan: tp, pp, dp, mbs (or mb when the batch size is not known: batch <= 0),
+ * and the keys whose values differ from the defaults. Returns the length
+ * snprintf would (truncated output when >= cap). */
+int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size_t cap);
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
 /* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]
- * [,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp, vp default 1; dp defaults to
+ * [,sp=0|1][,distopt=0|1][,sync=overlap|bulk][,first=F][,last=L][,bucket=MB]" (bucket in
+ * MB of 10^6 bytes; tp, pp, vp default 1; dp defaults to
  * devices / (tp*pp)) | a path to a plan JSON (contains '/' or ends in ".json").
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
