@@ -706,6 +706,19 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
     return 0;
 }
 
+void ss_megatron_settings(const ss_megatron_config *c, ss_plan_settings *s)
+{
+    s->recompute = c->recompute;
+    s->distopt = c->distopt;
+    s->sync = c->sync;
+    /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients);
+     * bulk: Megatron's local DDP, one all-reduce of the whole contiguous
+     * gradient buffer after the backward (one bucket) */
+    s->bucket_bytes = c->sync == SS_SYNC_BULK ? MEGATRON_BULK_BYTES
+                      : c->bucket_bytes > 0   ? c->bucket_bytes
+                                              : MEGATRON_BUCKET_BYTES;
+}
+
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *cfg,
                            ss_plan **out, ss_diag *d)
 {
@@ -797,15 +810,7 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     p->settings.microbatches = c.mb;
     p->settings.schedule = SS_PIPE_1F1B;
     p->settings.queue = c.pp > 1 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
-    p->settings.recompute = c.recompute;
-    p->settings.distopt = c.distopt;
-    p->settings.sync = c.sync;
-    /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients);
-     * bulk: Megatron's local DDP, one all-reduce of the whole contiguous
-     * gradient buffer after the backward (one bucket) */
-    p->settings.bucket_bytes = c.sync == SS_SYNC_BULK ? MEGATRON_BULK_BYTES
-                               : c.bucket_bytes > 0   ? c.bucket_bytes
-                                                      : MEGATRON_BUCKET_BYTES;
+    ss_megatron_settings(&c, &p->settings);
     for (int i = 0; i < G.n_ops && !st; i++) {
         ss_pconfig pc;
         if (megatron_config(&G, i, &pc, &devs, &cap)) {
@@ -953,7 +958,7 @@ int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size
 #define SPEC_ADD(...)                                                                         \
     do {                                                                                      \
         size_t at = (size_t)n < cap ? (size_t)n : cap;                                        \
-        n += snprintf(buf ? buf + at : NULL, cap - at, __VA_ARGS__);                          \
+        n += snprintf(buf + at, cap - at, __VA_ARGS__);                                         \
     } while (0)
     if (c->mbs > 0)
         SPEC_ADD(",mbs=%d", c->mbs);
@@ -978,6 +983,43 @@ int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size
     if (c->sync != SS_SYNC_BULK && c->bucket_bytes > 0 && c->bucket_bytes != MEGATRON_BUCKET_BYTES)
         SPEC_ADD(",bucket=%.0f", c->bucket_bytes / 1e6);
 #undef SPEC_ADD
+    return n;
+}
+
+int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, char *buf,
+                     size_t cap)
+{
+    int64_t mbs = c->mbs > 0 ? c->mbs
+                  : c->mb > 0 && batch > 0 ? batch / ((int64_t)c->dp * c->mb) : 1;
+    int n = snprintf(buf, cap,
+                     "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
+                     "--micro-batch-size %lld --global-batch-size %lld",
+                     c->tp, c->pp, (long long)mbs, (long long)batch);
+#define ARG_ADD(...)                                                                          \
+    do {                                                                                      \
+        size_t at = (size_t)n < cap ? (size_t)n : cap;                                        \
+        n += snprintf(buf + at, cap - at, __VA_ARGS__);                                         \
+    } while (0)
+    if (c->vp > 1 && layers > 0)
+        ARG_ADD(" --num-layers-per-virtual-pipeline-stage %d", layers / (c->pp * c->vp));
+    if (c->recompute == SS_RECOMPUTE_SELECTIVE)
+        ARG_ADD(" --recompute-granularity selective");
+    else if (c->recompute == SS_RECOMPUTE_FULL)
+        ARG_ADD(" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    if (c->sp)
+        ARG_ADD(" --sequence-parallel");
+    if (c->distopt)
+        ARG_ADD(" --use-distributed-optimizer");
+    if (c->sync == SS_SYNC_WAIT_FREE) {
+        ARG_ADD(" --overlap-grad-reduce");
+        if (c->bucket_bytes > 0 && c->bucket_bytes != MEGATRON_BUCKET_BYTES)
+            ARG_ADD(" --ddp-bucket-size %.0f", c->bucket_bytes / 2); /* fp16 elements */
+    }
+    if (c->first)
+        ARG_ADD(" --decoder-first-pipeline-num-layers %d", c->first);
+    if (c->last)
+        ARG_ADD(" --decoder-last-pipeline-num-layers %d", c->last);
+#undef ARG_ADD
     return n;
 }
 

@@ -1,0 +1,64 @@
+/*
+ * llm.h — the LLM planner over Megatron-LM's knobs (docs/search.md, "LLM
+ * planner"), judged by the simulator's fast evaluators (search/grid.h).
+ *
+ * Level 0 (rules): tp = the largest power of two up to a host's devices
+ *   that the model's heads allow, the smallest pp (a divisor of the layers)
+ *   whose 16-bit weights and gradients fit a device, micro-batch size 1,
+ *   selective recompute, sp, distopt; pp doubled (then full recompute) until
+ *   the simulator says the plan fits.
+ * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
+ *   and micro-batch sizes 1, 2, 4, the best fitting kept.
+ * Level 2: + the hook for the ILP / stage-DP planner (ss_llm_level2; the
+ *   default hook is none and level 2 then equals level 1).
+ * Level 3: + Metropolis-Hastings over the knobs (tp, pp and dp together,
+ *   micro-batch size, vp, recompute, sp, distopt, sync, bucket size, uneven
+ *   first / last stages), one chain per thread from the level-1 plan, seeds
+ *   (seed, chain), the budget split evenly; then a deterministic polish:
+ *   every one-knob neighbour of the best until none is faster. Every move
+ *   acts on all copies of the repeated layer (the plan stays Megatron-shaped)
+ *   so the hierarchical evaluator keeps applying; plans it refuses are
+ *   skipped. Judged points are cached per chain. Same seed, budget and
+ *   threads: the same plan (unless the time limit cut the run).
+ */
+#ifndef SS_SEARCH_LLM_H
+#define SS_SEARCH_LLM_H
+
+#include "search/grid.h"
+
+typedef struct ss_llm_config {
+    int level;            /* 0..3 */
+    int64_t budget;       /* level-3 proposals in all (0: 150) */
+    double deadline;      /* CLOCK_MONOTONIC seconds (0: none) */
+    uint64_t seed;
+    int threads;          /* 0: all cores */
+    double band;          /* near band (0: 0.08) */
+    int (*stop)(void *ctx);
+    void *stop_ctx;
+    void (*progress)(void *ctx, int64_t proposals, double best_us, double elapsed_s);
+    double progress_every_s;
+} ss_llm_config;
+
+typedef struct ss_llm_result {
+    int found;
+    ss_llm_point best, rule; /* the best plan; the level-0 plan */
+    int n_near;
+    ss_llm_point near[SS_LLM_NEAR_MAX];
+    double first_plan_s;     /* seconds to the level-0 plan */
+    int64_t proposals, evaluations, cached, infeasible;
+    double time_s;
+    int time_cut, interrupted;
+} ss_llm_result;
+
+/* Level-2 hook: given the level-1 best (in *best), may replace it by a
+ * better fitting point (judged with j). NULL: none. */
+typedef ss_status (*ss_llm_level2_fn)(const ss_graph *g, const ss_machine *m,
+                                      ss_llm_judge *j, ss_llm_point *best, ss_diag *d);
+extern ss_llm_level2_fn ss_llm_level2;
+
+/* Plan g on m. SS_OK with found = 0 when no Megatron plan fits (or the limit
+ * came first). SS_ERR_UNSUPPORTED when g has no repeated layers. */
+ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                        const ss_llm_config *cfg, ss_llm_result *r, ss_diag *d);
+
+#endif /* SS_SEARCH_LLM_H */
