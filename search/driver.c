@@ -295,6 +295,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     if (st)
         return st;
     if (!lr.found) {
+        ss_llm_judge_free(lr.judge);
         if (lr.interrupted)
             return ss_diag_set(d, SS_ERR_INTERRUPTED,
                                "search: interrupted before a Megatron plan that fits was found");
@@ -304,11 +305,16 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
                            lr.time_cut ? "the time limit came first" : "none fits",
                            ss_graph_name(g), S.devices);
     }
+    /* the plans: best, the rule plan (the "expert"), data parallelism;
+     * simulated on the judge's warm simulator unless another evaluator is
+     * asked for */
+    st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
+    if (!st && cfg->evaluator == SS_EVAL_AUTO && lr.judge)
+        r->sim = ss_llm_judge_take_sim(lr.judge, r->best);
+    ss_llm_judge_free(lr.judge);
     ss_sim_config sc = {.stop = NULL, .evaluator = cfg->evaluator};
-    st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
-    /* the plans: best, the rule plan (the "expert"), data parallelism */
-    if (!st)
-        st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
+    if (!st && !r->sim)
+        st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
     if (!st)
         st = ss_llm_plan(g, m, &lr.rule.c, &r->expert, d);
     if (!st)
@@ -402,10 +408,18 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         memset(&cfg, 0, sizeof cfg);
     if (is_llm(g, m)) {
         memset(r, 0, sizeof *r);
-        ss_status st = llm_run(g, m, cm, &cfg, r, d);
+        ss_diag dl;
+        ss_diag_init(&dl);
+        ss_status st = llm_run(g, m, cm, &cfg, r, &dl);
         if (st)
             ss_search_result_clear(r);
-        return st;
+        /* no Megatron plan fits: the SOAP search below looks further and
+         * returns the least bad plan */
+        if (st != SS_ERR_INFEASIBLE) {
+            if (st)
+                ss_diag_set(d, st, "%s", dl.msg);
+            return st;
+        }
     }
     if (cfg.budget <= 0)
         cfg.budget = 20000;

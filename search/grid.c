@@ -143,6 +143,19 @@ ss_status ss_llm_judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel 
     return judge_new(g, m, cm, 0, stop, stop_ctx, out, d);
 }
 
+ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p)
+{
+    int64_t tiles = 0;
+    for (int i = 0; i < ss_plan_n_ops(p); i++)
+        tiles += ss_plan_config(p, i)->ntiles;
+    ss_sim **s = tiles >= SS_EVAL_HIER_TILES ? &j->hier : &j->sim;
+    ss_sim *out = *s;
+    *s = NULL;
+    if (out)
+        ss_sim_set_stop(out, NULL, NULL);
+    return out;
+}
+
 void ss_llm_judge_free(ss_llm_judge *j)
 {
     if (!j)
@@ -198,6 +211,8 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
     memset(out, 0, sizeof *out);
     out->c = *c;
     ss_sim *sim = j->tiles >= SS_EVAL_HIER_TILES ? j->hier : j->sim;
+    if (!sim)
+        return ss_diag_set(d, SS_ERR_INVALID, "LLM judge: its simulator was taken");
     ss_status st = ss_sim_run_within(sim, j->plan, cutoff_us, &j->r, &load, d);
     if (st == SS_ERR_INVALID && sim == j->hier)
         st = SS_ERR_UNSUPPORTED; /* the fast evaluator refuses it */

@@ -69,6 +69,11 @@ ss_status ss_llm_judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel 
                            int (*stop)(void *ctx), void *stop_ctx, ss_llm_judge **out,
                            ss_diag *d);
 void ss_llm_judge_free(ss_llm_judge *j);
+/* Take over the simulator j judges plans of p's size with (its memoized
+ * sub-problems make p's run cheap; AUTO picks the same evaluator for p),
+ * its stop callback removed; j cannot judge such plans afterwards. NULL when
+ * taken before. The caller frees it. */
+ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p);
 /* Judge c with cutoff_us (HUGE_VAL: none): out->time_us is the iteration
  * time, or HUGE_VAL when cut (the plan is provably slower than cutoff_us);
  * fits and peak_bytes as ss_sim_run gives them (peak 0 when cut). A config

@@ -36,6 +36,7 @@ typedef struct run {
     double t0, band;
     pthread_mutex_t lock;
     int stopped, time_cut, interrupted;
+    int have_plan;          /* level 0 found its plan: the deadline applies */
     int64_t proposals;      /* shared, for progress only */
     double best_us;         /* shared, for progress only */
     double last_progress;
@@ -45,7 +46,8 @@ static int run_stop(void *ctx)
 {
     run *R = ctx;
     int user = R->cfg->stop && R->cfg->stop(R->cfg->stop_ctx);
-    int late = R->cfg->deadline > 0 && wall_s() > R->cfg->deadline;
+    /* the time limit holds once a first plan is had (level 0 is not cut) */
+    int late = R->have_plan && R->cfg->deadline > 0 && wall_s() > R->cfg->deadline;
     if (user || late) {
         pthread_mutex_lock(&R->lock);
         R->stopped = 1;
@@ -168,6 +170,9 @@ static int level0(chain *ch, ss_llm_point *out)
                                         .sp = tp > 1, .distopt = dp > 1};
                 if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
                     continue;
+                if (S->params * (4 + 12.0 / dp) / ((double)tp * pp) > 0.5 * S->mem_bytes &&
+                    pp < S->layers)
+                    continue; /* states over half the memory: leave room for activations */
                 ss_llm_point p;
                 int ok = judge(ch, c, &p);
                 if (ok < 0)
@@ -425,6 +430,9 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     if (c0) {
         found = level0(c0, &r->rule);
         r->first_plan_s = wall_s() - R.t0;
+        pthread_mutex_lock(&R.lock);
+        R.have_plan = 1;
+        pthread_mutex_unlock(&R.lock);
         if (found > 0 && cfg->level >= 1)
             found = level1(c0, &r->rule) < 0 ? -1 : 1;
         if (found > 0 && cfg->level >= 2 && ss_llm_level2) {
@@ -485,6 +493,10 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     r->time_cut = R.time_cut;
     r->interrupted = R.interrupted;
     r->time_s = wall_s() - R.t0;
+    if (ch && !st) {
+        r->judge = ch[0].j; /* kept for the final simulations */
+        ch[0].j = NULL;
+    }
     for (int i = 0; ch && i < threads; i++)
         chain_free(&ch[i]);
     ss_free(ch);

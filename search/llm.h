@@ -2,11 +2,16 @@
  * llm.h — the LLM planner over Megatron-LM's knobs (docs/search.md, "LLM
  * planner"), judged by the simulator's fast evaluators (search/grid.h).
  *
+ * The deadline and the stop callback are polled inside every simulation;
+ * the deadline applies once level 0 has its plan (so a time limit always
+ * returns a plan that fits when one of the rules does).
  * Level 0 (rules): tp = the largest power of two up to a host's devices
- *   that the model's heads allow, the smallest pp (a divisor of the layers)
- *   whose 16-bit weights and gradients fit a device, micro-batch size 1,
- *   selective recompute, sp, distopt; pp doubled (then full recompute) until
- *   the simulator says the plan fits.
+ *   (at most 8) that the model's heads allow, the smallest pp (a divisor of
+ *   the layers) whose weights, gradients and sharded optimizer state (16
+ *   bytes per parameter of mixed precision Adam, the 12 of the optimizer
+ *   over dp) take at most half a device's memory, micro-batch size 1,
+ *   selective recompute, sp, distopt; the next pp (then full recompute, then
+ *   smaller tp) until the simulator says the plan fits.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
  * Level 2: + the hook for the ILP / stage-DP planner (ss_llm_level2; the
@@ -48,6 +53,8 @@ typedef struct ss_llm_result {
     int64_t proposals, evaluations, cached, infeasible;
     double time_s;
     int time_cut, interrupted;
+    ss_llm_judge *judge;     /* chain 0's judge, kept for ss_llm_judge_take_sim (the
+                                caller frees it with ss_llm_judge_free) */
 } ss_llm_result;
 
 /* Level-2 hook: given the level-1 best (in *best), may replace it by a
