@@ -353,6 +353,40 @@ static void chain_run(chain *ch)
     }
 }
 
+/* The pipeline sweep: at start's tp, every pp from start's up (divisors of
+ * the layers), micro-batch size 1 and 2, vp 1 and 2, each with selective and
+ * with no recompute (distopt, bulk sync, sp as start has them): the pipeline
+ * depth moves the best time most and a chain crosses it only step by step. */
+static int sweep(chain *ch, const ss_llm_point *start)
+{
+    const ss_llm_shape *S = &ch->R->S;
+    for (int pp = start->c.pp; pp <= S->layers; pp++) {
+        if (S->layers % pp || !dp_of(S, start->c.tp, pp))
+            continue;
+        for (int mbs = 1; mbs <= 2; mbs++)
+            for (int vp = 1; vp <= 2; vp++)
+                for (int rc = 0; rc < 2; rc++) {
+                    ss_megatron_config c = start->c;
+                    c.pp = pp;
+                    c.dp = dp_of(S, c.tp, pp);
+                    c.mbs = mbs;
+                    c.vp = vp;
+                    c.first = c.last = 0;
+                    c.recompute = rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE;
+                    c.distopt = c.dp > 1;
+                    c.sync = SS_SYNC_BULK;
+                    int64_t per = (int64_t)c.dp * mbs, mb = S->batch % per ? 0 : S->batch / per;
+                    if (!mb || (pp > 1 && mb < pp) ||
+                        (vp > 1 && (pp < 2 || mb % pp || S->layers % (pp * vp))))
+                        continue;
+                    ss_llm_point p;
+                    if (judge(ch, c, &p) < 0)
+                        return -1;
+                }
+    }
+    return 0;
+}
+
 /* Every one-knob neighbour of the best until none is faster. */
 static void polish(chain *ch)
 {
@@ -451,6 +485,8 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         int64_t budget = cfg->budget > 0 ? cfg->budget : 150;
         pthread_t th[64];
         int started = 0;
+        if (sweep(c0, &c0->best) == 0)
+            polish(c0);
         for (int i = 0; i < threads; i++) {
             ch[i].best = c0->best;
             ch[i].found = 1;

@@ -16,7 +16,10 @@
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
  * Level 2: + the hook for the ILP / stage-DP planner (ss_llm_level2; the
  *   default hook is none and level 2 then equals level 1).
- * Level 3: + Metropolis-Hastings over the knobs (tp, pp and dp together,
+ * Level 3: + a pipeline sweep (at the level-1 tp: every deeper pp, micro-
+ *   batch size 1 and 2, vp 1 and 2, selective or no recompute; distopt and
+ *   bulk sync) and a polish of its best; then Metropolis-Hastings over the
+ *   knobs (tp, pp and dp together,
  *   micro-batch size, vp, recompute, sp, distopt, sync, bucket size, uneven
  *   first / last stages), one chain per thread from the level-1 plan, seeds
  *   (seed, chain), the budget split evenly; then a deterministic polish:
