@@ -93,6 +93,7 @@ struct ss_llm_judge {
     const ss_graph *g;
     const ss_machine *m;
     ss_costmodel *own;  /* the proxy's cost model (NULL: the caller's is used) */
+    ss_machine *own_m;  /* a copy of the machine for this thread (NULL: m shared) */
     proxy px;
     ss_sim *sim;        /* AUTO: plans below SS_EVAL_HIER_TILES tile entries */
     ss_sim *hier;       /* HIER: larger plans (never the full simulation) */
@@ -114,9 +115,20 @@ static ss_status judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel 
     j->m = m;
     ss_costmodel *use = cm;
     ss_status st = SS_OK;
-    if (shared) {
-        j->own = ss_cost_new(m);
-        j->px = (proxy){cm, m, &cost_lock};
+    /* large machines fill their route cache on demand, one thread at a
+     * time: a thread of its own gets a copy (the same topology) */
+    if (shared && ss_machine_n_devices(m) > 256) {
+        char *txt = NULL;
+        st = ss_machine_to_string(m, &txt, d);
+        if (!st)
+            st = ss_machine_load_string(txt, ss_machine_name(m), &j->own_m, d);
+        ss_free(txt);
+        if (!st)
+            j->m = j->own_m;
+    }
+    if (shared && !st) {
+        j->own = ss_cost_new(j->m);
+        j->px = (proxy){cm, m, &cost_lock}; /* m: the shared model's machine */
         ss_cost_provider pv = {"shared", &j->px, proxy_lookup};
         st = !j->own ? ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory")
                      : ss_cost_add_provider(j->own, &pv, d);
@@ -124,10 +136,10 @@ static ss_status judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel 
     }
     ss_sim_config sc = {.stop = stop, .stop_ctx = stop_ctx};
     if (!st)
-        st = ss_sim_new(g, m, use, &sc, &j->sim, d);
+        st = ss_sim_new(g, j->m, use, &sc, &j->sim, d);
     sc.evaluator = SS_EVAL_HIER;
     if (!st)
-        st = ss_sim_new(g, m, use, &sc, &j->hier, d);
+        st = ss_sim_new(g, j->m, use, &sc, &j->hier, d);
     if (st) {
         ss_llm_judge_free(j);
         return st;
@@ -137,14 +149,16 @@ static ss_status judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel 
 }
 
 ss_status ss_llm_judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
-                           int (*stop)(void *ctx), void *stop_ctx, ss_llm_judge **out,
-                           ss_diag *d)
+                           int shared, int (*stop)(void *ctx), void *stop_ctx,
+                           ss_llm_judge **out, ss_diag *d)
 {
-    return judge_new(g, m, cm, 0, stop, stop_ctx, out, d);
+    return judge_new(g, m, cm, shared, stop, stop_ctx, out, d);
 }
 
 ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p)
 {
+    if (j->own || j->own_m)
+        return NULL; /* its simulators use the judge's own cost model / machine */
     int64_t tiles = 0;
     for (int i = 0; i < ss_plan_n_ops(p); i++)
         tiles += ss_plan_config(p, i)->ntiles;
@@ -165,6 +179,7 @@ void ss_llm_judge_free(ss_llm_judge *j)
     ss_sim_result_clear(&j->r);
     ss_plan_free(j->plan);
     ss_cost_free(j->own);
+    ss_machine_free(j->own_m);
     ss_free(j);
 }
 

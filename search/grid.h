@@ -64,15 +64,17 @@ void ss_llm_shape_of(const ss_graph *g, const ss_machine *m, ss_llm_shape *s);
 typedef struct ss_llm_judge ss_llm_judge;
 
 /* stop: polled by the simulator while it runs (nonzero stops the run:
- * SS_ERR_INTERRUPTED); may be NULL. */
+ * SS_ERR_INTERRUPTED); may be NULL. shared = 1 when judges of several
+ * threads use cm at once (each then asks it through a lock). */
 ss_status ss_llm_judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
-                           int (*stop)(void *ctx), void *stop_ctx, ss_llm_judge **out,
-                           ss_diag *d);
+                           int shared, int (*stop)(void *ctx), void *stop_ctx,
+                           ss_llm_judge **out, ss_diag *d);
 void ss_llm_judge_free(ss_llm_judge *j);
 /* Take over the simulator j judges plans of p's size with (its memoized
  * sub-problems make p's run cheap; AUTO picks the same evaluator for p),
  * its stop callback removed; j cannot judge such plans afterwards. NULL when
- * taken before. The caller frees it. */
+ * taken before or when j was made with shared = 1 (its simulators use a cost
+ * model and machine copy that die with j). The caller frees it. */
 ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p);
 /* Judge c with cutoff_us (HUGE_VAL: none): out->time_us is the iteration
  * time, or HUGE_VAL when cut (the plan is provably slower than cutoff_us);

@@ -241,12 +241,17 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
         if (o->mbs < 1 || o->mbs > 16)
             return 0;
         break;
-    case MV_VP:
-        o->vp = (c->vp > 1 ? c->vp : 1) + dir;
-        if (o->vp < 1 || o->vp > 8)
+    case MV_VP: { /* the next vp that divides the pipeline's layers */
+        int v = c->vp > 1 ? c->vp : 1, cap = c->pp > 0 ? S->layers / c->pp : 1;
+        do
+            v += dir;
+        while (v >= 1 && v <= cap && c->pp > 0 && S->layers % (c->pp * v));
+        if (v < 1 || v > cap)
             return 0;
+        o->vp = v;
         o->first = o->last = 0;
         break;
+    }
     case MV_RC:
         o->recompute = (ss_recompute)((c->recompute + (dir > 0 ? 1 : 2)) % 3);
         break;
@@ -456,7 +461,7 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     for (int i = 0; i < threads && !st; i++) {
         ch[i].R = &R;
         ss_diag_init(&ch[i].d);
-        st = ss_llm_judge_new(g, m, cm, run_stop, &R, &ch[i].j, d);
+        st = ss_llm_judge_new(g, m, cm, threads > 1, run_stop, &R, &ch[i].j, d);
     }
     /* levels 0-2 on chain 0 */
     chain *c0 = st ? NULL : &ch[0];
