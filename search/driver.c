@@ -235,11 +235,18 @@ typedef struct llm_cb {
     double deadline;
 } llm_cb;
 
+/* The user's stop alone (the planner applies the deadline itself). */
+static int llm_user_stop(void *ctx)
+{
+    const llm_cb *b = ctx;
+    return b->cfg->stop && b->cfg->stop(b->cfg->cb_ctx);
+}
+
+/* The user's stop or the deadline. */
 static int llm_stop(void *ctx)
 {
     const llm_cb *b = ctx;
-    return (b->cfg->stop && b->cfg->stop(b->cfg->cb_ctx)) ||
-           (b->deadline > 0 && mono_s() > b->deadline);
+    return llm_user_stop(ctx) || (b->deadline > 0 && mono_s() > b->deadline);
 }
 
 static void llm_progress(void *ctx, int64_t proposals, double best_us, double elapsed_s)
@@ -287,7 +294,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->threads = ss_llm_threads(cfg->threads);
     r->devices_usable = S.devices;
     ss_llm_config lc = {.level = level, .budget = cfg->budget, .deadline = cb.deadline,
-                        .seed = cfg->seed, .threads = cfg->threads, .stop = llm_stop,
+                        .seed = cfg->seed, .threads = cfg->threads, .stop = llm_user_stop,
                         .stop_ctx = &cb, .progress = llm_progress,
                         .progress_every_s = cfg->progress_every_s};
     ss_llm_result lr;

@@ -101,6 +101,7 @@ struct ss_llm_judge {
     ss_plan *plan;      /* the plan of the structure in key */
     ss_megatron_config key;
     int64_t tiles;      /* the plan's tile entries */
+    int was_stopped;    /* a run was stopped inside (its simulator is not handed on) */
 };
 
 static pthread_mutex_t cost_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -157,8 +158,9 @@ ss_status ss_llm_judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel 
 
 ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p)
 {
-    if (j->own || j->own_m)
-        return NULL; /* its simulators use the judge's own cost model / machine */
+    if (j->own || j->own_m || j->was_stopped)
+        return NULL; /* its simulators use the judge's own cost model / machine,
+                        or one was stopped inside a run */
     int64_t tiles = 0;
     for (int i = 0; i < ss_plan_n_ops(p); i++)
         tiles += ss_plan_config(p, i)->ntiles;
@@ -231,6 +233,8 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
     ss_status st = ss_sim_run_within(sim, j->plan, cutoff_us, &j->r, &load, d);
     if (st == SS_ERR_INVALID && sim == j->hier)
         st = SS_ERR_UNSUPPORTED; /* the fast evaluator refuses it */
+    if (st == SS_ERR_INTERRUPTED)
+        j->was_stopped = 1;
     if (st)
         return st;
     if (cutoff_us < HUGE_VAL && load > cutoff_us) {

@@ -73,7 +73,7 @@ void ss_llm_judge_free(ss_llm_judge *j);
 /* Take over the simulator j judges plans of p's size with (its memoized
  * sub-problems make p's run cheap; AUTO picks the same evaluator for p),
  * its stop callback removed; j cannot judge such plans afterwards. NULL when
- * taken before or when j was made with shared = 1 (its simulators use a cost
+ * taken before, after a run of j was stopped, or when j was made with shared = 1 (its simulators use a cost
  * model and machine copy that die with j). The caller frees it. */
 ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p);
 /* Judge c with cutoff_us (HUGE_VAL: none): out->time_us is the iteration
