@@ -132,12 +132,12 @@ int main(int argc, char **argv)
     printf("model=%s devices=%d level=%d threads=%d search_wall_s=%.2f search_cpu_s=%.2f "
            "plan_ms=%.3f fits=%d mfu=%.4f tflops_per_gpu=%.1f tokens_per_s=%.0f plan=\"%s\" "
            "first_plan_s=%.3f grid_ms=%.3f grid_fits=%d grid_points=%lld grid_judged=%lld "
-           "grid_s=%.2f grid_plan=\"%s\" speedup_vs_grid=%.4f",
+           "grid_s=%.2f grid_cpu_s=%.2f grid_plan=\"%s\" speedup_vs_grid=%.4f planner_cpu_s=%.2f",
            model, ss_machine_n_devices(m), r.level, r.threads, wall, cpu,
            r.best_sim.iteration_us / 1e3, r.best_sim.fits, r.mfu, r.tflops_per_gpu,
            r.tokens_per_s, r.best_label, r.first_plan_s, r.grid.iteration_us / 1e3,
            r.grid.fits, (long long)r.grid.points, (long long)r.grid.points_judged,
-           r.grid.time_s, r.grid.plan, r.speedup_vs_megatron_grid);
+           r.grid.time_s, r.grid.cpu_s, r.grid.plan, r.speedup_vs_megatron_grid, r.cpu_s);
     if (ref)
         printf(" ref_ms=%.3f ref_fits=%d ref=\"%s\"", ref_ms, ref_fits, ref);
     printf("\n");

@@ -43,7 +43,7 @@ case $which in
 esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "| case | search CPU s | wall s | RSS MiB | plan | ms | grid best | grid ms | grid points (judged) | grid s | vs grid | reference | ref ms | MFU |"
+echo "| case | planner CPU s | total wall s | RSS MiB | plan | ms | grid best | grid ms | grid points (judged) | grid CPU s | vs grid | reference | ref ms | MFU |"
 echo "|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---|---:|---:|"
 for c in "${cases[@]}"; do
   IFS='|' read -r name model batch nodes ref <<<"$c"
@@ -59,8 +59,8 @@ for c in "${cases[@]}"; do
   get() { sed -n "s/.* $1=\"\{0,1\}\([^\" ]*\)\"\{0,1\}.*/\1/p" <<<" $line"; }
   rss=$(( $(cat "$tmp/rss") / 1024 ))
   printf '| %s | %s | %s | %s | `%s` | %s | `%s` | %s | %s (%s) | %s | %s | `%s` | %s%s | %s |\n' \
-    "$name" "$(get search_cpu_s)" "$(get search_wall_s)" "$rss" "$(get plan)" "$(get plan_ms)" \
-    "$(get grid_plan)" "$(get grid_ms)" "$(get grid_points)" "$(get grid_judged)" "$(get grid_s)" \
+    "$name" "$(get planner_cpu_s)" "$(get search_wall_s)" "$rss" "$(get plan)" "$(get plan_ms)" \
+    "$(get grid_plan)" "$(get grid_ms)" "$(get grid_points)" "$(get grid_judged)" "$(get grid_cpu_s)" \
     "$(get speedup_vs_grid)" "$ref" "$(get ref_ms)" "$([ "$(get ref_fits)" = 1 ] || echo ' (does not fit)')" \
     "$(get mfu)"
 done

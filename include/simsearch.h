@@ -993,6 +993,7 @@ typedef struct ss_search_megatron_grid {
     int64_t points;          /* points of the grid */
     int64_t points_judged;   /* simulated (the rest ruled out by memory) */
     double time_s;           /* wall seconds */
+    double cpu_s;            /* process CPU seconds (all threads) */
     int time_cut;            /* the time limit stopped it before the end */
 } ss_search_megatron_grid;
 
@@ -1042,6 +1043,7 @@ typedef struct ss_search_result {
      * distinct plans within the simulator's error band (8%). */
     int level, threads;
     double first_plan_s;
+    double cpu_s;            /* process CPU seconds of the search (grid excluded) */
     char best_label[256];
     char megatron_args[512];
     double mfu, tflops_per_gpu, tokens_per_s;

@@ -230,6 +230,13 @@ static double mono_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 typedef struct llm_cb {
     const ss_search_config *cfg;
     double deadline;
@@ -283,7 +290,7 @@ static void spec_of(const ss_llm_point *p, int64_t batch, char *buf, size_t n)
 static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                          const ss_search_config *cfg, ss_search_result *r, ss_diag *d)
 {
-    double t0 = mono_s();
+    double t0 = mono_s(), c0 = cpu_s();
     llm_cb cb = {cfg, cfg->time_limit_s > 0 ? t0 + cfg->time_limit_s : 0};
     ss_llm_shape S;
     ss_llm_shape_of(g, m, &S);
@@ -383,8 +390,10 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->time_limit_s = cfg->time_limit_s;
     snprintf(r->stopped_by, sizeof r->stopped_by, "%s",
              lr.interrupted ? "interrupted" : lr.time_cut ? "time limit" : "budget");
+    r->cpu_s = cpu_s() - c0;
     /* the baseline, after the search (its time is its own) */
     if (cfg->baseline == SS_BASELINE_MEGATRON_GRID) {
+        double gc0 = cpu_s();
         ss_grid_config gc = {.threads = cfg->threads, .stop = user_stop, .stop_ctx = (void *)cfg};
         ss_grid_result gr;
         st = ss_grid_run(g, m, cm, &gc, &gr, d);
@@ -395,11 +404,27 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         r->grid.points = gr.points;
         r->grid.points_judged = gr.judged;
         r->grid.time_s = gr.time_s;
+        r->grid.cpu_s = cpu_s() - gc0;
         r->grid.time_cut = gr.time_cut || gr.interrupted;
         if (gr.found) {
-            r->grid.iteration_us = gr.best.time_us;
+            /* judged as the best plan is: by simulate's default evaluator */
+            ss_plan *gp = NULL;
+            ss_sim_result gs;
+            memset(&gs, 0, sizeof gs);
+            st = ss_llm_plan(g, m, &gr.best.c, &gp, d);
+            if (!st)
+                st = ss_sim_run(r->sim, gp, &gs, d);
+            if (!st)
+                st = ss_sim_run(r->sim, r->best, &r->best_sim, d); /* the last run again */
+            ss_plan_free(gp);
+            r->grid.fits = gs.fits;
+            r->grid.iteration_us = gs.iteration_us;
+            ss_sim_result_clear(&gs);
+            if (st)
+                return st;
             spec_of(&gr.best, S.batch, r->grid.plan, sizeof r->grid.plan);
-            r->speedup_vs_megatron_grid = gr.best.time_us / r->best_sim.iteration_us;
+            if (r->grid.fits)
+                r->speedup_vs_megatron_grid = r->grid.iteration_us / r->best_sim.iteration_us;
         }
     }
     return SS_OK;
@@ -645,6 +670,7 @@ static int llm_json(const ss_search_result *r, json_t *o, json_t *base)
             bad |= json_object_set_new(gj, "points", json_integer(r->grid.points));
             bad |= json_object_set_new(gj, "points_judged", json_integer(r->grid.points_judged));
             bad |= json_object_set_new(gj, "time_s", json_real(r->grid.time_s));
+            bad |= json_object_set_new(gj, "cpu_s", json_real(r->grid.cpu_s));
             bad |= json_object_set_new(gj, "time_cut", json_boolean(r->grid.time_cut));
             bad |= json_object_set_new(base, "megatron_grid", gj);
         }
@@ -705,6 +731,7 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
                                    r->level >= 0 ? json_integer(r->level) : json_null());
         bad |= json_object_set_new(srch, "threads", json_integer(r->threads));
         bad |= json_object_set_new(srch, "first_plan_s", json_real(r->first_plan_s));
+        bad |= json_object_set_new(srch, "cpu_s", json_real(r->cpu_s));
         bad |= json_object_set_new(o, "search", srch);
         srch = NULL;
         bad |= llm_json(r, o, base);

@@ -164,7 +164,9 @@ ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p)
     int64_t tiles = 0;
     for (int i = 0; i < ss_plan_n_ops(p); i++)
         tiles += ss_plan_config(p, i)->ntiles;
-    ss_sim **s = tiles >= SS_EVAL_HIER_TILES ? &j->hier : &j->sim;
+    if (tiles < SS_EVAL_HIER_TILES)
+        return NULL; /* AUTO would not pick the hierarchical evaluator for p */
+    ss_sim **s = &j->hier;
     ss_sim *out = *s;
     *s = NULL;
     if (out)
@@ -227,12 +229,20 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
     double load = 0;
     memset(out, 0, sizeof *out);
     out->c = *c;
-    ss_sim *sim = j->tiles >= SS_EVAL_HIER_TILES ? j->hier : j->sim;
+    /* the hierarchical evaluator first, at every size (a few ms warm); a plan
+     * it refuses goes to AUTO below SS_EVAL_HIER_TILES tile entries and is
+     * skipped above (never the full simulation of a big plan) */
+    ss_sim *sim = j->hier;
     if (!sim)
         return ss_diag_set(d, SS_ERR_INVALID, "LLM judge: its simulator was taken");
     ss_status st = ss_sim_run_within(sim, j->plan, cutoff_us, &j->r, &load, d);
-    if (st == SS_ERR_INVALID && sim == j->hier)
+    if (st == SS_ERR_INVALID || st == SS_ERR_UNSUPPORTED) {
         st = SS_ERR_UNSUPPORTED; /* the fast evaluator refuses it */
+        if (j->tiles < SS_EVAL_HIER_TILES && j->sim) {
+            ss_diag_init(d);
+            st = ss_sim_run_within(j->sim, j->plan, cutoff_us, &j->r, &load, d);
+        }
+    }
     if (st == SS_ERR_INTERRUPTED)
         j->was_stopped = 1;
     if (st)

@@ -99,7 +99,8 @@ static void test_small_gpt_fits(void **state)
         assert_true(r.near[i].iteration_us <= 1.08 * r.best_sim.iteration_us + 1e-6);
         double tn = simulate(g, m, r.near[i].plan, &fits);
         assert_true(fits);
-        assert_true(fabs(tn - r.near[i].iteration_us) <= 1e-9 * tn);
+        /* judged by the hierarchical evaluator: within 0.5% of simulate's */
+        assert_true(fabs(tn - r.near[i].iteration_us) <= 0.005 * tn);
     }
     /* the grid's best fits and is what the simulator says */
     assert_true(r.grid.run && r.grid.fits);
