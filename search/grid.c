@@ -405,9 +405,10 @@ static ss_status run_family(grid_run *G, const family *f, ss_llm_judge *j, ss_gr
                     }
                     if (st == SS_ERR_INVALID || st == SS_ERR_UNSUPPORTED) {
                         /* the generator refuses the structure (tp does not
-                         * divide the heads ...): none of its points exist */
+                         * divide the heads ...) or the fast evaluator its
+                         * plan: its points are not judged */
                         ss_diag_init(d);
-                        r->points -= here;
+                        r->refused += here;
                         goto next_mbs;
                     }
                     if (st)
@@ -547,6 +548,7 @@ ss_status ss_grid_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
             r->mem_pruned += w->mem_pruned;
             r->no_fit += w->no_fit;
             r->cut += w->cut;
+            r->refused += w->refused;
             for (int k = 0; k < w->n_near; k++)
                 ss_llm_near_add(r->near, &r->n_near, &w->near[k], G.band, G.shape.batch);
         }

@@ -107,6 +107,8 @@ typedef struct ss_grid_result {
     int64_t mem_pruned;   /* ruled out by memory without simulating */
     int64_t no_fit;       /* simulated and over memory */
     int64_t cut;          /* simulated and cut (outside the band) */
+    int64_t refused;      /* points of structures the generator or the fast evaluator
+                             refused (a structure's count, once its first point was) */
     double time_s;        /* wall seconds */
     int time_cut, interrupted;
 } ss_grid_result;

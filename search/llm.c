@@ -141,6 +141,8 @@ static int judge(chain *ch, ss_megatron_config c, ss_llm_point *out)
     return ok;
 }
 
+static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp);
+
 /* ---- level 0 and 1 ------------------------------------------------------------- */
 
 static int dp_of(const ss_llm_shape *S, int tp, int pp)
@@ -170,8 +172,7 @@ static int level0(chain *ch, ss_llm_point *out)
                                         .sp = tp > 1, .distopt = dp > 1};
                 if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
                     continue;
-                if (S->params * (4 + 12.0 / dp) / ((double)tp * pp) > 0.5 * S->mem_bytes &&
-                    pp < S->layers)
+                if (!states_fit_half(S, tp, pp, dp) && pp < S->layers)
                     continue; /* states over half the memory: leave room for activations */
                 ss_llm_point p;
                 int ok = judge(ch, c, &p);
@@ -358,37 +359,81 @@ static void chain_run(chain *ch)
     }
 }
 
-/* The pipeline sweep: at start's tp, every pp from start's up (divisors of
- * the layers), micro-batch size 1 and 2, vp 1 and 2, each with selective and
- * with no recompute (distopt, bulk sync, sp as start has them): the pipeline
- * depth moves the best time most and a chain crosses it only step by step. */
+/* Whether c's weights, gradients and sharded optimizer state (16 bytes per
+ * parameter of mixed precision Adam, the optimizer's 12 over dp) take at
+ * most half a device's memory (the rest for activations): the search's
+ * shallowest pipelines (a heuristic, never used by the grid). */
+static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp)
+{
+    return S->params * (4 + 12.0 / dp) / ((double)tp * pp) <= 0.5 * S->mem_bytes;
+}
+
+/* The mesh sweep. A: every (tp, pp) with tp = the largest power of two up
+ * to a host's devices (<= 8) and every smaller power of two, pp a divisor of the layers
+ * whose states take at most half the memory, with micro-batch size 1,
+ * selective recompute, sp, distopt and bulk sync. B: for the two best,
+ * micro-batch size 1 and 2, every vp up to 4, selective or no recompute,
+ * distopt on or off. The mesh and the pipeline move the best time most and
+ * a chain crosses them only step by step. */
 static int sweep(chain *ch, const ss_llm_point *start)
 {
     const ss_llm_shape *S = &ch->R->S;
-    for (int pp = start->c.pp; pp <= S->layers; pp++) {
-        if (S->layers % pp || !dp_of(S, start->c.tp, pp))
-            continue;
+    ss_llm_point top[2];
+    int n_top = 0;
+    int tpmax = 1;
+    while (tpmax * 2 <= S->per_host && tpmax * 2 <= 8)
+        tpmax *= 2;
+    for (int tp = tpmax; tp >= 1; tp /= 2)
+        for (int pp = 1; pp <= S->layers; pp++) {
+            int dp = dp_of(S, tp, pp);
+            if (S->layers % pp || !dp || !states_fit_half(S, tp, pp, dp))
+                continue;
+            ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
+                                    .recompute = SS_RECOMPUTE_SELECTIVE, .sp = tp > 1,
+                                    .distopt = dp > 1, .sync = SS_SYNC_BULK};
+            if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
+                continue;
+            ss_llm_point p;
+            int ok = judge(ch, c, &p);
+            if (ok < 0)
+                return -1;
+            if (!ok || !p.fits)
+                continue;
+            if (n_top < 2)
+                top[n_top++] = p;
+            else if (p.time_us < top[1].time_us)
+                top[1] = p;
+            if (n_top == 2 && top[1].time_us < top[0].time_us) {
+                ss_llm_point t = top[0];
+                top[0] = top[1];
+                top[1] = t;
+            }
+        }
+    if (!n_top)
+        top[n_top++] = *start;
+    for (int k = 0; k < n_top; k++)
         for (int mbs = 1; mbs <= 2; mbs++)
-            for (int vp = 1; vp <= 2; vp++)
-                for (int rc = 0; rc < 2; rc++) {
-                    ss_megatron_config c = start->c;
-                    c.pp = pp;
-                    c.dp = dp_of(S, c.tp, pp);
-                    c.mbs = mbs;
-                    c.vp = vp;
-                    c.first = c.last = 0;
-                    c.recompute = rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE;
-                    c.distopt = c.dp > 1;
-                    c.sync = SS_SYNC_BULK;
-                    int64_t per = (int64_t)c.dp * mbs, mb = S->batch % per ? 0 : S->batch / per;
-                    if (!mb || (pp > 1 && mb < pp) ||
-                        (vp > 1 && (pp < 2 || mb % pp || S->layers % (pp * vp))))
-                        continue;
-                    ss_llm_point p;
-                    if (judge(ch, c, &p) < 0)
-                        return -1;
-                }
-    }
+            for (int vp = 1; vp <= 4; vp++)
+                for (int rc = 0; rc < 2; rc++)
+                    for (int dopt = 1; dopt >= 0; dopt--) {
+                        ss_megatron_config c = top[k].c;
+                        int pp = c.pp;
+                        c.mbs = mbs;
+                        c.vp = vp;
+                        c.first = c.last = 0;
+                        c.recompute = rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE;
+                        c.distopt = c.dp > 1 && dopt;
+                        if (c.dp == 1 && !dopt)
+                            continue;
+                        int64_t per = (int64_t)c.dp * mbs;
+                        int64_t mb = S->batch % per ? 0 : S->batch / per;
+                        if (!mb || (pp > 1 && mb < pp) ||
+                            (vp > 1 && (pp < 2 || mb % pp || S->layers % (pp * vp))))
+                            continue;
+                        ss_llm_point p;
+                        if (judge(ch, c, &p) < 0)
+                            return -1;
+                    }
     return 0;
 }
 
@@ -487,7 +532,7 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     }
     /* level 3: chains from the level-1 best */
     if (!st && found > 0 && cfg->level >= 3) {
-        int64_t budget = cfg->budget > 0 ? cfg->budget : 150;
+        int64_t budget = cfg->budget > 0 ? cfg->budget : 100;
         pthread_t th[64];
         int started = 0;
         if (sweep(c0, &c0->best) == 0)

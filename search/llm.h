@@ -16,9 +16,11 @@
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
  * Level 2: + the hook for the ILP / stage-DP planner (ss_llm_level2; the
  *   default hook is none and level 2 then equals level 1).
- * Level 3: + a pipeline sweep (at the level-1 tp: every deeper pp, micro-
- *   batch size 1 and 2, vp 1 and 2, selective or no recompute; distopt and
- *   bulk sync) and a polish of its best; then Metropolis-Hastings over the
+ * Level 3: + a mesh sweep (every tp, pp with tp a power of two up to a
+ *   host's devices (<= 8), pp whose states take at most half
+ *   the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
+ *   selective or no recompute, distopt on or off) and a polish of its best;
+ *   then Metropolis-Hastings over the
  *   knobs (tp, pp and dp together,
  *   micro-batch size, vp, recompute, sp, distopt, sync, bucket size, uneven
  *   first / last stages), one chain per thread from the level-1 plan, seeds
@@ -36,7 +38,7 @@
 
 typedef struct ss_llm_config {
     int level;            /* 0..3 */
-    int64_t budget;       /* level-3 proposals in all (0: 150) */
+    int64_t budget;       /* level-3 proposals in all (0: 100) */
     double deadline;      /* CLOCK_MONOTONIC seconds (0: none) */
     uint64_t seed;
     int threads;          /* 0: all cores */
