@@ -7,7 +7,8 @@
 # CASES (default "main"): main = GPT-3 175B / 1,024, GPT 1.3B / 8, 1.7B / 32;
 # sc21 = Megatron SC'21 Table 1 (1.7B / 32 ... 1T / 3,072, published batch
 # sizes and (tp, pp)); all = both. TIME_LIMIT (default 60) is the search's
-# wall-clock limit, THREADS (default 1) its threads, BUDGET its proposals.
+# wall-clock limit, THREADS (default 1) its threads, BUDGET its proposals;
+# NO_GRID=1 skips the grid baseline (its columns then read 0).
 # Single process at a time.
 set -eu
 build=${1:?usage: bench_plan.sh BUILD_DIR [main|sc21|all]}
@@ -51,6 +52,7 @@ for c in "${cases[@]}"; do
         --time-limit "$limit" --ref "$ref")
   [ "$batch" != 0 ] && args+=(--batch "$batch")
   [ "$budget" != 0 ] && args+=(--budget "$budget")
+  [ "${NO_GRID:-0}" = 1 ] && args+=(--no-grid)
   if ! /usr/bin/time -f "%M" -o "$tmp/rss" "$build/bench_plan" "${args[@]}" >"$tmp/out" 2>"$tmp/err"; then
     echo "| $name | failed: $(tail -1 "$tmp/err") |"
     continue
