@@ -6,7 +6,7 @@
 #   benchmarks/bench_plan.sh BUILD_DIR [CASES]
 # CASES (default "main"): main = GPT-3 175B / 1,024, GPT 1.3B / 8, 1.7B / 32;
 # sc21 = Megatron SC'21 Table 1 (1.7B / 32 ... 1T / 3,072, published batch
-# sizes and (tp, pp)); all = both. TIME_LIMIT (default 60) is the search's
+# sizes and (tp, pp)); sc21big = its 76.1B ... 1T rows; all = main and sc21. TIME_LIMIT (default 60) is the search's
 # wall-clock limit, THREADS (default 1) its threads, BUDGET its proposals;
 # NO_GRID=1 skips the grid baseline (its columns then read 0).
 # Single process at a time.
@@ -40,6 +40,7 @@ case $which in
   main) cases=("${main_cases[@]}") ;;
   sc21) cases=("${sc21_cases[@]}") ;;
   all) cases=("${main_cases[@]}" "${sc21_cases[@]}") ;;
+  sc21big) cases=("${sc21_cases[@]:5}") ;;
   *) echo "bench_plan.sh: unknown case set $which" >&2; exit 2 ;;
 esac
 tmp=$(mktemp -d)

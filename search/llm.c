@@ -361,11 +361,11 @@ static void chain_run(chain *ch)
 
 /* Whether c's weights, gradients and sharded optimizer state (16 bytes per
  * parameter of mixed precision Adam, the optimizer's 12 over dp) take at
- * most half a device's memory (the rest for activations): the search's
+ * most 35% of a device's memory (the rest for activations): the search's
  * shallowest pipelines (a heuristic, never used by the grid). */
 static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp)
 {
-    return S->params * (4 + 12.0 / dp) / ((double)tp * pp) <= 0.5 * S->mem_bytes;
+    return S->params * (4 + 12.0 / dp) / ((double)tp * pp) <= 0.35 * S->mem_bytes;
 }
 
 /* The mesh sweep. A: every (tp, pp) with tp = the largest power of two up
@@ -383,8 +383,10 @@ static int sweep(chain *ch, const ss_llm_point *start)
     int tpmax = 1;
     while (tpmax * 2 <= S->per_host && tpmax * 2 <= 8)
         tpmax *= 2;
+    /* deep pipelines first: they are cheap to judge, the shallow ones (big
+     * stages) cost seconds each on big models, so a time limit cuts those */
     for (int tp = tpmax; tp >= 1; tp /= 2)
-        for (int pp = 1; pp <= S->layers; pp++) {
+        for (int pp = S->layers; pp >= 1; pp--) {
             int dp = dp_of(S, tp, pp);
             if (S->layers % pp || !dp || !states_fit_half(S, tp, pp, dp))
                 continue;

@@ -9,7 +9,7 @@
  *   (at most 8) that the model's heads allow, the smallest pp (a divisor of
  *   the layers) whose weights, gradients and sharded optimizer state (16
  *   bytes per parameter of mixed precision Adam, the 12 of the optimizer
- *   over dp) take at most half a device's memory, micro-batch size 1,
+ *   over dp) take at most 35% of a device's memory, micro-batch size 1,
  *   selective recompute, sp, distopt; the next pp (then full recompute, then
  *   smaller tp) until the simulator says the plan fits.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
@@ -17,8 +17,8 @@
  * Level 2: + the hook for the ILP / stage-DP planner (ss_llm_level2; the
  *   default hook is none and level 2 then equals level 1).
  * Level 3: + a mesh sweep (every tp, pp with tp a power of two up to a
- *   host's devices (<= 8), pp whose states take at most half
- *   the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
+ *   host's devices (<= 8), pp whose states take at most 35%
+ *   of the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
  *   selective or no recompute, distopt on or off) and a polish of its best;
  *   then Metropolis-Hastings over the
  *   knobs (tp, pp and dp together,
