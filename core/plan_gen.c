@@ -164,24 +164,15 @@ static uint64_t op_signature(const ss_graph *g, const ss_op *op)
     return h;
 }
 
-/* Assign g->stage[] for pp*vp stages (chunks; pp when not interleaved). */
-static ss_status assign_stages(gen *G, ss_diag *d)
+/* Cut g's non-input ops into segments at boundaries with at most one live
+ * activation: ord (m non-input ops in order), pos (op -> index in ord or
+ * -1), segend / sig / flops per segment (its last ord index, its ops'
+ * signature, cumulative forward FLOPs). Arrays of n_ops + 1 entries; live
+ * is zeroed scratch. Returns the number of segments (0 when m = 0). */
+static int segments(const ss_graph *g, int *ord, int *pos, int *live, int *segend, uint64_t *sig,
+                    double *flops, int *m_out)
 {
-    const ss_graph *g = G->g;
-    int n = G->n_ops, vp = G->c.vp, pp = G->c.pp * vp;
-    ss_status st = SS_OK;
-    int *ord = ss_malloc((size_t)(n + 1) * sizeof *ord);      /* non-input ops */
-    int *pos = ss_malloc((size_t)(n + 1) * sizeof *pos);      /* op -> index in ord */
-    int *live = ss_calloc((size_t)(n + 1), sizeof *live);     /* crossing after ord[i] */
-    int *segend = ss_malloc((size_t)(n + 1) * sizeof *segend);/* segment j ends at ord idx */
-    uint64_t *sig = ss_malloc((size_t)(n + 1) * sizeof *sig);
-    double *flops = ss_calloc((size_t)(n + 1), sizeof *flops); /* cumulative per segment */
-    int *segstage = ss_malloc((size_t)(n + 1) * sizeof *segstage);
-    if (!ord || !pos || !live || !segend || !sig || !flops || !segstage) {
-        st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    int m = 0;
+    int n = ss_graph_n_ops(g), m = 0;
     for (int i = 0; i < n; i++) {
         pos[i] = -1;
         if (ss_graph_op(g, i)->type != SS_OP_INPUT) {
@@ -189,11 +180,7 @@ static ss_status assign_stages(gen *G, ss_diag *d)
             ord[m++] = i;
         }
     }
-    if (pp == 1 || m == 0) {
-        for (int i = 0; i < n; i++)
-            G->stage[i] = 0;
-        goto out;
-    }
+    *m_out = m;
     /* Activations crossing each boundary (after ord[j]). */
     for (int j = 0; j < m; j++) {
         const ss_op *op = ss_graph_op(g, ord[j]);
@@ -208,7 +195,6 @@ static ss_status assign_stages(gen *G, ss_diag *d)
                 live[b]++;
         }
     }
-    /* Segments end at boundaries with at most one live activation. */
     int nseg = 0;
     double cum = 0;
     uint64_t h = SS_FNV_INIT;
@@ -228,7 +214,14 @@ static ss_status assign_stages(gen *G, ss_diag *d)
             h = SS_FNV_INIT;
         }
     }
-    /* Longest run of a repeated block of k segments: the layers. */
+    return nseg;
+}
+
+/* The longest run of a repeated block of k <= 8 segments (the layers): it
+ * starts at segment *s, has *r copies of *k segments; returns r * k (0:
+ * none, *s = *k = *r = 0). */
+static int layer_run(const uint64_t *sig, int nseg, int *s_out, int *k_out, int *r_out)
+{
     int best_cov = 0, best_s = 0, best_k = 0, best_r = 0;
     for (int k = 1; k <= 8; k++)
         for (int s = 0; s + 2 * k <= nseg; s++) {
@@ -248,6 +241,101 @@ static ss_status assign_stages(gen *G, ss_diag *d)
                 best_r = r;
             }
         }
+    *s_out = best_s;
+    *k_out = best_k;
+    *r_out = best_r;
+    return best_cov;
+}
+
+int ss_plan_layers(const ss_graph *g)
+{
+    if (!g)
+        return 0;
+    size_t n1 = (size_t)ss_graph_n_ops(g) + 1;
+    int *ord = ss_malloc(n1 * sizeof *ord), *pos = ss_malloc(n1 * sizeof *pos);
+    int *live = ss_calloc(n1, sizeof *live), *segend = ss_malloc(n1 * sizeof *segend);
+    uint64_t *sig = ss_malloc(n1 * sizeof *sig);
+    double *flops = ss_malloc(n1 * sizeof *flops);
+    int r = 0;
+    if (ord && pos && live && segend && sig && flops) {
+        int m, s, k;
+        int nseg = segments(g, ord, pos, live, segend, sig, flops, &m);
+        if (!layer_run(sig, nseg, &s, &k, &r))
+            r = 0;
+    }
+    ss_free(ord);
+    ss_free(pos);
+    ss_free(live);
+    ss_free(segend);
+    ss_free(sig);
+    ss_free(flops);
+    return r;
+}
+
+/* Stage of layer b of r over pp stages: even, or with c's uneven first /
+ * last stage sizes (checked by ss_plan_megatron). */
+static int layer_stage(const ss_megatron_config *c, int b, int r)
+{
+    int pp = c->pp;
+    if (!c->first && !c->last)
+        return (int)((int64_t)b * pp / r);
+    int f = c->first, l = c->last;
+    int mid = pp - (f ? 1 : 0) - (l ? 1 : 0); /* stages of the even share */
+    int rest = r - f - l, per = mid > 0 ? rest / mid : 0;
+    if (f && b < f)
+        return 0;
+    if (l && b >= r - l)
+        return pp - 1;
+    return (f ? 1 : 0) + (b - f) / per;
+}
+
+/* Assign g->stage[] for pp*vp stages (chunks; pp when not interleaved). */
+static ss_status assign_stages(gen *G, ss_diag *d)
+{
+    const ss_graph *g = G->g;
+    int n = G->n_ops, vp = G->c.vp, pp = G->c.pp * vp;
+    ss_status st = SS_OK;
+    int *ord = ss_malloc((size_t)(n + 1) * sizeof *ord);      /* non-input ops */
+    int *pos = ss_malloc((size_t)(n + 1) * sizeof *pos);      /* op -> index in ord */
+    int *live = ss_calloc((size_t)(n + 1), sizeof *live);     /* crossing after ord[i] */
+    int *segend = ss_malloc((size_t)(n + 1) * sizeof *segend);/* segment j ends at ord idx */
+    uint64_t *sig = ss_malloc((size_t)(n + 1) * sizeof *sig);
+    double *flops = ss_calloc((size_t)(n + 1), sizeof *flops); /* cumulative per segment */
+    int *segstage = ss_malloc((size_t)(n + 1) * sizeof *segstage);
+    if (!ord || !pos || !live || !segend || !sig || !flops || !segstage) {
+        st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    int m = 0;
+    int nseg = segments(g, ord, pos, live, segend, sig, flops, &m);
+    if (pp == 1 || m == 0) {
+        if (G->c.first || G->c.last) {
+            st = ss_diag_set(d, SS_ERR_INVALID, "megatron: first/last layers need pp > 1");
+            goto out;
+        }
+        for (int i = 0; i < n; i++)
+            G->stage[i] = 0;
+        goto out;
+    }
+    /* Longest run of a repeated block of k segments: the layers. */
+    int best_s, best_k, best_r;
+    int best_cov = layer_run(sig, nseg, &best_s, &best_k, &best_r);
+    if ((G->c.first || G->c.last) && best_cov) {
+        int f = G->c.first, l = G->c.last, P = G->c.pp;
+        int mid = P - (f ? 1 : 0) - (l ? 1 : 0), rest = best_r - f - l;
+        if (vp > 1 || rest < 0 || (mid == 0 && rest != 0) || (mid > 0 && (rest <= 0 || rest % mid)))
+            st = ss_diag_set(d, SS_ERR_INVALID,
+                             "megatron: first=%d, last=%d: the other %d layers of model \"%s\" "
+                             "do not divide evenly over the other %d of pp=%d stages%s",
+                             f, l, rest, ss_graph_name(g), mid, P,
+                             vp > 1 ? " (and uneven stages need vp = 1)" : "");
+    } else if (G->c.first || G->c.last)
+        st = ss_diag_set(d, SS_ERR_INVALID,
+                         "megatron: first/last layers need a model of repeated layers; model "
+                         "\"%s\" has none",
+                         ss_graph_name(g));
+    if (st)
+        goto out;
     if (vp > 1 && (!best_cov || best_r % pp != 0)) {
         if (best_cov)
             st = ss_diag_set(d, SS_ERR_INVALID,
@@ -274,7 +362,8 @@ static ss_status assign_stages(gen *G, ss_diag *d)
             else if (j >= best_s + best_r * best_k)
                 segstage[j] = pp - 1;
             else
-                segstage[j] = (int)((int64_t)((j - best_s) / best_k) * pp / best_r);
+                segstage[j] = vp > 1 ? (int)((int64_t)((j - best_s) / best_k) * pp / best_r)
+                                     : layer_stage(&G->c, (j - best_s) / best_k, best_r);
         }
     } else {
         if (nseg < pp) {
@@ -648,6 +737,19 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
     return 0;
 }
 
+void ss_megatron_settings(const ss_megatron_config *c, ss_plan_settings *s)
+{
+    s->recompute = c->recompute;
+    s->distopt = c->distopt;
+    s->sync = c->sync;
+    /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients);
+     * bulk: Megatron's local DDP, one all-reduce of the whole contiguous
+     * gradient buffer after the backward (one bucket) */
+    s->bucket_bytes = c->sync == SS_SYNC_BULK ? MEGATRON_BULK_BYTES
+                      : c->bucket_bytes > 0   ? c->bucket_bytes
+                                              : MEGATRON_BUCKET_BYTES;
+}
+
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *cfg,
                            ss_plan **out, ss_diag *d)
 {
@@ -665,6 +767,11 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
         return ss_diag_set(d, SS_ERR_INVALID, "megatron: vp must be at least 1 (got %d)", c.vp);
     if (c.vp == 0)
         c.vp = 1;
+    if (c.first < 0 || c.last < 0 || c.bucket_bytes < 0 || !(c.bucket_bytes < 1e18))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: first, last and bucket must not be negative (got first=%d "
+                           "last=%d bucket=%g bytes)",
+                           c.first, c.last, c.bucket_bytes);
     if (c.vp > 1 && c.pp < 2)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "megatron: vp=%d needs pp > 1 (interleaving cuts each pipeline rank's "
@@ -739,13 +846,7 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     p->settings.microbatches = c.mb;
     p->settings.schedule = SS_PIPE_1F1B;
     p->settings.queue = c.pp > 1 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
-    p->settings.recompute = c.recompute;
-    p->settings.distopt = c.distopt;
-    p->settings.sync = c.sync;
-    /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients);
-     * bulk: Megatron's local DDP, one all-reduce of the whole contiguous
-     * gradient buffer after the backward (one bucket) */
-    p->settings.bucket_bytes = c.sync == SS_SYNC_BULK ? MEGATRON_BULK_BYTES : MEGATRON_BUCKET_BYTES;
+    ss_megatron_settings(&c, &p->settings);
     for (int i = 0; i < G.n_ops && !st; i++) {
         ss_pconfig pc;
         if (megatron_config(&G, i, &pc, &devs, &cap)) {
@@ -860,10 +961,17 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
                                  "plan spec \"%s\": bad value \"%s\" for recompute (expected "
                                  "none, selective or full)",
                                  spec, val);
+        } else if (!strcmp(key, "first"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->first, d);
+        else if (!strcmp(key, "last"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->last, d);
+        else if (!strcmp(key, "bucket")) {
+            if (!(st = parse_int(spec, key, val, 1, 1 << 20, &tmp, d)))
+                c->bucket_bytes = tmp * 1e6;
         } else
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, cp, "
-                             "mbs, mb, vp, recompute, sp, distopt, sync)",
+                             "mbs, mb, vp, recompute, sp, distopt, sync, first, last, bucket)",
                              spec, key);
         if (st)
             return st;
@@ -879,6 +987,82 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
         c->dp = n / tpp;
     }
     return SS_OK;
+}
+
+int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size_t cap)
+{
+    static const char *const rc[] = {"none", "full", "selective"};
+    int n = snprintf(buf, cap, "megatron:tp=%d,pp=%d,dp=%d", c->tp, c->pp, c->dp);
+#define SPEC_ADD(...)                                                                         \
+    do {                                                                                      \
+        size_t at = (size_t)n < cap ? (size_t)n : cap;                                        \
+        n += snprintf(buf + at, cap - at, __VA_ARGS__);                                         \
+    } while (0)
+    if (c->cp > 1)
+        SPEC_ADD(",cp=%d", c->cp);
+    if (c->mbs > 0)
+        SPEC_ADD(",mbs=%d", c->mbs);
+    else if (batch > 0 && c->mb > 0 && batch % ((int64_t)c->dp * c->mb) == 0)
+        SPEC_ADD(",mbs=%lld", (long long)(batch / ((int64_t)c->dp * c->mb)));
+    else if (c->mb > 0)
+        SPEC_ADD(",mb=%d", c->mb);
+    if (c->vp > 1)
+        SPEC_ADD(",vp=%d", c->vp);
+    if ((unsigned)c->recompute <= SS_RECOMPUTE_SELECTIVE && c->recompute != SS_RECOMPUTE_NONE)
+        SPEC_ADD(",recompute=%s", rc[c->recompute]);
+    if (c->sp)
+        SPEC_ADD(",sp=1");
+    if (c->distopt)
+        SPEC_ADD(",distopt=1");
+    if (c->sync == SS_SYNC_BULK)
+        SPEC_ADD(",sync=bulk");
+    if (c->first)
+        SPEC_ADD(",first=%d", c->first);
+    if (c->last)
+        SPEC_ADD(",last=%d", c->last);
+    if (c->sync != SS_SYNC_BULK && c->bucket_bytes > 0 && c->bucket_bytes != MEGATRON_BUCKET_BYTES)
+        SPEC_ADD(",bucket=%.0f", c->bucket_bytes / 1e6);
+#undef SPEC_ADD
+    return n;
+}
+
+int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, char *buf,
+                     size_t cap)
+{
+    int64_t mbs = c->mbs > 0 ? c->mbs
+                  : c->mb > 0 && batch > 0 ? batch / ((int64_t)c->dp * c->mb) : 1;
+    int n = snprintf(buf, cap,
+                     "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
+                     "--micro-batch-size %lld --global-batch-size %lld",
+                     c->tp, c->pp, (long long)mbs, (long long)batch);
+#define ARG_ADD(...)                                                                          \
+    do {                                                                                      \
+        size_t at = (size_t)n < cap ? (size_t)n : cap;                                        \
+        n += snprintf(buf + at, cap - at, __VA_ARGS__);                                         \
+    } while (0)
+    if (c->cp > 1)
+        ARG_ADD(" --context-parallel-size %d", c->cp);
+    if (c->vp > 1 && layers > 0)
+        ARG_ADD(" --num-layers-per-virtual-pipeline-stage %d", layers / (c->pp * c->vp));
+    if (c->recompute == SS_RECOMPUTE_SELECTIVE)
+        ARG_ADD(" --recompute-granularity selective");
+    else if (c->recompute == SS_RECOMPUTE_FULL)
+        ARG_ADD(" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    if (c->sp)
+        ARG_ADD(" --sequence-parallel");
+    if (c->distopt)
+        ARG_ADD(" --use-distributed-optimizer");
+    if (c->sync == SS_SYNC_WAIT_FREE) {
+        ARG_ADD(" --overlap-grad-reduce");
+        if (c->bucket_bytes > 0 && c->bucket_bytes != MEGATRON_BUCKET_BYTES)
+            ARG_ADD(" --ddp-bucket-size %.0f", c->bucket_bytes / 2); /* fp16 elements */
+    }
+    if (c->first)
+        ARG_ADD(" --decoder-first-pipeline-num-layers %d", c->first);
+    if (c->last)
+        ARG_ADD(" --decoder-last-pipeline-num-layers %d", c->last);
+#undef ARG_ADD
+    return n;
 }
 
 int ss_plan_spec_tp(const char *spec)

@@ -705,13 +705,35 @@ typedef struct ss_megatron_config {
                     rank); attention gathers the keys and values of the other cp ranks
                     (the volume of Megatron's ring exchange, not its overlap); ops
                     without a sequence dim are replicated over cp; devices = tp*pp*dp*cp */
+    /* Uneven stages (Megatron's --decoder-first-pipeline-num-layers and
+     * --decoder-last-pipeline-num-layers; needs vp <= 1): the first / last
+     * pipeline stage holds first / last layers (0: as many as the other
+     * stages), the other stages share the remaining layers equally (they
+     * must divide; with pp = 2 first + last must be all the layers when both
+     * are given). The embedding stays on the first stage, the head on the
+     * last, so fewer layers there balance them. */
+    int first, last;
+    double bucket_bytes; /* gradient bucket for sync=overlap (0: Megatron's 40M
+                            fp16 parameters, 80 MB) */
 } ss_megatron_config;
+/* The plan settings that c's recompute, distopt, sync and bucket size set
+ * (the rest of s untouched): plans of configs that differ only there differ
+ * only in these settings. */
+void ss_megatron_settings(const ss_megatron_config *c, ss_plan_settings *s);
+/* The number of repeated layers of g (the longest run of a repeated block of
+ * segments, as the Megatron generator finds them), 0 when it has none. */
+int ss_plan_layers(const ss_graph *g);
+/* c as a "megatron:..." spec that ss_plan_from_spec reads back into the same
+ * plan: tp, pp, dp, mbs (or mb when the batch size is not known: batch <= 0),
+ * and the keys whose values differ from the defaults. Returns the length
+ * snprintf would (truncated output when >= cap). */
+int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size_t cap);
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
 /* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]
- * [,recompute=none|selective|full][,sp=0|1][,distopt=0|1][,sync=overlap|bulk]" (tp, pp,
- * cp, vp default 1; dp defaults to devices / (tp*pp*cp)) | a path to a plan JSON
- * (contains '/' or ends in ".json").
+ * [,recompute=none|selective|full][,sp=0|1][,distopt=0|1][,sync=overlap|bulk][,first=F]
+ * [,last=L][,bucket=MB]" (bucket in MB of 10^6 bytes; tp, pp, cp, vp default 1; dp defaults
+ * to devices / (tp*pp*cp)) | a path to a plan JSON (contains '/' or ends in ".json").
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);
@@ -996,11 +1018,45 @@ typedef struct ss_search_config {
                                 (for measurements); 0: decide from the cached evaluation
                                 (search/evalcache.h). Same chain, same plan either way */
     /* Optional callbacks (cb_ctx passed to both): stop is polled before
-     * every proposal (nonzero stops: SIGINT); progress about 5 times/s. */
+     * every proposal and while a simulation runs (nonzero stops: SIGINT);
+     * progress every progress_every_s seconds (0: 0.2 s; the CLI asks 10 s
+     * when stderr is not a terminal). */
     int (*stop)(void *cb_ctx);
     void (*progress)(void *cb_ctx, const ss_search_progress *p);
     void *cb_ctx;
+    double progress_every_s;
+    /* LLM planner (models of repeated layers with attention; docs/search.md,
+     * "LLM planner"). level: 0 = the default, the highest level that fits the
+     * time limit; SS_SEARCH_LEVEL(0..3) asks for that level. threads: 0 = all
+     * online cores; the plan is the same for any thread count. baseline:
+     * SS_BASELINE_MEGATRON_GRID also runs the exhaustive Megatron grid
+     * (search/grid.h) and reports its best point. */
+    int level;
+    int threads;
+    int baseline;
 } ss_search_config;
+
+#define SS_SEARCH_LEVEL(l) ((l) + 1)
+enum { SS_BASELINE_NONE = 0, SS_BASELINE_MEGATRON_GRID = 1 };
+#define SS_SEARCH_NEAR_MAX 4
+
+/* A baseline plan given by its Megatron spec and its simulation. */
+typedef struct ss_search_megatron_grid {
+    int run;                 /* 1: the grid ran */
+    int fits;                /* a point fits: plan and iteration_us are its best */
+    double iteration_us;
+    char plan[256];          /* megatron spec of the best point ("" when none fits) */
+    int64_t points;          /* points of the grid */
+    int64_t points_judged;   /* simulated (the rest ruled out by memory) */
+    double time_s;           /* wall seconds */
+    double cpu_s;            /* process CPU seconds (all threads) */
+    int time_cut;            /* the time limit stopped it before the end */
+} ss_search_megatron_grid;
+
+typedef struct ss_search_near {
+    char plan[256];          /* megatron spec */
+    double iteration_us;
+} ss_search_near;
 
 typedef struct ss_search_result {
     ss_plan *best, *data_parallel, *expert; /* owned by the result */
@@ -1034,7 +1090,35 @@ typedef struct ss_search_result {
                                 and budget (and interrupted = 0) */
     char stopped_by[32];     /* "budget", "time limit", "no improvement", "interrupted" */
     ss_sim *sim;             /* owned: its last run is best_sim (for ss_sim_write_trace) */
+    /* LLM planner: level and threads it ran with (level -1: the SOAP search
+     * of the other models), when the first fitting plan was had (s), the best
+     * plan as a Megatron spec and Megatron-LM flags ("" when it is not
+     * expressible in Megatron's terms), MFU = model FLOPs (3 x forward) /
+     * (devices x peak FLOP/s of the device type x iteration time), the
+     * achieved model TFLOP/s per GPU, tokens/s (batch x sequence / time; 0
+     * when the model has no sequence), the grid baseline and the next
+     * distinct plans within the simulator's error band (8%). */
+    int level, threads;
+    double first_plan_s;
+    double cpu_s;            /* process CPU seconds of the search (grid excluded) */
+    char best_label[256];
+    char megatron_args[512];
+    double mfu, tflops_per_gpu, tokens_per_s;
+    ss_search_megatron_grid grid;
+    double speedup_vs_megatron_grid; /* grid best / best (0: the grid found no fitting plan) */
+    int n_near;
+    ss_search_near near[SS_SEARCH_NEAR_MAX];
 } ss_search_result;
+
+/* Megatron-LM's command-line flags for c (--tensor-model-parallel-size,
+ * --pipeline-model-parallel-size, --micro-batch-size, --global-batch-size,
+ * --num-layers-per-virtual-pipeline-stage, --recompute-granularity /
+ * --recompute-method, --sequence-parallel, --use-distributed-optimizer,
+ * --overlap-grad-reduce, --ddp-bucket-size, --decoder-first/last-pipeline-
+ * num-layers) for a model of `layers` layers and global batch `batch`.
+ * Returns the length snprintf would. */
+int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, char *buf,
+                     size_t cap);
 
 /* Search a plan for g on m priced by cm. cfg may be NULL (defaults). r must
  * be zero-initialised (or cleared); on success it owns three plans and three

@@ -11,6 +11,7 @@
  */
 #include "search/bound.h"
 #include "search/expert.h"
+#include "search/llm.h"
 #include "search/mcmc.h"
 #include "search/space.h"
 #include "simulator/report.h"
@@ -20,6 +21,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- evaluators ---------------------------------------------------------- */
 
@@ -223,6 +225,215 @@ static ss_status interrupted_early(ss_sim *sim, ss_search_result *r, ss_diag *d)
     return SS_OK;
 }
 
+/* ---- the LLM planner ------------------------------------------------------- */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct llm_cb {
+    const ss_search_config *cfg;
+    double deadline;
+} llm_cb;
+
+/* The user's stop alone (the planner applies the deadline itself). */
+static int llm_user_stop(void *ctx)
+{
+    const llm_cb *b = ctx;
+    return b->cfg->stop && b->cfg->stop(b->cfg->cb_ctx);
+}
+
+/* The user's stop or the deadline. */
+static int llm_stop(void *ctx)
+{
+    const llm_cb *b = ctx;
+    return llm_user_stop(ctx) || (b->deadline > 0 && mono_s() > b->deadline);
+}
+
+static void llm_progress(void *ctx, int64_t proposals, double best_us, double elapsed_s)
+{
+    const llm_cb *b = ctx;
+    if (!b->cfg->progress)
+        return;
+    ss_search_progress p = {proposals, 0, proposals, best_us, elapsed_s,
+                            elapsed_s > 0 ? proposals / elapsed_s : 0};
+    b->cfg->progress(b->cfg->cb_ctx, &p);
+}
+
+static int user_stop(void *ctx)
+{
+    const ss_search_config *c = ctx;
+    return c->stop && c->stop(c->cb_ctx);
+}
+
+/* Whether g takes the LLM planner: a transformer of repeated layers, every
+ * device usable. */
+static int is_llm(const ss_graph *g, const ss_machine *m)
+{
+    return ss_expert_family(g) == SS_FAMILY_TRANSFORMER && ss_plan_layers(g) >= 2 &&
+           ss_graph_batch(g) > 0 && usable_devices(m) == ss_machine_n_devices(m);
+}
+
+static void spec_of(const ss_llm_point *p, int64_t batch, char *buf, size_t n)
+{
+    ss_megatron_spec(&p->c, batch, buf, n);
+}
+
+/* The LLM planner (search/llm.h), the Megatron grid baseline when asked
+ * (search/grid.h) and the figures of the result. */
+static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                         const ss_search_config *cfg, ss_search_result *r, ss_diag *d)
+{
+    double t0 = mono_s(), c0 = cpu_s();
+    llm_cb cb = {cfg, cfg->time_limit_s > 0 ? t0 + cfg->time_limit_s : 0};
+    ss_llm_shape S;
+    ss_llm_shape_of(g, m, &S);
+    int level = cfg->level > 0 ? cfg->level - 1 : cfg->time_limit_s > 0 && cfg->time_limit_s < 2 ? 0 : 3;
+    if (level > 3)
+        level = 3;
+    r->level = level;
+    r->threads = ss_llm_threads(cfg->threads);
+    r->devices_usable = S.devices;
+    ss_llm_config lc = {.level = level, .budget = cfg->budget, .deadline = cb.deadline,
+                        .seed = cfg->seed, .threads = cfg->threads, .stop = llm_user_stop,
+                        .stop_ctx = &cb, .progress = llm_progress,
+                        .progress_every_s = cfg->progress_every_s};
+    ss_llm_result lr;
+    ss_status st = ss_llm_search(g, m, cm, &lc, &lr, d);
+    if (st)
+        return st;
+    if (!lr.found) {
+        ss_llm_judge_free(lr.judge);
+        if (lr.interrupted)
+            return ss_diag_set(d, SS_ERR_INTERRUPTED,
+                               "search: interrupted before a Megatron plan that fits was found");
+        return ss_diag_set(d, lr.time_cut ? SS_ERR_INTERRUPTED : SS_ERR_INFEASIBLE,
+                           "search: %s: no Megatron plan of model \"%s\" fits the memory of "
+                           "the %d devices",
+                           lr.time_cut ? "the time limit came first" : "none fits",
+                           ss_graph_name(g), S.devices);
+    }
+    /* the plans: best, the rule plan (the "expert"), data parallelism;
+     * simulated on the judge's warm simulator unless another evaluator is
+     * asked for */
+    st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
+    if (!st && cfg->evaluator == SS_EVAL_AUTO && lr.judge)
+        r->sim = ss_llm_judge_take_sim(lr.judge, r->best);
+    ss_llm_judge_free(lr.judge);
+    ss_sim_config sc = {.stop = NULL, .evaluator = cfg->evaluator};
+    if (!st && !r->sim)
+        st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
+    if (!st)
+        st = ss_llm_plan(g, m, &lr.rule.c, &r->expert, d);
+    if (!st)
+        st = ss_plan_data_parallel(g, m, 0, &r->data_parallel, d);
+    spec_of(&lr.rule, S.batch, r->expert_label, sizeof r->expert_label);
+    if (!st)
+        st = ss_sim_run(r->sim, r->expert, &r->expert_sim, d);
+    /* data parallelism only when its 16-bit weights fit at all (else it is
+     * reported as not fitting, unsimulated: the 175B model would take
+     * minutes to find that out) */
+    ss_megatron_config dpc = {.tp = 1, .pp = 1, .dp = S.devices};
+    int dp_judged = !ss_llm_static_overflow(&S, &dpc);
+    if (!st && dp_judged) {
+        ss_sim_set_stop(r->sim, llm_stop, &cb);
+        st = ss_sim_run(r->sim, r->data_parallel, &r->dp_sim, d);
+        ss_sim_set_stop(r->sim, NULL, NULL);
+        if (st == SS_ERR_INTERRUPTED) {
+            ss_diag_init(d);
+            st = SS_OK;
+            dp_judged = 0;
+        }
+    }
+    if (!st && !dp_judged) {
+        snprintf(r->dp_sim.model, sizeof r->dp_sim.model, "%s", ss_graph_name(g));
+        r->dp_sim.batch = S.batch;
+        r->dp_sim.fits = 0;
+        r->dp_sim.overflow_device = 0;
+    }
+    /* last: the best plan, so that the simulator's last run is its */
+    if (!st)
+        st = ss_sim_run(r->sim, r->best, &r->best_sim, d);
+    if (st)
+        return st;
+    spec_of(&lr.best, S.batch, r->best_label, sizeof r->best_label);
+    ss_megatron_args(&lr.best.c, S.layers, S.batch, r->megatron_args, sizeof r->megatron_args);
+    double it = r->best_sim.iteration_us * 1e-6;
+    if (it > 0) {
+        r->mfu = S.peak_flops > 0 ? S.model_flops / (S.devices * S.peak_flops * it) : 0;
+        r->tflops_per_gpu = S.model_flops / (S.devices * it) / 1e12;
+        r->tokens_per_s = (double)S.batch * (double)S.seq / it;
+    }
+    r->speedup_vs_dp = r->dp_sim.fits ? speedup(&r->dp_sim, &r->best_sim) : 0;
+    r->speedup_vs_expert = r->expert_sim.fits ? speedup(&r->expert_sim, &r->best_sim) : 0;
+    r->first_plan_s = lr.first_plan_s;
+    for (int i = 1; i < lr.n_near && r->n_near < SS_SEARCH_NEAR_MAX; i++) {
+        spec_of(&lr.near[i], S.batch, r->near[r->n_near].plan, sizeof r->near[0].plan);
+        r->near[r->n_near++].iteration_us = lr.near[i].time_us;
+    }
+    r->proposals = lr.proposals;
+    r->accepted = 0;
+    r->evaluations = lr.evaluations;
+    r->cached = lr.cached;
+    r->infeasible = lr.infeasible;
+    r->time_s = lr.time_s;
+    r->evals_per_s = lr.time_s > 0 ? lr.evaluations / lr.time_s : 0;
+    r->best_found_at_s = lr.time_s;
+    r->interrupted = lr.interrupted;
+    r->time_dependent = lr.time_cut;
+    r->time_limit_s = cfg->time_limit_s;
+    snprintf(r->stopped_by, sizeof r->stopped_by, "%s",
+             lr.interrupted ? "interrupted" : lr.time_cut ? "time limit" : "budget");
+    r->cpu_s = cpu_s() - c0;
+    /* the baseline, after the search (its time is its own) */
+    if (cfg->baseline == SS_BASELINE_MEGATRON_GRID) {
+        double gc0 = cpu_s();
+        ss_grid_config gc = {.threads = cfg->threads, .stop = user_stop, .stop_ctx = (void *)cfg};
+        ss_grid_result gr;
+        st = ss_grid_run(g, m, cm, &gc, &gr, d);
+        if (st)
+            return st;
+        r->grid.run = 1;
+        r->grid.fits = gr.found;
+        r->grid.points = gr.points;
+        r->grid.points_judged = gr.judged;
+        r->grid.time_s = gr.time_s;
+        r->grid.cpu_s = cpu_s() - gc0;
+        r->grid.time_cut = gr.time_cut || gr.interrupted;
+        if (gr.found) {
+            /* judged as the best plan is: by simulate's default evaluator */
+            ss_plan *gp = NULL;
+            ss_sim_result gs;
+            memset(&gs, 0, sizeof gs);
+            st = ss_llm_plan(g, m, &gr.best.c, &gp, d);
+            if (!st)
+                st = ss_sim_run(r->sim, gp, &gs, d);
+            if (!st)
+                st = ss_sim_run(r->sim, r->best, &r->best_sim, d); /* the last run again */
+            ss_plan_free(gp);
+            r->grid.fits = gs.fits;
+            r->grid.iteration_us = gs.iteration_us;
+            ss_sim_result_clear(&gs);
+            if (st)
+                return st;
+            spec_of(&gr.best, S.batch, r->grid.plan, sizeof r->grid.plan);
+            if (r->grid.fits)
+                r->speedup_vs_megatron_grid = r->grid.iteration_us / r->best_sim.iteration_us;
+        }
+    }
+    return SS_OK;
+}
+
 ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                         const ss_search_config *cfg_in, ss_search_result *r, ss_diag *d)
 {
@@ -231,6 +442,21 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         cfg = *cfg_in;
     else
         memset(&cfg, 0, sizeof cfg);
+    if (is_llm(g, m)) {
+        memset(r, 0, sizeof *r);
+        ss_diag dl;
+        ss_diag_init(&dl);
+        ss_status st = llm_run(g, m, cm, &cfg, r, &dl);
+        if (st)
+            ss_search_result_clear(r);
+        /* no Megatron plan fits: the SOAP search below looks further and
+         * returns the least bad plan */
+        if (st != SS_ERR_INFEASIBLE) {
+            if (st)
+                ss_diag_set(d, st, "%s", dl.msg);
+            return st;
+        }
+    }
     if (cfg.budget <= 0)
         cfg.budget = 20000;
     int n_random = cfg.random_starts == 0 ? 2 : cfg.random_starts < 0 ? 0 : cfg.random_starts;
@@ -403,10 +629,61 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         return st;
     }
     r->sim = sim;
+    r->level = -1;
+    r->threads = 1;
     return SS_OK;
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
+
+/* The LLM planner's fields (docs/search.md): the plan as a Megatron spec and
+ * its Megatron-LM flags, MFU, TFLOP/s per GPU, tokens/s, the runners-up, and
+ * baselines.megatron_grid with speedup_vs_megatron_grid (null when the grid
+ * found no fitting plan: no speedup over a plan that cannot run). */
+static int llm_json(const ss_search_result *r, json_t *o, json_t *base)
+{
+    int bad = 0;
+    if (r->level < 0)
+        return 0;
+    bad |= json_object_set_new(o, "plan_spec", json_string(r->best_label));
+    bad |= json_object_set_new(o, "megatron_args", r->megatron_args[0]
+                                                       ? json_string(r->megatron_args)
+                                                       : json_null());
+    bad |= json_object_set_new(o, "mfu", json_real(r->mfu));
+    bad |= json_object_set_new(o, "tflops_per_gpu", json_real(r->tflops_per_gpu));
+    bad |= json_object_set_new(o, "tokens_per_s", json_real(r->tokens_per_s));
+    json_t *near = json_array();
+    bad |= !near;
+    for (int i = 0; near && i < r->n_near; i++) {
+        json_t *e = json_object();
+        bad |= !e || json_object_set_new(e, "plan", json_string(r->near[i].plan)) ||
+               json_object_set_new(e, "iteration_time_ms", json_real(r->near[i].iteration_us / 1e3)) ||
+               json_array_append_new(near, e);
+    }
+    bad |= json_object_set_new(o, "runners_up", near);
+    if (r->grid.run) {
+        json_t *gj = json_object();
+        bad |= !gj;
+        if (gj) {
+            bad |= json_object_set_new(gj, "fits", json_boolean(r->grid.fits));
+            bad |= json_object_set_new(gj, "iteration_time_ms", r->grid.fits
+                                                                    ? json_real(r->grid.iteration_us / 1e3)
+                                                                    : json_null());
+            bad |= json_object_set_new(gj, "plan", r->grid.fits ? json_string(r->grid.plan)
+                                                                : json_null());
+            bad |= json_object_set_new(gj, "points", json_integer(r->grid.points));
+            bad |= json_object_set_new(gj, "points_judged", json_integer(r->grid.points_judged));
+            bad |= json_object_set_new(gj, "time_s", json_real(r->grid.time_s));
+            bad |= json_object_set_new(gj, "cpu_s", json_real(r->grid.cpu_s));
+            bad |= json_object_set_new(gj, "time_cut", json_boolean(r->grid.time_cut));
+            bad |= json_object_set_new(base, "megatron_grid", gj);
+        }
+        bad |= json_object_set_new(o, "speedup_vs_megatron_grid",
+                                   r->grid.fits ? json_real(r->speedup_vs_megatron_grid)
+                                                : json_null());
+    }
+    return bad;
+}
 
 ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file,
                                   const char *trace_file, char **out, ss_diag *d)
@@ -424,14 +701,16 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         dp = NULL;
         bad |= json_object_set_new(base, "expert", ex);
         ex = NULL;
-        bad |= json_object_set_new(o, "baselines", base);
-        base = NULL;
         bad |= json_object_set_new(o, "expert_plan", json_string(r->expert_label));
+        /* no speedup over a baseline that does not fit */
         bad |= json_object_set_new(o, "speedup_vs_data_parallel",
-                                   r->speedup_vs_dp > 0 ? json_real(r->speedup_vs_dp) : json_null());
-        bad |= json_object_set_new(o, "speedup_vs_expert", r->speedup_vs_expert > 0
-                                                               ? json_real(r->speedup_vs_expert)
-                                                               : json_null());
+                                   r->speedup_vs_dp > 0 && (r->level < 0 || r->dp_sim.fits)
+                                       ? json_real(r->speedup_vs_dp)
+                                       : json_null());
+        bad |= json_object_set_new(o, "speedup_vs_expert",
+                                   r->speedup_vs_expert > 0 && (r->level < 0 || r->expert_sim.fits)
+                                       ? json_real(r->speedup_vs_expert)
+                                       : json_null());
         bad |= json_object_set_new(srch, "proposals", json_integer(r->proposals));
         bad |= json_object_set_new(srch, "accepted", json_integer(r->accepted));
         bad |= json_object_set_new(srch, "evaluations", json_integer(r->evaluations));
@@ -453,8 +732,16 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(srch, "devices_usable", json_integer(r->devices_usable));
         bad |= json_object_set_new(srch, "time_dependent", json_boolean(r->time_dependent));
         bad |= json_object_set_new(srch, "log10_space_size", json_real(r->log10_space));
+        bad |= json_object_set_new(srch, "level",
+                                   r->level >= 0 ? json_integer(r->level) : json_null());
+        bad |= json_object_set_new(srch, "threads", json_integer(r->threads));
+        bad |= json_object_set_new(srch, "first_plan_s", json_real(r->first_plan_s));
+        bad |= json_object_set_new(srch, "cpu_s", json_real(r->cpu_s));
         bad |= json_object_set_new(o, "search", srch);
         srch = NULL;
+        bad |= llm_json(r, o, base);
+        bad |= json_object_set_new(o, "baselines", base);
+        base = NULL;
         bad |= json_object_set_new(o, "plan_file",
                                    plan_file ? json_string(plan_file) : json_null());
         bad |= json_object_set_new(o, "trace_file",

@@ -1,0 +1,593 @@
+/*
+ * llm.c — the LLM planner's levels (search/llm.h): the rule plan, the
+ * settings sweep, the level-2 hook and the knob chains with their polish.
+ *
+ * Chains run on worker threads, each with its own judge and cache; chain i
+ * draws from the seed (seed, i) and gets budget / threads proposals (the
+ * first chains one more when it does not divide), so its path depends only
+ * on the inputs. Results are merged by (time, spec text). Invariant: a
+ * point enters the best / near lists only after a judgement that says it
+ * fits, so no returned plan exceeds memory.
+ */
+#include "search/llm.h"
+#include "search/space.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+ss_llm_level2_fn ss_llm_level2 = NULL;
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct run {
+    const ss_graph *g;
+    const ss_machine *m;
+    ss_costmodel *cm;
+    const ss_llm_config *cfg;
+    ss_llm_shape S;
+    double t0, band;
+    pthread_mutex_t lock;
+    int stopped, time_cut, interrupted;
+    int have_plan;          /* level 0 found its plan: the deadline applies */
+    int64_t proposals;      /* shared, for progress only */
+    double best_us;         /* shared, for progress only */
+    double last_progress;
+} run;
+
+static int run_stop(void *ctx)
+{
+    run *R = ctx;
+    int user = R->cfg->stop && R->cfg->stop(R->cfg->stop_ctx);
+    /* the time limit holds once a first plan is had (level 0 is not cut) */
+    int late = R->have_plan && R->cfg->deadline > 0 && wall_s() > R->cfg->deadline;
+    if (user || late) {
+        pthread_mutex_lock(&R->lock);
+        R->stopped = 1;
+        R->interrupted |= user;
+        R->time_cut |= late && !user;
+        pthread_mutex_unlock(&R->lock);
+    }
+    return user || late;
+}
+
+/* ---- a chain's state: judge + cache ------------------------------------------- */
+
+typedef struct chain {
+    run *R;
+    ss_llm_judge *j;
+    ss_llm_point *cache;
+    int n_cache, cap_cache;
+    ss_llm_point best;
+    int found;
+    int n_near;
+    ss_llm_point near[SS_LLM_NEAR_MAX];
+    int64_t proposals, evaluations, cached, infeasible, budget;
+    uint64_t seed;
+    ss_status st;
+    ss_diag d;
+} chain;
+
+static void normalize(ss_megatron_config *c)
+{
+    c->mb = 0;
+    if (c->vp < 1)
+        c->vp = 1;
+    if (c->sync == SS_SYNC_BULK)
+        c->bucket_bytes = 0;
+}
+
+/* Judge c (cached). 1: judged (or cached) and *out holds it; 0: refused
+ * (invalid, the fast evaluator cannot judge it, or over memory by the
+ * static bound: out->fits = 0); -1: stopped or an error (ch->st). */
+static int judge(chain *ch, ss_megatron_config c, ss_llm_point *out)
+{
+    normalize(&c);
+    for (int i = 0; i < ch->n_cache; i++)
+        if (!memcmp(&ch->cache[i].c, &c, sizeof c)) {
+            ch->cached++;
+            *out = ch->cache[i];
+            return out->time_us < HUGE_VAL || out->fits ? 1 : 0;
+        }
+    ss_llm_point p;
+    memset(&p, 0, sizeof p);
+    p.c = c;
+    p.time_us = HUGE_VAL;
+    int ok = 0;
+    if (ss_llm_static_overflow(&ch->R->S, &c) ||
+        4.0 * ch->R->S.params / ((double)c.tp * c.pp) > ch->R->S.mem_bytes) {
+        ok = 0; /* 16-bit weights and gradients alone overflow */
+    } else {
+        ss_diag d;
+        ss_diag_init(&d);
+        ss_status st = ss_llm_judge_point(ch->j, &c, HUGE_VAL, &p, &d);
+        if (st == SS_ERR_INTERRUPTED)
+            return -1;
+        if (st == SS_ERR_INVALID || st == SS_ERR_UNSUPPORTED) {
+            p.time_us = HUGE_VAL;
+            p.fits = 0;
+        } else if (st) {
+            ch->st = ss_diag_set(&ch->d, st, "%s", d.msg);
+            return -1;
+        } else {
+            ch->evaluations++;
+            ok = 1;
+        }
+    }
+    if (!ss_grow((void **)&ch->cache, &ch->cap_cache, ch->n_cache + 1, sizeof *ch->cache))
+        ch->cache[ch->n_cache++] = p;
+    *out = p;
+    if (ok && p.fits) {
+        ss_llm_near_add(ch->near, &ch->n_near, &p, ch->R->band, ch->R->S.batch);
+        if (!ch->found || p.time_us < ch->best.time_us ||
+            (p.time_us == ch->best.time_us && memcmp(&p.c, &ch->best.c, sizeof p.c) < 0)) {
+            ch->best = p;
+            ch->found = 1;
+        }
+        pthread_mutex_lock(&ch->R->lock);
+        if (p.time_us < ch->R->best_us)
+            ch->R->best_us = p.time_us;
+        pthread_mutex_unlock(&ch->R->lock);
+    }
+    if (ok && !p.fits)
+        ch->infeasible++;
+    return ok;
+}
+
+static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp);
+
+/* ---- level 0 and 1 ------------------------------------------------------------- */
+
+static int dp_of(const ss_llm_shape *S, int tp, int pp)
+{
+    if (S->devices % (tp * pp))
+        return 0;
+    int dp = S->devices / (tp * pp);
+    return S->batch % dp ? 0 : dp;
+}
+
+/* The rule plan: 1 found, 0 none, -1 stopped / error. */
+static int level0(chain *ch, ss_llm_point *out)
+{
+    const ss_llm_shape *S = &ch->R->S;
+    int tpmax = 1;
+    while (tpmax * 2 <= S->per_host && tpmax * 2 <= 8)
+        tpmax *= 2;
+    for (int rc = 0; rc < 2; rc++)
+        for (int tp = tpmax; tp >= 1; tp /= 2)
+            for (int pp = 1; pp <= S->layers; pp++) {
+                int dp = dp_of(S, tp, pp);
+                if (S->layers % pp || !dp)
+                    continue;
+                ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
+                                        .recompute = rc ? SS_RECOMPUTE_FULL
+                                                        : SS_RECOMPUTE_SELECTIVE,
+                                        .sp = tp > 1, .distopt = dp > 1};
+                if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
+                    continue;
+                if (!states_fit_half(S, tp, pp, dp) && pp < S->layers)
+                    continue; /* states over half the memory: leave room for activations */
+                ss_llm_point p;
+                int ok = judge(ch, c, &p);
+                if (ok < 0)
+                    return -1;
+                if (ok && p.fits) {
+                    *out = p;
+                    return 1;
+                }
+            }
+    return 0;
+}
+
+/* Level 1: the settings and micro-batch sizes of start's structure. */
+static int level1(chain *ch, const ss_llm_point *start)
+{
+    static const int mbs[] = {1, 2, 4};
+    for (int mi = 0; mi < 3; mi++)
+        for (int rc = 0; rc < 3; rc++)
+            for (int dopt = 0; dopt < 2; dopt++)
+                for (int sy = 0; sy < 2; sy++) {
+                    ss_megatron_config c = start->c;
+                    c.mbs = mbs[mi];
+                    if (ch->R->S.batch % ((int64_t)c.dp * c.mbs) ||
+                        (c.pp > 1 && ch->R->S.batch / ((int64_t)c.dp * c.mbs) < c.pp))
+                        continue;
+                    c.recompute = (ss_recompute)rc;
+                    c.distopt = c.dp > 1 && dopt;
+                    c.sync = sy ? SS_SYNC_BULK : SS_SYNC_WAIT_FREE;
+                    ss_llm_point p;
+                    if (judge(ch, c, &p) < 0)
+                        return -1;
+                }
+    return 0;
+}
+
+/* ---- level 3: moves --------------------------------------------------------------- */
+
+enum { MV_TP, MV_PP, MV_MBS, MV_VP, MV_RC, MV_SP, MV_DOPT, MV_SYNC, MV_BUCKET, MV_FIRST,
+       MV_LAST, MV_COUNT };
+
+/* The neighbour of c by move mv in direction dir (+1 / -1); 0 when the move
+ * does not apply. */
+static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv, int dir,
+                     ss_megatron_config *o)
+{
+    *o = *c;
+    switch (mv) {
+    case MV_TP:
+        o->tp = dir > 0 ? c->tp * 2 : c->tp / 2;
+        if (o->tp < 1 || o->tp > S->per_host)
+            return 0;
+        break;
+    case MV_PP: {
+        int p = c->pp;
+        do
+            p += dir;
+        while (p >= 1 && p <= S->layers && S->layers % p);
+        if (p < 1 || p > S->layers)
+            return 0;
+        o->pp = p;
+        o->first = o->last = 0;
+        break;
+    }
+    case MV_MBS:
+        o->mbs = dir > 0 ? c->mbs * 2 : c->mbs / 2;
+        if (o->mbs < 1 || o->mbs > 16)
+            return 0;
+        break;
+    case MV_VP: { /* the next vp that divides the pipeline's layers */
+        int v = c->vp > 1 ? c->vp : 1, cap = c->pp > 0 ? S->layers / c->pp : 1;
+        do
+            v += dir;
+        while (v >= 1 && v <= cap && c->pp > 0 && S->layers % (c->pp * v));
+        if (v < 1 || v > cap)
+            return 0;
+        o->vp = v;
+        o->first = o->last = 0;
+        break;
+    }
+    case MV_RC:
+        o->recompute = (ss_recompute)((c->recompute + (dir > 0 ? 1 : 2)) % 3);
+        break;
+    case MV_SP:
+        o->sp = !c->sp;
+        break;
+    case MV_DOPT:
+        o->distopt = !c->distopt;
+        break;
+    case MV_SYNC:
+        o->sync = c->sync == SS_SYNC_BULK ? SS_SYNC_WAIT_FREE : SS_SYNC_BULK;
+        break;
+    case MV_BUCKET: {
+        if (c->sync == SS_SYNC_BULK)
+            return 0;
+        double b = c->bucket_bytes > 0 ? c->bucket_bytes : 80e6;
+        b = dir > 0 ? b * 2 : b / 2;
+        if (b < 10e6 || b > 2.56e9)
+            return 0;
+        o->bucket_bytes = b == 80e6 ? 0 : b;
+        break;
+    }
+    case MV_FIRST:
+    case MV_LAST: {
+        if (c->pp < 2 || c->vp > 1)
+            return 0;
+        int per = S->layers / c->pp;
+        int *f = mv == MV_FIRST ? &o->first : &o->last;
+        int cur = *f ? *f : per;
+        /* by one middle stage's count: the rest stays divisible */
+        cur += dir * (c->pp > 2 ? c->pp - 2 : 1);
+        if (cur < 1 || cur >= S->layers)
+            return 0;
+        *f = cur == per ? 0 : cur;
+        break;
+    }
+    default:
+        return 0;
+    }
+    o->dp = dp_of(S, o->tp, o->pp);
+    if (!o->dp || o->mbs < 1)
+        return 0;
+    if (o->dp == 1)
+        o->distopt = 0;
+    if (o->tp == 1)
+        o->sp = 0;
+    if (o->pp == 1)
+        o->vp = 1, o->first = o->last = 0;
+    int64_t per = (int64_t)o->dp * o->mbs;
+    if (S->batch % per)
+        return 0;
+    int64_t mb = S->batch / per;
+    if (o->pp > 1 && mb < o->pp)
+        return 0;
+    if (o->vp > 1 && (mb % o->pp || S->layers % (o->pp * o->vp)))
+        return 0;
+    if (o->vp > 1)
+        o->first = o->last = 0;
+    return memcmp(o, c, sizeof *o) != 0;
+}
+
+static void progress(chain *ch)
+{
+    run *R = ch->R;
+    if (!R->cfg->progress)
+        return;
+    double every = R->cfg->progress_every_s > 0 ? R->cfg->progress_every_s : 0.2;
+    pthread_mutex_lock(&R->lock);
+    R->proposals++;
+    double now = wall_s();
+    int due = now - R->last_progress >= every;
+    if (due)
+        R->last_progress = now;
+    int64_t props = R->proposals;
+    double best = R->best_us;
+    pthread_mutex_unlock(&R->lock);
+    if (due)
+        R->cfg->progress(R->cfg->stop_ctx, props, best, now - R->t0);
+}
+
+/* One Metropolis-Hastings chain from ch->best over ch->budget proposals. */
+static void chain_run(chain *ch)
+{
+    ss_rng rng;
+    ss_rng_seed(&rng, ch->seed);
+    ss_llm_point cur = ch->best;
+    const double beta = 40; /* a 2.5% slower plan is accepted with probability e^-1 */
+    for (int64_t i = 0; i < ch->budget; i++) {
+        ss_megatron_config nc;
+        int mv = (int)ss_rng_below(&rng, MV_COUNT), dir = ss_rng_below(&rng, 2) ? 1 : -1;
+        double u = ss_rng_unit(&rng);
+        ch->proposals++;
+        progress(ch);
+        if (!neighbour(&ch->R->S, &cur.c, mv, dir, &nc))
+            continue;
+        ss_llm_point p;
+        int ok = judge(ch, nc, &p);
+        if (ok < 0)
+            return;
+        if (!ok || !p.fits)
+            continue;
+        if (p.time_us <= cur.time_us || u < exp(-beta * (p.time_us / cur.time_us - 1)))
+            cur = p;
+    }
+}
+
+/* Whether c's weights, gradients and sharded optimizer state (16 bytes per
+ * parameter of mixed precision Adam, the optimizer's 12 over dp) take at
+ * most 35% of a device's memory (the rest for activations): the search's
+ * shallowest pipelines (a heuristic, never used by the grid). */
+static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp)
+{
+    return S->params * (4 + 12.0 / dp) / ((double)tp * pp) <= 0.35 * S->mem_bytes;
+}
+
+/* The mesh sweep. A: every (tp, pp) with tp = the largest power of two up
+ * to a host's devices (<= 8) and every smaller power of two, pp a divisor of the layers
+ * whose states take at most half the memory, with micro-batch size 1,
+ * selective recompute, sp, distopt and bulk sync. B: for the two best,
+ * micro-batch size 1 and 2, every vp up to 4, selective or no recompute,
+ * distopt on or off. The mesh and the pipeline move the best time most and
+ * a chain crosses them only step by step. */
+static int sweep(chain *ch, const ss_llm_point *start)
+{
+    const ss_llm_shape *S = &ch->R->S;
+    ss_llm_point top[2];
+    int n_top = 0;
+    int tpmax = 1;
+    while (tpmax * 2 <= S->per_host && tpmax * 2 <= 8)
+        tpmax *= 2;
+    /* deep pipelines first: they are cheap to judge, the shallow ones (big
+     * stages) cost seconds each on big models, so a time limit cuts those */
+    for (int tp = tpmax; tp >= 1; tp /= 2)
+        for (int pp = S->layers; pp >= 1; pp--) {
+            int dp = dp_of(S, tp, pp);
+            if (S->layers % pp || !dp || !states_fit_half(S, tp, pp, dp))
+                continue;
+            ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
+                                    .recompute = SS_RECOMPUTE_SELECTIVE, .sp = tp > 1,
+                                    .distopt = dp > 1, .sync = SS_SYNC_BULK};
+            if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
+                continue;
+            ss_llm_point p;
+            int ok = judge(ch, c, &p);
+            if (ok < 0)
+                return -1;
+            if (!ok || !p.fits)
+                continue;
+            if (n_top < 2)
+                top[n_top++] = p;
+            else if (p.time_us < top[1].time_us)
+                top[1] = p;
+            if (n_top == 2 && top[1].time_us < top[0].time_us) {
+                ss_llm_point t = top[0];
+                top[0] = top[1];
+                top[1] = t;
+            }
+        }
+    if (!n_top)
+        top[n_top++] = *start;
+    for (int k = 0; k < n_top; k++)
+        for (int mbs = 1; mbs <= 2; mbs++)
+            for (int vp = 1; vp <= 4; vp++)
+                for (int rc = 0; rc < 2; rc++)
+                    for (int dopt = 1; dopt >= 0; dopt--) {
+                        ss_megatron_config c = top[k].c;
+                        int pp = c.pp;
+                        c.mbs = mbs;
+                        c.vp = vp;
+                        c.first = c.last = 0;
+                        c.recompute = rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE;
+                        c.distopt = c.dp > 1 && dopt;
+                        if (c.dp == 1 && !dopt)
+                            continue;
+                        int64_t per = (int64_t)c.dp * mbs;
+                        int64_t mb = S->batch % per ? 0 : S->batch / per;
+                        if (!mb || (pp > 1 && mb < pp) ||
+                            (vp > 1 && (pp < 2 || mb % pp || S->layers % (pp * vp))))
+                            continue;
+                        ss_llm_point p;
+                        if (judge(ch, c, &p) < 0)
+                            return -1;
+                    }
+    return 0;
+}
+
+/* Every one-knob neighbour of the best until none is faster. */
+static void polish(chain *ch)
+{
+    for (int improved = 1; improved;) {
+        improved = 0;
+        ss_llm_point base = ch->best;
+        for (int mv = 0; mv < MV_COUNT && !improved; mv++)
+            for (int dir = -1; dir <= 1 && !improved; dir += 2) {
+                ss_megatron_config nc;
+                if (!neighbour(&ch->R->S, &base.c, mv, dir, &nc))
+                    continue;
+                ss_llm_point p;
+                int ok = judge(ch, nc, &p);
+                if (ok < 0)
+                    return;
+                improved = ok && p.fits && p.time_us < base.time_us;
+            }
+    }
+}
+
+static void *chain_main(void *arg)
+{
+    chain *ch = arg;
+    if (!ch->st)
+        chain_run(ch);
+    return NULL;
+}
+
+static void chain_free(chain *ch)
+{
+    ss_llm_judge_free(ch->j);
+    ss_free(ch->cache);
+}
+
+static void merge(ss_llm_result *r, const chain *ch, int64_t batch, double band)
+{
+    r->proposals += ch->proposals;
+    r->evaluations += ch->evaluations;
+    r->cached += ch->cached;
+    r->infeasible += ch->infeasible;
+    for (int k = 0; k < ch->n_near; k++)
+        ss_llm_near_add(r->near, &r->n_near, &ch->near[k], band, batch);
+}
+
+ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                        const ss_llm_config *cfg, ss_llm_result *r, ss_diag *d)
+{
+    memset(r, 0, sizeof *r);
+    run R;
+    memset(&R, 0, sizeof R);
+    R.g = g;
+    R.m = m;
+    R.cm = cm;
+    R.cfg = cfg;
+    R.t0 = wall_s();
+    R.band = cfg->band > 0 ? cfg->band : 0.08;
+    R.best_us = HUGE_VAL;
+    ss_llm_shape_of(g, m, &R.S);
+    if (R.S.layers < 2 || R.S.batch <= 0)
+        return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                           "LLM planner: model \"%s\" has no repeated layers (or no batch)",
+                           ss_graph_name(g));
+    pthread_mutex_init(&R.lock, NULL);
+    int threads = ss_llm_threads(cfg->threads);
+    chain *ch = ss_calloc((size_t)threads, sizeof *ch);
+    ss_status st = ch ? SS_OK : ss_diag_set(d, SS_ERR_NOMEM, "LLM planner: out of memory");
+    for (int i = 0; i < threads && !st; i++) {
+        ch[i].R = &R;
+        ss_diag_init(&ch[i].d);
+        st = ss_llm_judge_new(g, m, cm, threads > 1, run_stop, &R, &ch[i].j, d);
+    }
+    /* levels 0-2 on chain 0 */
+    chain *c0 = st ? NULL : &ch[0];
+    int found = 0;
+    if (c0) {
+        found = level0(c0, &r->rule);
+        r->first_plan_s = wall_s() - R.t0;
+        pthread_mutex_lock(&R.lock);
+        R.have_plan = 1;
+        pthread_mutex_unlock(&R.lock);
+        if (found > 0 && cfg->level >= 1)
+            found = level1(c0, &r->rule) < 0 ? -1 : 1;
+        if (found > 0 && cfg->level >= 2 && ss_llm_level2) {
+            ss_llm_point b = c0->best;
+            st = ss_llm_level2(g, m, c0->j, &b, d);
+            if (!st && b.fits && b.time_us < c0->best.time_us) {
+                c0->best = b;
+                ss_llm_near_add(c0->near, &c0->n_near, &b, R.band, R.S.batch);
+            }
+        }
+        if (c0->st)
+            st = ss_diag_set(d, c0->st, "%s", c0->d.msg);
+    }
+    /* level 3: chains from the level-1 best */
+    if (!st && found > 0 && cfg->level >= 3) {
+        int64_t budget = cfg->budget > 0 ? cfg->budget : 100;
+        pthread_t th[64];
+        int started = 0;
+        if (sweep(c0, &c0->best) == 0)
+            polish(c0);
+        for (int i = 0; i < threads; i++) {
+            ch[i].best = c0->best;
+            ch[i].found = 1;
+            ch[i].budget = budget / threads + (i < budget % threads);
+            ch[i].seed = cfg->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i + 1;
+        }
+        for (int i = 1; i < threads; i++) {
+            if (pthread_create(&th[i], NULL, chain_main, &ch[i]))
+                break;
+            started = i;
+        }
+        chain_main(&ch[0]);
+        for (int i = 1; i <= started; i++)
+            pthread_join(th[i], NULL);
+        for (int i = started + 1; i < threads; i++) /* no thread: run here */
+            chain_main(&ch[i]);
+        /* the best of all chains, polished on chain 0 */
+        for (int i = 1; i < threads; i++)
+            if (ch[i].found && (ch[i].best.time_us < c0->best.time_us ||
+                                (ch[i].best.time_us == c0->best.time_us &&
+                                 memcmp(&ch[i].best.c, &c0->best.c, sizeof c0->best.c) < 0)))
+                c0->best = ch[i].best;
+        polish(c0);
+        for (int i = 0; i < threads && !st; i++)
+            if (ch[i].st)
+                st = ss_diag_set(d, ch[i].st, "%s", ch[i].d.msg);
+    }
+    if (!st && c0) {
+        for (int i = 0; i < threads; i++)
+            merge(r, &ch[i], R.S.batch, R.band);
+        r->found = found > 0 || c0->found;
+        if (r->found) {
+            r->best = c0->best;
+            /* the near list holds the best first (same order) */
+            ss_llm_near_add(r->near, &r->n_near, &r->best, R.band, R.S.batch);
+            if (r->n_near > 0 && r->near[0].time_us < r->best.time_us)
+                r->best = r->near[0];
+        }
+    }
+    r->time_cut = R.time_cut;
+    r->interrupted = R.interrupted;
+    r->time_s = wall_s() - R.t0;
+    if (ch && !st) {
+        r->judge = ch[0].j; /* kept for the final simulations */
+        ch[0].j = NULL;
+    }
+    for (int i = 0; ch && i < threads; i++)
+        chain_free(&ch[i]);
+    ss_free(ch);
+    pthread_mutex_destroy(&R.lock);
+    return st;
+}

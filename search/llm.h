@@ -1,0 +1,76 @@
+/*
+ * llm.h — the LLM planner over Megatron-LM's knobs (docs/search.md, "LLM
+ * planner"), judged by the simulator's fast evaluators (search/grid.h).
+ *
+ * The deadline and the stop callback are polled inside every simulation;
+ * the deadline applies once level 0 has its plan (so a time limit always
+ * returns a plan that fits when one of the rules does).
+ * Level 0 (rules): tp = the largest power of two up to a host's devices
+ *   (at most 8) that the model's heads allow, the smallest pp (a divisor of
+ *   the layers) whose weights, gradients and sharded optimizer state (16
+ *   bytes per parameter of mixed precision Adam, the 12 of the optimizer
+ *   over dp) take at most 35% of a device's memory, micro-batch size 1,
+ *   selective recompute, sp, distopt; the next pp (then full recompute, then
+ *   smaller tp) until the simulator says the plan fits.
+ * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
+ *   and micro-batch sizes 1, 2, 4, the best fitting kept.
+ * Level 2: + the hook for the ILP / stage-DP planner (ss_llm_level2; the
+ *   default hook is none and level 2 then equals level 1).
+ * Level 3: + a mesh sweep (every tp, pp with tp a power of two up to a
+ *   host's devices (<= 8), pp whose states take at most 35%
+ *   of the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
+ *   selective or no recompute, distopt on or off) and a polish of its best;
+ *   then Metropolis-Hastings over the
+ *   knobs (tp, pp and dp together,
+ *   micro-batch size, vp, recompute, sp, distopt, sync, bucket size, uneven
+ *   first / last stages), one chain per thread from the level-1 plan, seeds
+ *   (seed, chain), the budget split evenly; then a deterministic polish:
+ *   every one-knob neighbour of the best until none is faster. Every move
+ *   acts on all copies of the repeated layer (the plan stays Megatron-shaped)
+ *   so the hierarchical evaluator keeps applying; plans it refuses are
+ *   skipped. Judged points are cached per chain. Same seed, budget and
+ *   threads: the same plan (unless the time limit cut the run).
+ */
+#ifndef SS_SEARCH_LLM_H
+#define SS_SEARCH_LLM_H
+
+#include "search/grid.h"
+
+typedef struct ss_llm_config {
+    int level;            /* 0..3 */
+    int64_t budget;       /* level-3 proposals in all (0: 100) */
+    double deadline;      /* CLOCK_MONOTONIC seconds (0: none) */
+    uint64_t seed;
+    int threads;          /* 0: all cores */
+    double band;          /* near band (0: 0.08) */
+    int (*stop)(void *ctx);
+    void *stop_ctx;
+    void (*progress)(void *ctx, int64_t proposals, double best_us, double elapsed_s);
+    double progress_every_s;
+} ss_llm_config;
+
+typedef struct ss_llm_result {
+    int found;
+    ss_llm_point best, rule; /* the best plan; the level-0 plan */
+    int n_near;
+    ss_llm_point near[SS_LLM_NEAR_MAX];
+    double first_plan_s;     /* seconds to the level-0 plan */
+    int64_t proposals, evaluations, cached, infeasible;
+    double time_s;
+    int time_cut, interrupted;
+    ss_llm_judge *judge;     /* chain 0's judge, kept for ss_llm_judge_take_sim (the
+                                caller frees it with ss_llm_judge_free) */
+} ss_llm_result;
+
+/* Level-2 hook: given the level-1 best (in *best), may replace it by a
+ * better fitting point (judged with j). NULL: none. */
+typedef ss_status (*ss_llm_level2_fn)(const ss_graph *g, const ss_machine *m,
+                                      ss_llm_judge *j, ss_llm_point *best, ss_diag *d);
+extern ss_llm_level2_fn ss_llm_level2;
+
+/* Plan g on m. SS_OK with found = 0 when no Megatron plan fits (or the limit
+ * came first). SS_ERR_UNSUPPORTED when g has no repeated layers. */
+ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                        const ss_llm_config *cfg, ss_llm_result *r, ss_diag *d);
+
+#endif /* SS_SEARCH_LLM_H */

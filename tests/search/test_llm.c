@@ -1,0 +1,272 @@
+/*
+ * test_llm.c — the LLM planner and the Megatron grid (search/llm.h,
+ * search/grid.h) through ss_search_run: no returned plan (best, rule plan,
+ * runners-up, grid best) exceeds memory when simulated again; the best
+ * plan's spec reloads to the same prediction; the same seed, budget and
+ * threads give the same plan bytes; the grid's best is the same for 1 and 2
+ * threads; the Megatron-LM flags; uneven stages and spec round trips; and
+ * a 5 s time limit on GPT-3 175B / 1,024 returns a fitting plan.
+ */
+#include "testutil.h"
+#include "search/grid.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+static ss_graph *model(const char *spec, int64_t batch, int devices)
+{
+    ss_graph *g = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_model_build(spec, batch, devices, &g, &d), SS_OK);
+    return g;
+}
+
+static ss_machine *dgx(int nodes)
+{
+    ss_machine *m = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(
+        ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), nodes, &m, &d), SS_OK);
+    return m;
+}
+
+/* Simulate spec afresh: its time and whether it fits. */
+static double simulate(const ss_graph *g, const ss_machine *m, const char *spec, int *fits)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_sim *s = NULL;
+    ss_plan *p = NULL;
+    ss_sim_result r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(ss_plan_from_spec(spec, g, m, &p, &d), SS_OK);
+    assert_int_equal(ss_sim_new(g, m, cm, NULL, &s, &d), SS_OK);
+    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK);
+    double t = r.iteration_us;
+    *fits = r.fits;
+    ss_sim_result_clear(&r);
+    ss_sim_free(s);
+    ss_plan_free(p);
+    ss_cost_free(cm);
+    return t;
+}
+
+static void search(const ss_graph *g, const ss_machine *m, int threads, int64_t budget,
+                   int baseline, ss_search_result *r)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_search_config c;
+    memset(&c, 0, sizeof c);
+    c.seed = 7;
+    c.budget = budget;
+    c.threads = threads;
+    c.baseline = baseline;
+    memset(r, 0, sizeof *r);
+    ss_status st = ss_search_run(g, m, cm, &c, r, &d);
+    if (st)
+        fail_msg("search: %s", d.msg);
+    ss_cost_free(cm);
+}
+
+static void test_small_gpt_fits(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=8,hidden=1024,heads=16,seq=512", 64, 8);
+    ss_search_result r;
+    search(g, m, 1, 40, SS_BASELINE_MEGATRON_GRID, &r);
+    assert_int_equal(r.level, 3);
+    assert_int_equal(r.threads, 1);
+    assert_true(r.best_sim.fits);
+    assert_true(r.expert_sim.fits);
+    assert_true(strncmp(r.best_label, "megatron:", 9) == 0);
+    assert_non_null(strstr(r.megatron_args, "--tensor-model-parallel-size"));
+    /* the spec reloads to the same prediction */
+    int fits = 0;
+    double t = simulate(g, m, r.best_label, &fits);
+    assert_true(fits);
+    assert_true(fabs(t - r.best_sim.iteration_us) <= 1e-9 * t);
+    /* runners-up: distinct, within 8%, and they fit */
+    for (int i = 0; i < r.n_near; i++) {
+        assert_true(strcmp(r.near[i].plan, r.best_label) != 0);
+        assert_true(r.near[i].iteration_us <= 1.08 * r.best_sim.iteration_us + 1e-6);
+        double tn = simulate(g, m, r.near[i].plan, &fits);
+        assert_true(fits);
+        /* judged by the hierarchical evaluator: within 0.5% of simulate's */
+        assert_true(fabs(tn - r.near[i].iteration_us) <= 0.005 * tn);
+    }
+    /* the grid's best fits and is what the simulator says */
+    assert_true(r.grid.run && r.grid.fits);
+    assert_true(r.grid.points >= r.grid.points_judged && r.grid.points_judged > 0);
+    double tg = simulate(g, m, r.grid.plan, &fits);
+    assert_true(fits);
+    assert_true(fabs(tg - r.grid.iteration_us) <= 1e-9 * tg);
+    assert_true(r.speedup_vs_megatron_grid > 0);
+    assert_true(r.mfu > 0 && r.mfu < 1);
+    assert_true(r.tokens_per_s > 0 && r.tflops_per_gpu > 0);
+    /* JSON */
+    char *s = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_search_result_to_json(&r, "p.json", NULL, &s, &d), SS_OK);
+    json_error_t e;
+    json_t *o = json_loads(s, 0, &e);
+    assert_non_null(o);
+    json_t *gj = json_object_get(json_object_get(o, "baselines"), "megatron_grid");
+    assert_non_null(gj);
+    assert_true(json_is_real(json_object_get(gj, "iteration_time_ms")));
+    assert_true(json_is_integer(json_object_get(gj, "points_judged")));
+    assert_true(json_is_real(json_object_get(o, "speedup_vs_megatron_grid")));
+    assert_true(json_is_real(json_object_get(o, "mfu")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "search"), "level")), 3);
+    json_decref(o);
+    ss_free(s);
+    ss_search_result_clear(&r);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void test_determinism(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=8,hidden=1024,heads=16,seq=512", 64, 8);
+    char *txt[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        ss_search_result r;
+        search(g, m, 2, 40, SS_BASELINE_NONE, &r);
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_plan_to_string(r.best, g, &txt[k], &d), SS_OK);
+        ss_search_result_clear(&r);
+    }
+    assert_string_equal(txt[0], txt[1]);
+    ss_free(txt[0]);
+    ss_free(txt[1]);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void test_grid_threads(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=8,hidden=1024,heads=16,seq=512", 64, 8);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_grid_result a, b;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_grid_config c1 = {.threads = 1}, c2 = {.threads = 2};
+    assert_int_equal(ss_grid_run(g, m, cm, &c1, &a, &d), SS_OK);
+    assert_int_equal(ss_grid_run(g, m, cm, &c2, &b, &d), SS_OK);
+    assert_true(a.found && b.found);
+    assert_true(a.best.fits);
+    assert_true(a.best.time_us == b.best.time_us);
+    assert_memory_equal(&a.best.c, &b.best.c, sizeof a.best.c);
+    assert_int_equal(a.n_near, b.n_near);
+    assert_int_equal(a.points, b.points);
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void test_megatron_strings(void **state)
+{
+    (void)state;
+    ss_megatron_config c = {.tp = 8, .pp = 16, .dp = 8, .mbs = 2, .vp = 2,
+                            .recompute = SS_RECOMPUTE_SELECTIVE, .sp = 1, .distopt = 1};
+    char buf[512];
+    ss_megatron_spec(&c, 1536, buf, sizeof buf);
+    assert_string_equal(buf, "megatron:tp=8,pp=16,dp=8,mbs=2,vp=2,recompute=selective,sp=1,"
+                             "distopt=1");
+    ss_megatron_args(&c, 96, 1536, buf, sizeof buf);
+    assert_string_equal(buf, "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 "
+                             "--micro-batch-size 2 --global-batch-size 1536 "
+                             "--num-layers-per-virtual-pipeline-stage 3 "
+                             "--recompute-granularity selective --sequence-parallel "
+                             "--use-distributed-optimizer --overlap-grad-reduce");
+    ss_megatron_config u = {.tp = 1, .pp = 4, .dp = 2, .mbs = 1, .first = 1, .last = 3,
+                            .sync = SS_SYNC_BULK};
+    ss_megatron_spec(&u, 64, buf, sizeof buf);
+    assert_string_equal(buf, "megatron:tp=1,pp=4,dp=2,mbs=1,sync=bulk,first=1,last=3");
+    /* uneven stages: the first stage holds 1 layer, the last 3, the other two 2 each */
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=8,hidden=256,heads=4,seq=64,vocab=1024", 64, 8);
+    assert_int_equal(ss_plan_layers(g), 8);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec(buf, g, m, &p, &d), SS_OK);
+    int per_stage[4] = {0};
+    for (int i = 0; i < ss_plan_n_ops(p); i++)
+        if (ss_graph_op(g, i)->type == SS_OP_LAYERNORM)
+            per_stage[ss_plan_config(p, i)->stage]++;
+    /* two layernorms per layer; the final one on the last stage */
+    assert_int_equal(per_stage[0], 2);
+    assert_int_equal(per_stage[1], 4);
+    assert_int_equal(per_stage[2], 4);
+    assert_int_equal(per_stage[3], 7);
+    ss_plan_free(p);
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=1,pp=4,dp=2,mbs=1,first=3", g, m, &p, &d),
+                     SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "do not divide evenly"));
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* GPT-3 175B on 1,024 A100s with a 5 s limit: a plan that fits, the search
+ * cut by the limit once the first plan was had. */
+static void test_time_limit_175b(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(128);
+    ss_graph *g = model("gpt:layers=96,hidden=12288,heads=96,seq=2048", 1536, 1024);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_search_config c;
+    memset(&c, 0, sizeof c);
+    c.time_limit_s = 5;
+    c.threads = 1;
+    ss_search_result r;
+    memset(&r, 0, sizeof r);
+    ss_diag d;
+    ss_diag_init(&d);
+    double t0 = wall();
+    assert_int_equal(ss_search_run(g, m, cm, &c, &r, &d), SS_OK);
+    double took = wall() - t0;
+    assert_true(r.best_sim.fits);
+    double limit = r.first_plan_s > 5 ? r.first_plan_s : 5;
+    print_message("175B, 5 s limit: %.2f s wall (search %.2f s, first plan %.2f s), %s %.1f ms\n",
+                  took, r.time_s, r.first_plan_s, r.best_label, r.best_sim.iteration_us / 1e3);
+    assert_true(r.time_s <= limit + 1.5);
+    ss_search_result_clear(&r);
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_megatron_strings),
+        cmocka_unit_test(test_small_gpt_fits),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_grid_threads),
+        cmocka_unit_test(test_time_limit_175b),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
