@@ -87,7 +87,7 @@ fi
 # SIGTERM stops the search like Ctrl-C: the best plan is written, exit 0
 # (was: exit 143, no plan).
 rm -f "$tmp/term.json"
-"$bin" --model gpt:layers=2 --topology topologies/p100x16.json --time-limit 60 --least-bad \
+"$bin" --model nmt --topology topologies/p100x16.json --time-limit 60 --least-bad \
   --out "$tmp/term.json" >"$tmp/o" 2>"$tmp/e" &
 pid=$!
 sleep 2
