@@ -73,7 +73,8 @@ void ss_hier_free(ss_hier *h);
  * form above: micro-batches of an op on different devices, a stage sharing
  * devices with another (interleaved: a chunk on devices other than exactly
  * its rank's), mixed device types, data edges that skip a stage, an op
- * without a sample dimension split dp x micro-batches ways, or an
+ * without a sample dimension split dp x micro-batches ways, a stage
+ * whose ops read the previous stage's output split in different ways, an
  * interleaving that is not a valid 1F1B one, interleaved chunks whose
  * gradient synchronisations overlap one another, stages that take part in
  * different numbers of collectives of weights shared between stages.

@@ -620,7 +620,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             last = er->end[t];
     }
     /* the incoming send: ext tasks that end before the first forward of the stage */
-    double in0 = HUGE_VAL, in1 = 0; /* the span of d0's incoming transfers */
+    double in0 = HUGE_VAL, in1 = 0; /* the span of the stage's incoming transfers */
     for (int t = 0; t < tg->n_tasks; t++) {
         int o = tg->op[t], kind = tg->kind[t];
         if (!(o >= 0 && o < ns && h->ext_ops[o] == SUB_RECV) || er->end[t] > fwd_end)
@@ -631,7 +631,7 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             const int32_t *rs = ss_taskgraph_res(tg, t);
             for (int k = 0; k < ss_taskgraph_n_res(tg, t); k++) {
                 int c = rs[k] - tg->n_devices;
-                if (c >= 0 && tg->chan_dev[2 * c + 1] == d0) {
+                if (c >= 0) {
                     in0 = fmin(in0, er->start[t]);
                     in1 = fmax(in1, er->end[t]);
                 }
@@ -650,8 +650,11 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         if ((kind == SS_TASK_XFER || kind == SS_TASK_COLLECTIVE) && er->end[t] > t0)
             t0 = er->end[t];
     }
-    /* d0 receives its input in several pieces (a producer split where its
-     * consumer is not): the send lasts until its last piece arrived */
+    /* the stage receives its input in several pieces (a producer split
+     * where its consumer is not): the send lasts from the first piece's
+     * start to the last piece's end at any of its devices, not only d0
+     * (d0's pieces need not arrive with its neighbours', and its forward
+     * waits for theirs through the tensor-parallel collectives) */
     if (in1 - in0 > f->send)
         f->send = in1 - in0;
     /* under bulk sync the tail runs from the barrier after every backward,

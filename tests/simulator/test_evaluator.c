@@ -303,26 +303,24 @@ static int mutate_class(const ss_graph *g, ss_plan *p, const char *suffix, int k
     return n;
 }
 
-/* Seeded random plans of GPT 4 x 1024 (tp 2, pp 2, dp 4, 8 micro-batches)
- * with 1-3 op classes of every block split otherwise than Megatron splits
- * them (and than their neighbours): the symmetric evaluator accepts them
- * and gives the full simulation's figures bit for bit. The hierarchical
- * evaluator's difference is printed with SS_HIER_VERBOSE=1 (not held to a
- * bound here: docs/simulator.md, "Evaluators", has the figures). */
-static void test_random_blocks(void **state)
+/* Seeded random plans of a GPT on 16 A100s under a Megatron spec with 1-3
+ * op classes of every block split otherwise than Megatron splits them
+ * (and than their neighbours), 60 of them: the symmetric evaluator accepts
+ * every one and gives the full simulation's figures bit for bit; the
+ * hierarchical evaluator is within 0.5% of the full simulation on every
+ * plan it accepts, refuses the others with a reason (ss_sim_accepts
+ * agreeing), and accepts at least 3 in 4. SS_HIER_VERBOSE=1 prints each
+ * plan's changes and figures. */
+static void random_blocks(const char *model, const char *spec)
 {
-    (void)state;
     ss_diag d;
     ss_diag_init(&d);
     fix f;
     setup(&f);
     ss_graph_free(f.g);
     ss_plan_free(f.p);
-    assert_int_equal(ss_model_build("gpt:layers=4,hidden=1024,heads=16,seq=512", 64,
-                                    ss_machine_n_devices(f.m), &f.g, &d),
-                     SS_OK);
-    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=4,mb=8", f.g, f.m, &f.p, &d),
-                     SS_OK);
+    assert_int_equal(ss_model_build(model, 64, ss_machine_n_devices(f.m), &f.g, &d), SS_OK);
+    assert_int_equal(ss_plan_from_spec(spec, f.g, f.m, &f.p, &d), SS_OK);
     const char *suffix[64];
     int ns = 0;
     for (int o = 0; o < ss_graph_n_ops(f.g) && ns < 64; o++) {
@@ -335,8 +333,9 @@ static void test_random_blocks(void **state)
     ss_sim *hier = new_sim(&f, SS_EVAL_HIER);
     ss_sim_result rf = {0}, rs = {0}, rh = {0};
     unsigned seed = 27;
-    int judged = 0;
-    for (int trial = 0; trial < 80 && judged < 10; trial++) {
+    int judged = 0, accepted = 0;
+    double worst = 0;
+    for (int trial = 0; trial < 400 && judged < 60; trial++) {
         ss_plan *p = ss_plan_clone(f.p);
         assert_non_null(p);
         int classes = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 3, changed = 0;
@@ -344,7 +343,10 @@ static void test_random_blocks(void **state)
             seed = seed * 1103515245u + 12345u;
             const char *sfx = suffix[(seed >> 16) % (unsigned)ns];
             seed = seed * 1103515245u + 12345u;
-            changed += mutate_class(f.g, p, sfx, (int)((seed >> 16) % 3));
+            int kk = (int)((seed >> 16) % 3), c1 = mutate_class(f.g, p, sfx, kk);
+            if (c1 && getenv("SS_HIER_VERBOSE"))
+                print_message("  %s kind %d\n", sfx, kk);
+            changed += c1;
         }
         ss_diag_init(&d);
         if (!changed || ss_plan_validate(p, f.g, f.m, &d) != SS_OK) {
@@ -365,15 +367,37 @@ static void test_random_blocks(void **state)
         ss_diag hd;
         ss_diag_init(&hd);
         ss_status hs = ss_sim_run(hier, p, &rh, &hd);
-        if (getenv("SS_HIER_VERBOSE"))
+        double err = hs == SS_OK ? rh.iteration_us / rf.iteration_us - 1 : 0.0;
+        if (getenv("SS_HIER_VERBOSE") && hs == SS_OK)
             print_message("random block plan %d (%d ops changed): full %.6f ms, hierarchical "
-                          "%s%+.3f%%\n",
-                          judged, changed, rf.iteration_us / 1e3, hs == SS_OK ? "" : "refused ",
-                          hs == SS_OK ? 100 * (rh.iteration_us / rf.iteration_us - 1) : 0.0);
+                          "%+.3f%%\n",
+                          judged, changed, rf.iteration_us / 1e3, 100 * err);
+        else if (getenv("SS_HIER_VERBOSE"))
+            print_message("random block plan %d (%d ops changed): full %.6f ms, hierarchical "
+                          "refused (%s)\n",
+                          judged, changed, rf.iteration_us / 1e3, hd.msg);
+        if (hs == SS_OK) {
+            assert_string_equal(rh.evaluator, "hierarchical");
+            assert_true(fabs(err) <= 0.005);
+            worst = fmax(worst, fabs(err));
+            accepted++;
+        } else {
+            assert_int_equal(hs, SS_ERR_INVALID); /* a requested evaluator that does not apply */
+            assert_true(hd.msg[0] != '\0');
+            ss_diag_init(&d);
+            why[0] = '\0';
+            assert_int_equal(ss_sim_accepts(hier, SS_EVAL_HIER, p, why, sizeof why, &d), 0);
+            assert_true(why[0] != '\0');
+        }
         judged++;
         ss_plan_free(p);
     }
-    assert_true(judged >= 6);
+    if (getenv("SS_HIER_VERBOSE"))
+        print_message("%s, %s: hierarchical accepted %d of %d plans, largest difference "
+                      "%.3f%%\n",
+                      model, spec, accepted, judged, 100 * worst);
+    assert_true(judged >= 50);
+    assert_true(4 * accepted >= 3 * judged);
     ss_sim_free(full);
     ss_sim_free(sym);
     ss_sim_free(hier);
@@ -381,6 +405,19 @@ static void test_random_blocks(void **state)
     ss_sim_result_clear(&rs);
     ss_sim_result_clear(&rh);
     teardown(&f);
+}
+
+/* Three shapes (55 of 60 plans accepted in each today; largest
+ * differences 0.209%, 0.281%, 0.045%): GPT 4 x 1024 tp 2 pp 2 dp 4, GPT
+ * 8 x 1024 tp 4 pp 2 dp 2 (four blocks a stage) and the same GPT tp 2 pp 2
+ * dp 4 interleaved (vp 2), each with 8 micro-batches under 1F1B. */
+static void test_random_blocks(void **state)
+{
+    (void)state;
+    random_blocks("gpt:layers=4,hidden=1024,heads=16,seq=512", "megatron:tp=2,pp=2,dp=4,mb=8");
+    random_blocks("gpt:layers=8,hidden=1024,heads=16,seq=512", "megatron:tp=4,pp=2,dp=2,mb=8");
+    random_blocks("gpt:layers=8,hidden=1024,heads=16,seq=512",
+                  "megatron:tp=2,pp=2,dp=4,mb=8,vp=2");
 }
 
 int main(void)
