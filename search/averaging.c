@@ -60,12 +60,18 @@ double ss_averaging_time(const ss_avg_peer *p, int n, double vector_bytes, const
     return worst;
 }
 
-/* The LP: columns w_0..w_{n-1}, xi; rows 0..2n-1 the peers' up and down
- * bounds (n-2) w_i - (b_i / V) xi <= -1 - b_i L_i / V, row 2n sum w = 1. */
+/* The LP: columns w_0..w_{n-1}, xi, t; rows 0..2n-1 every peer's up and
+ * down bounds (n-2) w_i - (b_i / V) xi <= -1 - b_i L_i / V, rows 2n..4n-1
+ * (n-2) w_i - (b_i / V) t <= 0 for the peers accepting connections (free
+ * rows for the others), row 4n sum w = 1. Stage one minimises xi; when a
+ * slow peer's own upload V / b_i sets xi, many splits reach it, so stage
+ * two keeps xi at its optimum and minimises t, the largest time a peer
+ * spends on its part: shares proportional to bandwidth where xi allows
+ * (the fastest peers reduce the largest parts). */
 static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, ss_diag *d)
 {
-    int ncol = n + 1, nrow = 2 * n + 1;
-    int nnz = 2 * n /* w in its two rows */ + 2 * n /* xi */ + n /* sum */;
+    int ncol = n + 2, nrow = 4 * n + 1, X = n, T = n + 1;
+    int nnz = 5 * n /* w: four bound rows and the sum */ + 4 * n /* xi, t */;
     CoinBigIndex *start = ss_calloc((size_t)ncol + 1, sizeof *start);
     int *index = ss_calloc((size_t)nnz, sizeof *index);
     double *value = ss_calloc((size_t)nnz, sizeof *value);
@@ -75,6 +81,7 @@ static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, 
     double *rowlb = ss_calloc((size_t)nrow, sizeof *rowlb);
     double *rowub = ss_calloc((size_t)nrow, sizeof *rowub);
     ss_status st = SS_OK;
+    Clp_Simplex *clp = NULL;
     if (!start || !index || !value || !collb || !colub || !obj || !rowlb || !rowub) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "averaging: out of memory for the LP of %d peers", n);
         goto out;
@@ -82,30 +89,35 @@ static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, 
     int k = 0;
     for (int i = 0; i < n; i++) {
         start[i] = k;
-        index[k] = 2 * i, value[k++] = (double)(n - 2);
-        index[k] = 2 * i + 1, value[k++] = (double)(n - 2);
-        index[k] = 2 * n, value[k++] = 1.0;
+        for (int r = 0; r < 4; r++)
+            index[k] = 2 * (r / 2) * n + 2 * i + r % 2, value[k++] = (double)(n - 2);
+        index[k] = 4 * n, value[k++] = 1.0;
         collb[i] = 0;
         colub[i] = p[i].accepts ? 1.0 : 0.0;
     }
-    start[n] = k;
-    for (int i = 0; i < n; i++) {
-        index[k] = 2 * i, value[k++] = -p[i].up_Bps / V;
-        index[k] = 2 * i + 1, value[k++] = -p[i].down_Bps / V;
+    for (int c = 0; c < 2; c++) { /* xi: rows 0..2n-1, t: rows 2n..4n-1 */
+        start[n + c] = k;
+        for (int i = 0; i < n; i++) {
+            index[k] = 2 * c * n + 2 * i, value[k++] = -p[i].up_Bps / V;
+            index[k] = 2 * c * n + 2 * i + 1, value[k++] = -p[i].down_Bps / V;
+        }
+        collb[n + c] = 0;
+        colub[n + c] = 1e30;
     }
     start[ncol] = k;
-    collb[n] = 0;
-    colub[n] = 1e30;
-    obj[n] = 1.0;
+    obj[X] = 1.0;
     for (int i = 0; i < n; i++) {
         double L = latency_term(p, n, i);
-        rowlb[2 * i] = rowlb[2 * i + 1] = -1e30;
-        rowub[2 * i] = -1.0 - p[i].up_Bps * L / V;
-        rowub[2 * i + 1] = -1.0 - p[i].down_Bps * L / V;
+        for (int c = 0; c < 2; c++) {
+            int r0 = 2 * c * n + 2 * i;
+            rowlb[r0] = rowlb[r0 + 1] = -1e30;
+            rowub[r0] = c ? (p[i].accepts ? 0 : 1e30) : -1.0 - p[i].up_Bps * L / V;
+            rowub[r0 + 1] = c ? (p[i].accepts ? 0 : 1e30) : -1.0 - p[i].down_Bps * L / V;
+        }
     }
-    rowlb[2 * n] = rowub[2 * n] = 1.0;
+    rowlb[4 * n] = rowub[4 * n] = 1.0;
 
-    Clp_Simplex *clp = Clp_newModel();
+    clp = Clp_newModel();
     if (!clp) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "averaging: CLP could not create a model");
         goto out;
@@ -113,6 +125,13 @@ static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, 
     Clp_setLogLevel(clp, 0);
     Clp_loadProblem(clp, ncol, nrow, start, index, value, collb, colub, obj, rowlb, rowub);
     Clp_dual(clp, 0);
+    if (Clp_status(clp) == 0) {
+        colub[X] = Clp_getColSolution(clp)[X] * (1 + 1e-9) + 1e-12;
+        obj[X] = 0, obj[T] = 1.0;
+        Clp_chgColumnUpper(clp, colub);
+        Clp_chgObjCoefficients(clp, obj);
+        Clp_primal(clp, 0);
+    }
     if (Clp_status(clp) != 0) {
         st = ss_diag_set(d, SS_ERR_INFEASIBLE,
                          "averaging: CLP found no optimum for %d peers (status %d)", n,
@@ -127,8 +146,9 @@ static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, 
         for (int i = 0; i < n; i++) /* exact sum 1 after CLP's tolerances */
             share[i] /= sum;
     }
-    Clp_deleteModel(clp);
 out:
+    if (clp)
+        Clp_deleteModel(clp);
     ss_free(start), ss_free(index), ss_free(value), ss_free(collb), ss_free(colub);
     ss_free(obj), ss_free(rowlb), ss_free(rowub);
     return st;
