@@ -348,6 +348,23 @@ static ss_status run_loop(swarm *S, int *part, ss_avg_peer *lp, double *w)
             if (np == 0)
                 break;
             ss_status st = round_time(S, part, np, lp, w, &avg);
+            if (st == SS_ERR_INFEASIBLE && c->averaging == SS_AVG_RING) {
+                /* churn left too few peers accepting connections for a ring:
+                 * the last client-only participant sits this round out */
+                int k = np - 1;
+                while (k >= 0 && S->p[part[k]].link.accepts)
+                    k--;
+                if (k < 0)
+                    return st;
+                int i = part[k];
+                S->in_round[i] = 0;
+                S->next_done[i] = S->now + mb_time(S, i);
+                r->peers[i].missed++;
+                np = drop(part, np, i);
+                if (S->d)
+                    ss_diag_init(S->d);
+                continue;
+            }
             if (st)
                 return st;
             end = S->now + avg;
