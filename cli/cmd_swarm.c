@@ -13,6 +13,8 @@
 #include "cli.h"
 #include "simulator/swarm.h"
 
+#include <cairo-svg.h>
+#include <cairo.h>
 #include <jansson.h>
 #include <math.h>
 #include <stddef.h>
@@ -23,7 +25,7 @@ typedef struct swarm_opts {
     ss_cli_common c;
     long long target, micro, seed, params;
     double duration, window;
-    const char *averaging, *churn, *strategy, *compress;
+    const char *averaging, *churn, *strategy, *compress, *plot;
 } swarm_opts;
 
 static const ss_cli_optdef options[] = {
@@ -54,6 +56,9 @@ static const ss_cli_optdef options[] = {
                     "after the target is reached (default 5)"),
     SS_CLI_INT_ROW(swarm_opts, "--seed", "N", seed, 0, 1LL << 62, "churn seed (default 1)"),
     SS_CLI_ROW_JSON(swarm_opts, "print the report as JSON"),
+    SS_CLI_STR_ROW(swarm_opts, "--plot", "FILE", plot, 0,
+                   "draw throughput over time with churn events marked\n"
+                   "(FILE.svg or FILE.png, cairo)"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 
@@ -242,6 +247,116 @@ static int print_json(const ss_swarm_config *c, const ss_swarm_peer *p, const ss
     return SS_EXIT_OK;
 }
 
+/* Throughput over time: each round's samples over the time since the
+ * previous round (a step line), churn events as ticks (leave red, join
+ * green, abort grey). */
+static void draw(cairo_t *cr, double W, double H, const ss_swarm_config *c,
+                 const ss_swarm_result *r)
+{
+    const double L = 70, R = 20, T = 30, B = 50;
+    double ymax = 1, prev = 0;
+    for (int k = 0; k < r->n_events; k++)
+        if (r->events[k].kind == SS_SWARM_ROUND) {
+            double dt = r->events[k].t - prev;
+            if (dt > 0)
+                ymax = fmax(ymax, r->events[k].samples / dt);
+            prev = r->events[k].t;
+        }
+    ymax *= 1.1;
+    double pw = W - L - R, ph = H - T - B;
+#define PX(t) (L + pw * (t) / c->duration_s)
+#define PY(v) (T + ph * (1 - (v) / ymax))
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    cairo_set_line_width(cr, 1);
+    for (int k = 0; k < r->n_events; k++) {
+        const ss_swarm_event *e = &r->events[k];
+        if (e->kind == SS_SWARM_ROUND)
+            continue;
+        if (e->kind == SS_SWARM_LEAVE)
+            cairo_set_source_rgb(cr, 0.85, 0.2, 0.2);
+        else if (e->kind == SS_SWARM_JOIN)
+            cairo_set_source_rgb(cr, 0.2, 0.65, 0.2);
+        else
+            cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
+        cairo_move_to(cr, PX(e->t), T + ph);
+        cairo_line_to(cr, PX(e->t), T + ph - 12);
+        cairo_stroke(cr);
+    }
+    cairo_set_source_rgb(cr, 0.1, 0.3, 0.8);
+    cairo_set_line_width(cr, 1.5);
+    prev = 0;
+    int first = 1;
+    for (int k = 0; k < r->n_events; k++) {
+        const ss_swarm_event *e = &r->events[k];
+        if (e->kind != SS_SWARM_ROUND || e->t <= prev)
+            continue;
+        double v = e->samples / (e->t - prev);
+        if (first)
+            cairo_move_to(cr, PX(prev), PY(v)), first = 0;
+        else
+            cairo_line_to(cr, PX(prev), PY(v));
+        cairo_line_to(cr, PX(e->t), PY(v));
+        prev = e->t;
+    }
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.6, 0.1, 0.6); /* the mean */
+    cairo_set_dash(cr, (double[]){4, 3}, 2, 0);
+    cairo_move_to(cr, L, PY(r->samples_per_s));
+    cairo_line_to(cr, L + pw, PY(r->samples_per_s));
+    cairo_stroke(cr);
+    cairo_set_dash(cr, NULL, 0, 0);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_line_width(cr, 1);
+    cairo_rectangle(cr, L, T, pw, ph);
+    cairo_stroke(cr);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, 11);
+    char buf[128];
+    for (int i = 0; i <= 5; i++) {
+        snprintf(buf, sizeof buf, "%.0f", c->duration_s * i / 5);
+        cairo_move_to(cr, PX(c->duration_s * i / 5) - 10, T + ph + 16);
+        cairo_show_text(cr, buf);
+        snprintf(buf, sizeof buf, "%.0f", ymax * i / 5);
+        cairo_move_to(cr, 8, PY(ymax * i / 5) + 4);
+        cairo_show_text(cr, buf);
+    }
+    cairo_move_to(cr, L + pw / 2 - 30, H - 12);
+    cairo_show_text(cr, "time (s)");
+    cairo_move_to(cr, 8, T - 10);
+    cairo_show_text(cr, "samples/s per round");
+    snprintf(buf, sizeof buf, "%s, target %lld: mean %.1f samples/s (dashed); churn: leave red, join green",
+             ss_avg_method_name(c->averaging), (long long)c->target_batch, r->samples_per_s);
+    cairo_move_to(cr, L + 110, T - 10);
+    cairo_show_text(cr, buf);
+#undef PX
+#undef PY
+}
+
+/* Write the plot to path (.svg or .png). Returns an exit code. */
+static int write_plot(const char *path, const ss_swarm_config *c, const ss_swarm_result *r)
+{
+    const double W = 900, H = 420;
+    size_t n = strlen(path);
+    int png = n > 4 && !strcmp(path + n - 4, ".png");
+    cairo_surface_t *sf = png ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)W, (int)H)
+                              : cairo_svg_surface_create(path, W, H);
+    cairo_t *cr = cairo_create(sf);
+    draw(cr, W, H, c, r);
+    cairo_destroy(cr);
+    cairo_surface_flush(sf);
+    cairo_status_t st = png ? cairo_surface_write_to_png(sf, path) : cairo_surface_status(sf);
+    cairo_surface_finish(sf);
+    if (st == CAIRO_STATUS_SUCCESS)
+        st = cairo_surface_status(sf);
+    cairo_surface_destroy(sf);
+    if (st != CAIRO_STATUS_SUCCESS) {
+        fprintf(stderr, "simsearch swarm: --plot %s: %s\n", path, cairo_status_to_string(st));
+        return SS_EXIT_FAIL;
+    }
+    return SS_EXIT_OK;
+}
+
 int ss_cmd_swarm(int argc, char **argv)
 {
     swarm_opts o;
@@ -269,7 +384,13 @@ int ss_cmd_swarm(int argc, char **argv)
     const ss_cli_output ins[] = {{"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
                                  {"--topology", o.c.topology},
                                  {NULL, NULL}};
-    const ss_cli_output outs[] = {{NULL, NULL}};
+    if (o.plot) {
+        size_t pl = strlen(o.plot);
+        if (pl < 5 || (strcmp(o.plot + pl - 4, ".svg") && strcmp(o.plot + pl - 4, ".png")))
+            return bad("expected a file name ending in .svg or .png, got \"%s\"", "--plot",
+                       o.plot);
+    }
+    const ss_cli_output outs[] = {{"--plot", o.plot}, {NULL, NULL}};
     if ((r = ss_cli_check_files("swarm", ins, outs, o.c.json, NULL)))
         return r;
     ss_machine *m = NULL;
@@ -305,6 +426,8 @@ int ss_cmd_swarm(int argc, char **argv)
         r = print_json(&c, peers, m, &res, params);
     else
         print_human(&o, &c, peers, m, &res, params), r = SS_EXIT_OK;
+    if (!r && o.plot)
+        r = write_plot(o.plot, &c, &res);
 out:
     ss_swarm_result_free(&res);
     ss_free(peers);

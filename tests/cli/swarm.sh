@@ -47,5 +47,7 @@ done
 "$bin" swarm --model "$M" --topology topologies/dgx-a100.json --target-batch 64 2>"$tmp/err"
 rc=$?; check "non-peer topology exits 2" $((rc != 2))
 grep -q "not an internet peer" "$tmp/err"; check "non-peer topology: message" $?
+run --churn leave=2,join=4 --plot "$tmp/t.svg" >/dev/null && grep -q "<svg" "$tmp/t.svg"; check "--plot FILE.svg" $?
+run --plot "$tmp/t.pdf" >/dev/null 2>&1; rc=$?; check "--plot .pdf refused" $((rc != 2))
 "$bin" swarm --help | grep -q -- "--target-batch"; check "--help" $?
 exit $((fail > 0))
