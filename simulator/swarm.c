@@ -285,6 +285,21 @@ static int pick(swarm *S, int *part, double *start)
             }
         accepts = 1;
     }
+    while (np < 2) { /* a round averages at least two peers (hivemind's smallest group) */
+        int bi = -1;
+        for (int i = 0; i < S->n; i++) {
+            int in = 0;
+            for (int k = 0; k < np && !in; k++)
+                in = part[k] == i;
+            if (!in && S->online[i] && isfinite(S->next_done[i]) &&
+                (bi < 0 || S->next_done[i] < S->next_done[bi]))
+                bi = i;
+        }
+        if (bi < 0)
+            break; /* a lone peer: its round is its own step */
+        part[np++] = bi;
+        S->join_t[bi] = S->next_done[bi];
+    }
     for (int k = 0; k < np; k++) {
         int i = part[k];
         if (S->join_t[i] > T) { /* its in-flight micro-batch, done at join_t */

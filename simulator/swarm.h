@@ -12,7 +12,9 @@
  *    to the target batch (time T), the round is called;
  *  - every online peer finishing its in-flight micro-batch by T + the join
  *    window joins the round (with that micro-batch); the others miss it and
- *    keep computing, their samples kept for the next round;
+ *    keep computing, their samples kept for the next round; a round has
+ *    at least two peers and one accepting connections (the next peers to
+ *    finish join until it has);
  *  - the averaging starts when the last joining peer has joined, takes the
  *    method's time for the participants, then each applies the optimizer
  *    update (its device's update time; the slowest paces the round), and
