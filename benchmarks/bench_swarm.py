@@ -80,6 +80,8 @@ path, n = sub("no-cpu", lambda p: p["type"] != "CPU-core")
 print(row(f"{n} GPU peers (no CPU-core)", run(path)))
 path, n = sub("accepting", lambda p: p["accepts_connections"])
 print(row(f"{n} peers accepting connections", run(path)))
+path, n = sub("up40", lambda p: p["up_mbps"] >= 40)
+print(row(f"{n} peers uploading >= 40 Mb/s", run(path)))
 for n in [10, 20, 30, 40]:
     names = {p["name"] for p in peers[:n]}
     path, m = sub(f"first{n}", lambda p: p["name"] in names)
@@ -106,6 +108,7 @@ for tb in [512, 1024, 2048, 4096, 8192, 16384, 32768]:
 for w in [0, 30, 150]:
     r = run(topo, "--window", str(w))
     ps = [p for p in r["peers"] if p["device"] == "CPU-core"]
-    print(f"\nwindow {w} s, target 4096: {r['samples_per_s']:.1f} samples/s, CPU-core peers "
+    print(f"\nwindow {w} s, target 4096: {r['samples_per_s']:.1f} samples/s, "
+          f"{r['samples'] / max(r['rounds'], 1):.0f} samples per step, CPU-core peers "
           f"missed {sum(p['missed'] for p in ps)} of "
           f"{sum(p['missed'] + p['rounds'] for p in ps)} rounds")
