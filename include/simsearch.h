@@ -14,6 +14,8 @@
  *
  * The declarations live in one header per topic under simsearch/ (the way
  * hwloc splits its public header by topic), included below in dependency order:
+ *   limits.h   every limit (SS_MAX_DIMS, SS_NAME_MAX, SS_MACHINE_MAX_DEVICES
+ *              ...), what it bounds, why, what happens past it
  *   base.h     ss_status, ss_diag, the allocation hook, output-file checks
  *   graph.h    dtypes, dimension kinds, the graph IR
  *   ops.h      operator semantics (tiles, work)
@@ -40,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "simsearch/limits.h"
 #include "simsearch/base.h"
 #include "simsearch/graph.h"
 #include "simsearch/ops.h"

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "simsearch/limits.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,8 +32,6 @@ typedef enum ss_status {
     SS_ERR_UNSUPPORTED, /* valid request this build cannot honour (no GPU...) */
     SS_ERR_INTERRUPTED  /* stopped by the user (SIGINT) */
 } ss_status;
-
-#define SS_DIAG_MSG_MAX 4096
 
 /* Error object. The first error set is kept; later ones are ignored, so the
  * message names the root cause. Zero-initialise or ss_diag_init() it. A

@@ -39,12 +39,7 @@ typedef enum ss_dim_kind {
 } ss_dim_kind;
 const char *ss_dim_kind_name(ss_dim_kind k);     /* "sample", "attribute", "parameter" */
 
-#define SS_MAX_DIMS 6
-#define SS_MAX_INPUTS 16
-#define SS_MAX_OUTPUTS 8
-#define SS_MAX_WEIGHTS 8
-#define SS_MAX_OPERANDS (SS_MAX_INPUTS + SS_MAX_WEIGHTS)
-#define SS_NAME_MAX 96
+/* SS_MAX_DIMS, SS_MAX_INPUTS ... SS_NAME_MAX: simsearch/limits.h. */
 
 /* ------------------------------------------------------------------ */
 /* Graph IR                                                            */

@@ -22,8 +22,6 @@ extern "C" {
 /* Machine model (core/machine.c, core/topology_io.c)                  */
 /* ------------------------------------------------------------------ */
 
-#define SS_EFF_POINTS 12
-
 typedef struct ss_device_type {
     char name[SS_NAME_MAX];
     int is_cpu;

@@ -75,7 +75,6 @@ typedef struct ss_search_config {
 
 #define SS_SEARCH_LEVEL(l) ((l) + 1)
 enum { SS_BASELINE_NONE = 0, SS_BASELINE_MEGATRON_GRID = 1 };
-#define SS_SEARCH_NEAR_MAX 4
 
 /* A baseline plan given by its Megatron spec and its simulation. */
 typedef struct ss_search_megatron_grid {

@@ -70,8 +70,6 @@ typedef struct ss_sim_config {
      * links (ss_link.coll_eff, coll_half_bytes), read from the topology. */
 } ss_sim_config;
 
-#define SS_SIM_CRIT_MAX 16
-
 /* One line of the critical-path summary: the time that tasks of one op and
  * kind account for on the path. */
 typedef struct ss_sim_crit {
