@@ -15,11 +15,7 @@
 #include "simsearch.h"
 #include <jansson.h>
 
-/* Largest machine we accept: beyond this a typo (10^12 nodes) is more likely
- * than a real cluster, and route tables would not fit in memory anyway. */
-#define SS_MACHINE_MAX_DEVICES 65536
-#define SS_MACHINE_MAX_NODES (4 * SS_MACHINE_MAX_DEVICES)
-#define SS_MACHINE_MAX_LINKS (16 * SS_MACHINE_MAX_DEVICES)
+/* SS_MACHINE_MAX_DEVICES, _NODES, _LINKS: include/simsearch/limits.h. */
 
 /* Device types' collective_launch_us when not given (core/devtypes.c has
  * the source); written back and fingerprinted only when it differs. */

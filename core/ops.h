@@ -12,10 +12,7 @@
 #ifndef SS_CORE_OPS_H
 #define SS_CORE_OPS_H
 
-#include "simsearch.h"
-
-/* Largest element count accepted for any tensor (2^48). */
-#define SS_MAX_ELEMENTS ((int64_t)1 << 48)
+#include "simsearch.h" /* SS_MAX_ELEMENTS: simsearch/limits.h */
 
 /* What an op of a given type and attrs produces from given inputs. Tensor
  * fields filled: ndim, shape, kind, dtype; for weights also `name`, holding

@@ -36,10 +36,7 @@
 #ifndef SS_PROFILER_PROFILE_DB_H
 #define SS_PROFILER_PROFILE_DB_H
 
-#include "simsearch.h"
-
-#define SS_PROFILE_SIG_MAX 1024
-#define SS_PROFILE_TEXT_MAX 128
+#include "simsearch.h" /* SS_PROFILE_SIG_MAX, SS_PROFILE_TEXT_MAX: simsearch/limits.h */
 
 typedef struct ss_profile_entry {
     char device_type[SS_NAME_MAX];       /* the topology's device type name */

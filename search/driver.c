@@ -1,6 +1,6 @@
 /*
  * driver.c — the public plan search (ss_search_* in simsearch.h): baselines,
- * start plans, the evaluator, the MCMC run and the final report.
+ * start plans, the judge, the MCMC run and the final report.
  *
  * Flow: simulate data parallelism and the expert plan (full simulation);
  * build the search space; run the MCMC from DP, the expert plan and random
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- evaluators ---------------------------------------------------------- */
+/* ---- judges -------------------------------------------------------------- */
 
 typedef struct full_eval {
     ss_sim *sim;
@@ -75,7 +75,7 @@ static const double *full_path_ops(void *ctx)
     return f->path_ok ? f->path : NULL;
 }
 
-/* The full evaluator's base is its path: restoring a committed plan is
+/* The full judge's base is its path: restoring a committed plan is
  * taking back the path it had then. */
 static int full_restore_fn(void *ctx, const ss_plan *p, const double *path)
 {
@@ -87,10 +87,10 @@ static int full_restore_fn(void *ctx, const ss_plan *p, const double *path)
     return 1;
 }
 
-/* The search's evaluator: the full simulator plus the
+/* The search's judge: the full simulator plus the
  * compute lower bound, committed together. */
 typedef struct bounded {
-    ss_search_evaluator inner;
+    ss_search_judge inner;
     ss_bound *bnd;
 } bounded;
 
@@ -116,7 +116,7 @@ static ss_status bounded_bound(void *ctx, const ss_plan *p, int changed, double 
 }
 
 /* The bound's pending rows are p's (the search called bound(p, -1)); the
- * inner evaluator restores its own base or cannot (then it simulates
+ * inner judge restores its own base or cannot (then it simulates
  * again). */
 static int bounded_restore(void *ctx, const ss_plan *p, const double *path)
 {
@@ -483,7 +483,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     fe.path = ss_malloc(((size_t)fe.n_ops + 1) * sizeof *fe.path);
     if (!fe.path)
         st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
-    ss_search_evaluator full = {&fe, full_eval_fn, NULL, NULL, NULL, NULL};
+    ss_search_judge full = {&fe, full_eval_fn, NULL, NULL, NULL, NULL};
 
     /* Devices the plans may use: all, unless no two can reach each other
      * (every device is a peer that refuses connections, and none relays):
@@ -544,7 +544,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     }
 
     /* Evaluator: the full simulator. */
-    ss_search_evaluator ev = full;
+    ss_search_judge ev = full;
     ev.commit = full_commit_fn;
     ev.path_ops = full_path_ops;
     ev.restore = full_restore_fn;
@@ -552,7 +552,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     bounded bd = {ev, NULL};
     if (!st)
         st = ss_bound_new(g, m, cm, &bd.bnd, d);
-    ss_search_evaluator bev = {&bd, bounded_eval, bounded_commit, bounded_bound, bounded_path_ops,
+    ss_search_judge bev = {&bd, bounded_eval, bounded_commit, bounded_bound, bounded_path_ops,
                         bounded_restore};
 
     /* The chains. */

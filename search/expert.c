@@ -1,7 +1,7 @@
 /*
  * expert.c — expert plans (expert.h): data-parallel convolutions with
  * model-parallel fully-connected layers, GNMT-style layer placement for
- * LSTMs (the fc layers in the variant the evaluator judges best), and the
+ * LSTMs (the fc layers in the variant the judge finds best), and the
  * best of a few Megatron-LM configs for transformers.
  *
  * Every rule edits a data-parallel plan op by op and keeps the data-parallel
@@ -243,8 +243,8 @@ static ss_status rule_plan(const ss_graph *g, const ss_machine *m, ss_family fam
  * then time, then overflow; the first candidate wins ties, and without ev
  * only the first counts. *won = 1 when it did; otherwise p is freed. A
  * candidate that cannot run (INVALID / INFEASIBLE, message in *d) is
- * dropped with SS_OK; any other evaluator error is returned, p freed. */
-static ss_status offer(const ss_search_evaluator *ev, ss_plan *p, ss_plan **best, ss_eval *be, int *won,
+ * dropped with SS_OK; any other judge error is returned, p freed. */
+static ss_status offer(const ss_search_judge *ev, ss_plan *p, ss_plan **best, ss_eval *be, int *won,
                        ss_diag *d)
 {
     ss_eval e = {0, 0, 0, 0};
@@ -266,7 +266,7 @@ static ss_status offer(const ss_search_evaluator *ev, ss_plan *p, ss_plan **best
 
 /* Best Megatron config: tp a power of two within a node (<= 8), pp in
  * {1, 2, 4}, dp the rest. */
-static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_search_evaluator *ev,
+static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_search_judge *ev,
                                ss_plan **out, char *label, size_t n, ss_diag *d)
 {
     int N = ss_machine_n_devices(m), per_node = 0;
@@ -307,7 +307,7 @@ static ss_status megatron_best(const ss_graph *g, const ss_machine *m, const ss_
     return SS_OK;
 }
 
-ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_search_evaluator *ev,
+ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_search_judge *ev,
                          ss_plan **out, char *label, size_t n, ss_diag *d)
 {
     ss_family fam = ss_expert_family(g);
@@ -319,7 +319,7 @@ ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_search
         if (st != SS_ERR_INVALID)
             return st ? ss_diag_set(d, st, "%s", local.msg) : SS_OK;
     }
-    /* The rule's fc variants: without an evaluator the first, else the best. */
+    /* The rule's fc variants: without a judge the first, else the best. */
     static const char *fc_label[] = {"model-parallel fc", "model-parallel fc within each host",
                                      "data-parallel fc"};
     int n_var = !ev ? 1 : fam == SS_FAMILY_RNN ? 3 : 2;

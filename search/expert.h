@@ -12,7 +12,7 @@
  *                      node) and the batch is split across nodes (data
  *                      parallelism between nodes); other ops follow the CNN
  *                      rule.
- *   fc variants        with an evaluator, the fully-connected layers of the
+ *   fc variants        with a judge, the fully-connected layers of the
  *                      two rules above are tried split over all devices,
  *                      split within each host (batch split over the hosts;
  *                      only with several hosts of equal size) and, for RNNs,
@@ -21,7 +21,7 @@
  *   transformers       the best of a few Megatron-LM configurations
  *   (attention ops)    (tensor parallel degree within a node, pipeline
  *                      depth, data parallel for the rest), judged by the
- *                      evaluator.
+ *                      judge.
  * Every expert plan passes ss_plan_validate; where a rule cannot apply (a
  * dim not divisible), the op stays data parallel.
  */
@@ -51,7 +51,7 @@ const char *ss_family_name(ss_family f); /* "cnn", "rnn", "transformer", "other"
  * and label (n bytes) describes it ("data-parallel conv + model-parallel fc
  * within each host", "megatron:tp=4,pp=1,dp=4"). On error *out is
  * untouched. */
-ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_search_evaluator *ev,
+ss_status ss_expert_plan(const ss_graph *g, const ss_machine *m, const ss_search_judge *ev,
                          ss_plan **out, char *label, size_t n, ss_diag *d);
 
 #endif /* SS_SEARCH_EXPERT_H */

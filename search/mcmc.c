@@ -1,11 +1,11 @@
 /*
  * mcmc.c — Metropolis–Hastings chains over plans (mcmc.h).
  *
- * One search object holds the current plan `cur` (the evaluator's committed
+ * One search object holds the current plan `cur` (the judge's committed
  * base), the best plan seen, the proposal scratch and the statistics. A
- * proposal overwrites one op of `cur`, asks the evaluator (changed = op),
+ * proposal overwrites one op of `cur`, asks the judge (changed = op),
  * and either commits or restores the op's old config, so between proposals
- * `cur` always equals the evaluator's base. Invariant: `best` is only ever
+ * `cur` always equals the judge's base. Invariant: `best` is only ever
  * replaced by a plan that is better under `better()` (fits first, then time,
  * then overflow), so the best never gets worse.
  */
@@ -34,7 +34,7 @@ static const int *set_members(const opsets *x, int op) { return x->mem + x->off[
 typedef struct search {
     const ss_space *sp;
     const ss_graph *g;
-    const ss_search_evaluator *ev;
+    const ss_search_judge *ev;
     const ss_mcmc_config *cfg;
     ss_rng rng;
     ss_plan *cur, *best;
@@ -138,10 +138,10 @@ static void copy_config(ss_pconfig *dst, int *buf, const ss_pconfig *src)
     dst->devices = buf;
 }
 
-/* Evaluate p through the evaluator with the move's acceptance threshold
+/* Evaluate p through the judge with the move's acceptance threshold
  * (HUGE_VAL: exact); *ok = 0 when the plan cannot run (INVALID /
  * INFEASIBLE), which is not an error of the search; e->beyond = 1 when the
- * evaluator stopped early (counted as cut, not as an evaluation). */
+ * judge stopped early (counted as cut, not as an evaluation). */
 static ss_status evaluate(search *s, const ss_plan *p, int changed, double cutoff_us, ss_eval *e,
                           int *ok, ss_diag *d)
 {
@@ -175,7 +175,7 @@ static ss_status evaluate(search *s, const ss_plan *p, int changed, double cutof
     return SS_OK;
 }
 
-/* Lower bound of p through the evaluator (0 when it has none). */
+/* Lower bound of p through the judge (0 when it has none). */
 static ss_status bound(search *s, const ss_plan *p, int changed, double *lb, ss_diag *d)
 {
     *lb = 0;
@@ -211,7 +211,7 @@ static ss_status note_best(search *s, ss_diag *d)
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     s->best_e = s->cur_e;
     s->have_best = 1;
-    /* the evaluator's path for the committed plan, for restore() */
+    /* the judge's path for the committed plan, for restore() */
     const double *pp = s->ev->restore && s->ev->path_ops ? s->ev->path_ops(s->ev->ctx) : NULL;
     s->best_path_ok = pp && s->best_path;
     if (s->best_path_ok)
@@ -393,7 +393,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
     if (st)
         return st;
     /* the best plan was simulated when it became the best: its answer and
-     * its path are known, and the evaluator may take them back */
+     * its path are known, and the judge may take them back */
     int restored = p == s->best && s->have_best && s->ev->restore &&
                    s->ev->restore(s->ev->ctx, p, s->best_path_ok ? s->best_path : NULL);
     if (restored) {
@@ -409,7 +409,7 @@ static ss_status jump(search *s, const ss_plan *p, int *ok, ss_diag *d)
         return ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     rehash(s);
     if (restored)
-        s->path_stale = 1; /* what commit() does besides the evaluator's commit */
+        s->path_stale = 1; /* what commit() does besides the judge's commit */
     else
         commit(s);
     s->cur_e = e;
@@ -505,8 +505,8 @@ static int heavy_op(search *s)
 }
 
 /* An op for a path move: drawn with probability proportional to the time
- * the base plan's critical path spends in it (the evaluator's path_ops,
- * fetched again after every commit); uniform when the evaluator knows no
+ * the base plan's critical path spends in it (the judge's path_ops,
+ * fetched again after every commit); uniform when the judge knows no
  * path. */
 static int path_op(search *s)
 {
@@ -574,7 +574,7 @@ static ss_status undo_move(search *s, ss_diag *d)
  * the uniform u (the decision an evaluation would give: accept() on the
  * cached answer, a cached bound above thr, or a plan that cannot run). A
  * move the cache says is accepted is evaluated all the same, since the
- * evaluator commits only a plan it has just judged. */
+ * judge commits only a plan it has just judged. */
 static int cached_reject(const search *s, double thr, double u)
 {
     ss_evalcache_entry ce;
@@ -818,13 +818,13 @@ static void cleanup(search *s)
     ss_free(s->imp);
 }
 
-ss_status ss_mcmc_run(const ss_space *sp, const ss_search_evaluator *ev, ss_plan *const *starts,
+ss_status ss_mcmc_run(const ss_space *sp, const ss_search_judge *ev, ss_plan *const *starts,
                       int n_starts, const ss_mcmc_config *cfg, ss_plan *best,
                       ss_eval *best_eval, ss_mcmc_stats *stats, ss_diag *d)
 {
     if (n_starts < 1 || !cfg || cfg->budget < 1 || !ev || !ev->eval)
         return ss_diag_set(d, SS_ERR_INVALID,
-                           "search: need at least one start plan, a budget >= 1 and an evaluator");
+                           "search: need at least one start plan, a budget >= 1 and a judge");
     search s;
     memset(&s, 0, sizeof s);
     s.sp = sp;
@@ -893,7 +893,7 @@ ss_status ss_mcmc_run(const ss_space *sp, const ss_search_evaluator *ev, ss_plan
 
     /* Exploration: a hotter chain from each start, with an equal share of
      * the budget and of the time limit. Each start is evaluated right before
-     * its chain — the evaluation that makes it the evaluator's base — and
+     * its chain — the evaluation that makes it the judge's base — and
      * also when there is no chain to run (a stop, no exploration), so the
      * best is never worse than any start. */
     int64_t share = (int64_t)((double)s.budget * s.explore / (double)n_starts);

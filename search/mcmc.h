@@ -24,7 +24,7 @@
  * path spends in it: only a change on that chain of dependency and resource
  * waits can shorten the iteration, so late in a search, when most ops are
  * already placed well, the proposals go where the time is. The proposal is
- * judged by an evaluator (a plan ->
+ * judged by an ss_search_judge (a plan ->
  * iteration time and whether it fits in memory); with cost = iteration time,
  *     accept with probability min(1, exp(beta * (cost_old - cost_new) / cost_old))
  * so beta is scale-free (default beta = 250: a plan 1% slower is accepted
@@ -44,7 +44,7 @@
  * improved on it for `restart_after` proposals. The search stops when the
  * proposal budget is spent, the time limit passes, the best plan has not
  * improved for `patience` proposals (default: half the budget), or the stop
- * callback says so (SIGINT). Chains run one after another, so an evaluator
+ * callback says so (SIGINT). Chains run one after another, so a judge
  * with incremental state only ever sees single-op moves
  * from its committed base, or fresh plans at chain starts and restarts.
  *
@@ -58,7 +58,7 @@
 #include "simsearch.h"
 #include "search/space.h"
 
-/* What an evaluator says about a plan. */
+/* What a judge says about a plan. */
 typedef struct ss_eval {
     double time_us;         /* predicted iteration time (> 0) */
     int fits;               /* 1 if it fits in memory */
@@ -67,20 +67,21 @@ typedef struct ss_eval {
                                proof's lower bound; fits unknown) */
 } ss_eval;
 
-/* Plan evaluator. The BASE is the last plan committed. eval(p, changed,
- * cutoff_us): changed >= 0 promises that p equals the base except for op
+/* The search's judge of plans ("evaluator" is the simulator's word for its
+ * own, simulator/evaluator.h). The BASE is the last plan committed.
+ * eval(p, changed, cutoff_us): changed >= 0 promises that p equals the base except for op
  * `changed`; changed == -1 means p is arbitrary (chain start, restart).
  * cutoff_us is the acceptance threshold of the move (HUGE_VAL: the exact
- * evaluation is needed): an evaluator that proves p's time exceeds it may
+ * evaluation is needed): a judge that proves p's time exceeds it may
  * stop early with out->beyond = 1 (the search rejects the move, as the exact
  * evaluation would have: the chain is the same, only cheaper), otherwise it
  * fills *out with beyond = 0. commit makes the plan of the last successful
  * eval the new base (never called after a `beyond` eval; may be NULL for
- * evaluators without state). An eval returning SS_ERR_INVALID or
+ * judges without state). An eval returning SS_ERR_INVALID or
  * SS_ERR_INFEASIBLE means "this plan cannot run" (e.g. no route between two
  * devices): the proposal is rejected and the search goes on; any other error
  * stops the search. */
-typedef struct ss_search_evaluator {
+typedef struct ss_search_judge {
     void *ctx;
     ss_status (*eval)(void *ctx, const ss_plan *p, int changed, double cutoff_us, ss_eval *out,
                       ss_diag *d);
@@ -95,14 +96,14 @@ typedef struct ss_search_evaluator {
      * commit), or NULL when unknown. Path moves draw ops by it. */
     const double *(*path_ops)(void *ctx);
     /* Optional: make p the base again without evaluating it. p is a plan
-     * this evaluator evaluated and had committed earlier, `path` what
+     * this judge evaluated and had committed earlier, `path` what
      * path_ops said right after that commit (n_ops entries, or NULL), and
-     * the search has just called bound(p, -1). Returns 1 if the evaluator's
+     * the search has just called bound(p, -1). Returns 1 if the judge's
      * state is now what eval(p) + commit would have left (the chain goes on
      * as if p had been simulated again), 0 if it cannot restore (the search
      * then evaluates p). Restarts to the best plan use it. */
     int (*restore)(void *ctx, const ss_plan *p, const double *path);
-} ss_search_evaluator;
+} ss_search_judge;
 
 typedef enum ss_mcmc_stop {
     SS_MCMC_STOP_BUDGET = 0,  /* proposal budget spent */
@@ -115,7 +116,7 @@ const char *ss_mcmc_stop_name(ss_mcmc_stop s); /* "budget", "time limit", ... */
 typedef struct ss_mcmc_stats {
     int64_t proposals;     /* single-op moves proposed */
     int64_t accepted;      /* moves accepted (including no-op moves) */
-    int64_t evaluations;   /* evaluator calls (simulations) */
+    int64_t evaluations;   /* judge calls (simulations) */
     int64_t pruned;        /* moves rejected by the lower bound, without eval */
     int64_t cut;           /* moves rejected by an eval that stopped early (beyond the
                               acceptance threshold); not counted in evaluations */
@@ -124,7 +125,7 @@ typedef struct ss_mcmc_stats {
                               said decides the test; not counted in evaluations */
     int64_t infeasible;    /* evaluations that did not fit or could not run */
     int64_t restarts;      /* chain starts + restarts from the best */
-    int64_t restored;      /* of those, restarts the evaluator restored without
+    int64_t restored;      /* of those, restarts the judge restored without
                               simulating the best plan again (restore) */
     double time_s;         /* wall time of the search */
     double evals_per_s;    /* evaluations per second */
@@ -158,7 +159,7 @@ typedef struct ss_mcmc_config {
     double p_heavy;          /* share of weight moves: a weight drawn by its bytes, every op
                                 that reads it gets one new config (< 0: 0; 0: 0.5) */
     double p_path;           /* share of the other proposals whose op is drawn by its time on
-                                the current plan's critical path (evaluator's path_ops;
+                                the current plan's critical path (judge's path_ops;
                                 < 0: 0; 0: default, see mcmc.c) */
     double p_local;          /* share of the random configs drawn as local moves: the
                                 nearest to the current config of a few random candidates
@@ -180,9 +181,9 @@ typedef struct ss_mcmc_config {
  * plan seen: the fastest that fits, or, if none fits, the one with the
  * smallest overflow; *best_eval its evaluation; *stats the statistics
  * (stats may be NULL). A stop by the user is SS_OK with stopped_by ==
- * SS_MCMC_STOP_USER. Errors: an evaluator error other than INVALID /
+ * SS_MCMC_STOP_USER. Errors: a judge error other than INVALID /
  * INFEASIBLE, every start failing to evaluate, NOMEM; then best is unchanged. */
-ss_status ss_mcmc_run(const ss_space *sp, const ss_search_evaluator *ev, ss_plan *const *starts,
+ss_status ss_mcmc_run(const ss_space *sp, const ss_search_judge *ev, ss_plan *const *starts,
                       int n_starts, const ss_mcmc_config *cfg, ss_plan *best,
                       ss_eval *best_eval, ss_mcmc_stats *stats, ss_diag *d);
 

@@ -79,7 +79,7 @@ typedef struct ss_task_spec {
     const int *res;      /* n_res resource ids (duplicates are an error) */
 } ss_task_spec;
 
-#define SS_TASK_MAX_RES 16777215 /* the engine keeps the count in 24 bits */
+/* SS_TASK_MAX_RES (resources of one task): include/simsearch/limits.h. */
 
 typedef struct ss_taskgraph {
     int n_devices, n_channels, n_resources; /* n_resources = n_devices + n_channels */

@@ -21,6 +21,9 @@ for f in bin/simsearch include/simsearch.h share/simsearch/topologies/p100x16.js
   share/bash-completion/completions/simsearch; do
   [ -e "$prefix/$f" ]; check "installed $f" $?
 done
+for h in "$src"/include/simsearch/*.h; do # the topic headers simsearch.h includes
+  [ -e "$prefix/include/simsearch/${h##*/}" ]; check "installed include/simsearch/${h##*/}" $?
+done
 for f in libsimsearch.a libsimsearch.so pkgconfig/simsearch.pc; do
   [ -e "$lib/$f" ]; check "installed ${lib#"$prefix"/}/$f" $?
 done

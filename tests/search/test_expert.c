@@ -136,7 +136,7 @@ static void test_rnn(void **state)
     ss_machine_free(m);
 }
 
-/* Transformers: the evaluator judges Megatron configs. This toy evaluator
+/* Transformers: the judge rates Megatron configs. This toy judge
  * prefers 2 pipeline stages (time 1 + |stages - 2|) and counts calls: tp in
  * {1, 2, 4} (4 devices per node), pp in {1, 2, 4}: 9 candidates, all
  * dividing 16. The first with 2 stages (tp = 1) wins ties. */
@@ -161,7 +161,7 @@ static void test_transformer(void **state)
     (void)state;
     ss_machine *m = load_p100();
     ss_graph *g = build("gpt:layers=4,hidden=256,heads=4,seq=64,vocab=1024", 128);
-    ss_search_evaluator ev = {NULL, toy_eval, NULL, NULL, NULL, NULL};
+    ss_search_judge ev = {NULL, toy_eval, NULL, NULL, NULL, NULL};
     ss_plan *p = NULL;
     char label[128];
     ss_diag d;
@@ -177,9 +177,9 @@ static void test_transformer(void **state)
     ss_machine_free(m);
 }
 
-/* CNN and RNN rules with an evaluator: the fc variants (all devices,
+/* CNN and RNN rules with a judge: the fc variants (all devices,
  * within each host, and for RNNs data parallel) are each judged and the
- * best kept. A constant toy evaluator: 2 candidates for a CNN, 3 for an
+ * best kept. A constant toy judge: 2 candidates for a CNN, 3 for an
  * RNN, the first wins ties. On one host (dgx-a100) "within each host" does
  * not apply: 1 and 2 candidates. */
 static int n_const;
@@ -201,7 +201,7 @@ static ss_status const_eval(void *ctx, const ss_plan *p, int changed, double cut
 static void test_rule_variants_counted(void **state)
 {
     (void)state;
-    ss_search_evaluator ev = {NULL, const_eval, NULL, NULL, NULL, NULL};
+    ss_search_judge ev = {NULL, const_eval, NULL, NULL, NULL, NULL};
     const char *topo[2] = {"topologies/p100x16.json", "topologies/dgx-a100.json"};
     int want_cnn[2] = {2, 1}, want_rnn[2] = {3, 2};
     for (int k = 0; k < 2; k++) {
@@ -230,7 +230,7 @@ static void test_rule_variants_counted(void **state)
 
 /* With the simulator as the judge (p100x16): alexnet's fc layers split 4
  * ways within each host, batch split over the 4 hosts (an fc split over
- * all 16 devices, the rule without an evaluator, is slower); rnntc's
+ * all 16 devices, the rule without a judge, is slower); rnntc's
  * fc stays data parallel. The chosen plan is never slower than the plain
  * rule's. */
 static ss_status sim_eval(void *ctx, const ss_plan *p, int changed, double cutoff_us, ss_eval *e,
@@ -269,7 +269,7 @@ static void test_rule_variants_simulated(void **state)
         ss_diag d;
         ss_diag_init(&d);
         assert_int_equal(ss_sim_new(g, m, cm, NULL, &sim, &d), SS_OK);
-        ss_search_evaluator ev = {sim, sim_eval, NULL, NULL, NULL, NULL};
+        ss_search_judge ev = {sim, sim_eval, NULL, NULL, NULL, NULL};
         ss_plan *p = NULL, *plain = NULL;
         char label[128];
         assert_int_equal(ss_expert_plan(g, m, &ev, &p, label, sizeof label, &d), SS_OK);

@@ -1,5 +1,5 @@
 /*
- * test_mcmc.c — the Metropolis–Hastings search against a toy evaluator whose
+ * test_mcmc.c — the Metropolis–Hastings search against a toy judge whose
  * optimum is found by exhaustive enumeration (search/mcmc.h).
  *
  * The toy model (3 ops: x -> fc1, x -> fc2, 4 devices):
@@ -82,7 +82,7 @@ static void toy_cost(const ss_plan *p, ss_eval *e)
     e->overflow_bytes = over;
 }
 
-/* The evaluator also checks the contract: with changed >= 0, p differs from
+/* The judge also checks the contract: with changed >= 0, p differs from
  * the committed base in op `changed` only. */
 typedef struct toy {
     ss_plan *base, *pending;
@@ -162,7 +162,7 @@ typedef struct fixture {
     ss_space *sp;
     ss_plan *dp, *rnd, *best;
     toy t;
-    ss_search_evaluator ev;
+    ss_search_judge ev;
 } fixture;
 
 static void setup_fx(fixture *f)
@@ -540,7 +540,7 @@ static void same_chain(const fixture *f, const ss_plan *other, const ss_eval *ea
 }
 
 /* With a lower bound the chain is exactly the same (same best plan, same
- * proposals and acceptances), with fewer evaluator calls. */
+ * proposals and acceptances), with fewer judge calls. */
 static void test_bound_same_chain(void **state)
 {
     (void)state;
@@ -552,7 +552,7 @@ static void test_bound_same_chain(void **state)
     cfg.budget = 3000;
     cfg.seed = 77;
     cfg.patience = -1;
-    cfg.eval_cache = -1; /* the counts below compare bound and evaluator alone */
+    cfg.eval_cache = -1; /* the counts below compare bound and judge alone */
     ss_mcmc_stats s1, s2;
     ss_eval e1, e2;
     ss_diag d;
@@ -566,7 +566,7 @@ static void test_bound_same_chain(void **state)
     assert_true(s2.pruned > 0);
     assert_int_equal(s2.evaluations + s2.pruned, s1.evaluations);
     assert_int_equal(f.t.contract_violations, 0);
-    /* The same bound inside the evaluator, as a cutoff (ss_sim_run_within's
+    /* The same bound inside the judge, as a cutoff (ss_sim_run_within's
      * use): the same chain again, the moves it proves too slow cut. */
     f.ev.bound = NULL;
     f.t.cutoff = 1;
@@ -585,7 +585,7 @@ static void test_bound_same_chain(void **state)
 /* The evaluation cache (evalcache.h) decides a move to a plan judged
  * before exactly as a new evaluation would: with the cache on and off the
  * chain is the same (best plan, proposals, acceptances), and every move it
- * decides is an evaluator call saved. Three kinds of cached answers: exact
+ * decides is a judge call saved. Three kinds of cached answers: exact
  * times, bounds of evaluations cut at a threshold (cutoff), plans that
  * cannot run (fc1 on device 3). */
 static void test_cache_same_chain(void **state)
@@ -629,11 +629,11 @@ static void test_cache_same_chain(void **state)
     }
 }
 
-/* Restarts to the best plan restore the evaluator's base (restore) instead
+/* Restarts to the best plan restore the judge's base (restore) instead
  * of simulating the best again: the chain is the same as with every restart
  * simulated (best plan, proposals, acceptances), each restored restart is an
- * evaluator call saved, and the one-op moves after a restore satisfy the
- * evaluator's contract (their plans differ from its base in the changed op
+ * judge call saved, and the one-op moves after a restore satisfy the
+ * judge's contract (their plans differ from its base in the changed op
  * only). With and without cut evaluations. */
 static void test_restore_same_chain(void **state)
 {
@@ -671,8 +671,8 @@ static void test_restore_same_chain(void **state)
     }
 }
 
-/* Plans the evaluator cannot run are rejected and the search goes on; a
- * fatal evaluator error stops it and leaves `best` untouched. */
+/* Plans the judge cannot run are rejected and the search goes on; a
+ * fatal judge error stops it and leaves `best` untouched. */
 static void test_invalid_and_errors(void **state)
 {
     (void)state;
@@ -746,8 +746,8 @@ static void one_chain(ss_mcmc_config *cfg, int64_t budget, uint64_t seed)
 }
 
 /* One search of g on 4 devices from the all-default plan, judged by ev
- * (the toys below watch the moves through their evaluators). */
-static void toy_run(const ss_graph *g, const ss_search_evaluator *ev, const ss_mcmc_config *cfg)
+ * (the toys below watch the moves through their judges). */
+static void toy_run(const ss_graph *g, const ss_search_judge *ev, const ss_mcmc_config *cfg)
 {
     ss_diag d;
     ss_diag_init(&d);
@@ -826,7 +826,7 @@ static void test_weight_moves(void **state)
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
     wtoy w = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_search_evaluator ev = {&w, wtoy_eval, NULL, NULL, NULL, NULL};
+    ss_search_judge ev = {&w, wtoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 4000, 3);
     cfg.p_heavy = 1;
@@ -893,7 +893,7 @@ static void test_class_moves(void **state)
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
 
     ctoy t = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_search_evaluator ev = {&t, ctoy_eval, NULL, NULL, NULL, NULL};
+    ss_search_judge ev = {&t, ctoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 2000, 5);
     cfg.p_class = 1;
@@ -912,7 +912,7 @@ static void test_class_moves(void **state)
 }
 
 /* Path moves (p_path). Graph: x -> a -> b -> c (linear layers, own
- * weights). The toy evaluator says every plan costs the same (every move
+ * weights). The toy judge says every plan costs the same (every move
  * is accepted and becomes the base) and that the base's critical path
  * spends 3 us in b, 1 us in c and nothing elsewhere. With only path moves,
  * single-op ones, every move changes b or c, b three times as often as c
@@ -967,7 +967,7 @@ static void test_path_moves(void **state)
     assert_int_equal(ss_graph_add(g, "c", SS_OP_LINEAR, &a, 1, &tb, &d), 3);
     ss_graph_set_training(g, 8, SS_OPT_SGD, SS_PREC_FP32);
     ptoy t = {ss_plan_new(g, NULL), {0, 0, 0, 0}, 0, 1, {0, 0, 3, 1}};
-    ss_search_evaluator ev = {&t, ptoy_eval, NULL, NULL, ptoy_path, NULL};
+    ss_search_judge ev = {&t, ptoy_eval, NULL, NULL, ptoy_path, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 4000, 5);
     cfg.p_path = 1;
@@ -1045,7 +1045,7 @@ static double mean_step(ss_space *spc, const ss_graph *g, double p_local)
     ss_diag_init(&d);
     ss_plan *start = ss_plan_new(g, NULL), *best = ss_plan_new(g, NULL);
     ltoy t = {ss_plan_new(g, NULL), 0, 0, 0};
-    ss_search_evaluator ev = {&t, ltoy_eval, NULL, NULL, NULL, NULL};
+    ss_search_judge ev = {&t, ltoy_eval, NULL, NULL, NULL, NULL};
     ss_mcmc_config cfg;
     one_chain(&cfg, 3000, 9);
     cfg.p_local = p_local;
