@@ -96,34 +96,50 @@ int ss_cmd_run(int argc, char **argv)
 }
 #else
 
-static double predict_ms(const ss_machine *m, const ss_graph *g, const ss_plan *p,
+/* The simulator's figures for the plan: iteration, and the largest per-device
+ * compute and communication times (ms). */
+typedef struct predicted {
+    double iter_ms, compute_ms, comm_ms;
+} predicted;
+
+static predicted predict(const ss_machine *m, const ss_graph *g, const ss_plan *p,
                          const char *db_path, int *rc)
 {
+    predicted pr = {NAN, NAN, NAN};
     ss_costmodel *cm = NULL;
     ss_profile_db *db = NULL;
     ss_sim *s = NULL;
     ss_sim_result res;
     memset(&res, 0, sizeof res);
-    double ms = NAN;
     ss_diag d;
     ss_diag_init(&d);
     if ((*rc = ss_cli_cost_model(m, db_path, &cm, &db)))
-        return ms;
+        return pr;
     if (ss_sim_new(g, m, cm, NULL, &s, &d) != SS_OK || ss_sim_run(s, p, &res, &d) != SS_OK)
         *rc = ss_cli_fail(&d);
-    else
-        ms = res.iteration_us / 1e3;
+    else {
+        pr.iter_ms = res.iteration_us / 1e3;
+        pr.compute_ms = pr.comm_ms = 0;
+        for (int i = 0; i < res.n_devices; i++) {
+            pr.compute_ms = fmax(pr.compute_ms, res.compute_us[i] / 1e3);
+            pr.comm_ms = fmax(pr.comm_ms, res.comm_us[i] / 1e3);
+        }
+    }
     ss_sim_result_clear(&res);
     ss_sim_free(s);
     ss_cost_free(cm);
     ss_profile_db_free(db);
-    return ms;
+    return pr;
 }
 
+/* parts: the measured compute (wall, CPU) and communication ms, max over ranks. */
 static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr, int ranks,
-                   double pred, double loss_diff, double w_diff, const char *worst, int ok)
+                   const predicted *pp, const double *parts, double loss_diff, double w_diff,
+                   const char *worst, int ok)
 {
+    double pred = pp->iter_ms;
     double err = fabs(pred - pr->measured_ms) / pr->measured_ms;
+    double cerr = fabs(pp->compute_ms - parts[0]) / parts[0];
     double md = loss_diff > w_diff ? loss_diff : w_diff;
     int n = pr->n_iter;
     if (o->c.json) {
@@ -133,11 +149,14 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                "\"loss_first\": %.8g, \"loss_last\": %.8g, \"allreduces_per_iteration\": %lld, "
                "\"allreduce_bytes_per_iteration\": %.0f, \"numerics\": {\"max_rel_diff\": %.3g, "
                "\"loss_rel_diff\": %.3g, \"weight_rel_diff\": %.3g, \"worst_weight\": \"%s\", "
-               "\"tolerance\": %.3g, \"ok\": %s}}\n",
+               "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
+               "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
+               "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}}\n",
                o->c.model, o->c.plan, ranks, o->iterations, o->warmup, pr->measured_ms, pred, err,
                rr->measured_ms, pr->loss[0], pr->loss[n - 1], (long long)pr->allreduces,
                pr->allreduce_bytes, md, loss_diff, w_diff, worst ? worst : "", o->tolerance,
-               ok ? "true" : "false");
+               ok ? "true" : "false", parts[0], parts[1], pp->compute_ms, cerr, parts[2],
+               pp->comm_ms);
         return;
     }
     printf("run: %s under %s on %d ranks (cpu), %lld iterations after %lld warm-up\n",
@@ -146,8 +165,12 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
     printf("iteration: measured %.3f ms (median, max over ranks), predicted %.3f ms, error "
            "%.1f%%; one process %.3f ms\n",
            pr->measured_ms, pred, 100 * err, rr->measured_ms);
-    printf("communication: %lld all-reduces, %.0f bytes per iteration per rank\n",
-           (long long)pr->allreduces, pr->allreduce_bytes);
+    printf("compute: measured %.3f ms (CPU time %.3f ms), predicted %.3f ms, error %.1f%% "
+           "(busiest rank / device)\n",
+           parts[0], parts[1], pp->compute_ms, 100 * cerr);
+    printf("communication: %lld all-reduces, %.0f bytes per iteration per rank; measured "
+           "%.3f ms, predicted %.3f ms\n",
+           (long long)pr->allreduces, pr->allreduce_bytes, parts[2], pp->comm_ms);
     printf("numerics vs one process: max rel diff %.3g (loss %.3g, weights %.3g, worst %s), "
            "tolerance %.3g: %s\n",
            md, loss_diff, w_diff, worst ? worst : "-", o->tolerance, ok ? "ok" : "FAILED");
@@ -179,10 +202,10 @@ int ss_cmd_run(int argc, char **argv)
     memset(&pr, 0, sizeof pr);
     memset(&rr, 0, sizeof rr);
     int ok = 0;
-    double pred = NAN;
+    predicted pred = {NAN, NAN, NAN};
     if ((rc = ss_cli_common_load(&o.c, &m, &g, &p)))
         goto done;
-    pred = predict_ms(m, g, p, o.db, &rc);
+    pred = predict(m, g, p, o.db, &rc);
     if (rc)
         goto done;
     ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed};
@@ -203,14 +226,15 @@ int ss_cmd_run(int argc, char **argv)
         loss_diff = v > loss_diff ? v : loss_diff;
     }
     const char *worst = NULL;
-    double w[2] = {ss_rt_weight_diff(ps, rs, &worst), 0};
-    if (comm.allreduce_f64(comm.ctx, w, 1, 1, &d) != SS_OK) {
+    double w[4] = {ss_rt_weight_diff(ps, rs, &worst), pr.compute_ms, pr.compute_cpu_ms,
+                   pr.comm_ms};
+    if (comm.allreduce_f64(comm.ctx, w, 4, 1, &d) != SS_OK) {
         rc = ss_cli_fail(&d);
         goto done;
     }
     ok = loss_diff <= o.tolerance && w[0] <= o.tolerance;
     if (comm.rank == 0)
-        report(&o, &pr, &rr, comm.size, pred, loss_diff, w[0], worst, ok);
+        report(&o, &pr, &rr, comm.size, &pred, w + 1, loss_diff, w[0], worst, ok);
     rc = ok ? SS_EXIT_OK : SS_EXIT_FAIL;
 done:
     ss_rt_free(ps);

@@ -466,7 +466,33 @@ typedef struct iter_ctx {
     const ss_rt_comm *c;
     int64_t nred;
     double bytes;
+    double comp_ms, comp_cpu_ms, comm_ms; /* this iteration: kernels (wall, CPU), collectives */
 } iter_ctx;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* A kernel call, timed into x (wall and thread CPU time). */
+static ss_status kernel(iter_ctx *x, int bwd, const ss_kargs *a, ss_diag *d)
+{
+    double w0 = now_ms(), c0 = cpu_ms();
+    ss_status st = bwd ? ss_kernel_backward(SS_BACKEND_CPU, a, d)
+                       : ss_kernel_forward(SS_BACKEND_CPU, a, d);
+    x->comp_cpu_ms += cpu_ms() - c0;
+    x->comp_ms += now_ms() - w0;
+    return st;
+}
 
 static ss_status allreduce(iter_ctx *x, float *b, int64_t n, int op, ss_diag *d)
 {
@@ -474,7 +500,10 @@ static ss_status allreduce(iter_ctx *x, float *b, int64_t n, int op, ss_diag *d)
         return SS_OK; /* one rank: nothing to exchange */
     x->nred++;
     x->bytes += (double)n * sizeof(float);
-    return x->c->allreduce_f32(x->c->ctx, b, n, op, d);
+    double t0 = now_ms();
+    ss_status st = x->c->allreduce_f32(x->c->ctx, b, n, op, d);
+    x->comm_ms += now_ms() - t0;
+    return st;
 }
 
 /* Vocabulary-parallel cross-entropy: combine the log-sum-exp of the shards
@@ -548,7 +577,7 @@ static ss_status forward(iter_ctx *x, ss_diag *d)
                 int t = operand_tensor(op, xi);
                 region_io(ss_graph_tensor(g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
             }
-            ss_status st = ss_kernel_forward(SS_BACKEND_CPU, a, d);
+            ss_status st = kernel(x, 0, a, d);
             if (st != SS_OK)
                 return st;
         }
@@ -612,7 +641,7 @@ static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
                 int t = op->outputs[k];
                 region_io(ss_graph_tensor(g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
             }
-            ss_status st = ss_kernel_backward(SS_BACKEND_CPU, a, d);
+            ss_status st = kernel(x, 1, a, d);
             if (st != SS_OK)
                 return st;
             for (int xi = 0; xi < a->n_x; xi++) {
@@ -636,13 +665,6 @@ static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
             w[i] -= l * gr[i];
     }
     return SS_OK;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -688,12 +710,14 @@ ss_status ss_rt_train(const ss_graph *g, const ss_plan *p, const ss_rt_config *c
     r->n_iter = cfg->warmup + cfg->iterations;
     r->loss = calloc((size_t)r->n_iter, sizeof *r->loss);
     r->iter_ms = calloc((size_t)r->n_iter, sizeof *r->iter_ms);
-    if (st == SS_OK && (!r->loss || !r->iter_ms))
+    double *parts = calloc((size_t)r->n_iter * 3, sizeof *parts);
+    if (st == SS_OK && (!r->loss || !r->iter_ms || !parts))
         st = nomem(d);
-    iter_ctx x = {s, comm, 0, 0};
+    iter_ctx x = {s, comm, 0, 0, 0, 0, 0};
     for (int it = 0; st == SS_OK && it < r->n_iter; it++) {
         x.nred = 0;
         x.bytes = 0;
+        x.comp_ms = x.comp_cpu_ms = x.comm_ms = 0;
         if ((st = comm->barrier(comm->ctx, d)) != SS_OK)
             break;
         double t0 = now_ms();
@@ -704,14 +728,19 @@ ss_status ss_rt_train(const ss_graph *g, const ss_plan *p, const ss_rt_config *c
         if ((st = comm->allreduce_f64(comm->ctx, ms, 1, 1, d)) != SS_OK)
             break;
         r->iter_ms[it] = ms[0];
+        parts[3 * it] = x.comp_ms;
+        parts[3 * it + 1] = x.comp_cpu_ms;
+        parts[3 * it + 2] = x.comm_ms;
     }
     if (st != SS_OK) {
+        free(parts);
         ss_rt_free(s);
         ss_rt_result_clear(r);
         return st;
     }
     double *m = malloc((size_t)cfg->iterations * sizeof *m);
     if (!m) {
+        free(parts);
         ss_rt_free(s);
         ss_rt_result_clear(r);
         return nomem(d);
@@ -720,6 +749,14 @@ ss_status ss_rt_train(const ss_graph *g, const ss_plan *p, const ss_rt_config *c
     qsort(m, (size_t)cfg->iterations, sizeof *m, cmp_dbl);
     int n = cfg->iterations;
     r->measured_ms = n % 2 ? m[n / 2] : 0.5 * (m[n / 2 - 1] + m[n / 2]);
+    double *out3[3] = {&r->compute_ms, &r->compute_cpu_ms, &r->comm_ms};
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < n; i++)
+            m[i] = parts[3 * (cfg->warmup + i) + k];
+        qsort(m, (size_t)n, sizeof *m, cmp_dbl);
+        *out3[k] = n % 2 ? m[n / 2] : 0.5 * (m[n / 2 - 1] + m[n / 2]);
+    }
+    free(parts);
     free(m);
     r->allreduces = x.nred;
     r->allreduce_bytes = x.bytes;

@@ -56,6 +56,9 @@ typedef struct ss_rt_result {
     double *loss;         /* [n_iter] mean loss of each iteration's forward */
     double *iter_ms;      /* [n_iter] wall time, max over ranks */
     double measured_ms;   /* median of the measured (post-warmup) iterations */
+    double compute_ms;    /* this rank's kernels per iteration, wall (median) */
+    double compute_cpu_ms;/* the same in thread CPU time (immune to preemption) */
+    double comm_ms;       /* this rank's collectives per iteration, wall (median) */
     int64_t allreduces;   /* collectives this rank ran per iteration */
     double allreduce_bytes; /* bytes this rank all-reduced per iteration */
     int my_tiles;         /* tiles of this rank */
