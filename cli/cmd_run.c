@@ -21,7 +21,7 @@
 
 typedef struct opts {
     ss_cli_common c;
-    const char *db, *backend;
+    const char *db, *backend, *optimizer;
     long long iterations, warmup, seed;
     double lr, tolerance;
 } opts;
@@ -35,7 +35,10 @@ static const ss_cli_optdef options[] = {
                    "measured iterations (default 10; the median is reported)"),
     SS_CLI_INT_ROW(opts, "--warmup", "N", warmup, 0, 100000,
                    "iterations before the measured ones (default 2)"),
-    SS_CLI_REAL_ROW(opts, "--lr", "X", lr, 1e-12, 1e6, "SGD learning rate (default 0.05)"),
+    SS_CLI_REAL_ROW(opts, "--lr", "X", lr, 1e-12, 1e6,
+                    "learning rate (default 0.05 for sgd, 0.001 for adam)"),
+    SS_CLI_STR_ROW(opts, "--optimizer", "O", optimizer, 0,
+                   "sgd (default) or adam (beta 0.9 / 0.999, eps 1e-8)"),
     SS_CLI_INT_ROW(opts, "--seed", "N", seed, 0, 1LL << 62,
                    "seed of the synthetic inputs and initial weights (default 1)"),
     SS_CLI_REAL_ROW(opts, "--tolerance", "X", tolerance, 0, 1,
@@ -55,7 +58,7 @@ const ss_cli_cmddef ss_cli_def_run = {
     "execute a plan on MPI ranks, check numerics, measure vs prediction",
     "Train the model under the plan with the CPU kernels, one MPI rank per device\n"
     "(mpirun --allow-run-as-root --oversubscribe -np N simsearch run ...), with\n"
-    "synthetic data from a fixed seed and plain SGD; then compare the loss and\n"
+    "synthetic data from a fixed seed and SGD or Adam; then compare the loss and\n"
     "weights with a one-process run of the same model and the measured iteration\n"
     "time (median, max over ranks) with the simulator's prediction.",
     options,
@@ -68,7 +71,7 @@ const ss_cli_cmddef ss_cli_def_run = {
 #ifndef SS_RUN_MPI
 int ss_cmd_run(int argc, char **argv)
 {
-    opts o = {{0}, NULL, "cpu", 10, 2, 1, 0.05, 1e-4};
+    opts o = {{0}, NULL, "cpu", "sgd", 10, 2, 1, 0.05, 1e-4};
     int r = ss_cli_parse_def(&ss_cli_def_run, argc, argv, &o);
     if (r)
         return r < 0 ? SS_EXIT_OK : r;
@@ -144,6 +147,7 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
     int n = pr->n_iter;
     if (o->c.json) {
         printf("{\"model\": \"%s\", \"plan\": \"%s\", \"ranks\": %d, \"backend\": \"cpu\", "
+               "\"optimizer\": \"%s\", "
                "\"iterations\": %lld, \"warmup\": %lld, \"measured_ms\": %.4f, "
                "\"predicted_ms\": %.4f, \"error\": %.4f, \"reference_ms\": %.4f, "
                "\"loss_first\": %.8g, \"loss_last\": %.8g, \"allreduces_per_iteration\": %lld, "
@@ -152,15 +156,16 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
                "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
                "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}}\n",
-               o->c.model, o->c.plan, ranks, o->iterations, o->warmup, pr->measured_ms, pred, err,
+               o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup,
+               pr->measured_ms, pred, err,
                rr->measured_ms, pr->loss[0], pr->loss[n - 1], (long long)pr->allreduces,
                pr->allreduce_bytes, md, loss_diff, w_diff, worst ? worst : "", o->tolerance,
                ok ? "true" : "false", parts[0], parts[1], pp->compute_ms, cerr, parts[2],
                pp->comm_ms);
         return;
     }
-    printf("run: %s under %s on %d ranks (cpu), %lld iterations after %lld warm-up\n",
-           o->c.model, o->c.plan, ranks, o->iterations, o->warmup);
+    printf("run: %s under %s on %d ranks (cpu, %s), %lld iterations after %lld warm-up\n",
+           o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup);
     printf("loss: %.6g -> %.6g\n", pr->loss[0], pr->loss[n - 1]);
     printf("iteration: measured %.3f ms (median, max over ranks), predicted %.3f ms, error "
            "%.1f%%; one process %.3f ms\n",
@@ -178,10 +183,14 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
 
 int ss_cmd_run(int argc, char **argv)
 {
-    opts o = {{0}, NULL, "cpu", 10, 2, 1, 0.05, 1e-4};
+    opts o = {{0}, NULL, "cpu", "sgd", 10, 2, 1, 0.05, 1e-4};
     int rc = ss_cli_parse_def(&ss_cli_def_run, argc, argv, &o);
     if (rc)
         return rc < 0 ? SS_EXIT_OK : rc;
+    if (strcmp(o.optimizer, "sgd") && strcmp(o.optimizer, "adam"))
+        return ss_cli_usage_error("run", "--optimizer must be sgd or adam");
+    if (!ss_cli_given(&ss_cli_def_run, "--lr") && !strcmp(o.optimizer, "adam"))
+        o.lr = 1e-3;
     if (strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
         return ss_cli_usage_error("run", "--backend must be cpu or cuda");
     if (!strcmp(o.backend, "cuda"))
@@ -208,7 +217,8 @@ int ss_cmd_run(int argc, char **argv)
     pred = predict(m, g, p, o.db, &rc);
     if (rc)
         goto done;
-    ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed};
+    ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed,
+                        !strcmp(o.optimizer, "adam")};
     if (!(ref = ss_plan_new(g, m))) {
         rc = SS_EXIT_FAIL;
         goto done;

@@ -36,6 +36,8 @@ struct ss_rt_state {
     rt_tile *tiles; /* this rank's tiles, by op then index */
     int n_tiles, *op_off; /* [n_ops + 1] */
     float *ce_m, *ce_s;   /* scratch of the split loss */
+    float **adam_m, **adam_v; /* [n_t] Adam moments of the weights (NULL: SGD) */
+    int step;             /* updates done */
 };
 
 /* ------------------------------------------------------------ comm self */
@@ -340,6 +342,12 @@ void ss_rt_free(ss_rt_state *s)
     free(s->op_off);
     free(s->ce_m);
     free(s->ce_s);
+    for (int t = 0; t < s->n_t; t++) {
+        free(s->adam_m ? s->adam_m[t] : NULL);
+        free(s->adam_v ? s->adam_v[t] : NULL);
+    }
+    free(s->adam_m);
+    free(s->adam_v);
     free(s);
 }
 
@@ -606,6 +614,26 @@ static ss_status forward(iter_ctx *x, ss_diag *d)
     return SS_OK;
 }
 
+/* The update of weight t from its whole gradient: SGD, or Adam when the
+ * moments exist. */
+static void update(ss_rt_state *s, int t, double lr)
+{
+    float *w = s->buf[t], *gr = s->grad[t], l = (float)lr;
+    if (!s->adam_m) {
+        for (int64_t i = 0; i < s->vol[t]; i++)
+            w[i] -= l * gr[i];
+        return;
+    }
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    double c1 = 1 - pow(b1, s->step), c2 = 1 - pow(b2, s->step);
+    float *m = s->adam_m[t], *v = s->adam_v[t];
+    for (int64_t i = 0; i < s->vol[t]; i++) {
+        m[i] = (float)(b1 * m[i] + (1 - b1) * gr[i]);
+        v[i] = (float)(b2 * v[i] + (1 - b2) * (double)gr[i] * gr[i]);
+        w[i] -= (float)(lr * (m[i] / c1) / (sqrt(v[i] / c2) + eps));
+    }
+}
+
 static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
 {
     ss_rt_state *s = x->s;
@@ -652,6 +680,7 @@ static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
             }
         }
     }
+    s->step++;
     for (int t = 0; t < s->n_t; t++) {
         if (!ss_graph_tensor(g, t)->is_weight)
             continue;
@@ -660,9 +689,7 @@ static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
             if (st != SS_OK)
                 return st;
         }
-        float *w = s->buf[t], *gr = s->grad[t], l = (float)lr;
-        for (int64_t i = 0; i < s->vol[t]; i++)
-            w[i] -= l * gr[i];
+        update(s, t, lr);
     }
     return SS_OK;
 }
@@ -707,6 +734,17 @@ ss_status ss_rt_train(const ss_graph *g, const ss_plan *p, const ss_rt_config *c
     s->rank = comm->rank;
     s->size = comm->size;
     ss_status st = setup(s, cfg->seed, d);
+    if (st == SS_OK && cfg->adam) {
+        s->adam_m = calloc((size_t)s->n_t, sizeof *s->adam_m);
+        s->adam_v = calloc((size_t)s->n_t, sizeof *s->adam_v);
+        if (!s->adam_m || !s->adam_v)
+            st = nomem(d);
+        for (int t = 0; st == SS_OK && t < s->n_t; t++)
+            if (ss_graph_tensor(g, t)->is_weight &&
+                (!(s->adam_m[t] = zalloc((size_t)s->vol[t] * sizeof(float))) ||
+                 !(s->adam_v[t] = zalloc((size_t)s->vol[t] * sizeof(float)))))
+                st = nomem(d);
+    }
     r->n_iter = cfg->warmup + cfg->iterations;
     r->loss = calloc((size_t)r->n_iter, sizeof *r->loss);
     r->iter_ms = calloc((size_t)r->n_iter, sizeof *r->iter_ms);

@@ -21,8 +21,8 @@
  *   - a softmax cross-entropy whose vocabulary is split combines its
  *     shards' log-sum-exp across ranks (max, then sum all-reduce), as
  *     Megatron-LM's vocabulary-parallel loss does;
- *   - the update is plain SGD (w -= lr * g) whatever the model's optimizer
- *     says (ss_rt_config.lr); synthetic inputs and weights come from a fixed
+ *   - the update is SGD (w -= lr * g) or Adam (ss_rt_config.adam) whatever
+ *     the model's optimizer says; synthetic inputs and weights come from a fixed
  *     seed, identical on every rank, so a one-process run of the same model
  *     is the reference.
  */
@@ -49,6 +49,7 @@ typedef struct ss_rt_config {
     int warmup;      /* iterations run before them, >= 0 (they train too) */
     double lr;       /* SGD learning rate (> 0) */
     uint64_t seed;   /* inputs and initial weights */
+    int adam;        /* 0: SGD (w -= lr g); 1: Adam (beta 0.9, 0.999, eps 1e-8) */
 } ss_rt_config;
 
 typedef struct ss_rt_result {

@@ -3,7 +3,8 @@
 # the CUDA backend is refused (exit 1); with Open MPI, 2-rank runs of the MLP
 # (data-, tensor- and pipeline-parallel) and of a small fp32 GPT (data- and
 # tensor-parallel) match the one-process run (numerics ok, --json fields);
-# a plan on more devices than ranks exits 2 naming the ranks; killing one
+# a plan on more devices than ranks exits 2 naming the ranks, a plan for
+# another model fails naming it; killing one
 # rank mid-run makes the run exit non-zero within 30 s, naming the rank.
 # Without the MPI helper or mpirun it prints a SKIP line and exits 77.
 . "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
@@ -21,6 +22,8 @@ fi
 "$bin" run --model mlp --topology topologies/local-cpu.json --plan data-parallel --backend cuda \
   >/dev/null 2>"$tmp/e"; [ $? -eq 1 ]; check "run --backend cuda exits 1" $?
 grep -q "CUDA" "$tmp/e"; check "... saying the CUDA backend is not built" $?
+"$bin" run --model mlp --topology topologies/local-cpu.json --plan data-parallel \
+  --optimizer rmsprop >/dev/null 2>&1; [ $? -eq 2 ]; check "run --optimizer rmsprop exits 2" $?
 mpi() { OPENBLAS_NUM_THREADS=1 timeout 300 mpirun --allow-run-as-root --oversubscribe \
   -x OPENBLAS_NUM_THREADS=1 "$@"; }
 topo=topologies/local-cpu.json
@@ -29,12 +32,13 @@ mlp="mlp:layers=2,hidden=128,in=64"
   --export "$tmp/gpt16.json" >/dev/null
 # the CPU kernels run fp32: the same GPT with every bf16 tensor in f32
 sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/g' "$tmp/gpt16.json" >"$tmp/gpt.json"
-for c in "$mlp data-parallel 32" "$mlp megatron:tp=2 32" "$mlp megatron:pp=2,mb=2 32" \
-         "$tmp/gpt.json data-parallel 4" "$tmp/gpt.json megatron:tp=2 4"; do
+for c in "$mlp data-parallel 32 sgd" "$mlp megatron:tp=2 32 sgd" "$mlp megatron:tp=2 32 adam" \
+         "$mlp megatron:pp=2,mb=2 32 sgd" "$tmp/gpt.json data-parallel 4 sgd" \
+         "$tmp/gpt.json megatron:tp=2 4 adam"; do
   set -- $c
-  mpi -np 2 "$bin" run --model "$1" --topology $topo --plan "$2" --batch "$3" --iterations 3 \
-    --warmup 1 --json >"$tmp/j" 2>"$tmp/e"
-  check "2 ranks: $(basename "$1") $2 exits 0" $?
+  mpi -np 2 "$bin" run --model "$1" --topology $topo --plan "$2" --batch "$3" --optimizer "$4" \
+    --iterations 3 --warmup 1 --json >"$tmp/j" 2>"$tmp/e"
+  check "2 ranks: $(basename "$1") $2 $4 exits 0" $?
   python3 - "$tmp/j" <<'PY'; check "... numerics match one process (max_rel_diff < 1e-4)" $?
 import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
@@ -49,6 +53,11 @@ done
 mpi -np 1 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \
   >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]; check "a 2-device plan on 1 rank exits 2" $?
 grep -q "only 1 ranks run" "$tmp/e"; check "... naming the ranks" $?
+"$bin" plan --model "$mlp" --batch 32 --topology $topo --plan data-parallel --out "$tmp/dp.json" \
+  >/dev/null
+mpi -np 2 "$bin" run --model "mlp:layers=2,hidden=64,in=64" --batch 32 --topology $topo \
+  --plan "$tmp/dp.json" >/dev/null 2>"$tmp/e"; [ $? -ne 0 ]; check "a plan for another model fails" $?
+grep -q "was made for model" "$tmp/e"; check "... saying which model it was made for" $?
 # fault: kill rank 1 mid-run; the run must end non-zero within 30 s naming it
 start=$(date +%s)
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \

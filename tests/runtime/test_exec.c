@@ -1,7 +1,7 @@
 /*
  * test_exec.c — the runtime's executor (runtime/exec.h) without MPI: two
  * "ranks" as threads with an in-memory all-reduce run data-parallel and
- * tensor-parallel plans of a small MLP and must match a one-process run of
+ * tensor-parallel plans of a small MLP (SGD; Adam for TP) and must match a one-process run of
  * the same model; a communicator that drops the reductions must not; plans
  * on more devices than ranks are refused; training lowers the loss.
  */
@@ -99,7 +99,7 @@ static ss_machine *machine(void)
     return m;
 }
 
-static const ss_rt_config cfg = {4, 1, 0.05, 7};
+static ss_rt_config cfg = {4, 1, 0.05, 7, 0};
 
 /* Run plan spec on two thread ranks and compare with one process: the
  * largest relative weight and loss differences over both ranks. */
@@ -176,7 +176,7 @@ static void test_one_process_trains(void **state)
     ss_plan *p = ss_plan_new(g, m);
     ss_rt_comm self;
     ss_rt_comm_self(&self);
-    ss_rt_config c = {20, 0, 0.5, 3};
+    ss_rt_config c = {20, 0, 0.5, 3, 0};
     ss_rt_state *a = NULL, *b = NULL;
     ss_rt_result ra, rb;
     assert_int_equal(ss_rt_train(g, p, &c, &self, &a, &ra, &d), SS_OK);
@@ -221,6 +221,20 @@ static void test_tensor_parallel_matches(void **state)
     assert_int_equal(n, 6);
 }
 
+static void test_tensor_parallel_adam_matches(void **state)
+{
+    (void)state;
+    double w, l;
+    int64_t n;
+    cfg.adam = 1;
+    cfg.lr = 1e-3;
+    run_two("megatron:tp=2", 0, &w, &l, &n);
+    cfg.adam = 0;
+    cfg.lr = 0.05;
+    assert_true(w < 1e-4);
+    assert_true(l < 1e-6);
+}
+
 static void test_broken_exchange_detected(void **state)
 {
     (void)state;
@@ -247,7 +261,7 @@ static void test_more_devices_than_ranks(void **state)
     assert_int_equal(ss_rt_train(g, p, &cfg, &self, &s, &r, &d), SS_ERR_INVALID);
     assert_non_null(strstr(d.msg, "ranks"));
     assert_null(s);
-    ss_rt_config bad = {0, 0, 0.1, 1};
+    ss_rt_config bad = {0, 0, 0.1, 1, 0};
     assert_int_equal(ss_rt_train(g, p, &bad, &self, &s, &r, &d), SS_ERR_INVALID);
     ss_plan_free(p);
     ss_graph_free(g);
@@ -260,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_one_process_trains),
         cmocka_unit_test(test_data_parallel_matches),
         cmocka_unit_test(test_tensor_parallel_matches),
+        cmocka_unit_test(test_tensor_parallel_adam_matches),
         cmocka_unit_test(test_broken_exchange_detected),
         cmocka_unit_test(test_more_devices_than_ranks),
     };
