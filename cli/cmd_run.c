@@ -17,11 +17,39 @@
 
 #ifdef SS_RUN_MPI
 #include "runtime/mpi/comm_mpi.h"
+
+/* Write the ranks' trace events into one Chrome Trace array at path, rank
+ * after rank (each appends between barriers). Returns an exit code. */
+static int write_trace(const char *path, const ss_rt_state *s, const ss_rt_comm *c)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    char *ev = NULL;
+    int rc = ss_rt_trace_events(s, &ev, &d) == SS_OK ? SS_EXIT_OK : SS_EXIT_FAIL;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank && rc == SS_EXIT_OK) {
+            FILE *f = fopen(path, r ? "a" : "w");
+            if (!f) {
+                fprintf(stderr, "simsearch: rank %d: cannot write %s\n", r, path);
+                rc = SS_EXIT_FAIL;
+            } else {
+                fprintf(f, "%s%s%s", r ? (*ev ? ",\n" : "") : "[\n", ev,
+                        r == c->size - 1 ? "\n]\n" : "");
+                if (fclose(f))
+                    rc = SS_EXIT_FAIL;
+            }
+        }
+        if (c->barrier(c->ctx, &d) != SS_OK)
+            rc = SS_EXIT_FAIL;
+    }
+    ss_free(ev);
+    return rc;
+}
 #endif
 
 typedef struct opts {
     ss_cli_common c;
-    const char *db, *backend, *optimizer;
+    const char *db, *backend, *optimizer, *trace;
     long long iterations, warmup, seed;
     double lr, tolerance;
 } opts;
@@ -49,6 +77,9 @@ static const ss_cli_optdef options[] = {
                    "profile database for the prediction (as simulate --db)"),
     SS_CLI_STR_ROW(opts, "--backend", "B", backend, 0,
                    "cpu (default); cuda is not built into the runtime yet"),
+    SS_CLI_STR_ROW(opts, "--trace", "FILE", trace, 0,
+                   "write the last iteration's kernels and collectives, every\n"
+                   "rank (process = rank), as Chrome Trace JSON (Perfetto)"),
     SS_CLI_ROW_JSON(opts, "print the result as one JSON object (rank 0)"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
@@ -71,7 +102,7 @@ const ss_cli_cmddef ss_cli_def_run = {
 #ifndef SS_RUN_MPI
 int ss_cmd_run(int argc, char **argv)
 {
-    opts o = {{0}, NULL, "cpu", "sgd", 10, 2, 1, 0.05, 1e-4};
+    opts o = {{0}, NULL, "cpu", "sgd", NULL, 10, 2, 1, 0.05, 1e-4};
     int r = ss_cli_parse_def(&ss_cli_def_run, argc, argv, &o);
     if (r)
         return r < 0 ? SS_EXIT_OK : r;
@@ -183,7 +214,7 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
 
 int ss_cmd_run(int argc, char **argv)
 {
-    opts o = {{0}, NULL, "cpu", "sgd", 10, 2, 1, 0.05, 1e-4};
+    opts o = {{0}, NULL, "cpu", "sgd", NULL, 10, 2, 1, 0.05, 1e-4};
     int rc = ss_cli_parse_def(&ss_cli_def_run, argc, argv, &o);
     if (rc)
         return rc < 0 ? SS_EXIT_OK : rc;
@@ -218,7 +249,7 @@ int ss_cmd_run(int argc, char **argv)
     if (rc)
         goto done;
     ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed,
-                        !strcmp(o.optimizer, "adam")};
+                        !strcmp(o.optimizer, "adam"), o.trace != NULL};
     if (!(ref = ss_plan_new(g, m))) {
         rc = SS_EXIT_FAIL;
         goto done;
@@ -243,6 +274,8 @@ int ss_cmd_run(int argc, char **argv)
         goto done;
     }
     ok = loss_diff <= o.tolerance && w[0] <= o.tolerance;
+    if (o.trace && (rc = write_trace(o.trace, ps, &comm)))
+        goto done;
     if (comm.rank == 0)
         report(&o, &pr, &rr, comm.size, &pred, w + 1, loss_diff, w[0], worst, ok);
     rc = ok ? SS_EXIT_OK : SS_EXIT_FAIL;

@@ -16,9 +16,16 @@
 #include "kernels/kernels.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+typedef struct rt_event {
+    int kind;  /* 0 fwd, 1 bwd, 2 all-reduce */
+    int op, tile, tensor;
+    double ts, dur, bytes;
+} rt_event;
 
 typedef struct rt_tile {
     int op, idx, q, r; /* op id, tile index, replica, reduction slice */
@@ -37,6 +44,8 @@ struct ss_rt_state {
     int n_tiles, *op_off; /* [n_ops + 1] */
     float *ce_m, *ce_s;   /* scratch of the split loss */
     float **adam_m, **adam_v; /* [n_t] Adam moments of the weights (NULL: SGD) */
+    struct rt_event *ev;  /* the traced iteration's events */
+    int n_ev, cap_ev;
     int step;             /* updates done */
 };
 
@@ -348,6 +357,7 @@ void ss_rt_free(ss_rt_state *s)
     }
     free(s->adam_m);
     free(s->adam_v);
+    ss_free(s->ev);
     free(s);
 }
 
@@ -475,6 +485,9 @@ typedef struct iter_ctx {
     int64_t nred;
     double bytes;
     double comp_ms, comp_cpu_ms, comm_ms; /* this iteration: kernels (wall, CPU), collectives */
+    int trace;       /* record events in s->ev */
+    double t0;       /* iteration start (ms) */
+    int op, tile, tensor; /* what the next event is about */
 } iter_ctx;
 
 static double now_ms(void)
@@ -491,6 +504,16 @@ static double cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* Record an event of the traced iteration (allocation failure: dropped). */
+static void record(iter_ctx *x, int kind, double w0, double w1, double bytes)
+{
+    ss_rt_state *s = x->s;
+    if (!x->trace || ss_grow((void **)&s->ev, &s->cap_ev, s->n_ev + 1, sizeof *s->ev))
+        return;
+    s->ev[s->n_ev++] = (rt_event){kind, x->op, x->tile, x->tensor, (w0 - x->t0) * 1e3,
+                                  (w1 - w0) * 1e3, bytes};
+}
+
 /* A kernel call, timed into x (wall and thread CPU time). */
 static ss_status kernel(iter_ctx *x, int bwd, const ss_kargs *a, ss_diag *d)
 {
@@ -498,7 +521,9 @@ static ss_status kernel(iter_ctx *x, int bwd, const ss_kargs *a, ss_diag *d)
     ss_status st = bwd ? ss_kernel_backward(SS_BACKEND_CPU, a, d)
                        : ss_kernel_forward(SS_BACKEND_CPU, a, d);
     x->comp_cpu_ms += cpu_ms() - c0;
-    x->comp_ms += now_ms() - w0;
+    double w1 = now_ms();
+    x->comp_ms += w1 - w0;
+    record(x, bwd, w0, w1, 0);
     return st;
 }
 
@@ -510,7 +535,9 @@ static ss_status allreduce(iter_ctx *x, float *b, int64_t n, int op, ss_diag *d)
     x->bytes += (double)n * sizeof(float);
     double t0 = now_ms();
     ss_status st = x->c->allreduce_f32(x->c->ctx, b, n, op, d);
-    x->comm_ms += now_ms() - t0;
+    double t1 = now_ms();
+    x->comm_ms += t1 - t0;
+    record(x, 2, t0, t1, (double)n * sizeof(float));
     return st;
 }
 
@@ -581,6 +608,8 @@ static ss_status forward(iter_ctx *x, ss_diag *d)
                        ss_dtype_size(ss_graph_tensor(g, op->outputs[k])->dtype));
         for (int i = s->op_off[o]; i < s->op_off[o + 1]; i++) {
             ss_kargs *a = &s->tiles[i].a;
+            x->op = o;
+            x->tile = s->tiles[i].idx;
             for (int xi = 0; xi < a->n_x; xi++) {
                 int t = operand_tensor(op, xi);
                 region_io(ss_graph_tensor(g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
@@ -590,6 +619,7 @@ static ss_status forward(iter_ctx *x, ss_diag *d)
                 return st;
         }
         if (op->type == SS_OP_SOFTMAX_CE && ss_plan_config(s->p, o)->red > 1) {
+            x->tensor = op->outputs[0];
             ss_status st = ce_combine(x, o, d);
             if (st != SS_OK)
                 return st;
@@ -605,6 +635,7 @@ static ss_status forward(iter_ctx *x, ss_diag *d)
                 if (!s->fwd_sum[t] || s->tiles[i].q == 0)
                     region_io(T, s->buf[t], &s->tiles[i].a.yr[k], s->tiles[i].a.y[k], 1);
             if (s->fwd_sum[t]) {
+                x->tensor = t;
                 ss_status st = allreduce(x, s->buf[t], s->vol[t], 0, d);
                 if (st != SS_OK)
                     return st;
@@ -657,6 +688,7 @@ static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
         for (int k = 0; k < op->n_out; k++) {
             int t = op->outputs[k];
             if (s->bwd_sum[t] && ss_graph_n_consumers(g, t) > 0) {
+                x->tensor = t;
                 ss_status st = allreduce(x, s->grad[t], s->vol[t], 0, d);
                 if (st != SS_OK)
                     return st;
@@ -665,6 +697,8 @@ static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
         for (int i = s->op_off[o + 1] - 1; i >= s->op_off[o]; i--) {
             rt_tile *tl = &s->tiles[i];
             ss_kargs *a = &tl->a;
+            x->op = o;
+            x->tile = tl->idx;
             for (int k = 0; k < a->n_y; k++) {
                 int t = op->outputs[k];
                 region_io(ss_graph_tensor(g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
@@ -685,6 +719,7 @@ static ss_status backward(iter_ctx *x, double lr, ss_diag *d)
         if (!ss_graph_tensor(g, t)->is_weight)
             continue;
         if (s->bwd_sum[t]) {
+            x->tensor = t;
             ss_status st = allreduce(x, s->grad[t], s->vol[t], 0, d);
             if (st != SS_OK)
                 return st;
@@ -751,14 +786,16 @@ ss_status ss_rt_train(const ss_graph *g, const ss_plan *p, const ss_rt_config *c
     double *parts = calloc((size_t)r->n_iter * 3, sizeof *parts);
     if (st == SS_OK && (!r->loss || !r->iter_ms || !parts))
         st = nomem(d);
-    iter_ctx x = {s, comm, 0, 0, 0, 0, 0};
+    iter_ctx x = {s, comm, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1};
     for (int it = 0; st == SS_OK && it < r->n_iter; it++) {
         x.nred = 0;
         x.bytes = 0;
         x.comp_ms = x.comp_cpu_ms = x.comm_ms = 0;
+        x.trace = cfg->trace && it == r->n_iter - 1;
         if ((st = comm->barrier(comm->ctx, d)) != SS_OK)
             break;
         double t0 = now_ms();
+        x.t0 = t0;
         if ((st = forward(&x, d)) != SS_OK || (st = backward(&x, cfg->lr, d)) != SS_OK)
             break;
         double ms[2] = {now_ms() - t0, 0};
@@ -800,6 +837,37 @@ ss_status ss_rt_train(const ss_graph *g, const ss_plan *p, const ss_rt_config *c
     r->allreduce_bytes = x.bytes;
     r->my_tiles = s->n_tiles;
     *out = s;
+    return SS_OK;
+}
+
+/* ------------------------------------------------------------ trace */
+
+ss_status ss_rt_trace_events(const ss_rt_state *s, char **out, ss_diag *d)
+{
+    size_t cap = (size_t)s->n_ev * (2 * SS_NAME_MAX + 200) + 1, n = 0;
+    char *b = ss_malloc(cap);
+    if (!b)
+        return nomem(d);
+    b[0] = 0;
+    static const char *kinds[] = {"fwd", "bwd", "allreduce"};
+    for (int i = 0; i < s->n_ev; i++) {
+        const rt_event *e = &s->ev[i];
+        char name[2 * SS_NAME_MAX + 32];
+        if (e->kind < 2)
+            snprintf(name, sizeof name, "%s %s t%d", kinds[e->kind], ss_graph_op(s->g, e->op)->name,
+                     e->tile);
+        else
+            snprintf(name, sizeof name, "allreduce %s", ss_graph_tensor(s->g, e->tensor)->name);
+        for (char *c = name; *c; c++)
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 32)
+                *c = '_';
+        n += (size_t)snprintf(b + n, cap - n,
+                              "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
+                              "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"bytes\": %.0f}}",
+                              i ? ",\n" : "", name, kinds[e->kind], s->rank, e->kind == 2, e->ts,
+                              e->dur, e->bytes);
+    }
+    *out = b;
     return SS_OK;
 }
 

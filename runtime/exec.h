@@ -50,6 +50,7 @@ typedef struct ss_rt_config {
     double lr;       /* SGD learning rate (> 0) */
     uint64_t seed;   /* inputs and initial weights */
     int adam;        /* 0: SGD (w -= lr g); 1: Adam (beta 0.9, 0.999, eps 1e-8) */
+    int trace;       /* 1: record the last iteration's kernels and collectives */
 } ss_rt_config;
 
 typedef struct ss_rt_result {
@@ -85,5 +86,12 @@ void ss_rt_result_clear(ss_rt_result *r);
  * *worst names the weight (borrowed from the graph). Local to the rank:
  * the caller takes the maximum over ranks. */
 double ss_rt_weight_diff(const ss_rt_state *s, const ss_rt_state *ref, const char **worst);
+
+/* The events of the last iteration of a run with cfg.trace (kernels on
+ * thread 0, collectives on thread 1 of process `rank`; microseconds from the
+ * iteration's start after its barrier) as Chrome Trace event objects
+ * separated by commas, no brackets, so that the ranks' texts concatenate
+ * into one array. *out is malloc'd (ss_free); "" when nothing was recorded. */
+ss_status ss_rt_trace_events(const ss_rt_state *s, char **out, ss_diag *d);
 
 #endif

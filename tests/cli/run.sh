@@ -50,6 +50,16 @@ print(r["plan"], "max_rel_diff", n["max_rel_diff"], "measured", r["measured_ms"]
 sys.exit(0 if ok else 1)
 PY
 done
+mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:tp=2 --batch 32 \
+  --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace exits 0" $?
+python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' kernels and all-reduces" $?
+import json, sys
+t = json.load(open(sys.argv[1]))
+names = [e["name"] for e in t]
+ok = {e["pid"] for e in t} == {0, 1} and "fwd fc1 t0" in names and "bwd fc1 t1" in names
+ok = ok and "allreduce fc2" in names and all(e["ph"] == "X" and e["dur"] >= 0 for e in t)
+sys.exit(0 if ok else 1)
+PY
 mpi -np 1 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \
   >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]; check "a 2-device plan on 1 rank exits 2" $?
 grep -q "only 1 ranks run" "$tmp/e"; check "... naming the ranks" $?

@@ -99,7 +99,7 @@ static ss_machine *machine(void)
     return m;
 }
 
-static ss_rt_config cfg = {4, 1, 0.05, 7, 0};
+static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0};
 
 /* Run plan spec on two thread ranks and compare with one process: the
  * largest relative weight and loss differences over both ranks. */
@@ -176,7 +176,7 @@ static void test_one_process_trains(void **state)
     ss_plan *p = ss_plan_new(g, m);
     ss_rt_comm self;
     ss_rt_comm_self(&self);
-    ss_rt_config c = {20, 0, 0.5, 3, 0};
+    ss_rt_config c = {20, 0, 0.5, 3, 0, 1};
     ss_rt_state *a = NULL, *b = NULL;
     ss_rt_result ra, rb;
     assert_int_equal(ss_rt_train(g, p, &c, &self, &a, &ra, &d), SS_OK);
@@ -188,6 +188,11 @@ static void test_one_process_trains(void **state)
     assert_true(ra.loss[19] == rb.loss[19]);
     assert_true(ra.measured_ms > 0);
     assert_int_equal(ra.allreduces, 0); /* one rank: nothing to exchange */
+    char *ev = NULL;
+    assert_int_equal(ss_rt_trace_events(a, &ev, &d), SS_OK);
+    assert_non_null(strstr(ev, "\"name\": \"fwd fc1 t0\""));
+    assert_non_null(strstr(ev, "\"name\": \"bwd out t0\""));
+    ss_free(ev);
     ss_rt_free(a);
     ss_rt_free(b);
     ss_rt_result_clear(&ra);
@@ -261,7 +266,7 @@ static void test_more_devices_than_ranks(void **state)
     assert_int_equal(ss_rt_train(g, p, &cfg, &self, &s, &r, &d), SS_ERR_INVALID);
     assert_non_null(strstr(d.msg, "ranks"));
     assert_null(s);
-    ss_rt_config bad = {0, 0, 0.1, 1, 0};
+    ss_rt_config bad = {0, 0, 0.1, 1, 0, 0};
     assert_int_equal(ss_rt_train(g, p, &bad, &self, &s, &r, &d), SS_ERR_INVALID);
     ss_plan_free(p);
     ss_graph_free(g);
