@@ -1,0 +1,298 @@
+/*
+ * cmd_run.c — `simsearch run`: train a model under a plan on MPI ranks with
+ * the CPU kernels (runtime/exec.h), check the loss and weights against a
+ * one-process run of the same model, and compare the measured iteration time
+ * with the simulator's prediction. The plain simsearch binary does not link
+ * MPI: it re-executes itself as the simsearch-run helper (this same CLI built
+ * with SS_RUN_MPI and Open MPI, CMakeLists.txt), next to it, under the same
+ * mpirun environment; without the helper it says MPI was not found.
+ */
+#include "cli.h"
+#include "runtime/exec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef SS_RUN_MPI
+#include "runtime/mpi/comm_mpi.h"
+
+/* Write the ranks' trace events into one Chrome Trace array at path, rank
+ * after rank (each appends between barriers). Returns an exit code. */
+static int write_trace(const char *path, const ss_rt_state *s, const ss_rt_comm *c)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    char *ev = NULL;
+    int rc = ss_rt_trace_events(s, &ev, &d) == SS_OK ? SS_EXIT_OK : SS_EXIT_FAIL;
+    for (int r = 0; r < c->size; r++) {
+        if (r == c->rank && rc == SS_EXIT_OK) {
+            FILE *f = fopen(path, r ? "a" : "w");
+            if (!f) {
+                fprintf(stderr, "simsearch: rank %d: cannot write %s\n", r, path);
+                rc = SS_EXIT_FAIL;
+            } else {
+                fprintf(f, "%s%s%s", r ? (*ev ? ",\n" : "") : "[\n", ev,
+                        r == c->size - 1 ? "\n]\n" : "");
+                if (fclose(f))
+                    rc = SS_EXIT_FAIL;
+            }
+        }
+        if (c->barrier(c->ctx, &d) != SS_OK)
+            rc = SS_EXIT_FAIL;
+    }
+    ss_free(ev);
+    return rc;
+}
+#endif
+
+typedef struct opts {
+    ss_cli_common c;
+    const char *db, *backend, *optimizer, *trace;
+    long long iterations, warmup, seed;
+    double lr, tolerance;
+} opts;
+
+static const ss_cli_optdef options[] = {
+    SS_CLI_ROW_MODEL(opts),
+    SS_CLI_ROW_TOPOLOGY(opts),
+    SS_CLI_ROW_PLAN(opts, 1),
+    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_INT_ROW(opts, "--iterations", "N", iterations, 1, 100000,
+                   "measured iterations (default 10; the median is reported)"),
+    SS_CLI_INT_ROW(opts, "--warmup", "N", warmup, 0, 100000,
+                   "iterations before the measured ones (default 2)"),
+    SS_CLI_REAL_ROW(opts, "--lr", "X", lr, 1e-12, 1e6,
+                    "learning rate (default 0.05 for sgd, 0.001 for adam)"),
+    SS_CLI_STR_ROW(opts, "--optimizer", "O", optimizer, 0,
+                   "sgd (default) or adam (beta 0.9 / 0.999, eps 1e-8)"),
+    SS_CLI_INT_ROW(opts, "--seed", "N", seed, 0, 1LL << 62,
+                   "seed of the synthetic inputs and initial weights (default 1)"),
+    SS_CLI_REAL_ROW(opts, "--tolerance", "X", tolerance, 0, 1,
+                    "largest relative difference from the one-process run\n"
+                    "(loss, and each weight relative to its largest magnitude;\n"
+                    "default 1e-4)"),
+    SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
+                   "profile database for the prediction (as simulate --db)"),
+    SS_CLI_STR_ROW(opts, "--backend", "B", backend, 0,
+                   "cpu (default); cuda is not built into the runtime yet"),
+    SS_CLI_STR_ROW(opts, "--trace", "FILE", trace, 0,
+                   "write the last iteration's kernels and collectives, every\n"
+                   "rank (process = rank), as Chrome Trace JSON (Perfetto)"),
+    SS_CLI_ROW_JSON(opts, "print the result as one JSON object (rank 0)"),
+    {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+const ss_cli_cmddef ss_cli_def_run = {
+    "run",
+    "execute a plan on MPI ranks, check numerics, measure vs prediction",
+    "Train the model under the plan with the CPU kernels, one MPI rank per device\n"
+    "(mpirun --allow-run-as-root --oversubscribe -np N simsearch run ...), with\n"
+    "synthetic data from a fixed seed and SGD or Adam; then compare the loss and\n"
+    "weights with a one-process run of the same model and the measured iteration\n"
+    "time (median, max over ranks) with the simulator's prediction.",
+    options,
+    NULL,
+    0,
+    "Exit status: 0 ok, 2 bad usage or input, 1 other failures or numerics outside\n"
+    "the tolerance.",
+};
+
+#ifndef SS_RUN_MPI
+int ss_cmd_run(int argc, char **argv)
+{
+    opts o = {{0}, NULL, "cpu", "sgd", NULL, 10, 2, 1, 0.05, 1e-4};
+    int r = ss_cli_parse_def(&ss_cli_def_run, argc, argv, &o);
+    if (r)
+        return r < 0 ? SS_EXIT_OK : r;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 32);
+    if (n <= 0)
+        return fprintf(stderr, "simsearch: run: cannot find this executable\n"), SS_EXIT_FAIL;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    strcpy(slash + 1, "simsearch-run");
+    if (access(self, X_OK))
+        return fprintf(stderr, "simsearch: run needs the MPI helper %s, built when Open MPI is "
+                               "found (scripts/setup.sh installs it)\n", self),
+               SS_EXIT_FAIL;
+    char **av = calloc((size_t)argc + 2, sizeof *av);
+    if (!av)
+        return SS_EXIT_FAIL;
+    av[0] = self;
+    for (int i = 0; i < argc; i++)
+        av[i + 1] = argv[i];
+    execv(self, av);
+    fprintf(stderr, "simsearch: run: cannot start %s\n", self);
+    free(av);
+    return SS_EXIT_FAIL;
+}
+#else
+
+/* The simulator's figures for the plan: iteration, and the largest per-device
+ * compute and communication times (ms). */
+typedef struct predicted {
+    double iter_ms, compute_ms, comm_ms;
+} predicted;
+
+static predicted predict(const ss_machine *m, const ss_graph *g, const ss_plan *p,
+                         const char *db_path, int *rc)
+{
+    predicted pr = {NAN, NAN, NAN};
+    ss_costmodel *cm = NULL;
+    ss_profile_db *db = NULL;
+    ss_sim *s = NULL;
+    ss_sim_result res;
+    memset(&res, 0, sizeof res);
+    ss_diag d;
+    ss_diag_init(&d);
+    if ((*rc = ss_cli_cost_model(m, db_path, &cm, &db)))
+        return pr;
+    if (ss_sim_new(g, m, cm, NULL, &s, &d) != SS_OK || ss_sim_run(s, p, &res, &d) != SS_OK)
+        *rc = ss_cli_fail(&d);
+    else {
+        pr.iter_ms = res.iteration_us / 1e3;
+        pr.compute_ms = pr.comm_ms = 0;
+        for (int i = 0; i < res.n_devices; i++) {
+            pr.compute_ms = fmax(pr.compute_ms, res.compute_us[i] / 1e3);
+            pr.comm_ms = fmax(pr.comm_ms, res.comm_us[i] / 1e3);
+        }
+    }
+    ss_sim_result_clear(&res);
+    ss_sim_free(s);
+    ss_cost_free(cm);
+    ss_profile_db_free(db);
+    return pr;
+}
+
+/* parts: the measured compute (wall, CPU) and communication ms, max over ranks. */
+static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr, int ranks,
+                   const predicted *pp, const double *parts, double loss_diff, double w_diff,
+                   const char *worst, int ok)
+{
+    double pred = pp->iter_ms;
+    double err = fabs(pred - pr->measured_ms) / pr->measured_ms;
+    double cerr = fabs(pp->compute_ms - parts[0]) / parts[0];
+    double md = loss_diff > w_diff ? loss_diff : w_diff;
+    int n = pr->n_iter;
+    if (o->c.json) {
+        printf("{\"model\": \"%s\", \"plan\": \"%s\", \"ranks\": %d, \"backend\": \"cpu\", "
+               "\"optimizer\": \"%s\", "
+               "\"iterations\": %lld, \"warmup\": %lld, \"measured_ms\": %.4f, "
+               "\"predicted_ms\": %.4f, \"error\": %.4f, \"reference_ms\": %.4f, "
+               "\"loss_first\": %.8g, \"loss_last\": %.8g, \"allreduces_per_iteration\": %lld, "
+               "\"allreduce_bytes_per_iteration\": %.0f, \"numerics\": {\"max_rel_diff\": %.3g, "
+               "\"loss_rel_diff\": %.3g, \"weight_rel_diff\": %.3g, \"worst_weight\": \"%s\", "
+               "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
+               "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
+               "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}}\n",
+               o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup,
+               pr->measured_ms, pred, err,
+               rr->measured_ms, pr->loss[0], pr->loss[n - 1], (long long)pr->allreduces,
+               pr->allreduce_bytes, md, loss_diff, w_diff, worst ? worst : "", o->tolerance,
+               ok ? "true" : "false", parts[0], parts[1], pp->compute_ms, cerr, parts[2],
+               pp->comm_ms);
+        return;
+    }
+    printf("run: %s under %s on %d ranks (cpu, %s), %lld iterations after %lld warm-up\n",
+           o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup);
+    printf("loss: %.6g -> %.6g\n", pr->loss[0], pr->loss[n - 1]);
+    printf("iteration: measured %.3f ms (median, max over ranks), predicted %.3f ms, error "
+           "%.1f%%; one process %.3f ms\n",
+           pr->measured_ms, pred, 100 * err, rr->measured_ms);
+    printf("compute: measured %.3f ms (CPU time %.3f ms), predicted %.3f ms, error %.1f%% "
+           "(busiest rank / device)\n",
+           parts[0], parts[1], pp->compute_ms, 100 * cerr);
+    printf("communication: %lld all-reduces, %.0f bytes per iteration per rank; measured "
+           "%.3f ms, predicted %.3f ms\n",
+           (long long)pr->allreduces, pr->allreduce_bytes, parts[2], pp->comm_ms);
+    printf("numerics vs one process: max rel diff %.3g (loss %.3g, weights %.3g, worst %s), "
+           "tolerance %.3g: %s\n",
+           md, loss_diff, w_diff, worst ? worst : "-", o->tolerance, ok ? "ok" : "FAILED");
+}
+
+int ss_cmd_run(int argc, char **argv)
+{
+    opts o = {{0}, NULL, "cpu", "sgd", NULL, 10, 2, 1, 0.05, 1e-4};
+    int rc = ss_cli_parse_def(&ss_cli_def_run, argc, argv, &o);
+    if (rc)
+        return rc < 0 ? SS_EXIT_OK : rc;
+    if (strcmp(o.optimizer, "sgd") && strcmp(o.optimizer, "adam"))
+        return ss_cli_usage_error("run", "--optimizer must be sgd or adam");
+    if (!ss_cli_given(&ss_cli_def_run, "--lr") && !strcmp(o.optimizer, "adam"))
+        o.lr = 1e-3;
+    if (strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
+        return ss_cli_usage_error("run", "--backend must be cpu or cuda");
+    if (!strcmp(o.backend, "cuda"))
+        return fprintf(stderr, "simsearch: run: the CUDA backend of the runtime is not built "
+                               "yet (only --backend cpu runs)\n"),
+               SS_EXIT_FAIL;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_rt_comm comm, self;
+    if (ss_rt_comm_mpi_init(&comm, &d) != SS_OK)
+        return ss_cli_fail(&d);
+    ss_rt_comm_self(&self);
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    ss_plan *p = NULL, *ref = NULL;
+    ss_rt_state *ps = NULL, *rs = NULL;
+    ss_rt_result pr, rr;
+    memset(&pr, 0, sizeof pr);
+    memset(&rr, 0, sizeof rr);
+    int ok = 0;
+    predicted pred = {NAN, NAN, NAN};
+    if ((rc = ss_cli_common_load(&o.c, &m, &g, &p)))
+        goto done;
+    pred = predict(m, g, p, o.db, &rc);
+    if (rc)
+        goto done;
+    ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed,
+                        !strcmp(o.optimizer, "adam"), o.trace != NULL};
+    if (!(ref = ss_plan_new(g, m))) {
+        rc = SS_EXIT_FAIL;
+        goto done;
+    }
+    if (ss_rt_train(g, p, &cfg, &comm, &ps, &pr, &d) != SS_OK ||
+        ss_rt_train(g, ref, &cfg, &self, &rs, &rr, &d) != SS_OK) {
+        fprintf(stderr, "simsearch: rank %d: %s\n", comm.rank, d.msg);
+        rc = d.status == SS_ERR_INVALID || d.status == SS_ERR_UNSUPPORTED ? SS_EXIT_USAGE
+                                                                          : SS_EXIT_FAIL;
+        goto done;
+    }
+    double loss_diff = 0;
+    for (int i = 0; i < pr.n_iter; i++) {
+        double v = fabs(pr.loss[i] - rr.loss[i]) / fmax(fabs(rr.loss[i]), 1e-12);
+        loss_diff = v > loss_diff ? v : loss_diff;
+    }
+    const char *worst = NULL;
+    double w[4] = {ss_rt_weight_diff(ps, rs, &worst), pr.compute_ms, pr.compute_cpu_ms,
+                   pr.comm_ms};
+    if (comm.allreduce_f64(comm.ctx, w, 4, 1, &d) != SS_OK) {
+        rc = ss_cli_fail(&d);
+        goto done;
+    }
+    ok = loss_diff <= o.tolerance && w[0] <= o.tolerance;
+    if (o.trace && (rc = write_trace(o.trace, ps, &comm)))
+        goto done;
+    if (comm.rank == 0)
+        report(&o, &pr, &rr, comm.size, &pred, w + 1, loss_diff, w[0], worst, ok);
+    rc = ok ? SS_EXIT_OK : SS_EXIT_FAIL;
+done:
+    ss_rt_free(ps);
+    ss_rt_free(rs);
+    ss_rt_result_clear(&pr);
+    ss_rt_result_clear(&rr);
+    ss_plan_free(ref);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    if (rc && comm.size > 1) {
+        fflush(NULL);
+        ss_rt_comm_mpi_abort(rc);
+    }
+    ss_rt_comm_mpi_finalize();
+    return rc;
+}
+#endif

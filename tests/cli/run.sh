@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End-to-end checks of `simsearch run` (the runtime): usage errors exit 2,
+# the CUDA backend is refused (exit 1); with Open MPI, 2-rank runs of the MLP
+# (data-, tensor- and pipeline-parallel) and of a small fp32 GPT (data- and
+# tensor-parallel) match the one-process run (numerics ok, --json fields);
+# a plan on more devices than ranks exits 2 naming the ranks, a plan for
+# another model fails naming it; killing one
+# rank mid-run makes the run exit non-zero within 30 s, naming the rank.
+# Without the MPI helper or mpirun it prints a SKIP line and exits 77.
+. "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
+"$bin" run --help >"$tmp/h" 2>&1; check "run --help exits 0" $?
+grep -q -- "--iterations" "$tmp/h"; check "... listing --iterations" $?
+"$bin" run --model mlp --topology topologies/local-cpu.json >/dev/null 2>&1; [ $? -eq 2 ]
+check "run without --plan exits 2" $?
+"$bin" run --model mlp --topology topologies/local-cpu.json --plan data-parallel --backend tcp \
+  >/dev/null 2>&1; [ $? -eq 2 ]; check "run --backend tcp exits 2" $?
+if [ ! -x "$(dirname "$bin")/simsearch-run" ] || ! command -v mpirun >/dev/null; then
+  echo "SKIP: no simsearch-run helper or no mpirun (Open MPI not installed); $fail failure(s)"
+  [ $fail -eq 0 ] && exit 77
+  exit 1
+fi
+"$bin" run --model mlp --topology topologies/local-cpu.json --plan data-parallel --backend cuda \
+  >/dev/null 2>"$tmp/e"; [ $? -eq 1 ]; check "run --backend cuda exits 1" $?
+grep -q "CUDA" "$tmp/e"; check "... saying the CUDA backend is not built" $?
+"$bin" run --model mlp --topology topologies/local-cpu.json --plan data-parallel \
+  --optimizer rmsprop >/dev/null 2>&1; [ $? -eq 2 ]; check "run --optimizer rmsprop exits 2" $?
+mpi() { OPENBLAS_NUM_THREADS=1 timeout 300 mpirun --allow-run-as-root --oversubscribe \
+  -x OPENBLAS_NUM_THREADS=1 "$@"; }
+topo=topologies/local-cpu.json
+mlp="mlp:layers=2,hidden=128,in=64"
+"$bin" model "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0" --batch 4 \
+  --export "$tmp/gpt16.json" >/dev/null
+# the CPU kernels run fp32: the same GPT with every bf16 tensor in f32
+sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/g' "$tmp/gpt16.json" >"$tmp/gpt.json"
+for c in "$mlp data-parallel 32 sgd" "$mlp megatron:tp=2 32 sgd" "$mlp megatron:tp=2 32 adam" \
+         "$mlp megatron:pp=2,mb=2 32 sgd" "$tmp/gpt.json data-parallel 4 sgd" \
+         "$tmp/gpt.json megatron:tp=2 4 adam"; do
+  set -- $c
+  mpi -np 2 "$bin" run --model "$1" --topology $topo --plan "$2" --batch "$3" --optimizer "$4" \
+    --iterations 3 --warmup 1 --json >"$tmp/j" 2>"$tmp/e"
+  check "2 ranks: $(basename "$1") $2 $4 exits 0" $?
+  python3 - "$tmp/j" <<'PY'; check "... numerics match one process (max_rel_diff < 1e-4)" $?
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+n = r["numerics"]
+ok = r["ranks"] == 2 and n["ok"] is True and n["max_rel_diff"] < 1e-4
+ok = ok and r["measured_ms"] > 0 and r["predicted_ms"] > 0 and r["error"] >= 0
+print(r["plan"], "max_rel_diff", n["max_rel_diff"], "measured", r["measured_ms"],
+      "predicted", r["predicted_ms"])
+sys.exit(0 if ok else 1)
+PY
+done
+mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:tp=2 --batch 32 \
+  --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace exits 0" $?
+python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' kernels and all-reduces" $?
+import json, sys
+t = json.load(open(sys.argv[1]))
+names = [e["name"] for e in t]
+ok = {e["pid"] for e in t} == {0, 1} and "fwd fc1 t0" in names and "bwd fc1 t1" in names
+ok = ok and "allreduce fc2" in names and all(e["ph"] == "X" and e["dur"] >= 0 for e in t)
+sys.exit(0 if ok else 1)
+PY
+mpi -np 1 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \
+  >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]; check "a 2-device plan on 1 rank exits 2" $?
+grep -q "only 1 ranks run" "$tmp/e"; check "... naming the ranks" $?
+"$bin" plan --model "$mlp" --batch 32 --topology $topo --plan data-parallel --out "$tmp/dp.json" \
+  >/dev/null
+mpi -np 2 "$bin" run --model "mlp:layers=2,hidden=64,in=64" --batch 32 --topology $topo \
+  --plan "$tmp/dp.json" >/dev/null 2>"$tmp/e"; [ $? -ne 0 ]; check "a plan for another model fails" $?
+grep -q "was made for model" "$tmp/e"; check "... saying which model it was made for" $?
+# fault: kill rank 1 mid-run; the run must end non-zero within 30 s naming it
+start=$(date +%s)
+mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \
+  --iterations 100000 >/dev/null 2>"$tmp/e" &
+runner=$!
+victim=""
+for _ in $(seq 100); do
+  sleep 0.2
+  victim=$(pgrep -f -- "simsearch-run run --model $mlp" | sort -n | tail -1)
+  [ -n "$victim" ] && [ "$(pgrep -f -- "simsearch-run run --model $mlp" | wc -l)" -ge 2 ] && break
+done
+sleep 1
+[ -n "$victim" ] && kill -9 "$victim"
+wait $runner; st=$?
+took=$(( $(date +%s) - start ))
+[ $st -ne 0 ] && [ $took -le 60 ]; check "killing a rank ends the run non-zero ($st, ${took}s)" $?
+grep -qi "rank" "$tmp/e"; check "... naming the rank" $?
+echo "$fail failure(s)"
+[ $fail -eq 0 ]

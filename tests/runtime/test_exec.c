@@ -1,0 +1,287 @@
+/*
+ * test_exec.c — the runtime's executor (runtime/exec.h) without MPI: two
+ * "ranks" as threads with an in-memory all-reduce run data-parallel and
+ * tensor-parallel plans of a small MLP (SGD; Adam for TP) and must match a one-process run of
+ * the same model; a communicator that drops the reductions must not; plans
+ * on more devices than ranks are refused; training lowers the loss.
+ */
+#include "testutil.h"
+#include "runtime/exec.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ thread comm */
+
+typedef struct shared {
+    pthread_barrier_t bar;
+    void *slot[2];
+    int drop; /* 1: reductions do nothing (a broken exchange) */
+} shared;
+
+typedef struct tcomm {
+    shared *sh;
+    int rank;
+} tcomm;
+
+static ss_status t_reduce(tcomm *c, void *buf, int64_t n, int is64, int op)
+{
+    if (c->sh->drop)
+        return SS_OK;
+    size_t es = is64 ? 8 : 4;
+    void *tmp = malloc((size_t)n * es);
+    c->sh->slot[c->rank] = buf;
+    pthread_barrier_wait(&c->sh->bar);
+    for (int64_t i = 0; i < n; i++) {
+        double v[2];
+        for (int r = 0; r < 2; r++)
+            v[r] = is64 ? ((double *)c->sh->slot[r])[i] : ((float *)c->sh->slot[r])[i];
+        double x = op ? fmax(v[0], v[1]) : v[0] + v[1];
+        if (is64)
+            ((double *)tmp)[i] = x;
+        else
+            ((float *)tmp)[i] = (float)x;
+    }
+    pthread_barrier_wait(&c->sh->bar);
+    memcpy(buf, tmp, (size_t)n * es);
+    free(tmp);
+    return SS_OK;
+}
+static ss_status t_f32(void *c, float *b, int64_t n, int op, ss_diag *d)
+{
+    (void)d;
+    return t_reduce(c, b, n, 0, op);
+}
+static ss_status t_f64(void *c, double *b, int64_t n, int op, ss_diag *d)
+{
+    (void)d;
+    return t_reduce(c, b, n, 1, op);
+}
+static ss_status t_barrier(void *c, ss_diag *d)
+{
+    (void)d;
+    tcomm *t = c;
+    if (!t->sh->drop)
+        pthread_barrier_wait(&t->sh->bar);
+    return SS_OK;
+}
+
+typedef struct job {
+    const ss_graph *g;
+    const ss_plan *p;
+    ss_rt_config cfg;
+    tcomm tc;
+    ss_rt_comm comm;
+    ss_rt_state *st;
+    ss_rt_result res;
+    ss_status status;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    ss_diag d;
+    ss_diag_init(&d);
+    j->status = ss_rt_train(j->g, j->p, &j->cfg, &j->comm, &j->st, &j->res, &d);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ fixtures */
+
+static ss_machine *machine(void)
+{
+    ss_machine *m = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_machine_load(ss_test_path("topologies/local-cpu.json"), &m, &d), SS_OK);
+    return m;
+}
+
+static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0};
+
+/* Run plan spec on two thread ranks and compare with one process: the
+ * largest relative weight and loss differences over both ranks. */
+static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, int64_t *nred)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = machine();
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &g, &d), SS_OK);
+    ss_plan *p = NULL, *ref = ss_plan_new(g, m);
+    assert_int_equal(ss_plan_from_spec(spec, g, m, &p, &d), SS_OK);
+    ss_rt_comm self;
+    ss_rt_comm_self(&self);
+    ss_rt_state *rs = NULL;
+    ss_rt_result rr;
+    assert_int_equal(ss_rt_train(g, ref, &cfg, &self, &rs, &rr, &d), SS_OK);
+    shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.drop = drop;
+    pthread_barrier_init(&sh.bar, NULL, 2);
+    job j[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        memset(&j[r], 0, sizeof j[r]);
+        j[r].g = g;
+        j[r].p = p;
+        j[r].cfg = cfg;
+        j[r].tc.sh = &sh;
+        j[r].tc.rank = r;
+        j[r].comm = (ss_rt_comm){r, 2, &j[r].tc, t_f32, t_f64, t_barrier};
+    }
+    if (drop) { /* no barrier: run the ranks one after the other */
+        for (int r = 0; r < 2; r++)
+            run_job(&j[r]);
+    } else {
+        for (int r = 0; r < 2; r++)
+            assert_int_equal(pthread_create(&th[r], NULL, run_job, &j[r]), 0);
+        for (int r = 0; r < 2; r++)
+            pthread_join(th[r], NULL);
+    }
+    *wdiff = *ldiff = 0;
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(j[r].status, SS_OK);
+        const char *worst = NULL;
+        double w = ss_rt_weight_diff(j[r].st, rs, &worst);
+        assert_non_null(worst);
+        *wdiff = fmax(*wdiff, w);
+        for (int i = 0; i < rr.n_iter; i++)
+            *ldiff = fmax(*ldiff, fabs(j[r].res.loss[i] - rr.loss[i]) / fabs(rr.loss[i]));
+        *nred = j[r].res.allreduces;
+        ss_rt_free(j[r].st);
+        ss_rt_result_clear(&j[r].res);
+    }
+    pthread_barrier_destroy(&sh.bar);
+    ss_rt_free(rs);
+    ss_rt_result_clear(&rr);
+    ss_plan_free(p);
+    ss_plan_free(ref);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void test_one_process_trains(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = machine();
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 1, &g, &d), SS_OK);
+    ss_plan *p = ss_plan_new(g, m);
+    ss_rt_comm self;
+    ss_rt_comm_self(&self);
+    ss_rt_config c = {20, 0, 0.5, 3, 0, 1};
+    ss_rt_state *a = NULL, *b = NULL;
+    ss_rt_result ra, rb;
+    assert_int_equal(ss_rt_train(g, p, &c, &self, &a, &ra, &d), SS_OK);
+    assert_int_equal(ss_rt_train(g, p, &c, &self, &b, &rb, &d), SS_OK);
+    /* fixed data: the loss falls; the run is deterministic */
+    assert_true(ra.loss[19] < ra.loss[0] - 0.05);
+    const char *w = NULL;
+    assert_true(ss_rt_weight_diff(a, b, &w) == 0);
+    assert_true(ra.loss[19] == rb.loss[19]);
+    assert_true(ra.measured_ms > 0);
+    assert_int_equal(ra.allreduces, 0); /* one rank: nothing to exchange */
+    char *ev = NULL;
+    assert_int_equal(ss_rt_trace_events(a, &ev, &d), SS_OK);
+    assert_non_null(strstr(ev, "\"name\": \"fwd fc1 t0\""));
+    assert_non_null(strstr(ev, "\"name\": \"bwd out t0\""));
+    ss_free(ev);
+    ss_rt_free(a);
+    ss_rt_free(b);
+    ss_rt_result_clear(&ra);
+    ss_rt_result_clear(&rb);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+static void test_data_parallel_matches(void **state)
+{
+    (void)state;
+    double w, l;
+    int64_t n;
+    run_two("data-parallel", 0, &w, &l, &n);
+    assert_true(w < 1e-5);
+    assert_true(l < 1e-6);
+    assert_int_equal(n, 6 + 1); /* the 6 weight gradients, the loss */
+}
+
+static void test_tensor_parallel_matches(void **state)
+{
+    (void)state;
+    double w, l;
+    int64_t n;
+    run_two("megatron:tp=2", 0, &w, &l, &n);
+    assert_true(w < 1e-5);
+    assert_true(l < 1e-6);
+    /* fc2 partial sums, the split loss (max, sum), the loss; backward: the
+     * gradient of relu2 (read whole by both halves of out), fc2's bias */
+    assert_int_equal(n, 6);
+}
+
+static void test_tensor_parallel_adam_matches(void **state)
+{
+    (void)state;
+    double w, l;
+    int64_t n;
+    cfg.adam = 1;
+    cfg.lr = 1e-3;
+    run_two("megatron:tp=2", 0, &w, &l, &n);
+    cfg.adam = 0;
+    cfg.lr = 0.05;
+    assert_true(w < 1e-4);
+    assert_true(l < 1e-6);
+}
+
+static void test_broken_exchange_detected(void **state)
+{
+    (void)state;
+    double w, l;
+    int64_t n;
+    run_two("data-parallel", 1, &w, &l, &n);
+    assert_true(w > 1e-3);
+}
+
+static void test_more_devices_than_ranks(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = machine();
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("mlp:layers=1,hidden=16,in=8", 4, 2, &g, &d), SS_OK);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_from_spec("data-parallel", g, m, &p, &d), SS_OK);
+    ss_rt_comm self;
+    ss_rt_comm_self(&self);
+    ss_rt_state *s = NULL;
+    ss_rt_result r;
+    assert_int_equal(ss_rt_train(g, p, &cfg, &self, &s, &r, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "ranks"));
+    assert_null(s);
+    ss_rt_config bad = {0, 0, 0.1, 1, 0, 0};
+    assert_int_equal(ss_rt_train(g, p, &bad, &self, &s, &r, &d), SS_ERR_INVALID);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_process_trains),
+        cmocka_unit_test(test_data_parallel_matches),
+        cmocka_unit_test(test_tensor_parallel_matches),
+        cmocka_unit_test(test_tensor_parallel_adam_matches),
+        cmocka_unit_test(test_broken_exchange_detected),
+        cmocka_unit_test(test_more_devices_than_ranks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
