@@ -109,6 +109,7 @@ static void release_scratch(ss_builder *b)
     DROP(b, ipool, cap_ipool);
     DROP(b, res, cap_res);
     DROP(b, gate, cap_gate);
+    DROP(b, gsync, cap_gsync);
     DROP(b, regs, cap_regs);
     DROP(b, mbk, cap_mbk);
     DROP(b, uhave, cap_uhave);
@@ -162,6 +163,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->ipool);
     ss_free(b->res);
     ss_free(b->gate);
+    ss_free(b->gsync);
     ss_free(b->flush);
     ss_free(b->regs);
     ss_free(b->mbk);
