@@ -1108,6 +1108,12 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
                            ss_plan_n_ops(p), ss_graph_name(b->g), b->n_ops);
     b->set = *ss_plan_settings_get(p);
     b->plan = p;
+    if (b->set.reorder_backward)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: the plan's setting reorder_backward is not modelled: the "
+                           "backward of a tile is one task (input and weight gradients "
+                           "together), so no weight-gradient step can move ahead; set "
+                           "\"reorder_backward\": false");
     if (b->set.stages < 1)
         b->set.stages = 1;
     if (b->set.microbatches < 1)

@@ -68,10 +68,47 @@ static void test_overlap_beats_bulk(void **state)
     assert_true(o == iteration_ms(over, SS_EVAL_SYMMETRY));
 }
 
+/* reorder_backward cannot apply (a tile's backward is one task): a plan
+ * setting it is refused with the reason, never simulated as if unset. */
+static void test_reorder_refused(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    ss_plan *p = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 1, &m, &d),
+                     SS_OK);
+    assert_int_equal(ss_model_build("gpt:layers=2,hidden=256,heads=4,seq=128", 16,
+                                    ss_machine_n_devices(m), &g, &d),
+                     SS_OK);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mb=4", g, m, &p, &d), SS_OK);
+    ss_costmodel *cm = ss_cost_new(m);
+    assert_non_null(cm);
+    ss_sim_config cfg = {.evaluator = SS_EVAL_FULL};
+    ss_sim *s = NULL;
+    assert_int_equal(ss_sim_new(g, m, cm, &cfg, &s, &d), SS_OK);
+    ss_sim_result r = {0};
+    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK);
+    ss_sim_result_clear(&r);
+    ss_plan_settings_of(p)->reorder_backward = 1;
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "reorder_backward is not modelled"));
+    ss_sim_result_clear(&r);
+    ss_sim_free(s);
+    ss_cost_free(cm);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_beats_bulk),
+        cmocka_unit_test(test_reorder_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
