@@ -10,6 +10,7 @@
  */
 #include "simulator/build_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -487,7 +488,7 @@ static ss_status sync_chain(ss_builder *b, ss_taskgraph *tg, int c, const int *d
 /* Close bucket order[lo..hi): one all-reduce over the (common) device set
  * after the shards' backward tasks (or the bulk barrier), then updates. */
 static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, int barrier,
-                              ss_diag *d)
+                              int parts, ss_diag *d)
 {
     const shard *s0 = &b->sh[b->order[lo]];
     double bytes = 0;
@@ -505,18 +506,42 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
                (b->set.priority ? minop : b->n_ops - 1 - maxop);
     int bucket = b->st.buckets++;
     int dist = b->set.distopt;
-    /* distributed optimizer: reduce-scatter the gradients, update the
-     * slices, all-gather the updated parameters (weight bytes) */
-    int c = ss_build_add_collective(b, tg, dist ? SS_COLL_REDUCE_SCATTER : SS_COLL_ALLREDUCE,
-                                    b->ipool + s0->dev_off, s0->n_dev, bytes, bytes, s0->minop,
-                                    bucket, SS_BUILD_COLL_GRAD, prio, d);
-    if (c < 0)
-        return d->status;
-    b->st.coll_grad++;
     ss_status st = SS_OK;
-    if (barrier < 0 && !b->set.priority && b->set.virtual_stages <= 1 && !shared &&
-        (st = sync_chain(b, tg, c, b->ipool + s0->dev_off, s0->n_dev, d)) != SS_OK)
-        return st;
+    /* distributed optimizer: reduce-scatter the gradients, update the
+     * slices, all-gather the updated parameters (weight bytes); a split
+     * gradient (parts > 1): one collective per part of bytes / parts, then
+     * a join the updates wait for */
+    int c = -1;
+    if (parts > 1 && (c = add_task(tg, SS_TASK_OTHER, 0, prio, s0->minop, bucket, -1, 0, 0, 0,
+                                   NULL, d)) < 0)
+        return d->status;
+    for (int q = 0; q < parts; q++) {
+        int cq = ss_build_add_collective(b, tg, dist ? SS_COLL_REDUCE_SCATTER : SS_COLL_ALLREDUCE,
+                                         b->ipool + s0->dev_off, s0->n_dev, bytes / parts,
+                                         bytes / parts, s0->minop, bucket, SS_BUILD_COLL_GRAD, prio,
+                                         d);
+        if (cq < 0)
+            return d->status;
+        b->st.coll_grad++;
+        if (barrier < 0 && !b->set.priority && b->set.virtual_stages <= 1 && !shared &&
+            (st = sync_chain(b, tg, cq, b->ipool + s0->dev_off, s0->n_dev, d)) != SS_OK)
+            return st;
+        if (barrier >= 0) {
+            if (ss_taskgraph_add_dep(tg, barrier, cq, d) != SS_OK)
+                return d->status;
+        } else {
+            for (int k = lo; k < hi; k++) {
+                const shard *s = &b->sh[b->order[k]];
+                for (int e = s->first; e < s->first + s->count; e++)
+                    if (ss_taskgraph_add_dep(tg, b->wr[e].task, cq, d) != SS_OK)
+                        return d->status;
+            }
+        }
+        if (parts == 1)
+            c = cq;
+        else if (ss_taskgraph_add_dep(tg, cq, c, d) != SS_OK)
+            return d->status;
+    }
     int gather = -1;
     if (dist) {
         double wb, pbytes = 0;
@@ -532,17 +557,6 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
         if (gather < 0)
             return d->status;
         b->st.coll_grad++;
-    }
-    if (barrier >= 0) {
-        if (ss_taskgraph_add_dep(tg, barrier, c, d) != SS_OK)
-            return d->status;
-    } else {
-        for (int k = lo; k < hi; k++) {
-            const shard *s = &b->sh[b->order[k]];
-            for (int e = s->first; e < s->first + s->count; e++)
-                if (ss_taskgraph_add_dep(tg, b->wr[e].task, c, d) != SS_OK)
-                    return d->status;
-        }
     }
     for (int k = lo; k < hi; k++)
         if ((st = add_updates(b, tg, &b->sh[b->order[k]], c, dist, gather, d)) != SS_OK)
@@ -594,14 +608,22 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
     double open_bytes = 0;
     for (int k = 0; k < b->n_sh; k++) {
         const shard *s = &b->sh[b->order[k]];
-        if (open >= 0 && (!same_devs(b, &b->sh[b->order[open]], s) ||
+        int split = s->n_dev > 1 && b->set.bucket_bytes > 0 && s->bytes > b->set.bucket_bytes;
+        if (open >= 0 && (split || !same_devs(b, &b->sh[b->order[open]], s) ||
                           !(b->set.bucket_bytes > 0) || open_bytes >= b->set.bucket_bytes)) {
-            if ((st = close_bucket(b, tg, open, k, barrier, d)) != SS_OK)
+            if ((st = close_bucket(b, tg, open, k, barrier, 1, d)) != SS_OK)
                 return st;
             open = -1;
         }
         if (s->n_dev == 1) {
             if ((st = add_updates(b, tg, s, barrier, 0, -1, d)) != SS_OK)
+                return st;
+            continue;
+        }
+        if (split) { /* a gradient above the threshold: its own bucket, in parts */
+            double np = ceil(s->bytes / b->set.bucket_bytes);
+            if ((st = close_bucket(b, tg, k, k + 1, barrier, np < 65536 ? (int)np : 65536, d)) !=
+                SS_OK)
                 return st;
             continue;
         }
@@ -611,7 +633,7 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         }
         open_bytes += s->bytes;
     }
-    if (open >= 0 && (st = close_bucket(b, tg, open, b->n_sh, barrier, d)) != SS_OK)
+    if (open >= 0 && (st = close_bucket(b, tg, open, b->n_sh, barrier, 1, d)) != SS_OK)
         return st;
     return SS_OK;
 }
