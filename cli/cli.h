@@ -22,6 +22,7 @@ int ss_cmd_cost(int argc, char **argv);
 int ss_cmd_topo(int argc, char **argv);
 int ss_cmd_plan(int argc, char **argv);
 int ss_cmd_simulate(int argc, char **argv);
+int ss_cmd_tune_sync(int argc, char **argv);
 int ss_cmd_search(int argc, char **argv);
 int ss_cmd_profile(int argc, char **argv);
 int ss_cmd_probe(int argc, char **argv);
@@ -76,7 +77,7 @@ typedef struct ss_cli_common {
 /* The command definitions (cmd_*.c), for help, man pages and completion. */
 extern const ss_cli_cmddef ss_cli_def_search, ss_cli_def_models, ss_cli_def_model,
     ss_cli_def_cost, ss_cli_def_plan, ss_cli_def_topo, ss_cli_def_simulate, ss_cli_def_profile,
-    ss_cli_def_probe, ss_cli_def_swarm, ss_cli_def_run;
+    ss_cli_def_probe, ss_cli_def_swarm, ss_cli_def_run, ss_cli_def_tune_sync;
 
 /* Load the topology (with --nodes), then build the model for its device
  * count (with --batch) and, when c->plan is set and p is not NULL, the plan

@@ -8,7 +8,7 @@ bin=$1
 out=$2
 mkdir -p "$out/man" "$out/completion"
 "$bin" help --man >"$out/man/simsearch.1"
-for cmd in search models model cost plan topo simulate profile probe swarm run; do
+for cmd in search models model cost plan topo simulate profile probe swarm run tune-sync; do
   "$bin" help --man "$cmd" >"$out/man/simsearch-$cmd.1"
 done
 "$bin" help --completion >"$out/completion/simsearch"

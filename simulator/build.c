@@ -109,6 +109,7 @@ static void release_scratch(ss_builder *b)
     DROP(b, ipool, cap_ipool);
     DROP(b, res, cap_res);
     DROP(b, gate, cap_gate);
+    DROP(b, gsync, cap_gsync);
     DROP(b, regs, cap_regs);
     DROP(b, mbk, cap_mbk);
     DROP(b, uhave, cap_uhave);
@@ -162,6 +163,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->ipool);
     ss_free(b->res);
     ss_free(b->gate);
+    ss_free(b->gsync);
     ss_free(b->flush);
     ss_free(b->regs);
     ss_free(b->mbk);
@@ -1106,6 +1108,12 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
                            ss_plan_n_ops(p), ss_graph_name(b->g), b->n_ops);
     b->set = *ss_plan_settings_get(p);
     b->plan = p;
+    if (b->set.reorder_backward)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: the plan's setting reorder_backward is not modelled: the "
+                           "backward of a tile is one task (input and weight gradients "
+                           "together), so no weight-gradient step can move ahead; set "
+                           "\"reorder_backward\": false");
     if (b->set.stages < 1)
         b->set.stages = 1;
     if (b->set.microbatches < 1)

@@ -209,6 +209,10 @@ struct ss_builder {
                  * device's last backward step; its updates wait for it (Megatron
                  * steps the optimizer after the pipeline schedule), -1 none */
     int n_flush, cap_flush;
+    int *gsync;  /* [n_dev] pass 7: per device the last gradient reduction (all-reduce
+                  * or reduce-scatter) issued on its sync stream, -1 none
+                  * (build_weights.c, sync_chain) */
+    int cap_gsync;
     ss_region *regs;
     int cap_regs;
     const ss_plan *plan; /* the plan of the run being built (borrowed, during ss_build_run) */

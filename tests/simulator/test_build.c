@@ -179,6 +179,10 @@ static void test_link_contention(void **state)
  * 192 -> 1404, then two updates -> 1428.
  * Bulk sync with priority (front layers first): both all-reduces wait for
  * the barrier at 192; fc1's goes first [192, 804], fc2's [804, 1416], 1428.
+ * Split (bucket_bytes 2e6 < 4e6): each gradient in 2 all-reduces of 2e6 B,
+ * 6 + 6 + 1.5 * 2e6 / 1e4 = 312 us, one after another on the devices' sync
+ * stream: fc2's [128, 440], [440, 752], fc1's [752, 1064], [1064, 1376],
+ * update 12 -> 1388.
  */
 static void test_data_parallel_ring(void **state)
 {
@@ -215,6 +219,22 @@ static void test_data_parallel_ring(void **state)
     NEAR(f.tg->dur[c], 1212);
     NEAR(f.r->start[c], 192);
     NEAR(f.r->makespan, 1428);
+
+    ss_plan_settings_of(f.p)->bucket_bytes = 2e6;
+    run(&f);
+    assert_int_equal(ss_build_stats_of(f.b)->coll_grad, 4);
+    int p20 = find_task(&f, SS_TASK_COLLECTIVE, "fc2", 0);
+    int p21 = find_task(&f, SS_TASK_COLLECTIVE, "fc2", 1);
+    int p10 = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 0);
+    int p11 = find_task(&f, SS_TASK_COLLECTIVE, "fc1", 1);
+    assert_true(p20 >= 0 && p21 >= 0 && p10 >= 0 && p11 >= 0);
+    NEAR(f.tg->bytes[p20], 2e6);
+    NEAR(f.tg->dur[p20], 312);
+    NEAR(f.r->start[p20], 128);
+    NEAR(f.r->start[p21], 440);
+    NEAR(f.r->start[p10], 752);
+    NEAR(f.r->start[p11], 1064);
+    NEAR(f.r->makespan, 1388);
 
     ss_plan_settings_of(f.p)->bucket_bytes = 0;
     ss_plan_settings_of(f.p)->sync = SS_SYNC_BULK;

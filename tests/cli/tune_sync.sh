@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# simsearch tune-sync end to end: alexnet data-parallel on p100x16 (text and
+# --json: the best point is no slower than DDP's 25 MB, Horovod's 64 MB, no
+# bucketing and the plan's own settings), --out writes a plan whose
+# simulation gives the best time, usage errors exit 2.
+set -u
+src=${SS_SOURCE_DIR:?}
+bin=${SS_BINARY:?}
+cd "$src"
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check() { # check DESCRIPTION EXPECTED_RC COMMAND...
+  local what=$1 want=$2
+  shift 2
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "FAIL $what: exit $rc, expected $want"
+    echo "$out" | head -5
+    fail=$((fail + 1))
+  fi
+}
+args=(--model alexnet --topology topologies/p100x16.json --plan data-parallel)
+check "text" 0 "$bin" tune-sync "${args[@]}"
+grep -q "^best " <<<"$out" || { echo "FAIL text: no best line"; fail=$((fail + 1)); }
+check "json" 0 "$bin" tune-sync "${args[@]}" --json --out "$tmp/tuned.json"
+python3 - "$out" <<'PY' || fail=$((fail + 1))
+import json, sys
+r = json.loads(sys.argv[1])
+b = r["best"]["iteration_time_ms"]
+others = [r["plan"]] + [r["defaults"][k] for k in ("ddp_25mb", "horovod_64mb", "none")]
+assert all(b <= o["iteration_time_ms"] for o in others), r
+assert r["best"]["reorder_k"] == 0 and r["time_s"] < 10 and r["evaluations"] > 20, r
+# alexnet: the best threshold (1 MB) beats DDP's 25 MB (147.5 against 149.2 ms)
+assert b < r["defaults"]["ddp_25mb"]["iteration_time_ms"], r
+PY
+best=$(python3 -c 'import json,sys; print("%.3f" % json.loads(sys.argv[1])["best"]["iteration_time_ms"])' "$out")
+check "tuned plan" 0 "$bin" simulate --model alexnet --topology topologies/p100x16.json --plan "$tmp/tuned.json"
+grep -q "iteration  $best ms" <<<"$out" || { echo "FAIL tuned plan: not $best ms: $out" | head -4; fail=$((fail + 1)); }
+check "no plan" 2 "$bin" tune-sync --model alexnet --topology topologies/p100x16.json
+check "bad plan" 2 "$bin" tune-sync --model alexnet --topology topologies/p100x16.json --plan nonsense
+[ "$fail" -eq 0 ] || exit 1
+echo "tune_sync: ok"
