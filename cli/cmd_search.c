@@ -328,6 +328,9 @@ static void print_human(const ss_search_result *r, const opts *o, const char *ou
     if (!strcmp(r->stopped_by, "time limit"))
         printf("  the time limit decided where the search stopped: the same seed may give\n"
                "          another plan; --budget N without --time-limit is reproducible\n");
+    else if (r->time_dependent && r->level >= 0)
+        printf("  level 2's ILP time limits (or the time limit) stopped some of its solves, so\n"
+               "          the same seed may give another plan under another machine load\n");
     else if (r->time_dependent)
         printf("  the time limit (%g s, shared out over the exploration chains) cut some\n"
                "          chains short, so the same seed may give another plan; --budget N\n"

@@ -14,8 +14,8 @@
  *   smaller tp) until the simulator says the plan fits.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
- * Level 2: + the ILP / stage-DP planner (search/level2.h) within a share of
- *   the time left (level2_share), its plan judged as level 2 judges its
+ * Level 2: + the ILP / stage-DP planner (search/level2.h), run after level 3
+ *   within a share of the time left (level2_share), its plan judged as level 2 judges its
  *   finalists (the hierarchical evaluator past 64 devices, a plan it refuses
  *   not judged; AUTO below). Its plan need not be Megatron-shaped, so it
  *   does not seed level 3: it is returned beside the Megatron best
@@ -54,7 +54,7 @@ typedef struct ss_llm_config {
     void *stop_ctx;
     void (*progress)(void *ctx, int64_t proposals, double best_us, double elapsed_s);
     double progress_every_s;
-    double level2_share;  /* share of the time left that level 2 may take (0: 0.4) */
+    double level2_share;  /* share of the time left that level 2 may take (0: 0.8) */
 } ss_llm_config;
 
 typedef struct ss_llm_result {
