@@ -612,6 +612,7 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
      * 23,074.4 ms) */
     if (!st && c0 && found >= 0 && cfg->level >= 2 && !R.stopped) {
         st = level2(&R, r, d);
+        run_stop(&R); /* a stop asked during level 2 (which does not poll it) is recorded */
         progress(c0, 0);
     } else if (!st && c0 && cfg->level >= 2) {
         snprintf(r->level2_note, sizeof r->level2_note, "not run: the search was %s before it",
