@@ -8,8 +8,14 @@
  * every proposal; the search stops, and the best plan so far is still
  * written and printed (exit status 0, the report says "interrupted" and by
  * which signal). A second signal during the report falls back to the
- * default action. The one-line progress
- * display goes to stderr only when stderr is a terminal.
+ * default action. Progress goes to stderr: a line redrawn in place when
+ * stderr is a terminal, else one line every 10 s (docs/search.md, "Output").
+ *
+ * LLMs (transformers of repeated layers) take the LLM planner (levels 0-3,
+ * --level, --threads, --baseline megatron-grid); the report then adds MFU,
+ * TFLOP/s per GPU, tokens/s, the Megatron-LM flags of the plan (or that it
+ * is not expressible in Megatron-LM terms: level 2's plans), the runners-up
+ * within the simulator's error band and the grid baseline.
  */
 #include "cli.h"
 
@@ -28,6 +34,8 @@
 /* A search whose second half made the best plan at least this much faster
  * (relative) reports that it was still improving (docs/search.md, "Output"). */
 #define STILL_IMPROVING 0.002
+/* Progress when stderr is not a terminal: one line every so many seconds. */
+#define PROGRESS_EVERY_S 10.0
 
 typedef struct opts {
     ss_cli_common c; /* --model, --topology, --nodes, --batch, --json */
@@ -38,6 +46,9 @@ typedef struct opts {
     int no_cache;  /* --no-eval-cache */
     int least_bad; /* --least-bad */
     int delta;     /* --delta: removed, refused with the reason */
+    long long level, threads; /* --level (-1: the library's default), --threads (0: all) */
+    const char *baseline;     /* --baseline megatron-grid|none */
+    int base;                 /* parsed --baseline */
 } opts;
 
 #define STR2(x) #x
@@ -73,6 +84,16 @@ static const ss_cli_optdef options[] = {
                    "how proposals are judged: auto (default), full, symmetry,\n"
                    "hierarchical (as simsearch simulate --evaluator; a forced\n"
                    "evaluator that does not apply to a proposal rejects it)"),
+    SS_CLI_INT_ROW(opts, "--level", "L", level, 0, 3,
+                   "LLM planner level: 0 rules, 1 + settings, 2 + ILP / stage DP,\n"
+                   "3 + mesh sweep and knob chains (default: the highest that fits\n"
+                   "the time limit)"),
+    SS_CLI_INT_ROW(opts, "--threads", "N", threads, 1, 64,
+                   "LLM planner and grid threads (default: all cores); the same\n"
+                   "plan for a given --seed, --budget and --threads"),
+    SS_CLI_STR_ROW(opts, "--baseline", "B", baseline, 0,
+                   "megatron-grid: also run the exhaustive Megatron grid (LLMs)\n"
+                   "and report its best point; none (default)"),
     SS_CLI_FLAG_ROW(opts, "--delta", delta, "removed (delta simulation); refused"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
@@ -101,6 +122,7 @@ static int parse(int argc, char **argv, opts *o)
     o->c.model = DEFAULT_MODEL;
     o->out = DEFAULT_OUT;
     o->seed = 1;
+    o->level = -1;
     int r = ss_cli_parse_def(&ss_cli_def_search, argc, argv, o);
     if (r)
         return r;
@@ -114,6 +136,13 @@ static int parse(int argc, char **argv, opts *o)
                                   "--evaluator: unknown evaluator \"%s\" (expected auto, full, "
                                   "symmetry or hierarchical)",
                                   o->evaluator);
+    if (o->baseline && !strcmp(o->baseline, "megatron-grid"))
+        o->base = SS_BASELINE_MEGATRON_GRID;
+    else if (o->baseline && strcmp(o->baseline, "none"))
+        return ss_cli_usage_error("search",
+                                  "--baseline: unknown baseline \"%s\" (expected megatron-grid "
+                                  "or none)",
+                                  o->baseline);
     /* A budget alone makes the search reproducible: no clock unless asked. */
     if (!ss_cli_given(&ss_cli_def_search, "--time-limit"))
         o->time_limit = o->budget > 0 ? 0 : DEFAULT_TIME_LIMIT;
@@ -142,15 +171,17 @@ static int stop_cb(void *ctx)
     return interrupted != 0;
 }
 
+/* ctx non-NULL: stderr is a terminal, the line is redrawn in place; else
+ * one line each call (every PROGRESS_EVERY_S seconds). */
 static void progress_cb(void *ctx, const ss_search_progress *p)
 {
-    (void)ctx;
-    if (isfinite(p->best_us))
-        fprintf(stderr, "\r  best %.2f ms/iter | %lld proposals | %.0f evals/s | %.1f s   ",
-                p->best_us / 1000, (long long)p->proposals, p->evals_per_s, p->elapsed_s);
+    const char *head = ctx ? "\r  " : "simsearch: ", *tail = ctx ? "   " : "\n";
+    if (isfinite(p->best_us) && p->best_us > 0)
+        fprintf(stderr, "%sbest %.2f ms/iter | %lld proposals | %.0f evals/s | %.1f s%s", head,
+                p->best_us / 1000, (long long)p->proposals, p->evals_per_s, p->elapsed_s, tail);
     else
-        fprintf(stderr, "\r  no plan fits yet | %lld proposals | %.0f evals/s | %.1f s   ",
-                (long long)p->proposals, p->evals_per_s, p->elapsed_s);
+        fprintf(stderr, "%sno plan fits yet | %lld proposals | %.0f evals/s | %.1f s%s", head,
+                (long long)p->proposals, p->evals_per_s, p->elapsed_s, tail);
     fflush(stderr);
 }
 
@@ -170,6 +201,12 @@ static double max_peak(const ss_sim_result *r)
 static void row(const char *name, const ss_sim_result *r, const ss_sim_result *dp)
 {
     char mem[32], tp[32], sp[32] = "-";
+    if (!r->fits && r->n_devices == 0) { /* ruled out unsimulated: no time to show */
+        printf("  %-14s %13s %12s %11s %9s  DOES NOT FIT (not simulated: its weights and\n"
+               "  %-14s %13s %12s %11s %9s  optimizer state alone overflow a device)\n",
+               name, "-", "-", "-", "-", "", "", "", "", "");
+        return;
+    }
     if (r->fits && dp->fits && r->iteration_us > 0)
         snprintf(sp, sizeof sp, "%.2fx", dp->iteration_us / r->iteration_us);
     printf("  %-14s %10.2f ms %12s %11s %9s%s\n", name, r->iteration_us / 1000,
@@ -199,6 +236,50 @@ static const char *evaluator_text(const opts *o, const ss_sim_result *b, char *b
     else
         snprintf(buf, n, "%s evaluator", ss_evaluator_name(o->ev));
     return buf;
+}
+
+/* The LLM planner's lines: level, threads, figures of merit, Megatron-LM
+ * flags, runners-up, level 2 and the grid baseline. */
+static void print_llm(const ss_search_result *r)
+{
+    const ss_sim_result *b = &r->best_sim;
+    printf("  LLM planner: level %d, %d threads, %.2f s CPU, first plan after %.2f s\n", r->level,
+           r->threads, r->cpu_s, r->first_plan_s);
+    printf("  best plan: %s\n", r->best_label);
+    if (b->fits && b->iteration_us > 0)
+        printf("  MFU %.1f%%, %.1f TFLOP/s per GPU, %.0f tokens/s\n", 100 * r->mfu,
+               r->tflops_per_gpu, r->tokens_per_s);
+    if (r->megatron_args[0])
+        printf("  Megatron-LM flags: %s\n", r->megatron_args);
+    else
+        printf("  Megatron-LM flags: none: the plan is not expressible in Megatron-LM terms\n"
+               "          (per-operator shardings of level 2; the plan file runs in simsearch)\n");
+    for (int i = 0; i < r->n_near; i++)
+        printf("  %s %-52s %10.2f ms (%+.1f%%)\n", i ? "          " : "runner-up:",
+               r->near[i].plan, r->near[i].iteration_us / 1000,
+               100 * (r->near[i].iteration_us / b->iteration_us - 1));
+    if (r->n_near > 0)
+        printf("          (within the simulator's +-8%% error band: worth a try on the cluster)\n");
+    if (r->level2_plan[0]) {
+        if (isfinite(r->level2_us) && r->level2_us > 0)
+            printf("  level 2: %.2f ms, %s\n", r->level2_us / 1000, r->level2_plan);
+        else
+            printf("  level 2: %s\n", r->level2_plan);
+    }
+    if (!r->grid.run)
+        return;
+    if (r->grid.fits && r->grid.iteration_us > 0)
+        printf("  Megatron grid best: %.2f ms, %s\n"
+               "          (%lld points, %lld judged, %.2f s, %.2f s CPU%s); speedup %.3fx over it\n",
+               r->grid.iteration_us / 1000, r->grid.plan, (long long)r->grid.points,
+               (long long)r->grid.points_judged, r->grid.time_s, r->grid.cpu_s,
+               r->grid.time_cut ? ", cut short" : "",
+               b->fits ? r->grid.iteration_us / b->iteration_us : 0.0);
+    else
+        printf("  Megatron grid best: DOES NOT FIT: no point fits (%lld points, %lld judged, %.2f s%s);\n"
+               "          no speedup over it\n",
+               (long long)r->grid.points, (long long)r->grid.points_judged, r->grid.time_s,
+               r->grid.time_cut ? ", cut short" : "");
 }
 
 static void print_human(const ss_search_result *r, const opts *o, const char *out_path,
@@ -247,6 +328,9 @@ static void print_human(const ss_search_result *r, const opts *o, const char *ou
     if (!strcmp(r->stopped_by, "time limit"))
         printf("  the time limit decided where the search stopped: the same seed may give\n"
                "          another plan; --budget N without --time-limit is reproducible\n");
+    else if (r->time_dependent && r->level >= 0)
+        printf("  level 2's ILP time limits (or the time limit) stopped some of its solves, so\n"
+               "          the same seed may give another plan under another machine load\n");
     else if (r->time_dependent)
         printf("  the time limit (%g s, shared out over the exploration chains) cut some\n"
                "          chains short, so the same seed may give another plan; --budget N\n"
@@ -259,6 +343,8 @@ static void print_human(const ss_search_result *r, const opts *o, const char *ou
                    b->crit[i].us / 1000);
         printf("\n");
     }
+    if (r->level >= 0)
+        print_llm(r);
 written:
     if (!out_path) {
         printf("\nno plan written: none fits in memory\n");
@@ -305,7 +391,14 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term)
     cfg.no_eval_cache = o->no_cache;
     cfg.evaluator = o->ev;
     cfg.stop = stop_cb;
-    cfg.progress = isatty(STDERR_FILENO) ? progress_cb : NULL;
+    int tty = isatty(STDERR_FILENO);
+    static int tty_ctx;
+    cfg.progress = progress_cb;
+    cfg.cb_ctx = tty ? &tty_ctx : NULL;
+    cfg.progress_every_s = tty ? 0 : PROGRESS_EVERY_S;
+    cfg.level = o->level >= 0 ? SS_SEARCH_LEVEL((int)o->level) : 0;
+    cfg.threads = (int)o->threads;
+    cfg.baseline = o->base;
 
     ss_search_result r;
     memset(&r, 0, sizeof r);
@@ -314,7 +407,7 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term)
     ss_status st = ss_search_run(g, m, cm, &cfg, &r, &d);
     sigaction(SIGINT, old, NULL); /* a second signal now ends the program */
     sigaction(SIGTERM, old_term, NULL);
-    if (cfg.progress)
+    if (tty)
         fprintf(stderr, "\r%78s\r", "");
     /* No plan fits: say so, and write nothing unless the least bad is asked for. */
     int none_fits = st == SS_OK && !r.best_sim.fits;

@@ -289,6 +289,34 @@ static void spec_of(const ss_llm_point *p, int64_t batch, char *buf, size_t n)
     ss_megatron_spec(&p->c, batch, buf, n);
 }
 
+/* Whether level 2's plan is the answer: judged, fitting, and faster than
+ * the Megatron best (or no Megatron plan fits). */
+static int level2_wins(const ss_llm_result *lr)
+{
+    return lr->level2_plan && isfinite(lr->level2_us) &&
+           (!lr->found || lr->level2_us < lr->best.time_us);
+}
+
+/* Level 2's line of the result: its plan in words, or why there is none. */
+static void level2_text(const ss_llm_result *lr, ss_search_result *r)
+{
+    static const char *const rc[] = {"no", "full", "selective"}; /* ss_recompute */
+    const ss_level2_report *L = &lr->level2;
+    if (!lr->level2_run && !lr->level2_note[0])
+        return;
+    r->level2_us = lr->level2_plan && isfinite(lr->level2_us) ? lr->level2_us : HUGE_VAL;
+    if (lr->level2_plan)
+        snprintf(r->level2_plan, sizeof r->level2_plan,
+                 "mesh %s, pp %d, %d micro-batches, %s recompute (%d configurations, %d ILPs "
+                 "in %.1f s, %.1f s)%s%.40s",
+                 L->mesh, L->pp, L->microbatches,
+                 (unsigned)L->recompute < 3 ? rc[L->recompute] : "?", L->configs, L->ilp_solves,
+                 L->ilp_s, L->time_s, lr->level2_note[0] ? ": " : "", lr->level2_note);
+    else
+        snprintf(r->level2_plan, sizeof r->level2_plan, "none: %.150s",
+                 lr->level2_note[0] ? lr->level2_note : "no plan");
+}
+
 /* The LLM planner (search/llm.h), the Megatron grid baseline when asked
  * (search/grid.h) and the figures of the result. */
 static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
@@ -312,7 +340,14 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     ss_status st = ss_llm_search(g, m, cm, &lc, &lr, d);
     if (st)
         return st;
-    if (!lr.found) {
+    /* level 2's plan competes with the Megatron best on their judged times */
+    int l2 = level2_wins(&lr);
+    level2_text(&lr, r);
+    if (!l2) {
+        ss_plan_free(lr.level2_plan);
+        lr.level2_plan = NULL;
+    }
+    if (!lr.found && !l2) {
         ss_llm_judge_free(lr.judge);
         if (lr.interrupted)
             return ss_diag_set(d, SS_ERR_INTERRUPTED,
@@ -326,20 +361,36 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     /* the plans: best, the rule plan (the "expert"), data parallelism;
      * simulated on the judge's warm simulator unless another evaluator is
      * asked for */
-    st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
+    if (l2) {
+        r->best = lr.level2_plan; /* taken */
+        lr.level2_plan = NULL;
+    } else {
+        st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
+    }
     if (!st && cfg->evaluator == SS_EVAL_AUTO && lr.judge)
         r->sim = ss_llm_judge_take_sim(lr.judge, r->best);
     ss_llm_judge_free(lr.judge);
     ss_sim_config sc = {.stop = NULL, .evaluator = cfg->evaluator};
     if (!st && !r->sim)
         st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
-    if (!st)
+    /* the rule plan is the "expert"; none when no Megatron plan fits (then
+     * the data-parallel plan stands in, reported as not fitting) */
+    if (!st && lr.found)
         st = ss_llm_plan(g, m, &lr.rule.c, &r->expert, d);
+    else if (!st)
+        st = ss_plan_data_parallel(g, m, 0, &r->expert, d);
     if (!st)
         st = ss_plan_data_parallel(g, m, 0, &r->data_parallel, d);
-    spec_of(&lr.rule, S.batch, r->expert_label, sizeof r->expert_label);
-    if (!st)
+    if (lr.found)
+        spec_of(&lr.rule, S.batch, r->expert_label, sizeof r->expert_label);
+    else
+        snprintf(r->expert_label, sizeof r->expert_label, "none (no Megatron plan fits)");
+    if (!st && lr.found)
         st = ss_sim_run(r->sim, r->expert, &r->expert_sim, d);
+    if (!st && !lr.found) {
+        snprintf(r->expert_sim.model, sizeof r->expert_sim.model, "%s", ss_graph_name(g));
+        r->expert_sim.batch = S.batch;
+    }
     /* data parallelism only when its 16-bit weights fit at all (else it is
      * reported as not fitting, unsimulated: the 175B model would take
      * minutes to find that out) */
@@ -366,8 +417,14 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         st = ss_sim_run(r->sim, r->best, &r->best_sim, d);
     if (st)
         return st;
-    spec_of(&lr.best, S.batch, r->best_label, sizeof r->best_label);
-    ss_megatron_args(&lr.best.c, S.layers, S.batch, r->megatron_args, sizeof r->megatron_args);
+    if (l2) { /* not Megatron-shaped: no Megatron-LM flags */
+        snprintf(r->best_label, sizeof r->best_label, "level 2: %s", r->level2_plan);
+        r->megatron_args[0] = 0;
+    } else {
+        spec_of(&lr.best, S.batch, r->best_label, sizeof r->best_label);
+        ss_megatron_args(&lr.best.c, S.layers, S.batch, r->megatron_args,
+                         sizeof r->megatron_args);
+    }
     double it = r->best_sim.iteration_us * 1e-6;
     if (it > 0) {
         r->mfu = S.peak_flops > 0 ? S.model_flops / (S.devices * S.peak_flops * it) : 0;
@@ -377,7 +434,11 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->speedup_vs_dp = r->dp_sim.fits ? speedup(&r->dp_sim, &r->best_sim) : 0;
     r->speedup_vs_expert = r->expert_sim.fits ? speedup(&r->expert_sim, &r->best_sim) : 0;
     r->first_plan_s = lr.first_plan_s;
-    for (int i = 1; i < lr.n_near && r->n_near < SS_SEARCH_NEAR_MAX; i++) {
+    /* runners-up: the next Megatron points within the band of the best
+     * (all of them, the Megatron best included, when level 2 won) */
+    for (int i = l2 ? 0 : 1; i < lr.n_near && r->n_near < SS_SEARCH_NEAR_MAX; i++) {
+        if (l2 && lr.near[i].time_us > lr.level2_us * 1.08)
+            break;
         spec_of(&lr.near[i], S.batch, r->near[r->n_near].plan, sizeof r->near[0].plan);
         r->near[r->n_near++].iteration_us = lr.near[i].time_us;
     }
@@ -390,7 +451,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->evals_per_s = lr.time_s > 0 ? lr.evaluations / lr.time_s : 0;
     r->best_found_at_s = lr.time_s;
     r->interrupted = lr.interrupted;
-    r->time_dependent = lr.time_cut;
+    r->time_dependent = lr.time_cut || lr.level2_time_dependent;
     r->time_limit_s = cfg->time_limit_s;
     snprintf(r->stopped_by, sizeof r->stopped_by, "%s",
              lr.interrupted ? "interrupted" : lr.time_cut ? "time limit" : "budget");
@@ -442,6 +503,12 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         cfg = *cfg_in;
     else
         memset(&cfg, 0, sizeof cfg);
+    if (!is_llm(g, m) && (cfg.level > 0 || cfg.threads > 0 || cfg.baseline))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "search: %s apply to the LLM planner only; model \"%s\" is not a "
+                           "transformer of repeated layers (drop them)",
+                           "the level, threads and Megatron grid baseline",
+                           ss_graph_name(g));
     if (is_llm(g, m)) {
         memset(r, 0, sizeof *r);
         ss_diag dl;
@@ -572,7 +639,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     mc.stop = bridge_stop;
     mc.progress = bridge_progress;
     mc.cb_ctx = &br;
-    mc.progress_every_s = 0.2;
+    mc.progress_every_s = cfg.progress_every_s > 0 ? cfg.progress_every_s : 0.2;
     ss_mcmc_stats ms;
     ss_eval be;
     if (!st) {
@@ -736,6 +803,14 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
                                    r->level >= 0 ? json_integer(r->level) : json_null());
         bad |= json_object_set_new(srch, "threads", json_integer(r->threads));
         bad |= json_object_set_new(srch, "first_plan_s", json_real(r->first_plan_s));
+        if (r->level2_plan[0]) {
+            json_t *l2 = json_object();
+            bad |= !l2 || json_object_set_new(l2, "plan", json_string(r->level2_plan)) ||
+                   json_object_set_new(l2, "iteration_time_ms",
+                                       isfinite(r->level2_us) ? json_real(r->level2_us / 1e3)
+                                                              : json_null()) ||
+                   json_object_set_new(srch, "level2", l2);
+        }
         bad |= json_object_set_new(srch, "cpu_s", json_real(r->cpu_s));
         bad |= json_object_set_new(o, "search", srch);
         srch = NULL;

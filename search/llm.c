@@ -18,8 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-ss_llm_level2_fn ss_llm_level2 = NULL;
-
 static double wall_s(void)
 {
     struct timespec ts;
@@ -314,14 +312,15 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
     return memcmp(o, c, sizeof *o) != 0;
 }
 
-static void progress(chain *ch)
+/* count: 1 for a proposal of a chain, 0 for a level's end */
+static void progress(chain *ch, int count)
 {
     run *R = ch->R;
     if (!R->cfg->progress)
         return;
     double every = R->cfg->progress_every_s > 0 ? R->cfg->progress_every_s : 0.2;
     pthread_mutex_lock(&R->lock);
-    R->proposals++;
+    R->proposals += count;
     double now = wall_s();
     int due = now - R->last_progress >= every;
     if (due)
@@ -345,7 +344,7 @@ static void chain_run(chain *ch)
         int mv = (int)ss_rng_below(&rng, MV_COUNT), dir = ss_rng_below(&rng, 2) ? 1 : -1;
         double u = ss_rng_unit(&rng);
         ch->proposals++;
-        progress(ch);
+        progress(ch, 1);
         if (!neighbour(&ch->R->S, &cur.c, mv, dir, &nc))
             continue;
         ss_llm_point p;
@@ -483,6 +482,53 @@ static void merge(ss_llm_result *r, const chain *ch, int64_t batch, double band)
         ss_llm_near_add(r->near, &r->n_near, &ch->near[k], band, batch);
 }
 
+/* Level 2 (search/level2.h) within its share of the time left; its plan
+ * and judged time into r. A level 2 that finds nothing, or a machine it
+ * does not support, is no error: r->level2_note says why. */
+static ss_status level2(run *R, ss_llm_result *r, ss_diag *d)
+{
+    const ss_llm_config *cfg = R->cfg;
+    ss_level2_config lc;
+    memset(&lc, 0, sizeof lc);
+    r->level2_us = HUGE_VAL;
+    if (cfg->deadline > 0) {
+        double left = cfg->deadline - wall_s();
+        lc.time_limit_s = left * (cfg->level2_share > 0 ? cfg->level2_share : 0.8);
+        if (lc.time_limit_s < 0.05) {
+            snprintf(r->level2_note, sizeof r->level2_note,
+                     "skipped: the time limit left it %.2f s", lc.time_limit_s);
+            r->level2_time_dependent = 1;
+            return SS_OK;
+        }
+    }
+    r->level2_run = 1;
+    ss_diag dl;
+    ss_diag_init(&dl);
+    ss_status st = ss_level2_plan(R->g, R->m, R->cm, &lc, &r->level2_plan, &r->level2, &dl);
+    r->level2_time_dependent = r->level2.time_limited || r->level2.ilp_time_limited > 0;
+    if (st == SS_ERR_NOMEM)
+        return ss_diag_set(d, st, "%s", dl.msg);
+    if (st) {
+        snprintf(r->level2_note, sizeof r->level2_note, "%.150s", dl.msg);
+        return SS_OK;
+    }
+    /* its finalists were simulated by the judge of this module's points (the
+     * hierarchical evaluator past 64 devices, AUTO below); a plan that only
+     * the full simulation could judge on a big machine was not, and does
+     * not compete */
+    if (r->level2.simulated > 0 && r->level2.simulated_us > 0) {
+        r->level2_us = r->level2.simulated_us;
+        pthread_mutex_lock(&R->lock);
+        if (r->level2_us < R->best_us)
+            R->best_us = r->level2_us; /* for progress */
+        pthread_mutex_unlock(&R->lock);
+    } else
+        snprintf(r->level2_note, sizeof r->level2_note,
+                 "not judged: only the full simulation could judge its plan on %d devices",
+                 ss_machine_n_devices(R->m));
+    return SS_OK;
+}
+
 ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                         const ss_llm_config *cfg, ss_llm_result *r, ss_diag *d)
 {
@@ -510,26 +556,21 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         ss_diag_init(&ch[i].d);
         st = ss_llm_judge_new(g, m, cm, threads > 1, run_stop, &R, &ch[i].j, d);
     }
-    /* levels 0-2 on chain 0 */
+    /* levels 0-1 on chain 0 */
     chain *c0 = st ? NULL : &ch[0];
     int found = 0;
     if (c0) {
         found = level0(c0, &r->rule);
         r->first_plan_s = wall_s() - R.t0;
+        progress(c0, 0); /* a line after each level (and every so often in level 3) */
         pthread_mutex_lock(&R.lock);
         R.have_plan = 1;
         pthread_mutex_unlock(&R.lock);
         if (found > 0 && cfg->level >= 1)
             found = level1(c0, &r->rule) < 0 ? -1 : 1;
-        if (found > 0 && cfg->level >= 2 && ss_llm_level2) {
-            ss_llm_point b = c0->best;
-            st = ss_llm_level2(g, m, c0->j, &b, d);
-            if (!st && b.fits && b.time_us < c0->best.time_us) {
-                c0->best = b;
-                ss_llm_near_add(c0->near, &c0->n_near, &b, R.band, R.S.batch);
-            }
-        }
-        if (c0->st)
+        if (found > 0 && cfg->level >= 1)
+            progress(c0, 0);
+        if (!st && c0->st)
             st = ss_diag_set(d, c0->st, "%s", c0->d.msg);
     }
     /* level 3: chains from the level-1 best */
@@ -566,6 +607,18 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
             if (ch[i].st)
                 st = ss_diag_set(d, ch[i].st, "%s", ch[i].d.msg);
     }
+    /* level 2 last, in the time left: level 3 keeps its time on the models
+     * where it matters most (GPT-3 175B / 1,024: level 3 17,964.9 ms, level 2
+     * 23,074.4 ms) */
+    if (!st && c0 && found >= 0 && cfg->level >= 2 && !R.stopped) {
+        st = level2(&R, r, d);
+        run_stop(&R); /* a stop asked during level 2 (which does not poll it) is recorded */
+        progress(c0, 0);
+    } else if (!st && c0 && cfg->level >= 2) {
+        snprintf(r->level2_note, sizeof r->level2_note, "not run: the search was %s before it",
+                 R.interrupted ? "interrupted" : R.time_cut ? "cut by the time limit" : "stopped");
+        r->level2_time_dependent = R.time_cut;
+    }
     if (!st && c0) {
         for (int i = 0; i < threads; i++)
             merge(r, &ch[i], R.S.batch, R.band);
@@ -581,6 +634,10 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     r->time_cut = R.time_cut;
     r->interrupted = R.interrupted;
     r->time_s = wall_s() - R.t0;
+    if (st) {
+        ss_plan_free(r->level2_plan);
+        r->level2_plan = NULL;
+    }
     if (ch && !st) {
         r->judge = ch[0].j; /* kept for the final simulations */
         ch[0].j = NULL;

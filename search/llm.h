@@ -14,8 +14,14 @@
  *   smaller tp) until the simulator says the plan fits.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
- * Level 2: + the hook for the ILP / stage-DP planner (ss_llm_level2; the
- *   default hook is none and level 2 then equals level 1).
+ * Level 2: + the ILP / stage-DP planner (search/level2.h), run after level 3
+ *   within a share of the time left (level2_share), its plan judged as level 2 judges its
+ *   finalists (the hierarchical evaluator past 64 devices, a plan it refuses
+ *   not judged; AUTO below). Its plan need not be Megatron-shaped, so it
+ *   does not seed level 3: it is returned beside the Megatron best
+ *   (level2_plan) and the caller keeps the faster of the two. An ILP or the
+ *   level's time limit that cut it makes the result time-dependent
+ *   (level2_time_dependent).
  * Level 3: + a mesh sweep (every tp, pp with tp a power of two up to a
  *   host's devices (<= 8), pp whose states take at most 35%
  *   of the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
@@ -35,6 +41,7 @@
 #define SS_SEARCH_LLM_H
 
 #include "search/grid.h"
+#include "search/level2.h"
 
 typedef struct ss_llm_config {
     int level;            /* 0..3 */
@@ -47,6 +54,7 @@ typedef struct ss_llm_config {
     void *stop_ctx;
     void (*progress)(void *ctx, int64_t proposals, double best_us, double elapsed_s);
     double progress_every_s;
+    double level2_share;  /* share of the time left that level 2 may take (0: 0.8) */
 } ss_llm_config;
 
 typedef struct ss_llm_result {
@@ -60,16 +68,19 @@ typedef struct ss_llm_result {
     int time_cut, interrupted;
     ss_llm_judge *judge;     /* chain 0's judge, kept for ss_llm_judge_take_sim (the
                                 caller frees it with ss_llm_judge_free) */
+    /* level 2 (level >= 2): run = 1 when it was called; plan (owned: the
+     * caller frees it with ss_plan_free) NULL when it found none that fits or
+     * was skipped (why: note); us its judged iteration time (HUGE_VAL: none) */
+    int level2_run, level2_time_dependent;
+    ss_plan *level2_plan;
+    double level2_us;
+    ss_level2_report level2;
+    char level2_note[160];
 } ss_llm_result;
 
-/* Level-2 hook: given the level-1 best (in *best), may replace it by a
- * better fitting point (judged with j). NULL: none. */
-typedef ss_status (*ss_llm_level2_fn)(const ss_graph *g, const ss_machine *m,
-                                      ss_llm_judge *j, ss_llm_point *best, ss_diag *d);
-extern ss_llm_level2_fn ss_llm_level2;
-
 /* Plan g on m. SS_OK with found = 0 when no Megatron plan fits (or the limit
- * came first). SS_ERR_UNSUPPORTED when g has no repeated layers. */
+ * came first); level 2's plan may still be returned then. SS_ERR_UNSUPPORTED
+ * when g has no repeated layers. */
 ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                         const ss_llm_config *cfg, ss_llm_result *r, ss_diag *d);
 

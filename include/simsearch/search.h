@@ -144,6 +144,8 @@ typedef struct ss_search_result {
     double speedup_vs_megatron_grid; /* grid best / best (0: the grid found no fitting plan) */
     int n_near;
     ss_search_near near[SS_SEARCH_NEAR_MAX];
+    double level2_us;        /* level 2's plan, judged (0: level 2 not run; HUGE_VAL: none) */
+    char level2_plan[192];   /* "mesh 8x8, pp 16, 96 micro-batches, ..." or why none ("": not run) */
 } ss_search_result;
 
 /* Megatron-LM's command-line flags for c (--tensor-model-parallel-size,
