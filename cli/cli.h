@@ -119,6 +119,15 @@ typedef struct ss_cli_output {
 int ss_cli_check_files(const char *cmd, const ss_cli_output *ins, const ss_cli_output *outs,
                        int json, int *stdout_taken);
 
+/* The start of a command that reads a model, a topology and a plan: check
+ * its files (ss_cli_check_files: --model and --plan where they name files,
+ * --topology, extra_in when not NULL, and outs; json as c->json), then
+ * ss_cli_common_load. Returns 0 or the exit code; on failure nothing is left
+ * allocated. */
+int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
+                          const ss_cli_output *extra_in, const ss_cli_output *outs,
+                          int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p);
+
 /* Whether a --model SPEC or --plan SPEC names a file (contains '/' or ends
  * in ".json"), as the loaders decide. */
 int ss_cli_spec_is_file(const char *spec);

@@ -207,15 +207,8 @@ int ss_cmd_plan(int argc, char **argv)
     ss_diag d;
     ss_diag_init(&d);
     int taken = 0;
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
-        {"--topology", o.c.topology},
-        {"--plan", ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
-        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--out", o.out}, {NULL, NULL}};
-    if ((r = ss_cli_check_files("plan", ins, outs, o.c.json, &taken)))
-        return r;
-    if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
+    if ((r = ss_cli_check_and_load("plan", &o.c, NULL, outs, &taken, &m, &g, &p)))
         return r;
     if (o.out && ss_plan_save(p, g, o.out, &d) != SS_OK) {
         r = ss_cli_fail(&d);

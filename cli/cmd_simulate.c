@@ -236,16 +236,9 @@ int ss_cmd_simulate(int argc, char **argv)
     ss_diag d;
     ss_diag_init(&d);
     int taken = 0;
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
-        {"--topology", o.c.topology},
-        {"--plan", ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
-        {"--db", o.db},
-        {NULL, NULL}};
+    const ss_cli_output db_in = {"--db", o.db};
     const ss_cli_output outs[] = {{"--trace", o.trace}, {NULL, NULL}};
-    if ((r = ss_cli_check_files("simulate", ins, outs, o.c.json, &taken)))
-        return r;
-    if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
+    if ((r = ss_cli_check_and_load("simulate", &o.c, &db_in, outs, &taken, &m, &g, &p)))
         return r;
     if ((r = ss_cli_cost_model(m, o.db, &cm, &db)))
         goto out;
