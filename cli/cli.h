@@ -73,6 +73,11 @@ typedef struct ss_cli_common {
     SS_CLI_INT_ROW(T, "--batch", "N", c.batch, 1, SS_CLI_MAX_BATCH,                           \
                    "global batch (default: 64 per device, 256 for alexnet)")
 #define SS_CLI_ROW_JSON(T, HELP) SS_CLI_FLAG_ROW(T, "--json", c.json, HELP)
+/* The rows of a command that loads a model, a topology and a required plan
+ * (ss_cli_check_and_load): --model, --topology, --plan, --nodes, --batch. */
+#define SS_CLI_ROWS_PLAN_INPUTS(T)                                                            \
+    SS_CLI_ROW_MODEL(T), SS_CLI_ROW_TOPOLOGY(T), SS_CLI_ROW_PLAN(T, 1), SS_CLI_ROW_NODES(T),  \
+        SS_CLI_ROW_BATCH(T)
 
 /* The command definitions (cmd_*.c), for help, man pages and completion. */
 extern const ss_cli_cmddef ss_cli_def_search, ss_cli_def_models, ss_cli_def_model,

@@ -20,11 +20,7 @@ typedef struct opts {
 } opts;
 
 static const ss_cli_optdef options[] = {
-    SS_CLI_ROW_MODEL(opts),
-    SS_CLI_ROW_TOPOLOGY(opts),
-    SS_CLI_ROW_PLAN(opts, 1),
-    SS_CLI_ROW_NODES(opts),
-    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_ROWS_PLAN_INPUTS(opts),
     SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
                    "profile database: measured tile costs first, then analytic\n"
                    "(--json reports cost_sources: each source's share of the\n"

@@ -18,11 +18,7 @@ typedef struct opts {
 } opts;
 
 static const ss_cli_optdef options[] = {
-    SS_CLI_ROW_MODEL(opts),
-    SS_CLI_ROW_TOPOLOGY(opts),
-    SS_CLI_ROW_PLAN(opts, 1),
-    SS_CLI_ROW_NODES(opts),
-    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_ROWS_PLAN_INPUTS(opts),
     SS_CLI_STR_ROW(opts, "--out", "FILE", out, 0, "write the plan with the tuned settings"),
     SS_CLI_ROW_JSON(opts, "print the result as one JSON object"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
