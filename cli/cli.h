@@ -102,6 +102,11 @@ int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_grap
 int ss_cli_cost_model(const ss_machine *m, const char *db_path, ss_costmodel **cm,
                       ss_profile_db **db);
 
+/* Free what a simulating command holds, in this order (sim before the cost
+ * model, the cost model before db); each may be NULL. */
+void ss_cli_free_sim(ss_sim *sim, ss_costmodel *cm, ss_profile_db *db, ss_plan *p, ss_graph *g,
+                     ss_machine *m);
+
 /* A file a command reads or writes: its flag ("--out") and path (NULL: not
  * given). */
 typedef struct ss_cli_output {

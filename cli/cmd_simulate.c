@@ -290,11 +290,6 @@ int ss_cmd_simulate(int argc, char **argv)
 out:
     ss_free(txt);
     ss_sim_result_clear(&res);
-    ss_sim_free(sim);
-    ss_cost_free(cm);
-    ss_profile_db_free(db);
-    ss_plan_free(p);
-    ss_graph_free(g);
-    ss_machine_free(m);
+    ss_cli_free_sim(sim, cm, db, p, g, m);
     return r;
 }

@@ -121,11 +121,6 @@ int ss_cmd_tune_sync(int argc, char **argv)
     }
     r = SS_EXIT_OK;
 out:
-    ss_sim_free(sim);
-    ss_cost_free(cm);
-    ss_profile_db_free(db);
-    ss_plan_free(p);
-    ss_graph_free(g);
-    ss_machine_free(m);
+    ss_cli_free_sim(sim, cm, db, p, g, m);
     return r;
 }

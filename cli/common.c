@@ -309,3 +309,14 @@ int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
         return r;
     return ss_cli_common_load(c, m, g, p);
 }
+
+void ss_cli_free_sim(ss_sim *sim, ss_costmodel *cm, ss_profile_db *db, ss_plan *p, ss_graph *g,
+                     ss_machine *m)
+{
+    ss_sim_free(sim);
+    ss_cost_free(cm);
+    ss_profile_db_free(db);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
