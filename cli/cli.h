@@ -73,6 +73,11 @@ typedef struct ss_cli_common {
     SS_CLI_INT_ROW(T, "--batch", "N", c.batch, 1, SS_CLI_MAX_BATCH,                           \
                    "global batch (default: 64 per device, 256 for alexnet)")
 #define SS_CLI_ROW_JSON(T, HELP) SS_CLI_FLAG_ROW(T, "--json", c.json, HELP)
+/* The rows of a command that loads a model, a topology and a required plan
+ * (ss_cli_check_and_load): --model, --topology, --plan, --nodes, --batch. */
+#define SS_CLI_ROWS_PLAN_INPUTS(T)                                                            \
+    SS_CLI_ROW_MODEL(T), SS_CLI_ROW_TOPOLOGY(T), SS_CLI_ROW_PLAN(T, 1), SS_CLI_ROW_NODES(T),  \
+        SS_CLI_ROW_BATCH(T)
 
 /* The command definitions (cmd_*.c), for help, man pages and completion. */
 extern const ss_cli_cmddef ss_cli_def_search, ss_cli_def_models, ss_cli_def_model,
@@ -97,6 +102,11 @@ int ss_cli_build_model(const char *spec, long long batch, int n_devices, ss_grap
 int ss_cli_cost_model(const ss_machine *m, const char *db_path, ss_costmodel **cm,
                       ss_profile_db **db);
 
+/* Free what a simulating command holds, in this order (sim before the cost
+ * model, the cost model before db); each may be NULL. */
+void ss_cli_free_sim(ss_sim *sim, ss_costmodel *cm, ss_profile_db *db, ss_plan *p, ss_graph *g,
+                     ss_machine *m);
+
 /* A file a command reads or writes: its flag ("--out") and path (NULL: not
  * given). */
 typedef struct ss_cli_output {
@@ -118,6 +128,15 @@ typedef struct ss_cli_output {
  * flags. */
 int ss_cli_check_files(const char *cmd, const ss_cli_output *ins, const ss_cli_output *outs,
                        int json, int *stdout_taken);
+
+/* The start of a command that reads a model, a topology and a plan: check
+ * its files (ss_cli_check_files: --model and --plan where they name files,
+ * --topology, extra_in when not NULL, and outs; json as c->json), then
+ * ss_cli_common_load. Returns 0 or the exit code; on failure nothing is left
+ * allocated. */
+int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
+                          const ss_cli_output *extra_in, const ss_cli_output *outs,
+                          int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p);
 
 /* Whether a --model SPEC or --plan SPEC names a file (contains '/' or ends
  * in ".json"), as the loaders decide. */

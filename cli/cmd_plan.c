@@ -15,11 +15,7 @@ typedef struct opts {
 } opts;
 
 static const ss_cli_optdef options[] = {
-    SS_CLI_ROW_MODEL(opts),
-    SS_CLI_ROW_TOPOLOGY(opts),
-    SS_CLI_ROW_PLAN(opts, 1),
-    SS_CLI_ROW_NODES(opts),
-    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_ROWS_PLAN_INPUTS(opts),
     SS_CLI_STR_ROW(opts, "--out", "FILE", out, 0, "write the plan as JSON (atomically)"),
     SS_CLI_ROW_JSON(opts, "print the summary as one JSON object"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
@@ -207,15 +203,8 @@ int ss_cmd_plan(int argc, char **argv)
     ss_diag d;
     ss_diag_init(&d);
     int taken = 0;
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
-        {"--topology", o.c.topology},
-        {"--plan", ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
-        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--out", o.out}, {NULL, NULL}};
-    if ((r = ss_cli_check_files("plan", ins, outs, o.c.json, &taken)))
-        return r;
-    if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
+    if ((r = ss_cli_check_and_load("plan", &o.c, NULL, outs, &taken, &m, &g, &p)))
         return r;
     if (o.out && ss_plan_save(p, g, o.out, &d) != SS_OK) {
         r = ss_cli_fail(&d);

@@ -20,11 +20,7 @@ typedef struct opts {
 } opts;
 
 static const ss_cli_optdef options[] = {
-    SS_CLI_ROW_MODEL(opts),
-    SS_CLI_ROW_TOPOLOGY(opts),
-    SS_CLI_ROW_PLAN(opts, 1),
-    SS_CLI_ROW_NODES(opts),
-    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_ROWS_PLAN_INPUTS(opts),
     SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
                    "profile database: measured tile costs first, then analytic\n"
                    "(--json reports cost_sources: each source's share of the\n"
@@ -236,16 +232,9 @@ int ss_cmd_simulate(int argc, char **argv)
     ss_diag d;
     ss_diag_init(&d);
     int taken = 0;
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
-        {"--topology", o.c.topology},
-        {"--plan", ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
-        {"--db", o.db},
-        {NULL, NULL}};
+    const ss_cli_output db_in = {"--db", o.db};
     const ss_cli_output outs[] = {{"--trace", o.trace}, {NULL, NULL}};
-    if ((r = ss_cli_check_files("simulate", ins, outs, o.c.json, &taken)))
-        return r;
-    if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
+    if ((r = ss_cli_check_and_load("simulate", &o.c, &db_in, outs, &taken, &m, &g, &p)))
         return r;
     if ((r = ss_cli_cost_model(m, o.db, &cm, &db)))
         goto out;
@@ -301,11 +290,6 @@ int ss_cmd_simulate(int argc, char **argv)
 out:
     ss_free(txt);
     ss_sim_result_clear(&res);
-    ss_sim_free(sim);
-    ss_cost_free(cm);
-    ss_profile_db_free(db);
-    ss_plan_free(p);
-    ss_graph_free(g);
-    ss_machine_free(m);
+    ss_cli_free_sim(sim, cm, db, p, g, m);
     return r;
 }

@@ -18,11 +18,7 @@ typedef struct opts {
 } opts;
 
 static const ss_cli_optdef options[] = {
-    SS_CLI_ROW_MODEL(opts),
-    SS_CLI_ROW_TOPOLOGY(opts),
-    SS_CLI_ROW_PLAN(opts, 1),
-    SS_CLI_ROW_NODES(opts),
-    SS_CLI_ROW_BATCH(opts),
+    SS_CLI_ROWS_PLAN_INPUTS(opts),
     SS_CLI_STR_ROW(opts, "--out", "FILE", out, 0, "write the plan with the tuned settings"),
     SS_CLI_ROW_JSON(opts, "print the result as one JSON object"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
@@ -79,15 +75,8 @@ int ss_cmd_tune_sync(int argc, char **argv)
     ss_diag d;
     ss_diag_init(&d);
     int taken = 0;
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
-        {"--topology", o.c.topology},
-        {"--plan", ss_cli_spec_is_file(o.c.plan) ? o.c.plan : NULL},
-        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--out", o.out}, {NULL, NULL}};
-    if ((r = ss_cli_check_files("tune-sync", ins, outs, o.c.json, &taken)))
-        return r;
-    if ((r = ss_cli_common_load(&o.c, &m, &g, &p)))
+    if ((r = ss_cli_check_and_load("tune-sync", &o.c, NULL, outs, &taken, &m, &g, &p)))
         return r;
     if ((r = ss_cli_cost_model(m, NULL, &cm, &db)))
         goto out;
@@ -132,11 +121,6 @@ int ss_cmd_tune_sync(int argc, char **argv)
     }
     r = SS_EXIT_OK;
 out:
-    ss_sim_free(sim);
-    ss_cost_free(cm);
-    ss_profile_db_free(db);
-    ss_plan_free(p);
-    ss_graph_free(g);
-    ss_machine_free(m);
+    ss_cli_free_sim(sim, cm, db, p, g, m);
     return r;
 }

@@ -291,3 +291,32 @@ void ss_cli_catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 }
+
+int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
+                          const ss_cli_output *extra_in, const ss_cli_output *outs,
+                          int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p)
+{
+    ss_cli_output ins[] = {
+        {"--model", ss_cli_spec_is_file(c->model) ? c->model : NULL},
+        {"--topology", c->topology},
+        {"--plan", ss_cli_spec_is_file(c->plan) ? c->plan : NULL},
+        {NULL, NULL},
+        {NULL, NULL}};
+    if (extra_in)
+        ins[3] = *extra_in;
+    int r = ss_cli_check_files(cmd, ins, outs, c->json, stdout_taken);
+    if (r)
+        return r;
+    return ss_cli_common_load(c, m, g, p);
+}
+
+void ss_cli_free_sim(ss_sim *sim, ss_costmodel *cm, ss_profile_db *db, ss_plan *p, ss_graph *g,
+                     ss_machine *m)
+{
+    ss_sim_free(sim);
+    ss_cost_free(cm);
+    ss_profile_db_free(db);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}

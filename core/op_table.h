@@ -216,6 +216,14 @@ unsigned ss_op_mask_but_axis(const ss_graph *g, const ss_op *op, const ss_tensor
 ss_status ss_op_read_axis(const ss_attr_reader *r, ss_op_attrs *a);
 void ss_op_write_axis(ss_attr_writer *w, const ss_graph *g, const ss_op *op);
 
+/* Attribute "gemm" (linear, expert_linear): optional "f8", which sets
+ * attrs.dtype to SS_F8; written only when it is. */
+ss_status ss_op_read_gemm(const ss_attr_reader *r, ss_op_attrs *a);
+void ss_op_write_gemm(ss_attr_writer *w, const ss_op *op);
+
+/* Work of a GEMM with optional bias (linear, expert_linear). */
+void ss_op_gemm_work(const ss_work_args *q, ss_work *w);
+
 /* Region of the tile itself (elementwise operands). */
 void ss_op_region_tile(const ss_region_args *q, ss_region *out);
 

@@ -68,7 +68,8 @@ static void linear_region(const ss_region_args *q, ss_region *out)
     }
 }
 
-static void linear_work(const ss_work_args *q, ss_work *w)
+/* Work of a GEMM with optional bias, per tile (linear, expert_linear). */
+void ss_op_gemm_work(const ss_work_args *q, ss_work *w)
 {
     double M = q->cols > 0 ? q->vol / q->cols : 0;
     double mm = 2 * M * q->red * q->cols;
@@ -83,6 +84,24 @@ static void linear_work(const ss_work_args *q, ss_work *w)
 static const char *const linear_keys[] = {SS_OP_COMMON_KEYS, "out_features", "use_bias",
                                           "trans_b", "gemm", NULL};
 
+ss_status ss_op_read_gemm(const ss_attr_reader *r, ss_op_attrs *a)
+{
+    const char *gemm = NULL;
+    ss_status st = ss_attr_str(r, "gemm", 0, 8, &gemm);
+    if (!st && gemm) {
+        if (strcmp(gemm, "f8"))
+            st = ss_attr_fail(r, SS_ERR_PARSE, "gemm", "expected \"f8\", got \"%s\"", gemm);
+        a->dtype = SS_F8;
+    }
+    return st;
+}
+
+void ss_op_write_gemm(ss_attr_writer *w, const ss_op *op)
+{
+    if (op->attrs.dtype == SS_F8)
+        ss_attr_put_str(w, "gemm", "f8");
+}
+
 static ss_status linear_read(const ss_attr_reader *r, ss_op_attrs *a)
 {
     ss_status st = ss_attr_i64(r, "out_features", 1, 1, MAX_DIM, &a->out_features);
@@ -90,14 +109,8 @@ static ss_status linear_read(const ss_attr_reader *r, ss_op_attrs *a)
         st = ss_attr_bool(r, "use_bias", &a->use_bias);
     if (!st)
         st = ss_attr_bool(r, "trans_b", &a->trans_b);
-    const char *gemm = NULL;
     if (!st)
-        st = ss_attr_str(r, "gemm", 0, 8, &gemm);
-    if (!st && gemm) {
-        if (strcmp(gemm, "f8"))
-            st = ss_attr_fail(r, SS_ERR_PARSE, "gemm", "expected \"f8\", got \"%s\"", gemm);
-        a->dtype = SS_F8;
-    }
+        st = ss_op_read_gemm(r, a);
     return st;
 }
 
@@ -107,8 +120,7 @@ static void linear_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
     ss_attr_put_int(w, "out_features", op->attrs.out_features);
     ss_attr_put_bool(w, "use_bias", op->attrs.use_bias);
     ss_attr_put_bool(w, "trans_b", op->attrs.trans_b);
-    if (op->attrs.dtype == SS_F8)
-        ss_attr_put_str(w, "gemm", "f8");
+    ss_op_write_gemm(w, op);
 }
 
 const ss_op_class ss_op_class_linear = {
@@ -119,7 +131,7 @@ const ss_op_class ss_op_class_linear = {
     .split_mask = ss_op_mask_all,
     .contraction = linear_contraction,
     .input_region = linear_region,
-    .work = linear_work,
+    .work = ss_op_gemm_work,
     .keys = linear_keys,
     .read_attrs = linear_read,
     .write_attrs = linear_write,

@@ -318,36 +318,18 @@ static void expert_region(const ss_region_args *q, ss_region *out)
     }
 }
 
-static void expert_work(const ss_work_args *q, ss_work *w)
-{
-    double M = q->cols > 0 ? q->vol / q->cols : 0;
-    double mm = 2 * M * q->red * q->cols;
-    double bias = (q->op->attrs.use_bias && q->first_red) ? M * q->cols : 0;
-    w->fwd_flops = mm + bias;
-    w->bwd_flops = 2 * mm + bias;
-    /* FP8 GEMMs keep their input in FP8 for the backward (Transformer Engine) */
-    w->saved_bytes = q->op->attrs.dtype == SS_F8 && q->osz > 0 ? q->x_bytes / q->osz
-                                                                : q->x_bytes;
-}
-
 static const char *const expert_keys[] = {SS_OP_COMMON_KEYS, "out_features", "use_bias", "topk",
                                           "gemm", NULL};
 
 static ss_status expert_read(const ss_attr_reader *r, ss_op_attrs *a)
 {
-    const char *gemm = NULL;
     ss_status st = ss_attr_i64(r, "out_features", 1, 1, MAX_DIM, &a->out_features);
     if (!st)
         st = ss_attr_bool(r, "use_bias", &a->use_bias);
     if (!st)
         st = ss_attr_i64(r, "topk", 1, 1, 1 << 20, &a->topk);
     if (!st)
-        st = ss_attr_str(r, "gemm", 0, 8, &gemm);
-    if (!st && gemm) {
-        if (strcmp(gemm, "f8"))
-            st = ss_attr_fail(r, SS_ERR_PARSE, "gemm", "expected \"f8\", got \"%s\"", gemm);
-        a->dtype = SS_F8;
-    }
+        st = ss_op_read_gemm(r, a);
     return st;
 }
 
@@ -357,8 +339,7 @@ static void expert_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
     ss_attr_put_int(w, "out_features", op->attrs.out_features);
     ss_attr_put_bool(w, "use_bias", op->attrs.use_bias);
     ss_attr_put_int(w, "topk", op->attrs.topk);
-    if (op->attrs.dtype == SS_F8)
-        ss_attr_put_str(w, "gemm", "f8");
+    ss_op_write_gemm(w, op);
 }
 
 const ss_op_class ss_op_class_expert_linear = {
@@ -369,7 +350,7 @@ const ss_op_class ss_op_class_expert_linear = {
     .split_mask = ss_op_mask_all,
     .contraction = expert_contraction,
     .input_region = expert_region,
-    .work = expert_work,
+    .work = ss_op_gemm_work,
     .keys = expert_keys,
     .read_attrs = expert_read,
     .write_attrs = expert_write,

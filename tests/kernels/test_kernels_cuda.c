@@ -15,35 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static ss_graph *G;
-
-static int input(const char *name, int nd, const int64_t *shape, ss_dtype t)
-{
-    ss_op_attrs a = {0};
-    a.ndim = nd;
-    for (int i = 0; i < nd; i++) {
-        a.shape[i] = shape[i];
-        a.kind[i] = i == 0 ? SS_DIM_SAMPLE : SS_DIM_PARAMETER;
-    }
-    a.dtype = t;
-    ss_diag d;
-    ss_diag_init(&d);
-    int op = ss_graph_add(G, name, SS_OP_INPUT, &a, 0, NULL, &d);
-    if (op < 0)
-        fail_msg("%s", d.msg);
-    return ss_graph_out(G, op);
-}
-
-static int add(const char *name, ss_op_type type, const ss_op_attrs *a, int n, const int *in)
-{
-    ss_diag d;
-    ss_diag_init(&d);
-    int op = ss_graph_add(G, name, type, a, n, in, &d);
-    if (op < 0)
-        fail_msg("%s", d.msg);
-    return op;
-}
-
 static void close_enough(const float *a, const float *b, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
@@ -54,15 +25,15 @@ static void close_enough(const float *a, const float *b, size_t n, const char *w
 /* Run op on both backends with the same data; compare outputs and grads. */
 static void compare(int op)
 {
-    const ss_op *o = ss_graph_op(G, op);
+    const ss_op *o = ss_graph_op(ss_kt_graph, op);
     ss_tile t;
-    ss_op_full_tile(G, o, &t);
+    ss_op_full_tile(ss_kt_graph, o, &t);
     ss_kargs c, g;
     ss_diag d;
     ss_diag_init(&d);
-    if (ss_kernel_setup(&c, SS_BACKEND_CPU, G, o, &t, &d) ||
+    if (ss_kernel_setup(&c, SS_BACKEND_CPU, ss_kt_graph, o, &t, &d) ||
         ss_kernel_alloc(&c, SS_BACKEND_CPU, 0, 42, &d) ||
-        ss_kernel_setup(&g, SS_BACKEND_CUDA, G, o, &t, &d) ||
+        ss_kernel_setup(&g, SS_BACKEND_CUDA, ss_kt_graph, o, &t, &d) ||
         ss_kernel_alloc(&g, SS_BACKEND_CUDA, 0, 42, &d))
         fail_msg("%s: %s", o->name, d.msg);
     /* the same operands and output gradients on the device */
@@ -98,86 +69,86 @@ static void compare(int op)
 static void test_transformer_ops(void **state)
 {
     (void)state;
-    G = ss_graph_new("cuda");
+    ss_kt_graph = ss_graph_new("cuda");
     int64_t xs[3] = {2, 5, 16}, is[2] = {2, 5};
-    int x = input("x", 3, xs, SS_F32), z = input("z", 3, xs, SS_F32);
-    int ids = input("ids", 2, is, SS_I32);
+    int x = ss_kt_input_flat("x", 3, xs, SS_F32), z = ss_kt_input_flat("z", 3, xs, SS_F32);
+    int ids = ss_kt_input_flat("ids", 2, is, SS_I32);
     ss_op_attrs a = {0};
     a.out_features = 12;
     a.use_bias = 1;
-    compare(add("fc", SS_OP_LINEAR, &a, 1, &x));
+    compare(ss_kt_add("fc", SS_OP_LINEAR, &a, 1, &x));
     memset(&a, 0, sizeof a);
     a.trans_b = 1;
     int in2[2] = {x, z};
-    compare(add("bmm", SS_OP_BATCH_MATMUL, &a, 2, in2));
+    compare(ss_kt_add("bmm", SS_OP_BATCH_MATMUL, &a, 2, in2));
     memset(&a, 0, sizeof a);
-    compare(add("ln", SS_OP_LAYERNORM, &a, 1, &x));
+    compare(ss_kt_add("ln", SS_OP_LAYERNORM, &a, 1, &x));
     a.axis = -1;
-    compare(add("sm", SS_OP_SOFTMAX, &a, 1, &x));
+    compare(ss_kt_add("sm", SS_OP_SOFTMAX, &a, 1, &x));
     memset(&a, 0, sizeof a);
     for (int u = 0; u < 4; u++) {
         a.unary = (ss_unary_kind)u;
-        compare(add(u == 0 ? "relu" : u == 1 ? "gelu" : u == 2 ? "tanh" : "sig", SS_OP_UNARY, &a,
+        compare(ss_kt_add(u == 0 ? "relu" : u == 1 ? "gelu" : u == 2 ? "tanh" : "sig", SS_OP_UNARY, &a,
                     1, &x));
     }
     memset(&a, 0, sizeof a);
     a.binary = SS_BINARY_MUL;
-    compare(add("mul", SS_OP_BINARY, &a, 2, in2));
+    compare(ss_kt_add("mul", SS_OP_BINARY, &a, 2, in2));
     memset(&a, 0, sizeof a);
     a.perm[0] = 1;
     a.perm[1] = 2;
     a.perm[2] = 0;
-    compare(add("tr", SS_OP_TRANSPOSE, &a, 1, &x));
+    compare(ss_kt_add("tr", SS_OP_TRANSPOSE, &a, 1, &x));
     memset(&a, 0, sizeof a);
     a.vocab = 7;
     a.dim = 8;
     a.dtype = SS_F32;
-    compare(add("emb", SS_OP_EMBEDDING, &a, 1, &ids));
+    compare(ss_kt_add("emb", SS_OP_EMBEDDING, &a, 1, &ids));
     memset(&a, 0, sizeof a);
     int ce_in[2] = {x, ids};
-    compare(add("loss", SS_OP_SOFTMAX_CE, &a, 2, ce_in));
+    compare(ss_kt_add("loss", SS_OP_SOFTMAX_CE, &a, 2, ce_in));
     memset(&a, 0, sizeof a);
     a.axis = 2;
-    compare(add("cat", SS_OP_CONCAT, &a, 2, in2));
+    compare(ss_kt_add("cat", SS_OP_CONCAT, &a, 2, in2));
     a.n_split = 2;
     a.split_sizes[0] = 6;
     a.split_sizes[1] = 10;
-    compare(add("split", SS_OP_SPLIT, &a, 1, &x));
-    ss_graph_free(G);
+    compare(ss_kt_add("split", SS_OP_SPLIT, &a, 1, &x));
+    ss_graph_free(ss_kt_graph);
 }
 
 static void test_cnn_rnn_attention(void **state)
 {
     (void)state;
-    G = ss_graph_new("cuda2");
+    ss_kt_graph = ss_graph_new("cuda2");
     int64_t xs[4] = {2, 3, 7, 6};
-    int x = input("x", 4, xs, SS_F32);
+    int x = ss_kt_input_flat("x", 4, xs, SS_F32);
     ss_op_attrs a = {0};
     a.out_channels = 4;
     a.use_bias = 1;
     a.kernel[0] = a.kernel[1] = 3;
     a.pad[0] = a.pad[1] = 1;
-    compare(add("conv", SS_OP_CONV2D, &a, 1, &x));
+    compare(ss_kt_add("conv", SS_OP_CONV2D, &a, 1, &x));
     memset(&a, 0, sizeof a);
     a.kernel[0] = a.kernel[1] = 2;
     a.stride[0] = a.stride[1] = 2;
-    compare(add("maxpool", SS_OP_POOL2D, &a, 1, &x));
+    compare(ss_kt_add("maxpool", SS_OP_POOL2D, &a, 1, &x));
     a.pool = SS_POOL_AVG;
-    compare(add("avgpool", SS_OP_POOL2D, &a, 1, &x));
+    compare(ss_kt_add("avgpool", SS_OP_POOL2D, &a, 1, &x));
     memset(&a, 0, sizeof a);
-    compare(add("bn", SS_OP_BATCHNORM, &a, 1, &x));
+    compare(ss_kt_add("bn", SS_OP_BATCHNORM, &a, 1, &x));
     int64_t ss[3] = {2, 5, 8};
-    int q = input("q", 3, ss, SS_F32);
+    int q = ss_kt_input_flat("q", 3, ss, SS_F32);
     a.heads = 2;
     a.causal = 1;
     a.use_bias = 1;
     int in3[3] = {q, q, q};
-    compare(add("attn", SS_OP_ATTENTION, &a, 3, in3));
+    compare(ss_kt_add("attn", SS_OP_ATTENTION, &a, 3, in3));
     memset(&a, 0, sizeof a);
     a.hidden = 6;
     a.return_sequences = 1;
-    compare(add("lstm", SS_OP_LSTM, &a, 1, &q));
-    ss_graph_free(G);
+    compare(ss_kt_add("lstm", SS_OP_LSTM, &a, 1, &q));
+    ss_graph_free(ss_kt_graph);
 }
 
 int main(void)
