@@ -254,8 +254,8 @@ fi
 
 # 12. The LLM planner's options: bad values refused (exit 2, the option
 # named); LLM-only options refused on other models; --level 0 on GPT-3 175B
-# / 1,024 answers in a couple of CPU seconds (a second of its own on an idle
-# core; the check is on CPU time, the test machine is shared); --baseline
+# / 1,024 answers with a plan (its speed, ~2 s CPU, is a benchmark figure,
+# not a test: benchmarks/bench_plan.sh); --baseline
 # megatron-grid prints the grid's row; --json has the LLM keys; progress
 # lines go to stderr when it is not a terminal.
 small=(--model gpt:layers=4,hidden=512,heads=8,seq=512 --batch 16
@@ -274,14 +274,7 @@ if check "--level on a CNN" 2 "$bin" --topology $topo --nodes 1 --model mlp --bu
 fi
 gpt175=(--model gpt:layers=96,hidden=12288,heads=96,seq=2048 --batch 1536
         --topology topologies/dgx-a100.json --nodes 128)
-if check "--level 0 175B" 0 /usr/bin/time -f "%U %S" -o "$tmp/l0.time" \
-    "$bin" "${gpt175[@]}" --level 0 --out "$tmp/l0.json"; then
-  python3 - "$tmp/l0.time" <<'PY' || { echo "FAIL --level 0 on 175B: too slow"; fail=$((fail + 1)); }
-import sys
-u, s = map(float, open(sys.argv[1]).read().split()[-2:])
-print("--level 0 on GPT-3 175B / 1,024: %.2f s CPU" % (u + s))
-assert u + s <= 3.0, u + s
-PY
+if check "--level 0 175B" 0 "$bin" "${gpt175[@]}" --level 0 --out "$tmp/l0.json"; then
   grep -q "LLM planner: level 0" "$tmp/out" || { echo "FAIL --level 0: level line"; fail=$((fail + 1)); }
   grep -q "Megatron-LM flags: --tensor-model-parallel-size" "$tmp/out" ||
     { echo "FAIL --level 0: Megatron-LM flags"; fail=$((fail + 1)); }
