@@ -1,7 +1,7 @@
 /*
  * averaging.c — the averaging round's load balancing (search/averaging.h):
- * the linear program solved by COIN-OR CLP through Clp_C_Interface.h, the
- * equal split and the ring all-reduce's closed form.
+ * the linear program solved by COIN-OR CLP (opened on first use,
+ * search/coin.h), the equal split and the ring all-reduce's closed form.
  *
  * Invariant: the LP's rows are the model's per-peer time bounds divided by
  * V (so coefficients are O(1) and O(bandwidth / V), whatever the vector's
@@ -11,7 +11,8 @@
  */
 #include "search/averaging.h"
 
-#include <Clp_C_Interface.h>
+#include "search/coin.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -82,6 +83,7 @@ static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, 
     double *rowub = ss_calloc((size_t)nrow, sizeof *rowub);
     ss_status st = SS_OK;
     Clp_Simplex *clp = NULL;
+    const ss_coin_clp *api = NULL;
     if (!start || !index || !value || !collb || !colub || !obj || !rowlb || !rowub) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "averaging: out of memory for the LP of %d peers", n);
         goto out;
@@ -117,27 +119,31 @@ static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, 
     }
     rowlb[4 * n] = rowub[4 * n] = 1.0;
 
-    clp = Clp_newModel();
+    if (!(api = ss_coin_clp_open(d))) {
+        st = SS_ERR_UNSUPPORTED;
+        goto out;
+    }
+    clp = api->Clp_newModel();
     if (!clp) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "averaging: CLP could not create a model");
         goto out;
     }
-    Clp_setLogLevel(clp, 0);
-    Clp_loadProblem(clp, ncol, nrow, start, index, value, collb, colub, obj, rowlb, rowub);
-    Clp_dual(clp, 0);
-    if (Clp_status(clp) == 0) {
-        colub[X] = Clp_getColSolution(clp)[X] * (1 + 1e-9) + 1e-12;
+    api->Clp_setLogLevel(clp, 0);
+    api->Clp_loadProblem(clp, ncol, nrow, start, index, value, collb, colub, obj, rowlb, rowub);
+    api->Clp_dual(clp, 0);
+    if (api->Clp_status(clp) == 0) {
+        colub[X] = api->Clp_getColSolution(clp)[X] * (1 + 1e-9) + 1e-12;
         obj[X] = 0, obj[T] = 1.0;
-        Clp_chgColumnUpper(clp, colub);
-        Clp_chgObjCoefficients(clp, obj);
-        Clp_primal(clp, 0);
+        api->Clp_chgColumnUpper(clp, colub);
+        api->Clp_chgObjCoefficients(clp, obj);
+        api->Clp_primal(clp, 0);
     }
-    if (Clp_status(clp) != 0) {
+    if (api->Clp_status(clp) != 0) {
         st = ss_diag_set(d, SS_ERR_INFEASIBLE,
                          "averaging: CLP found no optimum for %d peers (status %d)", n,
-                         Clp_status(clp));
+                         api->Clp_status(clp));
     } else {
-        const double *x = Clp_getColSolution(clp);
+        const double *x = api->Clp_getColSolution(clp);
         double sum = 0;
         for (int i = 0; i < n; i++) {
             share[i] = p[i].accepts && x[i] > 0 ? x[i] : 0.0;
@@ -148,7 +154,7 @@ static ss_status solve_lp(const ss_avg_peer *p, int n, double V, double *share, 
     }
 out:
     if (clp)
-        Clp_deleteModel(clp);
+        api->Clp_deleteModel(clp);
     ss_free(start), ss_free(index), ss_free(value), ss_free(collb), ss_free(colub);
     ss_free(obj), ss_free(rowlb), ss_free(rowub);
     return st;

@@ -10,7 +10,8 @@
  */
 #include "search/ilp.h"
 
-#include <Cbc_C_Interface.h>
+#include "search/coin.h"
+
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -309,19 +310,20 @@ static void work_free(work *W)
 
 /* The CBC model of what the presolve left. */
 typedef struct model {
+    const ss_coin_cbc *api; /* CBC's functions, opened on first use */
     Cbc_Model *cbc;
     int n_cols, n_rows;
 } model;
 
 static void add_col(model *M, double obj, int integer)
 {
-    Cbc_addCol(M->cbc, "", 0.0, 1.0, obj, (char)integer, 0, NULL, NULL);
+    M->api->Cbc_addCol(M->cbc, "", 0.0, 1.0, obj, (char)integer, 0, NULL, NULL);
     M->n_cols++;
 }
 
 static void add_row(model *M, int nz, const int *cols, const double *coefs, char sense, double rhs)
 {
-    Cbc_addRow(M->cbc, "", nz, cols, coefs, sense, rhs);
+    M->api->Cbc_addRow(M->cbc, "", nz, cols, coefs, sense, rhs);
     M->n_rows++;
 }
 
@@ -384,21 +386,25 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
         goto out;
     }
     if (n_free > 0) {
-        M.cbc = Cbc_newModel();
+        if (!(M.api = ss_coin_cbc_open(d))) {
+            st = SS_ERR_UNSUPPORTED;
+            goto out;
+        }
+        M.cbc = M.api->Cbc_newModel();
         if (!M.cbc) {
             st = ss_diag_set(d, SS_ERR_NOMEM, "ilp: CBC could not create a model");
             goto out;
         }
-        Cbc_setLogLevel(M.cbc, 0);
+        M.api->Cbc_setLogLevel(M.cbc, 0);
         if (time_limit_s > 0) { /* wall-clock time, not CBC's default CPU time */
-            Cbc_setParameter(M.cbc, "timeMode", "elapsed");
-            Cbc_setMaximumSeconds(M.cbc, time_limit_s);
+            M.api->Cbc_setParameter(M.cbc, "timeMode", "elapsed");
+            M.api->Cbc_setMaximumSeconds(M.cbc, time_limit_s);
         }
         if (max_nodes > 0)
-            Cbc_setMaximumNodes(M.cbc, max_nodes);
-        Cbc_setAllowableGap(M.cbc, 0.0);
-        Cbc_setAllowableFractionGap(M.cbc, 0.0);
-        Cbc_setParameter(M.cbc, "presolve", "off"); /* measured: 2.3x faster on layer ILPs */
+            M.api->Cbc_setMaximumNodes(M.cbc, max_nodes);
+        M.api->Cbc_setAllowableGap(M.cbc, 0.0);
+        M.api->Cbc_setAllowableFractionGap(M.cbc, 0.0);
+        M.api->Cbc_setParameter(M.cbc, "presolve", "off"); /* measured: 2.3x faster on layer ILPs */
         dominance(&W, dead);
         for (int v = 0; v < n; v++) {
             col0[v] = -1;
@@ -484,14 +490,14 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
                 add_row(&M, nz, cols, coefs, 'E', 0.0);
             }
         }
-        Cbc_solve(M.cbc);
-        const double *x = Cbc_getColSolution(M.cbc);
-        int sec = Cbc_secondaryStatus(M.cbc);
+        M.api->Cbc_solve(M.cbc);
+        const double *x = M.api->Cbc_getColSolution(M.cbc);
+        int sec = M.api->Cbc_secondaryStatus(M.cbc);
         time_limited = sec == 4;
         node_limited = sec == 3;
-        optimal = Cbc_isProvenOptimal(M.cbc);
+        optimal = M.api->Cbc_isProvenOptimal(M.cbc);
         int found = x != NULL && (optimal || ((time_limited || node_limited) &&
-                                              Cbc_numberSavedSolutions(M.cbc) > 0));
+                                              M.api->Cbc_numberSavedSolutions(M.cbc) > 0));
         for (int v = 0; found && v < n; v++) {
             if (col0[v] < 0)
                 continue;
@@ -513,7 +519,7 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
                 st = ss_diag_set(d, SS_ERR_INFEASIBLE,
                                  "ilp: no sharding choice fits the memory limit of %.3g bytes "
                                  "(CBC status %d/%d)",
-                                 p->mem_limit, Cbc_status(M.cbc), sec);
+                                 p->mem_limit, M.api->Cbc_status(M.cbc), sec);
             goto out;
         }
     }
@@ -538,7 +544,7 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
     }
 out:
     if (M.cbc)
-        Cbc_deleteModel(M.cbc);
+        M.api->Cbc_deleteModel(M.cbc);
     work_free(&W);
     ss_free(col0);
     ss_free(pick);

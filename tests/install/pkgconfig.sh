@@ -36,7 +36,7 @@ check "example.c builds against the shared library through pkg-config" $?
 # static: libsimsearch.a, its dependencies shared (pkg-config --static would
 # ask for hwloc's own static dependencies, libudev.a, which distributions
 # rarely ship)
-static_libs="$(pkg-config --libs jansson hwloc cbc) -lm -ldl"
+static_libs="$(pkg-config --libs jansson hwloc) -lm -ldl"
 eval "\"\$cc\" -std=c11 -Wall -Wextra -Werror $extra -o \"\$tmp/ex_static\" \"\$src/tests/install/example.c\" $cflags \"\$lib/libsimsearch.a\" $static_libs"
 check "example.c builds against the static library" $?
 topo="$prefix/share/simsearch/topologies/p100x16.json"

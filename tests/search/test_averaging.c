@@ -6,12 +6,15 @@
  * independent optimum on random swarms (bisection on the round time: a time
  * xi is feasible iff every peer's bytes at share 0 fit and the accepting
  * peers' largest shares at xi sum to at least 1), the equal split and the
- * ring's closed forms, and the refusals.
+ * ring's closed forms, and the refusals. Runs first: COIN-OR CLP is opened
+ * by the first LP (search/coin.h), not before, and LAPACK comes with it.
  */
 #include "testutil.h"
 #include "search/averaging.h"
+#include "search/coin.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define V 100e6 /* bytes */
@@ -23,6 +26,36 @@ static double rnd(void)
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* 1 if a library whose path contains `lib` is mapped in this process, 0 if
+ * not, -1 without /proc. */
+static int lib_mapped(const char *lib)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, lib) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void test_clp_on_first_use(void **state)
+{
+    (void)state;
+    assert_false(ss_coin_clp_loaded());
+    assert_true(lib_mapped("libClp") <= 0);
+    assert_true(lib_mapped("liblapack") <= 0);
+    ss_avg_peer p[2] = {{1e6, 1e6, 0, 1}, {1e6, 1e6, 0, 1}};
+    double w[2], t;
+    assert_int_equal(ss_averaging_solve(SS_AVG_EQUAL, p, 2, V, w, &t, NULL), SS_OK);
+    assert_false(ss_coin_clp_loaded()); /* the equal split needs no LP */
+    assert_int_equal(ss_averaging_solve(SS_AVG_LP, p, 2, V, w, &t, NULL), SS_OK);
+    assert_true(ss_coin_clp_loaded());
+    assert_true(lib_mapped("libClp") != 0);
 }
 
 static void test_butterfly_optimum(void **state)
@@ -175,6 +208,7 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clp_on_first_use),
         cmocka_unit_test(test_butterfly_optimum),  cmocka_unit_test(test_client_gets_nothing),
         cmocka_unit_test(test_double_bandwidth),   cmocka_unit_test(test_lp_against_bisection),
         cmocka_unit_test(test_ring_closed_form),   cmocka_unit_test(test_refusals),
