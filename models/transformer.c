@@ -1,6 +1,7 @@
 /*
  * transformer.c — the transformer zoo families: gpt (and its presets llama
- * and mixtral, zoo.c) and bert.
+ * and mixtral, zoo.c), bert and albert (one layer's weights shared by every
+ * layer, ss_zoo_build_albert).
  *
  * Layers are built from primitive ops the way Megatron-LM runs them, so the
  * cost model sees the real kernels (pre-norm):
@@ -74,7 +75,29 @@ typedef struct tcfg {
     int rms, act, rotary, bias, qkv_bias;
     double dropout;
     ss_dtype gemm; /* SS_F8 for FP8 GEMMs, else SS_F32 (the tensors' dtype) */
+    struct tie *tie; /* ALBERT's cross-layer sharing, NULL: every op owns its weights */
 } tcfg;
+
+/* Cross-layer weight sharing (ALBERT): while recording, the weighted ops of
+ * the first layer are kept in build order; while reusing, a later layer's
+ * k-th weighted op takes the weights of the first layer's k-th. */
+typedef struct tie {
+    int op[32];
+    int n, pos, reuse;
+} tie;
+
+/* Add a weighted op of a layer (its own weights, or the first layer's under
+ * c->tie); returns its first output. */
+static int layer_add(zb *b, const char *name, ss_op_type t, const ss_op_attrs *a, int x,
+                     const tcfg *c)
+{
+    tie *s = c->tie;
+    const ss_op *o = s && s->reuse && s->pos < s->n ? ss_graph_op(b->g, s->op[s->pos++]) : NULL;
+    int op = zb_add(b, name, t, a, 1, &x, o ? o->n_w : -1, o ? o->weights : NULL);
+    if (s && !s->reuse && op >= 0 && s->n < (int)(sizeof s->op / sizeof s->op[0]))
+        s->op[s->n++] = op;
+    return zb_out(b, op, 0);
+}
 
 static void bert_cfg(tcfg *c, int64_t batch, const int64_t *p, int causal)
 {
@@ -124,7 +147,7 @@ static int layer_linear(zb *b, const char *name, int x, int64_t out, int bias, c
     a.out_features = out;
     a.use_bias = bias;
     a.dtype = c->gemm;
-    return zb_out(b, zb_add(b, name, SS_OP_LINEAR, &a, 1, &x, -1, NULL), 0);
+    return layer_add(b, name, SS_OP_LINEAR, &a, x, c);
 }
 
 static int maybe_dropout(zb *b, const char *name, int x, const tcfg *c)
@@ -141,7 +164,8 @@ static int rope(zb *b, const char *name, int x, int64_t dh)
 
 static int norm(zb *b, const char *name, int x, const tcfg *c)
 {
-    return zb_norm(b, name, x, c->rms ? SS_OP_RMSNORM : SS_OP_LAYERNORM);
+    ss_op_attrs a = {0};
+    return layer_add(b, name, c->rms ? SS_OP_RMSNORM : SS_OP_LAYERNORM, &a, x, c);
 }
 
 /* Grouped-query attention core from q [N,S,kv,G dh], k, v [N,S,kv,dh] to
@@ -385,4 +409,84 @@ void ss_zoo_build_bert(zb *b, int64_t batch, const int64_t *p)
     x = zb_unary(b, "mlm.gelu", x, SS_UNARY_GELU);
     x = zb_norm(b, "mlm.ln", x, SS_OP_LAYERNORM);
     tied_head(b, "mlm.decoder", x, tok_op, vocab, labels);
+}
+
+/* An ALBERT layer (post-LN, as BERT and ALBERT run it): attention, dropout,
+ * residual, LayerNorm, MLP, dropout, residual, LayerNorm. Under c->tie its
+ * weighted ops take the first layer's weights. */
+static int albert_layer(zb *b, int l, int x, const tcfg *c)
+{
+    int y = attention(b, l, x, c);
+    y = maybe_dropout(b, zb_name(b, "l%d.attn.proj_dropout", l), y, c);
+    x = zb_binary(b, zb_name(b, "l%d.attn.residual", l), x, y, SS_BINARY_ADD);
+    x = norm(b, zb_name(b, "l%d.ln1", l), x, c);
+    y = mlp_body(b, l, "mlp", x, c, 0);
+    y = maybe_dropout(b, zb_name(b, "l%d.mlp.dropout", l), y, c);
+    x = zb_binary(b, zb_name(b, "l%d.mlp.residual", l), x, y, SS_BINARY_ADD);
+    return norm(b, zb_name(b, "l%d.ln2", l), x, c);
+}
+
+/* ALBERT (Lan et al. 2020; Hugging Face's AlbertForPreTraining, which
+ * sahajBERT trained): factorised embeddings (token, position and segment
+ * tables of width `embedding`, LayerNorm, dropout, a projection to the
+ * hidden width), `layers` applications of ONE layer's weights (the ops of
+ * layer l > 0 share layer 0's weight tensors: the parameters do not grow
+ * with the depth, the compute does), the masked-LM head (dense to the
+ * embedding width, gelu, LayerNorm, decoder tied to the token table, no
+ * decoder bias) and the sentence-order head (the first token through the
+ * pooler dense + tanh, a 2-way classifier, its own loss). Keys (zoo.c
+ * order): layers, hidden, heads, seq, vocab, embedding. */
+void ss_zoo_build_albert(zb *b, int64_t batch, const int64_t *p)
+{
+    enum { A_LAYERS, A_HIDDEN, A_HEADS, A_SEQ, A_VOCAB, A_EMB };
+    tie share;
+    memset(&share, 0, sizeof share);
+    tcfg c;
+    memset(&c, 0, sizeof c);
+    c.batch = batch;
+    c.hidden = p[A_HIDDEN];
+    c.heads = c.kv = p[A_HEADS];
+    c.seq = p[A_SEQ];
+    c.ffn = 4 * c.hidden;
+    c.bias = c.qkv_bias = 1;
+    c.dropout = DROPOUT;
+    int64_t emb = p[A_EMB], vocab = p[A_VOCAB];
+    int tokens = ids_input(b, "tokens", &c);
+    int positions = ids_input(b, "positions", &c);
+    int segments = ids_input(b, "segments", &c);
+    int labels = ids_input(b, "labels", &c);
+    ss_dim_kind k_sample = SS_DIM_SAMPLE;
+    int sop_labels = zb_input(b, "sop_labels", 1, &batch, &k_sample, SS_I32);
+    int tok_op, pos_op, seg_op;
+    int x = embed(b, "embed.tokens", tokens, vocab, emb, &tok_op);
+    int pos = embed(b, "embed.positions", positions, c.seq, emb, &pos_op);
+    int seg = embed(b, "embed.segments", segments, 2, emb, &seg_op);
+    x = zb_binary(b, "embed.add_positions", x, pos, SS_BINARY_ADD);
+    x = zb_binary(b, "embed.add_segments", x, seg, SS_BINARY_ADD);
+    x = zb_norm(b, "embed.ln", x, SS_OP_LAYERNORM);
+    x = zb_dropout(b, "embed.dropout", x, DROPOUT);
+    x = zb_linear(b, "embed.project", x, c.hidden, 1);
+    c.tie = &share;
+    for (int l = 0; l < (int)p[A_LAYERS]; l++) {
+        share.pos = 0;
+        share.reuse = l > 0;
+        x = albert_layer(b, l, x, &c);
+    }
+    int y = zb_linear(b, "mlm.dense", x, emb, 1);
+    y = zb_unary(b, "mlm.gelu", y, SS_UNARY_GELU);
+    y = zb_norm(b, "mlm.ln", y, SS_OP_LAYERNORM);
+    tied_head(b, "mlm.decoder", y, tok_op, vocab, labels);
+    ss_op_attrs a = {0};
+    a.axis = 1;
+    a.n_split = 2;
+    a.split_sizes[0] = 1;
+    a.split_sizes[1] = c.seq - 1;
+    a.view = 1;
+    int first = zb_out(b, zb_add(b, "sop.first", SS_OP_SPLIT, &a, 1, &x, -1, NULL), 0);
+    int64_t s2[2] = {batch, c.hidden};
+    first = zb_reshape(b, "sop.first_token", first, 2, s2);
+    int pooled = zb_linear(b, "sop.pooler", first, c.hidden, 1);
+    pooled = zb_unary(b, "sop.tanh", pooled, SS_UNARY_TANH);
+    int logits = zb_linear(b, "sop.classifier", pooled, 2, 1);
+    zb_softmax_ce(b, "sop.loss", logits, sop_labels);
 }

@@ -329,6 +329,14 @@ static const zoo_family families[] = {
       {"seq", 512, 1, BIG, NULL}, {"vocab", 30522, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
       K_VOCAB_PAD, K_TP},
      ss_zoo_build_bert, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
+    {{"albert", "ALBERT (large by default: one layer's weights shared by all 24, embedding "
+                "128; MLM + sentence-order heads), 17.8M parameters",
+      "layers=24,hidden=1024,heads=16,seq=512,vocab=30000,embedding=128"},
+     64,
+     {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG, NULL}, {"heads", 16, 1, 4096, NULL},
+      {"seq", 512, 2, BIG, NULL}, {"vocab", 30000, 2, 1 << 24, NULL},
+      {"embedding", 128, 1, BIG, NULL}},
+     ss_zoo_build_albert, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
     {{"gpt", "GPT decoder (Megatron-LM layout, tied LM head), GPT-2 medium-like defaults",
       "layers=24,hidden=1024,heads=16,seq=1024,vocab=51200,fused=0,vocab_pad=128,tp=1,"
       "kv_heads=0,ffn=0,norm=layernorm,act=gelu,rotary=0,tied=1,bias=1,qkv_bias=-1,dropout=1,"

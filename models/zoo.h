@@ -78,6 +78,7 @@ void ss_zoo_build_rnntc(zb *b, int64_t batch, const int64_t *p);
 void ss_zoo_build_rnnlm(zb *b, int64_t batch, const int64_t *p);
 void ss_zoo_build_nmt(zb *b, int64_t batch, const int64_t *p);
 void ss_zoo_build_bert(zb *b, int64_t batch, const int64_t *p);
+void ss_zoo_build_albert(zb *b, int64_t batch, const int64_t *p);
 void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p);
 void ss_zoo_build_mlp(zb *b, int64_t batch, const int64_t *p);
 

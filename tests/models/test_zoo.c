@@ -96,6 +96,60 @@ static void test_bert_large(void **state)
     ss_graph_free(g);
 }
 
+/* ALBERT-large (Lan et al. 2020, Table 1: 18M parameters; Hugging Face's
+ * albert-large-v2 AlbertForPreTraining: 17,847,474, of which 30,000 are the
+ * MLM decoder bias we leave out): one layer's weights shared by the 24
+ * layers, so the parameters are BERT-large's /19 while the compute per
+ * sample is of BERT-large's order. */
+static void test_albert_large(void **state)
+{
+    (void)state;
+    ss_graph *g = build("albert", 1, 1);
+    double h = 1024, L = 24, S = 512, E = 128, V = 30000;
+    /* Exact: embeddings (V+S+2)E + LN 2E; projection Eh+h; ONE layer
+     * 12h^2+13h; MLM dense hE+E, LN 2E; pooler h^2+h; SOP classifier 2h+2. */
+    int64_t want = (30000 + 512 + 2) * 128 + 256 + 128 * 1024 + 1024 +
+                   (12 * 1024 * 1024 + 13 * 1024) + 1024 * 128 + 128 + 256 + 1024 * 1024 +
+                   1024 + 2 * 1024 + 2;
+    assert_int_equal(want, 17847474 - 30000);
+    assert_int_equal(ss_graph_parameters(g), want);
+    /* Per token: L layers of 24h^2 (GEMMs) + 4Sh (attention), the projection
+     * 2Eh, the MLM dense 2hE and the tied decoder 2EV. */
+    double f = S * (L * (24 * h * h + 4 * S * h) + 2 * E * h + 2 * h * E + 2 * E * V);
+    assert_true(rel_err(flops_per_sample(g), f) < 0.02);
+    /* Every layer's weighted op uses layer 0's tensors. */
+    static const char *const parts[] = {"attn.qkv", "attn.proj", "ln1", "mlp.fc1", "mlp.fc2",
+                                        "ln2"};
+    for (int k = 0; k < 6; k++) {
+        char n0[64], nl[64];
+        snprintf(n0, sizeof n0, "l0.%s", parts[k]);
+        snprintf(nl, sizeof nl, "l23.%s", parts[k]);
+        const ss_op *a = ss_graph_op(g, ss_graph_find_op(g, n0));
+        const ss_op *b = ss_graph_op(g, ss_graph_find_op(g, nl));
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_int_equal(a->n_w, 2);
+        assert_int_equal(b->n_w, a->n_w);
+        for (int i = 0; i < a->n_w; i++)
+            assert_int_equal(b->weights[i], a->weights[i]);
+    }
+    assert_int_equal(ss_graph_find_tensor(g, "l1.attn.qkv.weight"), -1);
+    int dec = ss_graph_find_op(g, "mlm.decoder");
+    assert_true(dec >= 0);
+    assert_int_equal(ss_graph_op(g, dec)->weights[0],
+                     ss_graph_find_tensor(g, "embed.tokens.weight"));
+    assert_true(ss_graph_find_op(g, "sop.loss") >= 0);
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_graph_validate(g, &d), SS_OK);
+    /* Depth adds compute, not parameters. */
+    ss_graph *g6 = build("albert:layers=6", 1, 1);
+    assert_int_equal(ss_graph_parameters(g6), want);
+    assert_true(flops_per_sample(g6) < 0.3 * flops_per_sample(g));
+    ss_graph_free(g6);
+    ss_graph_free(g);
+}
+
 static double megatron_params(double l, double h, double V, double s)
 {
     return 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
@@ -322,11 +376,12 @@ static void test_spec_errors(void **state)
 static void test_registry(void **state)
 {
     (void)state;
-    assert_int_equal(ss_zoo_count(), 11);
-    assert_null(ss_zoo_get(11));
+    assert_int_equal(ss_zoo_count(), 12);
+    assert_null(ss_zoo_get(12));
     assert_null(ss_zoo_get(-1));
     static const char *const want[] = {"alexnet", "inception_v3", "resnet101", "rnntc", "rnnlm",
-                                       "nmt", "bert", "gpt", "mlp", "llama", "mixtral"};
+                                       "nmt", "bert", "albert", "gpt", "mlp", "llama",
+                                       "mixtral"};
     for (int i = 0; i < ss_zoo_count(); i++) {
         const ss_zoo_entry *e = ss_zoo_get(i);
         assert_string_equal(e->name, want[i]);
@@ -541,6 +596,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_published),
         cmocka_unit_test(test_bert_large),
+        cmocka_unit_test(test_albert_large),
         cmocka_unit_test(test_gpt_megatron_table),
         cmocka_unit_test(test_gpt_layout),
         cmocka_unit_test(test_rnn_sharing),
