@@ -4,17 +4,22 @@
  * micro-batch time from the cost model, then the swarm's event simulation
  * (search/swarm.h) with the averaging split by search/averaging.h, and a
  * report of throughput, step time, each peer's share of compute and of
- * averaging, idle fractions and the churn's events (docs/swarm.md).
+ * averaging, idle fractions and the churn's events (docs/swarm.md), with
+ * a plot of throughput over time (cli/plot.h). What-if: a list in
+ * --target-batch, --peers or --bandwidth-scale runs the swarm at every
+ * point of their cross product (ss_swarm_sweep) and reports a table (text,
+ * --json, --csv FILE) and a plot of throughput against the first listed axis.
  *
  * Invariant: every option given changes the run (none is accepted and
- * ignored); specs (--churn, --strategy) are parsed completely or refused
- * naming the option and what was expected.
+ * ignored: --csv without a sweep is refused); specs (--churn, --strategy,
+ * the lists) are parsed completely or refused naming the option and what
+ * was expected.
  */
 #include "cli.h"
+#include "cli/plot.h"
+#include "core/outfile.h"
 #include "search/swarm.h"
 
-#include <cairo-svg.h>
-#include <cairo.h>
 #include <jansson.h>
 #include <math.h>
 #include <stddef.h>
@@ -23,16 +28,21 @@
 
 typedef struct swarm_opts {
     ss_cli_common c;
-    long long target, micro, seed, params;
+    long long micro, seed, params;
     double duration, window;
-    const char *averaging, *churn, *strategy, *compress, *plot;
+    const char *targets, *peers, *bw, *averaging, *churn, *strategy, *compress, *plot, *csv;
 } swarm_opts;
 
 static const ss_cli_optdef options[] = {
     SS_CLI_ROW_MODEL(swarm_opts),
     SS_CLI_ROW_TOPOLOGY(swarm_opts),
-    {"--target-batch", SS_CLI_INT, "N", offsetof(swarm_opts, target), 1, SS_CLI_MAX_BATCH, 0, 0,
-     1, "samples the collaboration accumulates per optimizer step"},
+    SS_CLI_STR_ROW(swarm_opts, "--target-batch", "N[,N...]", targets, 1,
+                   "samples the collaboration accumulates per optimizer step\n"
+                   "(a list: what-if over the target batch)"),
+    SS_CLI_STR_ROW(swarm_opts, "--peers", "K[,K...]", peers, 0,
+                   "what-if: only the first K peers of the topology, for each K"),
+    SS_CLI_STR_ROW(swarm_opts, "--bandwidth-scale", "X[,X...]", bw, 0,
+                   "what-if: every peer's up and down bandwidth times X, for each X"),
     SS_CLI_INT_ROW(swarm_opts, "--micro-batch", "N", micro, 1, 65536,
                    "samples per micro-batch on every peer (default 8)"),
     SS_CLI_STR_ROW(swarm_opts, "--averaging", "lp|equal|ring", averaging, 0,
@@ -47,8 +57,8 @@ static const ss_cli_optdef options[] = {
     SS_CLI_STR_ROW(swarm_opts, "--compress", "none|fp16|int8", compress, 0,
                    "bytes per averaged value: 4 (default), 2 or 1"),
     SS_CLI_INT_ROW(swarm_opts, "--params", "N", params, 1, 1LL << 40,
-                   "parameters averaged (default: the model's; e.g. 17.7M for\n"
-                   "ALBERT-large, whose layers share weights)"),
+                   "parameters averaged (default: the model's, e.g. albert's\n"
+                   "17.8M, whose layers share weights)"),
     SS_CLI_REAL_ROW(swarm_opts, "--duration", "S", duration, 1, 1e8,
                     "simulated seconds (default 3600)"),
     SS_CLI_REAL_ROW(swarm_opts, "--window", "S", window, 0, 1e6,
@@ -56,9 +66,12 @@ static const ss_cli_optdef options[] = {
                     "after the target is reached (default 5)"),
     SS_CLI_INT_ROW(swarm_opts, "--seed", "N", seed, 0, 1LL << 62, "churn seed (default 1)"),
     SS_CLI_ROW_JSON(swarm_opts, "print the report as JSON"),
+    SS_CLI_STR_ROW(swarm_opts, "--csv", "FILE", csv, 0,
+                   "what-if: write the table as CSV, one row per point"),
     SS_CLI_STR_ROW(swarm_opts, "--plot", "FILE", plot, 0,
-                   "draw throughput over time with churn events marked\n"
-                   "(FILE.svg or FILE.png, cairo)"),
+                   "draw throughput over time with churn events marked, or for\n"
+                   "a what-if throughput against the first listed axis\n"
+                   "(FILE.svg or FILE.png)"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 
@@ -75,7 +88,10 @@ const ss_cli_cmddef ss_cli_def_swarm = {
     NULL,
     0,
     "The topology lists its devices as peers (topologies/volunteers40.json).\n"
-    "docs/swarm.md states the model and its simplifications.",
+    "docs/swarm.md states the model and its simplifications.\n"
+    "What-if CSV columns: peers, bandwidth_scale, target_batch, feasible,\n"
+    "samples_per_s, step_time_s, averaging_s, rounds, aborts, lost_samples,\n"
+    "peers_missing_rounds, compute_util, why.",
 };
 
 static int bad(const char *fmt, const char *opt, const char *val)
@@ -247,114 +263,366 @@ static int print_json(const ss_swarm_config *c, const ss_swarm_peer *p, const ss
     return SS_EXIT_OK;
 }
 
-/* Throughput over time: each round's samples over the time since the
- * previous round (a step line), churn events as ticks (leave red, join
- * green, abort grey). */
-static void draw(cairo_t *cr, double W, double H, const ss_swarm_config *c,
-                 const ss_swarm_result *r)
+/* The figure's subtitle: what the run rests on. */
+static void subtitle(char *buf, size_t n, const swarm_opts *o, const ss_swarm_config *c,
+                     double params)
 {
-    const double L = 70, R = 20, T = 30, B = 50;
-    double ymax = 1, prev = 0;
-    for (int k = 0; k < r->n_events; k++)
-        if (r->events[k].kind == SS_SWARM_ROUND) {
-            double dt = r->events[k].t - prev;
-            if (dt > 0)
-                ymax = fmax(ymax, r->events[k].samples / dt);
-            prev = r->events[k].t;
-        }
-    ymax *= 1.1;
-    double pw = W - L - R, ph = H - T - B;
-#define PX(t) (L + pw * (t) / c->duration_s)
-#define PY(v) (T + ph * (1 - (v) / ymax))
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    cairo_set_line_width(cr, 1);
-    for (int k = 0; k < r->n_events; k++) {
-        const ss_swarm_event *e = &r->events[k];
-        if (e->kind == SS_SWARM_ROUND)
-            continue;
-        if (e->kind == SS_SWARM_LEAVE)
-            cairo_set_source_rgb(cr, 0.85, 0.2, 0.2);
-        else if (e->kind == SS_SWARM_JOIN)
-            cairo_set_source_rgb(cr, 0.2, 0.65, 0.2);
-        else
-            cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
-        cairo_move_to(cr, PX(e->t), T + ph);
-        cairo_line_to(cr, PX(e->t), T + ph - 12);
-        cairo_stroke(cr);
-    }
-    cairo_set_source_rgb(cr, 0.1, 0.3, 0.8);
-    cairo_set_line_width(cr, 1.5);
-    prev = 0;
-    int first = 1;
-    for (int k = 0; k < r->n_events; k++) {
-        const ss_swarm_event *e = &r->events[k];
-        if (e->kind != SS_SWARM_ROUND || e->t <= prev)
-            continue;
-        double v = e->samples / (e->t - prev);
-        if (first)
-            cairo_move_to(cr, PX(prev), PY(v)), first = 0;
-        else
-            cairo_line_to(cr, PX(prev), PY(v));
-        cairo_line_to(cr, PX(e->t), PY(v));
-        prev = e->t;
-    }
-    cairo_stroke(cr);
-    cairo_set_source_rgb(cr, 0.6, 0.1, 0.6); /* the mean */
-    cairo_set_dash(cr, (double[]){4, 3}, 2, 0);
-    cairo_move_to(cr, L, PY(r->samples_per_s));
-    cairo_line_to(cr, L + pw, PY(r->samples_per_s));
-    cairo_stroke(cr);
-    cairo_set_dash(cr, NULL, 0, 0);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_set_line_width(cr, 1);
-    cairo_rectangle(cr, L, T, pw, ph);
-    cairo_stroke(cr);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, 11);
-    char buf[128];
-    for (int i = 0; i <= 5; i++) {
-        snprintf(buf, sizeof buf, "%.0f", c->duration_s * i / 5);
-        cairo_move_to(cr, PX(c->duration_s * i / 5) - 10, T + ph + 16);
-        cairo_show_text(cr, buf);
-        snprintf(buf, sizeof buf, "%.0f", ymax * i / 5);
-        cairo_move_to(cr, 8, PY(ymax * i / 5) + 4);
-        cairo_show_text(cr, buf);
-    }
-    cairo_move_to(cr, L + pw / 2 - 30, H - 12);
-    cairo_show_text(cr, "time (s)");
-    cairo_move_to(cr, 8, T - 10);
-    cairo_show_text(cr, "samples/s per round");
-    snprintf(buf, sizeof buf, "%s, target %lld: mean %.1f samples/s (dashed); churn: leave red, join green",
-             ss_avg_method_name(c->averaging), (long long)c->target_batch, r->samples_per_s);
-    cairo_move_to(cr, L + 110, T - 10);
-    cairo_show_text(cr, buf);
-#undef PX
-#undef PY
+    char b1[32];
+    char strat[96] = "gradients averaged every step";
+    if (c->local_steps > 1)
+        snprintf(strat, sizeof strat, "local SGD: deltas averaged every %d target batches",
+                 c->local_steps);
+    snprintf(buf, n,
+             "%s on %s\n%s parameters averaged (%s), micro-batch %d, window %g s, %g s "
+             "simulated\naveraging split: %s; %s",
+             o->c.model, o->c.topology, ss_cli_si(params, b1, sizeof b1),
+             o->compress ? o->compress : "fp32", c->micro_batch, c->join_window_s,
+             c->duration_s, ss_avg_method_name(c->averaging), strat);
 }
 
-/* Write the plot to path (.svg or .png). Returns an exit code. */
-static int write_plot(const char *path, const ss_swarm_config *c, const ss_swarm_result *r)
+/* Write the figure p to path; returns an exit code. */
+static int write_figure(ss_plot *p, const char *path, ss_diag *d)
 {
-    const double W = 900, H = 420;
-    size_t n = strlen(path);
-    int png = n > 4 && !strcmp(path + n - 4, ".png");
-    cairo_surface_t *sf = png ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)W, (int)H)
-                              : cairo_svg_surface_create(path, W, H);
-    cairo_t *cr = cairo_create(sf);
-    draw(cr, W, H, c, r);
-    cairo_destroy(cr);
-    cairo_surface_flush(sf);
-    cairo_status_t st = png ? cairo_surface_write_to_png(sf, path) : cairo_surface_status(sf);
-    cairo_surface_finish(sf);
-    if (st == CAIRO_STATUS_SUCCESS)
-        st = cairo_surface_status(sf);
-    cairo_surface_destroy(sf);
-    if (st != CAIRO_STATUS_SUCCESS) {
-        fprintf(stderr, "simsearch swarm: --plot %s: %s\n", path, cairo_status_to_string(st));
+    if (ss_plot_write(p, path, d) != SS_OK)
+        return ss_cli_fail(d);
+    return SS_EXIT_OK;
+}
+
+/* Throughput over time: each round's samples over the time since the
+ * previous round (a step line), the mean (dashed), churn events as ticks
+ * (leave red, join green, abort grey). */
+static int plot_run(const swarm_opts *o, const ss_swarm_config *c, const ss_swarm_result *r,
+                    double params)
+{
+    char sub[512], title[160];
+    subtitle(sub, sizeof sub, o, c, params);
+    snprintf(title, sizeof title, "swarm: %d peers, target batch %lld: %.1f samples/s",
+             r->n_peers, (long long)c->target_batch, r->samples_per_s);
+    ss_diag d;
+    ss_diag_init(&d);
+    size_t n = (size_t)r->n_events + 2;
+    double *x = ss_calloc(n, sizeof *x), *y = ss_calloc(n, sizeof *y);
+    double *tx[3] = {ss_calloc(n, sizeof(double)), ss_calloc(n, sizeof(double)),
+                     ss_calloc(n, sizeof(double))};
+    ss_plot *p = ss_plot_new(title, sub);
+    int rc = SS_EXIT_FAIL;
+    if (!x || !y || !tx[0] || !tx[1] || !tx[2] || !p) {
+        fprintf(stderr, "simsearch: out of memory\n");
+        goto out;
+    }
+    int k = 0, nt[3] = {0, 0, 0};
+    double prev = 0;
+    x[k] = 0;
+    for (int e = 0; e < r->n_events; e++) {
+        const ss_swarm_event *ev = &r->events[e];
+        if (ev->kind == SS_SWARM_ROUND && ev->t > prev) {
+            y[k] = ev->samples / (ev->t - prev);
+            x[++k] = prev = ev->t;
+        } else if (ev->kind != SS_SWARM_ROUND) {
+            int s = ev->kind == SS_SWARM_LEAVE ? 0 : ev->kind == SS_SWARM_JOIN ? 1 : 2;
+            tx[s][nt[s]++] = ev->t;
+        }
+    }
+    y[k] = k > 0 ? y[k - 1] : 0;
+    ss_plot_axes ax = {0};
+    ax.xlabel = "simulated time (s)";
+    ax.ylabel = "samples/s over each round";
+    ax.y_from_zero = 1;
+    ax.x_fixed = 1;
+    ax.xmin = 0;
+    ax.xmax = c->duration_s;
+    ax.legend = SS_PLOT_LEGEND_TOP_RIGHT;
+    double mx[2] = {0, c->duration_s}, my[2] = {r->samples_per_s, r->samples_per_s};
+    static const char *const names[3] = {"peer leaves", "peer joins", "round aborted"};
+    static const unsigned colors[3] = {0xd93333, 0x33a633, 0x808080};
+    ss_status st = ss_plot_panel(p, &ax, &d);
+    if (!st)
+        st = ss_plot_add(p, &(ss_plot_series){"throughput per round", x, y, k + 1, SS_PLOT_STEP,
+                                              0x1a4dcc, NULL}, &d);
+    if (!st)
+        st = ss_plot_add(p, &(ss_plot_series){"mean", mx, my, 2, SS_PLOT_DASHED, 0x991a99, NULL},
+                         &d);
+    for (int s = 0; s < 3 && !st; s++)
+        if (nt[s])
+            st = ss_plot_add(p, &(ss_plot_series){names[s], tx[s], tx[s], nt[s], SS_PLOT_TICKS,
+                                                  colors[s], NULL}, &d);
+    rc = st ? ss_cli_fail(&d) : write_figure(p, o->plot, &d);
+out:
+    ss_plot_free(p);
+    ss_free(x), ss_free(y), ss_free(tx[0]), ss_free(tx[1]), ss_free(tx[2]);
+    return rc;
+}
+
+/* ------------------------------------------------------------ what-if */
+
+#define MAX_LIST 64
+
+/* A comma-separated list of integers in [lo, hi] (ints) or of reals in
+ * (0, 1e6] (reals): the count, or -1 after printing why. */
+static int parse_list(const char *opt, const char *s, long long lo, long long hi,
+                      long long *ints, double *reals)
+{
+    char buf[1024];
+    if (!*s || strlen(s) >= sizeof buf)
+        return bad("expected a value or a comma-separated list, got \"%s\"", opt, s), -1;
+    strcpy(buf, s);
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_LIST)
+            return bad("at most 64 values, got \"%s\"", opt, s), -1;
+        int err = ints ? ss_cli_parse_ll(tok, lo, hi, &ints[n])
+                       : (ss_cli_parse_real(tok, 1e-6, 1e6, &reals[n]) || !(reals[n] > 0));
+        if (err) {
+            char what[160];
+            snprintf(what, sizeof what, "%s in a comma-separated list, got \"%%s\"",
+                     ints ? "expected integers" : "expected factors in (0, 1e6]");
+            return bad(what, opt, s), -1;
+        }
+        n++;
+    }
+    size_t len = strlen(s);
+    if (!n || s[len - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
+        return bad("expected a comma-separated list without empty items, got \"%s\"", opt, s),
+               -1;
+    return n;
+}
+
+typedef struct sweep_axes {
+    int counts[MAX_LIST], nc, ns, nt;
+    double scales[MAX_LIST];
+    int64_t targets[MAX_LIST];
+} sweep_axes;
+
+static void print_table(const sweep_axes *a, const ss_swarm_point *pt, int np)
+{
+    printf("swarm what-if: %d peer count(s) x %d bandwidth factor(s) x %d target batch(es)\n\n",
+           a->nc, a->ns, a->nt);
+    printf("%5s %7s %8s %10s %9s %9s %6s %6s %8s %7s %6s\n", "peers", "bw x", "target",
+           "samples/s", "s/step", "avg s", "rounds", "aborts", "lost", "missing", "util%");
+    for (int i = 0; i < np; i++) {
+        const ss_swarm_point *q = &pt[i];
+        printf("%5d %7g %8lld ", q->n_peers, q->bw_scale, (long long)q->target_batch);
+        if (!q->feasible) {
+            printf("infeasible: %s\n", q->why);
+            continue;
+        }
+        printf("%10.1f %9.2f %9.2f %6d %6d %8.0f %7d %6.1f\n", q->samples_per_s, q->step_time_s,
+               q->avg_time_s, q->rounds, q->aborts, q->lost_samples, q->peers_missing,
+               100 * q->compute_util);
+    }
+}
+
+static json_t *point_json(const ss_swarm_point *q)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "peers", json_integer(q->n_peers));
+    json_object_set_new(o, "bandwidth_scale", json_real(q->bw_scale));
+    json_object_set_new(o, "target_batch", json_integer(q->target_batch));
+    json_object_set_new(o, "feasible", json_boolean(q->feasible));
+    if (!q->feasible) {
+        json_object_set_new(o, "why", json_string(q->why));
+        return o;
+    }
+    json_object_set_new(o, "samples_per_s", json_real(q->samples_per_s));
+    json_object_set_new(o, "step_time_s", json_real(q->step_time_s));
+    json_object_set_new(o, "averaging_s", json_real(q->avg_time_s));
+    json_object_set_new(o, "rounds", json_integer(q->rounds));
+    json_object_set_new(o, "aborts", json_integer(q->aborts));
+    json_object_set_new(o, "lost_samples", json_real(q->lost_samples));
+    json_object_set_new(o, "peers_missing_rounds", json_integer(q->peers_missing));
+    json_object_set_new(o, "compute_util", json_real(q->compute_util));
+    return o;
+}
+
+static int print_sweep_json(const ss_swarm_config *c, const sweep_axes *a,
+                            const ss_swarm_point *pt, int np)
+{
+    json_t *root = json_object(), *axes = json_object(), *pc = json_array(),
+           *ps = json_array(), *pts = json_array(), *tg = json_array();
+    for (int i = 0; i < a->nc; i++)
+        json_array_append_new(pc, json_integer(a->counts[i]));
+    for (int i = 0; i < a->ns; i++)
+        json_array_append_new(ps, json_real(a->scales[i]));
+    for (int i = 0; i < a->nt; i++)
+        json_array_append_new(tg, json_integer(a->targets[i]));
+    json_object_set_new(axes, "peers", pc);
+    json_object_set_new(axes, "bandwidth_scale", ps);
+    json_object_set_new(axes, "target_batch", tg);
+    json_object_set_new(root, "axes", axes);
+    json_object_set_new(root, "averaging", json_string(ss_avg_method_name(c->averaging)));
+    json_object_set_new(root, "strategy", json_string(c->local_steps > 1 ? "local-sgd"
+                                                                           : "per-step"));
+    json_object_set_new(root, "local_steps", json_integer(c->local_steps));
+    json_object_set_new(root, "duration_s", json_real(c->duration_s));
+    for (int i = 0; i < np; i++)
+        json_array_append_new(pts, point_json(&pt[i]));
+    json_object_set_new(root, "points", pts);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!s) {
+        fprintf(stderr, "simsearch: out of memory\n");
         return SS_EXIT_FAIL;
     }
+    printf("%s\n", s);
+    free(s);
     return SS_EXIT_OK;
+}
+
+/* The table as CSV (the columns of the command's help), atomically. */
+static int write_csv(const char *path, const ss_swarm_point *pt, int np)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_output *out;
+    FILE *f;
+    if (ss_output_open(path, &out, &f, &d) != SS_OK)
+        return ss_cli_fail(&d);
+    fprintf(f, "peers,bandwidth_scale,target_batch,feasible,samples_per_s,step_time_s,"
+               "averaging_s,rounds,aborts,lost_samples,peers_missing_rounds,compute_util,why\n");
+    for (int i = 0; i < np; i++) {
+        const ss_swarm_point *q = &pt[i];
+        fprintf(f, "%d,%.17g,%lld,%d,", q->n_peers, q->bw_scale, (long long)q->target_batch,
+                q->feasible);
+        if (q->feasible)
+            fprintf(f, "%.17g,%.17g,%.17g,%d,%d,%.17g,%d,%.17g,\n", q->samples_per_s,
+                    q->step_time_s, q->avg_time_s, q->rounds, q->aborts, q->lost_samples,
+                    q->peers_missing, q->compute_util);
+        else {
+            fputs(",,,,,,,,\"", f);
+            for (const char *w = q->why; *w; w++)
+                *w == '"' ? fputs("\"\"", f) : fputc(*w, f);
+            fputs("\"\n", f);
+        }
+    }
+    if (ss_output_commit(out, &d) != SS_OK)
+        return ss_cli_fail(&d);
+    return SS_EXIT_OK;
+}
+
+/* Throughput (and mean compute utilisation) against the first axis with
+ * more than one value (peers, bandwidth, target; log-2 for the last two),
+ * one line per combination of the other axes' values. */
+static int plot_sweep(const swarm_opts *o, const ss_swarm_config *c, const sweep_axes *a,
+                      const ss_swarm_point *pt, double params)
+{
+    int dims[3] = {a->nc, a->ns, a->nt};
+    int ax = a->nc > 1 ? 0 : a->ns > 1 ? 1 : 2;
+    static const char *const xl[3] = {"peers (the first K of the topology)",
+                                       "bandwidth factor (every peer's up and down)",
+                                       "target batch (samples per optimizer step)"};
+    char sub[512], title[160];
+    subtitle(sub, sizeof sub, o, c, params);
+    snprintf(title, sizeof title, "swarm what-if: throughput against the %s",
+             ax == 0 ? "number of peers" : ax == 1 ? "bandwidth" : "target batch");
+    ss_plot *p = ss_plot_new(title, sub);
+    ss_diag d;
+    ss_diag_init(&d);
+    if (!p) {
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+    int nx = dims[ax], nl = a->nc * a->ns * a->nt / nx;
+    if (nl > SS_PLOT_MAX_SERIES)
+        nl = SS_PLOT_MAX_SERIES;
+    ss_status st = SS_OK;
+    for (int panel = 0; panel < 2 && !st; panel++) {
+        ss_plot_axes pa = {0};
+        pa.xlabel = xl[ax];
+        pa.ylabel = panel ? "mean compute utilisation (%)" : "samples/s";
+        pa.title = panel ? "compute utilisation" : "throughput";
+        pa.logx = ax > 0;
+        pa.y_from_zero = 1;
+        pa.legend = panel ? SS_PLOT_LEGEND_NONE : SS_PLOT_LEGEND_TOP_LEFT; /* same lines */
+        st = ss_plot_panel(p, &pa, &d);
+        for (int l = 0; l < nl && !st; l++) {
+            double x[MAX_LIST], y[MAX_LIST];
+            int idx[3];
+            char name[128] = "";
+            size_t used = 0;
+            for (int i = 0; i < nx; i++) {
+                int rest = l;
+                for (int k = 2; k >= 0; k--) { /* the other axes' indices from l */
+                    if (k == ax) {
+                        idx[k] = i;
+                        continue;
+                    }
+                    idx[k] = rest % dims[k];
+                    rest /= dims[k];
+                }
+                const ss_swarm_point *q = &pt[(idx[0] * a->ns + idx[1]) * a->nt + idx[2]];
+                x[i] = ax == 0 ? q->n_peers : ax == 1 ? q->bw_scale : (double)q->target_batch;
+                y[i] = !q->feasible ? NAN : panel ? 100 * q->compute_util : q->samples_per_s;
+            }
+            if (ax != 0 && a->nc > 1)
+                used += (size_t)snprintf(name + used, sizeof name - used, "%d peers ",
+                                         a->counts[idx[0]]);
+            if (ax != 1 && a->ns > 1 && used < sizeof name)
+                used += (size_t)snprintf(name + used, sizeof name - used, "bandwidth x%g ",
+                                         a->scales[idx[1]]);
+            if (ax != 2 && a->nt > 1 && used < sizeof name)
+                used += (size_t)snprintf(name + used, sizeof name - used, "target %lld",
+                                         (long long)a->targets[idx[2]]);
+            if (!used)
+                snprintf(name, sizeof name, "%s", ss_avg_method_name(c->averaging));
+            static const unsigned palette[8] = {0x0072b2, 0xd55e00, 0x009e73, 0xcc79a7,
+                                                0xe69f00, 0x56b4e9, 0x404040, 0xf0e442};
+            st = ss_plot_add(p, &(ss_plot_series){name, x, y, nx, SS_PLOT_LINE_MARKERS,
+                                                  palette[l % 8], NULL}, &d);
+        }
+    }
+    int rc = st ? ss_cli_fail(&d) : write_figure(p, o->plot, &d);
+    ss_plot_free(p);
+    return rc;
+}
+
+/* Parse the axes: --peers (default: all n), --bandwidth-scale (default 1),
+ * --target-batch. Returns 0 or an exit code. */
+static int parse_axes(const swarm_opts *o, int n, sweep_axes *a)
+{
+    long long v[MAX_LIST];
+    a->nc = 1, a->counts[0] = n;
+    if (o->peers) {
+        if ((a->nc = parse_list("--peers", o->peers, 1, n, v, NULL)) < 0)
+            return SS_EXIT_USAGE;
+        for (int i = 0; i < a->nc; i++)
+            a->counts[i] = (int)v[i];
+    }
+    a->ns = 1, a->scales[0] = 1;
+    if (o->bw && (a->ns = parse_list("--bandwidth-scale", o->bw, 0, 0, NULL, a->scales)) < 0)
+        return SS_EXIT_USAGE;
+    if ((a->nt = parse_list("--target-batch", o->targets, 1, SS_CLI_MAX_BATCH, v, NULL)) < 0)
+        return SS_EXIT_USAGE;
+    for (int i = 0; i < a->nt; i++)
+        a->targets[i] = v[i];
+    return 0;
+}
+
+static int run_sweep(const swarm_opts *o, const ss_swarm_config *c, const sweep_axes *a,
+                     const ss_swarm_peer *peers, int n, double params)
+{
+    int np = a->nc * a->ns * a->nt;
+    ss_swarm_point *pt = ss_calloc((size_t)np, sizeof *pt);
+    ss_diag d;
+    ss_diag_init(&d);
+    if (!pt) {
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+    int r;
+    if (ss_swarm_sweep(peers, n, c, a->counts, a->nc, a->scales, a->ns, a->targets, a->nt, pt,
+                       &d) != SS_OK)
+        r = ss_cli_fail(&d);
+    else if (o->c.json)
+        r = print_sweep_json(c, a, pt, np);
+    else
+        print_table(a, pt, np), r = SS_EXIT_OK;
+    if (!r && o->csv)
+        r = write_csv(o->csv, pt, np);
+    if (!r && o->plot)
+        r = plot_sweep(o, c, a, pt, params);
+    ss_free(pt);
+    return r;
 }
 
 int ss_cmd_swarm(int argc, char **argv)
@@ -370,7 +638,6 @@ int ss_cmd_swarm(int argc, char **argv)
         return r < 0 ? SS_EXIT_OK : r;
     ss_swarm_config c;
     ss_swarm_config_default(&c);
-    c.target_batch = o.target;
     c.micro_batch = (int)o.micro;
     c.duration_s = o.duration;
     c.join_window_s = o.window;
@@ -381,16 +648,17 @@ int ss_cmd_swarm(int argc, char **argv)
     double vb = value_bytes(o.compress, &ok);
     if (!ok)
         return bad("expected none, fp16 or int8, got \"%s\"", "--compress", o.compress);
+    int sweep = o.peers || o.bw || strchr(o.targets, ',');
+    if (o.csv && !sweep)
+        return bad("%s", "--csv",
+                   "the CSV is a what-if table: give a list in --target-batch, --peers or "
+                   "--bandwidth-scale (or --peers / --bandwidth-scale alone)");
     const ss_cli_output ins[] = {{"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
                                  {"--topology", o.c.topology},
                                  {NULL, NULL}};
-    if (o.plot) {
-        size_t pl = strlen(o.plot);
-        if (pl < 5 || (strcmp(o.plot + pl - 4, ".svg") && strcmp(o.plot + pl - 4, ".png")))
-            return bad("expected a file name ending in .svg or .png, got \"%s\"", "--plot",
-                       o.plot);
-    }
-    const ss_cli_output outs[] = {{"--plot", o.plot}, {NULL, NULL}};
+    if (o.plot && !ss_plot_path_ok(o.plot))
+        return bad("expected a file name ending in .svg or .png, got \"%s\"", "--plot", o.plot);
+    const ss_cli_output outs[] = {{"--plot", o.plot}, {"--csv", o.csv}, {NULL, NULL}};
     if ((r = ss_cli_check_files("swarm", ins, outs, o.c.json, NULL)))
         return r;
     ss_machine *m = NULL;
@@ -402,12 +670,16 @@ int ss_cmd_swarm(int argc, char **argv)
     ss_diag_init(&d);
     if ((r = ss_cli_load_machine(o.c.topology, 0, &m)))
         return r;
+    int n = ss_machine_n_devices(m);
+    sweep_axes axes;
+    if ((r = parse_axes(&o, n, &axes)))
+        goto out;
+    c.target_batch = axes.targets[0];
     if ((r = ss_cli_build_model(o.c.model, o.micro, 1, &g)))
         goto out;
     ss_profile_db *db = NULL; /* stays NULL: no --db */
     if ((r = ss_cli_cost_model(m, NULL, &cm, &db)))
         goto out;
-    int n = ss_machine_n_devices(m);
     double params = o.params ? (double)o.params : (double)ss_graph_parameters(g);
     peers = ss_calloc((size_t)n, sizeof *peers);
     if (!peers) {
@@ -417,8 +689,15 @@ int ss_cmd_swarm(int argc, char **argv)
     }
     c.vector_bytes = params * vb;
     c.state_bytes = params * (4 + optimizer_state_bytes(ss_graph_optimizer(g)));
-    if (ss_swarm_peers_from_machine(g, m, cm, (int64_t)params, peers, &d) != SS_OK ||
-        ss_swarm_run(peers, n, &c, &res, &d) != SS_OK) {
+    if (ss_swarm_peers_from_machine(g, m, cm, (int64_t)params, peers, &d) != SS_OK) {
+        r = ss_cli_fail(&d);
+        goto out;
+    }
+    if (sweep) {
+        r = run_sweep(&o, &c, &axes, peers, n, params);
+        goto out;
+    }
+    if (ss_swarm_run(peers, n, &c, &res, &d) != SS_OK) {
         r = ss_cli_fail(&d);
         goto out;
     }
@@ -427,7 +706,7 @@ int ss_cmd_swarm(int argc, char **argv)
     else
         print_human(&o, &c, peers, m, &res, params), r = SS_EXIT_OK;
     if (!r && o.plot)
-        r = write_plot(o.plot, &c, &res);
+        r = plot_run(&o, &c, &res, params);
 out:
     ss_swarm_result_free(&res);
     ss_free(peers);

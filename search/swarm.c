@@ -512,3 +512,88 @@ void ss_swarm_result_free(ss_swarm_result *r)
     ss_free(r->events);
     memset(r, 0, sizeof *r);
 }
+
+/* ------------------------------------------------------------ what-if */
+
+static void point_figures(const ss_swarm_result *r, ss_swarm_point *pt)
+{
+    pt->feasible = 1;
+    pt->samples_per_s = r->samples_per_s;
+    pt->step_time_s = r->step_time_s;
+    pt->avg_time_s = r->avg_time_s;
+    pt->lost_samples = r->lost_samples;
+    pt->rounds = r->rounds;
+    pt->aborts = r->aborts;
+    double util = 0;
+    for (int i = 0; i < r->n_peers; i++) {
+        const ss_swarm_peer_stats *s = &r->peers[i];
+        util += s->online_s > 0 ? s->compute_s / s->online_s : 0;
+        pt->peers_missing += s->missed > 0;
+    }
+    pt->compute_util = r->n_peers ? util / r->n_peers : 0;
+}
+
+ss_status ss_swarm_sweep(const ss_swarm_peer *peers, int n, const ss_swarm_config *c,
+                         const int *counts, int n_counts, const double *scales, int n_scales,
+                         const int64_t *targets, int n_targets, ss_swarm_point *out,
+                         ss_diag *d)
+{
+    if (n < 1 || n_counts < 1 || n_scales < 1 || n_targets < 1)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "swarm what-if: expected peers and at least one value per axis "
+                           "(peers %d, counts %d, scales %d, targets %d)",
+                           n, n_counts, n_scales, n_targets);
+    for (int k = 0; k < n_counts; k++)
+        if (counts[k] < 1 || counts[k] > n)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "swarm what-if: peer count %d out of range (the swarm has %d "
+                               "peers)", counts[k], n);
+    for (int k = 0; k < n_scales; k++)
+        if (!(scales[k] > 0) || !isfinite(scales[k]))
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "swarm what-if: bandwidth factor %g must be > 0", scales[k]);
+    for (int k = 0; k < n_targets; k++)
+        if (targets[k] < 1)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "swarm what-if: target batch %lld must be >= 1",
+                               (long long)targets[k]);
+    ss_swarm_peer *sub = ss_calloc((size_t)n, sizeof *sub);
+    if (!sub)
+        return ss_diag_set(d, SS_ERR_NOMEM, "swarm what-if: out of memory");
+    ss_status st = SS_OK;
+    int at = 0;
+    for (int a = 0; a < n_counts && !st; a++)
+        for (int b = 0; b < n_scales && !st; b++) {
+            for (int i = 0; i < counts[a]; i++) {
+                sub[i] = peers[i];
+                sub[i].link.up_Bps *= scales[b];
+                sub[i].link.down_Bps *= scales[b];
+            }
+            for (int t = 0; t < n_targets && !st; t++) {
+                ss_swarm_point *pt = &out[at++];
+                memset(pt, 0, sizeof *pt);
+                pt->n_peers = counts[a];
+                pt->bw_scale = scales[b];
+                pt->target_batch = targets[t];
+                ss_swarm_config cc = *c;
+                cc.target_batch = targets[t];
+                cc.max_events = 0; /* the figures need no event list */
+                ss_swarm_result r;
+                ss_diag local;
+                ss_diag_init(&local);
+                ss_status rs = ss_swarm_run(sub, counts[a], &cc, &r, &local);
+                if (rs == SS_OK) {
+                    point_figures(&r, pt);
+                    ss_swarm_result_free(&r);
+                } else if (rs == SS_ERR_INFEASIBLE || rs == SS_ERR_INVALID) {
+                    snprintf(pt->why, sizeof pt->why, "%s", local.msg);
+                } else {
+                    st = ss_diag_set(d, rs, "swarm what-if: %d peers, bandwidth x %g, target "
+                                     "%lld: %s", counts[a], scales[b], (long long)targets[t],
+                                     local.msg);
+                }
+            }
+        }
+    ss_free(sub);
+    return st;
+}

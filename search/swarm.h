@@ -1,11 +1,13 @@
 /*
  * swarm.h — an event simulation of collaborative data-parallel training
- * over internet peers (it lives in search/, not simulator/, because it runs
- * search/averaging.h's LP every round and layers only include downwards) (DeDLOC / hivemind): peers with their own devices and
- * home links compute micro-batches, the collaboration counts samples until
+ * over internet peers (DeDLOC / hivemind; it lives in search/, not
+ * simulator/, because it runs search/averaging.h's LP every round and
+ * layers only include downwards): peers with their own devices and home
+ * links compute micro-batches, the collaboration counts samples until
  * a target batch, then the peers average their gradients (search/averaging.h
  * splits the work) and each applies the optimizer step. Churn (peers leaving
- * and rejoining) comes from a seeded process.
+ * and rejoining) comes from a seeded process. ss_swarm_sweep runs the what-if
+ * over peer count, bandwidth and target batch.
  *
  * The round, as hivemind's CollaborativeOptimizer runs it:
  *  - the collaboration's counter is the sum of the samples every online
@@ -124,5 +126,35 @@ ss_status ss_swarm_peers_from_machine(const ss_graph *g, const ss_machine *m, ss
 ss_status ss_swarm_run(const ss_swarm_peer *peers, int n, const ss_swarm_config *c,
                        ss_swarm_result *r, ss_diag *d);
 void ss_swarm_result_free(ss_swarm_result *r);
+
+/* What-if for swarms: one point of a sweep over the number of peers (the
+ * first n_peers of the list), a factor on every peer's up and down
+ * bandwidth, and the target batch. */
+typedef struct ss_swarm_point {
+    int n_peers;
+    double bw_scale;
+    int64_t target_batch;
+    int feasible;          /* 0: the swarm cannot run (why says so), figures 0 */
+    char why[SS_DIAG_MSG_MAX];
+    double samples_per_s, step_time_s, avg_time_s, lost_samples;
+    double compute_util;   /* mean over the peers of compute time / time online */
+    int rounds, aborts;
+    int peers_missing;     /* peers that missed at least one round */
+} ss_swarm_point;
+
+/* Run the swarm of c at every point of the cross product of counts
+ * (n_counts peer counts, each 1..n), scales (n_scales bandwidth factors,
+ * > 0) and targets (n_targets target batches, >= 1), nested in that order
+ * (the target varies fastest), into out (n_counts * n_scales * n_targets
+ * entries, caller's). A point whose swarm cannot run (SS_ERR_INFEASIBLE or
+ * SS_ERR_INVALID from ss_swarm_run: no peer accepting connections among
+ * the first k, a ring with too many client-only peers) is kept with
+ * feasible = 0 and the reason. Same seed at every point. Errors:
+ * SS_ERR_INVALID (an axis empty or out of range, naming it), SS_ERR_NOMEM;
+ * out is then unspecified. */
+ss_status ss_swarm_sweep(const ss_swarm_peer *peers, int n, const ss_swarm_config *c,
+                         const int *counts, int n_counts, const double *scales, int n_scales,
+                         const int64_t *targets, int n_targets, ss_swarm_point *out,
+                         ss_diag *d);
 
 #endif /* SS_SIMULATOR_SWARM_H */

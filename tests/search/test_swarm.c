@@ -5,7 +5,9 @@
  * a slow peer misses the round unless the join window covers its
  * micro-batch; churn is deterministic per seed, costs throughput, and keeps
  * the sample accounting; local SGD averages once per H target batches; the
- * peers of volunteers40 come from the cost model; bad configs are refused.
+ * peers of volunteers40 come from the cost model; bad configs are refused;
+ * a what-if sweep's points equal the single runs they stand for, and a
+ * swarm that cannot run is reported as an infeasible point, not dropped.
  */
 #include "testutil.h"
 #include "search/swarm.h"
@@ -224,12 +226,78 @@ static void test_refusals(void **state)
     assert_non_null(strstr(d.msg, "\"p2\""));
 }
 
+/* ss_swarm_sweep against ss_swarm_run on the same peers, bandwidths and
+ * target; the first two peers refuse connections, so two peers alone are
+ * an infeasible point (nobody can reduce). */
+static void test_sweep(void **state)
+{
+    (void)state;
+    ss_swarm_peer p[6];
+    equal_peers(p, 6, 0.3, 2e6);
+    for (int i = 0; i < 6; i++)
+        p[i].link.up_Bps = (1 + i) * 1e6, p[i].mb_s = 0.2 + 0.1 * i;
+    p[0].link.accepts = p[1].link.accepts = 0;
+    ss_swarm_config c;
+    ss_swarm_config_default(&c);
+    c.vector_bytes = 20e6;
+    c.duration_s = 900;
+    c.leave_per_h = 2, c.join_per_h = 4;
+    int counts[3] = {2, 4, 6};
+    double scales[2] = {0.5, 3};
+    int64_t targets[2] = {64, 512};
+    ss_swarm_point pt[12];
+    assert_int_equal(ss_swarm_sweep(p, 6, &c, counts, 3, scales, 2, targets, 2, pt, NULL), SS_OK);
+    for (int k = 0; k < 12; k++) {
+        int a = k / 4, b = k / 2 % 2, t = k % 2;
+        assert_int_equal(pt[k].n_peers, counts[a]);
+        assert_true(pt[k].bw_scale == scales[b]);
+        assert_int_equal(pt[k].target_batch, targets[t]);
+        if (a == 0) {
+            assert_false(pt[k].feasible);
+            assert_non_null(strstr(pt[k].why, "accepts connections"));
+            continue;
+        }
+        ss_swarm_peer q[6];
+        for (int i = 0; i < counts[a]; i++) {
+            q[i] = p[i];
+            q[i].link.up_Bps *= scales[b];
+            q[i].link.down_Bps *= scales[b];
+        }
+        ss_swarm_config cc = c;
+        cc.target_batch = targets[t];
+        ss_swarm_result r;
+        assert_int_equal(ss_swarm_run(q, counts[a], &cc, &r, NULL), SS_OK);
+        assert_true(pt[k].feasible);
+        assert_true(pt[k].samples_per_s == r.samples_per_s);
+        assert_true(pt[k].step_time_s == r.step_time_s);
+        assert_true(pt[k].avg_time_s == r.avg_time_s);
+        assert_true(pt[k].lost_samples == r.lost_samples);
+        assert_int_equal(pt[k].rounds, r.rounds);
+        assert_int_equal(pt[k].aborts, r.aborts);
+        assert_true(pt[k].samples_per_s > 0);
+        ss_swarm_result_free(&r);
+    }
+    /* More bandwidth never hurts here (same seed, same churn draws). */
+    assert_true(pt[11].samples_per_s > pt[9].samples_per_s);
+    ss_diag d;
+    ss_diag_init(&d);
+    counts[0] = 7;
+    assert_int_equal(ss_swarm_sweep(p, 6, &c, counts, 1, scales, 2, targets, 2, pt, &d),
+                     SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "peer count 7"));
+    ss_diag_init(&d);
+    counts[0] = 6, scales[0] = 0;
+    assert_int_equal(ss_swarm_sweep(p, 6, &c, counts, 1, scales, 1, targets, 2, pt, &d),
+                     SS_ERR_INVALID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_form),  cmocka_unit_test(test_slow_peer_window),
         cmocka_unit_test(test_churn),        cmocka_unit_test(test_local_sgd),
         cmocka_unit_test(test_volunteers40), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
