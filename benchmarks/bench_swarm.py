@@ -1,20 +1,19 @@
 #!/usr/bin/env python3
 """Swarm benchmark (issue 32; benchmarks/swarm.md): `simsearch swarm` on
-topologies/volunteers40.json with ALBERT-large (the bert zoo model at
-ALBERT-large's shape, 24 layers, hidden 1024, seq 512, for the compute;
-17.7M averaged parameters, as ALBERT shares weights across layers).
+topologies/volunteers40.json with ALBERT-large (the zoo's albert: 17.8M
+parameters averaged, one layer's weights shared by its 24 layers).
 Usage: benchmarks/bench_swarm.py BUILD_DIR [OUT_DIR]  (OUT_DIR default
 benchmarks/swarm). Prints markdown tables; writes the sub-topologies it
 needs to a temporary folder and the plots to OUT_DIR. Every run is seeded:
-the tables are the same on every machine (only the wall times differ)."""
-import json, os, subprocess, sys, tempfile, time
+the tables are the same on every machine (only the CPU times differ)."""
+import json, os, resource, subprocess, sys, tempfile
 
 build = sys.argv[1]
 out_dir = sys.argv[2] if len(sys.argv) > 2 else "benchmarks/swarm"
 src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 binary = os.path.join(build, "simsearch")
 topo = os.path.join(src, "topologies/volunteers40.json")
-MODEL = ["--model", "bert:layers=24,hidden=1024,heads=16,seq=512", "--params", "17700000"]
+MODEL = ["--model", "albert"]
 CHURN = "leave=1,join=2"
 tmp = tempfile.mkdtemp()
 peers = json.load(open(topo))["peers"]
@@ -33,13 +32,39 @@ def sub(name, keep, scale=1.0):
     return path, len(doc["peers"])
 
 
+def cpu():
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
 def run(topology, *args, target=4096):
-    t0 = time.time()
+    t0 = cpu()
     cmd = [binary, "swarm", *MODEL, "--topology", topology, "--target-batch", str(target),
            "--json", *args]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-    r["wall"] = time.time() - t0
+    r["wall"] = cpu() - t0  # CPU seconds (user + sys) of the run
     return r
+
+
+def whatif(title, plot, *args):
+    """A what-if run (lists in --peers / --bandwidth-scale / --target-batch): its table."""
+    t0 = cpu()
+    cmd = [binary, "swarm", *MODEL, "--topology", topo, "--json",
+           "--plot", os.path.join(out_dir, plot), *args]
+    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    print(f"\n### {title}\n\n`simsearch swarm --model albert --topology volunteers40 "
+          f"{' '.join(args)}` ({cpu() - t0:.2f} s CPU for {len(r['points'])} points; plot "
+          f"`swarm/{plot}`)\n")
+    print("| peers | bandwidth x | target | samples/s | s/step | averaging s | rounds | "
+          "peers missing rounds | mean compute util |\n|---|---|---|---|---|---|---|---|---|")
+    for p in r["points"]:
+        if not p["feasible"]:
+            print(f"| {p['peers']} | {p['bandwidth_scale']:g} | {p['target_batch']} | "
+                  f"infeasible: {p['why']} ||||||")
+            continue
+        print(f"| {p['peers']} | {p['bandwidth_scale']:g} | {p['target_batch']} | "
+              f"{p['samples_per_s']:.1f} | {p['step_time_s']:.1f} | {p['averaging_s']:.1f} | "
+              f"{p['rounds']} | {p['peers_missing_rounds']} | {100 * p['compute_util']:.0f}% |")
 
 
 def row(label, r):
@@ -51,7 +76,7 @@ def row(label, r):
 
 
 HEAD = ("| case | samples/s | s/step | averaging s | rounds | aborted | samples lost | "
-        "peers missing rounds | mean compute util | wall s |\n"
+        "peers missing rounds | mean compute util | CPU s |\n"
         "|---|---|---|---|---|---|---|---|---|---|")
 
 print("### Averaging method, churn, strategy (volunteers40, target 4096, 1 h)\n")
@@ -59,13 +84,15 @@ print(HEAD)
 for avg in ["lp", "equal", "ring"]:
     for churn in [None, CHURN]:
         args = ["--averaging", avg] + (["--churn", churn] if churn else [])
-        if avg == "lp":
-            args += ["--plot", os.path.join(out_dir, f"lp{'-churn' if churn else ''}.svg")]
+        if avg == "lp" or churn:
+            args += ["--plot", os.path.join(out_dir, f"{avg}{'-churn' if churn else ''}.svg")]
         print(row(f"{avg}{', churn ' + churn if churn else ''}", run(topo, *args)))
 for h in [4, 16]:
     for comp in ["none", "int8"]:
+        plot = ["--plot", os.path.join(out_dir, "lp-local-sgd16-int8.svg")] if (
+            h == 16 and comp == "int8") else []
         print(row(f"lp, local-sgd:{h}, {comp}",
-                  run(topo, "--strategy", f"local-sgd:{h}", "--compress", comp)))
+                  run(topo, "--strategy", f"local-sgd:{h}", "--compress", comp, *plot)))
 print(row("lp, per-step, fp16", run(topo, "--compress", "fp16")))
 
 print("\n### Which peers reach what throughput (LP, target 4096, no churn)\n")
@@ -82,20 +109,18 @@ path, n = sub("accepting", lambda p: p["accepts_connections"])
 print(row(f"{n} peers accepting connections", run(path)))
 path, n = sub("up40", lambda p: p["up_mbps"] >= 40)
 print(row(f"{n} peers uploading >= 40 Mb/s", run(path)))
-for n in [10, 20, 30, 40]:
-    names = {p["name"] for p in peers[:n]}
-    path, m = sub(f"first{n}", lambda p: p["name"] in names)
-    print(row(f"first {m} peers", run(path)))
 
-print("\n### Bandwidth scaling (all links x s, LP, target 4096)\n")
-print(HEAD)
-for s in [0.5, 1, 2, 4, 10]:
-    path, _ = sub(f"bw{s}", lambda p: True, s)
-    print(row(f"bandwidth x {s}", run(path)))
+whatif("What-if: number of peers (the first K of volunteers40), LP", "whatif-peers.svg",
+       "--peers", "5,10,15,20,25,30,35,40", "--target-batch", "4096,16384")
+whatif("What-if: bandwidth scaling (every peer's up and down x X), LP",
+       "whatif-bandwidth.svg", "--bandwidth-scale", "0.5,1,2,4,10",
+       "--target-batch", "4096,16384")
+whatif("What-if: target batch, LP", "whatif-target.svg", "--peers", "40",
+       "--target-batch", "512,1024,2048,4096,8192,16384,32768")
 
 print("\n### Target batch: throughput and slow peers missing rounds (LP, window 5 s)\n")
 print("| target | samples/s | s/step | averaging share of step | rounds | CPU-core peers' "
-      "rounds missed | K80 peers' rounds missed | wall s |\n|---|---|---|---|---|---|---|---|")
+      "rounds missed | K80 peers' rounds missed | CPU s |\n|---|---|---|---|---|---|---|---|")
 for tb in [512, 1024, 2048, 4096, 8192, 16384, 32768]:
     r = run(topo, target=tb)
     def miss(kind):
