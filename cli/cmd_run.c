@@ -130,50 +130,15 @@ int ss_cmd_run(int argc, char **argv)
 }
 #else
 
-/* The simulator's figures for the plan: iteration, and the largest per-device
- * compute and communication times (ms). */
-typedef struct predicted {
-    double iter_ms, compute_ms, comm_ms;
-} predicted;
-
-static predicted predict(const ss_machine *m, const ss_graph *g, const ss_plan *p,
-                         const char *db_path, int *rc)
-{
-    predicted pr = {NAN, NAN, NAN};
-    ss_costmodel *cm = NULL;
-    ss_profile_db *db = NULL;
-    ss_sim *s = NULL;
-    ss_sim_result res;
-    memset(&res, 0, sizeof res);
-    ss_diag d;
-    ss_diag_init(&d);
-    if ((*rc = ss_cli_cost_model(m, db_path, &cm, &db)))
-        return pr;
-    if (ss_sim_new(g, m, cm, NULL, &s, &d) != SS_OK || ss_sim_run(s, p, &res, &d) != SS_OK)
-        *rc = ss_cli_fail(&d);
-    else {
-        pr.iter_ms = res.iteration_us / 1e3;
-        pr.compute_ms = pr.comm_ms = 0;
-        for (int i = 0; i < res.n_devices; i++) {
-            pr.compute_ms = fmax(pr.compute_ms, res.compute_us[i] / 1e3);
-            pr.comm_ms = fmax(pr.comm_ms, res.comm_us[i] / 1e3);
-        }
-    }
-    ss_sim_result_clear(&res);
-    ss_sim_free(s);
-    ss_cost_free(cm);
-    ss_profile_db_free(db);
-    return pr;
-}
-
-/* parts: the measured compute (wall, CPU) and communication ms, max over ranks. */
+/* parts: the measured compute (wall, CPU) and communication ms and the
+ * predicted compute and communication ms, max over ranks. */
 static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr, int ranks,
-                   const predicted *pp, const double *parts, double loss_diff, double w_diff,
-                   const char *worst, int ok)
+                   const double *parts, double loss_diff, double w_diff, const char *worst,
+                   int ok)
 {
-    double pred = pp->iter_ms;
+    double pred = pr->predicted_ms;
     double err = fabs(pred - pr->measured_ms) / pr->measured_ms;
-    double cerr = fabs(pp->compute_ms - parts[0]) / parts[0];
+    double cerr = fabs(parts[3] - parts[0]) / parts[0];
     double md = loss_diff > w_diff ? loss_diff : w_diff;
     int n = pr->n_iter;
     if (o->c.json) {
@@ -181,32 +146,36 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                "\"optimizer\": \"%s\", "
                "\"iterations\": %lld, \"warmup\": %lld, \"measured_ms\": %.4f, "
                "\"predicted_ms\": %.4f, \"error\": %.4f, \"reference_ms\": %.4f, "
-               "\"loss_first\": %.8g, \"loss_last\": %.8g, \"allreduces_per_iteration\": %lld, "
-               "\"allreduce_bytes_per_iteration\": %.0f, \"numerics\": {\"max_rel_diff\": %.3g, "
+               "\"reference_predicted_ms\": %.4f, "
+               "\"loss_first\": %.8g, \"loss_last\": %.8g, \"tasks_per_iteration\": %d, "
+               "\"collectives_per_iteration\": %lld, \"transfers_per_iteration\": %lld, "
+               "\"comm_bytes_per_iteration\": %.0f, \"numerics\": {\"max_rel_diff\": %.3g, "
                "\"loss_rel_diff\": %.3g, \"weight_rel_diff\": %.3g, \"worst_weight\": \"%s\", "
                "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
                "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
                "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}}\n",
                o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup,
-               pr->measured_ms, pred, err,
-               rr->measured_ms, pr->loss[0], pr->loss[n - 1], (long long)pr->allreduces,
-               pr->allreduce_bytes, md, loss_diff, w_diff, worst ? worst : "", o->tolerance,
-               ok ? "true" : "false", parts[0], parts[1], pp->compute_ms, cerr, parts[2],
-               pp->comm_ms);
+               pr->measured_ms, pred, err, rr->measured_ms, rr->predicted_ms, pr->loss[0],
+               pr->loss[n - 1], pr->my_tasks, (long long)pr->collectives,
+               (long long)pr->transfers, pr->comm_bytes, md, loss_diff, w_diff,
+               worst ? worst : "", o->tolerance, ok ? "true" : "false", parts[0], parts[1],
+               parts[3], cerr, parts[2], parts[4]);
         return;
     }
     printf("run: %s under %s on %d ranks (cpu, %s), %lld iterations after %lld warm-up\n",
            o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup);
     printf("loss: %.6g -> %.6g\n", pr->loss[0], pr->loss[n - 1]);
-    printf("iteration: measured %.3f ms (median, max over ranks), predicted %.3f ms, error "
-           "%.1f%%; one process %.3f ms\n",
-           pr->measured_ms, pred, 100 * err, rr->measured_ms);
+    printf("iteration: measured %.3f ms (median, max over ranks), predicted %.3f ms (the "
+           "simulated task graph that ran), error %.1f%%; one process %.3f ms (predicted "
+           "%.3f ms)\n",
+           pr->measured_ms, pred, 100 * err, rr->measured_ms, rr->predicted_ms);
     printf("compute: measured %.3f ms (CPU time %.3f ms), predicted %.3f ms, error %.1f%% "
            "(busiest rank / device)\n",
-           parts[0], parts[1], pp->compute_ms, 100 * cerr);
-    printf("communication: %lld all-reduces, %.0f bytes per iteration per rank; measured "
-           "%.3f ms, predicted %.3f ms\n",
-           (long long)pr->allreduces, pr->allreduce_bytes, parts[2], pp->comm_ms);
+           parts[0], parts[1], parts[3], 100 * cerr);
+    printf("communication: %lld collectives, %lld transfers, %.0f bytes per iteration on rank "
+           "0; measured %.3f ms, predicted %.3f ms (busiest)\n",
+           (long long)pr->collectives, (long long)pr->transfers, pr->comm_bytes, parts[2],
+           parts[4]);
     printf("numerics vs one process: max rel diff %.3g (loss %.3g, weights %.3g, worst %s), "
            "tolerance %.3g: %s\n",
            md, loss_diff, w_diff, worst ? worst : "-", o->tolerance, ok ? "ok" : "FAILED");
@@ -242,11 +211,9 @@ int ss_cmd_run(int argc, char **argv)
     memset(&pr, 0, sizeof pr);
     memset(&rr, 0, sizeof rr);
     int ok = 0;
-    predicted pred = {NAN, NAN, NAN};
-    if ((rc = ss_cli_common_load(&o.c, &m, &g, &p)))
-        goto done;
-    pred = predict(m, g, p, o.db, &rc);
-    if (rc)
+    ss_costmodel *cm = NULL;
+    ss_profile_db *db = NULL;
+    if ((rc = ss_cli_common_load(&o.c, &m, &g, &p)) || (rc = ss_cli_cost_model(m, o.db, &cm, &db)))
         goto done;
     ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed,
                         !strcmp(o.optimizer, "adam"), o.trace != NULL};
@@ -254,8 +221,8 @@ int ss_cmd_run(int argc, char **argv)
         rc = SS_EXIT_FAIL;
         goto done;
     }
-    if (ss_rt_train(g, p, &cfg, &comm, &ps, &pr, &d) != SS_OK ||
-        ss_rt_train(g, ref, &cfg, &self, &rs, &rr, &d) != SS_OK) {
+    if (ss_rt_train(g, m, cm, p, &cfg, &comm, &ps, &pr, &d) != SS_OK ||
+        ss_rt_train(g, m, cm, ref, &cfg, &self, &rs, &rr, &d) != SS_OK) {
         fprintf(stderr, "simsearch: rank %d: %s\n", comm.rank, d.msg);
         rc = d.status == SS_ERR_INVALID || d.status == SS_ERR_UNSUPPORTED ? SS_EXIT_USAGE
                                                                           : SS_EXIT_FAIL;
@@ -267,9 +234,9 @@ int ss_cmd_run(int argc, char **argv)
         loss_diff = v > loss_diff ? v : loss_diff;
     }
     const char *worst = NULL;
-    double w[4] = {ss_rt_weight_diff(ps, rs, &worst), pr.compute_ms, pr.compute_cpu_ms,
-                   pr.comm_ms};
-    if (comm.allreduce_f64(comm.ctx, w, 4, 1, &d) != SS_OK) {
+    double w[6] = {ss_rt_weight_diff(ps, rs, &worst), pr.compute_ms, pr.compute_cpu_ms,
+                   pr.comm_ms, pr.predicted_compute_ms, pr.predicted_comm_ms};
+    if (comm.allreduce_f64(comm.ctx, w, 6, 1, &d) != SS_OK) {
         rc = ss_cli_fail(&d);
         goto done;
     }
@@ -277,8 +244,8 @@ int ss_cmd_run(int argc, char **argv)
     if (o.trace && (rc = write_trace(o.trace, ps, &comm)))
         goto done;
     if (comm.rank == 0)
-        report(&o, &pr, &rr, comm.size, &pred, w + 1, loss_diff, w[0], worst, ok);
-    rc = ok ? SS_EXIT_OK : SS_EXIT_FAIL;
+        report(&o, &pr, &rr, comm.size, w + 1, loss_diff, w[0], worst, ok);
+    rc = SS_EXIT_OK; /* every rank got here: a numerics failure needs no abort */
 done:
     ss_rt_free(ps);
     ss_rt_free(rs);
@@ -286,6 +253,8 @@ done:
     ss_rt_result_clear(&rr);
     ss_plan_free(ref);
     ss_plan_free(p);
+    ss_cost_free(cm);
+    ss_profile_db_free(db);
     ss_graph_free(g);
     ss_machine_free(m);
     if (rc && comm.size > 1) {
@@ -293,6 +262,6 @@ done:
         ss_rt_comm_mpi_abort(rc);
     }
     ss_rt_comm_mpi_finalize();
-    return rc;
+    return rc ? rc : ok ? SS_EXIT_OK : SS_EXIT_FAIL;
 }
 #endif

@@ -36,9 +36,13 @@ mlp="mlp:layers=2,hidden=128,in=64"
   --export "$tmp/gpt16.json" >/dev/null
 # the CPU kernels run fp32: the same GPT with every bf16 tensor in f32
 sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/g' "$tmp/gpt16.json" >"$tmp/gpt.json"
+"$bin" search --model "$mlp" --batch 32 --topology $topo --budget 200 --seed 3 \
+  --out "$tmp/searched.json" >/dev/null 2>&1; check "search finds a plan of the MLP" $?
 for c in "$mlp data-parallel 32 sgd" "$mlp megatron:tp=2 32 sgd" "$mlp megatron:tp=2 32 adam" \
-         "$mlp megatron:pp=2,mb=2 32 sgd" "$tmp/gpt.json data-parallel 4 sgd" \
-         "$tmp/gpt.json megatron:tp=2 4 adam"; do
+         "$mlp megatron:pp=2,mb=2 32 sgd" "$mlp megatron:pp=2,mb=4,schedule=1f1b 32 sgd" \
+         "$mlp $tmp/searched.json 32 sgd" "$tmp/gpt.json data-parallel 4 sgd" \
+         "$tmp/gpt.json megatron:tp=2 4 adam" "$tmp/gpt.json megatron:pp=2,mb=2 4 sgd" \
+         "$tmp/gpt.json megatron:pp=2,vp=2,mb=2 4 sgd"; do
   set -- $c
   mpi -np 2 "$bin" run --model "$1" --topology $topo --plan "$2" --batch "$3" --optimizer "$4" \
     --iterations 3 --warmup 1 --json >"$tmp/j" 2>"$tmp/e"
@@ -56,12 +60,13 @@ PY
 done
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:tp=2 --batch 32 \
   --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace exits 0" $?
-python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' kernels and all-reduces" $?
+python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' tasks, named as simulate --trace names them" $?
 import json, sys
 t = json.load(open(sys.argv[1]))
 names = [e["name"] for e in t]
-ok = {e["pid"] for e in t} == {0, 1} and "fwd fc1 t0" in names and "bwd fc1 t1" in names
-ok = ok and "allreduce fc2" in names and all(e["ph"] == "X" and e["dur"] >= 0 for e in t)
+ok = {e["pid"] for e in t} == {0, 1} and "fwd fc1 t0 mb0" in names and "bwd fc1 t1 mb0" in names
+ok = ok and "allreduce partial sums fc2" in names and "update fc1.weight" in names
+ok = ok and all(e["ph"] == "X" and e["dur"] >= 0 for e in t)
 sys.exit(0 if ok else 1)
 PY
 mpi -np 1 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \
