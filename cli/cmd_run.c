@@ -138,6 +138,7 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
 {
     double pred = pr->predicted_ms;
     double err = fabs(pred - pr->measured_ms) / pr->measured_ms;
+    double ecpu = fabs(pred - pr->measured_cpu_ms) / pr->measured_cpu_ms;
     double cerr = fabs(parts[3] - parts[0]) / parts[0];
     double md = loss_diff > w_diff ? loss_diff : w_diff;
     int n = pr->n_iter;
@@ -145,7 +146,8 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
         printf("{\"model\": \"%s\", \"plan\": \"%s\", \"ranks\": %d, \"backend\": \"cpu\", "
                "\"optimizer\": \"%s\", "
                "\"iterations\": %lld, \"warmup\": %lld, \"measured_ms\": %.4f, "
-               "\"predicted_ms\": %.4f, \"error\": %.4f, \"reference_ms\": %.4f, "
+               "\"predicted_ms\": %.4f, \"error\": %.4f, \"measured_cpu_ms\": %.4f, "
+               "\"error_cpu\": %.4f, \"reference_ms\": %.4f, "
                "\"reference_predicted_ms\": %.4f, "
                "\"loss_first\": %.8g, \"loss_last\": %.8g, \"tasks_per_iteration\": %d, "
                "\"collectives_per_iteration\": %lld, \"transfers_per_iteration\": %lld, "
@@ -155,7 +157,8 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
                "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}}\n",
                o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup,
-               pr->measured_ms, pred, err, rr->measured_ms, rr->predicted_ms, pr->loss[0],
+               pr->measured_ms, pred, err, pr->measured_cpu_ms, ecpu, rr->measured_ms,
+               rr->predicted_ms, pr->loss[0],
                pr->loss[n - 1], pr->my_tasks, (long long)pr->collectives,
                (long long)pr->transfers, pr->comm_bytes, md, loss_diff, w_diff,
                worst ? worst : "", o->tolerance, ok ? "true" : "false", parts[0], parts[1],
@@ -169,6 +172,9 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
            "simulated task graph that ran), error %.1f%%; one process %.3f ms (predicted "
            "%.3f ms)\n",
            pr->measured_ms, pred, 100 * err, rr->measured_ms, rr->predicted_ms);
+    printf("iteration CPU time: %.3f ms (median, max over ranks; MPI waits spin), error "
+           "%.1f%% against the prediction\n",
+           pr->measured_cpu_ms, 100 * ecpu);
     printf("compute: measured %.3f ms (CPU time %.3f ms), predicted %.3f ms, error %.1f%% "
            "(busiest rank / device)\n",
            parts[0], parts[1], parts[3], 100 * cerr);

@@ -1015,7 +1015,8 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     r->loss = calloc((size_t)r->n_iter, sizeof *r->loss);
     r->iter_ms = calloc((size_t)r->n_iter, sizeof *r->iter_ms);
     double *parts = calloc((size_t)r->n_iter * 3, sizeof *parts);
-    if (st == SS_OK && (!r->loss || !r->iter_ms || !parts))
+    double *iter_cpu = calloc((size_t)r->n_iter, sizeof *iter_cpu);
+    if (st == SS_OK && (!r->loss || !r->iter_ms || !parts || !iter_cpu))
         st = nomem(d);
     iter_ctx x;
     memset(&x, 0, sizeof x);
@@ -1029,15 +1030,16 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         x.trace = cfg->trace && it == r->n_iter - 1;
         if ((st = comm->barrier(comm->ctx, d)) != SS_OK)
             break;
-        double t0 = now_ms();
+        double t0 = now_ms(), c0 = cpu_ms();
         x.t0 = t0;
         if ((st = iteration(&x, d)) != SS_OK)
             break;
-        double ms[2] = {now_ms() - t0, 0};
+        double ms[2] = {now_ms() - t0, cpu_ms() - c0};
         if ((st = loss_of(s, comm, &r->loss[it], d)) != SS_OK ||
-            (st = comm->allreduce_f64(comm->ctx, ms, 1, 1, d)) != SS_OK)
+            (st = comm->allreduce_f64(comm->ctx, ms, 2, 1, d)) != SS_OK)
             break;
         r->iter_ms[it] = ms[0];
+        iter_cpu[it] = ms[1];
         parts[3 * it] = x.comp_ms;
         parts[3 * it + 1] = x.comp_cpu_ms;
         parts[3 * it + 2] = x.comm_ms;
@@ -1047,19 +1049,24 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         st = nomem(d);
     if (st != SS_OK) {
         free(parts);
+        free(iter_cpu);
         ss_rt_free(s);
         ss_rt_result_clear(r);
         return st;
     }
     int n = cfg->iterations;
-    double *slot[4] = {&r->measured_ms, &r->compute_ms, &r->compute_cpu_ms, &r->comm_ms};
-    for (int k = 0; k < 4; k++) {
+    double *slot[5] = {&r->measured_ms, &r->compute_ms, &r->compute_cpu_ms, &r->comm_ms,
+                       &r->measured_cpu_ms};
+    for (int k = 0; k < 5; k++) {
         for (int i = 0; i < n; i++)
-            md[i] = k == 0 ? r->iter_ms[cfg->warmup + i] : parts[3 * (cfg->warmup + i) + k - 1];
+            md[i] = k == 0   ? r->iter_ms[cfg->warmup + i]
+                    : k == 4 ? iter_cpu[cfg->warmup + i]
+                             : parts[3 * (cfg->warmup + i) + k - 1];
         qsort(md, (size_t)n, sizeof *md, cmp_dbl);
         *slot[k] = n % 2 ? md[n / 2] : 0.5 * (md[n / 2 - 1] + md[n / 2]);
     }
     free(parts);
+    free(iter_cpu);
     free(md);
     r->collectives = x.ncoll;
     r->transfers = x.nxfer;

@@ -76,6 +76,9 @@ typedef struct ss_rt_result {
     double *loss;         /* [n_iter] mean loss of each iteration's forward */
     double *iter_ms;      /* [n_iter] wall time, max over ranks */
     double measured_ms;   /* median of the measured (post-warmup) iterations */
+    double measured_cpu_ms; /* the same in thread CPU time, max over ranks (waits spin in
+                             * MPI: what an iteration takes with a core per rank even
+                             * on a machine other jobs share) */
     double compute_ms;    /* this rank's kernels and updates per iteration, wall (median) */
     double compute_cpu_ms;/* the same in thread CPU time (immune to preemption) */
     double comm_ms;       /* this rank's transfers and collectives per iteration, wall */
