@@ -40,7 +40,8 @@ for m in "$mlp 64" "$out/gpt.json 8"; do
       --db "$db" --reps 5 --warmup 1 --cpu-time >/dev/null 2>&1 || { echo "profile failed"; exit 1; }
     mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 -np 2 "$bin" run \
       --model "$model" --batch "$batch" --topology "$topo" --plan "$plan" --db "$db" \
-      --iterations 10 --warmup 2 --json >"$out/run.json" 2>/dev/null
+      --iterations 10 --warmup 2 --json >"$out/run.json" 2>"$out/run.err" ||
+      { echo "run failed: $(basename "$model") $(basename "$plan")"; grep -v '^\[' "$out/run.err" | head -5; }
     python3 - "$out/run.json" "$(basename "$model")" "$(basename "$plan")" <<'PY' || bad=$((bad + 1))
 import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])

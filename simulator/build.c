@@ -1396,7 +1396,7 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
         if (first_upd < 0) { /* the gather: after the bucket's updates */
             e->gather = 1;
             e->grad = 0;
-            for (int u = 0; u < t && first_upd < 0; u++)
+            for (int u = 0; u < n && first_upd < 0; u++)
                 if (tg->kind[u] == SS_TASK_UPDATE)
                     for (int i = tg->succ_off[u]; i < tg->succ_off[u + 1]; i++)
                         if (tg->succ[i] == t)
