@@ -11,6 +11,7 @@
  * reads, the value (or gradient) a one-process run holds there.
  */
 #include "runtime/exec.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/kernels.h"
 #include "simulator/build.h"
 #include "simulator/engine.h"
@@ -28,7 +29,8 @@ typedef struct rt_event {
 
 typedef struct rt_tile {
     int op, idx, q, r; /* op id, tile index, replica, reduction slice */
-    ss_kargs a;
+    ss_kargs a;        /* host buffers (the CPU kernels run on them) */
+    ss_kargs da;       /* CUDA: the same tile's GPU buffers (op NULL on the CPU) */
 } rt_tile;
 
 struct ss_rt_state {
@@ -55,6 +57,7 @@ struct ss_rt_state {
     struct rt_event *ev; /* the traced iteration's events */
     int n_ev, cap_ev;
     int step;            /* updates done (Adam's bias correction) */
+    int cuda, device;    /* CUDA kernels on GPU `device` */
 };
 
 /* ------------------------------------------------------------ comm self */
@@ -252,6 +255,8 @@ static void tile_free(rt_tile *t)
     }
     free(a->saved);
     free(a->work);
+    if (t->da.op)
+        ss_kernel_release(&t->da, SS_BACKEND_CUDA);
 }
 
 void ss_rt_free(ss_rt_state *s)
@@ -304,6 +309,26 @@ static ss_status nomem(ss_diag *d)
 static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
 {
     const ss_graph *g = s->g;
+    if (s->cuda) {
+        int n = ss_kernel_device_count(SS_BACKEND_CUDA);
+        if (!ss_cuda_built())
+            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                               "runtime: --backend cuda: this build has no CUDA kernels "
+                               "(no CUDA toolkit or nvcc when it was configured)"),
+                   SS_ERR_UNSUPPORTED;
+        if (n <= 0)
+            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                               "runtime: --backend cuda: no CUDA GPU on rank %d "
+                               "(cudaGetDeviceCount failed or found none)",
+                               s->rank),
+                   SS_ERR_UNSUPPORTED;
+        if (s->device < 0)
+            s->device = s->rank % n;
+        if (s->device >= n)
+            return ss_diag_set(d, SS_ERR_INVALID, "runtime: GPU %d asked for, %d present",
+                               s->device, n),
+                   SS_ERR_INVALID;
+    }
     s->n_t = ss_graph_n_tensors(g);
     s->n_ops = ss_graph_n_ops(g);
     s->buf = calloc((size_t)s->n_t, sizeof *s->buf);
@@ -386,6 +411,21 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
             }
             if (!(a->saved = zalloc(a->saved_bytes)) || !(a->work = zalloc(a->work_bytes)))
                 return nomem(d);
+            if (s->cuda) {
+                if (op->type == SS_OP_SOFTMAX_CE && c->red > 1)
+                    return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                                       "runtime: op %s splits the loss's vocabulary; the CUDA "
+                                       "runtime does not combine split losses yet",
+                                       op->name),
+                           SS_ERR_UNSUPPORTED;
+                if ((st = ss_kernel_setup(&t->da, SS_BACKEND_CUDA, g, op, &tl, d)) != SS_OK)
+                    return st;
+                if ((st = ss_kernel_alloc(&t->da, SS_BACKEND_CUDA, s->device, a->seed, d)) !=
+                    SS_OK) {
+                    t->da.op = NULL;
+                    return st;
+                }
+            }
         }
     }
     s->op_off[s->n_ops] = s->n_tiles;
@@ -686,6 +726,39 @@ static ss_status ce_combine(iter_ctx *x, int o, int first, int red, const int *d
     return SS_OK;
 }
 
+/* A tile's forward (bwd 0) or backward kernel on the host buffers: the CPU
+ * kernel, or the CUDA kernel on the tile's GPU buffers with its inputs
+ * (operands; output gradients) uploaded before and its results (outputs;
+ * operand gradients) downloaded after. */
+static ss_status kernel_call(ss_rt_state *s, rt_tile *tl, int bwd, ss_diag *d)
+{
+    ss_kargs *a = &tl->a, *g = &tl->da;
+    if (!s->cuda)
+        return bwd ? ss_kernel_backward(SS_BACKEND_CPU, a, d)
+                   : ss_kernel_forward(SS_BACKEND_CPU, a, d);
+    int bad = 0;
+    if (!bwd)
+        for (int i = 0; i < a->n_x && !bad; i++)
+            bad = ss_cuda_upload(g->x[i], a->x[i], ss_kernel_x_bytes(a, i));
+    else
+        for (int k = 0; k < a->n_y && !bad; k++)
+            bad = ss_cuda_upload(g->dy[k], a->dy[k], ss_kernel_y_bytes(a, k));
+    if (bad)
+        return ss_diag_set(d, SS_ERR_IO, "runtime: copy to GPU %d failed", s->device);
+    ss_status st = bwd ? ss_kernel_backward(SS_BACKEND_CUDA, g, d)
+                       : ss_kernel_forward(SS_BACKEND_CUDA, g, d);
+    if (st != SS_OK || (st = ss_kernel_sync(SS_BACKEND_CUDA, g, d)) != SS_OK)
+        return st;
+    if (!bwd)
+        for (int k = 0; k < a->n_y && !bad; k++)
+            bad = ss_cuda_download(a->y[k], g->y[k], ss_kernel_y_bytes(a, k));
+    else
+        for (int i = 0; i < a->n_x && !bad; i++)
+            bad = a->dx[i] && ss_cuda_download(a->dx[i], g->dx[i], ss_kernel_x_bytes(a, i));
+    return bad ? ss_diag_set(d, SS_ERR_IO, "runtime: copy from GPU %d failed", s->device)
+               : SS_OK;
+}
+
 static ss_status run_compute(iter_ctx *x, int task, ss_diag *d)
 {
     ss_rt_state *s = x->s;
@@ -701,7 +774,7 @@ static ss_status run_compute(iter_ctx *x, int task, ss_diag *d)
             int t = operand_tensor(op, xi);
             region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
         }
-        if ((st = ss_kernel_forward(SS_BACKEND_CPU, a, d)) != SS_OK)
+        if ((st = kernel_call(s, tl, 0, d)) != SS_OK)
             return st;
         for (int k = 0; k < a->n_y; k++) {
             int t = op->outputs[k];
@@ -712,7 +785,7 @@ static ss_status run_compute(iter_ctx *x, int task, ss_diag *d)
             int t = op->outputs[k];
             region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
         }
-        if ((st = ss_kernel_backward(SS_BACKEND_CPU, a, d)) != SS_OK)
+        if ((st = kernel_call(s, tl, 1, d)) != SS_OK)
             return st;
         for (int xi = 0; xi < a->n_x; xi++) {
             int t = operand_tensor(op, xi);
@@ -1008,6 +1081,8 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     s->p = p;
     s->rank = comm->rank;
     s->size = comm->size;
+    s->cuda = cfg->cuda;
+    s->device = cfg->device;
     ss_status st = setup(s, cfg->seed, cfg->adam, d);
     if (st == SS_OK)
         st = schedule(s, m, cm, r, d);

@@ -69,6 +69,9 @@ typedef struct ss_rt_config {
     uint64_t seed;   /* inputs and initial weights */
     int adam;        /* 0: SGD (w -= lr g); 1: Adam (beta 0.9, 0.999, eps 1e-8) */
     int trace;       /* 1: record the last iteration's tasks */
+    int cuda;        /* 0: CPU kernels; 1: CUDA kernels (cuBLAS) on GPU `device`, tiles'
+                      * operands staged through host memory, communication as on the CPU */
+    int device;      /* with cuda: the GPU (-1: rank mod the GPUs present) */
 } ss_rt_config;
 
 typedef struct ss_rt_result {
@@ -99,8 +102,10 @@ typedef struct ss_rt_state ss_rt_state;
  * (devices >= size are an error), for cfg->warmup + cfg->iterations
  * iterations. On success *out holds the trained state (weights), r the
  * figures (free r with ss_rt_result_clear, *out with ss_rt_free).
- * SS_ERR_UNSUPPORTED when a kernel cannot run a tile or the plan needs what
- * the runtime does not execute (message names it), SS_ERR_INVALID for plans
+ * SS_ERR_UNSUPPORTED when a kernel cannot run a tile, the plan needs what
+ * the runtime does not execute, or cfg->cuda and no GPU is present (any
+ * cudaGetDeviceCount failure counts as none; message names it), before any
+ * iteration; SS_ERR_INVALID for plans
  * using devices beyond the ranks; task-graph errors as ss_build_run's. */
 ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                       const ss_plan *p, const ss_rt_config *cfg, const ss_rt_comm *comm,

@@ -7,10 +7,12 @@
  * on more devices than ranks are refused; training lowers the loss.
  */
 #include "testutil.h"
+#include "kernels/kernels.h"
 #include "runtime/exec.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,7 +135,7 @@ static ss_machine *machine(void)
     return m;
 }
 
-static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0};
+static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0, 0, -1};
 
 /* Run plan spec on two thread ranks and compare with one process: the
  * largest relative weight and loss differences over both ranks. */
@@ -214,7 +216,7 @@ static void test_one_process_trains(void **state)
     ss_plan *p = ss_plan_new(g, m);
     ss_rt_comm self;
     ss_rt_comm_self(&self);
-    ss_rt_config c = {20, 0, 0.5, 3, 0, 1};
+    ss_rt_config c = {20, 0, 0.5, 3, 0, 1, 0, -1};
     ss_rt_state *a = NULL, *b = NULL;
     ss_rt_result ra, rb;
     ss_costmodel *cm = ss_cost_new(m);
@@ -320,11 +322,55 @@ static void test_more_devices_than_ranks(void **state)
     assert_int_equal(ss_rt_train(g, m, cm, p, &cfg, &self, &s, &r, &d), SS_ERR_INVALID);
     assert_non_null(strstr(d.msg, "ranks"));
     assert_null(s);
-    ss_rt_config bad = {0, 0, 0.1, 1, 0, 0};
+    ss_rt_config bad = {0, 0, 0.1, 1, 0, 0, 0, -1};
     assert_int_equal(ss_rt_train(g, m, cm, p, &bad, &self, &s, &r, &d), SS_ERR_INVALID);
     ss_cost_free(cm);
     ss_plan_free(p);
     ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+/* The CUDA kernels on one GPU match the CPU run; without a GPU (any
+ * cudaGetDeviceCount failure counts as none) the run is refused before any
+ * iteration, naming why, and the test says it skipped the GPU run. */
+static void test_cuda_backend(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = machine();
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 1, &g, &d), SS_OK);
+    ss_plan *p = ss_plan_new(g, m);
+    ss_rt_comm self;
+    ss_rt_comm_self(&self);
+    ss_rt_config c = cfg;
+    ss_rt_state *a = NULL, *b = NULL;
+    ss_rt_result ra, rb;
+    c.cuda = 1;
+    ss_status st = ss_rt_train(g, m, cm, p, &c, &self, &a, &ra, &d);
+    if (ss_kernel_device_count(SS_BACKEND_CUDA) == 0) {
+        assert_int_equal(st, SS_ERR_UNSUPPORTED);
+        assert_true(strstr(d.msg, "no CUDA GPU") || strstr(d.msg, "no CUDA kernels"));
+        assert_null(a);
+        printf("SKIP: the CUDA runtime run (%s); its refusal is checked\n", d.msg);
+    } else {
+        assert_int_equal(st, SS_OK);
+        c.cuda = 0;
+        assert_int_equal(ss_rt_train(g, m, cm, p, &c, &self, &b, &rb, &d), SS_OK);
+        const char *w = NULL;
+        assert_true(ss_rt_weight_diff(a, b, &w) < 1e-4);
+        for (int i = 0; i < ra.n_iter; i++)
+            assert_true(fabs(ra.loss[i] - rb.loss[i]) < 1e-4 * fabs(rb.loss[i]));
+        ss_rt_free(a);
+        ss_rt_free(b);
+        ss_rt_result_clear(&ra);
+        ss_rt_result_clear(&rb);
+    }
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_cost_free(cm);
     ss_machine_free(m);
 }
 
@@ -338,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_matches),
         cmocka_unit_test(test_broken_exchange_detected),
         cmocka_unit_test(test_more_devices_than_ranks),
+        cmocka_unit_test(test_cuda_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
