@@ -157,7 +157,8 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                "\"loss_rel_diff\": %.3g, \"weight_rel_diff\": %.3g, \"worst_weight\": \"%s\", "
                "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
                "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
-               "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}}\n",
+               "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}, "
+               "\"classes\": [",
                o->c.model, o->c.plan, ranks, o->backend, o->optimizer, o->iterations, o->warmup,
                pr->measured_ms, pred, err, pr->measured_cpu_ms, ecpu, rr->measured_ms,
                rr->predicted_ms, pr->loss[0],
@@ -165,6 +166,17 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                (long long)pr->transfers, pr->comm_bytes, md, loss_diff, w_diff,
                worst ? worst : "", o->tolerance, ok ? "true" : "false", parts[0], parts[1],
                parts[3], cerr, parts[2], parts[4]);
+        for (int c = 0, k = 0; c < SS_RT_CLASSES; c++) {
+            if (!pr->cls_tasks[c])
+                continue;
+            char name[96];
+            ss_rt_class_name(c, name, sizeof name);
+            printf("%s{\"class\": \"%s\", \"tasks\": %d, \"measured_ms\": %.4f, "
+                   "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f}",
+                   k++ ? ", " : "", name, pr->cls_tasks[c], pr->cls_ms[c], pr->cls_cpu_ms[c],
+                   pr->cls_pred_ms[c]);
+        }
+        printf("]}\n");
         return;
     }
     printf("run: %s under %s on %d ranks (%s, %s), %lld iterations after %lld warm-up\n",
@@ -184,6 +196,16 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
            "0; measured %.3f ms, predicted %.3f ms (busiest)\n",
            (long long)pr->collectives, (long long)pr->transfers, pr->comm_bytes, parts[2],
            parts[4]);
+    printf("per task class, rank 0, last iteration (tasks: measured wall / CPU ms, predicted "
+           "ms):\n");
+    for (int c = 0; c < SS_RT_CLASSES; c++) {
+        if (!pr->cls_tasks[c])
+            continue;
+        char name[96];
+        ss_rt_class_name(c, name, sizeof name);
+        printf("  %-24s %4d: %9.3f / %9.3f, %9.3f\n", name, pr->cls_tasks[c], pr->cls_ms[c],
+               pr->cls_cpu_ms[c], pr->cls_pred_ms[c]);
+    }
     printf("numerics vs one process: max rel diff %.3g (loss %.3g, weights %.3g, worst %s), "
            "tolerance %.3g: %s\n",
            md, loss_diff, w_diff, worst ? worst : "-", o->tolerance, ok ? "ok" : "FAILED");

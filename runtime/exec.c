@@ -295,6 +295,10 @@ void ss_rt_result_clear(ss_rt_result *r)
 {
     free(r->loss);
     free(r->iter_ms);
+    free(r->cls_tasks);
+    free(r->cls_ms);
+    free(r->cls_cpu_ms);
+    free(r->cls_pred_ms);
     memset(r, 0, sizeof *r);
 }
 
@@ -602,8 +606,9 @@ typedef struct iter_ctx {
     int64_t ncoll, nxfer;
     double bytes;
     double comp_ms, comp_cpu_ms, comm_ms; /* this iteration: kernels (wall, CPU), communication */
-    int trace;  /* record events in s->ev */
+    int trace;  /* record events in s->ev (the last iteration) */
     double t0;  /* iteration start (ms) */
+    ss_rt_result *r; /* per-class sums of the last iteration */
 } iter_ctx;
 
 static double now_ms(void)
@@ -620,10 +625,32 @@ static double cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* Record an event of the traced iteration (allocation failure: dropped). */
+static int task_class(const ss_rt_state *s, int task)
+{
+    int k = s->tg->kind[task];
+    int t = k == SS_TASK_FWD || k == SS_TASK_BWD ? (int)ss_graph_op(s->g, s->tg->op[task])->type : 0;
+    return k * SS_OP_TYPE_COUNT + t;
+}
+
+void ss_rt_class_name(int c, char *buf, size_t n)
+{
+    int k = c / SS_OP_TYPE_COUNT, t = c % SS_OP_TYPE_COUNT;
+    if (k == SS_TASK_FWD || k == SS_TASK_BWD)
+        snprintf(buf, n, "%s %s", ss_task_kind_name((ss_task_kind)k), ss_op_type_name((ss_op_type)t));
+    else
+        snprintf(buf, n, "%s", ss_task_kind_name((ss_task_kind)k));
+}
+
+/* Record a task of the last iteration: its class's sums, and its trace
+ * event when tracing (allocation failure: the event is dropped). */
 static void record(iter_ctx *x, int task, int tid, double w0, double w1, double bytes)
 {
     ss_rt_state *s = x->s;
+    if (x->r && x->r->cls_ms) {
+        x->r->cls_ms[task_class(s, task)] += w1 - w0;
+        if (tid == 1) /* communication: its CPU time is its wall time's spin */
+            x->r->cls_cpu_ms[task_class(s, task)] += w1 - w0;
+    }
     if (!x->trace || ss_grow((void **)&s->ev, &s->cap_ev, s->n_ev + 1, sizeof *s->ev))
         return;
     s->ev[s->n_ev++] = (rt_event){task, tid, (w0 - x->t0) * 1e3, (w1 - w0) * 1e3, bytes};
@@ -794,7 +821,10 @@ static ss_status run_compute(iter_ctx *x, int task, ss_diag *d)
             region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->xr[xi], a->dx[xi], 1);
         }
     }
-    x->comp_cpu_ms += cpu_ms() - c0;
+    double c1 = cpu_ms() - c0;
+    x->comp_cpu_ms += c1;
+    if (x->r && x->r->cls_cpu_ms)
+        x->r->cls_cpu_ms[task_class(s, task)] += c1;
     double w1 = now_ms();
     x->comp_ms += w1 - w0;
     record(x, task, 0, w0, w1, 0);
@@ -857,7 +887,10 @@ static void run_update(iter_ctx *x, int task)
     upd_ctx u = {s, e->tensor, 0, 0, 0, x->lr, 1 - pow(0.9, s->step), 1 - pow(0.999, s->step)};
     slice_of(ss_region_volume(&e->reg), e->split_k, e->split_n, &u.lo, &u.hi);
     walk(T->shape, T->ndim, &e->reg, upd_row, &u);
-    x->comp_cpu_ms += cpu_ms() - c0;
+    double c1 = cpu_ms() - c0;
+    x->comp_cpu_ms += c1;
+    if (x->r && x->r->cls_cpu_ms)
+        x->r->cls_cpu_ms[task_class(s, task)] += c1;
     double w1 = now_ms();
     x->comp_ms += w1 - w0;
     record(x, task, 0, w0, w1, 0);
@@ -1091,8 +1124,18 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     r->iter_ms = calloc((size_t)r->n_iter, sizeof *r->iter_ms);
     double *parts = calloc((size_t)r->n_iter * 3, sizeof *parts);
     double *iter_cpu = calloc((size_t)r->n_iter, sizeof *iter_cpu);
-    if (st == SS_OK && (!r->loss || !r->iter_ms || !parts || !iter_cpu))
+    r->cls_tasks = calloc(SS_RT_CLASSES, sizeof *r->cls_tasks);
+    r->cls_ms = calloc(SS_RT_CLASSES, sizeof *r->cls_ms);
+    r->cls_cpu_ms = calloc(SS_RT_CLASSES, sizeof *r->cls_cpu_ms);
+    r->cls_pred_ms = calloc(SS_RT_CLASSES, sizeof *r->cls_pred_ms);
+    if (st == SS_OK && (!r->loss || !r->iter_ms || !parts || !iter_cpu || !r->cls_tasks ||
+                        !r->cls_ms || !r->cls_cpu_ms || !r->cls_pred_ms))
         st = nomem(d);
+    for (int i = 0; st == SS_OK && i < s->n_mine; i++) {
+        int c = task_class(s, s->mine[i]);
+        r->cls_tasks[c]++;
+        r->cls_pred_ms[c] += s->tg->dur[s->mine[i]] / 1e3;
+    }
     iter_ctx x;
     memset(&x, 0, sizeof x);
     x.s = s;
@@ -1103,6 +1146,7 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         x.bytes = 0;
         x.comp_ms = x.comp_cpu_ms = x.comm_ms = 0;
         x.trace = cfg->trace && it == r->n_iter - 1;
+        x.r = it == r->n_iter - 1 ? r : NULL;
         if ((st = comm->barrier(comm->ctx, d)) != SS_OK)
             break;
         double t0 = now_ms(), c0 = cpu_ms();

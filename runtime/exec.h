@@ -42,6 +42,7 @@
 #define SS_RT_EXEC_H
 
 #include "simsearch.h"
+#include "simulator/taskgraph.h"
 
 /* Communication between ranks. Every member calls the same sequence.
  * allreduce_f32: in place over ranks[0..n) (every caller in the list; the
@@ -93,7 +94,18 @@ typedef struct ss_rt_result {
     /* the simulation of the graph that ran (ms): its iteration, and this
      * rank's device's compute and communication busy time */
     double predicted_ms, predicted_compute_ms, predicted_comm_ms;
+    /* per task class of this rank (ss_rt_class_name; [SS_RT_CLASSES]): its
+     * tasks, their measured wall and thread CPU ms in the last iteration,
+     * and their simulated durations, summed */
+    int *cls_tasks;
+    double *cls_ms, *cls_cpu_ms, *cls_pred_ms;
 } ss_rt_result;
+
+/* Task classes: the task kind, and for kernels the op type. */
+#define SS_RT_CLASSES (SS_TASK_KIND_COUNT * SS_OP_TYPE_COUNT)
+/* The name of class c ("fwd linear", "bwd softmax_ce", "update", "xfer",
+ * "collective") into buf. */
+void ss_rt_class_name(int c, char *buf, size_t n);
 
 typedef struct ss_rt_state ss_rt_state;
 
