@@ -9,7 +9,9 @@
 # iteration takes with a core per rank when other jobs share the machine)
 # and the load (uptime) before and after; RESULTS.md "Runtime (issue 30)"
 # keeps the figures. The exit status counts wall errors above 15%.
-# Usage: benchmarks/bench_runtime.sh BUILD_DIR [OUT_DIR]
+# Usage: [NICE=-10] benchmarks/bench_runtime.sh BUILD_DIR [OUT_DIR]
+# NICE (root only): the ranks' scheduling priority, so that on a machine
+# shared with other jobs each rank gets a core while it is measured.
 # Must: every error <= 15%; goal <= 5%.
 set -u
 build=${1:?usage: bench_runtime.sh BUILD_DIR [OUT_DIR]}
@@ -38,7 +40,7 @@ for m in "$mlp 64" "$out/gpt.json 8"; do
   for plan in data-parallel megatron:tp=2 megatron:pp=2,mb=4 "$searched"; do
     "$bin" profile --model "$model" --batch "$batch" --topology "$topo" --plan "$plan" \
       --db "$db" --reps 5 --warmup 1 --cpu-time >/dev/null 2>&1 || { echo "profile failed"; exit 1; }
-    mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 -np 2 "$bin" run \
+    nice -n "${NICE:-0}" mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 -np 2 "$bin" run \
       --model "$model" --batch "$batch" --topology "$topo" --plan "$plan" --db "$db" \
       --iterations 10 --warmup 2 --json >"$out/run.json" 2>"$out/run.err" ||
       { echo "run failed: $(basename "$model") $(basename "$plan")"; grep -v '^\[' "$out/run.err" | head -5; }
