@@ -159,6 +159,24 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
         ss_build_desc *e = &x->t[t];
         int op = tg->op[t], tag = tg->aux[t];
         e->coll = tag;
+        if (tag == SS_BUILD_COLL_SENDGATHER) {
+            /* the group of a scatter-gather send: its receivers (forward)
+             * or senders (backward); the region sent */
+            e->dev_off = x->n_devs;
+            e->item_off = x->n_items;
+            for (int i = 0; i < b->n_xf; i++) {
+                const xferinfo *X = &b->xf[i];
+                if (X->sg != t && X->bsg != t)
+                    continue;
+                e->grad = X->bsg == t;
+                if (put_dev(x, e->grad ? X->src : X->dev) ||
+                    (x->n_items == e->item_off && put_item(x, X->tensor, X->reg)))
+                    goto nomem;
+            }
+            e->n_dev = x->n_devs - e->dev_off;
+            e->n_item = x->n_items - e->item_off;
+            continue;
+        }
         if (tag != SS_BUILD_COLL_GRAD) {
             e->grad = tag == SS_BUILD_COLL_GATHER || tag == SS_BUILD_COLL_GRADSUM ||
                       tag == SS_BUILD_COLL_REPSUM || tag == SS_BUILD_COLL_BCAST;
