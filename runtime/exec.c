@@ -48,6 +48,7 @@ struct ss_rt_state {
     ss_taskgraph *tg;
     ss_build_descs ds;
     int *mine, n_mine;   /* this rank's tasks in simulated order */
+    double *sim_start, *sim_dur; /* [n_tasks] the simulated start and duration (us) */
     int *task_tile;      /* [n_tasks] FWD/BWD task -> index in tiles, -1 */
     char *combine_after; /* [n_tasks] FWD task after which a one-device split loss combines */
     float *scratch;      /* packing buffer of transfers and collectives */
@@ -282,6 +283,8 @@ void ss_rt_free(ss_rt_state *s)
     ss_build_free(s->b);
     ss_taskgraph_free(s->tg);
     free(s->mine);
+    free(s->sim_start);
+    free(s->sim_dur);
     free(s->task_tile);
     free(s->combine_after);
     free(s->scratch);
@@ -525,9 +528,16 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     s->mine = malloc((size_t)(n + 1) * sizeof *s->mine);
     s->task_tile = malloc((size_t)(n + 1) * sizeof *s->task_tile);
     s->combine_after = calloc((size_t)n + 1, 1);
-    if (!keys || !s->mine || !s->task_tile || !s->combine_after) {
+    s->sim_start = malloc((size_t)(n + 1) * sizeof *s->sim_start);
+    s->sim_dur = malloc((size_t)(n + 1) * sizeof *s->sim_dur);
+    if (!keys || !s->mine || !s->task_tile || !s->combine_after || !s->sim_start ||
+        !s->sim_dur) {
         st = nomem(d);
         goto out;
+    }
+    for (int t = 0; t < n; t++) {
+        s->sim_start[t] = er->start[t];
+        s->sim_dur[t] = er->end[t] - er->start[t];
     }
     int nk = 0;
     for (int t = 0; t < n; t++) {
@@ -1215,10 +1225,11 @@ ss_status ss_rt_trace_events(const ss_rt_state *s, char **out, ss_diag *d)
         n += (size_t)snprintf(b + n, cap - n,
                               "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
                               "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"task\": %d, "
-                              "\"bytes\": %.0f}}",
+                              "\"bytes\": %.0f, \"sim_ts\": %.3f, \"sim_dur\": %.3f}}",
                               i ? ",\n" : "", name,
                               ss_task_kind_name((ss_task_kind)s->tg->kind[e->task]), s->rank,
-                              e->tid, e->ts, e->dur, e->task, e->bytes);
+                              e->tid, e->ts, e->dur, e->task, e->bytes, s->sim_start[e->task],
+                              s->sim_dur[e->task]);
     }
     *out = b;
     return SS_OK;

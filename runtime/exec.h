@@ -135,7 +135,8 @@ double ss_rt_weight_diff(const ss_rt_state *s, const ss_rt_state *ref, const cha
 /* The events of the last iteration of a run with cfg.trace, named as
  * `simulate --trace` names the same tasks (kernels and updates on thread
  * 0, transfers and collectives on thread 1 of process `rank`; microseconds
- * from the iteration's start after its barrier) as Chrome Trace event
+ * from the iteration's start after its barrier; args: the task id and its
+ * simulated start and duration, sim_ts and sim_dur) as Chrome Trace event
  * objects separated by commas, no brackets, so that the ranks' texts
  * concatenate into one array. *out is malloc'd (ss_free); "" when nothing
  * was recorded. */

@@ -97,13 +97,18 @@ PY
 done
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:tp=2 --batch 32 \
   --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace exits 0" $?
-python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' tasks, named as simulate --trace names them" $?
+python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' tasks, named as simulate --trace names them, in simulated order" $?
 import json, sys
 t = json.load(open(sys.argv[1]))
 names = [e["name"] for e in t]
 ok = {e["pid"] for e in t} == {0, 1} and "fwd fc1 t0 mb0" in names and "bwd fc1 t1 mb0" in names
 ok = ok and "allreduce partial sums fc2" in names and "update fc1.weight" in names
 ok = ok and all(e["ph"] == "X" and e["dur"] >= 0 for e in t)
+# what ran is what was simulated, in the simulated order on every rank
+for pid in (0, 1):
+    sim = [e["args"]["sim_ts"] for e in sorted((e for e in t if e["pid"] == pid),
+                                               key=lambda e: e["ts"])]
+    ok = ok and len(sim) > 10 and sim == sorted(sim)
 sys.exit(0 if ok else 1)
 PY
 mpi -np 1 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \
