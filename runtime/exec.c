@@ -704,7 +704,12 @@ static ss_status ce_combine(iter_ctx *x, int o, int first, int red, const int *d
     int nl = 0;
     for (int j = first; j < first + red; j++) {
         int i = local_tile(s, o, j);
-        if (i >= 0 && nl < 64)
+        if (i >= 0 && nl == 64)
+            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                               "runtime: op %s: more than 64 vocabulary shards on one rank",
+                               op->name),
+                   SS_ERR_UNSUPPORTED;
+        if (i >= 0)
             loc[nl++] = &s->tiles[i];
     }
     if (nl == 0)
