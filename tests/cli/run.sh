@@ -95,6 +95,26 @@ print(r["plan"], "max_rel_diff", n["max_rel_diff"], "measured", r["measured_ms"]
 sys.exit(0 if ok else 1)
 PY
 done
+# 4 ranks (oversubscribed): collectives over sub-groups (tensor- and
+# data-parallel pairs: MPI_Comm_create_group); tp x pp is refused (its
+# scatter-gather sends are not executed yet), exit 2 naming them
+python3 - "$topo" "$tmp/cpu4.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["name"] = "local-cpu4"
+t["devices"] = [{"name": "core%d" % i, "type": "CPU-core", "host": "localhost"} for i in range(4)]
+t["links"] = [dict(t["links"][0], a="core%d" % i) for i in range(4)]
+json.dump(t, open(sys.argv[2], "w"))
+PY
+mpi -np 4 "$bin" run --model "$tmp/gpt.json" --topology "$tmp/cpu4.json" --plan megatron:tp=2,dp=2 \
+  --batch 4 --iterations 2 --warmup 1 --json >"$tmp/j" 2>"$tmp/e"
+check "4 ranks: gpt megatron:tp=2,dp=2 exits 0" $?
+python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 else 1)' "$tmp/j"
+check "... numerics match one process" $?
+mpi -np 4 "$bin" run --model "$tmp/gpt.json" --topology "$tmp/cpu4.json" --plan megatron:tp=2,pp=2,mb=2 \
+  --batch 4 --iterations 1 --warmup 0 >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]
+check "4 ranks: tp=2,pp=2 (scatter-gather sends) exits 2" $?
+grep -q "scatter-gather pipeline sends" "$tmp/e"; check "... naming them" $?
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:tp=2 --batch 32 \
   --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace exits 0" $?
 python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' tasks, named as simulate --trace names them, in simulated order" $?
