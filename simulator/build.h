@@ -279,10 +279,14 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
  *                  first_tile + red - 1 (the op's tile indices); gradient
  *                  buckets: part of n_parts (a split bucket reduces that
  *                  slice of its items laid end to end), gather = 1 for the
- *                  distributed optimizer's weight all-gather
+ *                  distributed optimizer's weight all-gather; a
+ *                  scatter-gather send's all-gather: its receivers
+ *                  (forward) or senders (backward, grad) and the region sent
  *   OTHER          nothing (joins)
  * Filled for the builder's last successful run on graph tg (not in lean
- * mode, which frees what this reads). O(tasks + edges + updates x shards).
+ * mode, which frees what this reads; implemented in build_describe.c).
+ * O(tasks x updates + buckets x updates x shards): for the graphs the
+ * runtime executes, not for a search's inner loop.
  * On error (SS_ERR_INVALID: no run, or lean; NOMEM) x is left empty. */
 typedef struct ss_build_item {
     int tensor;
