@@ -76,7 +76,9 @@ static const ss_cli_optdef options[] = {
     SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
                    "profile database for the prediction (as simulate --db)"),
     SS_CLI_STR_ROW(opts, "--backend", "B", backend, 0,
-                   "cpu (default); cuda is not built into the runtime yet"),
+                   "cpu (default) or cuda: the kernels on GPU (rank mod GPUs),\n"
+                   "operands staged through host memory; communication over\n"
+                   "MPI (not NCCL yet); refused when no GPU is present"),
     SS_CLI_STR_ROW(opts, "--trace", "FILE", trace, 0,
                    "write the last iteration's kernels and collectives, every\n"
                    "rank (process = rank), as Chrome Trace JSON (Perfetto)"),
@@ -130,83 +132,80 @@ int ss_cmd_run(int argc, char **argv)
 }
 #else
 
-/* The simulator's figures for the plan: iteration, and the largest per-device
- * compute and communication times (ms). */
-typedef struct predicted {
-    double iter_ms, compute_ms, comm_ms;
-} predicted;
-
-static predicted predict(const ss_machine *m, const ss_graph *g, const ss_plan *p,
-                         const char *db_path, int *rc)
-{
-    predicted pr = {NAN, NAN, NAN};
-    ss_costmodel *cm = NULL;
-    ss_profile_db *db = NULL;
-    ss_sim *s = NULL;
-    ss_sim_result res;
-    memset(&res, 0, sizeof res);
-    ss_diag d;
-    ss_diag_init(&d);
-    if ((*rc = ss_cli_cost_model(m, db_path, &cm, &db)))
-        return pr;
-    if (ss_sim_new(g, m, cm, NULL, &s, &d) != SS_OK || ss_sim_run(s, p, &res, &d) != SS_OK)
-        *rc = ss_cli_fail(&d);
-    else {
-        pr.iter_ms = res.iteration_us / 1e3;
-        pr.compute_ms = pr.comm_ms = 0;
-        for (int i = 0; i < res.n_devices; i++) {
-            pr.compute_ms = fmax(pr.compute_ms, res.compute_us[i] / 1e3);
-            pr.comm_ms = fmax(pr.comm_ms, res.comm_us[i] / 1e3);
-        }
-    }
-    ss_sim_result_clear(&res);
-    ss_sim_free(s);
-    ss_cost_free(cm);
-    ss_profile_db_free(db);
-    return pr;
-}
-
-/* parts: the measured compute (wall, CPU) and communication ms, max over ranks. */
+/* parts: the measured compute (wall, CPU) and communication ms and the
+ * predicted compute and communication ms, max over ranks. */
 static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr, int ranks,
-                   const predicted *pp, const double *parts, double loss_diff, double w_diff,
-                   const char *worst, int ok)
+                   const double *parts, double loss_diff, double w_diff, const char *worst,
+                   int ok)
 {
-    double pred = pp->iter_ms;
+    double pred = pr->predicted_ms;
     double err = fabs(pred - pr->measured_ms) / pr->measured_ms;
-    double cerr = fabs(pp->compute_ms - parts[0]) / parts[0];
+    double ecpu = fabs(pred - pr->measured_cpu_ms) / pr->measured_cpu_ms;
+    double cerr = fabs(parts[3] - parts[0]) / parts[0];
     double md = loss_diff > w_diff ? loss_diff : w_diff;
     int n = pr->n_iter;
     if (o->c.json) {
-        printf("{\"model\": \"%s\", \"plan\": \"%s\", \"ranks\": %d, \"backend\": \"cpu\", "
+        printf("{\"model\": \"%s\", \"plan\": \"%s\", \"ranks\": %d, \"backend\": \"%s\", "
                "\"optimizer\": \"%s\", "
                "\"iterations\": %lld, \"warmup\": %lld, \"measured_ms\": %.4f, "
-               "\"predicted_ms\": %.4f, \"error\": %.4f, \"reference_ms\": %.4f, "
-               "\"loss_first\": %.8g, \"loss_last\": %.8g, \"allreduces_per_iteration\": %lld, "
-               "\"allreduce_bytes_per_iteration\": %.0f, \"numerics\": {\"max_rel_diff\": %.3g, "
+               "\"predicted_ms\": %.4f, \"error\": %.4f, \"measured_cpu_ms\": %.4f, "
+               "\"error_cpu\": %.4f, \"reference_ms\": %.4f, "
+               "\"reference_predicted_ms\": %.4f, "
+               "\"loss_first\": %.8g, \"loss_last\": %.8g, \"tasks_per_iteration\": %d, "
+               "\"collectives_per_iteration\": %lld, \"transfers_per_iteration\": %lld, "
+               "\"comm_bytes_per_iteration\": %.0f, \"numerics\": {\"max_rel_diff\": %.3g, "
                "\"loss_rel_diff\": %.3g, \"weight_rel_diff\": %.3g, \"worst_weight\": \"%s\", "
                "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
                "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
-               "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}}\n",
-               o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup,
-               pr->measured_ms, pred, err,
-               rr->measured_ms, pr->loss[0], pr->loss[n - 1], (long long)pr->allreduces,
-               pr->allreduce_bytes, md, loss_diff, w_diff, worst ? worst : "", o->tolerance,
-               ok ? "true" : "false", parts[0], parts[1], pp->compute_ms, cerr, parts[2],
-               pp->comm_ms);
+               "\"communication\": {\"measured_ms\": %.4f, \"predicted_ms\": %.4f}, "
+               "\"classes\": [",
+               o->c.model, o->c.plan, ranks, o->backend, o->optimizer, o->iterations, o->warmup,
+               pr->measured_ms, pred, err, pr->measured_cpu_ms, ecpu, rr->measured_ms,
+               rr->predicted_ms, pr->loss[0],
+               pr->loss[n - 1], pr->my_tasks, (long long)pr->collectives,
+               (long long)pr->transfers, pr->comm_bytes, md, loss_diff, w_diff,
+               worst ? worst : "", o->tolerance, ok ? "true" : "false", parts[0], parts[1],
+               parts[3], cerr, parts[2], parts[4]);
+        for (int c = 0, k = 0; c < SS_RT_CLASSES; c++) {
+            if (!pr->cls_tasks[c])
+                continue;
+            char name[96];
+            ss_rt_class_name(c, name, sizeof name);
+            printf("%s{\"class\": \"%s\", \"tasks\": %d, \"measured_ms\": %.4f, "
+                   "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f}",
+                   k++ ? ", " : "", name, pr->cls_tasks[c], pr->cls_ms[c], pr->cls_cpu_ms[c],
+                   pr->cls_pred_ms[c]);
+        }
+        printf("]}\n");
         return;
     }
-    printf("run: %s under %s on %d ranks (cpu, %s), %lld iterations after %lld warm-up\n",
-           o->c.model, o->c.plan, ranks, o->optimizer, o->iterations, o->warmup);
+    printf("run: %s under %s on %d ranks (%s, %s), %lld iterations after %lld warm-up\n",
+           o->c.model, o->c.plan, ranks, o->backend, o->optimizer, o->iterations, o->warmup);
     printf("loss: %.6g -> %.6g\n", pr->loss[0], pr->loss[n - 1]);
-    printf("iteration: measured %.3f ms (median, max over ranks), predicted %.3f ms, error "
-           "%.1f%%; one process %.3f ms\n",
-           pr->measured_ms, pred, 100 * err, rr->measured_ms);
+    printf("iteration: measured %.3f ms (median, max over ranks), predicted %.3f ms (the "
+           "simulated task graph that ran), error %.1f%%; one process %.3f ms (predicted "
+           "%.3f ms)\n",
+           pr->measured_ms, pred, 100 * err, rr->measured_ms, rr->predicted_ms);
+    printf("iteration CPU time: %.3f ms (median, max over ranks; MPI waits spin), error "
+           "%.1f%% against the prediction\n",
+           pr->measured_cpu_ms, 100 * ecpu);
     printf("compute: measured %.3f ms (CPU time %.3f ms), predicted %.3f ms, error %.1f%% "
            "(busiest rank / device)\n",
-           parts[0], parts[1], pp->compute_ms, 100 * cerr);
-    printf("communication: %lld all-reduces, %.0f bytes per iteration per rank; measured "
-           "%.3f ms, predicted %.3f ms\n",
-           (long long)pr->allreduces, pr->allreduce_bytes, parts[2], pp->comm_ms);
+           parts[0], parts[1], parts[3], 100 * cerr);
+    printf("communication: %lld collectives, %lld transfers, %.0f bytes per iteration on rank "
+           "0; measured %.3f ms, predicted %.3f ms (busiest)\n",
+           (long long)pr->collectives, (long long)pr->transfers, pr->comm_bytes, parts[2],
+           parts[4]);
+    printf("per task class, rank 0, last iteration (tasks: measured wall / CPU ms, predicted "
+           "ms):\n");
+    for (int c = 0; c < SS_RT_CLASSES; c++) {
+        if (!pr->cls_tasks[c])
+            continue;
+        char name[96];
+        ss_rt_class_name(c, name, sizeof name);
+        printf("  %-24s %4d: %9.3f / %9.3f, %9.3f\n", name, pr->cls_tasks[c], pr->cls_ms[c],
+               pr->cls_cpu_ms[c], pr->cls_pred_ms[c]);
+    }
     printf("numerics vs one process: max rel diff %.3g (loss %.3g, weights %.3g, worst %s), "
            "tolerance %.3g: %s\n",
            md, loss_diff, w_diff, worst ? worst : "-", o->tolerance, ok ? "ok" : "FAILED");
@@ -224,10 +223,6 @@ int ss_cmd_run(int argc, char **argv)
         o.lr = 1e-3;
     if (strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda"))
         return ss_cli_usage_error("run", "--backend must be cpu or cuda");
-    if (!strcmp(o.backend, "cuda"))
-        return fprintf(stderr, "simsearch: run: the CUDA backend of the runtime is not built "
-                               "yet (only --backend cpu runs)\n"),
-               SS_EXIT_FAIL;
     ss_diag d;
     ss_diag_init(&d);
     ss_rt_comm comm, self;
@@ -242,20 +237,21 @@ int ss_cmd_run(int argc, char **argv)
     memset(&pr, 0, sizeof pr);
     memset(&rr, 0, sizeof rr);
     int ok = 0;
-    predicted pred = {NAN, NAN, NAN};
-    if ((rc = ss_cli_common_load(&o.c, &m, &g, &p)))
-        goto done;
-    pred = predict(m, g, p, o.db, &rc);
-    if (rc)
+    ss_costmodel *cm = NULL;
+    ss_profile_db *db = NULL;
+    if ((rc = ss_cli_common_load(&o.c, &m, &g, &p)) || (rc = ss_cli_cost_model(m, o.db, &cm, &db)))
         goto done;
     ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed,
-                        !strcmp(o.optimizer, "adam"), o.trace != NULL};
+                        !strcmp(o.optimizer, "adam"), o.trace != NULL,
+                        !strcmp(o.backend, "cuda"), -1};
+    ss_rt_config cpu = cfg; /* the reference runs the CPU kernels */
+    cpu.cuda = 0;
     if (!(ref = ss_plan_new(g, m))) {
         rc = SS_EXIT_FAIL;
         goto done;
     }
-    if (ss_rt_train(g, p, &cfg, &comm, &ps, &pr, &d) != SS_OK ||
-        ss_rt_train(g, ref, &cfg, &self, &rs, &rr, &d) != SS_OK) {
+    if (ss_rt_train(g, m, cm, p, &cfg, &comm, &ps, &pr, &d) != SS_OK ||
+        ss_rt_train(g, m, cm, ref, &cpu, &self, &rs, &rr, &d) != SS_OK) {
         fprintf(stderr, "simsearch: rank %d: %s\n", comm.rank, d.msg);
         rc = d.status == SS_ERR_INVALID || d.status == SS_ERR_UNSUPPORTED ? SS_EXIT_USAGE
                                                                           : SS_EXIT_FAIL;
@@ -267,9 +263,9 @@ int ss_cmd_run(int argc, char **argv)
         loss_diff = v > loss_diff ? v : loss_diff;
     }
     const char *worst = NULL;
-    double w[4] = {ss_rt_weight_diff(ps, rs, &worst), pr.compute_ms, pr.compute_cpu_ms,
-                   pr.comm_ms};
-    if (comm.allreduce_f64(comm.ctx, w, 4, 1, &d) != SS_OK) {
+    double w[6] = {ss_rt_weight_diff(ps, rs, &worst), pr.compute_ms, pr.compute_cpu_ms,
+                   pr.comm_ms, pr.predicted_compute_ms, pr.predicted_comm_ms};
+    if (comm.allreduce_f64(comm.ctx, w, 6, 1, &d) != SS_OK) {
         rc = ss_cli_fail(&d);
         goto done;
     }
@@ -277,8 +273,8 @@ int ss_cmd_run(int argc, char **argv)
     if (o.trace && (rc = write_trace(o.trace, ps, &comm)))
         goto done;
     if (comm.rank == 0)
-        report(&o, &pr, &rr, comm.size, &pred, w + 1, loss_diff, w[0], worst, ok);
-    rc = ok ? SS_EXIT_OK : SS_EXIT_FAIL;
+        report(&o, &pr, &rr, comm.size, w + 1, loss_diff, w[0], worst, ok);
+    rc = SS_EXIT_OK; /* every rank got here: a numerics failure needs no abort */
 done:
     ss_rt_free(ps);
     ss_rt_free(rs);
@@ -286,6 +282,8 @@ done:
     ss_rt_result_clear(&rr);
     ss_plan_free(ref);
     ss_plan_free(p);
+    ss_cost_free(cm);
+    ss_profile_db_free(db);
     ss_graph_free(g);
     ss_machine_free(m);
     if (rc && comm.size > 1) {
@@ -293,6 +291,6 @@ done:
         ss_rt_comm_mpi_abort(rc);
     }
     ss_rt_comm_mpi_finalize();
-    return rc;
+    return rc ? rc : ok ? SS_EXIT_OK : SS_EXIT_FAIL;
 }
 #endif

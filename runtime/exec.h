@@ -1,47 +1,66 @@
 /*
  * exec.h — the runtime's executor: train a model under a plan for a few
- * iterations with the real CPU kernels (kernels/kernels.h), each rank
- * running the tiles the plan places on its device, and the communication
- * the plan implies through a small collective interface (ss_rt_comm) that
- * runtime/mpi/comm_mpi.c implements with MPI; the library itself never links
- * MPI (ss_rt_comm_self is the one-process implementation).
+ * iterations with the real CPU kernels (kernels/kernels.h). What is
+ * simulated is what runs: every rank builds the task graph the simulator
+ * builds (simulator/build.h, the same builder, costs and engine), orders
+ * its device's tasks by their simulated start, and executes them one after
+ * the other — forward and backward kernels of its tiles, weight updates of
+ * its shards, the transfers it sends or receives and the collectives it is
+ * a member of (ss_build_describe says what each moves) — through a small
+ * communication interface (ss_rt_comm) that runtime/mpi/comm_mpi.c
+ * implements with MPI; the library itself never links MPI
+ * (ss_rt_comm_self is the one-process implementation).
  *
  * Invariants of a run (docs/runtime.md has the long form):
+ *   - every rank's task list is its subsequence of one global order
+ *     (simulated start, end, task id), the same on every rank, so blocking
+ *     sends, receives and group collectives never wait on each other in a
+ *     cycle; dependencies are kept because a task starts after its
+ *     predecessors end in the simulation (zero-length joins are skipped);
  *   - every rank holds a full-size buffer of every tensor and of every float
  *     tensor's gradient; a tile reads its operand regions
- *     (ss_op_input_region) from them and adds its outputs into them, so
- *     partial sums (a split contraction) accumulate;
- *   - an output (or gradient) is made whole across ranks by a sum
- *     all-reduce exactly when some device needs a part of it that its own
- *     tiles did not compute (column-parallel then row-parallel MLP: one
- *     forward all-reduce after the row-parallel linear, one backward
- *     all-reduce before the column-parallel one; data parallelism: only the
- *     weight gradients); replicas (pconfig.rep > 1) contribute once (replica
- *     0) to a summed buffer;
- *   - a softmax cross-entropy whose vocabulary is split combines its
- *     shards' log-sum-exp across ranks (max, then sum all-reduce), as
- *     Megatron-LM's vocabulary-parallel loss does;
+ *     (ss_op_input_region) from them and writes its outputs into them
+ *     (adds them when the op's contraction is split: partial sums); at the
+ *     start of an iteration the regions its tiles write (values of split
+ *     contractions, every gradient they touch) are zeroed;
+ *   - a transfer overwrites the receiver's region of the value, a gradient
+ *     transfer adds into the receiver's gradient; every collective is a sum
+ *     over its group of the regions it names (an all-gather or broadcast is
+ *     a sum where only one member holds each element; a reduce-scatter
+ *     leaves the whole sum, of which each member reads its slice), except a
+ *     vocabulary-split cross-entropy's partial sums, combined as Megatron-LM
+ *     does (max, then sum of exp, of the shards' log-sum-exp);
+ *   - a weight gradient counts each tile once: replicas (pconfig.rep > 1)
+ *     other than replica 0 add nothing to it (the bucket's sum makes it
+ *     whole on every member);
  *   - the update is SGD (w -= lr * g) or Adam (ss_rt_config.adam) whatever
- *     the model's optimizer says; synthetic inputs and weights come from a fixed
- *     seed, identical on every rank, so a one-process run of the same model
- *     is the reference.
+ *     the model's optimizer says; synthetic inputs and weights come from a
+ *     fixed seed, identical on every rank, so a one-process run of the same
+ *     model is the reference.
  */
 #ifndef SS_RT_EXEC_H
 #define SS_RT_EXEC_H
 
 #include "simsearch.h"
+#include "simulator/taskgraph.h"
 
-/* Collectives over all ranks, in place. op: 0 sum, 1 max. Every rank calls
- * the same sequence. */
+/* Communication between ranks. Every member calls the same sequence.
+ * allreduce_f32: in place over ranks[0..n) (every caller in the list; the
+ * same list, in the same order, on every member), op 0 sum, 1 max.
+ * allreduce_f64: over all ranks. send_f32 / recv_f32: blocking,
+ * point-to-point, matched in call order between a pair. */
 typedef struct ss_rt_comm {
     int rank, size;
     void *ctx;
-    ss_status (*allreduce_f32)(void *ctx, float *buf, int64_t n, int op, ss_diag *d);
+    ss_status (*allreduce_f32)(void *ctx, const int *ranks, int n, float *buf, int64_t cnt,
+                               int op, ss_diag *d);
     ss_status (*allreduce_f64)(void *ctx, double *buf, int64_t n, int op, ss_diag *d);
+    ss_status (*send_f32)(void *ctx, int peer, const float *buf, int64_t n, ss_diag *d);
+    ss_status (*recv_f32)(void *ctx, int peer, float *buf, int64_t n, ss_diag *d);
     ss_status (*barrier)(void *ctx, ss_diag *d);
 } ss_rt_comm;
 
-/* The one-process communicator (rank 0 of 1: every collective is a no-op). */
+/* The one-process communicator (rank 0 of 1: it has no peer). */
 void ss_rt_comm_self(ss_rt_comm *c);
 
 typedef struct ss_rt_config {
@@ -50,7 +69,10 @@ typedef struct ss_rt_config {
     double lr;       /* SGD learning rate (> 0) */
     uint64_t seed;   /* inputs and initial weights */
     int adam;        /* 0: SGD (w -= lr g); 1: Adam (beta 0.9, 0.999, eps 1e-8) */
-    int trace;       /* 1: record the last iteration's kernels and collectives */
+    int trace;       /* 1: record the last iteration's tasks */
+    int cuda;        /* 0: CPU kernels; 1: CUDA kernels (cuBLAS) on GPU `device`, tiles'
+                      * operands staged through host memory, communication as on the CPU */
+    int device;      /* with cuda: the GPU (-1: rank mod the GPUs present) */
 } ss_rt_config;
 
 typedef struct ss_rt_result {
@@ -58,25 +80,48 @@ typedef struct ss_rt_result {
     double *loss;         /* [n_iter] mean loss of each iteration's forward */
     double *iter_ms;      /* [n_iter] wall time, max over ranks */
     double measured_ms;   /* median of the measured (post-warmup) iterations */
-    double compute_ms;    /* this rank's kernels per iteration, wall (median) */
+    double measured_cpu_ms; /* the same in thread CPU time, max over ranks (waits spin in
+                             * MPI: what an iteration takes with a core per rank even
+                             * on a machine other jobs share) */
+    double compute_ms;    /* this rank's kernels and updates per iteration, wall (median) */
     double compute_cpu_ms;/* the same in thread CPU time (immune to preemption) */
-    double comm_ms;       /* this rank's collectives per iteration, wall (median) */
-    int64_t allreduces;   /* collectives this rank ran per iteration */
-    double allreduce_bytes; /* bytes this rank all-reduced per iteration */
+    double comm_ms;       /* this rank's transfers and collectives per iteration, wall */
+    int64_t collectives;  /* collectives this rank ran per iteration */
+    int64_t transfers;    /* transfers this rank sent or received per iteration */
+    double comm_bytes;    /* bytes this rank reduced, sent or received per iteration */
+    int my_tasks;         /* tasks of this rank per iteration */
     int my_tiles;         /* tiles of this rank */
+    /* the simulation of the graph that ran (ms): its iteration, and this
+     * rank's device's compute and communication busy time */
+    double predicted_ms, predicted_compute_ms, predicted_comm_ms;
+    /* per task class of this rank (ss_rt_class_name; [SS_RT_CLASSES]): its
+     * tasks, their measured wall and thread CPU ms in the last iteration,
+     * and their simulated durations, summed */
+    int *cls_tasks;
+    double *cls_ms, *cls_cpu_ms, *cls_pred_ms;
 } ss_rt_result;
+
+/* Task classes: the task kind, and for kernels the op type. */
+#define SS_RT_CLASSES (SS_TASK_KIND_COUNT * SS_OP_TYPE_COUNT)
+/* The name of class c ("fwd linear", "bwd softmax_ce", "update", "xfer",
+ * "collective") into buf. */
+void ss_rt_class_name(int c, char *buf, size_t n);
 
 typedef struct ss_rt_state ss_rt_state;
 
-/* Train graph g under plan p (validated for g and a machine of at least
- * comm->size devices; device r runs on rank r; devices >= size are an
- * error) for cfg->warmup + cfg->iterations iterations. On success *out
- * holds the trained state (weights), r the figures (free r with
- * ss_rt_result_clear, *out with ss_rt_free). SS_ERR_UNSUPPORTED when a
- * kernel cannot run a tile (message names the op), SS_ERR_INVALID for
- * plans using devices beyond the ranks. */
-ss_status ss_rt_train(const ss_graph *g, const ss_plan *p, const ss_rt_config *cfg,
-                      const ss_rt_comm *comm, ss_rt_state **out, ss_rt_result *r, ss_diag *d);
+/* Train graph g under plan p (validated for g and machine m, priced by cm:
+ * both borrowed for the call) on comm->size ranks, device r on rank r
+ * (devices >= size are an error), for cfg->warmup + cfg->iterations
+ * iterations. On success *out holds the trained state (weights), r the
+ * figures (free r with ss_rt_result_clear, *out with ss_rt_free).
+ * SS_ERR_UNSUPPORTED when a kernel cannot run a tile, the plan needs what
+ * the runtime does not execute, or cfg->cuda and no GPU is present (any
+ * cudaGetDeviceCount failure counts as none; message names it), before any
+ * iteration; SS_ERR_INVALID for plans
+ * using devices beyond the ranks; task-graph errors as ss_build_run's. */
+ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                      const ss_plan *p, const ss_rt_config *cfg, const ss_rt_comm *comm,
+                      ss_rt_state **out, ss_rt_result *r, ss_diag *d);
 void ss_rt_free(ss_rt_state *s);
 void ss_rt_result_clear(ss_rt_result *r);
 
@@ -87,11 +132,14 @@ void ss_rt_result_clear(ss_rt_result *r);
  * the caller takes the maximum over ranks. */
 double ss_rt_weight_diff(const ss_rt_state *s, const ss_rt_state *ref, const char **worst);
 
-/* The events of the last iteration of a run with cfg.trace (kernels on
- * thread 0, collectives on thread 1 of process `rank`; microseconds from the
- * iteration's start after its barrier) as Chrome Trace event objects
- * separated by commas, no brackets, so that the ranks' texts concatenate
- * into one array. *out is malloc'd (ss_free); "" when nothing was recorded. */
+/* The events of the last iteration of a run with cfg.trace, named as
+ * `simulate --trace` names the same tasks (kernels and updates on thread
+ * 0, transfers and collectives on thread 1 of process `rank`; microseconds
+ * from the iteration's start after its barrier; args: the task id and its
+ * simulated start and duration, sim_ts and sim_dur) as Chrome Trace event
+ * objects separated by commas, no brackets, so that the ranks' texts
+ * concatenate into one array. *out is malloc'd (ss_free); "" when nothing
+ * was recorded. */
 ss_status ss_rt_trace_events(const ss_rt_state *s, char **out, ss_diag *d);
 
 #endif

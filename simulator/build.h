@@ -260,4 +260,61 @@ const ss_build_stats *ss_build_stats_of(const ss_builder *b);
  * builder. */
 void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, size_t n);
 
+/* What the runtime executes (runtime/exec.c, "what is simulated is what
+ * runs"): per task of the last ss_build_run, read-only, what it moves or
+ * updates. A region item is (tensor, region); `grad` says whether it is the
+ * tensor's value or its gradient.
+ *   FWD / BWD      dev: the device (op and tile are the task graph's)
+ *   UPDATE         dev; tensor, reg: the weight shard updated; with the
+ *                  distributed optimizer the device updates slice split_k
+ *                  of split_n of the shard's elements (split_n = 1: all)
+ *   XFER           tensor, reg: the region moved from src to dst; grad: a
+ *                  gradient transfer (it adds into dst's gradient); parts:
+ *                  scatter-gather ranks (1: a plain send)
+ *   COLLECTIVE     coll (SS_BUILD_COLL_*), the group devs[dev_off ..
+ *                  + n_dev) in one order for every member, the regions it
+ *                  combines items[item_off .. + n_item) (a unit's outputs;
+ *                  a bucket's weight shards), grad; unit collectives: unit
+ *                  (the op's unit index) and its tiles first_tile ..
+ *                  first_tile + red - 1 (the op's tile indices); gradient
+ *                  buckets: part of n_parts (a split bucket reduces that
+ *                  slice of its items laid end to end), gather = 1 for the
+ *                  distributed optimizer's weight all-gather; a
+ *                  scatter-gather send's all-gather: its receivers
+ *                  (forward) or senders (backward, grad) and the region sent
+ *   OTHER          nothing (joins)
+ * Filled for the builder's last successful run on graph tg (not in lean
+ * mode, which frees what this reads; implemented in build_describe.c).
+ * O(tasks x updates + buckets x updates x shards): for the graphs the
+ * runtime executes, not for a search's inner loop.
+ * On error (SS_ERR_INVALID: no run, or lean; NOMEM) x is left empty. */
+typedef struct ss_build_item {
+    int tensor;
+    ss_region reg;
+} ss_build_item;
+
+typedef struct ss_build_desc {
+    int dev;
+    int tensor;
+    ss_region reg;
+    int src, dst, grad, parts;
+    int coll, unit, first_tile, red;
+    int dev_off, n_dev, item_off, n_item;
+    int part, n_parts, gather;
+    int split_k, split_n;
+} ss_build_desc;
+
+typedef struct ss_build_descs {
+    int n_tasks;
+    ss_build_desc *t;     /* [n_tasks] */
+    int *devs;            /* group devices */
+    ss_build_item *items; /* collective items */
+    int n_devs, n_items, cap_devs, cap_items;
+} ss_build_descs;
+
+ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_build_descs *x,
+                            ss_diag *d);
+/* Free what ss_build_describe filled (x zeroed; NULL-safe fields). */
+void ss_build_descs_clear(ss_build_descs *x);
+
 #endif /* SS_BUILD_H */

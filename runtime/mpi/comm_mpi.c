@@ -1,11 +1,26 @@
 /*
- * comm_mpi.c — ss_rt_comm over MPI_COMM_WORLD (comm_mpi.h): in-place
- * all-reduce (sum / max) of floats and doubles and a barrier. Built only into
- * simsearch-run.
+ * comm_mpi.c — ss_rt_comm over MPI (comm_mpi.h): in-place all-reduce (sum /
+ * max) of floats over a group of ranks (MPI_COMM_WORLD for all of them,
+ * else a communicator made once per distinct rank list with
+ * MPI_Comm_create_group, collective over that group only), of doubles over
+ * every rank, blocking point-to-point sends and receives, and a barrier.
+ * Built only into simsearch-run.
  */
 #include "runtime/mpi/comm_mpi.h"
 
 #include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_GROUPS 256
+
+typedef struct group {
+    int n, *ranks;
+    MPI_Comm comm;
+} group;
+
+static group groups[MAX_GROUPS];
+static int n_groups;
 
 static ss_status fail(int rc, const char *what, ss_diag *d)
 {
@@ -16,13 +31,13 @@ static ss_status fail(int rc, const char *what, ss_diag *d)
     return SS_ERR_IO;
 }
 
-static ss_status reduce(void *buf, int64_t n, MPI_Datatype t, int op, ss_diag *d)
+static ss_status reduce(MPI_Comm comm, void *buf, int64_t n, MPI_Datatype t, int op, ss_diag *d)
 {
     char *b = buf;
     int es = t == MPI_FLOAT ? 4 : 8;
     while (n > 0) { /* MPI counts are int */
         int c = n > (1 << 30) ? (1 << 30) : (int)n;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, b, c, t, op ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, b, c, t, op ? MPI_MAX : MPI_SUM, comm);
         if (rc != MPI_SUCCESS)
             return fail(rc, "MPI_Allreduce", d);
         b += (size_t)c * (size_t)es;
@@ -31,16 +46,90 @@ static ss_status reduce(void *buf, int64_t n, MPI_Datatype t, int op, ss_diag *d
     return SS_OK;
 }
 
-static ss_status ar_f32(void *ctx, float *buf, int64_t n, int op, ss_diag *d)
+/* The communicator of ranks[0..n) (in that order), made on first use by
+ * every member (each reaches it in the same task order). */
+static ss_status group_comm(const int *ranks, int n, MPI_Comm *out, ss_diag *d)
+{
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int world = n == size;
+    for (int i = 0; i < n && world; i++)
+        world = ranks[i] == i;
+    if (world) {
+        *out = MPI_COMM_WORLD;
+        return SS_OK;
+    }
+    for (int k = 0; k < n_groups; k++)
+        if (groups[k].n == n && !memcmp(groups[k].ranks, ranks, (size_t)n * sizeof(int))) {
+            *out = groups[k].comm;
+            return SS_OK;
+        }
+    if (n_groups == MAX_GROUPS)
+        return ss_diag_set(d, SS_ERR_UNSUPPORTED, "runtime: more than %d rank groups", MAX_GROUPS),
+               SS_ERR_UNSUPPORTED;
+    group *g = &groups[n_groups];
+    if (!(g->ranks = malloc((size_t)n * sizeof(int))))
+        return ss_diag_set(d, SS_ERR_NOMEM, "runtime: out of memory"), SS_ERR_NOMEM;
+    memcpy(g->ranks, ranks, (size_t)n * sizeof(int));
+    MPI_Group wg, sub;
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int rc = MPI_Group_incl(wg, n, ranks, &sub);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Comm_create_group(MPI_COMM_WORLD, sub, 0, &g->comm);
+    MPI_Group_free(&sub);
+    MPI_Group_free(&wg);
+    if (rc != MPI_SUCCESS) {
+        free(g->ranks);
+        return fail(rc, "MPI_Comm_create_group", d);
+    }
+    MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+    g->n = n;
+    n_groups++;
+    *out = g->comm;
+    return SS_OK;
+}
+
+static ss_status ar_f32(void *ctx, const int *ranks, int n, float *buf, int64_t cnt, int op,
+                        ss_diag *d)
 {
     (void)ctx;
-    return reduce(buf, n, MPI_FLOAT, op, d);
+    MPI_Comm c = MPI_COMM_WORLD;
+    ss_status st = group_comm(ranks, n, &c, d);
+    return st != SS_OK ? st : reduce(c, buf, cnt, MPI_FLOAT, op, d);
 }
 
 static ss_status ar_f64(void *ctx, double *buf, int64_t n, int op, ss_diag *d)
 {
     (void)ctx;
-    return reduce(buf, n, MPI_DOUBLE, op, d);
+    return reduce(MPI_COMM_WORLD, buf, n, MPI_DOUBLE, op, d);
+}
+
+static ss_status send_f32(void *ctx, int peer, const float *buf, int64_t n, ss_diag *d)
+{
+    (void)ctx;
+    int64_t at = 0;
+    do { /* MPI counts are int; an empty region is one empty message */
+        int c = n - at > (1 << 30) ? (1 << 30) : (int)(n - at);
+        int rc = MPI_Send(buf + at, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS)
+            return fail(rc, "MPI_Send", d);
+        at += c;
+    } while (at < n);
+    return SS_OK;
+}
+
+static ss_status recv_f32(void *ctx, int peer, float *buf, int64_t n, ss_diag *d)
+{
+    (void)ctx;
+    int64_t at = 0;
+    do { /* MPI counts are int; an empty region is one empty message */
+        int c = n - at > (1 << 30) ? (1 << 30) : (int)(n - at);
+        int rc = MPI_Recv(buf + at, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return fail(rc, "MPI_Recv", d);
+        at += c;
+    } while (at < n);
+    return SS_OK;
 }
 
 static ss_status barrier(void *ctx, ss_diag *d)
@@ -61,12 +150,19 @@ ss_status ss_rt_comm_mpi_init(ss_rt_comm *c, ss_diag *d)
     c->ctx = NULL;
     c->allreduce_f32 = ar_f32;
     c->allreduce_f64 = ar_f64;
+    c->send_f32 = send_f32;
+    c->recv_f32 = recv_f32;
     c->barrier = barrier;
     return SS_OK;
 }
 
 void ss_rt_comm_mpi_finalize(void)
 {
+    for (int k = 0; k < n_groups; k++) {
+        MPI_Comm_free(&groups[k].comm);
+        free(groups[k].ranks);
+    }
+    n_groups = 0;
     MPI_Finalize();
 }
 

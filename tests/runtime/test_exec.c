@@ -1,15 +1,18 @@
 /*
  * test_exec.c — the runtime's executor (runtime/exec.h) without MPI: two
- * "ranks" as threads with an in-memory all-reduce run data-parallel and
- * tensor-parallel plans of a small MLP (SGD; Adam for TP) and must match a one-process run of
- * the same model; a communicator that drops the reductions must not; plans
+ * "ranks" as threads with an in-memory all-reduce and send/receive run the
+ * task graphs of data-, tensor- and pipeline-parallel plans of a small MLP
+ * (SGD; Adam for TP) and must match a one-process run of the same model; a
+ * communicator that drops the exchanges must not; plans
  * on more devices than ranks are refused; training lowers the loss.
  */
 #include "testutil.h"
+#include "kernels/kernels.h"
 #include "runtime/exec.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +21,7 @@
 typedef struct shared {
     pthread_barrier_t bar;
     void *slot[2];
+    int64_t n; /* elements of the send in flight */
     int drop; /* 1: reductions do nothing (a broken exchange) */
 } shared;
 
@@ -49,10 +53,40 @@ static ss_status t_reduce(tcomm *c, void *buf, int64_t n, int is64, int op)
     free(tmp);
     return SS_OK;
 }
-static ss_status t_f32(void *c, float *b, int64_t n, int op, ss_diag *d)
+static ss_status t_f32(void *c, const int *ranks, int nr, float *b, int64_t n, int op,
+                       ss_diag *d)
 {
     (void)d;
+    assert_int_equal(nr, 2); /* the executor calls no group of one */
+    assert_true(ranks[0] != ranks[1]);
     return t_reduce(c, b, n, 0, op);
+}
+/* A send and its receive meet at the barrier (each rank runs its tasks in
+ * one global order, so the pair reach them together). */
+static ss_status t_send(void *c, int peer, const float *b, int64_t n, ss_diag *d)
+{
+    (void)d;
+    tcomm *t = c;
+    assert_int_equal(peer, 1 - t->rank);
+    if (t->sh->drop)
+        return SS_OK;
+    t->sh->slot[t->rank] = (void *)b;
+    t->sh->n = n;
+    pthread_barrier_wait(&t->sh->bar);
+    pthread_barrier_wait(&t->sh->bar);
+    return SS_OK;
+}
+static ss_status t_recv(void *c, int peer, float *b, int64_t n, ss_diag *d)
+{
+    (void)d;
+    tcomm *t = c;
+    if (t->sh->drop)
+        return SS_OK;
+    pthread_barrier_wait(&t->sh->bar);
+    assert_int_equal(t->sh->n, n);
+    memcpy(b, t->sh->slot[peer], (size_t)n * sizeof(float));
+    pthread_barrier_wait(&t->sh->bar);
+    return SS_OK;
 }
 static ss_status t_f64(void *c, double *b, int64_t n, int op, ss_diag *d)
 {
@@ -69,6 +103,8 @@ static ss_status t_barrier(void *c, ss_diag *d)
 }
 
 typedef struct job {
+    const ss_machine *m;
+    ss_costmodel *cm;
     const ss_graph *g;
     const ss_plan *p;
     ss_rt_config cfg;
@@ -84,7 +120,7 @@ static void *run_job(void *arg)
     job *j = arg;
     ss_diag d;
     ss_diag_init(&d);
-    j->status = ss_rt_train(j->g, j->p, &j->cfg, &j->comm, &j->st, &j->res, &d);
+    j->status = ss_rt_train(j->g, j->m, j->cm, j->p, &j->cfg, &j->comm, &j->st, &j->res, &d);
     return NULL;
 }
 
@@ -99,7 +135,7 @@ static ss_machine *machine(void)
     return m;
 }
 
-static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0};
+static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0, 0, -1};
 
 /* Run plan spec on two thread ranks and compare with one process: the
  * largest relative weight and loss differences over both ranks. */
@@ -108,6 +144,7 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
     ss_diag d;
     ss_diag_init(&d);
     ss_machine *m = machine();
+    ss_costmodel *cm = ss_cost_new(m);
     ss_graph *g = NULL;
     assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &g, &d), SS_OK);
     ss_plan *p = NULL, *ref = ss_plan_new(g, m);
@@ -116,7 +153,7 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
     ss_rt_comm_self(&self);
     ss_rt_state *rs = NULL;
     ss_rt_result rr;
-    assert_int_equal(ss_rt_train(g, ref, &cfg, &self, &rs, &rr, &d), SS_OK);
+    assert_int_equal(ss_rt_train(g, m, cm, ref, &cfg, &self, &rs, &rr, &d), SS_OK);
     shared sh;
     memset(&sh, 0, sizeof sh);
     sh.drop = drop;
@@ -125,12 +162,14 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
         memset(&j[r], 0, sizeof j[r]);
+        j[r].m = m;
+        j[r].cm = cm;
         j[r].g = g;
         j[r].p = p;
         j[r].cfg = cfg;
         j[r].tc.sh = &sh;
         j[r].tc.rank = r;
-        j[r].comm = (ss_rt_comm){r, 2, &j[r].tc, t_f32, t_f64, t_barrier};
+        j[r].comm = (ss_rt_comm){r, 2, &j[r].tc, t_f32, t_f64, t_send, t_recv, t_barrier};
     }
     if (drop) { /* no barrier: run the ranks one after the other */
         for (int r = 0; r < 2; r++)
@@ -150,7 +189,7 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
         *wdiff = fmax(*wdiff, w);
         for (int i = 0; i < rr.n_iter; i++)
             *ldiff = fmax(*ldiff, fabs(j[r].res.loss[i] - rr.loss[i]) / fabs(rr.loss[i]));
-        *nred = j[r].res.allreduces;
+        *nred = j[r].res.collectives + j[r].res.transfers;
         ss_rt_free(j[r].st);
         ss_rt_result_clear(&j[r].res);
     }
@@ -160,6 +199,7 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
     ss_plan_free(p);
     ss_plan_free(ref);
     ss_graph_free(g);
+    ss_cost_free(cm);
     ss_machine_free(m);
 }
 
@@ -176,22 +216,26 @@ static void test_one_process_trains(void **state)
     ss_plan *p = ss_plan_new(g, m);
     ss_rt_comm self;
     ss_rt_comm_self(&self);
-    ss_rt_config c = {20, 0, 0.5, 3, 0, 1};
+    ss_rt_config c = {20, 0, 0.5, 3, 0, 1, 0, -1};
     ss_rt_state *a = NULL, *b = NULL;
     ss_rt_result ra, rb;
-    assert_int_equal(ss_rt_train(g, p, &c, &self, &a, &ra, &d), SS_OK);
-    assert_int_equal(ss_rt_train(g, p, &c, &self, &b, &rb, &d), SS_OK);
+    ss_costmodel *cm = ss_cost_new(m);
+    assert_int_equal(ss_rt_train(g, m, cm, p, &c, &self, &a, &ra, &d), SS_OK);
+    assert_int_equal(ss_rt_train(g, m, cm, p, &c, &self, &b, &rb, &d), SS_OK);
+    ss_cost_free(cm);
     /* fixed data: the loss falls; the run is deterministic */
     assert_true(ra.loss[19] < ra.loss[0] - 0.05);
     const char *w = NULL;
     assert_true(ss_rt_weight_diff(a, b, &w) == 0);
     assert_true(ra.loss[19] == rb.loss[19]);
     assert_true(ra.measured_ms > 0);
-    assert_int_equal(ra.allreduces, 0); /* one rank: nothing to exchange */
+    assert_int_equal(ra.collectives + ra.transfers, 0); /* one rank: nothing to exchange */
+    assert_true(ra.predicted_ms > 0); /* the simulated graph it ran */
     char *ev = NULL;
     assert_int_equal(ss_rt_trace_events(a, &ev, &d), SS_OK);
-    assert_non_null(strstr(ev, "\"name\": \"fwd fc1 t0\""));
-    assert_non_null(strstr(ev, "\"name\": \"bwd out t0\""));
+    assert_non_null(strstr(ev, "\"name\": \"fwd fc1 t0 mb0\""));
+    assert_non_null(strstr(ev, "\"name\": \"bwd out t0 mb0\""));
+    assert_non_null(strstr(ev, "\"name\": \"update fc1.weight\""));
     ss_free(ev);
     ss_rt_free(a);
     ss_rt_free(b);
@@ -210,7 +254,7 @@ static void test_data_parallel_matches(void **state)
     run_two("data-parallel", 0, &w, &l, &n);
     assert_true(w < 1e-5);
     assert_true(l < 1e-6);
-    assert_int_equal(n, 6 + 1); /* the 6 weight gradients, the loss */
+    assert_int_equal(n, 6); /* the graph's gradient buckets: one per weight */
 }
 
 static void test_tensor_parallel_matches(void **state)
@@ -221,9 +265,20 @@ static void test_tensor_parallel_matches(void **state)
     run_two("megatron:tp=2", 0, &w, &l, &n);
     assert_true(w < 1e-5);
     assert_true(l < 1e-6);
-    /* fc2 partial sums, the split loss (max, sum), the loss; backward: the
-     * gradient of relu2 (read whole by both halves of out), fc2's bias */
-    assert_int_equal(n, 6);
+    /* the graph's collectives: fc2's partial sums, the split loss; backward:
+     * the gradient of relu2 (read whole by both halves of out), fc2's bias */
+    assert_int_equal(n, 4);
+}
+
+static void test_pipeline_matches(void **state)
+{
+    (void)state;
+    double w, l;
+    int64_t n;
+    run_two("megatron:pp=2,mb=2", 0, &w, &l, &n);
+    assert_true(w < 1e-5);
+    assert_true(l < 1e-6);
+    assert_int_equal(n, 4); /* per micro-batch: the activation sent, its gradient back */
 }
 
 static void test_tensor_parallel_adam_matches(void **state)
@@ -263,13 +318,59 @@ static void test_more_devices_than_ranks(void **state)
     ss_rt_comm_self(&self);
     ss_rt_state *s = NULL;
     ss_rt_result r;
-    assert_int_equal(ss_rt_train(g, p, &cfg, &self, &s, &r, &d), SS_ERR_INVALID);
+    ss_costmodel *cm = ss_cost_new(m);
+    assert_int_equal(ss_rt_train(g, m, cm, p, &cfg, &self, &s, &r, &d), SS_ERR_INVALID);
     assert_non_null(strstr(d.msg, "ranks"));
     assert_null(s);
-    ss_rt_config bad = {0, 0, 0.1, 1, 0, 0};
-    assert_int_equal(ss_rt_train(g, p, &bad, &self, &s, &r, &d), SS_ERR_INVALID);
+    ss_rt_config bad = {0, 0, 0.1, 1, 0, 0, 0, -1};
+    assert_int_equal(ss_rt_train(g, m, cm, p, &bad, &self, &s, &r, &d), SS_ERR_INVALID);
+    ss_cost_free(cm);
     ss_plan_free(p);
     ss_graph_free(g);
+    ss_machine_free(m);
+}
+
+/* The CUDA kernels on one GPU match the CPU run; without a GPU (any
+ * cudaGetDeviceCount failure counts as none) the run is refused before any
+ * iteration, naming why, and the test says it skipped the GPU run. */
+static void test_cuda_backend(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = machine();
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 1, &g, &d), SS_OK);
+    ss_plan *p = ss_plan_new(g, m);
+    ss_rt_comm self;
+    ss_rt_comm_self(&self);
+    ss_rt_config c = cfg;
+    ss_rt_state *a = NULL, *b = NULL;
+    ss_rt_result ra, rb;
+    c.cuda = 1;
+    ss_status st = ss_rt_train(g, m, cm, p, &c, &self, &a, &ra, &d);
+    if (ss_kernel_device_count(SS_BACKEND_CUDA) == 0) {
+        assert_int_equal(st, SS_ERR_UNSUPPORTED);
+        assert_true(strstr(d.msg, "no CUDA GPU") || strstr(d.msg, "no CUDA kernels"));
+        assert_null(a);
+        printf("SKIP: the CUDA runtime run (%s); its refusal is checked\n", d.msg);
+    } else {
+        assert_int_equal(st, SS_OK);
+        c.cuda = 0;
+        assert_int_equal(ss_rt_train(g, m, cm, p, &c, &self, &b, &rb, &d), SS_OK);
+        const char *w = NULL;
+        assert_true(ss_rt_weight_diff(a, b, &w) < 1e-4);
+        for (int i = 0; i < ra.n_iter; i++)
+            assert_true(fabs(ra.loss[i] - rb.loss[i]) < 1e-4 * fabs(rb.loss[i]));
+        ss_rt_free(a);
+        ss_rt_free(b);
+        ss_rt_result_clear(&ra);
+        ss_rt_result_clear(&rb);
+    }
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_cost_free(cm);
     ss_machine_free(m);
 }
 
@@ -280,8 +381,10 @@ int main(void)
         cmocka_unit_test(test_data_parallel_matches),
         cmocka_unit_test(test_tensor_parallel_matches),
         cmocka_unit_test(test_tensor_parallel_adam_matches),
+        cmocka_unit_test(test_pipeline_matches),
         cmocka_unit_test(test_broken_exchange_detected),
         cmocka_unit_test(test_more_devices_than_ranks),
+        cmocka_unit_test(test_cuda_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
