@@ -577,13 +577,23 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
         b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? shape[i].out.r[sd].lo : 0, i};
     }
     /* micro-batch = rank of the tile's sample offset among the distinct
-     * offsets of this op's tiles on the same device */
+     * offsets of this op's tiles on the same device; a device holding a
+     * multiple k > 1 of the M micro-batches' offsets (an expert-parallel
+     * op: the slots of k ranks' micro-batches, in rank order) takes the
+     * rank mod M */
     if (c->ntiles > 1)
         qsort(b->mbk, (size_t)c->ntiles, sizeof(struct mbkey), cmp_mbkey);
-    for (int k = 0, rank = 0; k < c->ntiles; k++) {
-        if (k > 0 && b->mbk[k].dev != b->mbk[k - 1].dev)
+    int M = b->set.microbatches;
+    for (int k = 0, rank = 0, k0 = 0; k <= c->ntiles; k++) {
+        if (k == c->ntiles || (k > 0 && b->mbk[k].dev != b->mbk[k - 1].dev)) {
+            if (M > 1 && rank + 1 > M && (rank + 1) % M == 0)
+                for (int z = k0; z < k; z++)
+                    b->tiles[b->tile_base[o] + b->mbk[z].idx].mb %= M;
+            if (k == c->ntiles)
+                break;
             rank = 0;
-        else if (k > 0 && b->mbk[k].lo != b->mbk[k - 1].lo)
+            k0 = k;
+        } else if (k > 0 && b->mbk[k].lo != b->mbk[k - 1].lo)
             rank++;
         b->tiles[b->tile_base[o] + b->mbk[k].idx].mb = rank;
     }

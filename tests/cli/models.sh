@@ -24,12 +24,12 @@ done
 
 "$bin" models --json >"$tmp/models.json"; rc=$?
 check "models --json exits 0" [ $rc -eq 0 ]
-check "models --json has 11 entries" [ "$(grep -c '"forward_flops_per_sample"' "$tmp/models.json")" -eq 11 ]
+check "models --json has 12 entries" [ "$(grep -c '"forward_flops_per_sample"' "$tmp/models.json")" -eq 12 ]
 check "models --json has parameters" grep -q '"parameters": 44549160,' "$tmp/models.json"
 check "models --json resnet101 batch" grep -q '"batch": 64,' "$tmp/models.json"
 check "models --json alexnet batch 256" grep -q '"batch": 256,' "$tmp/models.json"
 if command -v python3 >/dev/null; then
-  check "models --json is valid JSON" python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert len(a)==11 and all("name" in e and "parameters" in e for e in a)' "$tmp/models.json"
+  check "models --json is valid JSON" python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert len(a)==12 and all("name" in e and "parameters" in e for e in a)' "$tmp/models.json"
 fi
 
 spec='gpt:layers=2,hidden=64,heads=4,seq=16,vocab=100'

@@ -5,10 +5,16 @@
  * stated 0.5% on Megatron plans with tp, pp, dp, sequence parallelism and
  * selective recomputation; FP8 GEMMs make the iteration faster and the
  * selective recomputation of grouped-query scores lowers the peak memory.
+ * Expert parallelism: the experts' tiles on the ranks of an expert group,
+ * the all-to-all's bytes per device derived by hand, expert memory / ep.
  */
 #include "testutil.h"
+#include "simulator/build.h"
+#include "simulator/memory.h"
+#include "simulator/taskgraph.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct run {
@@ -125,9 +131,129 @@ static void test_context_parallel(void **state)
     assert_true(fabs(two.act - 0.5 * one.act) < 0.05 * one.act);
 }
 
+/* Forward transfers of op `name` (producer) in the task graph of plan on 8
+ * H100s: their count and the bytes of each (all equal, else -1). */
+static void a2a_of(const char *model, const char *plan, const char *name, int *n, double *each)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    ss_machine *m = NULL;
+    ss_plan *p = NULL;
+    assert_int_equal(ss_model_build(model, 8, 8, &g, &d), SS_OK);
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-h100.json"), 1, &m, &d),
+                     SS_OK);
+    if (ss_plan_from_spec(plan, g, m, &p, &d) != SS_OK)
+        fail_msg("%s: %s", plan, d.msg);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_builder *b = ss_build_new(g, m, cm);
+    ss_taskgraph *tg = ss_taskgraph_new(0, 0);
+    ss_memory *mm = ss_memory_new();
+    assert_true(cm && b && tg && mm);
+    assert_int_equal(ss_build_run(b, p, tg, mm, &d), SS_OK);
+    int op = ss_graph_find_op(g, name);
+    *n = 0;
+    *each = 0;
+    for (int t = 0; t < tg->n_tasks; t++)
+        if (tg->kind[t] == SS_TASK_XFER && tg->op[t] == op && tg->aux[t] == 0) {
+            *each = *n == 0 || *each == tg->bytes[t] ? tg->bytes[t] : -1;
+            (*n)++;
+        }
+    ss_memory_free(mm);
+    ss_taskgraph_free(tg);
+    ss_build_free(b);
+    ss_cost_free(cm);
+    ss_plan_free(p);
+    ss_machine_free(m);
+    ss_graph_free(g);
+}
+
+/* Expert parallelism (megatron ep=): 8 experts, top-2, 8 data-parallel
+ * ranks of one sequence of 64 tokens, h = 256, bf16. Each rank's dispatch
+ * fills 64 x 2 / 8 = 16 slots per expert (capacity factor 1); with ep = 4
+ * it keeps its own 2 experts' slots and sends 2 x 16 x 256 x 2 = 16384 B to
+ * each of the 3 other ranks of its group: per device (ep-1)/ep x topk x
+ * tokens x h x 2 B = 49152 B, 24 messages in all; the combine sends the
+ * same back (from the last expert linear). Capacity factor 1.5: ceil(16 x
+ * 1.5) = 24 slots, 24576 B per message. Expert tile (experts 2-3, rank 5's
+ * slots) runs on rank 4 + 1 = 5's group member 1: device 5 - 5 % 4 + 1 = 5;
+ * (experts 0-1, rank 5) on device 4. */
+static void test_expert_parallel(void **state)
+{
+    (void)state;
+    const char *model = "mixtral:layers=2,hidden=256,heads=4,kv_heads=4,ffn=512,seq=64,"
+                        "vocab=1024,vocab_pad=0";
+    int n;
+    double each;
+    a2a_of(model, "megatron:tp=1,pp=1,dp=8,ep=4,mbs=1", "l1.moe.dispatch", &n, &each);
+    assert_int_equal(n, 24);
+    assert_true(each == 16384);
+    a2a_of(model, "megatron:tp=1,pp=1,dp=8,ep=4,mbs=1", "l1.moe.fc2", &n, &each);
+    assert_int_equal(n, 24);
+    assert_true(each == 16384);
+    char m2[256];
+    snprintf(m2, sizeof m2, "%s,capacity=150", model);
+    a2a_of(m2, "megatron:tp=1,pp=1,dp=8,ep=4,mbs=1", "l1.moe.dispatch", &n, &each);
+    assert_int_equal(n, 24);
+    assert_true(each == 24576);
+    a2a_of(model, "megatron:tp=1,pp=1,dp=8,mbs=1", "l1.moe.dispatch", &n, &each);
+    assert_int_equal(n, 0); /* no expert parallelism: every rank runs every expert */
+
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *g = NULL;
+    ss_machine *m = NULL;
+    ss_plan *p = NULL;
+    assert_int_equal(ss_model_build(model, 8, 8, &g, &d), SS_OK);
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-h100.json"), 1, &m, &d),
+                     SS_OK);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=1,pp=1,dp=8,ep=4,mbs=1", g, m, &p, &d),
+                     SS_OK);
+    const ss_pconfig *c = ss_plan_config(p, ss_graph_find_op(g, "l1.moe.gate"));
+    assert_int_equal(c->deg[0], 4);
+    assert_int_equal(c->deg[1], 8);
+    assert_int_equal(c->devices[1 * 8 + 5], 5);
+    assert_int_equal(c->devices[0 * 8 + 5], 4);
+    assert_int_equal(c->devices[3 * 8 + 0], 3);
+    const ss_pconfig *r = ss_plan_config(p, ss_graph_find_op(g, "l1.moe.router"));
+    assert_int_equal(r->deg[0], 8);
+    ss_plan_free(p);
+    static const char *const bad[] = {"megatron:tp=1,pp=1,dp=8,ep=3",
+                                      "megatron:tp=1,pp=1,dp=8,ep=16",
+                                      "megatron:tp=1,pp=1,dp=4,cp=2,ep=2"};
+    for (int i = 0; i < 3; i++) {
+        p = NULL;
+        assert_int_equal(ss_plan_from_spec(bad[i], g, m, &p, &d), SS_ERR_INVALID);
+        assert_null(p);
+    }
+    ss_machine_free(m);
+    ss_graph_free(g);
+    g = NULL;
+    assert_int_equal(ss_model_build("llama:size=8b,layers=2,seq=64", 8, 8, &g, &d), SS_OK);
+    m = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-h100.json"), 1, &m, &d),
+                     SS_OK);
+    p = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=1,pp=1,dp=8,ep=2", g, m, &p, &d),
+                     SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "no mixture-of-experts"));
+    ss_machine_free(m);
+    ss_graph_free(g);
+
+    /* expert weights and their optimizer state divide by ep: the static
+     * memory falls, the evaluators agree exactly (symmetry refuses: the
+     * expert tiles cross data-parallel blocks) */
+    const char *moe = "mixtral:layers=2,seq=256";
+    run e1 = simulate_on(moe, "megatron:tp=1,pp=1,dp=8,mbs=1", SS_EVAL_FULL, 1);
+    run e8 = simulate_on(moe, "megatron:tp=1,pp=1,dp=8,ep=8,mbs=1", SS_EVAL_FULL, 1);
+    assert_true(e8.peak - e8.act < 0.3 * (e1.peak - e1.act));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expert_parallel),
         cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_evaluators_agree),
         cmocka_unit_test(test_fp8_and_recompute),
