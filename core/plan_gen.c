@@ -145,6 +145,10 @@ typedef struct gen {
     int *tpred;       /* per op: red = tp */
     int *seqdim;      /* per op: dim split tp for sequence parallelism, -1 none */
     char *expert;     /* per tensor: an [experts, slots, .] tensor of a MoE layer */
+    int last[SS_MAX_DIMS + 10]; /* the layout key of the device list megatron_config
+                                 * left in its buffer (last[0] = 0: none): consecutive
+                                 * ops of one layout (a MoE layer's expert ops, ep x
+                                 * dp x mb tiles each) reuse it */
     char *nocol;      /* per op: linear not to be made column-parallel */
     int *state;       /* per tensor */
     int *origin;      /* per tensor: column-parallel linear its TP split comes from */
@@ -709,7 +713,7 @@ static ss_status mark_experts(gen *G, ss_diag *d)
 }
 
 /* Build op's final config into c (devices into devs, room for ntiles). */
-static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int *cap)
+static int megatron_config(gen *G, int id, ss_pconfig *c, int **devs, int *cap)
 {
     const ss_op *op = ss_graph_op(G->g, id);
     const ss_tensor *o = out0(G->g, op);
@@ -758,6 +762,14 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
         *devs = nd2;
         *cap = c->ntiles;
     }
+    int key[SS_MAX_DIMS + 10] = {1, c->stage % G->c.pp, nd, c->red, c->rep, rep_tp, tdim, cdim,
+                                  sdim, ep};
+    for (int k = 0; k < nd; k++)
+        key[10 + k] = c->deg[k];
+    c->devices = *devs;
+    if (!memcmp(key, G->last, sizeof key))
+        return 0;
+    memcpy(G->last, key, sizeof key);
     /* tile t = (((i0 * deg1 + i1) ...) * rep + q) * red + r, walked as an
      * odometer (r fastest); its tp rank is its index along the tp dim, else
      * its replica, else its reduction slice; its dp rank its sample index's

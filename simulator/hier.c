@@ -297,11 +297,6 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(g, o);
         const ss_pconfig *c = ss_plan_config(p, o);
-        if (op->type == SS_OP_EXPERT_LINEAR && c->ndim > 0 && c->deg[0] > 1)
-            return UNSUP("op \"%s\" splits its experts %d ways (expert parallelism: the "
-                         "all-to-all couples the data-parallel ranks' micro-batches, which "
-                         "the per-micro-batch sub-problems do not model)",
-                         op->name, c->deg[0]);
         int sd = sample_dim(g, op);
         if (sd < 0 || sd >= c->ndim)
             return UNSUP("operator \"%s\" has no sample dimension", op->name);
