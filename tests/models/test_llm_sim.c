@@ -7,6 +7,7 @@
  * selective recomputation of grouped-query scores lowers the peak memory.
  * Expert parallelism: the experts' tiles on the ranks of an expert group,
  * the all-to-all's bytes per device derived by hand, expert memory / ep.
+ * Context parallelism: the key/value exchange's bytes derived by hand.
  */
 #include "testutil.h"
 #include "simulator/build.h"
@@ -132,10 +133,11 @@ static void test_context_parallel(void **state)
 }
 
 /* The all-to-alls (forward and backward) of op `name` (producer) in the
- * task graph of plan on 8 H100s: their count and bytes (S, all equal, else
- * -1); and the point-to-point forward transfers of the op left. */
-static void a2a_of(const char *model, const char *plan, const char *name, int *n, double *each,
-                   int *p2p)
+ * task graph of plan on 8 H100s (batch 8): their count and bytes (S, all
+ * equal, else -1); the point-to-point forward transfers of the op left and
+ * their bytes (all equal, else -1; p2p_bytes may be NULL). */
+static void xfers_of(const char *model, const char *plan, const char *name, int *n,
+                     double *each, int *p2p, double *p2p_bytes)
 {
     ss_diag d;
     ss_diag_init(&d);
@@ -159,8 +161,11 @@ static void a2a_of(const char *model, const char *plan, const char *name, int *n
     for (int t = 0; t < tg->n_tasks; t++) {
         if (tg->op[t] != op)
             continue;
-        if (tg->kind[t] == SS_TASK_XFER && tg->aux[t] == 0 && tg->bytes[t] > 0)
+        if (tg->kind[t] == SS_TASK_XFER && tg->aux[t] == 0 && tg->bytes[t] > 0) {
             (*p2p)++;
+            if (p2p_bytes)
+                *p2p_bytes = *p2p == 1 || *p2p_bytes == tg->bytes[t] ? tg->bytes[t] : -1;
+        }
         if (tg->kind[t] == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_ALLTOALL) {
             *each = *n == 0 || *each == tg->bytes[t] ? tg->bytes[t] : -1;
             (*n)++;
@@ -173,6 +178,37 @@ static void a2a_of(const char *model, const char *plan, const char *name, int *n
     ss_plan_free(p);
     ss_machine_free(m);
     ss_graph_free(g);
+}
+
+static void a2a_of(const char *model, const char *plan, const char *name, int *n, double *each,
+                   int *p2p)
+{
+    xfers_of(model, plan, name, n, each, p2p, NULL);
+}
+
+/* Context parallelism's key/value exchange, by hand: batch 8, seq 64, 2 kv
+ * heads of 64, bf16, cp = 2 on 2 devices (tp 1, dp 1): each cp rank holds
+ * 32 positions and its scores need every key, its context every value, so
+ * each rank receives the other's keys, 8 x 2 x 32 x 64 x 2 B = 65536 B, and
+ * values, the same: (cp-1)/cp x S x 2 kv dh x 2 B x batch per device, the
+ * volume of Megatron's ring exchange (which sends it in cp-1 steps around
+ * the ring, overlapped with attention; here one transfer per rank pair). */
+static void test_ring_exchange(void **state)
+{
+    (void)state;
+    const char *model = "llama:size=8b,layers=2,hidden=256,heads=4,kv_heads=2,ffn=512,seq=64,"
+                        "vocab=1024,vocab_pad=0";
+    const char *plan = "megatron:tp=1,pp=1,dp=1,cp=2";
+    int n, p2p;
+    double each, bytes;
+    xfers_of(model, plan, "l1.attn.k_t", &n, &each, &p2p, &bytes);
+    assert_int_equal(p2p, 2);
+    assert_true(bytes == 65536);
+    xfers_of(model, plan, "l1.attn.v_t", &n, &each, &p2p, &bytes);
+    assert_int_equal(p2p, 2);
+    assert_true(bytes == 65536);
+    xfers_of(model, plan, "l1.attn.q_rows", &n, &each, &p2p, &bytes);
+    assert_int_equal(p2p, 0); /* queries stay on their rank */
 }
 
 /* Expert parallelism (megatron ep=): 8 experts, top-2, 8 data-parallel
@@ -268,6 +304,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expert_parallel),
+        cmocka_unit_test(test_ring_exchange),
         cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_evaluators_agree),
         cmocka_unit_test(test_fp8_and_recompute),
