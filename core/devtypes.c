@@ -32,6 +32,9 @@
  *     FP16/BF16 1,307.4, FP8 2,614.9 dense, 192 GB HBM3 at 5.3 TB/s. The
  *     efficiency tables of these are the big-GPU starting point (EFF_BIG),
  *     not calibrated. hardware.md lists H100/H200 but not yet FP8 or these.
+ *     H800 SXM (the export H100 DeepSeek-V3 trained on): the H100 SXM's
+ *     compute and memory; only its NVLink is cut (400 GB/s both directions,
+ *     topologies/dgx-h800.json; DeepSeek-V3 technical report, section 3.1).
  *   - Launch overhead: ~5 us per kernel on recent GPUs, ~8 us on K80/P100
  *     (older driver stacks, measured in the FlexFlow era), 0.5 us on a CPU
  *     core (a function call plus a thread-pool hand-off); A100: calibrated,
@@ -134,6 +137,7 @@ static const spec specs[] = {
     {"B200",             0, 75.0, 2250.0,  2250.0, 4500.0, 7700, 180,  5.0, EFF_BIG},
     {"GB200",            0, 80.0, 2500.0,  2500.0, 5000.0, 8000, 186,  5.0, EFF_BIG},
     {"MI300X",           0, 163.4, 1307.4, 1307.4, 2614.9, 5300, 192,  5.0, EFF_BIG},
+    {"H800-SXM",         0, 67.0,  989.0,   989.0, 1979.0, 3350,  80,  5.0, EFF_BIG},
 };
 
 #define N_SPECS ((int)(sizeof specs / sizeof specs[0]))

@@ -24,10 +24,12 @@
  * moe_dispatch only as a dependency (its values do not move tokens) and
  * moe_combine as weights, so the router gets its gradient from combine.
  * Communication: a tile of dispatch or combine needs the tokens of its slot
- * range (a box of samples); when experts are split over devices each expert
- * tile reads the whole token box of its slot range (the region model counts
- * every token once per expert tile, not the topk / X fraction an all-to-all
- * sends: an over-estimate for expert parallelism, docs/operators.md).
+ * range (a box of samples). Expert parallelism splits the ops after the
+ * dispatch along the experts (core/plan_gen.c): an expert tile reads its
+ * experts' slots from the dispatch tile of their tokens, exactly the
+ * all-to-all's message (the simulator groups these sends into all-to-all
+ * collectives). A dispatch tile split by experts would read its slots'
+ * whole token box (an over-estimate, docs/operators.md).
  */
 #include "op_table.h"
 

@@ -44,6 +44,11 @@
  * Device of a tile = (((stage mod pp)*dp + dp_rank)*cp + cp_rank)*tp + tp_rank,
  * the sample dim split dp*mb with each dp rank's device repeated mb times
  * (mb from the micro-batch size mbs when given: batch / (dp*mbs)).
+ * Expert parallelism (ep > 1): the expert ops (moe_dispatch's consumers up
+ * to moe_combine: [experts, slots, .] tensors) also split their expert dim
+ * ep ways; tile (expert block e, slot chunk of dp rank r) runs on dp rank
+ * (r - r mod ep) + e, the e-th rank of r's expert group, so the slots cross
+ * between ranks of a group (the dispatch and combine all-to-all).
  */
 #include "core/json_util.h"
 #include "core/plan_impl.h"
@@ -139,6 +144,11 @@ typedef struct gen {
     int *tpdim;       /* per op: output dim split tp, -1 none */
     int *tpred;       /* per op: red = tp */
     int *seqdim;      /* per op: dim split tp for sequence parallelism, -1 none */
+    char *expert;     /* per tensor: an [experts, slots, .] tensor of a MoE layer */
+    int last[SS_MAX_DIMS + 10]; /* the layout key of the device list megatron_config
+                                 * left in its buffer (last[0] = 0: none): consecutive
+                                 * ops of one layout (a MoE layer's expert ops, ep x
+                                 * dp x mb tiles each) reuse it */
     char *nocol;      /* per op: linear not to be made column-parallel */
     int *state;       /* per tensor */
     int *origin;      /* per tensor: column-parallel linear its TP split comes from */
@@ -668,8 +678,42 @@ static int context_dim(const gen *G, int id, int tdim, int sdim)
     return -1;
 }
 
+/* Mark the expert tensors: the outputs of moe_dispatch's consumers and of
+ * their consumers, up to (not including) moe_combine. Checks that ep
+ * divides every MoE layer's experts and that the model has some. */
+static ss_status mark_experts(gen *G, ss_diag *d)
+{
+    const ss_graph *g = G->g;
+    int moe = 0;
+    for (int id = 0; id < G->n_ops; id++) {
+        const ss_op *op = ss_graph_op(g, id);
+        int ex = 0;
+        for (int i = 0; i < op->n_in && op->type != SS_OP_MOE_COMBINE; i++) {
+            const ss_tensor *t = ss_graph_tensor(g, op->inputs[i]);
+            const ss_op *p = t->producer >= 0 ? ss_graph_op(g, t->producer) : NULL;
+            ex |= G->expert[op->inputs[i]] || (p && p->type == SS_OP_MOE_DISPATCH);
+        }
+        for (int o = 0; o < op->n_out; o++)
+            G->expert[op->outputs[o]] = (char)ex;
+        if (op->type == SS_OP_MOE_DISPATCH) {
+            int64_t X = out0(g, op)->shape[0];
+            if (X % G->c.ep)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "megatron: ep=%d does not divide the %lld experts of \"%s\"",
+                                   G->c.ep, (long long)X, op->name);
+            moe = 1;
+        }
+    }
+    if (!moe)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: ep=%d but model \"%s\" has no mixture-of-experts layer "
+                           "(moe_dispatch)",
+                           G->c.ep, ss_graph_name(g));
+    return SS_OK;
+}
+
 /* Build op's final config into c (devices into devs, room for ntiles). */
-static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int *cap)
+static int megatron_config(gen *G, int id, ss_pconfig *c, int **devs, int *cap)
 {
     const ss_op *op = ss_graph_op(G->g, id);
     const ss_tensor *o = out0(G->g, op);
@@ -696,6 +740,10 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
     if (G->tpred[id])
         c->red = tp;
     int rep_tp = tp > 1 && tdim < 0 && !G->tpred[id] ? tp : 1;
+    int ep = G->c.ep > 1 && o && G->expert[op->outputs[0]] && sdim == 1 && tdim != 0 ? G->c.ep
+                                                                                    : 1;
+    if (ep > 1)
+        c->deg[0] *= ep;
     /* context parallelism: the sequence dim (the tp-split one under sp, then
      * cp-major: chunk i = cp rank * tp + tp rank) split cp ways, or cp
      * replicas when the op has none */
@@ -714,6 +762,14 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
         *devs = nd2;
         *cap = c->ntiles;
     }
+    int key[SS_MAX_DIMS + 10] = {1, c->stage % G->c.pp, nd, c->red, c->rep, rep_tp, tdim, cdim,
+                                  sdim, ep};
+    for (int k = 0; k < nd; k++)
+        key[10 + k] = c->deg[k];
+    c->devices = *devs;
+    if (!memcmp(key, G->last, sizeof key))
+        return 0;
+    memcpy(G->last, key, sizeof key);
     /* tile t = (((i0 * deg1 + i1) ...) * rep + q) * red + r, walked as an
      * odometer (r fastest); its tp rank is its index along the tp dim, else
      * its replica, else its reduction slice; its dp rank its sample index's
@@ -723,6 +779,8 @@ static int megatron_config(const gen *G, int id, ss_pconfig *c, int **devs, int 
         int tpr = tdim >= 0 ? idx[tdim] % tp : rep_tp > 1 ? q % rep_tp : c->red > 1 ? r : 0;
         int cpr = cdim >= 0 ? (cdim == tdim ? idx[cdim] / tp : idx[cdim]) : q / rep_tp;
         int dpr = sdim >= 0 ? idx[sdim] / mb : 0;
+        if (ep > 1) /* expert block idx[0] of rank dpr's slots: on its group's rank */
+            dpr = dpr - dpr % ep + idx[0] % ep;
         (*devs)[t] = base + (dpr * cp + cpr) * tp + tpr;
         if (++r < c->red)
             continue;
@@ -800,6 +858,15 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
         return ss_diag_set(d, SS_ERR_INVALID, "megatron: cp must be at least 1 (got %d)", c.cp);
     if (c.cp == 0)
         c.cp = 1;
+    if (c.ep < 0 || c.ep > (1 << 16))
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: ep must be at least 1 (got %d)", c.ep);
+    if (c.ep == 0)
+        c.ep = 1;
+    if (c.ep > 1 && (c.dp % c.ep || c.cp > 1))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: ep=%d must divide dp=%d (expert groups of consecutive "
+                           "data-parallel ranks) and needs cp=1 (got cp=%d)",
+                           c.ep, c.dp, c.cp);
     if ((int64_t)c.tp * c.pp * c.dp * c.cp > (1 << 20) || (int64_t)c.dp * c.mb > (1 << 20))
         return ss_diag_set(d, SS_ERR_INVALID,
                            "megatron: tp*pp*dp*cp or dp*mb is absurdly large");
@@ -832,14 +899,16 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
     G.origin = ss_calloc(ntn, sizeof *G.origin);
     G.nocol = ss_calloc(no, sizeof *G.nocol);
     G.reg = ss_calloc(ntn, sizeof *G.reg);
+    G.expert = ss_calloc(ntn, sizeof *G.expert);
     ss_plan *p = ss_plan_new(g, m);
     int *devs = NULL, cap = 0;
     if (!G.stage || !G.tpdim || !G.tpred || !G.seqdim || !G.state || !G.origin || !G.nocol || !G.reg ||
-        !p) {
+        !G.expert || !p) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((st = assign_stages(&G, d)) || (st = assign_tp(&G, d)))
+    if ((st = assign_stages(&G, d)) || (st = assign_tp(&G, d)) ||
+        (c.ep > 1 && (st = mark_experts(&G, d))))
         goto out;
     p->settings.stages = c.pp * c.vp;
     p->settings.virtual_stages = c.vp;
@@ -866,6 +935,7 @@ out:
     ss_free(G.origin);
     ss_free(G.nocol);
     ss_free(G.reg);
+    ss_free(G.expert);
     ss_free(devs);
     if (st) {
         ss_plan_free(p);
@@ -933,6 +1003,8 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
             st = parse_int(spec, key, val, 1, 1 << 16, &c->vp, d);
         else if (!strcmp(key, "cp"))
             st = parse_int(spec, key, val, 1, 1 << 16, &c->cp, d);
+        else if (!strcmp(key, "ep"))
+            st = parse_int(spec, key, val, 1, 1 << 16, &c->ep, d);
         else if (!strcmp(key, "sp")) {
             if (!(st = parse_flag(spec, key, val, &tmp, d)))
                 c->sp = tmp;
@@ -970,7 +1042,7 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
                 c->bucket_bytes = tmp * 1e6;
         } else
             st = ss_diag_set(d, SS_ERR_INVALID,
-                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, cp, "
+                             "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, cp, ep, "
                              "mbs, mb, vp, recompute, sp, distopt, sync, first, last, bucket)",
                              spec, key);
         if (st)
@@ -1000,6 +1072,8 @@ int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size
     } while (0)
     if (c->cp > 1)
         SPEC_ADD(",cp=%d", c->cp);
+    if (c->ep > 1)
+        SPEC_ADD(",ep=%d", c->ep);
     if (c->mbs > 0)
         SPEC_ADD(",mbs=%d", c->mbs);
     else if (batch > 0 && c->mb > 0 && batch % ((int64_t)c->dp * c->mb) == 0)
@@ -1042,6 +1116,8 @@ int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, cha
     } while (0)
     if (c->cp > 1)
         ARG_ADD(" --context-parallel-size %d", c->cp);
+    if (c->ep > 1)
+        ARG_ADD(" --expert-model-parallel-size %d", c->ep);
     if (c->vp > 1 && layers > 0)
         ARG_ADD(" --num-layers-per-virtual-pipeline-stage %d", layers / (c->pp * c->vp));
     if (c->recompute == SS_RECOMPUTE_SELECTIVE)
@@ -1111,7 +1187,7 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
     }
     return ss_diag_set(d, SS_ERR_INVALID,
                        "plan spec \"%s\": unknown (expected data-parallel, "
-                       "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]"
+                       "megatron:tp=T,pp=P,dp=D[,cp=C][,ep=E][,mbs=S|mb=M][,vp=V]"
                        "[,recompute=none|selective|full]"
                        "[,sp=0|1][,distopt=0|1][,sync=overlap|bulk], or a plan file path)",
                        spec);

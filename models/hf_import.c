@@ -10,6 +10,12 @@
  *   MixtralForCausalLM                     the same with top-k SwiGLU experts
  *   GPT2LMHeadModel                        LayerNorm, GeLU, learned positions,
  *                                          tied head, biases
+ *   Qwen2MoeForCausalLM                    Qwen2 with top-k experts of
+ *                                          moe_intermediate_size and shared
+ *                                          experts (shared = shared_expert_
+ *                                          intermediate_size / that width;
+ *                                          the shared experts' sigmoid gate,
+ *                                          h parameters a layer, is left out)
  * Strict: an unknown architecture, an unknown key, a wrong type or a value
  * the graph cannot express (another activation, a head_dim other than
  * hidden / heads, attention dropout, sliding-window attention shorter than
@@ -35,10 +41,10 @@ static const char *const inert[] = {
     "rope_scaling", "torch_dtype", "use_cache", "transformers_version", "pretraining_tp",
     "_name_or_path", NULL};
 
-typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2 } arch;
+typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_QWEN2MOE } arch;
 static const char *const arch_names[] = {"LlamaForCausalLM", "MistralForCausalLM",
                                          "Qwen2ForCausalLM", "MixtralForCausalLM",
-                                         "GPT2LMHeadModel", NULL};
+                                         "GPT2LMHeadModel", "Qwen2MoeForCausalLM", NULL};
 
 /* Keys each architecture reads (besides the inert ones). */
 #define LLAMA_KEYS                                                                            \
@@ -58,8 +64,13 @@ static const char *const gpt2_keys[] = {
     "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
     "scale_attn_weights", "task_specific_params", "reorder_and_upcast_attn",
     "scale_attn_by_inverse_layer_idx", NULL};
+static const char *const qwen2moe_keys[] = {
+    LLAMA_KEYS, "sliding_window", "use_sliding_window", "max_window_layers", "num_experts",
+    "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob", "output_router_logits",
+    "router_aux_loss_coef", NULL};
 static const char *const *const arch_keys[] = {llama_keys, mistral_keys, qwen2_keys,
-                                               mixtral_keys, gpt2_keys};
+                                               mixtral_keys, gpt2_keys, qwen2moe_keys};
 
 typedef struct hf {
     const char *file;
@@ -138,14 +149,15 @@ static ss_status llama_like(hf *h, arch a, int64_t seq_override)
     if (strcmp(act, "silu"))
         return bad(h, "hidden_act", "\"%s\": only silu (SwiGLU) is modelled for this "
                    "architecture", act);
-    int tie = 0, abias = a == ARCH_QWEN2, mbias = 0;
+    int qwen = a == ARCH_QWEN2 || a == ARCH_QWEN2MOE;
+    int tie = 0, abias = qwen, mbias = 0;
     if ((st = get_bool(h, "tie_word_embeddings", &tie)) ||
         (st = get_bool(h, "attention_bias", &abias)) || (st = get_bool(h, "mlp_bias", &mbias)) ||
         (st = zero_num(h, "attention_dropout")))
         return st;
     if (mbias)
         return bad(h, "mlp_bias", "%s", "MLP biases are not modelled (expected false)");
-    if (abias && a != ARCH_QWEN2)
+    if (abias && !qwen)
         return bad(h, "attention_bias", "%s", "attention biases on every projection are not "
                    "modelled (expected false)");
     int64_t window = 0;
@@ -182,6 +194,28 @@ static ss_status llama_like(hf *h, arch a, int64_t seq_override)
             return st;
         put(h, "experts", x);
         put(h, "topk", k);
+    }
+    if (a == ARCH_QWEN2MOE) {
+        int64_t x, k, mf, sf = 0, step = 1;
+        if ((st = get_int(h, "num_experts", 1, &x)) ||
+            (st = get_int(h, "num_experts_per_tok", 1, &k)) ||
+            (st = get_int(h, "moe_intermediate_size", 1, &mf)) ||
+            (st = get_int(h, "shared_expert_intermediate_size", 0, &sf)) ||
+            (st = get_int(h, "decoder_sparse_step", 0, &step)))
+            return st;
+        const json_t *only = json_object_get(h->root, "mlp_only_layers");
+        if (step != 1)
+            return bad(h, "decoder_sparse_step", "%s", "only every layer MoE (1) is modelled");
+        if (only && !(json_is_array(only) && json_array_size(only) == 0))
+            return bad(h, "mlp_only_layers", "%s", "dense layers among MoE ones are not "
+                       "modelled (expected [])");
+        if (sf % mf)
+            return bad(h, "shared_expert_intermediate_size", "%s", "must be a multiple of "
+                       "moe_intermediate_size (shared experts of the experts' width)");
+        put(h, "experts", x);
+        put(h, "topk", k);
+        put(h, "moe_ffn", mf);
+        put(h, "shared", sf / mf);
     }
     return SS_OK;
 }
@@ -257,7 +291,7 @@ ss_status ss_hf_spec(const char *path, int64_t seq_override, char *spec, size_t 
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "%s: $.architectures[0]: unknown architecture \"%s\" (supported: "
                              "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                             "MixtralForCausalLM, GPT2LMHeadModel)",
+                             "MixtralForCausalLM, GPT2LMHeadModel, Qwen2MoeForCausalLM)",
                              file, json_string_value(a0));
     }
     const char *const *keys = ai >= 0 ? arch_keys[ai] : inert;

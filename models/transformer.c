@@ -50,10 +50,14 @@
  *     E -> X, no bias) -> moe.probs (softmax) -> moe.dispatch -> the expert
  *     MLP as expert_linear ops over [X, C, .] -> moe.combine, with topk
  *     experts per token and capacity factor capacity / 100 (balanced
- *     routing, core/ops_llm.c).
+ *     routing, core/ops_llm.c). moe_ffn: the experts' width (0: ffn);
+ *     shared=S > 0: a dense MLP "l<layer>.shared.*" of width S x moe_ffn
+ *     beside the routed experts, added to their output (moe.add_shared),
+ *     as DeepSeek and Qwen-MoE run shared experts; dense=D: the first D
+ *     layers keep the dense MLP of width ffn (DeepSeek-V3: 3).
  * Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused, vocab_pad,
  * tp, kv_heads, ffn, norm, act, rotary, tied, bias, qkv_bias, dropout,
- * precision, experts, topk, capacity.
+ * precision, experts, topk, capacity, moe_ffn, shared, dense.
  */
 #include "zoo.h"
 
@@ -64,13 +68,14 @@
 /* Key indices of the gpt family (zoo.c keeps its table in this order). */
 enum {
     K_LAYERS_, K_HIDDEN, K_HEADS, K_SEQ, K_VOCAB, K_FUSED, K_VPAD, K_TP_, K_KV, K_FFN, K_NORM,
-    K_ACT, K_ROTARY, K_TIED, K_BIAS, K_QKV_BIAS, K_DROPOUT, K_PREC, K_EXPERTS, K_TOPK, K_CAP
+    K_ACT, K_ROTARY, K_TIED, K_BIAS, K_QKV_BIAS, K_DROPOUT, K_PREC, K_EXPERTS, K_TOPK, K_CAP,
+    K_MOE_FFN, K_SHARED, K_DENSE
 };
 
 typedef struct tcfg {
     int64_t batch, hidden, heads, seq;
     int fused, causal;
-    int64_t kv, ffn, experts, topk;
+    int64_t kv, ffn, experts, topk, moe_ffn, shared, dense;
     double capacity;
     int rms, act, rotary, bias, qkv_bias;
     double dropout;
@@ -256,9 +261,8 @@ static int expert_linear(zb *b, const char *name, int x, int64_t out, const tcfg
 
 /* The MLP body from the normalised x to its output (before dropout):
  * dense, or its expert version over [X, C, .] slots when pre = "moe". */
-static int mlp_body(zb *b, int l, const char *pre, int y, const tcfg *c, int experts)
+static int mlp_body(zb *b, int l, const char *pre, int y, const tcfg *c, int experts, int64_t F)
 {
-    int64_t F = c->ffn;
 #define LIN(part, in, out)                                                                    \
     (experts ? expert_linear(b, zb_name(b, "l%d.%s." part, l, pre), in, out, c)              \
              : layer_linear(b, zb_name(b, "l%d.%s." part, l, pre), in, out, c->bias, c))
@@ -286,10 +290,14 @@ static int moe(zb *b, int l, int y, const tcfg *c)
     int in[2] = {y, probs};
     int slots = zb_out(b, zb_add(b, zb_name(b, "l%d.moe.dispatch", l), SS_OP_MOE_DISPATCH, &a,
                                  2, in, -1, NULL), 0);
-    slots = mlp_body(b, l, "moe", slots, c, 1);
+    slots = mlp_body(b, l, "moe", slots, c, 1, c->moe_ffn);
     in[0] = slots;
-    return zb_out(b, zb_add(b, zb_name(b, "l%d.moe.combine", l), SS_OP_MOE_COMBINE, &a, 2, in,
-                            -1, NULL), 0);
+    int out = zb_out(b, zb_add(b, zb_name(b, "l%d.moe.combine", l), SS_OP_MOE_COMBINE, &a, 2, in,
+                               -1, NULL), 0);
+    if (c->shared == 0)
+        return out;
+    int sh = mlp_body(b, l, "shared", y, c, 0, c->shared * c->moe_ffn);
+    return zb_binary(b, zb_name(b, "l%d.moe.add_shared", l), out, sh, SS_BINARY_ADD);
 }
 
 static int layer(zb *b, int l, int x, const tcfg *c)
@@ -299,7 +307,7 @@ static int layer(zb *b, int l, int x, const tcfg *c)
     y = maybe_dropout(b, zb_name(b, "l%d.attn.proj_dropout", l), y, c);
     x = zb_binary(b, zb_name(b, "l%d.attn.residual", l), x, y, SS_BINARY_ADD);
     y = norm(b, zb_name(b, "l%d.ln2", l), x, c);
-    y = c->experts > 0 ? moe(b, l, y, c) : mlp_body(b, l, "mlp", y, c, 0);
+    y = c->experts > 0 && l >= c->dense ? moe(b, l, y, c) : mlp_body(b, l, "mlp", y, c, 0, c->ffn);
     y = maybe_dropout(b, zb_name(b, "l%d.mlp.dropout", l), y, c);
     return zb_binary(b, zb_name(b, "l%d.mlp.residual", l), x, y, SS_BINARY_ADD);
 }
@@ -350,6 +358,9 @@ void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p)
     c.experts = p[K_EXPERTS];
     c.topk = p[K_TOPK];
     c.capacity = (double)p[K_CAP] / 100.0;
+    c.moe_ffn = p[K_MOE_FFN] > 0 ? p[K_MOE_FFN] : c.ffn;
+    c.shared = p[K_SHARED];
+    c.dense = p[K_DENSE];
     c.gemm = p[K_PREC] == 2 ? SS_F8 : SS_F32;
     b->act = p[K_PREC] == 1 ? SS_F16 : SS_BF16;
     if (c.fused && c.kv != c.heads) {

@@ -218,7 +218,7 @@ int zb_softmax_ce(zb *b, const char *name, int logits, int labels)
 /* Registry                                                            */
 /* ------------------------------------------------------------------ */
 
-#define MAX_KEYS 24
+#define MAX_KEYS 32
 
 /* A key: integer in [lo, hi], or with names (NULL-terminated) one of those
  * names, stored as its index (lo = 0, hi = count - 1). */
@@ -259,14 +259,17 @@ static const char *const prec_names[] = {"bf16", "fp16", "fp8", NULL};
 /* The gpt family's keys after tp, in transformer.c's order (K_KV ...):
  * kv_heads (0: heads), ffn (0: 4 x hidden), norm, act, rotary, tied, bias,
  * qkv_bias (-1: as bias), dropout, precision, experts (0: dense MLP), topk,
- * capacity (the capacity factor in percent). */
+ * capacity (the capacity factor in percent), moe_ffn (an expert's MLP width, 0:
+ * ffn), shared (shared experts: a dense MLP of shared x moe_ffn beside the
+ * routed ones), dense (the first `dense` layers keep the dense MLP of ffn). */
 #define K_MODERN(kv, ffn, nrm, act, rot, tied, bias, drop, experts, topk)                     \
     {"kv_heads", kv, 0, 4096, NULL}, {"ffn", ffn, 0, BIG, NULL},                              \
         {"norm", nrm, 0, 1, norm_names}, {"act", act, 0, 2, act_names},                       \
         {"rotary", rot, 0, 1, NULL}, {"tied", tied, 0, 1, NULL}, {"bias", bias, 0, 1, NULL},   \
         {"qkv_bias", -1, -1, 1, NULL}, {"dropout", drop, 0, 1, NULL},                         \
         {"precision", 0, 0, 2, prec_names}, {"experts", experts, 0, 1 << 16, NULL},           \
-        {"topk", topk, 1, 1 << 16, NULL}, { "capacity", 100, 100, 6400, NULL }
+        {"topk", topk, 1, 1 << 16, NULL}, {"capacity", 100, 100, 6400, NULL},              \
+        {"moe_ffn", 0, 0, BIG, NULL}, {"shared", 0, 0, 64, NULL}, {"dense", 0, 0, 1 << 16, NULL}
 
 /* Llama presets for the llama family's size key: layers, hidden, heads,
  * kv_heads, ffn, vocab, seq (Meta's model cards and config.json files:
@@ -277,13 +280,24 @@ static const int64_t llama_shapes[][7] = {
     {126, 16384, 128, 8, 53248, 128256, 8192}, {32, 4096, 32, 32, 11008, 32000, 4096},
     {40, 5120, 40, 40, 13824, 32000, 4096},    {80, 8192, 64, 8, 28672, 32000, 4096},
 };
-#define K_SIZE 21
+#define K_SIZE 24
 
 static void llama_preset(int64_t *p, const int *seen)
 {
     static const int keys[7] = {0, 1, 2, 8, 9, 4, 3}; /* layers hidden heads kv ffn vocab seq */
     const int64_t *v = llama_shapes[p[K_SIZE]];
     for (int i = 0; i < 7; i++)
+        if (!seen[keys[i]])
+            p[keys[i]] = v[i];
+}
+
+/* The deepseek family's MoE keys (K_MODERN has no room for them): moe_ffn
+ * 2048, one shared expert, the first 3 layers dense. */
+static void deepseek_preset(int64_t *p, const int *seen)
+{
+    static const int keys[3] = {21, 22, 23}; /* moe_ffn shared dense */
+    static const int64_t v[3] = {2048, 1, 3};
+    for (int i = 0; i < 3; i++)
         if (!seen[keys[i]])
             p[keys[i]] = v[i];
 }
@@ -373,6 +387,17 @@ static const zoo_family families[] = {
       K_VOCAB_PAD,
       K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 8, 2)},
      ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
+    {{"deepseek", "DeepSeek-V3-like MoE: 61 layers (3 dense), 256 routed experts of width "
+                  "2048 + 1 shared, top-8; multi-head attention of 128 heads in place of MLA "
+                  "(672B parameters, 38.7B active; DeepSeek-V3: 671B, 37B)",
+      "layers=61,hidden=7168,heads=128,ffn=18432,moe_ffn=2048,experts=256,shared=1,topk=8,"
+      "dense=3,seq=4096,vocab=129280"},
+     8,
+     {K_LAYERS(61, 1024), {"hidden", 7168, 1, BIG, NULL}, {"heads", 128, 1, 4096, NULL},
+      {"seq", 4096, 1, BIG, NULL}, {"vocab", 129280, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
+      K_VOCAB_PAD,
+      K_TP, K_MODERN(0, 18432, 1, 1, 1, 0, 0, 0, 256, 8)},
+     ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, deepseek_preset},
 };
 
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
@@ -524,7 +549,12 @@ static ss_status check_params(const char *spec, const zoo_family *f, const int64
         return ss_diag_set(d, SS_ERR_INVALID,
                            "model spec '%s': rotary=1 needs an even head size (hidden/heads = "
                            "%lld)", spec, (long long)(p[h] / p[n]));
-    int x = key_index(f, "experts"), k = key_index(f, "topk");
+    int x = key_index(f, "experts"), k = key_index(f, "topk"), dn = key_index(f, "dense");
+    int ly = key_index(f, "layers");
+    if (dn >= 0 && p[dn] > p[ly])
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': dense=%lld is more than the %lld layers", spec,
+                           (long long)p[dn], (long long)p[ly]);
     if (x >= 0 && p[x] > 0 && (p[k] > p[x] || p[x] % p[k] != 0))
         return ss_diag_set(d, SS_ERR_INVALID,
                            "model spec '%s': topk=%lld must divide experts=%lld (balanced "

@@ -123,6 +123,7 @@ static void release_scratch(ss_builder *b)
     b->rgen = NULL;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
     b->n_pbuf = b->n_cpool = 0;
+    b->n_a2a = b->n_a2ax = 0;
 }
 
 void ss_build_set_lean(ss_builder *b, int on)
@@ -161,6 +162,8 @@ void ss_build_free(ss_builder *b)
     ss_free(b->order);
     ss_free(b->okeys);
     ss_free(b->ipool);
+    ss_free(b->a2a);
+    ss_free(b->a2ax);
     ss_free(b->res);
     ss_free(b->gate);
     ss_free(b->gsync);
@@ -577,13 +580,23 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
         b->mbk[i] = (struct mbkey){ti->dev, sd >= 0 ? shape[i].out.r[sd].lo : 0, i};
     }
     /* micro-batch = rank of the tile's sample offset among the distinct
-     * offsets of this op's tiles on the same device */
+     * offsets of this op's tiles on the same device; a device holding a
+     * multiple k > 1 of the M micro-batches' offsets (an expert-parallel
+     * op: the slots of k ranks' micro-batches, in rank order) takes the
+     * rank mod M */
     if (c->ntiles > 1)
         qsort(b->mbk, (size_t)c->ntiles, sizeof(struct mbkey), cmp_mbkey);
-    for (int k = 0, rank = 0; k < c->ntiles; k++) {
-        if (k > 0 && b->mbk[k].dev != b->mbk[k - 1].dev)
+    int M = b->set.microbatches;
+    for (int k = 0, rank = 0, k0 = 0; k <= c->ntiles; k++) {
+        if (k == c->ntiles || (k > 0 && b->mbk[k].dev != b->mbk[k - 1].dev)) {
+            if (M > 1 && rank + 1 > M && (rank + 1) % M == 0)
+                for (int z = k0; z < k; z++)
+                    b->tiles[b->tile_base[o] + b->mbk[z].idx].mb %= M;
+            if (k == c->ntiles)
+                break;
             rank = 0;
-        else if (k > 0 && b->mbk[k].lo != b->mbk[k - 1].lo)
+            k0 = k;
+        } else if (k > 0 && b->mbk[k].lo != b->mbk[k - 1].lo)
             rank++;
         b->tiles[b->tile_base[o] + b->mbk[k].idx].mb = rank;
     }
@@ -901,10 +914,14 @@ static ss_status pass_bwd_deps(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
             int entry = unit_entry(b, tg, pr->unit, d);
             if (entry < 0 || ss_taskgraph_add_dep(tg, y, entry, d) != SS_OK)
                 return d && d->status != SS_OK ? d->status : SS_ERR_NOMEM;
-            if (X->sg >= 0 && bwd_gather(b, tg, pr->xfer, d) != SS_OK)
+            if (X->a2a >= 0) {
+                if ((b->xf[pr->xfer].bsg = ss_build_bwd_alltoall(b, tg, pr->xfer, d)) < 0)
+                    return d->status;
+            } else if (X->sg >= 0 && bwd_gather(b, tg, pr->xfer, d) != SS_OK)
                 return d->status;
+            X = &b->xf[pr->xfer];
         }
-        if (ss_taskgraph_add_dep(tg, tj->bwd, X->btask, d) != SS_OK)
+        if (ss_taskgraph_add_dep(tg, tj->bwd, X->a2a >= 0 ? X->bsg : X->btask, d) != SS_OK)
             return d->status;
     }
     return SS_OK;
@@ -1124,6 +1141,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
     b->mem_pending = 0;
     b->n_tiles = b->n_units = b->n_xf = b->n_pairs = b->n_we = b->n_sh = b->n_ipool = b->n_wr = 0;
     b->n_pbuf = 0;
+    b->n_a2a = b->n_a2ax = 0;
     ss_status st;
     if ((st = ss_taskgraph_reset(tg, b->n_dev, 2 * ss_machine_n_links(b->m), d)) != SS_OK ||
         (st = ss_taskgraph_map_machine(tg, b->m, d)) != SS_OK ||
@@ -1212,6 +1230,8 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
             snprintf(buf, n, "allreduce replicas' output grad %s", name);
         else if (tg->aux[task] == SS_BUILD_COLL_SENDGATHER)
             snprintf(buf, n, "allgather scatter-gather send %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_ALLTOALL)
+            snprintf(buf, n, "alltoall %s", name);
         else
             snprintf(buf, n, "broadcast output grad %s", name);
         break;

@@ -139,15 +139,19 @@ enum {
     SS_BUILD_COLL_GATHER = 4,  /* all-gather of sliced output gradients to the unit's devices */
     SS_BUILD_COLL_GRADSUM = 5, /* all-reduce of partial output gradients on the unit's devices */
     SS_BUILD_COLL_REPSUM = 6,  /* all-reduce of output gradients over an op's replicas */
-    SS_BUILD_COLL_SENDGATHER = 7 /* all-gather after a scatter-gather pipeline send (op =
+    SS_BUILD_COLL_SENDGATHER = 7, /* all-gather after a scatter-gather pipeline send (op =
                                     producer, tile = unit; forward on the receivers,
                                     backward on the senders) */
+    SS_BUILD_COLL_ALLTOALL = 8  /* expert-parallel all-to-all of a MoE layer's dispatch or
+                                   combine, or of their gradients (op = producer, tile = a
+                                   unit of the group; build_fwd.c) */
 };
 
 typedef struct ss_build_stats {
     int fwd, bwd, xfer_fwd, xfer_bwd, coll_partial, coll_bcast, coll_grad, updates;
     int coll_scatter, coll_gather, coll_gradsum, coll_repsum;
     int coll_sendgather; /* all-gathers of scatter-gather pipeline sends */
+    int coll_alltoall;   /* expert-parallel all-to-alls, forward and backward */
     int buckets, shards;
     int microbatch_gating; /* 1 if micro-batch program order was applied */
     int costs;             /* distinct tile costs kept: per op, its tiles' distinct

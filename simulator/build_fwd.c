@@ -695,6 +695,199 @@ static ss_status scatter_gather(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
     return SS_OK;
 }
 
+/* ---- expert-parallel all-to-all ------------------------------------------ */
+
+/* A send of a MoE layer's slots (from a moe_dispatch tile, or to a
+ * moe_combine tile) within a stage: its producer op, micro-batch, ends. */
+typedef struct a2asend {
+    int op, mb, src, dst, x;
+} a2asend;
+
+/* A device's sends of one (op, micro-batch): records [r0, r0 + cnt), h the
+ * hash of the device and its destinations. */
+typedef struct a2adev {
+    int op, mb, src, r0, cnt;
+    uint64_t h;
+} a2adev;
+
+static int cmp_a2asend(const void *pa, const void *pb)
+{
+    const a2asend *a = pa, *b = pb;
+    if (a->op != b->op)
+        return a->op < b->op ? -1 : 1;
+    if (a->mb != b->mb)
+        return a->mb < b->mb ? -1 : 1;
+    if (a->src != b->src)
+        return a->src < b->src ? -1 : 1;
+    return a->dst < b->dst ? -1 : a->dst > b->dst;
+}
+
+static int cmp_a2adev(const void *pa, const void *pb)
+{
+    const a2adev *a = pa, *b = pb;
+    if (a->op != b->op)
+        return a->op < b->op ? -1 : 1;
+    if (a->mb != b->mb)
+        return a->mb < b->mb ? -1 : 1;
+    if (a->h != b->h)
+        return a->h < b->h ? -1 : 1;
+    return a->src < b->src ? -1 : a->src > b->src;
+}
+
+static uint64_t dev_mix(int dev)
+{
+    uint64_t h = ((uint64_t)(uint32_t)dev + 0x9E3779B97F4A7C15ull) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 29);
+}
+
+/* Whether the m devices v[0..m) (sorted by device) form an all-to-all:
+ * each sends exactly once to each of the others (r: the sends). */
+static int a2a_complete(const a2adev *v, int m, const a2asend *r)
+{
+    for (int i = 0; i < m; i++) {
+        if (v[i].cnt != m - 1 || (i > 0 && v[i].src == v[i - 1].src))
+            return 0;
+        for (int k = v[i].r0; k < v[i].r0 + v[i].cnt; k++) {
+            int dev = r[k].dst, lo = 0, hi = m - 1;
+            if (k > v[i].r0 && dev == r[k - 1].dst)
+                return 0;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (v[mid].src < dev)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (v[lo].src != dev || dev == v[i].src)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* One all-to-all over the group v[0..m) (sends in r). */
+static ss_status a2a_make(ss_builder *b, ss_taskgraph *tg, const a2adev *v, int m,
+                          const a2asend *r, ss_diag *d)
+{
+    int nx = m * (m - 1);
+    if (ss_grow((void **)&b->a2a, &b->cap_a2a, b->n_a2a + 1, sizeof *b->a2a) ||
+        ss_grow((void **)&b->a2ax, &b->cap_a2ax, b->n_a2ax + nx + m, sizeof *b->a2ax))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+    a2agroup *G = &b->a2a[b->n_a2a];
+    G->x0 = b->n_a2ax;
+    G->nx = nx;
+    G->n = m;
+    G->bt = -1;
+    G->op = v[0].op;
+    G->S = 0;
+    int *xs = b->a2ax + G->x0, *dv = xs + nx, k = 0;
+    const tileinfo *c0 = &b->tiles[b->xf[r[v[0].r0].x].last_user];
+    G->prio = ss_sched_prio_bwd(b->n_ops, c0->op, c0->mb);
+    for (int j = 0; j < m; j++) {
+        dv[j] = v[j].src;
+        for (int q = v[j].r0; q < v[j].r0 + v[j].cnt; q++) {
+            xs[k++] = r[q].x;
+            if (b->xf[r[q].x].bytes * m > G->S)
+                G->S = b->xf[r[q].x].bytes * m;
+        }
+    }
+    b->n_a2ax += nx + m;
+    int unit = b->xf[xs[0]].unit;
+    int A = ss_build_add_collective(b, tg, SS_COLL_ALLTOALL, dv, m, G->S, G->S, G->op,
+                                    unit - b->unit_base[G->op], SS_BUILD_COLL_ALLTOALL,
+                                    ss_sched_prio_fwd(c0->op, c0->mb), d);
+    if (A < 0)
+        return d->status;
+    b->st.coll_alltoall++;
+    for (int j = 0; j < nx; j++) {
+        xferinfo *X = &b->xf[xs[j]];
+        tg->dur[X->task] = 0;
+        tg->bytes[X->task] = 0;
+        X->sg = A;
+        X->a2a = b->n_a2a;
+        if (ss_taskgraph_add_dep(tg, X->task, A, d) != SS_OK)
+            return d->status;
+    }
+    b->n_a2a++;
+    return SS_OK;
+}
+
+/* Expert parallelism's dispatch and combine (docs/simulator.md,
+ * "Transfers"): the sends of one micro-batch's MoE slots among the ranks
+ * of an expert group, every rank sending its slots of each other rank's
+ * experts (dispatch) or each other rank's tokens' expert outputs
+ * (combine), are one all-to-all over the group (S = n x the largest
+ * message, the pairwise algorithm's buffer), as Megatron's token
+ * dispatcher runs them; the sends stay as empty tasks the all-to-all
+ * waits for, and the consumers wait for the all-to-all. Sends that do not
+ * form a complete exchange stay point-to-point. */
+static ss_status alltoall_groups(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    int n = 0, cap = 0, nv = 0, capv = 0, M = b->set.microbatches > 1 ? b->set.microbatches : 1;
+    a2asend *r = NULL;
+    a2adev *v = NULL;
+    ss_status st = SS_OK;
+    for (int x = 0; x < b->n_xf && !st; x++) {
+        const xferinfo *X = &b->xf[x];
+        const unitinfo *u = &b->units[X->unit];
+        const tileinfo *c = &b->tiles[X->last_user];
+        if (X->block || X->sg >= 0 || u->red != 1 ||
+            (ss_graph_op(b->g, u->op)->type != SS_OP_MOE_DISPATCH &&
+             ss_graph_op(b->g, c->op)->type != SS_OP_MOE_COMBINE))
+            continue;
+        if (ss_grow((void **)&r, &cap, n + 1, sizeof *r))
+            st = ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+        else
+            r[n++] = (a2asend){u->op, b->tiles[u->first].mb % M, X->src, X->dev, x};
+    }
+    if (!st && n > 1)
+        qsort(r, (size_t)n, sizeof *r, cmp_a2asend);
+    for (int i = 0; i < n && !st;) {
+        int e = i;
+        uint64_t h = dev_mix(r[i].src);
+        while (e < n && r[e].op == r[i].op && r[e].mb == r[i].mb && r[e].src == r[i].src)
+            h += dev_mix(r[e++].dst);
+        if (ss_grow((void **)&v, &capv, nv + 1, sizeof *v))
+            st = ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+        else
+            v[nv++] = (a2adev){r[i].op, r[i].mb, r[i].src, i, e - i, h};
+        i = e;
+    }
+    if (!st && nv > 1)
+        qsort(v, (size_t)nv, sizeof *v, cmp_a2adev);
+    for (int i = 0; i < nv && !st;) {
+        int e = i;
+        while (e < nv && v[e].op == v[i].op && v[e].mb == v[i].mb && v[e].h == v[i].h)
+            e++;
+        if (e - i > 1 && a2a_complete(v + i, e - i, r))
+            st = a2a_make(b, tg, v + i, e - i, r, d);
+        i = e;
+    }
+    ss_free(r);
+    ss_free(v);
+    return st;
+}
+
+int ss_build_bwd_alltoall(ss_builder *b, ss_taskgraph *tg, int x, ss_diag *d)
+{
+    xferinfo *X = &b->xf[x];
+    a2agroup *G = &b->a2a[X->a2a];
+    tg->dur[X->btask] = 0;
+    tg->bytes[X->btask] = 0;
+    if (G->bt < 0) {
+        const int *dv = b->a2ax + G->x0 + G->nx;
+        int k = b->xf[b->a2ax[G->x0]].unit - b->unit_base[G->op];
+        G->bt = ss_build_add_collective(b, tg, SS_COLL_ALLTOALL, dv, G->n, G->S, G->S, G->op, k,
+                                        SS_BUILD_COLL_ALLTOALL, G->prio, d);
+        if (G->bt < 0)
+            return -1;
+        b->st.coll_alltoall++;
+    }
+    if (ss_taskgraph_add_dep(tg, G->bt, b->xf[x].btask, d) != SS_OK)
+        return -1;
+    return G->bt;
+}
+
 /* Each pair: a dependency on the unit's ready task (consumer on a member
  * device) or a transfer from the unit's first device (shared by every
  * consumer of the same region on the same device). */
@@ -725,7 +918,7 @@ ss_status ss_build_pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *
                        (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
             X->btask = -1;
             X->sgr = 1;
-            X->sg = X->bsg = -1;
+            X->sg = X->bsg = X->a2a = -1;
             X->block = b->set.schedule == SS_PIPE_1F1B &&
                        ss_plan_config(p, u->op)->stage != ss_plan_config(p, tj->op)->stage;
             /* a blocking transfer is keyed like its producer's forward, so
@@ -750,6 +943,8 @@ ss_status ss_build_pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *
             return d->status;
     }
     if (scatter_gather(b, tg, d) != SS_OK)
+        return d->status;
+    if (alltoall_groups(b, tg, d) != SS_OK)
         return d->status;
     for (int pi = 0; pi < b->n_pairs; pi++) {
         const pairinfo *pr = &b->pairs[pi];

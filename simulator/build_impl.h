@@ -68,8 +68,19 @@ typedef struct xferinfo {
     int next;        /* next transfer from the same unit */
     int sgr;         /* scatter-gather: 1/sgr of the bytes per rank (1: a plain send) */
     int sg, bsg;     /* its group's all-gather after the sends (forward: on the
-                      * receivers; backward: on the senders), -1 if none */
+                      * receivers; backward: on the senders), -1 if none; in an
+                      * all-to-all group: the group's all-to-all */
+    int a2a;         /* its all-to-all group (b->a2a), -1 if none (build_fwd.c) */
 } xferinfo;
+
+/* An expert-parallel all-to-all (build_fwd.c, alltoall_groups): the
+ * transfers a2ax[x0 .. x0 + nx) among n devices (in a2ax right after
+ * them), priced as one all-to-all of S bytes per device (op: the
+ * producer; prio: the backward's priority key). */
+typedef struct a2agroup {
+    int x0, nx, n, bt, op, prio; /* bt: the backward all-to-all, -1 until made */
+    double S;
+} a2agroup;
 
 typedef struct pairinfo {
     int unit, tile, xfer; /* consumer tile reads unit (xfer -1: same device) */
@@ -239,6 +250,10 @@ struct ss_builder {
     int *hfirst;  /* scratch of build_host.c: per device x micro-batch, per tile */
     int cap_hfirst;
     ss_coll_result coll;
+    a2agroup *a2a;   /* this run's all-to-all groups */
+    int n_a2a, cap_a2a;
+    int *a2ax;       /* their transfers, then their devices */
+    int n_a2ax, cap_a2ax;
     /* memoization across runs */
     int memo_on;
     int lean;           /* ss_build_set_lean: scratch released as soon as the passes are
@@ -420,6 +435,13 @@ int ss_build_holds(const ss_builder *b, const xferinfo *X);
 
 /* Collective of `kind` over devs[0..n) (distinct), priced for cost_bytes,
  * recorded as moving `bytes` (build.c): the task id, or -1 with d set. */
+/* The backward of transfer x of an all-to-all group (build_fwd.c): its
+ * gradient transfer (just made) carries nothing and waits for the group's
+ * backward all-to-all (made with the group's first gradient transfer),
+ * which the consumers' backward tasks feed. Returns that all-to-all's
+ * task, or -1 with d set. */
+int ss_build_bwd_alltoall(ss_builder *b, ss_taskgraph *tg, int x, ss_diag *d);
+
 int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, const int *devs,
                             int n, double cost_bytes, double bytes, int op, int tile, int aux,
                             int prio, ss_diag *d);

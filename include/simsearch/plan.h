@@ -175,6 +175,16 @@ typedef struct ss_megatron_config {
     int first, last;
     double bucket_bytes; /* gradient bucket for sync=overlap (0: Megatron's 40M
                             fp16 parameters, 80 MB) */
+    int ep;      /* expert parallelism (0 or 1: none): the experts of every MoE layer
+                    (the ops from moe_dispatch's output to moe_combine's input) split
+                    ep ways over ep consecutive data-parallel ranks (Megatron's expert
+                    model parallel group); each rank runs its experts for the tokens
+                    of the whole group, which reach it by all-to-all (dispatch) and go
+                    back by all-to-all (combine); expert weights, gradients and
+                    optimizer state divide by ep, their gradients sync over the dp/ep
+                    ranks holding the same experts. ep divides dp and the experts;
+                    expert tensor parallelism is tp (Megatron's default); needs
+                    cp = 1 */
 } ss_megatron_config;
 /* The plan settings that c's recompute, distopt, sync and bucket size set
  * (the rest of s untouched): plans of configs that differ only there differ

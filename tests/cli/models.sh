@@ -18,18 +18,18 @@ field() { # field NAME FILE -> value of "NAME": in a JSON summary
 
 "$bin" models >"$tmp/models.txt"; rc=$?
 check "models exits 0" [ $rc -eq 0 ]
-for m in alexnet inception_v3 resnet101 rnntc rnnlm nmt bert albert gpt mlp llama mixtral; do
+for m in alexnet inception_v3 resnet101 rnntc rnnlm nmt bert albert gpt mlp llama mixtral deepseek; do
   check "models lists $m" grep -q "^$m " "$tmp/models.txt"
 done
 
 "$bin" models --json >"$tmp/models.json"; rc=$?
 check "models --json exits 0" [ $rc -eq 0 ]
-check "models --json has 12 entries" [ "$(grep -c '"forward_flops_per_sample"' "$tmp/models.json")" -eq 12 ]
+check "models --json has 13 entries" [ "$(grep -c '"forward_flops_per_sample"' "$tmp/models.json")" -eq 13 ]
 check "models --json has parameters" grep -q '"parameters": 44549160,' "$tmp/models.json"
 check "models --json resnet101 batch" grep -q '"batch": 64,' "$tmp/models.json"
 check "models --json alexnet batch 256" grep -q '"batch": 256,' "$tmp/models.json"
 if command -v python3 >/dev/null; then
-  check "models --json is valid JSON" python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert len(a)==12 and all("name" in e and "parameters" in e for e in a)' "$tmp/models.json"
+  check "models --json is valid JSON" python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); assert len(a)==13 and all("name" in e and "parameters" in e for e in a)' "$tmp/models.json"
 fi
 
 spec='gpt:layers=2,hidden=64,heads=4,seq=16,vocab=100'
@@ -89,6 +89,19 @@ expect_exit 2 "unknown option" model mlp --bogus
 expect_exit 2 "unknown option" models --bogus
 expect_exit 2 "/nonexistent-dir/m.json" model mlp --export /nonexistent-dir/m.json
 expect_exit 2 "no/such/file.json" model no/such/file.json
+# expert parallelism on a small DeepSeek-like model: simulated (hierarchical
+# by request, the evaluator that judges the large ep plans), bad ep refused
+ds="deepseek:layers=4,dense=1,seq=256,hidden=512,heads=8,ffn=1024,moe_ffn=256"
+h800="$src/topologies/dgx-h800.json"
+"$bin" simulate --model "$ds" --topology "$h800" --nodes 2 --batch 16 \
+  --plan megatron:tp=1,pp=2,dp=8,ep=4,mbs=1 --evaluator hier --json >"$tmp/ep.json"; rc=$?
+check "simulate with ep=4 exits 0" [ $rc -eq 0 ]
+check "simulate with ep=4: hierarchical" grep -q '"evaluator": "hierarchical"' "$tmp/ep.json"
+check "simulate with ep=4: the plan says ep" grep -q 'ep=4' "$tmp/ep.json"
+expect_exit 2 "ep=3 must divide dp=8" simulate --model "$ds" --topology "$h800" --nodes 1 \
+  --batch 16 --plan megatron:tp=1,pp=1,dp=8,ep=3
+expect_exit 2 "has no mixture-of-experts layer" simulate --model gpt:layers=2 --topology "$h800" \
+  --nodes 1 --batch 16 --plan megatron:tp=1,pp=1,dp=8,ep=2
 "$bin" model --help >/dev/null; check "model --help exits 0" [ $? -eq 0 ]
 "$bin" models --help >/dev/null; check "models --help exits 0" [ $? -eq 0 ]
 

@@ -77,7 +77,7 @@ static void test_builtins(void **state)
     static const char *names[] = {"K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",
                                   "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM", "H200-SXM",
                                   "T4", "RTX3090", "CPU-core"};
-    assert_int_equal(ss_devtype_builtin_count(), 14);
+    assert_int_equal(ss_devtype_builtin_count(), 15);
     for (int i = 0; i < 11; i++) {
         const ss_device_type *t = ss_devtype_find_builtin(names[i]);
         assert_non_null(t);
@@ -91,7 +91,7 @@ static void test_builtins(void **state)
         assert_int_equal(t->is_cpu, i == 10);
     }
     assert_null(ss_devtype_find_builtin("B300"));
-    assert_null(ss_devtype_builtin(14));
+    assert_null(ss_devtype_builtin(15));
     /* FP8 peaks: dense datasheet rates (core/devtypes.c), none before Hopper */
     assert_near(ss_devtype_find_builtin("H100-SXM")->peak_tflops[SS_F8], 1979, 0);
     assert_near(ss_devtype_find_builtin("H200-SXM")->peak_tflops[SS_F8], 1979, 0);

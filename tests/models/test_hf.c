@@ -48,6 +48,13 @@ static void test_same_graph_as_zoo(void **state)
          "qkv_bias=1,vocab_pad=0",
          "Qwen2ForCausalLM", 7.62e9},
         {hf("mixtral-8x7b:seq=4096"), "mixtral", "MixtralForCausalLM", 46.7e9},
+        /* Qwen1.5-MoE-A2.7B (14.3B; seq 3840: the 2 x 3840 tokens are a multiple of
+         * experts / topk = 15, balanced routing); its shared experts' sigmoid gate
+         * (24 x 2048 parameters) is not built */
+        {hf("qwen15-moe:seq=3840,vocab_pad=0"),
+         "mixtral:layers=24,hidden=2048,heads=16,kv_heads=16,ffn=5632,experts=60,topk=4,"
+         "moe_ffn=1408,shared=4,seq=3840,vocab=151936,qkv_bias=1,vocab_pad=0",
+         "Qwen2MoeForCausalLM", 14.3e9},
         {hf("gpt2:vocab_pad=0"),
          "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,vocab_pad=0", "GPT2LMHeadModel",
          124439808},

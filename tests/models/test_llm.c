@@ -60,6 +60,18 @@ static void test_published_counts(void **state)
     double expert = 32.0 * 8 * 3 * 4096 * 14336;
     assert_true(fabs((double)ss_graph_parameters(g) - act - expert * 6 / 8) < 1);
     ss_graph_free(g);
+    /* DeepSeek-V3-like (multi-head attention for MLA): 2Vh untied tables,
+     * 61 x (4h^2 + 2h), 3 dense SwiGLU MLPs of 18432, 58 MoE layers of a
+     * router (256h) and 256 routed + 1 shared SwiGLU experts of 2048, the
+     * final norm; active: 8 routed + the shared one. */
+    g = build("deepseek", 1);
+    double h = 7168, V = 129280, e = 3 * h * 2048;
+    double total = 2 * V * h + 61 * (4 * h * h + 2 * h) + 3 * 3 * h * 18432 +
+                   58 * (256 * h + 257 * e) + h;
+    assert_true(fabs((double)ss_graph_parameters(g) - total) < 1);
+    assert_true(fabs((double)ss_model_active_parameters(g) - (total - 58 * 248 * e)) < 1);
+    assert_true(rel_err(total, 671e9) < 0.005);
+    ss_graph_free(g);
 }
 
 /* Matrix-product FLOPs (linear, batch_matmul, expert_linear) of the whole

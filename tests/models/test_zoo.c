@@ -376,12 +376,12 @@ static void test_spec_errors(void **state)
 static void test_registry(void **state)
 {
     (void)state;
-    assert_int_equal(ss_zoo_count(), 12);
-    assert_null(ss_zoo_get(12));
+    assert_int_equal(ss_zoo_count(), 13);
+    assert_null(ss_zoo_get(13));
     assert_null(ss_zoo_get(-1));
     static const char *const want[] = {"alexnet", "inception_v3", "resnet101", "rnntc", "rnnlm",
                                        "nmt", "bert", "albert", "gpt", "mlp", "llama",
-                                       "mixtral"};
+                                       "mixtral", "deepseek"};
     for (int i = 0; i < ss_zoo_count(); i++) {
         const ss_zoo_entry *e = ss_zoo_get(i);
         assert_string_equal(e->name, want[i]);
