@@ -431,7 +431,7 @@ static int albert_layer(zb *b, int l, int x, const tcfg *c)
     y = maybe_dropout(b, zb_name(b, "l%d.attn.proj_dropout", l), y, c);
     x = zb_binary(b, zb_name(b, "l%d.attn.residual", l), x, y, SS_BINARY_ADD);
     x = norm(b, zb_name(b, "l%d.ln1", l), x, c);
-    y = mlp_body(b, l, "mlp", x, c, 0);
+    y = mlp_body(b, l, "mlp", x, c, 0, c->ffn);
     y = maybe_dropout(b, zb_name(b, "l%d.mlp.dropout", l), y, c);
     x = zb_binary(b, zb_name(b, "l%d.mlp.residual", l), x, y, SS_BINARY_ADD);
     return norm(b, zb_name(b, "l%d.ln2", l), x, c);
