@@ -593,6 +593,11 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         qsort(b->okeys, (size_t)b->n_sh, sizeof(okey), cmp_okey);
     for (int k = 0; k < b->n_sh; k++)
         b->order[k] = b->okeys[k].idx;
+    /* priority: the buckets' collectives (keys from 2 n_ops slots on, front
+     * layers first; nothing else on a channel has such keys) wait in the
+     * channels' queues priority first (engine.h, rule 2) */
+    if (b->set.priority)
+        tg->prio_first = 2 * b->n_ops * (MB_CLAMP + 1);
     int barrier = -1;
     if (b->set.sync == SS_SYNC_BULK) {
         barrier = add_task(tg, SS_TASK_OTHER, 0, 2 * b->n_ops * (MB_CLAMP + 1), -1, -1, -1, 0, 0,
