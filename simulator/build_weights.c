@@ -45,11 +45,17 @@ static int cmp_we_reg(const wentry *a, const wentry *b)
  * ends, not the last stage's), then the latest op, weight id, region. */
 typedef struct okey {
     int minop, maxop, w, first, idx;
+    int late; /* reorder_backward: every entry is a deferred weight-gradient
+               * step; these complete after the others, front to back */
 } okey;
 
 static int cmp_okey(const void *pa, const void *pb)
 {
     const okey *a = pa, *b = pb;
+    if (a->late != b->late)
+        return a->late < b->late ? -1 : 1;
+    if (a->late && a->minop != b->minop)
+        return a->minop < b->minop ? -1 : 1;
     if (a->maxop != b->maxop)
         return a->maxop > b->maxop ? -1 : 1;
     if (a->w != b->w)
@@ -758,8 +764,13 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
     GROW(b, gsync, cap_gsync, b->n_dev, d);
     for (int k = 0; k < b->n_dev; k++)
         b->gsync[k] = -1;
-    for (int k = 0; k < b->n_sh; k++)
-        b->okeys[k] = (okey){b->sh[k].minop, b->sh[k].maxop, b->sh[k].w, b->sh[k].first, k};
+    for (int k = 0; k < b->n_sh; k++) {
+        const shard *sk = &b->sh[k];
+        int late = b->n_wgt > 0 && sk->count > 0;
+        for (int e = sk->first; late && e < sk->first + sk->count; e++)
+            late = tg->kind[b->wr[e].task] == SS_TASK_BWD && tg->aux[b->wr[e].task] == 1;
+        b->okeys[k] = (okey){sk->minop, sk->maxop, sk->w, sk->first, k, late};
+    }
     if (b->n_sh > 1)
         qsort(b->okeys, (size_t)b->n_sh, sizeof(okey), cmp_okey);
     for (int k = 0; k < b->n_sh; k++)
