@@ -647,8 +647,9 @@ static ss_status reorder(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
                 continue;
             double w = tcost(b, j)->bwd_us / 2;
             tg->dur[t->bwd] -= w; /* the builder's own task, not yet finalized */
-            int x = add_task(tg, SS_TASK_BWD, w, (b->n_ops + o) * SS_SCHED_MB_SLOTS + (t->mb > 0 ? t->mb : 0),
-                             o, j - b->tile_base[o], t->mb, 1, 0, 1, &t->dev, d);
+            int prio = (b->n_ops + o) * SS_SCHED_MB_SLOTS + (t->mb > 0 ? t->mb : 0);
+            int x = add_task(tg, SS_TASK_BWD, w, prio, o, j - b->tile_base[o], t->mb, 1, 0, 1,
+                             &t->dev, d);
             if (x < 0)
                 return d->status;
             if (ss_taskgraph_add_dep(tg, t->bwd, x, d) != SS_OK ||
@@ -683,7 +684,8 @@ static ss_status next_forward(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "simulate: synced_flags: the forward of operator \"%s\" waits for a "
                            "%s task; per-layer synced flags are modelled for plans whose forward "
-                           "stays on each device (data parallel, one stage)",
+                           "stays on each device and follows forwards only (data parallel, "
+                           "one stage, no 1F1B)",
                            op->name, ss_task_kind_name((ss_task_kind)tg->kind[a]));
     }
     b->nf_lo = tg->n_tasks;

@@ -90,8 +90,8 @@ static void dp_run(dpfix *f, int K, int prio, int synced)
     ss_diag d;
     ss_diag_init(&d);
     if (!f->s) {
-        assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 1, &f->m, &d),
-                         SS_OK);
+        assert_int_equal(
+            ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 1, &f->m, &d), SS_OK);
         assert_int_equal(ss_model_build("mlp:layers=3,hidden=4096,in=4096", 64,
                                         ss_machine_n_devices(f->m), &f->g, &d),
                          SS_OK);
