@@ -282,12 +282,72 @@ static void test_synced_flags(void **state)
     dp_free(&f);
 }
 
+/* Settings that cannot apply are refused with the reason, never ignored:
+ * synced flags on a tensor-parallel plan (its forward waits for
+ * collectives), and the hierarchical evaluator for either setting; the
+ * plan file keeps K and the flags (reorder_backward as an integer). */
+static void test_refusals_and_file(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    ss_graph *g = NULL;
+    ss_plan *p = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 1, &m, &d),
+                     SS_OK);
+    assert_int_equal(ss_model_build("gpt:layers=2,hidden=256,heads=4,seq=128", 16,
+                                    ss_machine_n_devices(m), &g, &d),
+                     SS_OK);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=1,dp=4", g, m, &p, &d), SS_OK);
+    ss_costmodel *cm = ss_cost_new(m);
+    assert_non_null(cm);
+    ss_sim *s = NULL, *h = NULL;
+    ss_sim_config cfg = {.evaluator = SS_EVAL_FULL}, hcfg = {.evaluator = SS_EVAL_HIER};
+    assert_int_equal(ss_sim_new(g, m, cm, &cfg, &s, &d), SS_OK);
+    assert_int_equal(ss_sim_new(g, m, cm, &hcfg, &h, &d), SS_OK);
+    ss_sim_result r = {0};
+    ss_plan_settings *set = ss_plan_settings_of(p);
+    set->synced_flags = 1;
+    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "synced_flags: the forward of operator"));
+    assert_non_null(strstr(d.msg, "collective"));
+    set->synced_flags = 0;
+    set->reorder_backward = 3;
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK); /* K applies to any plan */
+    ss_sim_result_clear(&r);
+    ss_diag_init(&d);
+    assert_int_not_equal(ss_sim_run(h, p, &r, &d), SS_OK);
+    assert_non_null(strstr(d.msg, "reorder_backward is not modelled"));
+    ss_sim_result_clear(&r);
+    set->synced_flags = 1;
+    char *js = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_to_string(p, g, &js, &d), SS_OK);
+    assert_non_null(strstr(js, "\"reorder_backward\": 3"));
+    assert_non_null(strstr(js, "\"synced_flags\": true"));
+    ss_plan *q = NULL;
+    assert_int_equal(ss_plan_load_string(js, "plan", g, m, &q, &d), SS_OK);
+    assert_int_equal(ss_plan_settings_get(q)->reorder_backward, 3);
+    assert_int_equal(ss_plan_settings_get(q)->synced_flags, 1);
+    ss_free(js);
+    ss_plan_free(q);
+    ss_sim_free(h);
+    ss_sim_free(s);
+    ss_cost_free(cm);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_beats_bulk),
         cmocka_unit_test(test_reorder_golden),
         cmocka_unit_test(test_synced_flags),
+        cmocka_unit_test(test_refusals_and_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
