@@ -257,9 +257,9 @@ int ss_build_next_forward(const ss_builder *b);
 
 /* The iteration time of the last built graph simulated as r: its makespan,
  * or with synced flags the steady-state period estimated from the one
- * transition simulated: the end of the next forward minus the end of this
- * iteration's forward, and at least the busiest resource's work of one
- * iteration (docs/simulator.md, "Gradient synchronisation"). */
+ * transition simulated: the end of the next forward of micro-batch 0 minus
+ * the end of this iteration's, and at least the busiest resource's work of
+ * one iteration (docs/simulator.md, "Gradient synchronisation"). */
 struct ss_engine_result;
 double ss_build_iteration_us(const ss_builder *b, const ss_taskgraph *tg,
                              const struct ss_engine_result *r);

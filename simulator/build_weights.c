@@ -438,7 +438,7 @@ static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, in
         /* synced flags: the next forward of each tile on dev reading the
          * shard waits for the shard's update (and all-gather) */
         for (int e = s->first; b->n_nfw && e < s->first + s->count; e++)
-            if (b->wr[e].dev == dev &&
+            if (b->wr[e].dev == dev && b->nfw[b->t2j[b->wr[e].task]] >= 0 &&
                 ss_taskgraph_add_dep(tg, gather >= 0 ? gather : u,
                                      b->nfw[b->t2j[b->wr[e].task]], d) != SS_OK)
                 return d->status;
@@ -662,13 +662,16 @@ static ss_status reorder(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
     return SS_OK;
 }
 
-/* Per-layer synced flags: the next iteration's forward, one task per
- * forward tile (same device, time and priority), after the same forward
- * dependencies, each waiting for the updates of the weights it reads
- * (add_updates) instead of for every update. Only a forward that stays on
- * its device is repeated: a forward task waiting for anything but another
- * forward task (a transfer, a collective, a pipeline's backward) is
- * refused. */
+/* Per-layer synced flags: the next iteration's forward of micro-batch 0
+ * (every forward without micro-batches), one task per forward tile (same
+ * device, time and priority), after the same forward dependencies, each
+ * waiting for the updates of the weights it reads (add_updates) instead of
+ * for every update. The period is measured between the two ends of that
+ * forward (ss_build_iteration_us), so micro-batches in any order (GPipe,
+ * 1F1B on one stage) need no more of the next iteration. Only a forward
+ * that stays on its device is repeated: a micro-batch-0 forward task
+ * waiting for anything but another forward task (a transfer, a collective)
+ * is refused. */
 static ss_status next_forward(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
 {
     int m0 = tg->n_edges;
@@ -678,21 +681,20 @@ static ss_status next_forward(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
         b->nfload[k] = 0;
     for (int m = 0; m < m0; m++) {
         int a = tg->e_from[m], f = tg->e_to[m];
-        if (tg->kind[f] != SS_TASK_FWD || tg->kind[a] == SS_TASK_FWD)
+        if (tg->kind[f] != SS_TASK_FWD || tg->mb[f] > 0 || tg->kind[a] == SS_TASK_FWD)
             continue;
         const ss_op *op = ss_graph_op(b->g, tg->op[f]);
         return ss_diag_set(d, SS_ERR_INVALID,
                            "simulate: synced_flags: the forward of operator \"%s\" waits for a "
                            "%s task; per-layer synced flags are modelled for plans whose forward "
-                           "stays on each device and follows forwards only (data parallel, "
-                           "one stage, no 1F1B)",
+                           "stays on each device (data parallel, one stage)",
                            op->name, ss_task_kind_name((ss_task_kind)tg->kind[a]));
     }
     b->nf_lo = tg->n_tasks;
     for (int j = 0; j < b->n_tiles; j++) {
         const tileinfo *t = &b->tiles[j];
         b->nfw[j] = -1;
-        if (t->fwd < 0)
+        if (t->fwd < 0 || t->mb > 0)
             continue;
         double dur = tg->dur[t->fwd];
         int x = add_task(tg, SS_TASK_FWD, dur, tg->prio[t->fwd], t->op, tg->tile[t->fwd],
@@ -707,6 +709,7 @@ static ss_status next_forward(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
     for (int m = 0; m < m0; m++) {
         int a = tg->e_from[m], f = tg->e_to[m];
         if (tg->kind[f] == SS_TASK_FWD && b->t2j[a] >= 0 && b->t2j[f] >= 0 &&
+            b->nfw[b->t2j[a]] >= 0 && b->nfw[b->t2j[f]] >= 0 &&
             ss_taskgraph_add_dep(tg, b->nfw[b->t2j[a]], b->nfw[b->t2j[f]], d) != SS_OK)
             return d->status;
     }
@@ -724,8 +727,8 @@ double ss_build_iteration_us(const ss_builder *b, const ss_taskgraph *tg,
     if (b->nf_hi <= b->nf_lo)
         return r->makespan;
     double f1 = 0, e2 = 0, load = 0;
-    for (int t = 0; t < b->nf_lo; t++) /* this iteration's forward: the tasks before */
-        if (tg->kind[t] == SS_TASK_FWD && r->end[t] > f1)
+    for (int t = 0; t < b->nf_lo; t++) /* this iteration's micro-batch-0 forward */
+        if (tg->kind[t] == SS_TASK_FWD && tg->mb[t] <= 0 && r->end[t] > f1)
             f1 = r->end[t];
     for (int t = b->nf_lo; t < b->nf_hi; t++)
         e2 = r->end[t] > e2 ? r->end[t] : e2;
