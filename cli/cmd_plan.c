@@ -175,11 +175,10 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
                s->microbatches == 1 ? "" : "es", sched[s->schedule], queue[s->queue]);
         for (int st = 0; s->stages > 1 && st < s->stages; st++)
             printf("  stage %d: %d operators on %d devices\n", st, stage_ops[st], stage_dev[st]);
-        printf("gradient sync: %s, bucket %.0f bytes, priority %s, reorder backward %s; "
-               "recompute %s; distributed optimizer %s\n",
-               sync[s->sync], s->bucket_bytes, s->priority ? "on" : "off",
-               s->reorder_backward ? "on" : "off", recomp[s->recompute],
-               s->distopt ? "on" : "off");
+        printf("gradient sync: %s, bucket %.0f bytes, priority %s, reorder backward K %d, "
+               "synced flags %s; recompute %s; distributed optimizer %s\n",
+               sync[s->sync], s->bucket_bytes, s->priority ? "on" : "off", s->reorder_backward,
+               s->synced_flags ? "on" : "off", recomp[s->recompute], s->distopt ? "on" : "off");
         if (o->out)
             printf("written to %s\n", o->out);
     }

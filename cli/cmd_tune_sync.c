@@ -1,6 +1,7 @@
 /*
  * cmd_tune_sync.c — `simsearch tune-sync`: the gradient-sync settings of
- * one plan (bucket threshold, priority) tuned in the simulator
+ * one plan (bucket threshold, priority, backward reordering K, per-layer
+ * synced flags) tuned in the simulator
  * (search/tune_sync.h), reported against the plan's own settings, DDP's
  * 25 MB, Horovod's 64 MB and no bucketing; --out writes the tuned plan.
  * Bad input exits 2, anything else that fails 1.
@@ -28,11 +29,15 @@ const ss_cli_cmddef ss_cli_def_tune_sync = {
     "tune-sync",
     "tune a plan's gradient-sync settings in the simulator",
     "Choose the gradient bucket threshold (fusing smaller gradients, splitting\n"
-    "larger ones) and the priority of front layers by simulated iteration time:\n"
-    "a grid of thresholds (1 MiB .. 1 GiB, and none) under both priorities, then\n"
-    "x1.1 steps around the best. Reports the best against the plan's settings,\n"
-    "DDP's 25 MB, Horovod's 64 MB and no bucketing. The backward reordering of\n"
-    "the seed patent (adjustment layer K) is not modelled: reorder_k is 0.",
+    "larger ones), the priority of front layers, the backward reordering's\n"
+    "adjustment layer K and per-layer synced flags by simulated iteration time:\n"
+    "a grid of thresholds (512 KiB .. 1 GiB, and none) under both priorities,\n"
+    "then K = 1, 2, 4 ... at the best threshold, then x1.1 steps around it.\n"
+    "Synced flags (the next forward of a layer starts when its update ends)\n"
+    "are on where the plan admits them (a forward that stays on each device);\n"
+    "the iteration time is then a steady-state period. Reports the best\n"
+    "against the plan's settings, DDP's 25 MB, Horovod's 64 MB and no bucketing\n"
+    "(priority off, K 0, a barrier before the next forward).",
     options,
     NULL,
     0,
@@ -46,16 +51,18 @@ static double cpu_s(void)
 
 static void put_point(const char *name, const ss_tune_sync_point *x, int last)
 {
-    printf("\"%s\":{\"bucket_bytes\":%.0f,\"reorder_k\":0,\"priority\":%s,"
-           "\"iteration_time_ms\":%.6f}%s",
-           name, x->bucket_bytes, x->priority ? "true" : "false", x->iteration_us / 1e3,
-           last ? "" : ",");
+    printf("\"%s\":{\"bucket_bytes\":%.0f,\"reorder_k\":%d,\"priority\":%s,"
+           "\"synced_flags\":%s,\"iteration_time_ms\":%.6f}%s",
+           name, x->bucket_bytes, x->reorder_k, x->priority ? "true" : "false",
+           x->synced_flags ? "true" : "false", x->iteration_us / 1e3, last ? "" : ",");
 }
 
 static void put_line(const char *name, const ss_tune_sync_point *x, const ss_tune_sync_point *b)
 {
-    printf("  %-14s bucket %6.1f MB  priority %-3s  %12.3f ms  (%+.2f%% vs best)\n", name,
-           x->bucket_bytes / 1e6, x->priority ? "on" : "off", x->iteration_us / 1e3,
+    printf("  %-14s bucket %6.1f MB  priority %-3s  K %-3d  flags %-3s  %12.3f ms  (%+.2f%% vs "
+           "best)\n",
+           name, x->bucket_bytes / 1e6, x->priority ? "on" : "off", x->reorder_k,
+           x->synced_flags ? "on" : "off", x->iteration_us / 1e3,
            100 * (x->iteration_us / b->iteration_us - 1));
 }
 
@@ -105,12 +112,15 @@ int ss_cmd_tune_sync(int argc, char **argv)
         put_point("ddp_25mb", &res.ddp_25mb, 0);
         put_point("horovod_64mb", &res.horovod_64mb, 0);
         put_point("none", &res.none, 1);
-        printf("},\"evaluations\":%d,\"time_s\":%.3f}\n", res.evaluations, secs);
+        printf("},\"synced_flags_apply\":%s,\"evaluations\":%d,\"time_s\":%.3f}\n",
+               res.flags_refused ? "false" : "true", res.evaluations, secs);
     } else {
         printf("plan       %s\n", o.c.plan);
-        printf("best       bucket %.1f MB, priority %s, reorder K 0 (not modelled): %.3f ms\n",
-               res.best.bucket_bytes / 1e6, res.best.priority ? "on" : "off",
-               res.best.iteration_us / 1e3);
+        printf("best       bucket %.1f MB, priority %s, reorder K %d, synced flags %s: %.3f ms\n",
+               res.best.bucket_bytes / 1e6, res.best.priority ? "on" : "off", res.best.reorder_k,
+               res.best.synced_flags ? "on" : "off", res.best.iteration_us / 1e3);
+        if (res.flags_refused)
+            printf("           (synced flags do not apply: %s)\n", res.flags_why);
         put_line("plan's", &res.plan, &res.best);
         put_line("DDP 25 MB", &res.ddp_25mb, &res.best);
         put_line("Horovod 64 MB", &res.horovod_64mb, &res.best);

@@ -58,7 +58,8 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
 {
     static const char *const keys[] = {"stages", "microbatches", "schedule", "queue",
                                        "sync", "bucket_bytes", "priority", "reorder_backward",
-                                       "recompute", "distopt", "virtual_stages", NULL};
+                                       "recompute", "distopt", "virtual_stages", "synced_flags",
+                                       NULL};
     ss_status st = ss_json_check_keys(file, "$.settings", obj, keys, d);
     if (st)
         return st;
@@ -99,6 +100,17 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
         return st;
     if ((st = ss_json_get_bool(file, "$.settings", obj, "distopt", 0, &s->distopt, d)))
         return st;
+    if ((st = ss_json_get_bool(file, "$.settings", obj, "synced_flags", 0, &s->synced_flags, d)))
+        return st;
+    /* reorder_backward: the adjustment layer K, or a boolean (true: K = 1) */
+    if (json_is_integer(json_object_get(obj, "reorder_backward"))) {
+        v = s->reorder_backward;
+        if ((st = ss_json_get_int(file, "$.settings", obj, "reorder_backward", 0, 0, 1000000, &v,
+                                  d)))
+            return st;
+        s->reorder_backward = (int)v;
+        return SS_OK;
+    }
     return ss_json_get_bool(file, "$.settings", obj, "reorder_backward", 0, &s->reorder_backward,
                             d);
 }
@@ -423,7 +435,12 @@ static json_t *settings_json(const ss_plan_settings *s, int *bad)
     put(o, "bucket_bytes", b == floor(b) && b < 9e15 ? json_integer((json_int_t)b) : json_real(b),
         bad);
     put(o, "priority", json_boolean(s->priority), bad);
-    put(o, "reorder_backward", json_boolean(s->reorder_backward), bad);
+    put(o, "reorder_backward",
+        s->reorder_backward > 1 ? json_integer(s->reorder_backward)
+                                : json_boolean(s->reorder_backward),
+        bad);
+    if (s->synced_flags)
+        put(o, "synced_flags", json_true(), bad);
     put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
     if (s->distopt)
         put(o, "distopt", json_true(), bad);

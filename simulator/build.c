@@ -110,6 +110,10 @@ static void release_scratch(ss_builder *b)
     DROP(b, res, cap_res);
     DROP(b, gate, cap_gate);
     DROP(b, gsync, cap_gsync);
+    DROP(b, wgt, cap_wgt);
+    DROP(b, nfw, cap_nfw);
+    DROP(b, t2j, cap_t2j);
+    DROP(b, anc, cap_anc);
     DROP(b, regs, cap_regs);
     DROP(b, mbk, cap_mbk);
     DROP(b, uhave, cap_uhave);
@@ -167,6 +171,11 @@ void ss_build_free(ss_builder *b)
     ss_free(b->res);
     ss_free(b->gate);
     ss_free(b->gsync);
+    ss_free(b->wgt);
+    ss_free(b->nfw);
+    ss_free(b->t2j);
+    ss_free(b->anc);
+    ss_free(b->nfload);
     ss_free(b->flush);
     ss_free(b->regs);
     ss_free(b->mbk);
@@ -1049,10 +1058,12 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         if (t->bwd < 0)
             continue;
         const tilecost *tc = tcost(b, j);
+        int last = j < b->n_wgt && b->wgt[j] >= 0 ? b->wgt[j] : t->bwd; /* reordered: its
+                                                     * weight-gradient step reads them too */
         if (ss_build_recomputed(b, t->op))
-            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, t->bwd, 1, d);
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, last, 1, d);
         else
-            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->fwd, 0, t->bwd, 1, d);
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->fwd, 0, last, 1, d);
         if (st != SS_OK || (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, tc->ws, t->fwd, 0, t->fwd,
                                          1, d)) != SS_OK ||
             (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, tc->ws, t->bwd, 0, t->bwd, 1, d)) != SS_OK)
@@ -1125,12 +1136,7 @@ ss_status ss_build_run(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_mem
                            ss_plan_n_ops(p), ss_graph_name(b->g), b->n_ops);
     b->set = *ss_plan_settings_get(p);
     b->plan = p;
-    if (b->set.reorder_backward)
-        return ss_diag_set(d, SS_ERR_INVALID,
-                           "simulate: the plan's setting reorder_backward is not modelled: the "
-                           "backward of a tile is one task (input and weight gradients "
-                           "together), so no weight-gradient step can move ahead; set "
-                           "\"reorder_backward\": false");
+    b->n_wgt = b->n_nfw = b->nf_lo = b->nf_hi = 0;
     if (b->set.stages < 1)
         b->set.stages = 1;
     if (b->set.microbatches < 1)

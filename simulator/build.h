@@ -254,6 +254,20 @@ typedef struct ss_build_sym {
 } ss_build_sym;
 void ss_build_set_symmetry(ss_builder *b, ss_build_sym *sym);
 
+/* 1 if the last built graph holds the next iteration's forward
+ * (settings.synced_flags, build_weights.c): its makespan is then no
+ * iteration time, and a cutoff on it proves nothing. */
+int ss_build_next_forward(const ss_builder *b);
+
+/* The iteration time of the last built graph simulated as r: its makespan,
+ * or with synced flags the steady-state period estimated from the one
+ * transition simulated: the end of the next forward of micro-batch 0 minus
+ * the end of this iteration's, and at least the busiest resource's work of
+ * one iteration (docs/simulator.md, "Gradient synchronisation"). */
+struct ss_engine_result;
+double ss_build_iteration_us(const ss_builder *b, const ss_taskgraph *tg,
+                             const struct ss_engine_result *r);
+
 /* Queue policy the engine should use for the last built plan (backward-first
  * for 1F1B or when the plan asks for it). */
 ss_queue_policy ss_build_policy(const ss_builder *b);

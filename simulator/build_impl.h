@@ -224,6 +224,18 @@ struct ss_builder {
                   * or reduce-scatter) issued on its sync stream, -1 none
                   * (build_weights.c, sync_chain) */
     int cap_gsync;
+    /* pass 7, issue 31 (build_weights.c): per tile, the weight-gradient step
+     * split off its backward by reorder_backward (wgt, -1 none; n_wgt = 0
+     * when not reordering) and the next iteration's forward under
+     * synced_flags (nfw, n_nfw = 0 when off); t2j: task -> tile of the
+     * forward, backward and weight-gradient tasks, anc: per device x
+     * micro-batch the adjustment layer's backward */
+    int *wgt, *nfw, *t2j, *anc;
+    int n_wgt, n_nfw, cap_wgt, cap_nfw, cap_t2j, cap_anc;
+    double *nfload; /* [n_dev] under synced_flags: the next forward's time per
+                     * device (kept after a lean run, like nf_lo, nf_hi: the
+                     * next forward's tasks, ids nf_lo .. nf_hi - 1) */
+    int cap_nfload, nf_lo, nf_hi;
     ss_region *regs;
     int cap_regs;
     const ss_plan *plan; /* the plan of the run being built (borrowed, during ss_build_run) */

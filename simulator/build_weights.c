@@ -9,6 +9,7 @@
  * backward tasks already in the graph.
  */
 #include "simulator/build_impl.h"
+#include "simulator/engine.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -44,11 +45,17 @@ static int cmp_we_reg(const wentry *a, const wentry *b)
  * ends, not the last stage's), then the latest op, weight id, region. */
 typedef struct okey {
     int minop, maxop, w, first, idx;
+    int late; /* reorder_backward: every entry is a deferred weight-gradient
+               * step; these complete after the others, front to back */
 } okey;
 
 static int cmp_okey(const void *pa, const void *pb)
 {
     const okey *a = pa, *b = pb;
+    if (a->late != b->late)
+        return a->late < b->late ? -1 : 1;
+    if (a->late && a->minop != b->minop)
+        return a->minop < b->minop ? -1 : 1;
     if (a->maxop != b->maxop)
         return a->maxop > b->maxop ? -1 : 1;
     if (a->w != b->w)
@@ -338,8 +345,9 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
         s->first = b->n_wr;
         GROW(b, wr, cap_wr, b->n_wr + s->count, d);
         for (int k = 0; k < s->count; k++, v += 2) {
-            const tileinfo *t = &b->tiles[b->tile_base[v[0]] + v[1]];
-            b->wr[b->n_wr++] = (wref){t->bwd, t->dev};
+            int j = b->tile_base[v[0]] + v[1];
+            const tileinfo *t = &b->tiles[j];
+            b->wr[b->n_wr++] = (wref){j < b->n_wgt && b->wgt[j] >= 0 ? b->wgt[j] : t->bwd, t->dev};
         }
     }
     /* the distributed optimizer splits a device's optimizer state over the
@@ -427,6 +435,13 @@ static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, in
         b->st.updates++;
         if (gather >= 0 && ss_taskgraph_add_dep(tg, u, gather, d) != SS_OK)
             return d->status;
+        /* synced flags: the next forward of each tile on dev reading the
+         * shard waits for the shard's update (and all-gather) */
+        for (int e = s->first; b->n_nfw && e < s->first + s->count; e++)
+            if (b->wr[e].dev == dev && b->nfw[b->t2j[b->wr[e].task]] >= 0 &&
+                ss_taskgraph_add_dep(tg, gather >= 0 ? gather : u,
+                                     b->nfw[b->t2j[b->wr[e].task]], d) != SS_OK)
+                return d->status;
         if (dev < b->n_flush && b->flush[dev] >= 0 &&
             ss_taskgraph_add_dep(tg, b->flush[dev], u, d) != SS_OK)
             return d->status;
@@ -564,6 +579,166 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
     return SS_OK;
 }
 
+
+/* ---- issue 31: backward reordering and per-layer synced flags ---------- */
+
+/* t2j: task -> tile of every forward and backward task so far, with room
+ * for one weight-gradient step per tile. */
+static ss_status map_tiles(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    GROW(b, t2j, cap_t2j, tg->n_tasks + b->n_tiles + 1, d);
+    for (int t = 0; t < tg->n_tasks + b->n_tiles + 1; t++)
+        b->t2j[t] = -1;
+    for (int j = 0; j < b->n_tiles; j++) {
+        if (b->tiles[j].fwd >= 0)
+            b->t2j[b->tiles[j].fwd] = j;
+        if (b->tiles[j].bwd >= 0)
+            b->t2j[b->tiles[j].bwd] = j;
+    }
+    return SS_OK;
+}
+
+/* Backward reordering with adjustment layer K = settings.reorder_backward
+ * (the seed patent). Layers are the ops with weights, ranked in graph
+ * order. A tile of a layer ranked K or later splits its backward: the
+ * backward task keeps the input-gradient step (what the layers below wait
+ * for) and a weight-gradient step of half the backward's own time (one
+ * GEMM of the two for a linear or convolution; the recomputed forward
+ * stays with the first) runs after the backward of the device's first
+ * layer for the same micro-batch, the adjustment layer's anchor. So the
+ * input gradients run through to the first layers, whose weight gradients
+ * (and synchronisations) come first; the deferred weight gradients follow
+ * front to back. A device that holds none of the first K layers for a
+ * micro-batch (a later pipeline stage) keeps its backward whole. */
+static ss_status reorder(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    int K = b->set.reorder_backward, M = 1;
+    GROW(b, wgt, cap_wgt, b->n_tiles, d);
+    for (int j = 0; j < b->n_tiles; j++) {
+        b->wgt[j] = -1;
+        M = b->tiles[j].mb + 1 > M ? b->tiles[j].mb + 1 : M;
+    }
+    b->n_wgt = b->n_tiles;
+    if ((int64_t)b->n_dev * M > INT32_MAX / 2)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: reorder_backward: %d devices x %d micro-batches is too many",
+                           b->n_dev, M);
+    GROW(b, anc, cap_anc, b->n_dev * M, d);
+    for (int k = 0; k < b->n_dev * M; k++)
+        b->anc[k] = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0, o = -1, rank = -1, layer = 0; j < b->n_tiles; j++) {
+            tileinfo *t = &b->tiles[j];
+            if (t->op != o) {
+                o = t->op;
+                const ss_op *op = ss_graph_op(b->g, o);
+                layer = op->type != SS_OP_INPUT && op->n_w > 0;
+                rank += layer;
+            }
+            int *a = &b->anc[t->dev * M + (t->mb > 0 ? t->mb : 0)];
+            if (!layer || t->bwd < 0)
+                continue;
+            if (pass == 0) { /* the anchor: the device's first layer (graph order) */
+                if (rank < K && *a < 0)
+                    *a = t->bwd;
+                continue;
+            }
+            if (rank < K || *a < 0)
+                continue;
+            double w = tcost(b, j)->bwd_us / 2;
+            tg->dur[t->bwd] -= w; /* the builder's own task, not yet finalized */
+            int prio = (b->n_ops + o) * SS_SCHED_MB_SLOTS + (t->mb > 0 ? t->mb : 0);
+            int x = add_task(tg, SS_TASK_BWD, w, prio, o, j - b->tile_base[o], t->mb, 1, 0, 1,
+                             &t->dev, d);
+            if (x < 0)
+                return d->status;
+            if (ss_taskgraph_add_dep(tg, t->bwd, x, d) != SS_OK ||
+                ss_taskgraph_add_dep(tg, *a, x, d) != SS_OK)
+                return d->status;
+            b->wgt[j] = x;
+            b->t2j[x] = j;
+            b->st.bwd++;
+        }
+    return SS_OK;
+}
+
+/* Per-layer synced flags: the next iteration's forward of micro-batch 0
+ * (every forward without micro-batches), one task per forward tile (same
+ * device, time and priority), after the same forward dependencies, each
+ * waiting for the updates of the weights it reads (add_updates) instead of
+ * for every update. The period is measured between the two ends of that
+ * forward (ss_build_iteration_us), so micro-batches in any order (GPipe,
+ * 1F1B on one stage) need no more of the next iteration. Only a forward
+ * that stays on its device is repeated: a micro-batch-0 forward task
+ * waiting for anything but another forward task (a transfer, a collective)
+ * is refused. */
+static ss_status next_forward(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    int m0 = tg->n_edges;
+    GROW(b, nfw, cap_nfw, b->n_tiles, d);
+    GROW(b, nfload, cap_nfload, b->n_dev, d);
+    for (int k = 0; k < b->n_dev; k++)
+        b->nfload[k] = 0;
+    for (int m = 0; m < m0; m++) {
+        int a = tg->e_from[m], f = tg->e_to[m];
+        if (tg->kind[f] != SS_TASK_FWD || tg->mb[f] > 0 || tg->kind[a] == SS_TASK_FWD)
+            continue;
+        const ss_op *op = ss_graph_op(b->g, tg->op[f]);
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "simulate: synced_flags: the forward of operator \"%s\" waits for a "
+                           "%s task; per-layer synced flags are modelled for plans whose forward "
+                           "stays on each device (data parallel, one stage)",
+                           op->name, ss_task_kind_name((ss_task_kind)tg->kind[a]));
+    }
+    b->nf_lo = tg->n_tasks;
+    for (int j = 0; j < b->n_tiles; j++) {
+        const tileinfo *t = &b->tiles[j];
+        b->nfw[j] = -1;
+        if (t->fwd < 0 || t->mb > 0)
+            continue;
+        double dur = tg->dur[t->fwd];
+        int x = add_task(tg, SS_TASK_FWD, dur, tg->prio[t->fwd], t->op, tg->tile[t->fwd],
+                         t->mb, 2, 0, 1, &t->dev, d);
+        if (x < 0)
+            return d->status;
+        b->nfw[j] = x;
+        b->nfload[t->dev] += dur;
+    }
+    b->n_nfw = b->n_tiles;
+    b->nf_hi = tg->n_tasks;
+    for (int m = 0; m < m0; m++) {
+        int a = tg->e_from[m], f = tg->e_to[m];
+        if (tg->kind[f] == SS_TASK_FWD && b->t2j[a] >= 0 && b->t2j[f] >= 0 &&
+            b->nfw[b->t2j[a]] >= 0 && b->nfw[b->t2j[f]] >= 0 &&
+            ss_taskgraph_add_dep(tg, b->nfw[b->t2j[a]], b->nfw[b->t2j[f]], d) != SS_OK)
+            return d->status;
+    }
+    return SS_OK;
+}
+
+int ss_build_next_forward(const ss_builder *b)
+{
+    return b->nf_hi > b->nf_lo;
+}
+
+double ss_build_iteration_us(const ss_builder *b, const ss_taskgraph *tg,
+                             const struct ss_engine_result *r)
+{
+    if (b->nf_hi <= b->nf_lo)
+        return r->makespan;
+    double f1 = 0, e2 = 0, load = 0;
+    for (int t = 0; t < b->nf_lo; t++) /* this iteration's micro-batch-0 forward */
+        if (tg->kind[t] == SS_TASK_FWD && tg->mb[t] <= 0 && r->end[t] > f1)
+            f1 = r->end[t];
+    for (int t = b->nf_lo; t < b->nf_hi; t++)
+        e2 = r->end[t] > e2 ? r->end[t] : e2;
+    for (int k = 0; k < tg->n_resources; k++) {
+        double x = r->busy[k] - (k < tg->n_devices && k < b->n_dev ? b->nfload[k] : 0);
+        load = x > load ? x : load;
+    }
+    return e2 - f1 > load ? e2 - f1 : load;
+}
+
 static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d);
 
 ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
@@ -580,6 +755,13 @@ ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_di
 static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
 {
     ss_status st;
+    if ((b->set.reorder_backward > 0 || b->set.synced_flags) &&
+        (st = map_tiles(b, tg, d)) != SS_OK)
+        return st;
+    if (b->set.reorder_backward > 0 && (st = reorder(b, tg, d)) != SS_OK)
+        return st;
+    if (b->set.synced_flags && (st = next_forward(b, tg, d)) != SS_OK)
+        return st;
     if ((st = weight_shards(b, mm, d)) != SS_OK)
         return st;
     GROW(b, order, cap_order, b->n_sh, d);
@@ -587,12 +769,22 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
     GROW(b, gsync, cap_gsync, b->n_dev, d);
     for (int k = 0; k < b->n_dev; k++)
         b->gsync[k] = -1;
-    for (int k = 0; k < b->n_sh; k++)
-        b->okeys[k] = (okey){b->sh[k].minop, b->sh[k].maxop, b->sh[k].w, b->sh[k].first, k};
+    for (int k = 0; k < b->n_sh; k++) {
+        const shard *sk = &b->sh[k];
+        int late = b->n_wgt > 0 && sk->count > 0;
+        for (int e = sk->first; late && e < sk->first + sk->count; e++)
+            late = tg->kind[b->wr[e].task] == SS_TASK_BWD && tg->aux[b->wr[e].task] == 1;
+        b->okeys[k] = (okey){sk->minop, sk->maxop, sk->w, sk->first, k, late};
+    }
     if (b->n_sh > 1)
         qsort(b->okeys, (size_t)b->n_sh, sizeof(okey), cmp_okey);
     for (int k = 0; k < b->n_sh; k++)
         b->order[k] = b->okeys[k].idx;
+    /* priority: the buckets' collectives (keys from 2 n_ops slots on, front
+     * layers first; nothing else on a channel has such keys) wait in the
+     * channels' queues priority first (engine.h, rule 2) */
+    if (b->set.priority)
+        tg->prio_first = 2 * b->n_ops * (MB_CLAMP + 1);
     int barrier = -1;
     if (b->set.sync == SS_SYNC_BULK) {
         barrier = add_task(tg, SS_TASK_OTHER, 0, 2 * b->n_ops * (MB_CLAMP + 1), -1, -1, -1, 0, 0,
@@ -600,8 +792,10 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         if (barrier < 0)
             return d->status;
         for (int j = 0; j < b->n_tiles; j++)
-            if (b->tiles[j].bwd >= 0 &&
-                ss_taskgraph_add_dep(tg, b->tiles[j].bwd, barrier, d) != SS_OK)
+            if ((b->tiles[j].bwd >= 0 &&
+                 ss_taskgraph_add_dep(tg, b->tiles[j].bwd, barrier, d) != SS_OK) ||
+                (j < b->n_wgt && b->wgt[j] >= 0 &&
+                 ss_taskgraph_add_dep(tg, b->wgt[j], barrier, d) != SS_OK))
                 return d->status;
     }
     int open = -1; /* first shard of the open bucket in order[] */

@@ -1,15 +1,18 @@
 /*
  * engine.c — the event-driven list scheduler (rules and proofs in engine.h).
  *
- * Data: two sorted queues per resource r, one per key class (queue 2r + cls),
+ * Data: two sorted queues per resource r, queue 2r for key class 0 and
+ * 2r + 1 for classes 1 and 2 (qside; class 1 is on devices only, class 2
+ * on channels only),
  * all carved out of one slot array: queue q owns as many slots as tasks of
- * its class use r, and every such task enters it exactly once, so it never
+ * its classes use r, and every such task enters it exactly once, so it never
  * overflows and never wraps. Its live entries are slots[qh[q] .. qt[q]),
- * sorted by key; pop = qh[q]++, push = insert from the tail. Within one
- * class keys arrive in nondecreasing ready time (tasks are released at the
+ * sorted by key; pop = qh[q]++, push = insert from the tail. Within classes
+ * 0 and 1 keys arrive in nondecreasing ready time (tasks are released at the
  * time being settled, which only grows), so an insertion moves only the
  * entries released at the same time with a larger (prio, id): O(1) per task
- * in practice. The head of
+ * in practice; a class-2 task (priority first) moves past the waiting ones
+ * of larger priority, the point of the class. The head of
  * r is the head of queue 2r if not empty, else of 2r + 1 (class 0 keys are
  * all smaller). Each queue slot is a key word and its task's position
  * (qtask, below). Completion events wait in a calendar,
@@ -76,18 +79,32 @@
  * position (qtask, apart), whose record holds the id. A task is released
  * (becomes ready) only at the time being settled, so its ready time is the
  * time of a round, and rounds run in increasing time: the round's index
- * orders as the time does. The word is cls << 63 | ready round << 32 |
- * (prio + 2^31) (rounds < 2^31); equal words are ordered by id. */
+ * orders as the time does. The word is cls << 62 | ready round << 32 |
+ * (prio + 2^31) for classes 0 and 1, and cls << 62 | (prio + 2^31) << 30 |
+ * ready round for class 2 (priority first, engine.h rule 2); rounds <
+ * 2^30. Equal words are ordered by id. */
 typedef uint64_t qent;
+
+#define ROUND_MAX (1 << 30)
 
 static inline qent qkey(int cls, int32_t round, int32_t prio)
 {
-    return (uint64_t)cls << 63 | (uint64_t)(uint32_t)round << 32 |
-           ((uint32_t)prio ^ 0x80000000u);
+    uint64_t p = (uint32_t)prio ^ 0x80000000u;
+    if (cls == 2)
+        return 2ull << 62 | p << 30 | (uint64_t)(uint32_t)round;
+    return (uint64_t)cls << 62 | (uint64_t)(uint32_t)round << 32 | p;
 }
 
 /* The ready round in a key. */
-static inline int32_t qround(qent q) { return (int32_t)(q >> 32 & 0x7fffffff); }
+static inline int32_t qround(qent q)
+{
+    return (int32_t)((q >> 62 == 2 ? q : q >> 32) & (ROUND_MAX - 1));
+}
+
+/* The queue (of its resource's two) a task of class cls waits in: class 0
+ * in the first; 1 (forward tasks, devices only) and 2 (channels only)
+ * share the second, whose keys are all larger. */
+static inline int qside(int cls) { return cls != 0; }
 
 /* Per-task run state: what the event loop reads of one task, in one 32-byte
  * record (two per cache line). A round usually handles tasks with nearby
@@ -105,7 +122,8 @@ typedef struct trec {
                       * is their offset in sbase, succ[1] their count */
     int32_t id;      /* the task's id in the graph */
     uint32_t nres : 24; /* up to SS_TASK_MAX_RES */
-    uint32_t cls : 1;   /* 1: forward under backward-first */
+    uint32_t cls : 2;   /* 1: forward under backward-first; 2: priority
+                         * first (tg->prio_first) */
     uint32_t nsc : 2;   /* successors when <= 2, else 3 */
 } trec;
 
@@ -747,7 +765,7 @@ static void start_task(run *s, int h, double t, int waited)
             s->stop = 1;
             s->bound = t + (s->load[r] - e->busy[r]);
         }
-        e->qh[2 * r + rh->cls]++; /* h is r's head (dispatch checked) */
+        e->qh[2 * r + qside(rh->cls)]++; /* h is r's head (dispatch checked) */
         e->holder[r] = id;
         e->last[r] = id;
         e->last_end[r] = end;
@@ -779,7 +797,7 @@ static inline void release(run *s, int v, double t)
     qent q = qkey(rv->cls, s->round, rv->prio);
     for (int i = 0; i < nres; i++) {
         int r = rs[i];
-        qpush(e, 2 * r + rv->cls, q, v, rv->id);
+        qpush(e, 2 * r + qside(rv->cls), q, v, rv->id);
         touch(s, r);
     }
 }
@@ -1017,6 +1035,13 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
         int so = tg->succ_off[t], ns = tg->succ_off[t + 1] - so;
         rt->nres = (uint32_t)nres;
         rt->cls = pol == SS_QUEUE_BACKWARD_FIRST && tg->kind[t] == SS_TASK_FWD;
+        if (tg->prio[t] >= tg->prio_first && nres > 0) { /* on channels only: class 2 */
+            int chan = 1;
+            for (int k = lo; k < lo + nres && chan; k++)
+                chan = tg->res[k] >= nd;
+            if (chan)
+                rt->cls = 2;
+        }
         if (ns > 2) {
             rt->nsc = 3;
             rt->succ[1] = ns;
@@ -1033,7 +1058,7 @@ static ss_status prepare(ss_engine *e, const ss_taskgraph *tg, const ss_engine_c
             rt->succ[1] = ns > 1 ? (ident ? tg->succ[so + 1] : pos_of[tg->succ[so + 1]]) : -1;
         }
         for (int k = lo; k < lo + nres; k++)
-            e->qh[2 * tg->res[k] + rt->cls]++;
+            e->qh[2 * tg->res[k] + qside(rt->cls)]++;
     }
     for (int q = 0, pos = 0; q < 2 * nr; q++) {
         int c = e->qh[q];
@@ -1109,7 +1134,7 @@ static ss_status finish(run *s, ss_diag *d)
     settle(s, 0.0);
     while (s->nev > 0 && !s->stop && !s->interrupted) {
         double t = e->bk[e->theap[0]].t;
-        if (rounds >= INT32_MAX ||
+        if (rounds >= ROUND_MAX ||
             ss_grow((void **)&e->rtime, &e->cap_rtime, (int)rounds + 1, sizeof *e->rtime))
             return ss_diag_set(d, SS_ERR_NOMEM, "engine: out of memory for the event times");
         e->rtime[rounds] = t;

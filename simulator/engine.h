@@ -9,14 +9,25 @@
  * 2. Queues. Every resource (device compute stream, network channel) has a
  *    ready queue. A ready task enters the queue of each resource it occupies.
  *    Queues are ordered by one global key per task:
- *        FIFO policy:            (ready_time, priority, task id)
- *        backward-first policy:  (is_fwd, ready_time, priority, task id)
- *    where is_fwd is 1 only for SS_TASK_FWD tasks. Under backward-first a
- *    device that frees up picks a ready backward (or update, or any non-
- *    forward) task before any ready forward task: 1F1B. Network channels
- *    carry no forward tasks (transfers and collectives are not SS_TASK_FWD),
- *    so on them the backward-first key orders exactly like FIFO: channels are
- *    always FIFO, as the design asks, while one key serves all queues.
+ *        FIFO policy:            (cls, ready_time, priority, task id)
+ *        backward-first policy:  the same, with class 1 for forward tasks
+ *    where cls is 0, or 1 only for SS_TASK_FWD tasks under backward-first,
+ *    or 2 for a PRIORITY-FIRST task: one that occupies channels only and
+ *    whose priority is at least the graph's prio_first (taskgraph.h; the
+ *    builder sets it to the gradient synchronisations' keys when the plan
+ *    asks for priority). A class-2 task's key is (2, priority, ready_time,
+ *    task id): among them a waiting task of higher priority (lower value)
+ *    goes before one of lower priority that became ready earlier, as
+ *    ByteScheduler's priority queue does; any other task on the channel
+ *    goes before them (gradients travel below activation traffic). Under
+ *    backward-first a device that frees up picks a ready backward (or
+ *    update, or any non-forward) task before any ready forward task: 1F1B.
+ *    Network channels carry no forward tasks (transfers and collectives are
+ *    not SS_TASK_FWD), so on them the backward-first key orders exactly like
+ *    FIFO: channels are FIFO but for priority-first tasks, while one key
+ *    serves all queues. A running task is never preempted; splitting a
+ *    gradient into parts (bucket_bytes) is what lets a front layer's part
+ *    overtake the rest of a large one.
  *
  * 3. Starting. A task starts at time t when, at t, it is at the head of the
  *    queue of every resource it occupies and every one of those resources is

@@ -297,6 +297,8 @@ static ss_status full_judge(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
     ss_status st = ss_build_run(s->b, p, s->tg, s->mm, d);
     if (st != SS_OK)
         return st;
+    if (ss_build_next_forward(s->b))
+        cutoff_us = HUGE_VAL; /* the makespan bounds no period (build.h) */
     if (cutoff_us < HUGE_VAL) {
         if ((st = max_load(s, load_us, d)) != SS_OK)
             return st;
@@ -338,8 +340,8 @@ static ss_status full_judge(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
     r->n_devices = nd;
     r->batch = ss_graph_batch(s->g);
     r->n_tasks = s->tg->n_tasks;
-    r->iteration_us = er->makespan;
-    r->throughput = er->makespan > 0 ? (double)r->batch / (er->makespan * 1e-6) : 0;
+    r->iteration_us = ss_build_iteration_us(s->b, s->tg, er);
+    r->throughput = r->iteration_us > 0 ? (double)r->batch / (r->iteration_us * 1e-6) : 0;
     r->critical_path_us = crit_us;
     r->fits = 1;
     r->overflow_device = -1;

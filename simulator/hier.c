@@ -276,6 +276,9 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
     int V = set->virtual_stages > 1 ? set->virtual_stages : 1, R = P / V;
     if (set->schedule != SS_PIPE_GPIPE && set->schedule != SS_PIPE_1F1B)
         return UNSUP("unknown pipeline schedule");
+    if (set->reorder_backward > 0 || set->synced_flags)
+        return UNSUP("%s is not modelled by the stage-level pipeline",
+                     set->reorder_backward > 0 ? "reorder_backward" : "synced_flags");
     if (V > 1 && (P % V || R < 2 || set->schedule != SS_PIPE_1F1B || M % R))
         return UNSUP("virtual_stages = %d with %d stages, %d micro-batches and the %s schedule "
                      "is not an interleaved 1F1B pipeline",

@@ -131,6 +131,7 @@ static void set_dims(ss_taskgraph *tg, int n_devices, int n_channels)
     tg->n_free = 0;
     tg->n_edges = 0;
     tg->finalized = 0;
+    tg->prio_first = INT32_MAX;
     tg->res_off[0] = 0;
     for (int i = 0; i < 2 * n_channels; i++)
         tg->chan_dev[i] = -1;

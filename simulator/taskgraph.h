@@ -108,6 +108,11 @@ typedef struct ss_taskgraph {
     int pred_lists;      /* 1 (the default): finalize fills pred */
     int edges_released;  /* ss_taskgraph_release_edges ran since the last reset */
 
+    /* tasks that occupy channels only and whose priority is at least
+     * prio_first are ordered priority first on them (engine.h, rule 2);
+     * INT32_MAX (set by new and reset): none */
+    int32_t prio_first;
+
     /* channel ends for per-device breakdowns: chan_dev[2*c] and chan_dev[2*c+1]
      * are the devices at the two ends of channel c (-1 for a switch/NIC end). */
     int32_t *chan_dev;   /* [2 * n_channels] */

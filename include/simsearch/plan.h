@@ -78,7 +78,13 @@ typedef struct ss_plan_settings {
     ss_sync_mode sync;
     double bucket_bytes;      /* gradient fusion threshold (0 = one bucket per weight) */
     int priority;             /* send front layers' gradients first */
-    int reorder_backward;     /* compute first layers' weight grads earlier */
+    int reorder_backward;     /* adjustment layer K (0 = off): the backward of the
+                                 layers (ops with weights) past the first K computes
+                                 input gradients only, their weight gradients come
+                                 after the first layers' (docs/simulator.md) */
+    int synced_flags;         /* per-layer synced flags: the next iteration's forward
+                                 of a layer waits only for that layer's update (the
+                                 iteration time is then a steady-state period) */
     ss_recompute recompute;
     int distopt;              /* distributed optimizer (ZeRO-1): each weight shard's
                                  optimizer state is split over the devices that hold

@@ -1037,6 +1037,44 @@ static void test_alloc_failures(void **state)
     ss_taskgraph_free(ref);
 }
 
+/* Priority inversion on a channel (engine.h rule 2, class 2). Device 0,
+ * channel resource 1. Z (channel, priority 0) 2 us and X (channel, a back
+ * layer's gradient: priority 105) 10 us are ready at 0; P (device) 1 us
+ * then Y (channel, a front layer's gradient: priority 101) 10 us, then W
+ * (device, the next forward that needs Y) 10 us.
+ *   FIFO (prio_first none): Z 0-2 (priority 0 < 105 at equal ready time),
+ *   then X, ready earlier than Y: X 2-12, Y 12-22, W 22-32: 32 us.
+ *   prio_first = 100: Z (class 0) still first 0-2; at 2 Y (101) goes
+ *   before X (105) though X waited longer: Y 2-12, then W 12-22 on the
+ *   device while X 12-22 on the channel: 22 us. */
+static void test_priority_first(void **state)
+{
+    (void)state;
+    for (int on = 0; on < 2; on++) {
+        ss_taskgraph *tg = ss_taskgraph_new(1, 1);
+        ss_engine *e = ss_engine_new();
+        tg->prio_first = on ? 100 : INT32_MAX;
+        int z = add1(tg, SS_TASK_XFER, 1, 2, 0);
+        int x = add1(tg, SS_TASK_COLLECTIVE, 1, 10, 105);
+        int p = add1(tg, SS_TASK_BWD, 0, 1, 0);
+        int y = add1(tg, SS_TASK_COLLECTIVE, 1, 10, 101);
+        int w = add1(tg, SS_TASK_FWD, 0, 10, 0);
+        dep(tg, p, y);
+        dep(tg, y, w);
+        const ss_engine_result *r = run(e, tg, SS_QUEUE_FIFO);
+        assert_true(r->start[z] == 0);
+        assert_true(r->start[x] == (on ? 12 : 2));
+        assert_true(r->start[y] == (on ? 2 : 12));
+        assert_true(r->start[w] == (on ? 12 : 22));
+        assert_true(r->makespan == (on ? 22 : 32));
+        /* Y waited for the channel (Z held it): a resource blocker */
+        assert_int_equal(r->blocker[y], on ? z : x);
+        assert_true(r->ready[y] == 1);
+        ss_engine_free(e);
+        ss_taskgraph_free(tg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1045,6 +1083,7 @@ int main(void)
         cmocka_unit_test(test_overlap_breakdown),
         cmocka_unit_test(test_contention),
         cmocka_unit_test(test_priority_ties),
+        cmocka_unit_test(test_priority_first),
         cmocka_unit_test(test_multi_resource),
         cmocka_unit_test(test_join_and_zero),
         cmocka_unit_test(test_pipeline_gpipe),

@@ -16,7 +16,11 @@
  * micro-batch on every stage).
  */
 #include "testutil.h"
+#include "simulator/engine.h"
 #include "simulator/evaluator.h"
+#include "simulator/taskgraph.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,9 +73,220 @@ static void test_overlap_beats_bulk(void **state)
     assert_true(o == iteration_ms(over, SS_EVAL_SYMMETRY));
 }
 
-/* reorder_backward cannot apply (a tile's backward is one task): a plan
- * setting it is refused with the reason, never simulated as if unset. */
-static void test_reorder_refused(void **state)
+/* A data-parallel MLP (mlp:layers=3: fc layers 0..3 with weights and
+ * biases) on one DGX-A100 node, one bucket per shard, with the given
+ * settings; returns the simulator with its last graph and result. */
+typedef struct dpfix {
+    ss_machine *m;
+    ss_graph *g;
+    ss_plan *p;
+    ss_costmodel *cm;
+    ss_sim *s;
+    double ms;
+} dpfix;
+
+static void dp_run(dpfix *f, int K, int prio, int synced)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    if (!f->s) {
+        assert_int_equal(
+            ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 1, &f->m, &d), SS_OK);
+        assert_int_equal(ss_model_build("mlp:layers=3,hidden=4096,in=4096", 64,
+                                        ss_machine_n_devices(f->m), &f->g, &d),
+                         SS_OK);
+        assert_int_equal(ss_plan_from_spec("data-parallel", f->g, f->m, &f->p, &d), SS_OK);
+        f->cm = ss_cost_new(f->m);
+        assert_non_null(f->cm);
+        ss_sim_config cfg = {.evaluator = SS_EVAL_FULL};
+        assert_int_equal(ss_sim_new(f->g, f->m, f->cm, &cfg, &f->s, &d), SS_OK);
+    }
+    ss_plan_settings *set = ss_plan_settings_of(f->p);
+    set->bucket_bytes = 0;
+    set->reorder_backward = K;
+    set->priority = prio;
+    set->synced_flags = synced;
+    ss_sim_result r = {0};
+    ss_status st = ss_sim_run(f->s, f->p, &r, &d);
+    if (st != SS_OK)
+        fail_msg("%s", d.msg);
+    f->ms = r.iteration_us / 1e3;
+    ss_sim_result_clear(&r);
+}
+
+static void dp_free(dpfix *f)
+{
+    ss_sim_free(f->s);
+    ss_cost_free(f->cm);
+    ss_plan_free(f->p);
+    ss_graph_free(f->g);
+    ss_machine_free(f->m);
+}
+
+/* Compute tasks of device 0 in start order (ids into out; returns n). */
+static int dev0_order(const ss_sim *s, int *out, int cap)
+{
+    const ss_taskgraph *tg = s->tg;
+    const ss_engine_result *r = ss_engine_result_of(s->e);
+    int n = 0;
+    for (int t = 0; t < tg->n_tasks; t++)
+        if (tg->res_off[t + 1] - tg->res_off[t] == 1 && tg->res[tg->res_off[t]] == 0 && n < cap)
+            out[n++] = t;
+    for (int i = 1; i < n; i++) { /* by start, then id */
+        int v = out[i], k = i;
+        while (k > 0 && (r->start[out[k - 1]] > r->start[v] ||
+                         (r->start[out[k - 1]] == r->start[v] && out[k - 1] > v))) {
+            out[k] = out[k - 1];
+            k--;
+        }
+        out[k] = v;
+    }
+    return n;
+}
+
+/* The op ids of the MLP's fc layers (ops with weights), in graph order. */
+static int fc_ops(const ss_graph *g, int *fc)
+{
+    int n = 0;
+    for (int o = 0; o < ss_graph_n_ops(g); o++)
+        if (ss_graph_op(g, o)->n_w > 0 && ss_graph_op(g, o)->type != SS_OP_INPUT)
+            fc[n++] = o;
+    return n;
+}
+
+/* Reordering with K = 1 (the patent's order): device 0 runs the input-
+ * gradient steps of fc3, fc2, fc1 (each a backward task of its full time
+ * minus the weight-gradient half), then fc0's whole backward (the
+ * adjustment layer), then the deferred weight-gradient steps front to back:
+ * fc1, fc2, fc3. Hand-derived time: device 0's forward, backward and
+ * weight-gradient steps run back to back (data parallel: nothing but
+ * its own tasks before them), so the last weight-gradient step (fc3's)
+ * ends at C, their summed durations; its two shards' all-reduces (weight,
+ * bias) then run one after the other on the now idle NVSwitch channels and
+ * the bias's update follows: T = C + A_w + A_b + U_b (the earlier
+ * layers' syncs ended before C). Without reordering the same holds with
+ * fc0 last (T0 = C + fc0's A_w + A_b + U_b), so reordering changes the
+ * time by the difference of fc3's and fc0's syncs. */
+static void test_reorder_golden(void **state)
+{
+    (void)state;
+    dpfix f = {0};
+    double T[2];
+    for (int K = 1; K >= 0; K--) {
+        dp_run(&f, K, 0, 0);
+        T[K] = f.ms;
+        const ss_taskgraph *tg = f.s->tg;
+        const ss_engine_result *r = ss_engine_result_of(f.s->e);
+        int fc[8], nfc = fc_ops(f.g, fc), ord[256];
+        assert_int_equal(nfc, 4);
+        int n = dev0_order(f.s, ord, 256);
+        /* the backward-phase tasks (not forward, not update), as op ids */
+        int seq[64], ns = 0, last_c = -1;
+        double C = 0;
+        int lastb = 0;
+        for (int i = 0; i < n; i++)
+            if (tg->kind[ord[i]] != SS_TASK_UPDATE)
+                lastb = i;
+        for (int i = 0; i <= lastb; i++) {
+            int t = ord[i];
+            assert_true(r->start[t] == C); /* back to back */
+            C = r->end[t];
+            last_c = t;
+            if (tg->kind[t] == SS_TASK_UPDATE)
+                continue;
+            if (tg->kind[t] == SS_TASK_BWD && ss_graph_op(f.g, tg->op[t])->n_w > 0)
+                seq[ns++] = tg->op[t] * 2 + (tg->aux[t] == 1);
+        }
+        if (K == 1) {
+            int want[] = {fc[3] * 2, fc[2] * 2, fc[1] * 2, fc[0] * 2,
+                          fc[1] * 2 + 1, fc[2] * 2 + 1, fc[3] * 2 + 1};
+            assert_int_equal(ns, 7);
+            assert_memory_equal(seq, want, sizeof want);
+        } else {
+            int want[] = {fc[3] * 2, fc[2] * 2, fc[1] * 2, fc[0] * 2};
+            assert_int_equal(ns, 4);
+            assert_memory_equal(seq, want, sizeof want);
+        }
+        /* the gradient syncs run back to back on device 0's NVSwitch
+         * channels from the end of the backward that completes the first
+         * bucket: fc0's whole backward under K = 1 (F + 3 x 60 + 4 x 60 =
+         * 880 + 540 = 1420 us), fc3's without (880 + 60 + 120 = 1060 us) */
+        int co[16] = {0}, nco = 0;
+        for (int t = 0; t < tg->n_tasks && nco < 16; t++)
+            if (tg->kind[t] == SS_TASK_COLLECTIVE)
+                co[nco++] = t;
+        assert_int_equal(nco, 8); /* weight and bias of 4 layers */
+        double first = r->start[co[0]], sum = 0, send = 0;
+        for (int i = 0; i < nco; i++) {
+            first = r->start[co[i]] < first ? r->start[co[i]] : first;
+            sum += tg->dur[co[i]];
+            send = r->end[co[i]] > send ? r->end[co[i]] : send;
+        }
+        printf("K=%d: C %.3f us, first sync %.3f us, syncs end %.3f us, T %.3f us\n", K, C,
+               first, send, f.ms * 1e3);
+        /* 880 forward + 720 backward, unchanged by reordering; without it
+         * the back layers' updates run in between (fc3's) */
+        assert_true(K ? C == 1600 : C >= 1600 && C < 1601);
+        assert_true(first == (K ? 1420 : 1060));
+        if (K) { /* never idle from 1420: fc0, fc1, fc2, fc3 */
+            assert_true(fabs(send - (first + sum)) < 1e-6 * send);
+        } else {
+            /* fc3's two syncs end (1060 + 127.5) before fc2's backward
+             * does (1240): from there fc2, fc1, fc0 back to back */
+            double rest = 0;
+            for (int i = 0; i < nco; i++)
+                rest += tg->op[co[i]] != fc[3] ? tg->dur[co[i]] : 0;
+            assert_true(fabs(send - (1240 + rest)) < 1e-6 * send);
+        }
+        /* the last updates follow the last weight sync (193.6 us for a
+         * 4096 x 4096 weight): T within them of the syncs' end */
+        assert_true(f.ms * 1e3 > send && f.ms * 1e3 < send + 200);
+        (void)last_c;
+    }
+    assert_true(T[1] != T[0]);
+    /* the symmetric evaluator builds the same tasks; the hierarchical one refuses */
+    dp_free(&f);
+}
+
+/* Per-layer synced flags: the next iteration's forward of fc0 starts as
+ * soon as fc0's update ends, before the last layer's all-reduce ends
+ * (priority on: fc0's gradients go first). */
+static void test_synced_flags(void **state)
+{
+    (void)state;
+    dpfix f = {0};
+    dp_run(&f, 1, 1, 1);
+    const ss_taskgraph *tg = f.s->tg;
+    const ss_engine_result *r = ss_engine_result_of(f.s->e);
+    int fc[8];
+    fc_ops(f.g, fc);
+    double next_fc0 = -1, last_sync_end = 0, fwd_end = 0;
+    for (int t = 0; t < tg->n_tasks; t++) {
+        if (tg->kind[t] == SS_TASK_FWD && tg->aux[t] == 2 && tg->op[t] == fc[0] &&
+            tg->res[tg->res_off[t]] == 0)
+            next_fc0 = r->start[t];
+        if (tg->kind[t] == SS_TASK_FWD && tg->aux[t] != 2 && r->end[t] > fwd_end)
+            fwd_end = r->end[t];
+        if (tg->kind[t] == SS_TASK_COLLECTIVE && tg->op[t] == fc[3] && r->end[t] > last_sync_end)
+            last_sync_end = r->end[t];
+    }
+    printf("next fc0 forward at %.3f ms, fc3's sync ends %.3f ms\n", next_fc0 / 1e3,
+           last_sync_end / 1e3);
+    assert_true(next_fc0 >= 0);
+    assert_true(next_fc0 < last_sync_end);
+    double flags = f.ms;
+    dp_run(&f, 1, 1, 0);
+    double barrier = f.ms;
+    printf("synced flags %.3f ms, barrier %.3f ms\n", flags, barrier);
+    assert_true(flags < barrier);
+    dp_free(&f);
+}
+
+/* Settings that cannot apply are refused with the reason, never ignored:
+ * synced flags on a tensor-parallel plan (its forward waits for
+ * collectives), and the hierarchical evaluator for either setting; the
+ * plan file keeps K and the flags (reorder_backward as an integer). */
+static void test_refusals_and_file(void **state)
 {
     (void)state;
     ss_diag d;
@@ -84,20 +299,41 @@ static void test_reorder_refused(void **state)
     assert_int_equal(ss_model_build("gpt:layers=2,hidden=256,heads=4,seq=128", 16,
                                     ss_machine_n_devices(m), &g, &d),
                      SS_OK);
-    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=2,mb=4", g, m, &p, &d), SS_OK);
+    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=1,dp=4", g, m, &p, &d), SS_OK);
     ss_costmodel *cm = ss_cost_new(m);
     assert_non_null(cm);
-    ss_sim_config cfg = {.evaluator = SS_EVAL_FULL};
-    ss_sim *s = NULL;
+    ss_sim *s = NULL, *h = NULL;
+    ss_sim_config cfg = {.evaluator = SS_EVAL_FULL}, hcfg = {.evaluator = SS_EVAL_HIER};
     assert_int_equal(ss_sim_new(g, m, cm, &cfg, &s, &d), SS_OK);
+    assert_int_equal(ss_sim_new(g, m, cm, &hcfg, &h, &d), SS_OK);
     ss_sim_result r = {0};
-    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK);
-    ss_sim_result_clear(&r);
-    ss_plan_settings_of(p)->reorder_backward = 1;
-    ss_diag_init(&d);
+    ss_plan_settings *set = ss_plan_settings_of(p);
+    set->synced_flags = 1;
     assert_int_equal(ss_sim_run(s, p, &r, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "synced_flags: the forward of operator"));
+    assert_non_null(strstr(d.msg, "collective"));
+    set->synced_flags = 0;
+    set->reorder_backward = 3;
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK); /* K applies to any plan */
+    ss_sim_result_clear(&r);
+    ss_diag_init(&d);
+    assert_int_not_equal(ss_sim_run(h, p, &r, &d), SS_OK);
     assert_non_null(strstr(d.msg, "reorder_backward is not modelled"));
     ss_sim_result_clear(&r);
+    set->synced_flags = 1;
+    char *js = NULL;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_to_string(p, g, &js, &d), SS_OK);
+    assert_non_null(strstr(js, "\"reorder_backward\": 3"));
+    assert_non_null(strstr(js, "\"synced_flags\": true"));
+    ss_plan *q = NULL;
+    assert_int_equal(ss_plan_load_string(js, "plan", g, m, &q, &d), SS_OK);
+    assert_int_equal(ss_plan_settings_get(q)->reorder_backward, 3);
+    assert_int_equal(ss_plan_settings_get(q)->synced_flags, 1);
+    ss_free(js);
+    ss_plan_free(q);
+    ss_sim_free(h);
     ss_sim_free(s);
     ss_cost_free(cm);
     ss_plan_free(p);
@@ -109,7 +345,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_beats_bulk),
-        cmocka_unit_test(test_reorder_refused),
+        cmocka_unit_test(test_reorder_golden),
+        cmocka_unit_test(test_synced_flags),
+        cmocka_unit_test(test_refusals_and_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
