@@ -365,8 +365,13 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         r->best = lr.level2_plan; /* taken */
         lr.level2_plan = NULL;
     } else {
-        st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
+        r->best = ss_llm_judge_take_plan(lr.judge, &lr.best.c);
+        if (!r->best)
+            st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
     }
+    /* the rule plan is often the best (a short time limit): one plan, one
+     * simulation for both */
+    int same = lr.found && !l2 && !memcmp(&lr.rule.c, &lr.best.c, sizeof lr.best.c);
     if (!st && cfg->evaluator == SS_EVAL_AUTO && lr.judge)
         r->sim = ss_llm_judge_take_sim(lr.judge, r->best);
     ss_llm_judge_free(lr.judge);
@@ -375,7 +380,9 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
     /* the rule plan is the "expert"; none when no Megatron plan fits (then
      * the data-parallel plan stands in, reported as not fitting) */
-    if (!st && lr.found)
+    if (!st && same && !(r->expert = ss_plan_clone(r->best)))
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    else if (!st && lr.found && !same)
         st = ss_llm_plan(g, m, &lr.rule.c, &r->expert, d);
     else if (!st)
         st = ss_plan_data_parallel(g, m, 0, &r->expert, d);
@@ -385,7 +392,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         spec_of(&lr.rule, S.batch, r->expert_label, sizeof r->expert_label);
     else
         snprintf(r->expert_label, sizeof r->expert_label, "none (no Megatron plan fits)");
-    if (!st && lr.found)
+    if (!st && lr.found && !same)
         st = ss_sim_run(r->sim, r->expert, &r->expert_sim, d);
     if (!st && !lr.found) {
         snprintf(r->expert_sim.model, sizeof r->expert_sim.model, "%s", ss_graph_name(g));
@@ -415,6 +422,8 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     /* last: the best plan, so that the simulator's last run is its */
     if (!st)
         st = ss_sim_run(r->sim, r->best, &r->best_sim, d);
+    if (!st && same)
+        st = ss_sim_result_copy(&r->expert_sim, &r->best_sim, d);
     if (st)
         return st;
     if (l2) { /* not Megatron-shaped: no Megatron-LM flags */

@@ -99,9 +99,8 @@ static int judge(chain *ch, ss_megatron_config c, ss_llm_point *out)
     p.c = c;
     p.time_us = HUGE_VAL;
     int ok = 0;
-    if (ss_llm_static_overflow(&ch->R->S, &c) ||
-        4.0 * ch->R->S.params / ((double)c.tp * c.pp) > ch->R->S.mem_bytes) {
-        ok = 0; /* 16-bit weights and gradients alone overflow */
+    if (ss_llm_static_overflow(&ch->R->S, &c)) {
+        ok = 0; /* weights, gradients (and optimizer state) alone overflow */
     } else {
         ss_diag d;
         ss_diag_init(&d);
@@ -551,11 +550,14 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     int threads = ss_llm_threads(cfg->threads);
     chain *ch = ss_calloc((size_t)threads, sizeof *ch);
     ss_status st = ch ? SS_OK : ss_diag_set(d, SS_ERR_NOMEM, "LLM planner: out of memory");
+    /* chain 0's judge now; the others' when level 3 starts (a short time
+     * limit spends nothing on them) */
     for (int i = 0; i < threads && !st; i++) {
         ch[i].R = &R;
         ss_diag_init(&ch[i].d);
-        st = ss_llm_judge_new(g, m, cm, threads > 1, run_stop, &R, &ch[i].j, d);
     }
+    if (!st)
+        st = ss_llm_judge_new(g, m, cm, threads > 1 ? 2 : 0, run_stop, &R, &ch[0].j, d);
     /* levels 0-1 on chain 0 */
     chain *c0 = st ? NULL : &ch[0];
     int found = 0;
@@ -580,6 +582,8 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         int started = 0;
         if (sweep(c0, &c0->best) == 0)
             polish(c0);
+        for (int i = 1; i < threads; i++) /* a chain without a judge does not run */
+            ch[i].st = ss_llm_judge_new(g, m, cm, 1, run_stop, &R, &ch[i].j, &ch[i].d);
         for (int i = 0; i < threads; i++) {
             ch[i].best = c0->best;
             ch[i].found = 1;
