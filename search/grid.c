@@ -117,6 +117,8 @@ struct ss_llm_judge {
     ss_megatron_config key;
     int64_t tiles;      /* the plan's tile entries */
     int was_stopped;    /* a run was stopped inside (its simulator is not handed on) */
+    ss_megatron_config last; /* the point of hier's last run, when last_full */
+    int last_full;      /* hier's last run was last's whole simulation (r holds it) */
 };
 
 static pthread_mutex_t cost_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -217,15 +219,33 @@ static void structure_of(const ss_megatron_config *c, ss_megatron_config *k)
     k->last = c->last;
 }
 
-ss_plan *ss_llm_judge_take_plan(ss_llm_judge *j, const ss_megatron_config *c)
+ss_status ss_llm_judge_last(const ss_llm_judge *j, const ss_megatron_config *c,
+                            ss_sim_result *out, int *had, ss_diag *d)
+{
+    *had = 0;
+    if (!j || !j->last_full || memcmp(&j->last, c, sizeof *c))
+        return SS_OK;
+    ss_status st = ss_sim_result_copy(out, &j->r, d);
+    *had = st == SS_OK;
+    return st;
+}
+
+const ss_plan *ss_llm_judge_plan(ss_llm_judge *j, const ss_megatron_config *c)
 {
     ss_megatron_config k;
     structure_of(c, &k);
     if (!j || !j->plan || memcmp(&k, &j->key, sizeof k))
         return NULL;
+    ss_megatron_settings(c, ss_plan_settings_of(j->plan));
+    return j->plan;
+}
+
+ss_plan *ss_llm_judge_take_plan(ss_llm_judge *j, const ss_megatron_config *c)
+{
+    if (!ss_llm_judge_plan(j, c))
+        return NULL;
     ss_plan *p = j->plan;
     j->plan = NULL;
-    ss_megatron_settings(c, ss_plan_settings_of(p));
     return p;
 }
 
@@ -263,6 +283,8 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
     if (!sim)
         return ss_diag_set(d, SS_ERR_INVALID, "LLM judge: its simulator was taken");
     ss_status st = ss_sim_run_within(sim, j->plan, cutoff_us, &j->r, &load, d);
+    j->last_full = st == SS_OK && !(cutoff_us < HUGE_VAL && load > cutoff_us);
+    j->last = *c;
     if (st == SS_ERR_INVALID || st == SS_ERR_UNSUPPORTED) {
         st = SS_ERR_UNSUPPORTED; /* the fast evaluator refuses it */
         if (j->tiles < SS_EVAL_HIER_TILES && j->sim) {

@@ -83,6 +83,15 @@ void ss_llm_judge_free(ss_llm_judge *j);
  * taken before, after a run of j was stopped, or when j was made with shared > 0 (its simulators use a cost
  * model and machine copy that die with j). The caller frees it. */
 ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p);
+/* When the last run of j's hierarchical simulator (the one
+ * ss_llm_judge_take_sim hands on) was the whole simulation of c: its result
+ * copied into out, *had = 1; else *had = 0 and out untouched. Errors: NOMEM
+ * (out unchanged). */
+ss_status ss_llm_judge_last(const ss_llm_judge *j, const ss_megatron_config *c,
+                            ss_sim_result *out, int *had, ss_diag *d);
+/* The plan j holds when it is c's structure, with c's settings set
+ * (borrowed: valid until j judges again or is freed); NULL otherwise. */
+const ss_plan *ss_llm_judge_plan(ss_llm_judge *j, const ss_megatron_config *c);
 /* The plan of c when it is the plan j holds (the structure j judged last),
  * with c's settings set, handed to the caller (who frees it); j generates
  * it again when needed. NULL otherwise. Saves generating a big plan twice. */

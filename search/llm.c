@@ -35,6 +35,7 @@ typedef struct run {
     pthread_mutex_t lock;
     int stopped, time_cut, interrupted;
     int have_plan;          /* level 0 found its plan: the deadline applies */
+    double reserve;         /* seconds kept before the deadline for the caller (llm.h) */
     int64_t proposals;      /* shared, for progress only */
     double best_us;         /* shared, for progress only */
     double last_progress;
@@ -45,7 +46,8 @@ static int run_stop(void *ctx)
     run *R = ctx;
     int user = R->cfg->stop && R->cfg->stop(R->cfg->stop_ctx);
     /* the time limit holds once a first plan is had (level 0 is not cut) */
-    int late = R->have_plan && R->cfg->deadline > 0 && wall_s() > R->cfg->deadline;
+    int late = R->have_plan && R->cfg->deadline > 0 &&
+               wall_s() > R->cfg->deadline - R->reserve;
     if (user || late) {
         pthread_mutex_lock(&R->lock);
         R->stopped = 1;
@@ -491,7 +493,7 @@ static ss_status level2(run *R, ss_llm_result *r, ss_diag *d)
     memset(&lc, 0, sizeof lc);
     r->level2_us = HUGE_VAL;
     if (cfg->deadline > 0) {
-        double left = cfg->deadline - wall_s();
+        double left = cfg->deadline - R->reserve - wall_s();
         lc.time_limit_s = left * (cfg->level2_share > 0 ? cfg->level2_share : 0.8);
         if (lc.time_limit_s < 0.05) {
             snprintf(r->level2_note, sizeof r->level2_note,
@@ -564,9 +566,13 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     if (c0) {
         found = level0(c0, &r->rule);
         r->first_plan_s = wall_s() - R.t0;
+        const ss_plan *first = found > 0 ? ss_llm_judge_plan(c0->j, &r->rule.c) : NULL;
+        if (first && cfg->first_plan)
+            cfg->first_plan(cfg->stop_ctx, first);
         progress(c0, 0); /* a line after each level (and every so often in level 3) */
         pthread_mutex_lock(&R.lock);
         R.have_plan = 1;
+        R.reserve = 2.5 * r->first_plan_s;
         pthread_mutex_unlock(&R.lock);
         if (found > 0 && cfg->level >= 1)
             found = level1(c0, &r->rule) < 0 ? -1 : 1;
