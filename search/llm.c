@@ -175,6 +175,12 @@ static int level0(chain *ch, ss_llm_point *out)
                     continue; /* states over half the memory: leave room for activations */
                 ss_llm_point p;
                 int ok = judge(ch, c, &p);
+                if (ok == 0 && c.distopt && !ss_llm_static_overflow(S, &c)) {
+                    /* the hierarchical evaluator refuses distopt with overlapped
+                     * sync on deep pipelines (1T / 3,072): bulk sync instead */
+                    c.sync = SS_SYNC_BULK;
+                    ok = judge(ch, c, &p);
+                }
                 if (ok < 0)
                     return -1;
                 if (ok && p.fits) {

@@ -15,8 +15,9 @@
  *   the layers) whose weights, gradients and sharded optimizer state (16
  *   bytes per parameter of mixed precision Adam, the 12 of the optimizer
  *   over dp) take at most 35% of a device's memory, micro-batch size 1,
- *   selective recompute, sp, distopt; the next pp (then full recompute, then
- *   smaller tp) until the simulator says the plan fits.
+ *   selective recompute, sp, distopt (bulk sync when the fast evaluator
+ *   refuses overlapped sync with distopt); the next pp (then full
+ *   recompute, then smaller tp) until the simulator says the plan fits.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
  * Level 2: + the ILP / stage-DP planner (search/level2.h), run after level 3

@@ -14,6 +14,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 topo=topologies/p100x16.json
+# caught PID: wait (up to 30 s) until PID catches SIGINT. A background job
+# of a non-interactive shell starts with SIGINT ignored, so a signal sent
+# while a loaded machine is still starting the process would be lost.
+caught() {
+  local m
+  for _ in $(seq 1 300); do
+    m=$(awk '/^SigCgt/ {print $2}' "/proc/$1/status" 2>/dev/null)
+    [ -n "$m" ] && (( (16#$m >> 1) & 1 )) && return 0
+    sleep 0.1
+  done
+  return 1
+}
 check() { # check DESCRIPTION EXPECTED_RC COMMAND...
   local what=$1 want=$2
   shift 2
@@ -108,6 +120,7 @@ fi
 "$bin" --topology $topo --model alexnet --budget 100000000 --time-limit 120 --seed 1 \
   --out "$tmp/int.json" >"$tmp/int.out" 2>"$tmp/int.err" &
 pid=$!
+caught $pid
 sleep 1.5
 kill -INT $pid
 wait $pid
@@ -194,6 +207,7 @@ JSON
 "$bin" --topology "$tmp/ring.json" --model mlp:layers=2,hidden=256,in=256 --budget 200 \
   --out "$tmp/ring-plan.json" >"$tmp/ring.out" 2>&1 &
 pid=$!
+caught $pid
 sleep 4
 kill -INT $pid 2>/dev/null
 for _ in $(seq 1 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
