@@ -6,9 +6,13 @@
 #   benchmarks/bench_plan.sh BUILD_DIR [CASES]
 # CASES (default "main"): main = GPT-3 175B / 1,024, GPT 1.3B / 8, 1.7B / 32;
 # sc21 = Megatron SC'21 Table 1 (1.7B / 32 ... 1T / 3,072, published batch
-# sizes and (tp, pp)); sc21big = its 76.1B ... 1T rows; all = main and sc21. TIME_LIMIT (default 60) is the search's
-# wall-clock limit, THREADS (default 1) its threads, BUDGET its proposals;
-# NO_GRID=1 skips the grid baseline (its columns then read 0).
+# sizes and (tp, pp)); sc21big = its 76.1B ... 1T rows; all = main and sc21;
+# 175b = the GPT-3 175B row alone; alpa = GPT-39B on 64 GPUs (Alpa's GPT-3
+# 39B: 48 layers, hidden 8,192, 64 heads, sequence 1,024, batch 1,024; Alpa
+# planned it in 2,393 s). TIME_LIMIT (default 60) is the search's
+# wall-clock limit, THREADS (default 1) its threads, BUDGET its proposals,
+# LEVEL its --level (default: the highest); NO_GRID=1 skips the grid
+# baseline (its columns then read 0).
 # Single process at a time.
 set -eu
 build=${1:?usage: bench_plan.sh BUILD_DIR [main|sc21|all]}
@@ -16,6 +20,7 @@ which=${2:-main}
 limit=${TIME_LIMIT:-60}
 threads=${THREADS:-1}
 budget=${BUDGET:-0}
+level=${LEVEL:-}
 cd "$(dirname "$0")/.."
 cmake --build "$build" --target bench_plan -j2 >/dev/null
 topo=topologies/dgx-a100.json
@@ -36,11 +41,16 @@ sc21_cases=(
   "310.1B / 1,920|gpt:layers=96,hidden=16384,heads=128,seq=2048|2160|240|megatron:tp=8,pp=16,dp=15,mbs=1,recompute=full"
   "1T / 3,072|gpt:layers=128,hidden=25600,heads=160,seq=2048|3072|384|megatron:tp=8,pp=64,dp=6,mbs=1,recompute=full"
 )
+alpa_cases=(
+  "GPT-39B / 64 (Alpa)|gpt:layers=48,hidden=8192,heads=64,seq=1024|1024|8|megatron:tp=8,pp=2,dp=4,mbs=1,recompute=full"
+)
 case $which in
   main) cases=("${main_cases[@]}") ;;
   sc21) cases=("${sc21_cases[@]}") ;;
   all) cases=("${main_cases[@]}" "${sc21_cases[@]}") ;;
   sc21big) cases=("${sc21_cases[@]:5}") ;;
+  175b) cases=("${main_cases[0]}") ;;
+  alpa) cases=("${alpa_cases[@]}") ;;
   *) echo "bench_plan.sh: unknown case set $which" >&2; exit 2 ;;
 esac
 tmp=$(mktemp -d)
@@ -53,6 +63,7 @@ for c in "${cases[@]}"; do
         --time-limit "$limit" --ref "$ref")
   [ "$batch" != 0 ] && args+=(--batch "$batch")
   [ "$budget" != 0 ] && args+=(--budget "$budget")
+  [ -n "$level" ] && args+=(--level "$level")
   [ "${NO_GRID:-0}" = 1 ] && args+=(--no-grid)
   if ! /usr/bin/time -f "%M" -o "$tmp/rss" "$build/bench_plan" "${args[@]}" >"$tmp/out" 2>"$tmp/err"; then
     echo "| $name | failed: $(tail -1 "$tmp/err") |"

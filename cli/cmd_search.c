@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The default model: the one whose best plan beats data parallelism by the
@@ -171,11 +172,37 @@ static int stop_cb(void *ctx)
     return interrupted != 0;
 }
 
-/* ctx non-NULL: stderr is a terminal, the line is redrawn in place; else
- * one line each call (every PROGRESS_EVERY_S seconds). */
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The callbacks' context. */
+typedef struct cb_ctx {
+    int tty;           /* stderr is a terminal */
+    const ss_graph *g;
+    const char *out;   /* --out */
+} cb_ctx;
+
+/* The LLM planner's level-0 plan, written at once (atomically) so that a
+ * plan that fits is on disk long before the search ends; the final plan
+ * replaces it. A failure here is left to the final write to report. */
+static void first_plan_cb(void *ctx, const ss_plan *p)
+{
+    const cb_ctx *c = ctx;
+    ss_diag d;
+    ss_diag_init(&d);
+    (void)ss_plan_save(p, c->g, c->out, &d);
+}
+
+/* On a terminal the line is redrawn in place; else one line each call
+ * (every PROGRESS_EVERY_S seconds). */
 static void progress_cb(void *ctx, const ss_search_progress *p)
 {
-    const char *head = ctx ? "\r  " : "simsearch: ", *tail = ctx ? "   " : "\n";
+    int tty = ((const cb_ctx *)ctx)->tty;
+    const char *head = tty ? "\r  " : "simsearch: ", *tail = tty ? "   " : "\n";
     if (isfinite(p->best_us) && p->best_us > 0)
         fprintf(stderr, "%sbest %.2f ms/iter | %lld proposals | %.0f evals/s | %.1f s%s", head,
                 p->best_us / 1000, (long long)p->proposals, p->evals_per_s, p->elapsed_s, tail);
@@ -358,7 +385,7 @@ written:
     printf("\n(simsearch simulate --plan %s ... predicts it again)\n", out_path);
 }
 
-static int run(const opts *o, struct sigaction *old, struct sigaction *old_term)
+static int run(const opts *o, struct sigaction *old, struct sigaction *old_term, double t_start)
 {
     ss_machine *m = NULL;
     ss_graph *g = NULL;
@@ -386,15 +413,23 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term)
     ss_search_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.budget = o->budget;
+    /* the limit counts from the command's start: loading a big model and
+     * machine is part of it */
     cfg.time_limit_s = o->time_limit;
+    if (o->time_limit > 0) {
+        cfg.time_limit_s = o->time_limit - (mono_s() - t_start);
+        if (cfg.time_limit_s < 0.01)
+            cfg.time_limit_s = 0.01;
+    }
     cfg.seed = (uint64_t)o->seed;
     cfg.no_eval_cache = o->no_cache;
     cfg.evaluator = o->ev;
     cfg.stop = stop_cb;
     int tty = isatty(STDERR_FILENO);
-    static int tty_ctx;
+    cb_ctx cbc = {tty, g, o->out};
     cfg.progress = progress_cb;
-    cfg.cb_ctx = tty ? &tty_ctx : NULL;
+    cfg.cb_ctx = &cbc;
+    cfg.first_plan = o->out ? first_plan_cb : NULL;
     cfg.progress_every_s = tty ? 0 : PROGRESS_EVERY_S;
     cfg.level = o->level >= 0 ? SS_SEARCH_LEVEL((int)o->level) : 0;
     cfg.threads = (int)o->threads;
@@ -405,6 +440,8 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term)
     ss_diag d;
     ss_diag_init(&d);
     ss_status st = ss_search_run(g, m, cm, &cfg, &r, &d);
+    if (st == SS_OK)
+        r.time_limit_s = o->time_limit; /* as asked (the search had the rest of it) */
     sigaction(SIGINT, old, NULL); /* a second signal now ends the program */
     sigaction(SIGTERM, old_term, NULL);
     if (tty)
@@ -460,6 +497,7 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term)
 
 int ss_cmd_search(int argc, char **argv)
 {
+    double t_start = mono_s();
     opts o;
     int rc = parse(argc, argv, &o);
     if (rc)
@@ -473,7 +511,7 @@ int ss_cmd_search(int argc, char **argv)
     interrupted = 0;
     sigaction(SIGINT, &sa, &old);
     sigaction(SIGTERM, &sa, &old_term);
-    rc = run(&o, &old, &old_term);
+    rc = run(&o, &old, &old_term, t_start);
     sigaction(SIGINT, &old, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     return rc;

@@ -260,6 +260,13 @@ static int llm_stop(void *ctx)
     return llm_user_stop(ctx) || (b->deadline > 0 && mono_s() > b->deadline);
 }
 
+static void llm_first_plan(void *ctx, const ss_plan *p)
+{
+    const llm_cb *b = ctx;
+    if (b->cfg->first_plan)
+        b->cfg->first_plan(b->cfg->cb_ctx, p);
+}
+
 static void llm_progress(void *ctx, int64_t proposals, double best_us, double elapsed_s)
 {
     const llm_cb *b = ctx;
@@ -334,7 +341,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->devices_usable = S.devices;
     ss_llm_config lc = {.level = level, .budget = cfg->budget, .deadline = cb.deadline,
                         .seed = cfg->seed, .threads = cfg->threads, .stop = llm_user_stop,
-                        .stop_ctx = &cb, .progress = llm_progress,
+                        .stop_ctx = &cb, .progress = llm_progress, .first_plan = llm_first_plan,
                         .progress_every_s = cfg->progress_every_s};
     ss_llm_result lr;
     ss_status st = ss_llm_search(g, m, cm, &lc, &lr, d);
@@ -365,17 +372,29 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         r->best = lr.level2_plan; /* taken */
         lr.level2_plan = NULL;
     } else {
-        st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
+        r->best = ss_llm_judge_take_plan(lr.judge, &lr.best.c);
+        if (!r->best)
+            st = ss_llm_plan(g, m, &lr.best.c, &r->best, d);
     }
+    /* the rule plan is often the best (a short time limit): one plan, one
+     * simulation for both */
+    int same = lr.found && !l2 && !memcmp(&lr.rule.c, &lr.best.c, sizeof lr.best.c);
     if (!st && cfg->evaluator == SS_EVAL_AUTO && lr.judge)
         r->sim = ss_llm_judge_take_sim(lr.judge, r->best);
+    /* the taken simulator's last run was the best plan's whole simulation:
+     * its result stands (unless r->sim runs another plan below) */
+    int best_last = 0;
+    if (!st && r->sim && !l2)
+        st = ss_llm_judge_last(lr.judge, &lr.best.c, &r->best_sim, &best_last, d);
     ss_llm_judge_free(lr.judge);
     ss_sim_config sc = {.stop = NULL, .evaluator = cfg->evaluator};
     if (!st && !r->sim)
         st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
     /* the rule plan is the "expert"; none when no Megatron plan fits (then
      * the data-parallel plan stands in, reported as not fitting) */
-    if (!st && lr.found)
+    if (!st && same && !(r->expert = ss_plan_clone(r->best)))
+        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    else if (!st && lr.found && !same)
         st = ss_llm_plan(g, m, &lr.rule.c, &r->expert, d);
     else if (!st)
         st = ss_plan_data_parallel(g, m, 0, &r->expert, d);
@@ -385,8 +404,10 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         spec_of(&lr.rule, S.batch, r->expert_label, sizeof r->expert_label);
     else
         snprintf(r->expert_label, sizeof r->expert_label, "none (no Megatron plan fits)");
-    if (!st && lr.found)
+    if (!st && lr.found && !same) {
         st = ss_sim_run(r->sim, r->expert, &r->expert_sim, d);
+        best_last = 0;
+    }
     if (!st && !lr.found) {
         snprintf(r->expert_sim.model, sizeof r->expert_sim.model, "%s", ss_graph_name(g));
         r->expert_sim.batch = S.batch;
@@ -397,6 +418,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     ss_megatron_config dpc = {.tp = 1, .pp = 1, .dp = S.devices};
     int dp_judged = !ss_llm_static_overflow(&S, &dpc);
     if (!st && dp_judged) {
+        best_last = 0;
         ss_sim_set_stop(r->sim, llm_stop, &cb);
         st = ss_sim_run(r->sim, r->data_parallel, &r->dp_sim, d);
         ss_sim_set_stop(r->sim, NULL, NULL);
@@ -413,8 +435,10 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         r->dp_sim.overflow_device = 0;
     }
     /* last: the best plan, so that the simulator's last run is its */
-    if (!st)
+    if (!st && !best_last)
         st = ss_sim_run(r->sim, r->best, &r->best_sim, d);
+    if (!st && same)
+        st = ss_sim_result_copy(&r->expert_sim, &r->best_sim, d);
     if (st)
         return st;
     if (l2) { /* not Megatron-shaped: no Megatron-LM flags */

@@ -11,6 +11,7 @@
  * caller's under a lock (cost models cache, and are not thread-safe).
  */
 #include "search/grid.h"
+#include "simulator/memory.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -33,6 +34,13 @@ void ss_llm_shape_of(const ss_graph *g, const ss_machine *m, ss_llm_shape *s)
     s->params = (double)ss_graph_parameters(g);
     const ss_device_type *dt = ss_machine_type(m, d0->type);
     s->mem_bytes = dt->mem_gib * 1073741824.0;
+    for (int i = 0; i < ss_machine_n_types(m); i++) {
+        double b = ss_machine_type(m, i)->mem_gib * 1073741824.0;
+        if (b > s->max_mem_bytes)
+            s->max_mem_bytes = b;
+    }
+    ss_memory_param_bytes(SS_F8, ss_graph_optimizer(g), ss_graph_precision(g),
+                          &s->state_bytes[0], &s->state_bytes[1], &s->state_bytes[2]);
     double peak = dt->peak_tflops[SS_F32];
     if (ss_graph_precision(g) == SS_PREC_MIXED)
         peak = dt->peak_tflops[SS_F16] > dt->peak_tflops[SS_BF16] ? dt->peak_tflops[SS_F16]
@@ -50,9 +58,16 @@ void ss_llm_shape_of(const ss_graph *g, const ss_machine *m, ss_llm_shape *s)
     s->model_flops = 3 * ss_graph_forward_flops(g);
 }
 
+double ss_llm_static_bytes(const ss_llm_shape *s, const ss_megatron_config *c)
+{
+    double tp = c->tp > 1 ? c->tp : 1, pp = c->pp > 1 ? c->pp : 1;
+    double opt = c->distopt ? 0 : s->state_bytes[2] / (tp * pp);
+    return s->params * ((s->state_bytes[0] + s->state_bytes[1]) / (tp * pp) + opt);
+}
+
 int ss_llm_static_overflow(const ss_llm_shape *s, const ss_megatron_config *c)
 {
-    return 2.0 * s->params / ((double)c->tp * c->pp) > s->mem_bytes;
+    return ss_llm_static_bytes(s, c) > s->max_mem_bytes;
 }
 
 int ss_llm_threads(int n)
@@ -102,6 +117,8 @@ struct ss_llm_judge {
     ss_megatron_config key;
     int64_t tiles;      /* the plan's tile entries */
     int was_stopped;    /* a run was stopped inside (its simulator is not handed on) */
+    ss_megatron_config last; /* the point of hier's last run, when last_full */
+    int last_full;      /* hier's last run was last's whole simulation (r holds it) */
 };
 
 static pthread_mutex_t cost_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -118,7 +135,7 @@ static ss_status judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel 
     ss_status st = SS_OK;
     /* large machines fill their route cache on demand, one thread at a
      * time: a thread of its own gets a copy (the same topology) */
-    if (shared && ss_machine_n_devices(m) > 256) {
+    if (shared == 1 && ss_machine_n_devices(m) > 256) {
         char *txt = NULL;
         st = ss_machine_to_string(m, &txt, d);
         if (!st)
@@ -202,6 +219,36 @@ static void structure_of(const ss_megatron_config *c, ss_megatron_config *k)
     k->last = c->last;
 }
 
+ss_status ss_llm_judge_last(const ss_llm_judge *j, const ss_megatron_config *c,
+                            ss_sim_result *out, int *had, ss_diag *d)
+{
+    *had = 0;
+    if (!j || !j->last_full || memcmp(&j->last, c, sizeof *c))
+        return SS_OK;
+    ss_status st = ss_sim_result_copy(out, &j->r, d);
+    *had = st == SS_OK;
+    return st;
+}
+
+const ss_plan *ss_llm_judge_plan(ss_llm_judge *j, const ss_megatron_config *c)
+{
+    ss_megatron_config k;
+    structure_of(c, &k);
+    if (!j || !j->plan || memcmp(&k, &j->key, sizeof k))
+        return NULL;
+    ss_megatron_settings(c, ss_plan_settings_of(j->plan));
+    return j->plan;
+}
+
+ss_plan *ss_llm_judge_take_plan(ss_llm_judge *j, const ss_megatron_config *c)
+{
+    if (!ss_llm_judge_plan(j, c))
+        return NULL;
+    ss_plan *p = j->plan;
+    j->plan = NULL;
+    return p;
+}
+
 ss_status ss_llm_plan(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                       ss_plan **out, ss_diag *d)
 {
@@ -236,6 +283,8 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
     if (!sim)
         return ss_diag_set(d, SS_ERR_INVALID, "LLM judge: its simulator was taken");
     ss_status st = ss_sim_run_within(sim, j->plan, cutoff_us, &j->r, &load, d);
+    j->last_full = st == SS_OK && !(cutoff_us < HUGE_VAL && load > cutoff_us);
+    j->last = *c;
     if (st == SS_ERR_INVALID || st == SS_ERR_UNSUPPORTED) {
         st = SS_ERR_UNSUPPORTED; /* the fast evaluator refuses it */
         if (j->tiles < SS_EVAL_HIER_TILES && j->sim) {
@@ -366,7 +415,7 @@ static ss_status run_family(grid_run *G, const family *f, ss_llm_judge *j, ss_gr
         if (!j)
             continue;
         ss_megatron_config c = {.tp = f->tp, .pp = f->pp, .dp = dp, .mbs = mbs, .vp = f->vp,
-                                .sp = f->sp};
+                                .sp = f->sp, .distopt = n_dopt == 2};
         if (ss_llm_static_overflow(S, &c)) {
             r->mem_pruned += here;
             continue;
@@ -385,6 +434,11 @@ static ss_status run_family(grid_run *G, const family *f, ss_llm_judge *j, ss_gr
                 }
                 c.recompute = rc_order[ri];
                 c.distopt = n_dopt == 2 && di == 0;
+                if (ss_llm_static_overflow(S, &c)) { /* recompute does not change it */
+                    nofit[ri][di] = 1;
+                    r->mem_pruned += 2;
+                    continue;
+                }
                 for (int sy = 0; sy < 2; sy++) {
                     if (nofit[ri][di]) {
                         r->mem_pruned++;
@@ -403,13 +457,20 @@ static ss_status run_family(grid_run *G, const family *f, ss_llm_judge *j, ss_gr
                         ss_diag_init(d);
                         return SS_OK;
                     }
-                    if (st == SS_ERR_INVALID || st == SS_ERR_UNSUPPORTED) {
+                    if (st == SS_ERR_INVALID) {
                         /* the generator refuses the structure (tp does not
-                         * divide the heads ...) or the fast evaluator its
-                         * plan: its points are not judged */
+                         * divide the heads ...): its points are not judged */
                         ss_diag_init(d);
                         r->refused += here;
                         goto next_mbs;
+                    }
+                    if (st == SS_ERR_UNSUPPORTED) {
+                        /* the fast evaluator refuses this point's plan (its
+                         * settings: distopt with overlapped sync on deep
+                         * pipelines ...); the structure's other points stay */
+                        ss_diag_init(d);
+                        r->refused++;
+                        continue;
                     }
                     if (st)
                         return st;

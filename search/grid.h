@@ -52,6 +52,10 @@ typedef struct ss_llm_shape {
     int64_t batch;
     double params;     /* trainable parameters */
     double mem_bytes;  /* capacity of device 0 */
+    double max_mem_bytes; /* the largest device capacity */
+    double state_bytes[3]; /* a lower bound of bytes per parameter: weight, gradient,
+                              optimizer (simulator/memory.h's rule; 1-byte weights
+                              assumed outside mixed precision) */
     double peak_flops; /* device 0's peak for the model's dtype, FLOP/s */
     double model_flops;/* per iteration: 3 x forward FLOPs */
     int64_t seq;       /* tokens per sample (0: no [batch, seq] input) */
@@ -65,7 +69,10 @@ typedef struct ss_llm_judge ss_llm_judge;
 
 /* stop: polled by the simulator while it runs (nonzero stops the run:
  * SS_ERR_INTERRUPTED); may be NULL. shared = 1 when judges of several
- * threads use cm at once (each then asks it through a lock). */
+ * threads use cm at once (each then asks it through a lock) and m too (a
+ * machine past 256 devices is then copied: its route cache fills on
+ * demand); shared = 2: cm as for 1, but m used as it is (one judge of the
+ * threads may: the others have copies). */
 ss_status ss_llm_judge_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                            int shared, int (*stop)(void *ctx), void *stop_ctx,
                            ss_llm_judge **out, ss_diag *d);
@@ -73,9 +80,22 @@ void ss_llm_judge_free(ss_llm_judge *j);
 /* Take over the simulator j judges plans of p's size with (its memoized
  * sub-problems make p's run cheap; AUTO picks the same evaluator for p),
  * its stop callback removed; j cannot judge such plans afterwards. NULL when
- * taken before, after a run of j was stopped, or when j was made with shared = 1 (its simulators use a cost
+ * taken before, after a run of j was stopped, or when j was made with shared > 0 (its simulators use a cost
  * model and machine copy that die with j). The caller frees it. */
 ss_sim *ss_llm_judge_take_sim(ss_llm_judge *j, const ss_plan *p);
+/* When the last run of j's hierarchical simulator (the one
+ * ss_llm_judge_take_sim hands on) was the whole simulation of c: its result
+ * copied into out, *had = 1; else *had = 0 and out untouched. Errors: NOMEM
+ * (out unchanged). */
+ss_status ss_llm_judge_last(const ss_llm_judge *j, const ss_megatron_config *c,
+                            ss_sim_result *out, int *had, ss_diag *d);
+/* The plan j holds when it is c's structure, with c's settings set
+ * (borrowed: valid until j judges again or is freed); NULL otherwise. */
+const ss_plan *ss_llm_judge_plan(ss_llm_judge *j, const ss_megatron_config *c);
+/* The plan of c when it is the plan j holds (the structure j judged last),
+ * with c's settings set, handed to the caller (who frees it); j generates
+ * it again when needed. NULL otherwise. Saves generating a big plan twice. */
+ss_plan *ss_llm_judge_take_plan(ss_llm_judge *j, const ss_megatron_config *c);
 /* Judge c with cutoff_us (HUGE_VAL: none): out->time_us is the iteration
  * time, or HUGE_VAL when cut (the plan is provably slower than cutoff_us);
  * fits and peak_bytes as ss_sim_run gives them (peak 0 when cut). A config
@@ -85,8 +105,16 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
 /* The plan of c (new, the caller frees). */
 ss_status ss_llm_plan(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                       ss_plan **out, ss_diag *d);
-/* Static memory bound: 1 when c's 16-bit weights alone (params / (tp pp))
- * exceed a device's memory (the point cannot fit), else 0. */
+/* A lower bound of the largest device's static memory (weights, gradients,
+ * optimizer state) in a Megatron plan of c: every data-parallel replica
+ * (tp pp devices) holds every parameter at least once, so some device holds
+ * (weight + gradient) x params / (tp pp), and without distopt the whole
+ * optimizer state of those (with distopt its share is not bounded here: a
+ * shard tied across stages splits it over more devices). */
+double ss_llm_static_bytes(const ss_llm_shape *s, const ss_megatron_config *c);
+/* Static memory bound: 1 when ss_llm_static_bytes exceeds the largest
+ * device capacity (the point cannot fit: the simulator would say so), else
+ * 0. */
 int ss_llm_static_overflow(const ss_llm_shape *s, const ss_megatron_config *c);
 
 typedef struct ss_grid_config {
@@ -107,8 +135,8 @@ typedef struct ss_grid_result {
     int64_t mem_pruned;   /* ruled out by memory without simulating */
     int64_t no_fit;       /* simulated and over memory */
     int64_t cut;          /* simulated and cut (outside the band) */
-    int64_t refused;      /* points of structures the generator or the fast evaluator
-                             refused (a structure's count, once its first point was) */
+    int64_t refused;      /* points the fast evaluator refused, and those of structures
+                             the generator refused (a structure's count at once) */
     double time_s;        /* wall seconds */
     int time_cut, interrupted;
 } ss_grid_result;

@@ -35,6 +35,7 @@ typedef struct run {
     pthread_mutex_t lock;
     int stopped, time_cut, interrupted;
     int have_plan;          /* level 0 found its plan: the deadline applies */
+    double reserve;         /* seconds kept before the deadline for the caller (llm.h) */
     int64_t proposals;      /* shared, for progress only */
     double best_us;         /* shared, for progress only */
     double last_progress;
@@ -45,7 +46,8 @@ static int run_stop(void *ctx)
     run *R = ctx;
     int user = R->cfg->stop && R->cfg->stop(R->cfg->stop_ctx);
     /* the time limit holds once a first plan is had (level 0 is not cut) */
-    int late = R->have_plan && R->cfg->deadline > 0 && wall_s() > R->cfg->deadline;
+    int late = R->have_plan && R->cfg->deadline > 0 &&
+               wall_s() > R->cfg->deadline - R->reserve;
     if (user || late) {
         pthread_mutex_lock(&R->lock);
         R->stopped = 1;
@@ -99,9 +101,8 @@ static int judge(chain *ch, ss_megatron_config c, ss_llm_point *out)
     p.c = c;
     p.time_us = HUGE_VAL;
     int ok = 0;
-    if (ss_llm_static_overflow(&ch->R->S, &c) ||
-        4.0 * ch->R->S.params / ((double)c.tp * c.pp) > ch->R->S.mem_bytes) {
-        ok = 0; /* 16-bit weights and gradients alone overflow */
+    if (ss_llm_static_overflow(&ch->R->S, &c)) {
+        ok = 0; /* weights, gradients (and optimizer state) alone overflow */
     } else {
         ss_diag d;
         ss_diag_init(&d);
@@ -174,6 +175,12 @@ static int level0(chain *ch, ss_llm_point *out)
                     continue; /* states over half the memory: leave room for activations */
                 ss_llm_point p;
                 int ok = judge(ch, c, &p);
+                if (ok == 0 && c.distopt && !ss_llm_static_overflow(S, &c)) {
+                    /* the hierarchical evaluator refuses distopt with overlapped
+                     * sync on deep pipelines (1T / 3,072): bulk sync instead */
+                    c.sync = SS_SYNC_BULK;
+                    ok = judge(ch, c, &p);
+                }
                 if (ok < 0)
                     return -1;
                 if (ok && p.fits) {
@@ -492,7 +499,7 @@ static ss_status level2(run *R, ss_llm_result *r, ss_diag *d)
     memset(&lc, 0, sizeof lc);
     r->level2_us = HUGE_VAL;
     if (cfg->deadline > 0) {
-        double left = cfg->deadline - wall_s();
+        double left = cfg->deadline - R->reserve - wall_s();
         lc.time_limit_s = left * (cfg->level2_share > 0 ? cfg->level2_share : 0.8);
         if (lc.time_limit_s < 0.05) {
             snprintf(r->level2_note, sizeof r->level2_note,
@@ -551,20 +558,27 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     int threads = ss_llm_threads(cfg->threads);
     chain *ch = ss_calloc((size_t)threads, sizeof *ch);
     ss_status st = ch ? SS_OK : ss_diag_set(d, SS_ERR_NOMEM, "LLM planner: out of memory");
+    /* chain 0's judge now; the others' when level 3 starts (a short time
+     * limit spends nothing on them) */
     for (int i = 0; i < threads && !st; i++) {
         ch[i].R = &R;
         ss_diag_init(&ch[i].d);
-        st = ss_llm_judge_new(g, m, cm, threads > 1, run_stop, &R, &ch[i].j, d);
     }
+    if (!st)
+        st = ss_llm_judge_new(g, m, cm, threads > 1 ? 2 : 0, run_stop, &R, &ch[0].j, d);
     /* levels 0-1 on chain 0 */
     chain *c0 = st ? NULL : &ch[0];
     int found = 0;
     if (c0) {
         found = level0(c0, &r->rule);
         r->first_plan_s = wall_s() - R.t0;
+        const ss_plan *first = found > 0 ? ss_llm_judge_plan(c0->j, &r->rule.c) : NULL;
+        if (first && cfg->first_plan)
+            cfg->first_plan(cfg->stop_ctx, first);
         progress(c0, 0); /* a line after each level (and every so often in level 3) */
         pthread_mutex_lock(&R.lock);
         R.have_plan = 1;
+        R.reserve = 2.5 * r->first_plan_s;
         pthread_mutex_unlock(&R.lock);
         if (found > 0 && cfg->level >= 1)
             found = level1(c0, &r->rule) < 0 ? -1 : 1;
@@ -580,6 +594,8 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         int started = 0;
         if (sweep(c0, &c0->best) == 0)
             polish(c0);
+        for (int i = 1; i < threads; i++) /* a chain without a judge does not run */
+            ch[i].st = ss_llm_judge_new(g, m, cm, 1, run_stop, &R, &ch[i].j, &ch[i].d);
         for (int i = 0; i < threads; i++) {
             ch[i].best = c0->best;
             ch[i].found = 1;

@@ -4,14 +4,20 @@
  *
  * The deadline and the stop callback are polled inside every simulation;
  * the deadline applies once level 0 has its plan (so a time limit always
- * returns a plan that fits when one of the rules does).
+ * returns a plan that fits when one of the rules does), less a reserve of
+ * 2.5 times level 0's wall time: what the caller still does after the
+ * search (generate and simulate the best and the rule plan once more,
+ * write them) costs about two of level 0's plan-and-simulation, and
+ * measuring it on the wall clock scales it with the machine's load, so
+ * that a short limit holds for the whole process on a loaded machine.
  * Level 0 (rules): tp = the largest power of two up to a host's devices
  *   (at most 8) that the model's heads allow, the smallest pp (a divisor of
  *   the layers) whose weights, gradients and sharded optimizer state (16
  *   bytes per parameter of mixed precision Adam, the 12 of the optimizer
  *   over dp) take at most 35% of a device's memory, micro-batch size 1,
- *   selective recompute, sp, distopt; the next pp (then full recompute, then
- *   smaller tp) until the simulator says the plan fits.
+ *   selective recompute, sp, distopt (bulk sync when the fast evaluator
+ *   refuses overlapped sync with distopt); the next pp (then full
+ *   recompute, then smaller tp) until the simulator says the plan fits.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
  * Level 2: + the ILP / stage-DP planner (search/level2.h), run after level 3
@@ -54,6 +60,7 @@ typedef struct ss_llm_config {
     void *stop_ctx;
     void (*progress)(void *ctx, int64_t proposals, double best_us, double elapsed_s);
     double progress_every_s;
+    void (*first_plan)(void *ctx, const ss_plan *p); /* level 0's plan, once (may be NULL) */
     double level2_share;  /* share of the time left that level 2 may take (0: 0.8) */
 } ss_llm_config;
 

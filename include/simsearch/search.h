@@ -62,6 +62,11 @@ typedef struct ss_search_config {
     void (*progress)(void *cb_ctx, const ss_search_progress *p);
     void *cb_ctx;
     double progress_every_s;
+    /* LLM planner only (may be NULL): called once, on the search's thread,
+     * with level 0's plan (borrowed for the call) as soon as the simulator
+     * says it fits, so a caller can write a plan long before the search
+     * ends (a kill -9 or a time limit then still leaves one). */
+    void (*first_plan)(void *cb_ctx, const ss_plan *p);
     /* LLM planner (models of repeated layers with attention; docs/search.md,
      * "LLM planner"). level: 0 = the default, the highest level that fits the
      * time limit; SS_SEARCH_LEVEL(0..3) asks for that level. threads: 0 = all

@@ -14,6 +14,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 topo=topologies/p100x16.json
+# caught PID: wait (up to 30 s) until PID catches SIGINT. A background job
+# of a non-interactive shell starts with SIGINT ignored, so a signal sent
+# while a loaded machine is still starting the process would be lost.
+caught() {
+  local m
+  for _ in $(seq 1 300); do
+    m=$(awk '/^SigCgt/ {print $2}' "/proc/$1/status" 2>/dev/null)
+    [ -n "$m" ] && (( (16#$m >> 1) & 1 )) && return 0
+    sleep 0.1
+  done
+  return 1
+}
 check() { # check DESCRIPTION EXPECTED_RC COMMAND...
   local what=$1 want=$2
   shift 2
@@ -108,6 +120,7 @@ fi
 "$bin" --topology $topo --model alexnet --budget 100000000 --time-limit 120 --seed 1 \
   --out "$tmp/int.json" >"$tmp/int.out" 2>"$tmp/int.err" &
 pid=$!
+caught $pid
 sleep 1.5
 kill -INT $pid
 wait $pid
@@ -194,6 +207,7 @@ JSON
 "$bin" --topology "$tmp/ring.json" --model mlp:layers=2,hidden=256,in=256 --budget 200 \
   --out "$tmp/ring-plan.json" >"$tmp/ring.out" 2>&1 &
 pid=$!
+caught $pid
 sleep 4
 kill -INT $pid 2>/dev/null
 for _ in $(seq 1 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
@@ -282,6 +296,41 @@ if check "--level 0 175B" 0 "$bin" "${gpt175[@]}" --level 0 --out "$tmp/l0.json"
   grep "data parallel " "$tmp/out" | grep -q "DOES NOT FIT (not simulated" ||
     { echo "FAIL 175B data parallel row"; fail=$((fail + 1)); }
   grep "data parallel " "$tmp/out" | grep -q " ms" && { echo "FAIL 175B data parallel: a time"; fail=$((fail + 1)); }
+fi
+# --time-limit 5 on 175B / 1,024: exit 0 with a plan that fits, within 7 s
+# wall (the limit counts from the command's start and keeps a reserve for
+# the final simulations). On a machine loaded past twice its cores the wall
+# check is skipped, visibly (a process then gets a fraction of a core).
+t0=$(date +%s.%N)
+if check "--time-limit 5 175B" 0 "$bin" search "${gpt175[@]}" --time-limit 5 --out "$tmp/tl5.json"; then
+  took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$t0" "$(date +%s.%N)")
+  loaded=$(python3 -c "import os; print(int(os.getloadavg()[0] > 2 * os.cpu_count()))")
+  if [ "$loaded" = 1 ]; then
+    echo "SKIP --time-limit 5 175B wall check: load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores (took $took s)"
+  else
+    python3 -c "import sys; sys.exit(float(sys.argv[1]) > 7)" "$took" ||
+      { echo "FAIL --time-limit 5 175B: $took s wall"; fail=$((fail + 1)); }
+  fi
+  if check "--time-limit 5 175B plan fits" 0 "$bin" simulate "${gpt175[@]}" --plan "$tmp/tl5.json" --json; then
+    python3 -c "import json, sys; assert json.load(open(sys.argv[1]))['fits']" "$tmp/out" ||
+      { echo "FAIL --time-limit 5 175B: the plan written does not fit"; fail=$((fail + 1)); }
+  fi
+fi
+# level 0's plan is on disk long before the search ends: killed with -9
+# once the file appears, a plan that fits is left
+"$bin" search "${gpt175[@]}" --time-limit 600 --threads 1 --out "$tmp/early.json" \
+  >"$tmp/early.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -s "$tmp/early.json" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+if [ -s "$tmp/early.json" ]; then
+  if check "early plan fits" 0 "$bin" simulate "${gpt175[@]}" --plan "$tmp/early.json" --json; then
+    python3 -c "import json, sys; assert json.load(open(sys.argv[1]))['fits']" "$tmp/out" ||
+      { echo "FAIL early plan: does not fit"; fail=$((fail + 1)); }
+  fi
+else
+  echo "FAIL early plan: no plan file within 60 s"; fail=$((fail + 1))
 fi
 if check "--baseline megatron-grid" 0 "$bin" "${small[@]}" --level 1 --threads 1 \
     --baseline megatron-grid --out "$tmp/grid.json"; then

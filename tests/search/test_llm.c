@@ -267,6 +267,58 @@ static void test_grid_threads(void **state)
     ss_machine_free(m);
 }
 
+/* The grid's memory formula is a lower bound of the simulator's static
+ * memory (the grid prunes by it unsimulated): for every structure and
+ * distopt setting of a small GPT on 8 devices, the largest device's
+ * static bytes as simulated are at least ss_llm_static_bytes. */
+static void test_static_bound(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=4,hidden=512,heads=8,seq=256,vocab=4096", 16, 8);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_llm_shape S;
+    ss_llm_shape_of(g, m, &S);
+    assert_true(S.state_bytes[0] == 2 && S.state_bytes[1] == 2 && S.state_bytes[2] == 12);
+    ss_sim *s = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_sim_new(g, m, cm, NULL, &s, &d), SS_OK);
+    int checked = 0;
+    for (int tp = 1; tp <= 8; tp *= 2)
+        for (int pp = 1; pp * tp <= 8 && pp <= 4; pp *= 2)
+            for (int dopt = 0; dopt < 2; dopt++) {
+                ss_megatron_config c = {.tp = tp, .pp = pp, .dp = 8 / (tp * pp), .mbs = 1,
+                                        .distopt = dopt && tp * pp < 8, .sp = tp > 1};
+                ss_plan *p = NULL;
+                ss_sim_result r;
+                memset(&r, 0, sizeof r);
+                assert_int_equal(ss_plan_megatron(g, m, &c, &p, &d), SS_OK);
+                assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK);
+                double most = 0;
+                for (int i = 0; i < r.n_devices; i++)
+                    if (r.static_memory_bytes[i] > most)
+                        most = r.static_memory_bytes[i];
+                double bound = ss_llm_static_bytes(&S, &c);
+                if (!(most >= bound))
+                    fail_msg("tp %d pp %d distopt %d: static %.0f < bound %.0f", tp, pp,
+                             c.distopt, most, bound);
+                /* and not a vacuous one (exact up to the replicated norms without
+                 * stages, whose embedding makes the first stage heavier) */
+                if (pp == 1 && !c.distopt && !(bound > 0.9 * most))
+                    fail_msg("tp %d pp %d distopt %d: static %.0f, bound only %.0f", tp, pp,
+                             c.distopt, most, bound);
+                checked++;
+                ss_sim_result_clear(&r);
+                ss_plan_free(p);
+            }
+    assert_true(checked >= 14);
+    ss_sim_free(s);
+    ss_cost_free(cm);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 static void test_megatron_strings(void **state)
 {
     (void)state;
@@ -357,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_level2),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_grid_threads),
+        cmocka_unit_test(test_static_bound),
         cmocka_unit_test(test_time_limit_175b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
