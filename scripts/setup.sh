@@ -6,9 +6,10 @@ set -euo pipefail
 # OpenBLAS: the CPU kernels; Open MPI: the link probes (simsearch probe);
 # coinor-libcbc-dev: the sharding ILP (search/ilp.c, COIN-OR CBC's C interface)
 # libcairo2-dev: simsearch swarm --plot (SVG / PNG)
+# libplplot-dev + plplot-driver-cairo: cli/plot.c, the plotting module (SVG; PNG via pngcairo)
 pkgs=(build-essential cmake pkg-config libjansson-dev libcmocka-dev libhwloc-dev clang-14
       libclang-rt-14-dev libopenblas-dev libopenmpi-dev openmpi-bin coinor-libcbc-dev
-      libcairo2-dev)
+      libcairo2-dev libplplot-dev plplot-driver-cairo)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
