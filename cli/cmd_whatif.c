@@ -73,9 +73,10 @@ static const ss_cli_optdef options[] = {
                    "planner runs on one thread, as simsearch --threads 1)"),
     SS_CLI_STR_ROW(wopts, "--csv", "FILE", csv, 0, "write one CSV row per point (\"-\": stdout)"),
     SS_CLI_FLAG_ROW(wopts, "--json", json, "print one JSON object instead of the table"),
-    SS_CLI_STR_ROW(wopts, "--plot", "FILE", plot, 0,
+    SS_CLI_STR_ROW(wopts, "--plot", "FILES", plot, 0,
                    "throughput, MFU, scaling efficiency and cost against time\n"
-                   "to train (FILE.svg or FILE.png, PLplot)"),
+                   "to train (FILE.svg or FILE.png, PLplot; up to 4 files,\n"
+                   "comma-separated)"),
     {NULL, SS_CLI_FLAG, NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 
@@ -665,13 +666,21 @@ static int run(const wopts *o)
     int rc = parse_axes(o, &a);
     if (rc)
         return rc;
-    if (o->plot && !ss_plot_path_ok(o->plot))
-        return bad("--plot", "expected a file name ending in .svg or .png, got \"%s\"", o->plot);
+    char pbuf[1024], *plots[MAX_AXIS + 1];
+    int n_plots = o->plot ? split(o->plot, pbuf, sizeof pbuf, plots) : 0;
+    if (o->plot && (n_plots == 0 || n_plots > 4))
+        return bad("--plot", "expected 1 to 4 files, got \"%s\"", o->plot);
+    for (int i = 0; i < n_plots; i++)
+        if (!ss_plot_path_ok(plots[i]))
+            return bad("--plot", "expected file names ending in .svg or .png, got \"%s\"",
+                       plots[i]);
     const ss_cli_output ins[] = {{"--model", ss_cli_spec_is_file(o->model) ? o->model : NULL},
                                  {"--topology", o->topology},
                                  {"--scenarios", o->scenarios},
                                  {NULL, NULL}};
-    const ss_cli_output outs[] = {{"--csv", o->csv}, {"--plot", o->plot}, {NULL, NULL}};
+    ss_cli_output outs[6] = {{"--csv", o->csv}};
+    for (int i = 0; i < n_plots; i++)
+        outs[1 + i].flag = "--plot", outs[1 + i].path = plots[i];
     int taken = 0;
     if ((rc = ss_cli_check_files("whatif", ins, outs, o->json, &taken)))
         return rc;
@@ -721,8 +730,8 @@ static int run(const wopts *o)
     }
     if (o->csv && ss_whatif_write_csv(&c, &r, o->csv, &d) != SS_OK)
         rc = ss_cli_fail(&d);
-    if (!rc && o->plot)
-        rc = write_plot(&c, &r, o->plot);
+    for (int i = 0; !rc && i < n_plots; i++)
+        rc = write_plot(&c, &r, plots[i]);
     if (!rc && taken)
         ss_cli_report_to_stderr();
     if (!rc && o->json) {
