@@ -534,9 +534,9 @@ static int write_plot(const ss_whatif_config *c, const ss_whatif_result *r, cons
         return SS_EXIT_FAIL;
     }
     static const char *const ylab[3] = {"tokens/s (millions)", "MFU (%)",
-                                        "scaling efficiency (%)"};
+                                        "per-GPU tokens/s vs the smallest point (%)"};
     static const char *const ttl[3] = {"Throughput against GPUs", "Model FLOPs utilisation",
-                                       "Scaling efficiency (per-GPU throughput / smallest point's)"};
+                                       "Scaling efficiency"};
     for (int panel = 0; panel < 3 && !rc; panel++) {
         ss_plot_axes ax = {0};
         ax.title = ttl[panel];
@@ -573,7 +573,7 @@ static int write_plot(const ss_whatif_config *c, const ss_whatif_result *r, cons
             idx[m++] = i;
     if (!rc && m > 0) {
         ss_plot_axes ax = {0};
-        ax.title = "Cost against time to train (Pareto frontier ringed)";
+        ax.title = "Cost against time to train (Pareto set ringed)";
         ax.xlabel = "days to train";
         double maxc = 0;
         for (int k = 0; k < m; k++)

@@ -331,8 +331,8 @@ static int world_points(const panel *pn, const series *s, PLFLT *x, PLFLT *y)
     return m;
 }
 
-static void draw_series(const panel *pn, const series *s, int col, int mark, double y0,
-                        double y1, PLFLT *x, PLFLT *y)
+static void draw_series(const panel *pn, const series *s, int col, int mark, double x0,
+                        double x1, double y0, double y1, PLFLT *x, PLFLT *y)
 {
     int m = world_points(pn, s, x, y);
     if (m == 0)
@@ -386,7 +386,7 @@ static void draw_series(const panel *pn, const series *s, int col, int mark, dou
             if (!s->labels[k] || !isfinite(a) || !isfinite(b))
                 continue;
             escape(s->labels[k], buf, sizeof buf);
-            plptex(a, b + 0.025 * (y1 - y0), 1, 0, 0, buf);
+            plptex(a + 0.015 * (x1 - x0), b + 0.02 * (y1 - y0), 1, 0, 0, buf);
         }
         plschr(0, CH);
     }
@@ -489,7 +489,7 @@ static void draw_panel(const panel *pn, int figure_legend, double vx0, double vx
         const series *s = &pn->s[i];
         int idx = COL_FIRST + (*next_col)++;
         set_color(idx, s->color ? s->color : palette[i % N_PALETTE]);
-        draw_series(pn, s, idx, mark, y0, y1, bx, by);
+        draw_series(pn, s, idx, mark, x0, x1, y0, y1, bx, by);
         if (s->name)
             e[ne].s = s, e[ne].col = idx, e[ne++].mark = mark;
         mark += has_marker(s);
