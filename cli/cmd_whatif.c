@@ -534,9 +534,9 @@ static int write_plot(const ss_whatif_config *c, const ss_whatif_result *r, cons
         return SS_EXIT_FAIL;
     }
     static const char *const ylab[3] = {"tokens/s (millions)", "MFU (%)",
-                                        "per-GPU tokens/s vs the smallest point (%)"};
+                                        "efficiency (%)"};
     static const char *const ttl[3] = {"Throughput against GPUs", "Model FLOPs utilisation",
-                                       "Scaling efficiency"};
+                                       "Scaling efficiency (per GPU, vs the fewest GPUs)"};
     for (int panel = 0; panel < 3 && !rc; panel++) {
         ss_plot_axes ax = {0};
         ax.title = ttl[panel];
