@@ -28,6 +28,7 @@ int ss_cmd_profile(int argc, char **argv);
 int ss_cmd_probe(int argc, char **argv);
 int ss_cmd_swarm(int argc, char **argv);
 int ss_cmd_run(int argc, char **argv);
+int ss_cmd_whatif(int argc, char **argv);
 
 /* Print "simsearch: <msg>" for a failed status and map it to an exit code
  * (parse/invalid/infeasible input: 2; I/O failures -- a full disk, a read
@@ -82,7 +83,7 @@ typedef struct ss_cli_common {
 /* The command definitions (cmd_*.c), for help, man pages and completion. */
 extern const ss_cli_cmddef ss_cli_def_search, ss_cli_def_models, ss_cli_def_model,
     ss_cli_def_cost, ss_cli_def_plan, ss_cli_def_topo, ss_cli_def_simulate, ss_cli_def_profile,
-    ss_cli_def_probe, ss_cli_def_swarm, ss_cli_def_run, ss_cli_def_tune_sync;
+    ss_cli_def_probe, ss_cli_def_swarm, ss_cli_def_run, ss_cli_def_tune_sync, ss_cli_def_whatif;
 
 /* Load the topology (with --nodes), then build the model for its device
  * count (with --batch) and, when c->plan is set and p is not NULL, the plan

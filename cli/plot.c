@@ -41,6 +41,7 @@ typedef struct panel {
 
 struct ss_plot {
     char *title, *subtitle;
+    int figure_legend; /* one legend under the titles instead of the panels' */
     panel panels[SS_PLOT_MAX_PANELS];
     int n_panels;
 };
@@ -61,6 +62,8 @@ static const char *const markers[] = {"●", "■", "▲", "◆", "▼", "✚", 
 /* Character scale of the figure (PLplot's default is large for a page of
  * this size). */
 #define CH 0.72
+/* Entries of one legend at most. */
+#define LEGEND_MAX 64
 
 /* ---- building the figure ---------------------------------------------------- */
 
@@ -212,6 +215,11 @@ ss_status ss_plot_add(ss_plot *p, const ss_plot_series *s, ss_diag *d)
     return SS_OK;
 }
 
+void ss_plot_figure_legend(ss_plot *p, int on)
+{
+    p->figure_legend = on != 0;
+}
+
 int ss_plot_path_ok(const char *path)
 {
     size_t n = path ? strlen(path) : 0;
@@ -323,8 +331,8 @@ static int world_points(const panel *pn, const series *s, PLFLT *x, PLFLT *y)
     return m;
 }
 
-static void draw_series(const panel *pn, const series *s, int col, int mark, double y0,
-                        double y1, PLFLT *x, PLFLT *y)
+static void draw_series(const panel *pn, const series *s, int col, int mark, double x0,
+                        double x1, double y0, double y1, PLFLT *x, PLFLT *y)
 {
     int m = world_points(pn, s, x, y);
     if (m == 0)
@@ -378,63 +386,66 @@ static void draw_series(const panel *pn, const series *s, int col, int mark, dou
             if (!s->labels[k] || !isfinite(a) || !isfinite(b))
                 continue;
             escape(s->labels[k], buf, sizeof buf);
-            plptex(a, b + 0.025 * (y1 - y0), 1, 0, 0, buf);
+            plptex(a + 0.015 * (x1 - x0), b + 0.02 * (y1 - y0), 1, 0, 0, buf);
         }
         plschr(0, CH);
     }
 }
 
-static void draw_legend(const panel *pn, const int *cols)
+/* A legend entry: a series, its cmap0 index and its marker number. */
+typedef struct lentry {
+    const series *s;
+    int col, mark;
+} lentry;
+
+static int has_marker(const series *s)
 {
-    int n = 0;
-    for (int i = 0; i < pn->n; i++)
-        n += pn->s[i].name != NULL;
-    if (n == 0 || pn->ax.legend == SS_PLOT_LEGEND_NONE)
+    return s->style == SS_PLOT_LINE_MARKERS || s->style == SS_PLOT_MARKERS;
+}
+
+/* Draw the legend of entries e[0..n) at `position` (pllegend's flags) in
+ * ncol columns, boxed or not. */
+static void draw_legend(const lentry *e, int n, PLINT position, int ncol, int boxed)
+{
+    if (n == 0)
         return;
-    PLINT opt[SS_PLOT_MAX_SERIES], tcol[SS_PLOT_MAX_SERIES], lcol[SS_PLOT_MAX_SERIES],
-        lsty[SS_PLOT_MAX_SERIES], scol[SS_PLOT_MAX_SERIES], snum[SS_PLOT_MAX_SERIES];
-    PLFLT lw[SS_PLOT_MAX_SERIES], ssc[SS_PLOT_MAX_SERIES];
-    char names[SS_PLOT_MAX_SERIES][128];
-    const char *text[SS_PLOT_MAX_SERIES], *sym[SS_PLOT_MAX_SERIES];
-    int k = 0, mark = 0;
-    for (int i = 0; i < pn->n; i++) {
-        const series *s = &pn->s[i];
-        int has_mark = s->style == SS_PLOT_LINE_MARKERS || s->style == SS_PLOT_MARKERS;
-        int m = mark;
-        if (has_mark)
-            mark++;
-        if (!s->name)
-            continue;
+    PLINT opt[LEGEND_MAX], tcol[LEGEND_MAX], lcol[LEGEND_MAX], lsty[LEGEND_MAX],
+        scol[LEGEND_MAX], snum[LEGEND_MAX];
+    PLFLT lw[LEGEND_MAX], ssc[LEGEND_MAX];
+    char names[LEGEND_MAX][128];
+    const char *text[LEGEND_MAX], *sym[LEGEND_MAX];
+    if (n > LEGEND_MAX)
+        n = LEGEND_MAX;
+    for (int k = 0; k < n; k++) {
+        const series *s = e[k].s;
         escape(s->name, names[k], sizeof names[k]);
         text[k] = names[k];
         tcol[k] = COL_INK;
         opt[k] = 0;
-        lcol[k] = scol[k] = cols[i];
+        lcol[k] = scol[k] = e[k].col;
         lsty[k] = s->style == SS_PLOT_DASHED ? 2 : s->style == SS_PLOT_FRONTIER ? 3 : 1;
         lw[k] = s->style == SS_PLOT_FRONTIER ? 3.5 : 2;
         ssc[k] = s->style == SS_PLOT_FRONTIER ? 1.1 : 0.75;
         snum[k] = 1;
-        sym[k] = s->style == SS_PLOT_FRONTIER ? FRONTIER_MARK : markers[m % N_MARKERS];
+        sym[k] = s->style == SS_PLOT_FRONTIER ? FRONTIER_MARK : markers[e[k].mark % N_MARKERS];
         if (s->style != SS_PLOT_MARKERS)
             opt[k] |= PL_LEGEND_LINE;
-        if (has_mark || s->style == SS_PLOT_FRONTIER)
+        if (has_marker(s) || s->style == SS_PLOT_FRONTIER)
             opt[k] |= PL_LEGEND_SYMBOL;
-        k++;
     }
-    static const PLINT corner[] = {
-        PL_POSITION_TOP | PL_POSITION_LEFT, PL_POSITION_TOP | PL_POSITION_RIGHT,
-        PL_POSITION_BOTTOM | PL_POSITION_LEFT, PL_POSITION_BOTTOM | PL_POSITION_RIGHT};
     PLFLT w, h;
+    int rows = (n + ncol - 1) / ncol;
     plschr(0, CH * 0.8);
-    pllegend(&w, &h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
-             corner[pn->ax.legend] | PL_POSITION_INSIDE | PL_POSITION_VIEWPORT, 0.02, 0.02, 0.08,
-             COL_BG, COL_INK, 1, 0, 0, k, opt, 0.8, 0.62, 2.0, 0, tcol, text, NULL, NULL, NULL,
-             NULL, lcol, lsty, lw, scol, ssc, snum, sym);
+    pllegend(&w, &h,
+             boxed ? PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX
+                   : PL_LEGEND_BACKGROUND | (ncol > 1 ? PL_LEGEND_ROW_MAJOR : 0),
+             position, 0.02, 0.02, 0.08, COL_BG, COL_INK, 1, rows, ncol, n, opt, 0.8, 0.62,
+             2.0, 0, tcol, text, NULL, NULL, NULL, NULL, lcol, lsty, lw, scol, ssc, snum, sym);
     plschr(0, CH);
 }
 
-static void draw_panel(const panel *pn, double vx0, double vx1, double vy0, double vy1,
-                       int *next_col, PLFLT *bx, PLFLT *by)
+static void draw_panel(const panel *pn, int figure_legend, double vx0, double vx1, double vy0,
+                       double vy1, int *next_col, PLFLT *bx, PLFLT *by)
 {
     double x0, x1, y0, y1;
     window(pn, &x0, &x1, &y0, &y1);
@@ -472,28 +483,76 @@ static void draw_panel(const panel *pn, double vx0, double vx1, double vy0, doub
         plmtex("t", 1.2, 0.5, 0.5, buf);
         plschr(0, CH);
     }
-    int cols[SS_PLOT_MAX_SERIES], mark = 0;
+    lentry e[SS_PLOT_MAX_SERIES];
+    int ne = 0, mark = 0;
     for (int i = 0; i < pn->n; i++) {
         const series *s = &pn->s[i];
-        unsigned rgb = s->color ? s->color : palette[*next_col % N_PALETTE];
         int idx = COL_FIRST + (*next_col)++;
-        set_color(idx, rgb);
-        cols[i] = idx;
-        draw_series(pn, s, idx, mark, y0, y1, bx, by);
-        if (s->style == SS_PLOT_LINE_MARKERS || s->style == SS_PLOT_MARKERS)
-            mark++;
+        set_color(idx, s->color ? s->color : palette[i % N_PALETTE]);
+        draw_series(pn, s, idx, mark, x0, x1, y0, y1, bx, by);
+        if (s->name)
+            e[ne].s = s, e[ne].col = idx, e[ne++].mark = mark;
+        mark += has_marker(s);
     }
     plcol0(COL_INK);
-    draw_legend(pn, cols);
+    static const PLINT corner[] = {
+        PL_POSITION_TOP | PL_POSITION_LEFT, PL_POSITION_TOP | PL_POSITION_RIGHT,
+        PL_POSITION_BOTTOM | PL_POSITION_LEFT, PL_POSITION_BOTTOM | PL_POSITION_RIGHT};
+    if (!figure_legend && pn->ax.legend != SS_PLOT_LEGEND_NONE)
+        draw_legend(e, ne, corner[pn->ax.legend] | PL_POSITION_INSIDE | PL_POSITION_VIEWPORT,
+                    1, 1);
 }
 
-/* Page size in points (SVG) or pixels (PNG) for n panels. */
-static void page_size(int n, int *cols, int *rows, int *w, int *h)
+/* The figure legend's entries: every named series once (by name), its
+ * colour and marker as its panel draws it; cmap0 indices from *next_col. */
+static int figure_entries(const ss_plot *p, lentry *e, int *next_col)
 {
+    int n = 0;
+    for (int k = 0; k < p->n_panels; k++) {
+        const panel *pn = &p->panels[k];
+        int mark = 0;
+        for (int i = 0; i < pn->n; i++) {
+            const series *s = &pn->s[i];
+            int seen = !s->name;
+            for (int j = 0; j < n && !seen; j++)
+                seen = !strcmp(e[j].s->name, s->name);
+            if (!seen && n < LEGEND_MAX) {
+                int idx = COL_FIRST + (*next_col)++;
+                set_color(idx, s->color ? s->color : palette[i % N_PALETTE]);
+                e[n].s = s, e[n].col = idx, e[n++].mark = mark;
+            }
+            mark += has_marker(s);
+        }
+    }
+    return n;
+}
+
+/* Columns of the figure legend, and its height (points) for n entries. */
+static int legend_cols(int panel_cols)
+{
+    return panel_cols == 1 ? 2 : 3;
+}
+
+static double legend_band(int n, int panel_cols)
+{
+    int c = legend_cols(panel_cols);
+    return 24.0 + 19.0 * ((n + c - 1) / c);
+}
+
+/* Page size in points (SVG) or pixels (PNG) for the figure. */
+static void page_size(const ss_plot *p, int *cols, int *rows, int *w, int *h)
+{
+    int n = p->n_panels, named = 0;
     *cols = n <= 2 ? 1 : 2;
     *rows = (n + *cols - 1) / *cols;
     *w = *cols == 1 ? 960 : 1400;
     *h = 130 + *rows * 420;
+    if (p->figure_legend) {
+        for (int k = 0; k < n; k++)
+            for (int i = 0; i < p->panels[k].n; i++)
+                named += p->panels[k].s[i].name != NULL; /* an upper bound: names may repeat */
+        *h += (int)legend_band(named < LEGEND_MAX ? named : LEGEND_MAX, *cols);
+    }
 }
 
 static void draw(const ss_plot *p, int W, int H, int cols, int rows, PLFLT *bx, PLFLT *by)
@@ -503,7 +562,7 @@ static void draw(const ss_plot *p, int W, int H, int cols, int rows, PLFLT *bx, 
     plwind(0, 1, 0, 1);
     char buf[512];
     plcol0(COL_INK);
-    plschr(0, CH * 1.5);
+    plschr(0, CH * (strlen(p->title) > 70 ? 1.15 : 1.5));
     escape(p->title, buf, sizeof buf);
     plptex(0.5, 1 - 34.0 / H, 1, 0, 0.5, buf);
     plschr(0, CH * 0.95);
@@ -515,20 +574,31 @@ static void draw(const ss_plot *p, int W, int H, int cols, int rows, PLFLT *bx, 
         char one[512];
         snprintf(one, sizeof one, "%.*s", (int)(len < 500 ? len : 500), s);
         escape(one, buf, sizeof buf);
-        plptex(0.5, 1 - (66.0 + 20 * line) / H, 1, 0, 0.5, buf);
+        plptex(0.5, 1 - (66.0 + 22 * line) / H, 1, 0, 0.5, buf);
         line++;
         s = e ? e + 1 : NULL;
     }
     plschr(0, CH);
-    double top = (60.0 + 20 * (line > 0 ? line : 1)) / H; /* page fraction the titles take */
-    double cw = 1.0 / cols, ch = (1 - top) / rows;
+    double top = (60.0 + 22 * (line > 0 ? line : 1)) / H; /* page fraction the titles take */
     int next_col = 0;
+    if (p->figure_legend) {
+        lentry e[LEGEND_MAX];
+        int n = figure_entries(p, e, &next_col), ncol = n < legend_cols(cols) ? n : legend_cols(cols);
+        if (n > 0) {
+            double band = legend_band(n, cols) / H;
+            plvpor(0.02, 0.98, 1 - top - band, 1 - top);
+            plwind(0, 1, 0, 1);
+            draw_legend(e, n, PL_POSITION_TOP | PL_POSITION_INSIDE | PL_POSITION_VIEWPORT, ncol, 0);
+            top += band;
+        }
+    }
+    double cw = 1.0 / cols, ch = (1 - top) / rows;
     for (int k = 0; k < p->n_panels; k++) {
         int c = k % cols, r = k / cols;
         double cx0 = c * cw, cy1 = 1 - top - r * ch;
-        double vx0 = cx0 + 95.0 / W, vx1 = cx0 + cw - 30.0 / W;
-        double vy1 = cy1 - 40.0 / H, vy0 = cy1 - ch + 70.0 / H;
-        draw_panel(&p->panels[k], vx0, vx1, vy0, vy1, &next_col, bx, by);
+        double vx0 = cx0 + 110.0 / W, vx1 = cx0 + cw - 30.0 / W;
+        double vy1 = cy1 - 45.0 / H, vy0 = cy1 - ch + 70.0 / H;
+        draw_panel(&p->panels[k], p->figure_legend, vx0, vx1, vy0, vy1, &next_col, bx, by);
     }
 }
 
@@ -580,7 +650,7 @@ ss_status ss_plot_write(const ss_plot *p, const char *path, ss_diag *d)
         return ss_diag_set(d, SS_ERR_IO, "plot: %s: %s", path, strerror(errno));
     }
     int cols, rows, W, H;
-    page_size(p->n_panels, &cols, &rows, &W, &H);
+    page_size(p, &cols, &rows, &W, &H);
     PLINT old = 0, strm = 0;
     plgstrm(&old);
     plmkstrm(&strm);
@@ -589,7 +659,7 @@ ss_status ss_plot_write(const ss_plot *p, const char *path, ss_diag *d)
     plsdev(dev);
     plsfile(pf);
     plspage(0, 0, W, H, 0, 0);
-    plscmap0n(COL_FIRST + total);
+    plscmap0n(COL_FIRST + total + LEGEND_MAX);
     set_color(COL_BG, 0xFFFFFF);
     set_color(COL_INK, 0x000000);
     set_color(COL_GRID, 0xDDDDDD);

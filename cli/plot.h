@@ -10,7 +10,10 @@
  * values themselves (256, 512, ...) and named series: lines with markers,
  * markers alone, step lines, dashed lines, ticks along the x axis, and a
  * marked set (a Pareto frontier: a thick dashed line through ringed
- * points). Every named series gets a legend entry.
+ * points). Every named series gets a legend entry, in its panel or in
+ * one legend for the figure. The k-th series of every panel gets the k-th
+ * colour and marker, so series listed in the same order match across
+ * panels.
  *
  * Invariant: the figure owns copies of everything it was given (strings,
  * points), so callers may free their arrays right after an add. Writing is
@@ -85,6 +88,12 @@ ss_status ss_plot_panel(ss_plot *p, const ss_plot_axes *axes, ss_diag *d);
  * SS_ERR_NOMEM. On error the figure is unchanged. */
 #define SS_PLOT_MAX_SERIES 32
 ss_status ss_plot_add(ss_plot *p, const ss_plot_series *s, ss_diag *d);
+
+/* on: one legend for the whole figure, under the titles, in columns (each
+ * series name once, as its first panel draws it: panels that list the same
+ * names in the same order draw them alike), and no legend in the panels.
+ * Off (the default): a legend in each panel's corner (ss_plot_axes.legend). */
+void ss_plot_figure_legend(ss_plot *p, int on);
 
 /* Write the figure to path: ".svg" (PLplot's svg driver) or ".png"
  * (pngcairo, 1 pixel per point), chosen by the extension; "-" is refused

@@ -21,6 +21,7 @@ static const command commands[] = {
     {&ss_cli_def_simulate, ss_cmd_simulate}, {&ss_cli_def_profile, ss_cmd_profile},
     {&ss_cli_def_probe, ss_cmd_probe},       {&ss_cli_def_swarm, ss_cmd_swarm},
     {&ss_cli_def_run, ss_cmd_run},           {&ss_cli_def_tune_sync, ss_cmd_tune_sync},
+    {&ss_cli_def_whatif, ss_cmd_whatif},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
