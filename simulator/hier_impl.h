@@ -13,6 +13,7 @@
 
 #include "simulator/engine.h"
 #include "simulator/memory.h"
+#include "simulator/plan_view.h"
 #include "simulator/symmetry.h"
 #include "simulator/taskgraph.h"
 
@@ -109,13 +110,16 @@ struct ss_hier {
     /* scratch */
     int *dhost, *drank;       /* per device: host, local rank */
     uint64_t *sig;            /* per op: ss_op_signature */
-    int *sd, *stage, *pos;    /* per op */
+    /* of the plan analysed, borrowed from its view (plan_view.h): per op
+     * sample dim, stage, index in its stage; the ops grouped by stage */
+    const int *sd, *stage, *pos;
+    ss_plan_view *own_view;   /* the view ss_hier_eval makes when given none */
     uint64_t *key;            /* per op */
     uint64_t *psum, *pwsum;   /* per op: place_sums of its devices */
     lscan *scan;              /* per (device list, layout): scan_list's results */
     int scan_cap;             /* entries (a power of two, > 2 x ops) */
     unsigned scan_stamp;      /* the current analyse call (entries of others are empty) */
-    int *sops;                /* ops grouped by stage */
+    const int *sops;          /* ops grouped by stage (the view's) */
     int *devrank;             /* per device: its pipeline rank (stage mod pp), -1 none */
     unsigned char *devchunk;  /* per device x local chunk: the chunk uses the device */
     int cap_devchunk;
