@@ -82,13 +82,19 @@ static unsigned char out_of_range(const ss_plan_view *v, const ss_pconfig *c)
     return 0;
 }
 
-/* Op o's own facts: stage, tile entries, devices in range (ops sharing a
- * device list scan it once per set: by_list). */
-static void read_op(ss_plan_view *v, const ss_plan *p, int o, int by_list)
+/* Op o's own facts: stage, tile entries. */
+static void read_op(ss_plan_view *v, const ss_plan *p, int o)
 {
     const ss_pconfig *c = ss_plan_config(p, o);
     v->stage[o] = c->stage;
     v->otiles[o] = c->ntiles;
+}
+
+/* Op o's devices in range (ops sharing a device list scan it once per
+ * set: by_list). */
+static void range_op(ss_plan_view *v, const ss_plan *p, int o, int by_list)
+{
+    const ss_pconfig *c = ss_plan_config(p, o);
     int id = by_list ? ss_plan_devlist_id(p, o) : -1;
     if (id < 0 || id >= v->cap_lid) {
         v->obad[o] = out_of_range(v, c);
@@ -115,7 +121,7 @@ static ss_status summarise(ss_plan_view *v, const ss_plan *p, ss_diag *d)
     }
     int P = v->P;
     memset(v->stage_off, 0, (size_t)(P + 1) * sizeof *v->stage_off);
-    v->bad_stage = v->no_sample = v->bad_device = -1;
+    v->bad_stage = v->no_sample = -1;
     v->tiles = 0;
     v->sample_gcd = 0;
     for (int o = 0; o < v->n_ops; o++) {
@@ -126,8 +132,6 @@ static ss_status summarise(ss_plan_view *v, const ss_plan *p, ss_diag *d)
         else if (v->bad_stage < 0)
             v->bad_stage = o;
         v->tiles += v->otiles[o];
-        if (v->obad[o] && v->bad_device < 0)
-            v->bad_device = o;
         int sd = v->sd[o];
         if (sd < 0 || sd >= c->ndim) {
             if (v->no_sample < 0)
@@ -170,6 +174,37 @@ ss_status ss_plan_view_set(ss_plan_view *v, const ss_plan *p, ss_diag *d)
     ss_status st = check_plan(v, p, d);
     if (st)
         return st;
+    v->range_known = 0;
+    for (int o = 0; o < v->n_ops; o++)
+        read_op(v, p, o);
+    return summarise(v, p, d);
+}
+
+ss_status ss_plan_view_change(ss_plan_view *v, const ss_plan *p, int op, ss_diag *d)
+{
+    if (v->P == 0 || op < -1 || op >= v->n_ops)
+        return ss_plan_view_set(v, p, d);
+    v->P = 0;
+    ss_status st = check_plan(v, p, d);
+    if (st)
+        return st;
+    if (op >= 0) {
+        read_op(v, p, op);
+        if (v->range_known) {
+            range_op(v, p, op, 0);
+            v->bad_device = -1;
+            for (int o = 0; o < v->n_ops && v->bad_device < 0; o++)
+                if (v->obad[o])
+                    v->bad_device = o;
+        }
+    }
+    return summarise(v, p, d);
+}
+
+int ss_plan_view_bad_device(ss_plan_view *v, const ss_plan *p)
+{
+    if (v->range_known)
+        return v->bad_device;
     int ids = ss_plan_devlist_ids(p), cap = v->cap_lid;
     if (ids > cap) {
         if (ss_grow((void **)&v->lid_stamp, &cap, ids, sizeof *v->lid_stamp) ||
@@ -186,20 +221,12 @@ ss_status ss_plan_view_set(ss_plan_view *v, const ss_plan *p, ss_diag *d)
         memset(v->lid_stamp, 0, (size_t)v->cap_lid * sizeof *v->lid_stamp);
         v->stamp = 1;
     }
-    for (int o = 0; o < v->n_ops; o++)
-        read_op(v, p, o, 1);
-    return summarise(v, p, d);
-}
-
-ss_status ss_plan_view_change(ss_plan_view *v, const ss_plan *p, int op, ss_diag *d)
-{
-    if (v->P == 0 || op < -1 || op >= v->n_ops)
-        return ss_plan_view_set(v, p, d);
-    v->P = 0;
-    ss_status st = check_plan(v, p, d);
-    if (st)
-        return st;
-    if (op >= 0)
-        read_op(v, p, op, 0);
-    return summarise(v, p, d);
+    v->bad_device = -1;
+    for (int o = 0; o < v->n_ops; o++) {
+        range_op(v, p, o, 1);
+        if (v->obad[o] && v->bad_device < 0)
+            v->bad_device = o;
+    }
+    v->range_known = 1;
+    return v->bad_device;
 }

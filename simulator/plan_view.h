@@ -12,7 +12,8 @@
  * outside [0, P) is in no group and counted in bad_stage), the tile
  * entries, and the data-parallel facts the symmetric evaluator starts
  * from: the gcd of the ops' sample degrees, the first op without a sample
- * dim in its config and the first op with a device out of range.
+ * dim in its config and (on demand: ss_plan_view_bad_device) the first op
+ * with a device out of range.
  * ss_plan_view_change re-reads one op (a search's single-op move) and the
  * settings in O(ops + that op's tiles), leaving the view as
  * ss_plan_view_set would.
@@ -43,7 +44,9 @@ typedef struct ss_plan_view {
     unsigned char *obad; /* [n_ops] 1: a device of the op lies outside the machine */
     int64_t sample_gcd; /* gcd of the ops' sample degrees (0: no op) */
     int no_sample;      /* the first op without a sample dim in its config, -1 none */
-    int bad_device;     /* the first op with a device outside the machine, -1 none */
+    int bad_device;     /* the first op with a device outside the machine, -1 none: valid
+                           where range_known (ss_plan_view_bad_device) */
+    int range_known;
     int cap_p;          /* stage_off's capacity */
     unsigned *lid_stamp; /* per device list id (ss_plan_devlist_id): the set that scanned it */
     unsigned char *lid_bad; /* its devices' range check, valid where lid_stamp is current */
@@ -64,6 +67,11 @@ ss_status ss_plan_view_set(ss_plan_view *v, const ss_plan *p, ss_diag *d);
  * the settings: bring the view up to date. op -1: only the settings
  * changed. Errors as ss_plan_view_set (the view then unset). */
 ss_status ss_plan_view_change(ss_plan_view *v, const ss_plan *p, int op, ss_diag *d);
+
+/* The first op of p (the view's plan) with a device outside the machine,
+ * -1 none: scanned on the first call after a set (each distinct device
+ * list once), then kept up to date by ss_plan_view_change. */
+int ss_plan_view_bad_device(ss_plan_view *v, const ss_plan *p);
 
 /* The sample dim of op o's first output in graph g (-1 none). */
 int ss_plan_view_sample_dim(const ss_graph *g, int o);

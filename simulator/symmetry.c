@@ -84,7 +84,7 @@ struct ss_symmetry {
     int hk_D;
     /* the view of the plan being detected (plan_view.h): the dispatcher's,
      * or own (a plan of y->g judged without one) or subv (a sub-problem's) */
-    const ss_plan_view *v;
+    ss_plan_view *v;
     ss_plan_view *own, *subv;
 };
 
@@ -969,8 +969,8 @@ static int uneven_ok(ss_symmetry *y, const ss_taskgraph *tg)
  * memory. */
 static int detect(ss_symmetry *y, const ss_graph *g, const ss_plan *p)
 {
-    const ss_plan_view *v = y->v;
-    int ns = v->no_sample, bd = v->bad_device;
+    ss_plan_view *v = y->v;
+    int ns = v->no_sample, bd = ss_plan_view_bad_device(v, p);
     if (ns >= 0 && (bd < 0 || ns <= bd)) {
         snprintf(y->why, sizeof y->why, "operator \"%s\" has no sample dimension",
                  ss_graph_op(g, ns)->name);
@@ -1054,7 +1054,7 @@ static int set_hook(ss_symmetry *y, int D)
 /* Detection and the reduced graph and plan of p, without simulating: D
  * (> 0) when p passed every check made before the build, 0 when it is not
  * symmetric (why in y->why), -1 on error (d set). */
-static int prepare(ss_symmetry *y, const ss_plan_view *v, const ss_plan *p, ss_diag *d)
+static int prepare(ss_symmetry *y, ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
     y->ok_D = 0;
     y->sD = 0;
@@ -1082,13 +1082,13 @@ static int prepare(ss_symmetry *y, const ss_plan_view *v, const ss_plan *p, ss_d
     return regions_ok(y, y->g, y->rg, p, y->rp, D) ? D : 0;
 }
 
-int ss_sym_accepts(ss_symmetry *y, const ss_plan_view *v, const ss_plan *p, ss_diag *d)
+int ss_sym_accepts(ss_symmetry *y, ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
     int D = prepare(y, v, p, d);
     return D < 0 ? -1 : D > 0;
 }
 
-ss_status ss_sym_run(ss_symmetry *y, const ss_plan_view *v, const ss_plan *p, double cutoff_us,
+ss_status ss_sym_run(ss_symmetry *y, ss_plan_view *v, const ss_plan *p, double cutoff_us,
                      ss_sim_result *r, double *load_us, int *used, ss_diag *d)
 {
     *used = 0;

@@ -52,14 +52,14 @@ void ss_sym_free(ss_symmetry *y);
  * is not symmetric, the reason in ss_sym_why. Errors: as ss_sim_run_within
  * (r unchanged). */
 struct ss_plan_view;
-ss_status ss_sym_run(ss_symmetry *y, const struct ss_plan_view *v, const ss_plan *p,
+ss_status ss_sym_run(ss_symmetry *y, struct ss_plan_view *v, const ss_plan *p,
                      double cutoff_us, ss_sim_result *r, double *load_us, int *used, ss_diag *d);
 
 /* Whether p (view v as for ss_sym_run) passes the checks made before the reduced plan is built and
  * run (detection, the reduced graph, its regions): 1 yes, 0 no (why in
  * ss_sym_why), -1 error (d set). ss_sym_run may still refuse a plan that
  * passes, for what only the build shows (channels, collectives). */
-int ss_sym_accepts(ss_symmetry *y, const struct ss_plan_view *v, const ss_plan *p, ss_diag *d);
+int ss_sym_accepts(ss_symmetry *y, struct ss_plan_view *v, const ss_plan *p, ss_diag *d);
 
 /* Why the last ss_sym_run or ss_sym_accepts did not apply ("" when it did). */
 const char *ss_sym_why(const ss_symmetry *y);

@@ -59,7 +59,9 @@ static void assert_same_view(const ss_plan_view *a, const ss_plan_view *b)
     assert_true(a->tiles == b->tiles);
     assert_true(a->sample_gcd == b->sample_gcd);
     assert_int_equal(a->no_sample, b->no_sample);
-    assert_int_equal(a->bad_device, b->bad_device);
+    assert_int_equal(a->range_known, b->range_known);
+    if (a->range_known)
+        assert_int_equal(a->bad_device, b->bad_device);
     assert_int_equal(a->bad_stage, b->bad_stage);
     for (int o = 0; o < a->n_ops; o++) {
         assert_int_equal(a->stage[o], b->stage[o]);
@@ -86,7 +88,9 @@ static void test_view(void **state)
     assert_int_equal(v->M, 8);
     assert_int_equal(v->R, 2);
     assert_int_equal(v->bad_stage, -1);
-    assert_int_equal(v->bad_device, -1);
+    assert_int_equal(v->range_known, 0);
+    assert_int_equal(ss_plan_view_bad_device(v, f.p), -1);
+    assert_int_equal(v->range_known, 1);
     assert_int_equal(v->no_sample, -1);
     int64_t tiles = 0, g = 0;
     for (int o = 0; o < v->n_ops; o++) {
@@ -158,17 +162,20 @@ static void test_change(void **state)
     assert_non_null(v);
     assert_non_null(w);
     assert_int_equal(ss_plan_view_set(v, f.p, &d), SS_OK);
+    ss_plan_view_bad_device(v, f.p);
     for (int k = 0; k < 20; k++) {
         int o = (k * 37) % ss_graph_n_ops(f.g);
         if (!swap_devices(f.p, o, k))
             continue;
         assert_int_equal(ss_plan_view_change(v, f.p, o, &d), SS_OK);
         assert_int_equal(ss_plan_view_set(w, f.p, &d), SS_OK);
+        ss_plan_view_bad_device(w, f.p);
         assert_same_view(v, w);
     }
     ss_plan_settings_of(f.p)->schedule = SS_PIPE_GPIPE;
     assert_int_equal(ss_plan_view_change(v, f.p, -1, &d), SS_OK);
     assert_int_equal(ss_plan_view_set(w, f.p, &d), SS_OK);
+    ss_plan_view_bad_device(w, f.p);
     assert_same_view(v, w);
     ss_plan_view_free(v);
     ss_plan_view_free(w);
