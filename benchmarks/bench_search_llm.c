@@ -117,11 +117,12 @@ int main(int argc, char **argv)
         goto out;
     }
     double cpu = cpu_s() - c0;
-    printf("%s %s proposals %lld evaluations %lld evals/s %.2f evals/cpu-s %.2f best_ms %.3f cut %lld "
-           "cached %lld infeasible %lld hier %lld sym %lld full %lld\n",
-           argv[8], ss_evaluator_name(sc.evaluator), (long long)st.proposals, (long long)st.evaluations, st.evals_per_s,
-           cpu > 0 ? (double)st.evaluations / cpu : 0, be.time_us / 1000, (long long)st.cut,
-           (long long)st.cached, (long long)st.infeasible, (long long)j.by[0], (long long)j.by[1], (long long)j.by[2]);
+    printf("%s %s proposals %lld evaluations %lld evals/s %.2f evals/cpu-s %.2f best_ms %.3f "
+           "cut %lld cached %lld infeasible %lld hier %lld sym %lld full %lld\n",
+           argv[8], ss_evaluator_name(sc.evaluator), (long long)st.proposals,
+           (long long)st.evaluations, st.evals_per_s, cpu > 0 ? (double)st.evaluations / cpu : 0,
+           be.time_us / 1000, (long long)st.cut, (long long)st.cached, (long long)st.infeasible,
+           (long long)j.by[0], (long long)j.by[1], (long long)j.by[2]);
     rc = 0;
 out:
     ss_sim_result_clear(&j.r);

@@ -11,6 +11,8 @@
 
 #include "simulator/hier.h"
 
+#include "core/hash.h"
+
 #include "simulator/engine.h"
 #include "simulator/memory.h"
 #include "simulator/plan_view.h"
@@ -146,16 +148,13 @@ struct ss_hier {
     int sym_off;      /* ss_hier_set_symmetry(h, 0) */
 };
 
-/* The running hash of the memo keys: kept as it was (a key is the
- * sub-problem's identity in the memo, so changing the mixer could change
- * which plans share an entry; core/hash.h's ss_hash_mix differs in the
- * multiplier). */
+/* The memo keys' running hash: core/hash.h's memo mixer, by a short name. */
 static inline uint64_t mix(uint64_t h, uint64_t v)
 {
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    return h * 0x100000001b3ULL;
+    return ss_hash_mix_fnv(h, v);
 }
 
+/* A double's bits into a memo key. */
 static inline uint64_t mixd(uint64_t h, double x)
 {
     uint64_t v;

@@ -328,3 +328,9 @@ void ss_sim_commit(ss_sim *s)
         s->diff = -1;
     }
 }
+
+void ss_sim_forget_base(ss_sim *s)
+{
+    if (s)
+        s->base = 0;
+}

@@ -160,6 +160,9 @@ ss_status ss_sim_rerun_within(ss_sim *s, const ss_plan *p, int changed, double c
 /* The plan of s's last run (by ss_sim_run_within or ss_sim_rerun_within,
  * judged or cut) becomes the base of ss_sim_rerun_within. */
 void ss_sim_commit(ss_sim *s);
+/* Forget the base (the caller's idea of it changed without a run: a search
+ * restoring an earlier plan); the next ss_sim_rerun_within judges afresh. */
+void ss_sim_forget_base(ss_sim *s);
 
 /* Replace the stop callback of s's config (NULL: runs cannot be stopped). */
 void ss_sim_set_stop(ss_sim *s, int (*stop)(void *ctx), void *ctx);
