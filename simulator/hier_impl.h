@@ -24,7 +24,7 @@
 
 #define MEMO_MAX 4096   /* memo entries before it is cleared */
 #define PERIOD_TOL 1e-6 /* relative tolerance of the periodicity check */
-#define JMAX 4          /* joint collectives of shared weights per stage at d0 */
+#define JMAX 32         /* joint collectives of shared weights per stage at d0 */
 
 /* What one sub-problem (a stage's ops for one micro-batch) gives, for the
  * stage's first device d0. Doubles only: extrapolated field by field. */
