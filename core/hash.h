@@ -32,6 +32,16 @@ static inline uint64_t ss_hash_final(uint64_t x)
     return x;
 }
 
+/* The hierarchical evaluator's memo keys (simulator/hier*.c): boost's
+ * combine with FNV's 64-bit prime. Kept apart from ss_hash_mix because a
+ * memo key is a sub-problem's identity there: another mixer could change
+ * which plans share an entry. */
+static inline uint64_t ss_hash_mix_fnv(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0x100000001b3ULL;
+}
+
 /* A double's bits (+0.0 and -0.0 hash alike). */
 static inline uint64_t ss_hash_mix_f64(uint64_t h, double x)
 {

@@ -52,6 +52,7 @@
  */
 #include "core/json_util.h"
 #include "core/plan_impl.h"
+#include "core/segments.h"
 
 #include <errno.h>
 
@@ -157,128 +158,13 @@ typedef struct gen {
 
 enum { ST_NONE = 0, ST_TP, ST_PARTIAL, ST_SEQ };
 
-static uint64_t op_signature(const ss_graph *g, const ss_op *op)
-{
-    uint64_t h = ss_fnv_i64(SS_FNV_INIT, op->type);
-    for (int i = 0; i < op->n_out; i++) {
-        const ss_tensor *t = ss_graph_tensor(g, op->outputs[i]);
-        h = ss_fnv_i64(h, t->dtype);
-        for (int k = 0; k < t->ndim; k++)
-            h = ss_fnv_i64(h, t->shape[k]);
-    }
-    for (int i = 0; i < op->n_w; i++) {
-        const ss_tensor *t = ss_graph_tensor(g, op->weights[i]);
-        for (int k = 0; k < t->ndim; k++)
-            h = ss_fnv_i64(h, t->shape[k]);
-    }
-    return h;
-}
-
-/* Cut g's non-input ops into segments at boundaries with at most one live
- * activation: ord (m non-input ops in order), pos (op -> index in ord or
- * -1), segend / sig / flops per segment (its last ord index, its ops'
- * signature, cumulative forward FLOPs). Arrays of n_ops + 1 entries; live
- * is zeroed scratch. Returns the number of segments (0 when m = 0). */
-static int segments(const ss_graph *g, int *ord, int *pos, int *live, int *segend, uint64_t *sig,
-                    double *flops, int *m_out)
-{
-    int n = ss_graph_n_ops(g), m = 0;
-    for (int i = 0; i < n; i++) {
-        pos[i] = -1;
-        if (ss_graph_op(g, i)->type != SS_OP_INPUT) {
-            pos[i] = m;
-            ord[m++] = i;
-        }
-    }
-    *m_out = m;
-    /* Activations crossing each boundary (after ord[j]). */
-    for (int j = 0; j < m; j++) {
-        const ss_op *op = ss_graph_op(g, ord[j]);
-        for (int o = 0; o < op->n_out; o++) {
-            int t = op->outputs[o], last = j;
-            for (int c = 0; c < ss_graph_n_consumers(g, t); c++) {
-                int q = pos[ss_graph_consumer(g, t, c)];
-                if (q > last)
-                    last = q;
-            }
-            for (int b = j; b < last; b++)
-                live[b]++;
-        }
-    }
-    int nseg = 0;
-    double cum = 0;
-    uint64_t h = SS_FNV_INIT;
-    for (int j = 0; j < m; j++) {
-        const ss_op *op = ss_graph_op(g, ord[j]);
-        ss_tile t;
-        ss_work w;
-        ss_op_full_tile(g, op, &t);
-        ss_op_tile_work(g, op, &t, &w);
-        cum += w.fwd_flops;
-        h = ss_fnv_i64(h, (int64_t)op_signature(g, op));
-        if (live[j] <= 1 || j == m - 1) {
-            segend[nseg] = j;
-            sig[nseg] = h;
-            flops[nseg] = cum;
-            nseg++;
-            h = SS_FNV_INIT;
-        }
-    }
-    return nseg;
-}
-
-/* The longest run of a repeated block of k <= 8 segments (the layers): it
- * starts at segment *s, has *r copies of *k segments; returns r * k (0:
- * none, *s = *k = *r = 0). */
-static int layer_run(const uint64_t *sig, int nseg, int *s_out, int *k_out, int *r_out)
-{
-    int best_cov = 0, best_s = 0, best_k = 0, best_r = 0;
-    for (int k = 1; k <= 8; k++)
-        for (int s = 0; s + 2 * k <= nseg; s++) {
-            int r = 1;
-            while (s + (r + 1) * k <= nseg) {
-                int same = 1;
-                for (int i = 0; i < k && same; i++)
-                    same = sig[s + r * k + i] == sig[s + i];
-                if (!same)
-                    break;
-                r++;
-            }
-            if (r >= 2 && r * k > best_cov) {
-                best_cov = r * k;
-                best_s = s;
-                best_k = k;
-                best_r = r;
-            }
-        }
-    *s_out = best_s;
-    *k_out = best_k;
-    *r_out = best_r;
-    return best_cov;
-}
-
 int ss_plan_layers(const ss_graph *g)
 {
-    if (!g)
+    ss_segments sg;
+    if (!g || ss_segments_find(g, &sg, NULL))
         return 0;
-    size_t n1 = (size_t)ss_graph_n_ops(g) + 1;
-    int *ord = ss_malloc(n1 * sizeof *ord), *pos = ss_malloc(n1 * sizeof *pos);
-    int *live = ss_calloc(n1, sizeof *live), *segend = ss_malloc(n1 * sizeof *segend);
-    uint64_t *sig = ss_malloc(n1 * sizeof *sig);
-    double *flops = ss_malloc(n1 * sizeof *flops);
-    int r = 0;
-    if (ord && pos && live && segend && sig && flops) {
-        int m, s, k;
-        int nseg = segments(g, ord, pos, live, segend, sig, flops, &m);
-        if (!layer_run(sig, nseg, &s, &k, &r))
-            r = 0;
-    }
-    ss_free(ord);
-    ss_free(pos);
-    ss_free(live);
-    ss_free(segend);
-    ss_free(sig);
-    ss_free(flops);
+    int r = sg.reps;
+    ss_segments_free(&sg);
     return r;
 }
 
@@ -305,19 +191,16 @@ static ss_status assign_stages(gen *G, ss_diag *d)
     const ss_graph *g = G->g;
     int n = G->n_ops, vp = G->c.vp, pp = G->c.pp * vp;
     ss_status st = SS_OK;
-    int *ord = ss_malloc((size_t)(n + 1) * sizeof *ord);      /* non-input ops */
-    int *pos = ss_malloc((size_t)(n + 1) * sizeof *pos);      /* op -> index in ord */
-    int *live = ss_calloc((size_t)(n + 1), sizeof *live);     /* crossing after ord[i] */
-    int *segend = ss_malloc((size_t)(n + 1) * sizeof *segend);/* segment j ends at ord idx */
-    uint64_t *sig = ss_malloc((size_t)(n + 1) * sizeof *sig);
-    double *flops = ss_calloc((size_t)(n + 1), sizeof *flops); /* cumulative per segment */
+    ss_segments sg;
+    if (ss_segments_find(g, &sg, d))
+        return SS_ERR_NOMEM;
     int *segstage = ss_malloc((size_t)(n + 1) * sizeof *segstage);
-    if (!ord || !pos || !live || !segend || !sig || !flops || !segstage) {
+    if (!segstage) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    int m = 0;
-    int nseg = segments(g, ord, pos, live, segend, sig, flops, &m);
+    int m = sg.m, nseg = sg.n, *ord = sg.ord, *pos = sg.pos, *segend = sg.end;
+    const double *flops = sg.flops;
     if (pp == 1 || m == 0) {
         if (G->c.first || G->c.last) {
             st = ss_diag_set(d, SS_ERR_INVALID, "megatron: first/last layers need pp > 1");
@@ -328,8 +211,7 @@ static ss_status assign_stages(gen *G, ss_diag *d)
         goto out;
     }
     /* Longest run of a repeated block of k segments: the layers. */
-    int best_s, best_k, best_r;
-    int best_cov = layer_run(sig, nseg, &best_s, &best_k, &best_r);
+    int best_s = sg.s0, best_k = sg.k, best_r = sg.reps, best_cov = best_r * best_k;
     if ((G->c.first || G->c.last) && best_cov) {
         int f = G->c.first, l = G->c.last, P = G->c.pp;
         int mid = P - (f ? 1 : 0) - (l ? 1 : 0), rest = best_r - f - l;
@@ -422,12 +304,7 @@ static ss_status assign_stages(gen *G, ss_diag *d)
         G->stage[i] = any ? stg : 0;
     }
 out:
-    ss_free(ord);
-    ss_free(pos);
-    ss_free(live);
-    ss_free(segend);
-    ss_free(sig);
-    ss_free(flops);
+    ss_segments_free(&sg);
     ss_free(segstage);
     return st;
 }

@@ -38,10 +38,9 @@ typedef struct full_eval {
 static ss_status full_eval_fn(void *ctx, const ss_plan *p, int changed, double cutoff_us,
                               ss_eval *out, ss_diag *d)
 {
-    (void)changed;
     full_eval *f = ctx;
-    double load;
-    ss_status st = ss_sim_run_within(f->sim, p, cutoff_us, &f->r, &load, d);
+    double load; /* a single-op move is judged again from the base (ss_sim_rerun_within) */
+    ss_status st = ss_sim_rerun_within(f->sim, p, changed, cutoff_us, &f->r, &load, d);
     if (st)
         return st;
     if (load > cutoff_us) {
@@ -64,6 +63,7 @@ static ss_status full_eval_fn(void *ctx, const ss_plan *p, int changed, double c
 static void full_commit_fn(void *ctx)
 {
     full_eval *f = ctx;
+    ss_sim_commit(f->sim);
     ss_diag local;
     ss_diag_init(&local);
     f->path_ok = f->path && ss_sim_path_ops(f->sim, f->path, NULL, &local) == SS_OK;
@@ -81,6 +81,7 @@ static int full_restore_fn(void *ctx, const ss_plan *p, const double *path)
 {
     (void)p;
     full_eval *f = ctx;
+    ss_sim_forget_base(f->sim);
     f->path_ok = path && f->path;
     if (f->path_ok)
         memcpy(f->path, path, (size_t)f->n_ops * sizeof *path);

@@ -9,6 +9,7 @@
  */
 #include "search/level2.h"
 #include "core/hash.h"
+#include "core/segments.h"
 #include "search/ilp.h"
 #include "search/mesh.h"
 #include "search/stages.h"
@@ -65,7 +66,7 @@ static void layout_free(layout *L)
  * 0, 1 = prefix, 2 = suffix (no block: each segment is a unit). */
 static ss_status layout_build(const ss_graph *g, layout *L, ss_diag *d)
 {
-    int n = ss_graph_n_ops(g), m = 0;
+    int n = ss_graph_n_ops(g);
     size_t nn = (size_t)n + 1;
     memset(L, 0, sizeof *L);
     L->n_ops = n;
@@ -73,75 +74,22 @@ static ss_status layout_build(const ss_graph *g, layout *L, ss_diag *d)
     L->alias = ss_calloc(nn, sizeof(int));
     L->unit = ss_calloc(nn, sizeof(int));
     L->last = ss_calloc(nn, sizeof(int));
-    int *ord = ss_calloc(nn, sizeof(int)), *pos = ss_calloc(nn, sizeof(int));
-    int *live = ss_calloc(nn, sizeof(int)), *segend = ss_calloc(nn, sizeof(int));
-    int *segcount = ss_calloc(nn, sizeof(int)), *seglayer = ss_calloc(nn, sizeof(int));
-    int *segunit = ss_calloc(nn, sizeof(int));
-    uint64_t *sig = ss_calloc(nn, sizeof(uint64_t));
-    ss_status st = SS_OK;
-    if (!L->layer || !L->alias || !L->unit || !L->last || !ord || !pos || !live || !segend ||
-        !segcount || !seglayer || !segunit || !sig) {
+    int *seglayer = ss_calloc(nn, sizeof(int)), *segunit = ss_calloc(nn, sizeof(int));
+    ss_segments sg;
+    ss_status st = ss_segments_find(g, &sg, d);
+    if (!st && (!L->layer || !L->alias || !L->unit || !L->last || !seglayer || !segunit))
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    if (st)
         goto out;
-    }
-    for (int i = 0; i < n; i++) {
-        pos[i] = -1;
+    for (int i = 0; i < n; i++)
         L->alias[i] = i;
-        if (ss_graph_op(g, i)->type != SS_OP_INPUT) {
-            pos[i] = m;
-            ord[m++] = i;
-        }
-    }
+    int m = sg.m, nseg = sg.n, *ord = sg.ord, *pos = sg.pos, *segend = sg.end;
     if (m == 0) {
         st = ss_diag_set(d, SS_ERR_INVALID, "level 2: model \"%s\" has no operator to plan",
                          ss_graph_name(g));
         goto out;
     }
-    for (int j = 0; j < m; j++) {
-        const ss_op *op = ss_graph_op(g, ord[j]);
-        for (int o = 0; o < op->n_out; o++) {
-            int t = op->outputs[o], lastc = j;
-            for (int c = 0; c < ss_graph_n_consumers(g, t); c++) {
-                int q = pos[ss_graph_consumer(g, t, c)];
-                if (q > lastc)
-                    lastc = q;
-            }
-            for (int b = j; b < lastc; b++)
-                live[b]++;
-        }
-    }
-    int nseg = 0;
-    uint64_t h = 0;
-    for (int j = 0; j < m; j++) {
-        h = ss_hash_mix(h, ss_op_signature(g, ord[j]));
-        if (live[j] <= 1 || j == m - 1) {
-            segend[nseg] = j;
-            sig[nseg] = ss_hash_final(h);
-            segcount[nseg] = nseg ? j - segend[nseg - 1] : j + 1;
-            nseg++;
-            h = 0;
-        }
-    }
-    int best_cov = 0, bs = 0, bk = 0, br = 0;
-    for (int k = 1; k <= 8; k++)
-        for (int s = 0; s + 2 * k <= nseg; s++) {
-            int r = 1;
-            while (s + (r + 1) * k <= nseg) {
-                int same = 1;
-                for (int i = 0; i < k && same; i++)
-                    same = sig[s + r * k + i] == sig[s + i] &&
-                           segcount[s + r * k + i] == segcount[s + i];
-                if (!same)
-                    break;
-                r++;
-            }
-            if (r >= 2 && r * k > best_cov) {
-                best_cov = r * k;
-                bs = s;
-                bk = k;
-                br = r;
-            }
-        }
+    int bs = sg.s0, bk = sg.k, br = sg.reps, best_cov = br * bk;
     int nl = 0;
     for (int j = 0; j < nseg; j++) {
         if (best_cov && j >= bs && j < bs + br * bk) {
@@ -186,14 +134,9 @@ static ss_status layout_build(const ss_graph *g, layout *L, ss_diag *d)
         L->unit[i] = L->unit[L->alias[f]];
     }
 out:
-    ss_free(ord);
-    ss_free(pos);
-    ss_free(live);
-    ss_free(segend);
-    ss_free(segcount);
+    ss_segments_free(&sg);
     ss_free(seglayer);
     ss_free(segunit);
-    ss_free(sig);
     if (st)
         layout_free(L);
     return st;

@@ -15,6 +15,7 @@
  * recorded in the scratch arrays always refer to tasks already added to tg.
  */
 #include "simulator/build_impl.h"
+#include "simulator/plan_view.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,14 +354,6 @@ int ss_build_unit_devices(ss_builder *b, const unitinfo *u, int **out, ss_diag *
     return n;
 }
 
-static int sample_dim(const ss_tensor *t)
-{
-    for (int i = 0; i < t->ndim; i++)
-        if (t->kind[i] == SS_DIM_SAMPLE)
-            return i;
-    return -1;
-}
-
 /* ---- memo tables --------------------------------------------------------- */
 
 /* Make the per-op and per-edge tables for the graph (once). */
@@ -575,8 +568,7 @@ static ss_status op_tiles(ss_builder *b, int o, const ss_pconfig *c, ss_diag *d)
 {
     const ss_graph *g = b->g;
     const ss_op *op = ss_graph_op(g, o);
-    const ss_tensor *out0 = ss_graph_tensor(g, op->outputs[0]);
-    int sd = sample_dim(out0);
+    int sd = ss_plan_view_sample_dim(g, o);
     GROW(b, mbk, cap_mbk, c->ntiles, d);
     ss_tile *shape = b->shape_buf + (b->lean ? 0 : b->tile_base[o]);
     if (!b->lean)

@@ -47,7 +47,7 @@ static int hier_accepts(ss_sim *s, const ss_plan *p, char *why, size_t n, ss_dia
 {
     ss_diag hd; /* a refusal's reason goes to why, not to d */
     ss_diag_init(&hd);
-    int ok = ss_hier_accepts(HS(s)->h, p, &hd);
+    int ok = ss_hier_accepts(HS(s)->h, s->view, p, &hd);
     if (ok < 0)
         ss_diag_set(d, hd.status, "%s", hd.msg);
     else if (!ok && n)
@@ -64,7 +64,7 @@ static ss_status hier_judge(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
     *out = SS_EVAL_REFUSED;
     ss_diag hd; /* a fresh diag: an unsupported plan's reason must not stick */
     ss_diag_init(&hd);
-    ss_status st = ss_hier_eval(x->h, p, r, &hd);
+    ss_status st = ss_hier_eval_view(x->h, s->view, p, r, &hd);
     if (st == SS_ERR_UNSUPPORTED) {
         if (n)
             snprintf(why, n, "%s", hd.msg);

@@ -49,7 +49,7 @@ static void sym_drop(ss_sim *s)
 
 static int sym_accepts(ss_sim *s, const ss_plan *p, char *why, size_t n, ss_diag *d)
 {
-    int ok = ss_sym_accepts(SY(s)->y, p, d);
+    int ok = ss_sym_accepts(SY(s)->y, s->view, p, d);
     if (ok == 0 && n)
         snprintf(why, n, "%s", ss_sym_why(SY(s)->y));
     return ok;
@@ -62,7 +62,7 @@ static ss_status sym_judge(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim
     symstate *x = SY(s);
     int used = 0;
     *out = SS_EVAL_REFUSED;
-    ss_status st = ss_sym_run(x->y, p, cutoff_us, r, load_us, &used, d);
+    ss_status st = ss_sym_run(x->y, s->view, p, cutoff_us, r, load_us, &used, d);
     if (st != SS_OK)
         return st;
     if (!used) {

@@ -34,6 +34,7 @@ struct ss_taskgraph;
 struct ss_memory;
 struct ss_engine;
 struct ss_eval_method;
+struct ss_plan_view;
 
 /* Evaluator kinds that have a table: SS_EVAL_FULL .. SS_EVAL_HIER. */
 #define SS_EVAL_KINDS (SS_EVAL_HIER + 1)
@@ -57,6 +58,11 @@ struct ss_sim {
     struct ss_taskgraph *tg;
     struct ss_memory *mm;
     struct ss_engine *e;
+    struct ss_plan_view *view; /* the plan being judged, analysed once (plan_view.h): set by
+                                  the dispatcher before any table's accepts or judge runs */
+    int view_ok; /* view holds the plan of the last run (ss_sim_run_within, _rerun_within) */
+    int base;    /* ss_sim_commit made that run's plan the base of ss_sim_rerun_within */
+    int diff;    /* op whose config the last run's plan has apart from the base, -1 none */
     void *state[SS_EVAL_KINDS]; /* per evaluator kind, NULL until first used */
     const struct ss_eval_method *last; /* whose result the last run holds; NULL: none */
 };
@@ -82,6 +88,14 @@ typedef struct ss_eval_method {
     ss_status (*judge)(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                        double *load_us, ss_eval_outcome *out, char *why, size_t n,
                        ss_diag *d);
+    /* Judge again after a change (ss_sim_rerun_within): judge's contract
+     * for a plan p that differs from the plan of this table's last
+     * judgement only in op `changed`'s config (SS_SIM_SETTINGS: only in its
+     * settings), with s->view already brought up to date; what the table
+     * kept of that judgement may be re-used. NULL: judge. */
+    ss_status (*rejudge)(ss_sim *s, const ss_plan *p, int changed, double cutoff_us,
+                         ss_sim_result *r, double *load_us, ss_eval_outcome *out, char *why,
+                         size_t n, ss_diag *d);
     /* Estimated tasks it would simulate for p: from p's tile entries and
      * what its previous judgements simulated per tile entry. */
     double (*cost)(const ss_sim *s, const ss_plan *p);

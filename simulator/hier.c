@@ -49,16 +49,12 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->dhost = ss_calloc(nd, sizeof *h->dhost);
     h->drank = ss_calloc(nd, sizeof *h->drank);
     h->sig = ss_calloc(no, sizeof *h->sig);
-    h->sd = ss_calloc(no, sizeof *h->sd);
-    h->stage = ss_calloc(no, sizeof *h->stage);
-    h->pos = ss_calloc(no, sizeof *h->pos);
     h->key = ss_calloc(no, sizeof *h->key);
     h->psum = ss_calloc(no, sizeof *h->psum);
     h->pwsum = ss_calloc(no, sizeof *h->pwsum);
     for (h->scan_cap = 64; h->scan_cap < 2 * (int)no; h->scan_cap *= 2)
         ;
     h->scan = ss_calloc((size_t)h->scan_cap, sizeof *h->scan);
-    h->sops = ss_calloc(no, sizeof *h->sops);
     h->subop = ss_calloc(no, sizeof *h->subop);
     h->devrank = ss_calloc(nd, sizeof *h->devrank);
     h->tmap = ss_calloc(nt, sizeof *h->tmap);
@@ -66,8 +62,9 @@ ss_hier *ss_hier_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     h->ptg = ss_taskgraph_new(0, 0);
     h->mm = ss_memory_new();
     h->e = ss_engine_new();
-    if (!h->dhost || !h->drank || !h->sig || !h->sd || !h->stage || !h->pos || !h->key ||
-        !h->psum || !h->pwsum || !h->scan || !h->sops || !h->subop || !h->devrank ||
+    h->own_view = ss_plan_view_new(g, m);
+    if (!h->dhost || !h->drank || !h->sig || !h->own_view || !h->key ||
+        !h->psum || !h->pwsum || !h->scan || !h->subop || !h->devrank ||
         !h->tmap || !h->tg || !h->ptg || !h->mm || !h->e) {
         ss_hier_free(h);
         return NULL;
@@ -118,17 +115,14 @@ void ss_hier_free(ss_hier *h)
         ss_free(h->pmemo[i].busy);
         ss_free(h->pmemo[i].top);
     }
+    ss_plan_view_free(h->own_view);
     ss_free(h->dhost);
     ss_free(h->drank);
     ss_free(h->sig);
-    ss_free(h->sd);
-    ss_free(h->stage);
-    ss_free(h->pos);
     ss_free(h->key);
     ss_free(h->psum);
     ss_free(h->pwsum);
     ss_free(h->scan);
-    ss_free(h->sops);
     ss_free(h->subop);
     ss_free(h->ext_ops);
     ss_free(h->wr_off);
@@ -230,17 +224,6 @@ static lscan *scan_list(ss_hier *h, const ss_plan *p, int o, const ss_pconfig *c
     return e;
 }
 
-static int sample_dim(const ss_graph *g, const ss_op *op)
-{
-    if (op->n_out < 1)
-        return -1;
-    const ss_tensor *t = ss_graph_tensor(g, op->outputs[0]);
-    for (int k = 0; k < t->ndim; k++)
-        if (t->kind[k] == SS_DIM_SAMPLE)
-            return k;
-    return -1;
-}
-
 #define UNSUP(...) ss_diag_set(d, SS_ERR_UNSUPPORTED, "hierarchical evaluator: " __VA_ARGS__)
 
 /* Check the plan's form, fill per-op sample dims and stages, per-device
@@ -266,14 +249,17 @@ static int same_split_readers(const ss_hier *h, const ss_plan *p, int t, int s, 
     return 1;
 }
 
-static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
+static ss_status analyse(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
     const ss_graph *g = h->g;
     const ss_machine *m = h->m;
     const ss_plan_settings *set = ss_plan_settings_get(p);
     int n = ss_graph_n_ops(g), nd = ss_machine_n_devices(m);
-    int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
-    int V = set->virtual_stages > 1 ? set->virtual_stages : 1, R = P / V;
+    int P = v->P, M = v->M, V = v->V, R = P / V;
+    h->sd = v->sd;
+    h->stage = v->stage;
+    h->pos = v->pos;
+    h->sops = v->sops;
     if (set->schedule != SS_PIPE_GPIPE && set->schedule != SS_PIPE_1F1B)
         return UNSUP("unknown pipeline schedule");
     if (set->reorder_backward > 0 || set->synced_flags)
@@ -300,7 +286,7 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
     for (int o = 0; o < n; o++) {
         const ss_op *op = ss_graph_op(g, o);
         const ss_pconfig *c = ss_plan_config(p, o);
-        int sd = sample_dim(g, op);
+        int sd = v->sd[o];
         if (sd < 0 || sd >= c->ndim)
             return UNSUP("operator \"%s\" has no sample dimension", op->name);
         if (c->deg[sd] % M)
@@ -315,9 +301,6 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
                          c->deg[sd], D * M);
         if (c->stage < 0 || c->stage >= P)
             return UNSUP("operator \"%s\" is in stage %d of %d", op->name, c->stage, P);
-        h->sd[o] = sd;
-        h->stage[o] = c->stage;
-        h->stg[c->stage].n++;
         int outer, inner, ds = c->deg[sd], rank = c->stage % R, lc = c->stage / R;
         layout(c, sd, &outer, &inner);
         lscan *ls = scan_list(h, p, o, c, outer, ds, inner, M);
@@ -365,23 +348,21 @@ static ss_status analyse(ss_hier *h, const ss_plan *p, ss_diag *d)
                              "which its rank's other chunks use: chunks of a rank must run on "
                              "the same devices",
                              lc * R + h->devrank[i], lc, h->devrank[i], i);
-    /* stages: op lists, devices */
-    for (int s = 0, off = 0; s < P; s++) {
-        if (!h->stg[s].n)
+    /* stages: op lists (the view's groups), devices */
+    for (int s = 0; s < P; s++) {
+        stageinfo *S = &h->stg[s];
+        S->off = v->stage_off[s];
+        S->n = v->stage_off[s + 1] - S->off;
+        if (!S->n)
             return UNSUP("stage %d has no operators", s);
-        h->stg[s].off = off;
-        off += h->stg[s].n;
-        h->stg[s].n = 0;
-        h->stg[s].base = -1;
-        h->stg[s].first = -1;
-    }
-    for (int o = 0; o < n; o++) {
-        stageinfo *S = &h->stg[h->stage[o]];
-        h->pos[o] = S->n;
-        h->sops[S->off + S->n++] = o;
-        if (S->first < 0 && ss_graph_op(g, o)->type != SS_OP_INPUT)
-            S->first = o;
-        S->last = o;
+        S->base = -1;
+        S->first = -1;
+        for (int j = 0; j < S->n; j++) {
+            int o = v->sops[S->off + j];
+            if (S->first < 0 && ss_graph_op(g, o)->type != SS_OP_INPUT)
+                S->first = o;
+            S->last = o;
+        }
     }
     for (int i = 0; i < nd; i++)
         for (int c = h->devrank[i]; c >= 0 && c < P; c += R)
@@ -957,7 +938,7 @@ static ss_status joint_sync(const ss_hier *h, const ss_plan *p, const double *en
     return SS_OK;
 }
 
-int ss_hier_accepts(ss_hier *h, const ss_plan *p, ss_diag *d)
+int ss_hier_accepts(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
     if (ss_plan_n_ops(p) != ss_graph_n_ops(h->g)) {
         ss_diag_set(d, SS_ERR_UNSUPPORTED,
@@ -966,12 +947,20 @@ int ss_hier_accepts(ss_hier *h, const ss_plan *p, ss_diag *d)
         return 0;
     }
     ss_hier_stats st0 = h->st;
-    ss_status st = analyse(h, p, d);
+    ss_status st = v ? SS_OK : ss_plan_view_set(h->own_view, p, d);
+    if (st == SS_OK)
+        st = analyse(h, v ? v : h->own_view, p, d);
     h->st = st0;
     return st == SS_OK ? 1 : st == SS_ERR_UNSUPPORTED ? 0 : -1;
 }
 
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *dd)
+{
+    return ss_hier_eval_view(h, NULL, p, r, dd);
+}
+
+ss_status ss_hier_eval_view(ss_hier *h, const ss_plan_view *v, const ss_plan *p,
+                            ss_sim_result *r, ss_diag *dd)
 {
     ss_diag local;
     ss_diag *d = dd ? dd : &local;
@@ -986,7 +975,9 @@ ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *
     int P = set->stages < 1 ? 1 : set->stages, M = set->microbatches < 1 ? 1 : set->microbatches;
     ss_hier_stats st0 = h->st;
     memset(&h->st, 0, sizeof h->st);
-    ss_status st = analyse(h, p, d);
+    ss_status st = v ? SS_OK : ss_plan_view_set(h->own_view, p, d);
+    if (st == SS_OK)
+        st = analyse(h, v ? v : h->own_view, p, d);
     for (int s = 0; st == SS_OK && s < P; s++) {
         stageinfo *S = &h->stg[s];
         find_blocks(h, S);

@@ -82,12 +82,19 @@ void ss_hier_free(ss_hier *h);
  * calls (bounded: cleared past 4096 entries). */
 ss_status ss_hier_eval(ss_hier *h, const ss_plan *p, ss_sim_result *r, ss_diag *d);
 
-/* Whether p is of the form ss_hier_eval judges, as far as the plan alone
- * shows (stages, devices, blocks; without simulating): 1 yes, 0 no (d
+struct ss_plan_view;
+/* ss_hier_eval with p's view already made (plan_view.h: ss_plan_view_set
+ * or _change on p, for h's graph and machine); v NULL: h makes its own. */
+ss_status ss_hier_eval_view(ss_hier *h, const struct ss_plan_view *v, const ss_plan *p,
+                            ss_sim_result *r, ss_diag *d);
+
+/* Whether p (its view v, or NULL: h makes one) is of the form ss_hier_eval
+ * judges, as far as the plan alone shows (stages, devices, blocks; without
+ * simulating): 1 yes, 0 no (d
  * says why, status SS_ERR_UNSUPPORTED), -1 error (d set). ss_hier_eval
  * may still refuse a plan that passes (interleaved chunks whose
  * synchronisations overlap, shared weights' collectives). */
-int ss_hier_accepts(ss_hier *h, const ss_plan *p, ss_diag *d);
+int ss_hier_accepts(ss_hier *h, const struct ss_plan_view *v, const ss_plan *p, ss_diag *d);
 
 /* Whether sub-problems are reduced by the plan's data-parallel symmetry
  * (symmetry.h, sub-problems) where it applies: on (the default) or off

@@ -11,8 +11,11 @@
 
 #include "simulator/hier.h"
 
+#include "core/hash.h"
+
 #include "simulator/engine.h"
 #include "simulator/memory.h"
+#include "simulator/plan_view.h"
 #include "simulator/symmetry.h"
 #include "simulator/taskgraph.h"
 
@@ -21,7 +24,7 @@
 
 #define MEMO_MAX 4096   /* memo entries before it is cleared */
 #define PERIOD_TOL 1e-6 /* relative tolerance of the periodicity check */
-#define JMAX 4          /* joint collectives of shared weights per stage at d0 */
+#define JMAX 32         /* joint collectives of shared weights per stage at d0 */
 
 /* What one sub-problem (a stage's ops for one micro-batch) gives, for the
  * stage's first device d0. Doubles only: extrapolated field by field. */
@@ -109,13 +112,16 @@ struct ss_hier {
     /* scratch */
     int *dhost, *drank;       /* per device: host, local rank */
     uint64_t *sig;            /* per op: ss_op_signature */
-    int *sd, *stage, *pos;    /* per op */
+    /* of the plan analysed, borrowed from its view (plan_view.h): per op
+     * sample dim, stage, index in its stage; the ops grouped by stage */
+    const int *sd, *stage, *pos;
+    ss_plan_view *own_view;   /* the view ss_hier_eval makes when given none */
     uint64_t *key;            /* per op */
     uint64_t *psum, *pwsum;   /* per op: place_sums of its devices */
     lscan *scan;              /* per (device list, layout): scan_list's results */
     int scan_cap;             /* entries (a power of two, > 2 x ops) */
     unsigned scan_stamp;      /* the current analyse call (entries of others are empty) */
-    int *sops;                /* ops grouped by stage */
+    const int *sops;          /* ops grouped by stage (the view's) */
     int *devrank;             /* per device: its pipeline rank (stage mod pp), -1 none */
     unsigned char *devchunk;  /* per device x local chunk: the chunk uses the device */
     int cap_devchunk;
@@ -142,16 +148,13 @@ struct ss_hier {
     int sym_off;      /* ss_hier_set_symmetry(h, 0) */
 };
 
-/* The running hash of the memo keys: kept as it was (a key is the
- * sub-problem's identity in the memo, so changing the mixer could change
- * which plans share an entry; core/hash.h's ss_hash_mix differs in the
- * multiplier). */
+/* The memo keys' running hash: core/hash.h's memo mixer, by a short name. */
 static inline uint64_t mix(uint64_t h, uint64_t v)
 {
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    return h * 0x100000001b3ULL;
+    return ss_hash_mix_fnv(h, v);
 }
 
+/* A double's bits into a memo key. */
 static inline uint64_t mixd(uint64_t h, double x)
 {
     uint64_t v;

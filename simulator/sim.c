@@ -16,6 +16,7 @@
 #include "simulator/build.h"
 #include "simulator/engine.h"
 #include "simulator/memory.h"
+#include "simulator/plan_view.h"
 #include "simulator/taskgraph.h"
 
 #include <math.h>
@@ -114,7 +115,8 @@ ss_status ss_sim_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     s->tg = ss_taskgraph_new(ss_machine_n_devices(m), 2 * ss_machine_n_links(m));
     s->mm = ss_memory_new();
     s->e = ss_engine_new();
-    if (!s->b || !s->tg || !s->mm || !s->e) {
+    s->view = ss_plan_view_new(g, m);
+    if (!s->b || !s->tg || !s->mm || !s->e || !s->view) {
         ss_sim_free(s);
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
     }
@@ -136,6 +138,7 @@ void ss_sim_free(ss_sim *s)
     ss_taskgraph_free(s->tg);
     ss_memory_free(s->mm);
     ss_engine_free(s->e);
+    ss_plan_view_free(s->view);
     ss_free(s);
 }
 
@@ -220,7 +223,8 @@ int ss_sim_accepts(ss_sim *s, ss_evaluator e, const ss_plan *p, char *why, size_
                     ss_evaluator_name(e));
         return -1;
     }
-    if (ready(s, em, d))
+    s->base = s->view_ok = 0; /* the view is p's now */
+    if (ready(s, em, d) || ss_plan_view_set(s->view, p, d))
         return -1;
     if (s->last == em)
         s->last = NULL; /* its analysis overwrites what the held result's trace reads */
@@ -233,17 +237,18 @@ double ss_sim_cost(ss_sim *s, ss_evaluator e, const ss_plan *p)
     return s && p && em ? em->cost(s, p) : -1;
 }
 
-ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
-                            double *load_us, ss_diag *d)
+/* The walk over the tables (forced, or AUTO's order) for p, whose view is
+ * s->view; changed >= -2: a rerun after that change (rejudge where the
+ * table has one), -3: a fresh judgement. */
+static ss_status walk(ss_sim *s, const ss_plan *p, int changed, double cutoff_us,
+                      ss_sim_result *r, double *load_us, double t0, ss_diag *d)
 {
-    double t0 = now_ms();
-    s->last = NULL;
     const ss_eval_method *forced = ss_eval_method_of(s->cfg.evaluator);
     const ss_eval_method *const *order = &forced;
     int n = 1;
     if (!forced)
         order = ss_eval_auto_order(&n);
-    int64_t tiles = forced ? 0 : ss_eval_tile_entries(p);
+    int64_t tiles = s->view->tiles;
     char why[256];
     for (int i = 0; i < n; i++) {
         const ss_eval_method *em = order[i];
@@ -253,7 +258,10 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
             return SS_ERR_NOMEM;
         ss_eval_outcome out = SS_EVAL_REFUSED;
         why[0] = 0;
-        ss_status st = em->judge(s, p, cutoff_us, r, load_us, &out, why, sizeof why, d);
+        ss_status st = changed >= -2 && em->rejudge
+                           ? em->rejudge(s, p, changed, cutoff_us, r, load_us, &out, why,
+                                         sizeof why, d)
+                           : em->judge(s, p, cutoff_us, r, load_us, &out, why, sizeof why, d);
         if (st != SS_OK)
             return st;
         if (out == SS_EVAL_JUDGED) {
@@ -267,4 +275,62 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
                                why);
     }
     return ss_diag_set(d, SS_ERR_INVALID, "simulate: no evaluator judged the plan");
+}
+
+ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
+                            double *load_us, ss_diag *d)
+{
+    double t0 = now_ms();
+    s->last = NULL;
+    s->base = 0;
+    s->view_ok = 0;
+    ss_status st = ss_plan_view_set(s->view, p, d);
+    if (st != SS_OK)
+        return st;
+    s->view_ok = 1;
+    s->diff = -1;
+    return walk(s, p, -3, cutoff_us, r, load_us, t0, d);
+}
+
+ss_status ss_sim_rerun_within(ss_sim *s, const ss_plan *p, int changed, double cutoff_us,
+                              ss_sim_result *r, double *load_us, ss_diag *d)
+{
+    if (!s->base || !s->view_ok || changed < SS_SIM_SETTINGS || changed == -1 ||
+        changed >= s->view->n_ops)
+        return ss_sim_run_within(s, p, cutoff_us, r, load_us, d);
+    double t0 = now_ms();
+    s->last = NULL;
+    /* p differs from the last run's plan in s->diff (that run's move, not
+     * committed) and in changed */
+    int prev = s->diff;
+    s->view_ok = 0;
+    ss_status st = ss_plan_view_change(s->view, p, prev, d);
+    if (st == SS_OK && changed >= 0 && changed != prev)
+        st = ss_plan_view_change(s->view, p, changed, d);
+    if (st != SS_OK) {
+        s->base = 0;
+        return st;
+    }
+    s->view_ok = 1;
+    s->diff = changed >= 0 ? changed : -1;
+    /* a table re-judges after one change from its own last judgement: the
+     * run before was this table's, and at most one op differs */
+    int one = prev < 0 || changed < 0 || prev == changed ? (changed >= 0 ? changed : prev) : -3;
+    if (one == -1)
+        one = SS_SIM_SETTINGS;
+    return walk(s, p, one, cutoff_us, r, load_us, t0, d);
+}
+
+void ss_sim_commit(ss_sim *s)
+{
+    if (s && s->view_ok) {
+        s->base = 1;
+        s->diff = -1;
+    }
+}
+
+void ss_sim_forget_base(ss_sim *s)
+{
+    if (s)
+        s->base = 0;
 }

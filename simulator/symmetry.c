@@ -15,6 +15,7 @@
 #include "core/routeclass.h"
 #include "simulator/build.h"
 #include "simulator/build_impl.h"
+#include "simulator/plan_view.h"
 #include "simulator/taskgraph.h"
 
 #include <math.h>
@@ -81,6 +82,10 @@ struct ss_symmetry {
     unsigned m_version; /* bumped whenever machine_ok recomputes sigma's channel map */
     unsigned hk_version; /* the m_version and D that dmap, cmap were made for */
     int hk_D;
+    /* the view of the plan being detected (plan_view.h): the dispatcher's,
+     * or own (a plan of y->g judged without one) or subv (a sub-problem's) */
+    ss_plan_view *v;
+    ss_plan_view *own, *subv;
 };
 
 ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
@@ -108,9 +113,10 @@ ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     y->ccnt = ss_calloc((size_t)nc, sizeof(int));
     y->dF = ss_calloc((size_t)nd, sizeof(unsigned));
     y->dR = ss_calloc((size_t)nd, sizeof(unsigned));
+    y->own = ss_plan_view_new(g, m);
     y->m_ok = -1;
     if (!y->sig || !y->blk || !y->msig || !y->ch1 || !y->chinv || !y->canon || !y->mark ||
-        !y->ccnt || !y->dF || !y->dR) {
+        !y->ccnt || !y->dF || !y->dR || !y->own) {
         ss_sym_free(y);
         return NULL;
     }
@@ -133,6 +139,8 @@ void ss_sym_free(ss_symmetry *y)
     ss_free(y->dF);
     ss_free(y->dR);
     ss_free(y->msig);
+    ss_plan_view_free(y->own);
+    ss_plan_view_free(y->subv);
     ss_graph_free(y->rg);
     ss_plan_free(y->rp);
     ss_sim_free(y->rs);
@@ -184,10 +192,10 @@ static int sample_dim(const ss_tensor *t)
     return -1;
 }
 
-static int op_sample_dim(const ss_graph *g, int o)
+/* The sample dim of op o of the plan being detected (its view's). */
+static int op_sample_dim(const ss_symmetry *y, int o)
 {
-    const ss_op *op = ss_graph_op(g, o);
-    return op->n_out > 0 ? sample_dim(ss_graph_tensor(g, op->outputs[0])) : -1;
+    return y->v->sd[o];
 }
 
 /* Tile-index stride of the sample dim sd of config c. */
@@ -197,16 +205,6 @@ static int64_t sample_stride(const ss_pconfig *c, int sd)
     for (int k = sd + 1; k < c->ndim; k++)
         st *= c->deg[k];
     return st;
-}
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
 }
 
 /* Blocks and sigma for D into sig, blk: 1 if p (a plan of g) is D blocks
@@ -219,7 +217,7 @@ static int find_blocks(ss_symmetry *y, const ss_graph *g, const ss_plan *p, int 
         blk[i] = sig[i] = -1;
     for (int o = 0; o < ss_plan_n_ops(p); o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
-        int sd = op_sample_dim(g, o);
+        int sd = op_sample_dim(y, o);
         int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
         for (int t = 0; t < c->ntiles; t++) {
             int64_t is = (t / st) % S;
@@ -637,7 +635,7 @@ static int regions_ok(ss_symmetry *y, const ss_graph *g, const ss_graph *rg, con
     for (int o = 0; o < ss_plan_n_ops(p); o++) {
         const ss_op *op = ss_graph_op(g, o), *rop = ss_graph_op(rg, o);
         const ss_pconfig *c = ss_plan_config(p, o), *rc = ss_plan_config(rp, o);
-        int sd = op_sample_dim(g, o);
+        int sd = op_sample_dim(y, o);
         int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
         const ss_tensor *out = ss_graph_tensor(g, op->outputs[0]);
         int64_t eo = block_of(out, sd, D);
@@ -708,13 +706,12 @@ static int regions_ok(ss_symmetry *y, const ss_graph *g, const ss_graph *rg, con
 }
 
 /* The reduced plan rp (on the reduced graph): block 0's tiles of every op
- * of p (a plan of g). */
-static int reduced_plan(ss_symmetry *y, const ss_graph *g, const ss_plan *p, ss_plan *rp, int D,
-                        ss_diag *d)
+ * of p (the plan of y->v). */
+static int reduced_plan(ss_symmetry *y, const ss_plan *p, ss_plan *rp, int D, ss_diag *d)
 {
     for (int o = 0; o < ss_plan_n_ops(p); o++) {
         const ss_pconfig *c = ss_plan_config(p, o);
-        int sd = op_sample_dim(g, o);
+        int sd = op_sample_dim(y, o);
         int64_t S = c->deg[sd], per = S / D, st = sample_stride(c, sd);
         ss_pconfig rc = *c;
         rc.deg[sd] = (int)per;
@@ -972,27 +969,19 @@ static int uneven_ok(ss_symmetry *y, const ss_taskgraph *tg)
  * memory. */
 static int detect(ss_symmetry *y, const ss_graph *g, const ss_plan *p)
 {
-    int64_t G = 0;
-    if (ss_plan_n_ops(p) != ss_graph_n_ops(g)) {
-        snprintf(y->why, sizeof y->why, "the plan is for another model");
+    ss_plan_view *v = y->v;
+    int ns = v->no_sample, bd = ss_plan_view_bad_device(v, p);
+    if (ns >= 0 && (bd < 0 || ns <= bd)) {
+        snprintf(y->why, sizeof y->why, "operator \"%s\" has no sample dimension",
+                 ss_graph_op(g, ns)->name);
         return 0;
     }
-    for (int o = 0; o < ss_plan_n_ops(p); o++) {
-        const ss_pconfig *c = ss_plan_config(p, o);
-        int sd = op_sample_dim(g, o);
-        if (sd < 0 || sd >= c->ndim) {
-            snprintf(y->why, sizeof y->why, "operator \"%s\" has no sample dimension",
-                     ss_graph_op(g, o)->name);
-            return 0;
-        }
-        for (int t = 0; t < c->ntiles; t++)
-            if (c->devices[t] < 0 || c->devices[t] >= y->n_dev) {
-                snprintf(y->why, sizeof y->why, "operator \"%s\" has a device out of range",
-                         ss_graph_op(g, o)->name);
-                return 0;
-            }
-        G = gcd64(G, c->deg[sd]);
+    if (bd >= 0) {
+        snprintf(y->why, sizeof y->why, "operator \"%s\" has a device out of range",
+                 ss_graph_op(g, bd)->name);
+        return 0;
     }
+    int64_t G = v->sample_gcd;
     if (G < 2) {
         snprintf(y->why, sizeof y->why, "some operator is not split along the batch");
         return 0;
@@ -1065,12 +1054,19 @@ static int set_hook(ss_symmetry *y, int D)
 /* Detection and the reduced graph and plan of p, without simulating: D
  * (> 0) when p passed every check made before the build, 0 when it is not
  * symmetric (why in y->why), -1 on error (d set). */
-static int prepare(ss_symmetry *y, const ss_plan *p, ss_diag *d)
+static int prepare(ss_symmetry *y, ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
     y->ok_D = 0;
     y->sD = 0;
     y->why[0] = 0;
     y->used_only = 0;
+    if (ss_plan_n_ops(p) != ss_graph_n_ops(y->g)) {
+        snprintf(y->why, sizeof y->why, "the plan is for another model");
+        return 0;
+    }
+    if (!v && ss_plan_view_set(y->own, p, d))
+        return -1;
+    y->v = v ? v : y->own;
     int D = detect(y, y->g, p);
     if (D < 0) {
         ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
@@ -1078,7 +1074,7 @@ static int prepare(ss_symmetry *y, const ss_plan *p, ss_diag *d)
     }
     if (D == 0 || !reduced_graph(y, D))
         return 0;
-    if (reduced_plan(y, y->g, p, y->rp, D, d)) {
+    if (reduced_plan(y, p, y->rp, D, d)) {
         if (d && d->status == SS_OK)
             ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory");
         return -1;
@@ -1086,18 +1082,18 @@ static int prepare(ss_symmetry *y, const ss_plan *p, ss_diag *d)
     return regions_ok(y, y->g, y->rg, p, y->rp, D) ? D : 0;
 }
 
-int ss_sym_accepts(ss_symmetry *y, const ss_plan *p, ss_diag *d)
+int ss_sym_accepts(ss_symmetry *y, ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
-    int D = prepare(y, p, d);
+    int D = prepare(y, v, p, d);
     return D < 0 ? -1 : D > 0;
 }
 
-ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
-                     double *load_us, int *used, ss_diag *d)
+ss_status ss_sym_run(ss_symmetry *y, ss_plan_view *v, const ss_plan *p, double cutoff_us,
+                     ss_sim_result *r, double *load_us, int *used, ss_diag *d)
 {
     *used = 0;
     *load_us = 0;
-    int D = prepare(y, p, d);
+    int D = prepare(y, v, p, d);
     if (D < 0)
         return d ? d->status : SS_ERR_NOMEM;
     if (D == 0)
@@ -1182,6 +1178,11 @@ int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const s
     y->srg = NULL;
     y->srp = NULL;
     y->used_only = 1;
+    ss_plan_view_free(y->subv);
+    y->subv = ss_plan_view_new(sg, y->m);
+    if (!y->subv || ss_plan_view_set(y->subv, sp, d))
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
+    y->v = y->subv;
     int D = detect(y, sg, sp);
     if (D < 0)
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
@@ -1205,7 +1206,7 @@ int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const s
     }
     if (!(y->srp = ss_plan_new(y->srg, y->m)))
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
-    if (reduced_plan(y, sg, sp, y->srp, D, d))
+    if (reduced_plan(y, sp, y->srp, D, d))
         return -1;
     if (!regions_ok(y, sg, y->srg, sp, y->srp, D))
         return 0;

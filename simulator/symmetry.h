@@ -45,19 +45,21 @@ ss_symmetry *ss_sym_new(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
                         const ss_sim_config *cfg);
 void ss_sym_free(ss_symmetry *y);
 
-/* Simulate p by symmetry when it applies (the contract of
+/* Simulate p (its view v: plan_view.h, made for y's graph and machine; NULL:
+ * y makes one) by symmetry when it applies (the contract of
  * ss_sim_run_within otherwise): *used = 1 and *r, *load_us as the full
  * simulation gives them, bit for bit; *used = 0 (r untouched, SS_OK) when p
  * is not symmetric, the reason in ss_sym_why. Errors: as ss_sim_run_within
  * (r unchanged). */
-ss_status ss_sym_run(ss_symmetry *y, const ss_plan *p, double cutoff_us, ss_sim_result *r,
-                     double *load_us, int *used, ss_diag *d);
+struct ss_plan_view;
+ss_status ss_sym_run(ss_symmetry *y, struct ss_plan_view *v, const ss_plan *p,
+                     double cutoff_us, ss_sim_result *r, double *load_us, int *used, ss_diag *d);
 
-/* Whether p passes the checks made before the reduced plan is built and
+/* Whether p (view v as for ss_sym_run) passes the checks made before the reduced plan is built and
  * run (detection, the reduced graph, its regions): 1 yes, 0 no (why in
  * ss_sym_why), -1 error (d set). ss_sym_run may still refuse a plan that
  * passes, for what only the build shows (channels, collectives). */
-int ss_sym_accepts(ss_symmetry *y, const ss_plan *p, ss_diag *d);
+int ss_sym_accepts(ss_symmetry *y, struct ss_plan_view *v, const ss_plan *p, ss_diag *d);
 
 /* Why the last ss_sym_run or ss_sym_accepts did not apply ("" when it did). */
 const char *ss_sym_why(const ss_symmetry *y);

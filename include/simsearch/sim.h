@@ -144,6 +144,26 @@ ss_status ss_sim_run(ss_sim *s, const ss_plan *p, ss_sim_result *r, ss_diag *d);
 ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                             double *load_us, ss_diag *d);
 
+/* Judge again after a change (a search's move): ss_sim_run_within, with
+ * the same result bit for bit, for a plan p that equals s's BASE (the plan
+ * of the run last marked by ss_sim_commit) except for op `changed`'s config
+ * (changed >= 0), or only in its settings (SS_SIM_SETTINGS), or in anything
+ * (-1: then exactly ss_sim_run_within). Cheaper: the plan's analysis is
+ * brought up to date for the ops that differ from the last run's plan only,
+ * and the evaluators re-use what they memoized (blocks, stages). Without a
+ * base (no commit since the last ss_sim_run_within, or a failed run) it is
+ * ss_sim_run_within. The caller keeps the promise about p; a broken promise
+ * gives wrong results. */
+#define SS_SIM_SETTINGS (-2)
+ss_status ss_sim_rerun_within(ss_sim *s, const ss_plan *p, int changed, double cutoff_us,
+                              ss_sim_result *r, double *load_us, ss_diag *d);
+/* The plan of s's last run (by ss_sim_run_within or ss_sim_rerun_within,
+ * judged or cut) becomes the base of ss_sim_rerun_within. */
+void ss_sim_commit(ss_sim *s);
+/* Forget the base (the caller's idea of it changed without a run: a search
+ * restoring an earlier plan); the next ss_sim_rerun_within judges afresh. */
+void ss_sim_forget_base(ss_sim *s);
+
 /* Replace the stop callback of s's config (NULL: runs cannot be stopped). */
 void ss_sim_set_stop(ss_sim *s, int (*stop)(void *ctx), void *ctx);
 
