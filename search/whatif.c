@@ -431,7 +431,9 @@ static int run_point(sweep *w, int i)
         sc.cb_ctx = w;
         st = ss_search_run(g, m, cm, &sc, &sr, &d);
     }
-    if (st == SS_OK && sr.interrupted)
+    /* A stop cut the point short: with a plan (sr.interrupted) or before the
+     * planner had one (SS_ERR_INTERRUPTED); either way the point is not run. */
+    if ((st == SS_OK && sr.interrupted) || (st == SS_ERR_INTERRUPTED && w->stopped))
         ended = 0;
     else if (st == SS_OK)
         fill_point(c, p, m, &sr);
