@@ -139,9 +139,12 @@ int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
                           const ss_cli_output *extra_in, const ss_cli_output *outs,
                           int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p);
 
-/* Whether a --model SPEC or --plan SPEC names a file (contains '/' or ends
- * in ".json"), as the loaders decide. */
-int ss_cli_spec_is_file(const char *spec);
+/* The file a --model SPEC or --plan SPEC reads, as the loaders decide: the
+ * spec itself when it names a file (contains '/' or ends in ".json"); for
+ * "hf:PATH[:key=value,...]" the PATH (its config.json when PATH is a
+ * folder), copied into buf (n bytes); NULL for a zoo or megatron: spec, a
+ * NULL spec, or a PATH that does not fit buf. */
+const char *ss_cli_spec_file(const char *spec, char *buf, size_t n);
 
 /* After an output was written to standard output ("-"): send what the
  * command prints next (its report) to standard error instead. */

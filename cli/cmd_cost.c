@@ -202,8 +202,9 @@ int ss_cmd_cost(int argc, char **argv)
         return r < 0 ? SS_EXIT_OK : r;
     ss_machine *m = NULL;
     ss_graph *g = NULL;
+    char mfile[4096];
     const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
+        {"--model", ss_cli_spec_file(o.c.model, mfile, sizeof mfile)},
         {"--topology", o.c.topology},
         {"--db", o.db},
         {NULL, NULL}};

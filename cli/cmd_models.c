@@ -199,7 +199,8 @@ int ss_cmd_model(int argc, char **argv)
     if (!spec)
         return ss_cli_usage_error("model", "missing the model (NAME[:key=value,...] or FILE)");
     int taken = 0;
-    const ss_cli_output ins[] = {{"SPEC", ss_cli_spec_is_file(spec) ? spec : NULL},
+    char mfile[4096];
+    const ss_cli_output ins[] = {{"SPEC", ss_cli_spec_file(spec, mfile, sizeof mfile)},
                                  {NULL, NULL}};
     const ss_cli_output outs[] = {{"--export", export_path}, {NULL, NULL}};
     int rc = ss_cli_check_files("model", ins, outs, json, &taken);

@@ -390,8 +390,9 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term,
     ss_machine *m = NULL;
     ss_graph *g = NULL;
     int taken = 0;
+    char mfile[4096];
     const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(o->c.model) ? o->c.model : NULL},
+        {"--model", ss_cli_spec_file(o->c.model, mfile, sizeof mfile)},
         {"--topology", o->c.topology},
         {"--db", o->db},
         {NULL, NULL}};

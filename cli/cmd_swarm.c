@@ -653,7 +653,8 @@ int ss_cmd_swarm(int argc, char **argv)
         return bad("%s", "--csv",
                    "the CSV is a what-if table: give a list in --target-batch, --peers or "
                    "--bandwidth-scale (or --peers / --bandwidth-scale alone)");
-    const ss_cli_output ins[] = {{"--model", ss_cli_spec_is_file(o.c.model) ? o.c.model : NULL},
+    char mfile[4096];
+    const ss_cli_output ins[] = {{"--model", ss_cli_spec_file(o.c.model, mfile, sizeof mfile)},
                                  {"--topology", o.c.topology},
                                  {NULL, NULL}};
     if (o.plot && !ss_plot_path_ok(o.plot))

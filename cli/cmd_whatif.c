@@ -674,7 +674,8 @@ static int run(const wopts *o)
         if (!ss_plot_path_ok(plots[i]))
             return bad("--plot", "expected file names ending in .svg or .png, got \"%s\"",
                        plots[i]);
-    const ss_cli_output ins[] = {{"--model", ss_cli_spec_is_file(o->model) ? o->model : NULL},
+    char mfile[4096];
+    const ss_cli_output ins[] = {{"--model", ss_cli_spec_file(o->model, mfile, sizeof mfile)},
                                  {"--topology", o->topology},
                                  {"--scenarios", o->scenarios},
                                  {NULL, NULL}};

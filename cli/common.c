@@ -150,10 +150,25 @@ const char *ss_cli_bytes(double v, char *buf, size_t n)
     return buf;
 }
 
-int ss_cli_spec_is_file(const char *spec)
+const char *ss_cli_spec_file(const char *spec, char *buf, size_t n)
 {
-    size_t n = strlen(spec);
-    return strchr(spec, '/') || (n >= 5 && !strcmp(spec + n - 5, ".json"));
+    if (!spec)
+        return NULL;
+    if (!strncmp(spec, "hf:", 3)) {
+        const char *path = spec + 3, *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        struct stat sb;
+        if (len == 0 || len >= n)
+            return NULL;
+        memcpy(buf, path, len);
+        buf[len] = '\0';
+        if (stat(buf, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+            snprintf(buf + len, n - len, "/config.json") >= (int)(n - len))
+            return NULL;
+        return buf;
+    }
+    size_t len = strlen(spec);
+    return strchr(spec, '/') || (len >= 5 && !strcmp(spec + len - 5, ".json")) ? spec : NULL;
 }
 
 /* Identity of a path after resolving links: the file's device and inode
@@ -296,10 +311,11 @@ int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
                           const ss_cli_output *extra_in, const ss_cli_output *outs,
                           int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p)
 {
+    char mfile[4096], pfile[4096];
     ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_is_file(c->model) ? c->model : NULL},
+        {"--model", ss_cli_spec_file(c->model, mfile, sizeof mfile)},
         {"--topology", c->topology},
-        {"--plan", ss_cli_spec_is_file(c->plan) ? c->plan : NULL},
+        {"--plan", ss_cli_spec_file(c->plan, pfile, sizeof pfile)},
         {NULL, NULL},
         {NULL, NULL}};
     if (extra_in)

@@ -102,6 +102,19 @@ expect_exit 2 "ep=3 must divide dp=8" simulate --model "$ds" --topology "$h800" 
   --batch 16 --plan megatron:tp=1,pp=1,dp=8,ep=3
 expect_exit 2 "has no mixture-of-experts layer" simulate --model gpt:layers=2 --topology "$h800" \
   --nodes 1 --batch 16 --plan megatron:tp=1,pp=1,dp=8,ep=2
+# hf:PATH (a folder or its config.json, with :key=value overrides) is read
+# as a file: found under a relative path, and never overwritten by --export
+hf="$src/tests/data/hf/llama3-8b"
+"$bin" model "hf:$hf" >"$tmp/hf.txt" 2>&1
+check "model hf:FOLDER exits 0" grep -q '^parameters   8.03 G' "$tmp/hf.txt"
+"$bin" model "hf:$hf/config.json:seq=4096" >"$tmp/hf.txt" 2>&1
+check "model hf:FILE:seq=4096 exits 0" grep -q '^parameters   8.03 G' "$tmp/hf.txt"
+mkdir -p "$tmp/hfdir" && cp "$hf/config.json" "$tmp/hfdir/"
+"$bin" model "hf:$tmp/hfdir" --export "$tmp/hfdir/config.json" 2>"$tmp/hf.err"; rc=$?
+check "export over hf's config.json refused" [ $rc -eq 2 ]
+check "the refusal names the input" grep -q 'would destroy the input' "$tmp/hf.err"
+check "hf's config.json untouched" cmp -s "$hf/config.json" "$tmp/hfdir/config.json"
+
 "$bin" model --help >/dev/null; check "model --help exits 0" [ $? -eq 0 ]
 "$bin" models --help >/dev/null; check "models --help exits 0" [ $? -eq 0 ]
 
