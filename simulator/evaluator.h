@@ -88,14 +88,6 @@ typedef struct ss_eval_method {
     ss_status (*judge)(ss_sim *s, const ss_plan *p, double cutoff_us, ss_sim_result *r,
                        double *load_us, ss_eval_outcome *out, char *why, size_t n,
                        ss_diag *d);
-    /* Judge again after a change (ss_sim_rerun_within): judge's contract
-     * for a plan p that differs from the plan of this table's last
-     * judgement only in op `changed`'s config (SS_SIM_SETTINGS: only in its
-     * settings), with s->view already brought up to date; what the table
-     * kept of that judgement may be re-used. NULL: judge. */
-    ss_status (*rejudge)(ss_sim *s, const ss_plan *p, int changed, double cutoff_us,
-                         ss_sim_result *r, double *load_us, ss_eval_outcome *out, char *why,
-                         size_t n, ss_diag *d);
     /* Estimated tasks it would simulate for p: from p's tile entries and
      * what its previous judgements simulated per tile entry. */
     double (*cost)(const ss_sim *s, const ss_plan *p);

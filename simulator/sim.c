@@ -238,9 +238,10 @@ double ss_sim_cost(ss_sim *s, ss_evaluator e, const ss_plan *p)
 }
 
 /* The walk over the tables (forced, or AUTO's order) for p, whose view is
- * s->view; changed >= -2: a rerun after that change (rejudge where the
- * table has one), -3: a fresh judgement. */
-static ss_status walk(ss_sim *s, const ss_plan *p, int changed, double cutoff_us,
+ * s->view (made afresh, or brought up to date after a one-op or settings
+ * change by ss_sim_rerun_within: "judge again" is that view update plus
+ * each table's own memos, which its judge re-uses). */
+static ss_status walk(ss_sim *s, const ss_plan *p, double cutoff_us,
                       ss_sim_result *r, double *load_us, double t0, ss_diag *d)
 {
     const ss_eval_method *forced = ss_eval_method_of(s->cfg.evaluator);
@@ -258,10 +259,7 @@ static ss_status walk(ss_sim *s, const ss_plan *p, int changed, double cutoff_us
             return SS_ERR_NOMEM;
         ss_eval_outcome out = SS_EVAL_REFUSED;
         why[0] = 0;
-        ss_status st = changed >= -2 && em->rejudge
-                           ? em->rejudge(s, p, changed, cutoff_us, r, load_us, &out, why,
-                                         sizeof why, d)
-                           : em->judge(s, p, cutoff_us, r, load_us, &out, why, sizeof why, d);
+        ss_status st = em->judge(s, p, cutoff_us, r, load_us, &out, why, sizeof why, d);
         if (st != SS_OK)
             return st;
         if (out == SS_EVAL_JUDGED) {
@@ -289,7 +287,7 @@ ss_status ss_sim_run_within(ss_sim *s, const ss_plan *p, double cutoff_us, ss_si
         return st;
     s->view_ok = 1;
     s->diff = -1;
-    return walk(s, p, -3, cutoff_us, r, load_us, t0, d);
+    return walk(s, p, cutoff_us, r, load_us, t0, d);
 }
 
 ss_status ss_sim_rerun_within(ss_sim *s, const ss_plan *p, int changed, double cutoff_us,
@@ -313,12 +311,7 @@ ss_status ss_sim_rerun_within(ss_sim *s, const ss_plan *p, int changed, double c
     }
     s->view_ok = 1;
     s->diff = changed >= 0 ? changed : -1;
-    /* a table re-judges after one change from its own last judgement: the
-     * run before was this table's, and at most one op differs */
-    int one = prev < 0 || changed < 0 || prev == changed ? (changed >= 0 ? changed : prev) : -3;
-    if (one == -1)
-        one = SS_SIM_SETTINGS;
-    return walk(s, p, one, cutoff_us, r, load_us, t0, d);
+    return walk(s, p, cutoff_us, r, load_us, t0, d);
 }
 
 void ss_sim_commit(ss_sim *s)
