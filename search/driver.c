@@ -393,9 +393,10 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
         st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
     /* the rule plan is the "expert"; none when no Megatron plan fits (then
      * the data-parallel plan stands in, reported as not fitting) */
-    if (!st && same && !(r->expert = ss_plan_clone(r->best)))
-        st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
-    else if (!st && lr.found && !same)
+    if (!st && same) {
+        if (!(r->expert = ss_plan_clone(r->best)))
+            st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
+    } else if (!st && lr.found)
         st = ss_llm_plan(g, m, &lr.rule.c, &r->expert, d);
     else if (!st)
         st = ss_plan_data_parallel(g, m, 0, &r->expert, d);
