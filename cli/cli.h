@@ -11,6 +11,7 @@
 #include "simsearch.h"
 #include "profiler/profile_db.h"
 #include "options.h"
+#include <signal.h>
 #include <stdio.h>
 
 enum { SS_EXIT_OK = 0, SS_EXIT_FAIL = 1, SS_EXIT_USAGE = 2 };
@@ -155,6 +156,17 @@ void ss_cli_report_to_stderr(void);
  * being written, then die of the signal (exit status 128 + signal) (commands may
  * catch SIGINT themselves meanwhile, as the search does). */
 void ss_cli_catch_signals(void);
+
+/* The stop signals of a long command (search, whatif): the first SIGINT or
+ * SIGTERM sets ss_cli_stop_signal (the command polls it through
+ * ss_cli_stop_cb and keeps what it has); a second one removes the temp
+ * files and ends the program. ss_cli_stop_signals_catch resets the flag and
+ * installs the handler, saving the previous actions in old (SIGINT, then
+ * SIGTERM); ss_cli_stop_signals_restore puts them back. */
+extern volatile sig_atomic_t ss_cli_stop_signal;
+void ss_cli_stop_signals_catch(struct sigaction old[2]);
+void ss_cli_stop_signals_restore(const struct sigaction old[2]);
+int ss_cli_stop_cb(void *ctx);
 
 /* Human-friendly numbers: "1.23 G", "456 M", "456", "42.7", "0.0123",
  * "1.5e-07" (three significant digits below 100, so a small non-zero value

@@ -152,26 +152,6 @@ static int parse(int argc, char **argv, opts *o)
 
 /* ---- Ctrl-C and progress ---------------------------------------------------- */
 
-static volatile sig_atomic_t interrupted; /* the signal that stopped the search, or 0 */
-
-/* The first SIGINT or SIGTERM stops the search (it polls the flag, also
- * inside long simulations); a second one ends the program at once. */
-static void on_stop_signal(int sig)
-{
-    if (interrupted) {
-        ss_output_remove_temps();
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
-    interrupted = sig;
-}
-
-static int stop_cb(void *ctx)
-{
-    (void)ctx;
-    return interrupted != 0;
-}
-
 static double mono_s(void)
 {
     struct timespec ts;
@@ -318,7 +298,7 @@ static void print_human(const ss_search_result *r, const opts *o, const char *ou
            b->n_devices, (long long)b->batch);
     if (r->interrupted)
         printf("search interrupted (%s): the best plan found so far\n",
-               interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C");
+               ss_cli_stop_signal == SIGTERM ? "SIGTERM" : "Ctrl-C");
     if (r->devices_usable < b->n_devices)
         printf("note: no two devices of this topology can reach each other (every peer refuses\n"
                "      connections and none relays): plans use device 0 alone\n");
@@ -385,7 +365,7 @@ written:
     printf("\n(simsearch simulate --plan %s ... predicts it again)\n", out_path);
 }
 
-static int run(const opts *o, struct sigaction *old, struct sigaction *old_term, double t_start)
+static int run(const opts *o, const struct sigaction old[2], double t_start)
 {
     ss_machine *m = NULL;
     ss_graph *g = NULL;
@@ -425,7 +405,7 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term,
     cfg.seed = (uint64_t)o->seed;
     cfg.no_eval_cache = o->no_cache;
     cfg.evaluator = o->ev;
-    cfg.stop = stop_cb;
+    cfg.stop = ss_cli_stop_cb;
     int tty = isatty(STDERR_FILENO);
     cb_ctx cbc = {tty, g, o->out};
     cfg.progress = progress_cb;
@@ -443,8 +423,7 @@ static int run(const opts *o, struct sigaction *old, struct sigaction *old_term,
     ss_status st = ss_search_run(g, m, cm, &cfg, &r, &d);
     if (st == SS_OK)
         r.time_limit_s = o->time_limit; /* as asked (the search had the rest of it) */
-    sigaction(SIGINT, old, NULL); /* a second signal now ends the program */
-    sigaction(SIGTERM, old_term, NULL);
+    ss_cli_stop_signals_restore(old); /* a second signal now ends the program */
     if (tty)
         fprintf(stderr, "\r%78s\r", "");
     /* No plan fits: say so, and write nothing unless the least bad is asked for. */
@@ -505,15 +484,9 @@ int ss_cmd_search(int argc, char **argv)
         return rc < 0 ? SS_EXIT_OK : rc;
     /* Catch Ctrl-C from the start (loading a big model takes a moment); the
      * search polls the flag, so an early Ctrl-C stops it at once. */
-    struct sigaction sa, old, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old);
-    sigaction(SIGTERM, &sa, &old_term);
-    rc = run(&o, &old, &old_term, t_start);
-    sigaction(SIGINT, &old, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    struct sigaction old[2];
+    ss_cli_stop_signals_catch(old);
+    rc = run(&o, old, t_start);
+    ss_cli_stop_signals_restore(old);
     return rc;
 }

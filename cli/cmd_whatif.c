@@ -364,24 +364,6 @@ static ss_whatif_scenario *cross(const axes *a, int *n)
 
 /* ---- Ctrl-C and progress ---------------------------------------------------------------- */
 
-static volatile sig_atomic_t interrupted;
-
-static void on_stop_signal(int sig)
-{
-    if (interrupted) {
-        ss_output_remove_temps();
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
-    interrupted = sig;
-}
-
-static int stop_cb(void *ctx)
-{
-    (void)ctx;
-    return interrupted != 0;
-}
-
 static void progress_cb(void *ctx, const ss_whatif_progress *p)
 {
     int tty = ctx != NULL;
@@ -715,7 +697,7 @@ static int run(const wopts *o)
     c.tokens = a.tokens;
     c.prices = a.prices;
     c.n_prices = a.n_prices;
-    c.stop = stop_cb;
+    c.stop = ss_cli_stop_cb;
     int tty = isatty(STDERR_FILENO);
     static int tty_ctx;
     c.progress = progress_cb;
@@ -760,7 +742,7 @@ static int run(const wopts *o)
         if (r.interrupted)
             fprintf(stderr, "simsearch whatif: interrupted (%s): %d of %d points finished and "
                             "reported\n",
-                    interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C", r.n_done, r.n_points);
+                    ss_cli_stop_signal == SIGTERM ? "SIGTERM" : "Ctrl-C", r.n_done, r.n_points);
     }
     ss_whatif_result_clear(&r);
     ss_free(scen);
@@ -775,15 +757,9 @@ int ss_cmd_whatif(int argc, char **argv)
     int rc = ss_cli_parse_def(&ss_cli_def_whatif, argc, argv, &o);
     if (rc)
         return rc < 0 ? SS_EXIT_OK : rc;
-    struct sigaction sa, old, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &old);
-    sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction old[2];
+    ss_cli_stop_signals_catch(old);
     rc = run(&o);
-    sigaction(SIGINT, &old, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    ss_cli_stop_signals_restore(old);
     return rc;
 }

@@ -296,6 +296,41 @@ static void on_fatal_signal(int sig)
     raise(sig);
 }
 
+volatile sig_atomic_t ss_cli_stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    if (ss_cli_stop_signal) {
+        ss_output_remove_temps();
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    ss_cli_stop_signal = sig;
+}
+
+void ss_cli_stop_signals_catch(struct sigaction old[2])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ss_cli_stop_signal = 0;
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+}
+
+void ss_cli_stop_signals_restore(const struct sigaction old[2])
+{
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+int ss_cli_stop_cb(void *ctx)
+{
+    (void)ctx;
+    return ss_cli_stop_signal != 0;
+}
+
 void ss_cli_catch_signals(void)
 {
     struct sigaction sa;
