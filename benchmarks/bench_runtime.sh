@@ -9,6 +9,14 @@
 # iteration takes with a core per rank when other jobs share the machine)
 # and the load (uptime) before and after; RESULTS.md "Runtime (issue 30)"
 # keeps the figures. The exit status counts wall errors above 15%.
+# The links are measured first: `simsearch probe` (MPI ping-pong and
+# all-reduce between the 2 ranks, 32 KiB to 16 MiB) is fitted to the
+# simulator's alpha-beta forms (point-to-point: latency + bytes / gbps;
+# 2-rank ring all-reduce: 2 latencies + (bytes + coll_half_bytes) /
+# (gbps x coll_eff), least relative squares) and written with
+# topologies/local-cpu.json's devices into OUT_DIR/local-cpu-probed.json,
+# which every search, profile and run below uses. The profile database
+# starts empty, so every cost in it is measured by this run.
 # Usage: [NICE=-10] benchmarks/bench_runtime.sh BUILD_DIR [OUT_DIR]
 # NICE (root only): the ranks' scheduling priority, so that on a machine
 # shared with other jobs each rank gets a core while it is measured.
@@ -18,15 +26,44 @@ build=${1:?usage: bench_runtime.sh BUILD_DIR [OUT_DIR]}
 out=${2:-$(mktemp -d)}
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=$build/simsearch
-topo=$src/topologies/local-cpu.json
 export OPENBLAS_NUM_THREADS=1
 mkdir -p "$out"
 db=$out/profile.json
+rm -f "$db" "$db.journal"
+echo "load before: $(uptime)"
+"$bin" probe --reps 20 --max-bytes 16777216 --json >"$out/probe.json" || { echo "probe failed"; exit 1; }
+topo=$out/local-cpu-probed.json
+python3 - "$out/probe.json" "$src/topologies/local-cpu.json" "$topo" <<'PY' || exit 1
+import json, sys
+pr = json.load(open(sys.argv[1]))
+def fit(pts, key):  # t = a + b x, least relative squares, over 32 KiB .. 16 MiB
+    P = [(p["bytes"], p["us"]) for p in pts[key] if p["bytes"] >= 32768]
+    s = [[0.0] * 3 for _ in range(2)]
+    for x, t in P:
+        w = 1.0 / (t * t)
+        s[0][0] += w; s[0][1] += w * x; s[1][1] += w * x * x; s[0][2] += w * t; s[1][2] += w * x * t
+    det = s[0][0] * s[1][1] - s[0][1] ** 2
+    return ((s[0][2] * s[1][1] - s[0][1] * s[1][2]) / det, (s[0][0] * s[1][2] - s[0][1] * s[0][2]) / det)
+a, b = fit(pr, "p2p")
+lat = max(min(p["us"] for p in pr["p2p"]), 0.05)
+gbps = 1.0 / (b * 1e3)
+a2, b2 = fit(pr, "allreduce")
+eff = min(max(b / b2, 0.01), 1.0)
+half = min(max((a2 - 2 * lat) / b2, 0.0), 1e12) if eff < 1.0 else 0.0
+t = json.load(open(sys.argv[2]))
+t["name"] = "local-cpu-probed"
+t["device_types"][0]["collective_launch_us"] = 0.0
+for l in t["links"]:
+    l.update(gbps=round(gbps, 4), latency_us=round(lat / 2, 4), estimated=False,
+             coll_eff=round(eff, 4), coll_half_bytes=round(half, 1))
+json.dump(t, open(sys.argv[3], "w"), indent=2)
+print("probed links: point-to-point %.3f GB/s (fit over 32 KiB-16 MiB), %.2f us; 2-rank all-reduce "
+      "%.3f GB/s (coll_eff %.3f), coll_half_bytes %.0f" % (gbps, lat, gbps * eff, eff, half))
+PY
 mlp="mlp:layers=3,hidden=1024,in=1024"
 "$bin" model "gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1024,vocab_pad=0,dropout=0" --batch 8 \
   --export "$out/gpt16.json" >/dev/null || exit 1
 sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/g' "$out/gpt16.json" >"$out/gpt.json"
-echo "load before: $(uptime)"
 for m in "$mlp 64" "$out/gpt.json 8"; do
   set -- $m
   "$bin" search --model "$1" --batch "$2" --topology "$topo" --budget 300 --seed 1 \

@@ -322,6 +322,8 @@ static uint64_t compute_fingerprint(const ss_machine *m)
             h = ss_fnv_i64(ss_fnv_str(h, "dispatch_window"), t->dispatch_window);
         if (t->collective_launch_us != SS_COLL_LAUNCH_US_DEFAULT) /* likewise */
             h = ss_fnv_f64(ss_fnv_str(h, "collective_launch_us"), t->collective_launch_us);
+        if (t->comm_blocks_compute) /* likewise */
+            h = ss_fnv_i64(ss_fnv_str(h, "comm_blocks_compute"), 1);
     }
     h = ss_fnv_i64(h, m->n_hosts);
     h = ss_fnv_i64(h, m->n_devices);

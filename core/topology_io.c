@@ -208,7 +208,7 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
     static const char *const keys[] = {"name", "base", "is_cpu", "peak_tflops", "mem_gbps",
                                        "mem_gib", "launch_us", "eff_flops", "eff_mem", "eff_align",
                                        "mb_overhead_us", "dispatch_window",
-                                       "collective_launch_us", NULL};
+                                       "collective_launch_us", "comm_blocks_compute", NULL};
     ss_status st = ss_json_check_keys(file, jp, o, keys, d);
     const char *name = NULL, *base = NULL;
     if (!st)
@@ -293,6 +293,8 @@ static ss_status parse_type(const char *file, const char *jp, const json_t *o,
     if (!st)
         st = ss_json_get_num(file, jp, o, "collective_launch_us", 0, 0, 1e4,
                              &tt.collective_launch_us, d);
+    if (!st)
+        st = ss_json_get_bool(file, jp, o, "comm_blocks_compute", 0, &tt.comm_blocks_compute, d);
     if (!st)
         st = parse_eff(file, jp, o, "eff_flops", &tt.n_eff_flops, tt.eff_flops_x, tt.eff_flops_y, d);
     if (!st)
@@ -1111,6 +1113,8 @@ static json_t *type_json(const ss_device_type *t, int *bad)
         put(o, "dispatch_window", json_integer(t->dispatch_window), bad);
     if (t->collective_launch_us != SS_COLL_LAUNCH_US_DEFAULT)
         put(o, "collective_launch_us", json_real(t->collective_launch_us), bad);
+    if (t->comm_blocks_compute)
+        put(o, "comm_blocks_compute", json_true(), bad);
     return o;
 }
 

@@ -522,7 +522,13 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     const ss_taskgraph *tg = s->tg;
     int n = tg->n_tasks, me = s->rank;
     r->predicted_ms = er->makespan / 1e3;
-    r->predicted_compute_ms = me < er->n_devices ? er->compute_us[me] / 1e3 : 0;
+    /* its kernels and updates (the compute stream's busy time also holds the
+     * communication of a device that moves its own messages) */
+    r->predicted_compute_ms = 0;
+    for (int t = 0; t < n; t++)
+        if (s->ds.t[t].dev == me && (tg->kind[t] == SS_TASK_FWD || tg->kind[t] == SS_TASK_BWD ||
+                                     tg->kind[t] == SS_TASK_UPDATE))
+            r->predicted_compute_ms += tg->dur[t] / 1e3;
     r->predicted_comm_ms = me < er->n_devices ? er->comm_us[me] / 1e3 : 0;
     keys = malloc((size_t)(n + 1) * sizeof *keys);
     s->mine = malloc((size_t)(n + 1) * sizeof *s->mine);
@@ -941,9 +947,66 @@ static ss_status run_xfer(iter_ctx *x, int task, ss_diag *d)
     return st;
 }
 
+/* The element offset of region r in a tensor of shape sh (nd dims) when
+ * its elements are contiguous there (dims before some k of extent 1, dims
+ * after k whole), else -1. */
+static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r)
+{
+    int k = 0;
+    while (k < nd - 1 && r->r[k].hi - r->r[k].lo == 1)
+        k++;
+    for (int j = k + 1; j < nd; j++)
+        if (r->r[j].lo != 0 || r->r[j].hi != sh[j])
+            return -1;
+    int64_t off = 0;
+    for (int j = 0; j < nd; j++)
+        off = off * sh[j] + r->r[j].lo;
+    return off;
+}
+
+/* A collective whose items are all contiguous f32 regions and not a gather:
+ * its part summed in place, item by item (no packing: the bytes the
+ * simulator prices, nothing more). *done 0 when it does not apply. */
+static ss_status coll_in_place(iter_ctx *x, const ss_build_desc *e, const int *devs, int *done,
+                               ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    int64_t total = 0;
+    *done = 0;
+    if (e->gather)
+        return SS_OK;
+    for (int i = 0; i < e->n_item; i++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + i];
+        const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
+        void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
+        if (!b || T->dtype != SS_F32 || contiguous_at(T->shape, T->ndim, &it->reg) < 0)
+            return SS_OK;
+        total += ss_region_volume(&it->reg);
+    }
+    int64_t lo, hi, at = 0;
+    slice_of(total, e->part, e->n_parts, &lo, &hi);
+    for (int i = 0; i < e->n_item; i++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + i];
+        const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
+        float *b = e->grad ? s->grad[it->tensor] : (float *)s->buf[it->tensor];
+        int64_t v = ss_region_volume(&it->reg), a = at > lo ? at : lo,
+                z = at + v < hi ? at + v : hi;
+        b += contiguous_at(T->shape, T->ndim, &it->reg);
+        if (a < z) {
+            ss_status st = group_reduce(x, devs, e->n_dev, b + (a - at), z - a, 0, d);
+            if (st != SS_OK)
+                return st;
+        }
+        at += v;
+    }
+    *done = 1;
+    return SS_OK;
+}
+
 /* A collective: its items laid end to end, summed over the group (a split
- * bucket: its part), laid back. The distributed optimizer's gather sums
- * each member's updated slices (zeros elsewhere). */
+ * bucket: its part), laid back (in place where coll_in_place applies). The
+ * distributed optimizer's gather sums each member's updated slices (zeros
+ * elsewhere). */
 static ss_status run_coll(iter_ctx *x, int task, ss_diag *d)
 {
     ss_rt_state *s = x->s;
@@ -951,10 +1014,11 @@ static ss_status run_coll(iter_ctx *x, int task, ss_diag *d)
     const int *devs = s->ds.devs + e->dev_off;
     double w0 = now_ms();
     ss_status st = SS_OK;
+    int done = 0;
     const ss_op *op = e->unit >= 0 ? ss_graph_op(s->g, s->tg->op[task]) : NULL;
     if (op && op->type == SS_OP_SOFTMAX_CE && e->coll == SS_BUILD_COLL_PARTIAL) {
         st = ce_combine(x, op->id, e->first_tile, e->red, devs, e->n_dev, d);
-    } else if (e->n_dev > 1) {
+    } else if (e->n_dev > 1 && (st = coll_in_place(x, e, devs, &done, d)) == SS_OK && !done) {
         int64_t total = 0;
         for (int i = 0; i < e->n_item; i++)
             total += ss_region_volume(&s->ds.items[e->item_off + i].reg);

@@ -233,6 +233,13 @@ void ss_build_set_stop(ss_builder *b, int (*stop)(void *ctx), void *ctx)
     b->stop_ctx = ctx;
 }
 
+/* 1 when device dev moves its own messages (ss_device_type.comm_blocks_compute):
+ * its communication occupies its compute stream. */
+static int comm_blocks(const ss_builder *b, int dev)
+{
+    return ss_machine_type(b->m, ss_machine_device(b->m, dev)->type)->comm_blocks_compute;
+}
+
 int ss_build_add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, double bytes, int op,
                           int aux, int prio, int block, ss_diag *d)
 {
@@ -276,10 +283,10 @@ int ss_build_add_transfer(ss_builder *b, ss_taskgraph *tg, int src, int dst, dou
     if (gbps > 0)
         dur += bytes / (gbps * 1e3);
     int nres = n;
-    if (block) {
+    if (block || comm_blocks(b, src))
         b->res[nres++] = src;
+    if (block || comm_blocks(b, dst))
         b->res[nres++] = dst;
-    }
     return add_task(tg, SS_TASK_XFER, dur, prio, op, -1, -1, aux, bytes, nres, b->res, d);
 }
 
@@ -333,6 +340,19 @@ int ss_build_add_collective(ss_builder *b, ss_taskgraph *tg, ss_coll_kind kind, 
     }
     if (b->sym && b->sym_cross)
         nch = b->sym->remap(b->sym, b->res, nch);
+    int nb = 0; /* members that move their own messages: their compute streams too */
+    for (int i = 0; i < n; i++)
+        nb += comm_blocks(b, devs[i]);
+    if (nb && b->sym && !b->sym->bad) {
+        snprintf(b->sym->why, sizeof b->sym->why,
+                 "collectives occupy their members' compute streams (comm_blocks_compute)");
+        b->sym->bad = 1;
+    }
+    if (nb && ss_grow((void **)&b->res, &b->cap_res, nch + nb, sizeof(int)))
+        return (ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks"), -1);
+    for (int i = 0; i < n && nb; i++)
+        if (comm_blocks(b, devs[i]))
+            b->res[nch++] = devs[i];
     return add_task(tg, SS_TASK_COLLECTIVE, time_us, prio, op, tile, -1, aux, bytes, nch, b->res,
                     d);
 }

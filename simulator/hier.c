@@ -946,6 +946,14 @@ int ss_hier_accepts(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss_diag
                     ss_plan_n_ops(p), ss_graph_n_ops(h->g));
         return 0;
     }
+    for (int i = 0; i < ss_machine_n_types(h->m); i++)
+        if (ss_machine_type(h->m, i)->comm_blocks_compute) {
+            ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                        "hierarchical evaluator: device type \"%s\" moves its own messages "
+                        "(comm_blocks_compute)",
+                        ss_machine_type(h->m, i)->name);
+            return 0;
+        }
     ss_hier_stats st0 = h->st;
     ss_status st = v ? SS_OK : ss_plan_view_set(h->own_view, p, d);
     if (st == SS_OK)

@@ -56,6 +56,12 @@ typedef struct ss_device_type {
      * (docs/topology-format.md, "Device types"). A collective pays the
      * largest of its machine's device types (ss_machine_collective_launch_us). */
     double collective_launch_us;
+    /* 1 when the device's own processor moves its messages (an MPI rank on
+     * a CPU core over shared memory: no copy engine, no progress thread):
+     * its transfers and collectives then occupy its compute stream as well
+     * as the channels, so communication never hides under its compute
+     * (simulator/build.c). Topology key "comm_blocks_compute"; default 0. */
+    int comm_blocks_compute;
 } ss_device_type;
 
 /* Built-in specs: "K80", "P100-SXM2", "V100-SXM2-16GB", "V100-SXM2-32GB",

@@ -249,6 +249,46 @@ static void test_data_parallel_ring(void **state)
 }
 
 /*
+ * A device type with comm_blocks_compute (local-cpu.json's CPU cores: MPI
+ * ranks that move their own messages): chain2 data-parallel on its 2 cores.
+ * Every gradient collective also occupies both compute streams, so no
+ * device computes while it runs: each device's compute stream is busy for
+ * its kernels, updates and collectives together, end to end.
+ */
+static void test_comm_blocks_compute(void **state)
+{
+    (void)state;
+    fix f;
+    ss_diag d;
+    ss_diag_init(&d);
+    setup(&f, "tests/data/sim/chain2.json", "topologies/local-cpu.json");
+    ss_plan_free(f.p);
+    f.p = NULL;
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 2, &f.p, &d), SS_OK);
+    run(&f);
+    int nc = 0;
+    double own = 0;
+    for (int t = 0; t < f.tg->n_tasks; t++) {
+        const int32_t *res = ss_taskgraph_res(f.tg, t);
+        int n = ss_taskgraph_n_res(f.tg, t), d0 = 0, d1 = 0;
+        for (int k = 0; k < n; k++) {
+            d0 |= res[k] == 0;
+            d1 |= res[k] == 1;
+        }
+        if (f.tg->kind[t] == SS_TASK_COLLECTIVE) {
+            nc++;
+            assert_true(d0 && d1);
+            assert_true(n > 2); /* and its channels */
+        }
+        if (d0)
+            own += f.tg->dur[t];
+    }
+    assert_true(nc >= 1);
+    NEAR(f.r->compute_us[0], own);
+    teardown(&f);
+}
+
+/*
  * Partial sums: chain2 on "pair"; fc1 on gpu0; fc2 split on its contraction
  * dim (red = 2): tile 0 (inputs 0..499) on gpu0, tile 1 (500..999) on gpu1.
  * Tile 1 needs fc1's output columns 500..999: 64*500*4 = 128000 B,
@@ -1150,7 +1190,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_devices_chain), cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_data_parallel_ring), cmocka_unit_test(test_partial_sums),
-        cmocka_unit_test(test_replicas),
+        cmocka_unit_test(test_replicas), cmocka_unit_test(test_comm_blocks_compute),
         cmocka_unit_test(test_pipeline_bubble),   cmocka_unit_test(test_bad_device),
         cmocka_unit_test(test_blocking_stage_transfers),
         cmocka_unit_test(test_fault_injection),
