@@ -43,6 +43,17 @@ int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* For a bad option value: print "simsearch <cmd>: <opt>: ", then fmt with
+ * the one string val (fmt holds one %s), then the help hint; returns
+ * SS_EXIT_USAGE. */
+int ss_cli_bad_value(const char *cmd, const char *opt, const char *fmt, const char *val);
+
+/* Split a comma-separated option value s into items that point into buf (a
+ * copy of s, cut to cap - 1 bytes); empty items are skipped. Returns the
+ * number of items, at most max + 1: more than max means too many (items
+ * must hold max + 1 entries). */
+int ss_cli_split(const char *s, char *buf, size_t cap, char **items, int max);
+
 /* Limits of the options: a model's batch (core/model_io.c, the zoo), a
  * compact topology's node count (core/topology_io.c) and a machine's devices
  * (core/machine_impl.h); docs/limits.md. */
@@ -131,11 +142,16 @@ typedef struct ss_cli_output {
 int ss_cli_check_files(const char *cmd, const ss_cli_output *ins, const ss_cli_output *outs,
                        int json, int *stdout_taken);
 
-/* The start of a command that reads a model, a topology and a plan: check
- * its files (ss_cli_check_files: --model and --plan where they name files,
- * --topology, extra_in when not NULL, and outs; json as c->json), then
- * ss_cli_common_load. Returns 0 or the exit code; on failure nothing is left
- * allocated. */
+/* Check the files of a command that reads a model, a topology and maybe a
+ * plan (ss_cli_check_files: --model and --plan where they name files,
+ * --topology, extra_in when not NULL, and outs; json as c->json). Returns 0
+ * or the exit code. */
+int ss_cli_check_inputs(const char *cmd, const ss_cli_common *c, const ss_cli_output *extra_in,
+                        const ss_cli_output *outs, int *stdout_taken);
+
+/* The start of a command that reads a model, a topology and a plan:
+ * ss_cli_check_inputs, then ss_cli_common_load. Returns 0 or the exit code;
+ * on failure nothing is left allocated. */
 int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
                           const ss_cli_output *extra_in, const ss_cli_output *outs,
                           int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p);
