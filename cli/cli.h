@@ -11,6 +11,7 @@
 #include "simsearch.h"
 #include "profiler/profile_db.h"
 #include "options.h"
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -183,6 +184,11 @@ extern volatile sig_atomic_t ss_cli_stop_signal;
 void ss_cli_stop_signals_catch(struct sigaction old[2]);
 void ss_cli_stop_signals_restore(const struct sigaction old[2]);
 int ss_cli_stop_cb(void *ctx);
+
+/* Print root on standard output as indented JSON in its keys' order, then
+ * release it (the caller's reference). Returns SS_EXIT_OK, or SS_EXIT_FAIL
+ * after saying "out of memory". */
+int ss_cli_print_json(json_t *root);
 
 /* Human-friendly numbers: "1.23 G", "456 M", "456", "42.7", "0.0123",
  * "1.5e-07" (three significant digits below 100, so a small non-zero value

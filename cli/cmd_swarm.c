@@ -249,15 +249,7 @@ static int print_json(const ss_swarm_config *c, const ss_swarm_peer *p, const ss
     }
     json_object_set_new(root, "events", events);
     json_object_set_new(root, "events_dropped", json_integer(r->events_dropped));
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!s) {
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
-    }
-    printf("%s\n", s);
-    free(s);
-    return SS_EXIT_OK;
+    return ss_cli_print_json(root);
 }
 
 /* The figure's subtitle: what the run rests on. */
@@ -452,15 +444,7 @@ static int print_sweep_json(const ss_swarm_config *c, const sweep_axes *a,
     for (int i = 0; i < np; i++)
         json_array_append_new(pts, point_json(&pt[i]));
     json_object_set_new(root, "points", pts);
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!s) {
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
-    }
-    printf("%s\n", s);
-    free(s);
-    return SS_EXIT_OK;
+    return ss_cli_print_json(root);
 }
 
 /* The table as CSV (the columns of the command's help), atomically. */

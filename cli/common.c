@@ -54,6 +54,19 @@ int ss_cli_split(const char *s, char *buf, size_t cap, char **items, int max)
     return n;
 }
 
+int ss_cli_print_json(json_t *root)
+{
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!s) {
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+    printf("%s\n", s);
+    free(s);
+    return SS_EXIT_OK;
+}
+
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m)
 {
     ss_diag d;
