@@ -1,8 +1,9 @@
 /*
- * bench_common.h — what the benchmarks that take a model on a topology
- * share (bench_hier.c, bench_plan.c): the wall and CPU clocks, the common
- * options --model SPEC, --topology FILE, --batch N and --nodes N, and
- * loading the machine and building the model for its device count.
+ * bench_common.h — what the benchmark programs share: the wall and CPU
+ * clocks (every bench_*.c that times), and for those that take a model on a
+ * topology (bench_hier.c, bench_plan.c) the common options --model SPEC,
+ * --topology FILE, --batch N and --nodes N, and loading the machine and
+ * building the model for its device count.
  * Header-only (benchmarks/bench_*.c are one program each): each benchmark
  * includes it once.
  *
