@@ -10,8 +10,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench_common.h"
 #include "simulator/engine.h"
 #include "simulator/taskgraph.h"
 
@@ -22,15 +22,6 @@ static uint32_t rnd(void)
 {
     rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
     return (uint32_t)(rng >> 33);
-}
-
-/* CPU time of this process: the machines we benchmark on are shared, and
- * CPU time is what "tasks per second on one core" means. */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int build(ss_taskgraph *tg, long target, ss_diag *d)
@@ -83,22 +74,24 @@ int main(int argc, char **argv)
     ss_engine *e = ss_engine_new();
     if (!tg || !e)
         return 1;
-    double t0 = now_s();
+    /* CPU time of this process: the machines we benchmark on are shared, and
+     * CPU time is what "tasks per second on one core" means. */
+    double t0 = bench_cpu_s();
     if (build(tg, target, &d)) {
         fprintf(stderr, "bench_engine: %s\n", d.msg);
         return 1;
     }
-    double t_build = now_s() - t0;
+    double t_build = bench_cpu_s() - t0;
     double best = 1e30;
     for (int rep = 0; rep < REPS; rep++) {
         for (int pol = 0; pol < 2; pol++) {
             ss_engine_config cfg = {.policy = (ss_queue_policy)pol};
-            t0 = now_s();
+            t0 = bench_cpu_s();
             if (ss_engine_run(e, tg, &cfg, &d)) {
                 fprintf(stderr, "bench_engine: %s\n", d.msg);
                 return 1;
             }
-            double t = now_s() - t0;
+            double t = bench_cpu_s() - t0;
             if (pol == 0 && t < best)
                 best = t;
         }

@@ -15,27 +15,12 @@
  *                   --plan SPEC [--reps N] [--full]
  * Invariant: the figures other than times depend only on the inputs.
  */
-#include "simsearch.h"
+#include "bench_common.h"
 #include "simulator/hier.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static double cpu_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -52,66 +37,58 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *topo = NULL, *plan = NULL;
-    long batch = 0;
-    int nodes = 0, reps = 21, full = 0;
+    bench_inputs in = {0};
+    const char *plan = NULL;
+    int reps = 21, full = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--full"))
             full = 1;
         else if (!next)
             return usage();
-        else if (!strcmp(a, "--model"))
-            model = argv[++i];
-        else if (!strcmp(a, "--topology"))
-            topo = argv[++i];
+        else if (bench_input_opt(&in, a, next))
+            i++;
         else if (!strcmp(a, "--plan"))
             plan = argv[++i];
-        else if (!strcmp(a, "--batch"))
-            batch = atol(argv[++i]);
-        else if (!strcmp(a, "--nodes"))
-            nodes = atoi(argv[++i]);
         else if (!strcmp(a, "--reps"))
             reps = atoi(argv[++i]);
         else
             return usage();
     }
-    if (!model || !topo || !plan || reps < 1)
+    if (!in.model || !in.topology || !plan || reps < 1)
         return usage();
     ss_diag d;
     ss_diag_init(&d);
     ss_machine *m = NULL;
     ss_graph *g = NULL;
     ss_plan *p = NULL;
-    double t0 = now_ms(), c0 = cpu_ms();
-    if (ss_machine_load_nodes(topo, nodes, &m, &d) ||
-        ss_model_build(model, batch, ss_machine_n_devices(m), &g, &d) ||
-        ss_plan_from_spec(plan, g, m, &p, &d)) {
+    double t0 = 1e3 * bench_wall_s(), c0 = 1e3 * bench_cpu_s();
+    if (bench_load(&in, &m, &g, &d) || ss_plan_from_spec(plan, g, m, &p, &d)) {
         fprintf(stderr, "bench_hier: %s\n", d.msg);
         return 1;
     }
-    double t_setup = now_ms() - t0, c_setup = cpu_ms() - c0;
+    double t_setup = 1e3 * bench_wall_s() - t0, c_setup = 1e3 * bench_cpu_s() - c0;
     ss_costmodel *cm = ss_cost_new(m);
     ss_sim_result r = {0};
-    t0 = now_ms();
-    c0 = cpu_ms();
+    t0 = 1e3 * bench_wall_s();
+    c0 = 1e3 * bench_cpu_s();
     ss_hier *h = ss_hier_new(g, m, cm, NULL);
     if (!h || ss_hier_eval(h, p, &r, &d)) {
         fprintf(stderr, "bench_hier: %s\n", h ? d.msg : "out of memory");
         return 1;
     }
-    double t_cold = now_ms() - t0, c_cold = cpu_ms() - c0;
+    double t_cold = 1e3 * bench_wall_s() - t0, c_cold = 1e3 * bench_cpu_s() - c0;
     ss_hier_stats cold = *ss_hier_stats_of(h);
     double *w = malloc((size_t)reps * 2 * sizeof *w), *wc = w + reps;
     for (int i = 0; i < reps; i++) {
-        t0 = now_ms();
-        c0 = cpu_ms();
+        t0 = 1e3 * bench_wall_s();
+        c0 = 1e3 * bench_cpu_s();
         if (ss_hier_eval(h, p, &r, &d)) {
             fprintf(stderr, "bench_hier: %s\n", d.msg);
             return 1;
         }
-        w[i] = now_ms() - t0;
-        wc[i] = cpu_ms() - c0;
+        w[i] = 1e3 * bench_wall_s() - t0;
+        wc[i] = 1e3 * bench_cpu_s() - c0;
     }
     qsort(w, (size_t)reps, sizeof *w, cmp_d);
     qsort(wc, (size_t)reps, sizeof *wc, cmp_d);
@@ -119,7 +96,7 @@ int main(int argc, char **argv)
     double peak = 0;
     for (int i = 0; i < r.n_devices; i++)
         peak = r.peak_memory_bytes[i] > peak ? r.peak_memory_bytes[i] : peak;
-    printf("model %s, %d devices, plan %s\n", model, r.n_devices, plan);
+    printf("model %s, %d devices, plan %s\n", in.model, r.n_devices, plan);
     printf("setup (model, topology, plan) %.1f ms wall, %.1f ms CPU\n", t_setup, c_setup);
     printf("hier: iteration %.3f ms, max peak memory %.3f GiB, fits %d\n", r.iteration_us / 1e3,
            peak / 1073741824.0, r.fits);
@@ -133,12 +110,12 @@ int main(int argc, char **argv)
     if (full) {
         ss_sim *s = NULL;
         ss_sim_result fr = {0};
-        t0 = now_ms();
+        t0 = 1e3 * bench_wall_s();
         if (ss_sim_new(g, m, cm, NULL, &s, &d) || ss_sim_run(s, p, &fr, &d)) {
             fprintf(stderr, "bench_hier: %s\n", d.msg);
             return 1;
         }
-        double t_full = now_ms() - t0;
+        double t_full = 1e3 * bench_wall_s() - t0;
         double fpeak = 0;
         for (int i = 0; i < fr.n_devices; i++)
             fpeak = fr.peak_memory_bytes[i] > fpeak ? fr.peak_memory_bytes[i] : fpeak;

@@ -12,20 +12,12 @@
  * (ss_model_build_tp), the same graph for both plans. Exit 0 when the level-2
  * plan is valid and fits memory when simulated, 1 otherwise.
  */
-#include "simsearch.h"
+#include "bench_common.h"
 #include "search/level2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int simulate(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, const ss_plan *p,
                     const char *label)
@@ -36,7 +28,7 @@ static int simulate(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, co
     sc.one_shot = 1;
     ss_sim *sim = NULL;
     ss_sim_result r = {0};
-    double c0 = cpu_s();
+    double c0 = bench_cpu_s();
     if (ss_sim_new(g, m, cm, &sc, &sim, &d) || ss_sim_run(sim, p, &r, &d)) {
         fprintf(stderr, "%s: %s\n", label, d.msg);
         ss_sim_free(sim);
@@ -54,7 +46,7 @@ static int simulate(const ss_graph *g, const ss_machine *m, ss_costmodel *cm, co
     printf("%-10s %10.2f ms  fits=%d  peak %.1f / %.1f GiB (static %.1f)  (%s evaluator, %.2f s "
            "CPU)\n",
            label, r.iteration_us / 1e3, r.fits, peak / 1073741824.0, capb / 1073741824.0,
-           stat / 1073741824.0, r.evaluator, cpu_s() - c0);
+           stat / 1073741824.0, r.evaluator, bench_cpu_s() - c0);
     int fits = r.fits;
     ss_sim_result_clear(&r);
     ss_sim_free(sim);
@@ -119,9 +111,9 @@ int main(int argc, char **argv)
     ss_costmodel *cm = ss_cost_new(m);
     ss_plan *p = NULL;
     ss_level2_report rep;
-    double c0 = cpu_s();
+    double c0 = bench_cpu_s();
     ss_status st = ss_level2_plan(g, m, cm, &cfg, &p, &rep, &d);
-    double plan_cpu = cpu_s() - c0;
+    double plan_cpu = bench_cpu_s() - c0;
     printf("model %s (%d ops), %d devices, batch %lld\n", model, ss_graph_n_ops(g),
            ss_machine_n_devices(m), (long long)ss_graph_batch(g));
     printf("level 2: %.2f s wall, %.2f s CPU; %d configurations priced, %d skipped by the bound; "

@@ -12,19 +12,11 @@
  * Invariant: figures other than times depend only on the inputs, seed,
  * budget and threads.
  */
-#include "simsearch.h"
+#include "bench_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int usage(void)
 {
@@ -43,9 +35,9 @@ static void progress(void *ctx, const ss_search_progress *p)
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *topo = NULL, *ref = NULL;
-    long batch = 0;
-    int nodes = 0, json = 0;
+    bench_inputs in = {0};
+    const char *ref = NULL;
+    int json = 0;
     ss_search_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.baseline = SS_BASELINE_MEGATRON_GRID;
@@ -57,16 +49,10 @@ int main(int argc, char **argv)
             json = 1;
         else if (!next)
             return usage();
-        else if (!strcmp(a, "--model"))
-            model = argv[++i];
-        else if (!strcmp(a, "--topology"))
-            topo = argv[++i];
+        else if (bench_input_opt(&in, a, next))
+            i++;
         else if (!strcmp(a, "--ref"))
             ref = argv[++i];
-        else if (!strcmp(a, "--batch"))
-            batch = atol(argv[++i]);
-        else if (!strcmp(a, "--nodes"))
-            nodes = atoi(argv[++i]);
         else if (!strcmp(a, "--time-limit"))
             cfg.time_limit_s = atof(argv[++i]);
         else if (!strcmp(a, "--budget"))
@@ -80,7 +66,7 @@ int main(int argc, char **argv)
         else
             return usage();
     }
-    if (!model || !topo)
+    if (!in.model || !in.topology)
         return usage();
     if (getenv("BENCH_PLAN_PROGRESS"))
         cfg.progress = progress;
@@ -88,20 +74,19 @@ int main(int argc, char **argv)
     ss_diag_init(&d);
     ss_machine *m = NULL;
     ss_graph *g = NULL;
-    if (ss_machine_load_nodes(topo, nodes, &m, &d) ||
-        ss_model_build(model, batch, ss_machine_n_devices(m), &g, &d)) {
+    if (bench_load(&in, &m, &g, &d)) {
         fprintf(stderr, "bench_plan: %s\n", d.msg);
         return 1;
     }
     ss_costmodel *cm = ss_cost_new(m);
     ss_search_result r;
     memset(&r, 0, sizeof r);
-    double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    double w0 = bench_wall_s(), c0 = bench_cpu_s();
     if (ss_search_run(g, m, cm, &cfg, &r, &d)) {
         fprintf(stderr, "bench_plan: %s\n", d.msg);
         return 1;
     }
-    double wall = now_s(CLOCK_MONOTONIC) - w0, cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    double wall = bench_wall_s() - w0, cpu = bench_cpu_s() - c0;
     if (json) {
         char *s = NULL;
         if (ss_search_result_to_json(&r, NULL, NULL, &s, &d)) {
@@ -133,7 +118,7 @@ int main(int argc, char **argv)
            "plan_ms=%.3f fits=%d mfu=%.4f tflops_per_gpu=%.1f tokens_per_s=%.0f plan=\"%s\" "
            "first_plan_s=%.3f grid_ms=%.3f grid_fits=%d grid_points=%lld grid_judged=%lld "
            "grid_s=%.2f grid_cpu_s=%.2f grid_plan=\"%s\" speedup_vs_grid=%.4f planner_cpu_s=%.2f",
-           model, ss_machine_n_devices(m), r.level, r.threads, wall, cpu,
+           in.model, ss_machine_n_devices(m), r.level, r.threads, wall, cpu,
            r.best_sim.iteration_us / 1e3, r.best_sim.fits, r.mfu, r.tflops_per_gpu,
            r.tokens_per_s, r.best_label, r.first_plan_s, r.grid.iteration_us / 1e3,
            r.grid.fits, (long long)r.grid.points, (long long)r.grid.points_judged,

@@ -19,7 +19,7 @@
  * Single-threaded; no lower bound (every move that the cache does not
  * decide is judged), so evaluations per second measures the judge.
  */
-#include "simsearch.h"
+#include "bench_common.h"
 #include "search/mcmc.h"
 #include "search/space.h"
 
@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct judge {
     ss_sim *sim;
@@ -64,13 +63,6 @@ static void commit_fn(void *ctx)
     judge *j = ctx;
     if (j->rerun)
         ss_sim_commit(j->sim);
-}
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int main(int argc, char **argv)
@@ -111,12 +103,12 @@ int main(int argc, char **argv)
     mc.patience = -1;
     ss_eval be;
     ss_mcmc_stats st;
-    double c0 = cpu_s();
+    double c0 = bench_cpu_s();
     if (ss_mcmc_run(sp, &ev, &start, 1, &mc, best, &be, &st, &d)) {
         fprintf(stderr, "bench_search_llm: %s\n", d.msg);
         goto out;
     }
-    double cpu = cpu_s() - c0;
+    double cpu = bench_cpu_s() - c0;
     printf("%s %s proposals %lld evaluations %lld evals/s %.2f evals/cpu-s %.2f best_ms %.3f "
            "cut %lld cached %lld infeasible %lld hier %lld sym %lld full %lld\n",
            argv[8], ss_evaluator_name(sc.evaluator), (long long)st.proposals,

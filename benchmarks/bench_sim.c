@@ -19,7 +19,7 @@
  *   --quick: the FlexFlow models and the two smallest GPT cases only.
  * Invariant: a case's numbers other than times depend only on its inputs.
  */
-#include "simsearch.h"
+#include "bench_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,13 +73,6 @@ typedef struct measure {
     int reps;
 } measure;
 
-static double clock_s(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -103,7 +96,7 @@ static int run_case(const scase *c, measure *out, ss_diag *d)
     ss_sim_result r;
     memset(&r, 0, sizeof r);
     int rc = -1;
-    double t0 = clock_s(CLOCK_MONOTONIC);
+    double t0 = bench_clock_s(CLOCK_MONOTONIC);
     if (ss_machine_load_nodes(c->topology, c->nodes, &m, d) ||
         ss_model_build(c->model, c->batch, ss_machine_n_devices(m), &g, d) ||
         ss_plan_from_spec(c->plan, g, m, &p, d))
@@ -117,15 +110,15 @@ static int run_case(const scase *c, measure *out, ss_diag *d)
     cfg.evaluator = SS_EVAL_FULL; /* the engine's throughput; the evaluators: bench_scale.sh */
     if (ss_sim_new(g, m, cm, &cfg, &s, d) || ss_sim_run(s, p, &r, d)) /* warm-up */
         goto out;
-    out->setup_s = clock_s(CLOCK_MONOTONIC) - t0;
-    double wall[MAX_REPS], cpu[MAX_REPS], start = clock_s(CLOCK_MONOTONIC);
+    out->setup_s = bench_clock_s(CLOCK_MONOTONIC) - t0;
+    double wall[MAX_REPS], cpu[MAX_REPS], start = bench_clock_s(CLOCK_MONOTONIC);
     int n = 0;
-    while (n < MAX_REPS && (n < MIN_REPS || clock_s(CLOCK_MONOTONIC) - start < MIN_SECONDS)) {
-        double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    while (n < MAX_REPS && (n < MIN_REPS || bench_clock_s(CLOCK_MONOTONIC) - start < MIN_SECONDS)) {
+        double w0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
         if (ss_sim_run(s, p, &r, d))
             goto out;
-        cpu[n] = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
-        wall[n] = (clock_s(CLOCK_MONOTONIC) - w0) * 1e3;
+        cpu[n] = (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) * 1e3;
+        wall[n] = (bench_clock_s(CLOCK_MONOTONIC) - w0) * 1e3;
         n++;
     }
     out->reps = n;

@@ -35,7 +35,7 @@
  * Invariant: the split, the predictions and the report are deterministic
  * (same inputs and seed, same bytes).
  */
-#include "simsearch.h"
+#include "bench_common.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_CSV "../shared/data/vtrain_ground_truth_single.csv"
@@ -114,13 +113,6 @@ static int fit_row(const row *r, int want)
     if (r->train != want)
         return 0;
     return !(want == 1 && fit_tp1 && r->tp != 1);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* ------------------------------------------------------------------ data */
@@ -1020,27 +1012,27 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    double t0 = now_s();
+    double t0 = bench_wall_s();
     int prep = split(&b, seed) || prepare(&b, big ? big : m, &d);
     ss_machine_free(big);
     if (prep) {
         fprintf(stderr, "bench_vtrain: %s\n", d.msg);
         goto out;
     }
-    double t_prep = now_s() - t0;
-    t0 = now_s();
+    double t_prep = bench_wall_s() - t0;
+    t0 = bench_wall_s();
     if (predict(&b, &p, -1, &d)) {
         fprintf(stderr, "bench_vtrain: %s\n", d.msg);
         goto out;
     }
-    double t_pred = now_s() - t0;
+    double t_pred = bench_wall_s() - t0;
     printf("device %s, %d rows, %d graphs; models and plans built in %.2f s, rows predicted "
            "in %.2f s\n",
            devname, b.n, b.n_graphs, t_prep, t_pred);
     print_params(stdout, &p);
     summary(stdout, "as given", &b);
     if (cal) {
-        t0 = now_s();
+        t0 = bench_wall_s();
         /* A fixed start, whatever the topology says (so a re-calibration
          * retraces the same path): curves close to the uncalibrated big-GPU
          * tables, a 5 us launch, the NVSwitch line rate. */
@@ -1054,7 +1046,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_vtrain: %s\n", d.msg);
             goto out;
         }
-        printf("calibrated in %.1f s (%d rounds, seed %llu%s):\n", now_s() - t0, rounds,
+        printf("calibrated in %.1f s (%d rounds, seed %llu%s):\n", bench_wall_s() - t0, rounds,
                (unsigned long long)seed, fit_tp1 ? ", fitted on tp = 1 rows" : "");
         printf("curves: flops top %.4f half 10^%.3f slope %.4f; mem top %.4f half 10^%.3f "
                "slope %.4f\n",

@@ -11,6 +11,7 @@
 #include "simsearch.h"
 #include "profiler/profile_db.h"
 #include "options.h"
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -42,6 +43,17 @@ int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* For a bad option value: print "simsearch <cmd>: <opt>: ", then fmt with
+ * the one string val (fmt holds one %s), then the help hint; returns
+ * SS_EXIT_USAGE. */
+int ss_cli_bad_value(const char *cmd, const char *opt, const char *fmt, const char *val);
+
+/* Split a comma-separated option value s into items that point into buf (a
+ * copy of s, cut to cap - 1 bytes); empty items are skipped. Returns the
+ * number of items, at most max + 1: more than max means too many (items
+ * must hold max + 1 entries). */
+int ss_cli_split(const char *s, char *buf, size_t cap, char **items, int max);
 
 /* Limits of the options: a model's batch (core/model_io.c, the zoo), a
  * compact topology's node count (core/topology_io.c) and a machine's devices
@@ -131,11 +143,16 @@ typedef struct ss_cli_output {
 int ss_cli_check_files(const char *cmd, const ss_cli_output *ins, const ss_cli_output *outs,
                        int json, int *stdout_taken);
 
-/* The start of a command that reads a model, a topology and a plan: check
- * its files (ss_cli_check_files: --model and --plan where they name files,
- * --topology, extra_in when not NULL, and outs; json as c->json), then
- * ss_cli_common_load. Returns 0 or the exit code; on failure nothing is left
- * allocated. */
+/* Check the files of a command that reads a model, a topology and maybe a
+ * plan (ss_cli_check_files: --model and --plan where they name files,
+ * --topology, extra_in when not NULL, and outs; json as c->json). Returns 0
+ * or the exit code. */
+int ss_cli_check_inputs(const char *cmd, const ss_cli_common *c, const ss_cli_output *extra_in,
+                        const ss_cli_output *outs, int *stdout_taken);
+
+/* The start of a command that reads a model, a topology and a plan:
+ * ss_cli_check_inputs, then ss_cli_common_load. Returns 0 or the exit code;
+ * on failure nothing is left allocated. */
 int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
                           const ss_cli_output *extra_in, const ss_cli_output *outs,
                           int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p);
@@ -167,6 +184,11 @@ extern volatile sig_atomic_t ss_cli_stop_signal;
 void ss_cli_stop_signals_catch(struct sigaction old[2]);
 void ss_cli_stop_signals_restore(const struct sigaction old[2]);
 int ss_cli_stop_cb(void *ctx);
+
+/* Print root on standard output as indented JSON in its keys' order, then
+ * release it (the caller's reference). Returns SS_EXIT_OK, or SS_EXIT_FAIL
+ * after saying "out of memory". */
+int ss_cli_print_json(json_t *root);
 
 /* Human-friendly numbers: "1.23 G", "456 M", "456", "42.7", "0.0123",
  * "1.5e-07" (three significant digits below 100, so a small non-zero value

@@ -202,14 +202,8 @@ int ss_cmd_cost(int argc, char **argv)
         return r < 0 ? SS_EXIT_OK : r;
     ss_machine *m = NULL;
     ss_graph *g = NULL;
-    char mfile[4096];
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_file(o.c.model, mfile, sizeof mfile)},
-        {"--topology", o.c.topology},
-        {"--db", o.db},
-        {NULL, NULL}};
-    const ss_cli_output none[] = {{NULL, NULL}};
-    if ((r = ss_cli_check_files("cost", ins, none, 0, NULL)))
+    const ss_cli_output db_in = {"--db", o.db}, none[] = {{NULL, NULL}};
+    if ((r = ss_cli_check_inputs("cost", &o.c, &db_in, none, NULL)))
         return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, NULL)))
         return r;

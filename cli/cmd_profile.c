@@ -416,14 +416,8 @@ int ss_cmd_profile(int argc, char **argv)
     if (!strcmp(o.db, "-"))
         return ss_cli_usage_error("profile", "--db needs a file (it is read, merged and "
                                              "written back), not -");
-    char mfile[4096], pfile[4096];
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_file(o.c.model, mfile, sizeof mfile)},
-        {"--topology", o.c.topology},
-        {"--plan", ss_cli_spec_file(o.c.plan, pfile, sizeof pfile)},
-        {NULL, NULL}};
     const ss_cli_output outs[] = {{"--db", o.db}, {NULL, NULL}};
-    if ((r = ss_cli_check_files("profile", ins, outs, 0, NULL)))
+    if ((r = ss_cli_check_inputs("profile", &o.c, NULL, outs, NULL)))
         return r;
     if ((r = ss_cli_common_load(&o.c, &m, &g, o.candidates ? NULL : &p)))
         return r;

@@ -370,14 +370,9 @@ static int run(const opts *o, const struct sigaction old[2], double t_start)
     ss_machine *m = NULL;
     ss_graph *g = NULL;
     int taken = 0;
-    char mfile[4096];
-    const ss_cli_output ins[] = {
-        {"--model", ss_cli_spec_file(o->c.model, mfile, sizeof mfile)},
-        {"--topology", o->c.topology},
-        {"--db", o->db},
-        {NULL, NULL}};
+    const ss_cli_output db_in = {"--db", o->db};
     const ss_cli_output outs[] = {{"--out", o->out}, {"--trace", o->trace}, {NULL, NULL}};
-    int rc = ss_cli_check_files("search", ins, outs, o->c.json, &taken);
+    int rc = ss_cli_check_inputs("search", &o->c, &db_in, outs, &taken);
     if (rc)
         return rc;
     rc = ss_cli_common_load(&o->c, &m, &g, NULL);

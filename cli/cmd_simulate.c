@@ -204,15 +204,7 @@ static int print_json(const char *txt, const double share[3], const ss_sim_resul
         json_object_set_new(parent, "shares", bd);
     else
         json_decref(bd);
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!s) {
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
-    }
-    printf("%s\n", s);
-    free(s);
-    return SS_EXIT_OK;
+    return ss_cli_print_json(root);
 }
 
 int ss_cmd_simulate(int argc, char **argv)

@@ -96,10 +96,7 @@ const ss_cli_cmddef ss_cli_def_swarm = {
 
 static int bad(const char *fmt, const char *opt, const char *val)
 {
-    fprintf(stderr, "simsearch swarm: %s: ", opt);
-    fprintf(stderr, fmt, val);
-    fprintf(stderr, "\ntry 'simsearch swarm --help'\n");
-    return SS_EXIT_USAGE;
+    return ss_cli_bad_value("swarm", opt, fmt, val);
 }
 
 /* "leave=R,join=R" (either may be left out: 0). */
@@ -252,15 +249,7 @@ static int print_json(const ss_swarm_config *c, const ss_swarm_peer *p, const ss
     }
     json_object_set_new(root, "events", events);
     json_object_set_new(root, "events_dropped", json_integer(r->events_dropped));
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!s) {
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
-    }
-    printf("%s\n", s);
-    free(s);
-    return SS_EXIT_OK;
+    return ss_cli_print_json(root);
 }
 
 /* The figure's subtitle: what the run rests on. */
@@ -362,24 +351,21 @@ out:
 static int parse_list(const char *opt, const char *s, long long lo, long long hi,
                       long long *ints, double *reals)
 {
-    char buf[1024];
+    char buf[1024], *it[MAX_LIST + 1];
     if (!*s || strlen(s) >= sizeof buf)
         return bad("expected a value or a comma-separated list, got \"%s\"", opt, s), -1;
-    strcpy(buf, s);
-    int n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == MAX_LIST)
+    int n = ss_cli_split(s, buf, sizeof buf, it, MAX_LIST);
+    for (int i = 0; i < n; i++) {
+        if (i == MAX_LIST)
             return bad("at most 64 values, got \"%s\"", opt, s), -1;
-        int err = ints ? ss_cli_parse_ll(tok, lo, hi, &ints[n])
-                       : (ss_cli_parse_real(tok, 1e-6, 1e6, &reals[n]) || !(reals[n] > 0));
+        int err = ints ? ss_cli_parse_ll(it[i], lo, hi, &ints[i])
+                       : (ss_cli_parse_real(it[i], 1e-6, 1e6, &reals[i]) || !(reals[i] > 0));
         if (err) {
             char what[160];
             snprintf(what, sizeof what, "%s in a comma-separated list, got \"%%s\"",
                      ints ? "expected integers" : "expected factors in (0, 1e6]");
             return bad(what, opt, s), -1;
         }
-        n++;
     }
     size_t len = strlen(s);
     if (!n || s[len - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
@@ -458,15 +444,7 @@ static int print_sweep_json(const ss_swarm_config *c, const sweep_axes *a,
     for (int i = 0; i < np; i++)
         json_array_append_new(pts, point_json(&pt[i]));
     json_object_set_new(root, "points", pts);
-    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!s) {
-        fprintf(stderr, "simsearch: out of memory\n");
-        return SS_EXIT_FAIL;
-    }
-    printf("%s\n", s);
-    free(s);
-    return SS_EXIT_OK;
+    return ss_cli_print_json(root);
 }
 
 /* The table as CSV (the columns of the command's help), atomically. */
@@ -653,14 +631,10 @@ int ss_cmd_swarm(int argc, char **argv)
         return bad("%s", "--csv",
                    "the CSV is a what-if table: give a list in --target-batch, --peers or "
                    "--bandwidth-scale (or --peers / --bandwidth-scale alone)");
-    char mfile[4096];
-    const ss_cli_output ins[] = {{"--model", ss_cli_spec_file(o.c.model, mfile, sizeof mfile)},
-                                 {"--topology", o.c.topology},
-                                 {NULL, NULL}};
     if (o.plot && !ss_plot_path_ok(o.plot))
         return bad("expected a file name ending in .svg or .png, got \"%s\"", "--plot", o.plot);
     const ss_cli_output outs[] = {{"--plot", o.plot}, {"--csv", o.csv}, {NULL, NULL}};
-    if ((r = ss_cli_check_files("swarm", ins, outs, o.c.json, NULL)))
+    if ((r = ss_cli_check_inputs("swarm", &o.c, NULL, outs, NULL)))
         return r;
     ss_machine *m = NULL;
     ss_graph *g = NULL;

@@ -24,16 +24,16 @@
 #define PROGRESS_EVERY_S 10.0
 
 typedef struct wopts {
-    const char *model, *topology, *nodes, *devtypes, *inter, *inter_scale, *intra, *precision,
-        *batch, *scenarios, *tokens, *price, *csv, *plot;
+    ss_cli_common c; /* model, topology, json (--nodes and --batch are lists here) */
+    const char *nodes, *devtypes, *inter, *inter_scale, *intra, *precision, *batch, *scenarios,
+        *tokens, *price, *csv, *plot;
     long long level, budget, seed, threads;
     double time_per_point;
-    int json;
 } wopts;
 
 static const ss_cli_optdef options[] = {
-    SS_CLI_STR_ROW(wopts, "--model", "SPEC", model, 1, SS_CLI_MODEL_HELP),
-    SS_CLI_STR_ROW(wopts, "--topology", "FILE", topology, 1,
+    SS_CLI_ROW_MODEL(wopts),
+    SS_CLI_STR_ROW(wopts, "--topology", "FILE", c.topology, 1,
                    "a compact topology JSON (nodes x devices_per_node)"),
     SS_CLI_STR_ROW(wopts, "--nodes", "LIST", nodes, 0,
                    "node counts: 4,8,16 or a range A..B (doubling) or A..B+S\n"
@@ -72,7 +72,7 @@ static const ss_cli_optdef options[] = {
                    "points planned at once (default: all cores; each point's\n"
                    "planner runs on one thread, as simsearch --threads 1)"),
     SS_CLI_STR_ROW(wopts, "--csv", "FILE", csv, 0, "write one CSV row per point (\"-\": stdout)"),
-    SS_CLI_FLAG_ROW(wopts, "--json", json, "print one JSON object instead of the table"),
+    SS_CLI_ROW_JSON(wopts, "print one JSON object instead of the table"),
     SS_CLI_STR_ROW(wopts, "--plot", "FILES", plot, 0,
                    "throughput, MFU, scaling efficiency and cost against time\n"
                    "to train (FILE.svg or FILE.png, PLplot; up to 4 files,\n"
@@ -108,22 +108,14 @@ const ss_cli_cmddef ss_cli_def_whatif = {
 
 /* ---- parsing lists ----------------------------------------------------------------- */
 
-/* Split s at commas into at most MAX_AXIS items (copied into buf). */
 static int split(const char *s, char *buf, size_t cap, char **items)
 {
-    snprintf(buf, cap, "%s", s);
-    int n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t && n < MAX_AXIS + 1; t = strtok_r(NULL, ",", &save))
-        items[n++] = t;
-    return n;
+    return ss_cli_split(s, buf, cap, items, MAX_AXIS);
 }
 
 static int bad(const char *opt, const char *fmt, const char *val)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, val);
-    return ss_cli_usage_error("whatif", "%s: %s", opt, msg);
+    return ss_cli_bad_value("whatif", opt, fmt, val);
 }
 
 static int parse_real(const char *s, double lo, double hi, double *out)
@@ -656,16 +648,12 @@ static int run(const wopts *o)
         if (!ss_plot_path_ok(plots[i]))
             return bad("--plot", "expected file names ending in .svg or .png, got \"%s\"",
                        plots[i]);
-    char mfile[4096];
-    const ss_cli_output ins[] = {{"--model", ss_cli_spec_file(o->model, mfile, sizeof mfile)},
-                                 {"--topology", o->topology},
-                                 {"--scenarios", o->scenarios},
-                                 {NULL, NULL}};
+    const ss_cli_output scenarios = {"--scenarios", o->scenarios};
     ss_cli_output outs[6] = {{"--csv", o->csv}};
     for (int i = 0; i < n_plots; i++)
         outs[1 + i].flag = "--plot", outs[1 + i].path = plots[i];
     int taken = 0;
-    if ((rc = ss_cli_check_files("whatif", ins, outs, o->json, &taken)))
+    if ((rc = ss_cli_check_inputs("whatif", &o->c, &scenarios, outs, &taken)))
         return rc;
     ss_diag d;
     ss_diag_init(&d);
@@ -683,8 +671,8 @@ static int run(const wopts *o)
     }
     ss_whatif_config c;
     memset(&c, 0, sizeof c);
-    c.model = o->model;
-    c.topology = o->topology;
+    c.model = o->c.model;
+    c.topology = o->c.topology;
     c.nodes = a.nodes;
     c.n_nodes = a.n_nodes;
     c.scenarios = scen;
@@ -717,7 +705,7 @@ static int run(const wopts *o)
         rc = write_plot(&c, &r, plots[i]);
     if (!rc && taken)
         ss_cli_report_to_stderr();
-    if (!rc && o->json) {
+    if (!rc && o->c.json) {
         char *js = NULL;
         if (ss_whatif_to_json(&c, &r, &js, &d) != SS_OK)
             rc = ss_cli_fail(&d);

@@ -36,6 +36,37 @@ int ss_cli_usage_error(const char *cmd, const char *fmt, ...)
     return SS_EXIT_USAGE;
 }
 
+int ss_cli_bad_value(const char *cmd, const char *opt, const char *fmt, const char *val)
+{
+    fprintf(stderr, "simsearch %s: %s: ", cmd, opt);
+    fprintf(stderr, fmt, val);
+    fprintf(stderr, "\ntry 'simsearch %s --help'\n", cmd);
+    return SS_EXIT_USAGE;
+}
+
+int ss_cli_split(const char *s, char *buf, size_t cap, char **items, int max)
+{
+    snprintf(buf, cap, "%s", s);
+    int n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t && n < max + 1; t = strtok_r(NULL, ",", &save))
+        items[n++] = t;
+    return n;
+}
+
+int ss_cli_print_json(json_t *root)
+{
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!s) {
+        fprintf(stderr, "simsearch: out of memory\n");
+        return SS_EXIT_FAIL;
+    }
+    printf("%s\n", s);
+    free(s);
+    return SS_EXIT_OK;
+}
+
 int ss_cli_load_machine(const char *topology, int nodes, ss_machine **m)
 {
     ss_diag d;
@@ -342,9 +373,8 @@ void ss_cli_catch_signals(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
-int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
-                          const ss_cli_output *extra_in, const ss_cli_output *outs,
-                          int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p)
+int ss_cli_check_inputs(const char *cmd, const ss_cli_common *c, const ss_cli_output *extra_in,
+                        const ss_cli_output *outs, int *stdout_taken)
 {
     char mfile[4096], pfile[4096];
     ss_cli_output ins[] = {
@@ -355,7 +385,14 @@ int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
         {NULL, NULL}};
     if (extra_in)
         ins[3] = *extra_in;
-    int r = ss_cli_check_files(cmd, ins, outs, c->json, stdout_taken);
+    return ss_cli_check_files(cmd, ins, outs, c->json, stdout_taken);
+}
+
+int ss_cli_check_and_load(const char *cmd, const ss_cli_common *c,
+                          const ss_cli_output *extra_in, const ss_cli_output *outs,
+                          int *stdout_taken, ss_machine **m, ss_graph **g, ss_plan **p)
+{
+    int r = ss_cli_check_inputs(cmd, c, extra_in, outs, stdout_taken);
     if (r)
         return r;
     return ss_cli_common_load(c, m, g, p);

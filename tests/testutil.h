@@ -1,11 +1,13 @@
 /*
  * testutil.h — helpers shared by the unit tests: paths to fixtures, a
- * failing allocator for fault-injection tests, and the graph, operand and
- * gradient-check helpers of the kernel tests (tests/kernels/).
+ * double comparison, a failing allocator for fault-injection tests, and the
+ * graph, operand and gradient-check helpers of the kernel tests
+ * (tests/kernels/).
  */
 #ifndef SS_TESTUTIL_H
 #define SS_TESTUTIL_H
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,15 @@
 /* Absolute path of a file in the source tree (SS_SOURCE_DIR set by ctest).
  * Returns a static buffer (overwritten by the next call). */
 const char *ss_test_path(const char *rel);
+
+/* cmocka 1.1.5 has no double comparison: fail unless |a - b| <= eps, with
+ * the values printed on failure. */
+#define assert_near(a, b, eps)                                                     \
+    do {                                                                           \
+        double a_ = (a), b_ = (b);                                                 \
+        if (!(fabs(a_ - b_) <= (eps)))                                             \
+            fail_msg("%s = %.17g, expected %.17g", #a, a_, b_);                    \
+    } while (0)
 
 /* Fault injection: after ss_test_fail_after(n), the n-th following
  * allocation (0-based) and all later ones fail; ss_test_fail_after(-1)

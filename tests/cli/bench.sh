@@ -5,14 +5,8 @@
 # median, max, Spearman without ties) and must match the report; runs are
 # deterministic; bad input exits non-zero. bench_sim measures one model. The
 # plan analysis scripts plan_swap.py and plan_symmetry.py on small plans.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
+. "$(dirname "$0")/lib/common.sh"
 dir=$(dirname "$bin")
-cd "$src"
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 err() { echo "FAIL $*"; fail=$((fail + 1)); }
 
 "$dir/bench_vtrain" --csv tests/data/vtrain_small.csv --topology benchmarks/vtrain-a100x8.json \

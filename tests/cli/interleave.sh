@@ -4,13 +4,7 @@
 # iteration time), the old mb= (micro-batch count) still equals the
 # matching mbs= (size), and bad vp values or virtual_stages in a plan
 # file exit 2 with a message naming the problem.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+. "$(dirname "$0")/lib/common.sh"
 check() { # check DESCRIPTION EXPECTED_RC COMMAND...
   local what=$1 want=$2
   shift 2

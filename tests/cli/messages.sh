@@ -3,13 +3,7 @@
 # (--batch 10^12: "from 1 to 2^32"), a directory given as an input file says
 # "is a directory", the reason after a 4,000-character path survives, and a
 # throughput below 1 sample/s does not print as 0.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib/common.sh"
 # expect DESCRIPTION RC TEXT COMMAND...: exit RC and output containing TEXT
 expect() {
   local what=$1 want=$2 text=$3

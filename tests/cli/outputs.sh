@@ -8,13 +8,7 @@
 # temp file after SIGTERM/SIGINT; removes temp files a killed writer left;
 # writes with 0666 & ~umask; reports a trace that failed after the plan was
 # written together with the report.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+. "$(dirname "$0")/lib/common.sh"
 topo=topologies/p100x16.json
 bad() { echo "FAIL $*"; fail=$((fail + 1)); }
 

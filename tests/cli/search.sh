@@ -6,13 +6,7 @@
 # --trace writes Chrome Trace JSON; Ctrl-C (SIGINT) during a long search
 # still writes a valid plan and prints the report; the "still improving" line
 # agrees with --json's gain_second_half; bad usage exits 2.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+. "$(dirname "$0")/lib/common.sh"
 topo=topologies/p100x16.json
 # caught PID: wait (up to 30 s) until PID catches SIGINT. A background job
 # of a non-interactive shell starts with SIGINT ignored, so a signal sent

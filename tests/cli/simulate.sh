@@ -3,13 +3,7 @@
 # has every required field with sane values, the golden two-device chain
 # gives its hand-derived 0.8412 ms, --trace writes valid Chrome Trace JSON,
 # a plan that does not fit says so and exits 0, bad plans and usage exit 2.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+. "$(dirname "$0")/lib/common.sh"
 check() { # check DESCRIPTION EXPECTED_RC COMMAND...
   local what=$1 want=$2
   shift 2

@@ -2,11 +2,7 @@
 # simsearch topo end to end: every shipped topology summarises (text and
 # --json), --nodes scales a compact file and is refused for an explicit one,
 # --discover writes a file that loads back, usage errors exit 2.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-fail=0
+. "$(dirname "$0")/lib/common.sh"
 check() { # check DESCRIPTION EXPECTED_RC COMMAND...
   local what=$1 want=$2
   shift 2
@@ -36,7 +32,6 @@ check "no file" 2 "$bin" topo
 check "unknown option" 2 "$bin" topo topologies/p100x16.json --bogus
 check "missing file" 2 "$bin" topo /nonexistent/topology.json
 check "--help" 0 "$bin" topo --help
-tmp=$(mktemp -d)
 check "--discover --out" 0 "$bin" topo --discover --out "$tmp/host.json"
 check "discovered file loads" 0 "$bin" topo "$tmp/host.json"
 check "--discover to stdout" 0 "$bin" topo --discover

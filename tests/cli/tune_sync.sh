@@ -5,13 +5,7 @@
 # simulation gives the best time (with its K, priority and synced flags),
 # a pipelined plan tunes without synced flags (refused: its forward crosses
 # devices), usage errors exit 2.
-set -u
-src=${SS_SOURCE_DIR:?}
-bin=${SS_BINARY:?}
-cd "$src"
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib/common.sh"
 check() { # check DESCRIPTION EXPECTED_RC COMMAND...
   local what=$1 want=$2
   shift 2

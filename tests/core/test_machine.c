@@ -10,17 +10,6 @@
 #include "core/routeclass.h"
 
 #include <math.h>
-
-/* cmocka 1.1.5 has no double comparison: |a - b| <= eps, with the values
- * printed on failure. */
-#define assert_near(a, b, eps)                                                     \
-    do {                                                                           \
-        double a_ = (a), b_ = (b);                                                 \
-        if (!(fabs(a_ - b_) <= (eps)))                                             \
-            fail_msg("%s = %.17g, expected %.17g", #a, a_, b_);                    \
-    } while (0)
-
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -6,12 +6,13 @@
  * count, the cost estimates (ss_sim_cost), AUTO's order, and the schedule's
  * step order, its inverse and the 1F1B warm-up.
  *
- * Fixture: GPT 8 x 1024 on 2 DGX-A100 nodes (16 GPUs), Megatron tp 2, pp 2,
- * dp 4, 8 micro-batches (the hierarchical and symmetric evaluators both
- * apply), and the same plan with one op's micro-batches moved across
- * devices (neither applies).
+ * Fixture (gpt_fixture.h): GPT 8 x 1024 on 2 DGX-A100 nodes (16 GPUs),
+ * Megatron tp 2, pp 2, dp 4, 8 micro-batches (the hierarchical and
+ * symmetric evaluators both apply), and the same plan with one op's
+ * micro-batches moved across devices (neither applies).
  */
 #include "testutil.h"
+#include "gpt_fixture.h"
 #include "simulator/evaluator.h"
 #include "simulator/schedule.h"
 
@@ -19,37 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct fix {
-    ss_graph *g;
-    ss_machine *m;
-    ss_costmodel *cm;
-    ss_plan *p;
-} fix;
-
-static void setup(fix *f)
-{
-    ss_diag d;
-    ss_diag_init(&d);
-    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 2, &f->m,
-                                           &d),
-                     SS_OK);
-    assert_int_equal(ss_model_build("gpt:layers=8,hidden=1024,heads=16,seq=512", 64,
-                                    ss_machine_n_devices(f->m), &f->g, &d),
-                     SS_OK);
-    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=4,mb=8", f->g, f->m, &f->p, &d),
-                     SS_OK);
-    f->cm = ss_cost_new(f->m);
-    assert_non_null(f->cm);
-}
-
-static void teardown(fix *f)
-{
-    ss_plan_free(f->p);
-    ss_cost_free(f->cm);
-    ss_machine_free(f->m);
-    ss_graph_free(f->g);
-}
 
 static ss_sim *new_sim(const fix *f, ss_evaluator e)
 {

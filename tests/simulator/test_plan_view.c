@@ -7,47 +7,17 @@
  * does, judged by rerun bit-identical to a fresh ss_sim_run_within of
  * every plan.
  *
- * Fixture: GPT 8 x 1024 on 2 DGX-A100 nodes (16 GPUs), Megatron tp 2,
- * pp 2, dp 4, 8 micro-batches.
+ * Fixture (gpt_fixture.h): GPT 8 x 1024 on 2 DGX-A100 nodes (16 GPUs),
+ * Megatron tp 2, pp 2, dp 4, 8 micro-batches.
  */
 #include "testutil.h"
+#include "gpt_fixture.h"
 #include "simulator/plan_view.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct fix {
-    ss_graph *g;
-    ss_machine *m;
-    ss_costmodel *cm;
-    ss_plan *p;
-} fix;
-
-static void setup(fix *f)
-{
-    ss_diag d;
-    ss_diag_init(&d);
-    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-a100.json"), 2, &f->m,
-                                           &d),
-                     SS_OK);
-    assert_int_equal(ss_model_build("gpt:layers=8,hidden=1024,heads=16,seq=512", 64,
-                                    ss_machine_n_devices(f->m), &f->g, &d),
-                     SS_OK);
-    assert_int_equal(ss_plan_from_spec("megatron:tp=2,pp=2,dp=4,mb=8", f->g, f->m, &f->p, &d),
-                     SS_OK);
-    f->cm = ss_cost_new(f->m);
-    assert_non_null(f->cm);
-}
-
-static void teardown(fix *f)
-{
-    ss_plan_free(f->p);
-    ss_cost_free(f->cm);
-    ss_machine_free(f->m);
-    ss_graph_free(f->g);
-}
 
 /* Two views of one plan hold the same facts. */
 static void assert_same_view(const ss_plan_view *a, const ss_plan_view *b)
