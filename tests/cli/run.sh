@@ -140,15 +140,17 @@ mpi -np 2 "$bin" run --model "mlp:layers=2,hidden=64,in=64" --batch 32 --topolog
   --plan "$tmp/dp.json" >/dev/null 2>"$tmp/e"; [ $? -ne 0 ]; check "a plan for another model fails" $?
 grep -q "was made for model" "$tmp/e"; check "... saying which model it was made for" $?
 # fault: kill rank 1 mid-run; the run must end non-zero within 30 s naming it
+# (an iteration count of this shell's own, so that pgrep finds this test's ranks only)
+iters=$((100000 + $$))
 start=$(date +%s)
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan data-parallel --batch 32 \
-  --iterations 100000 >/dev/null 2>"$tmp/e" &
+  --iterations $iters >/dev/null 2>"$tmp/e" &
 runner=$!
 victim=""
 for _ in $(seq 100); do
   sleep 0.2
-  victim=$(pgrep -f -- "simsearch-run run --model $mlp" | sort -n | tail -1)
-  [ -n "$victim" ] && [ "$(pgrep -f -- "simsearch-run run --model $mlp" | wc -l)" -ge 2 ] && break
+  victim=$(pgrep -f -- "simsearch-run run --model $mlp .*--iterations $iters" | sort -n | tail -1)
+  [ -n "$victim" ] && [ "$(pgrep -f -- "simsearch-run run --model $mlp .*--iterations $iters" | wc -l)" -ge 2 ] && break
 done
 sleep 1
 [ -n "$victim" ] && kill -9 "$victim"
