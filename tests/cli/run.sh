@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of `simsearch run` (the runtime): usage errors exit 2,
-# the CUDA backend is refused (exit 1); with Open MPI, 2-rank runs of the MLP
+# without a GPU the CUDA backend is refused on every rank (exit 2); with Open MPI, 2-rank runs of the MLP
 # (data-, tensor- and pipeline-parallel) and of a small fp32 GPT (data- and
 # tensor-parallel) match the one-process run (numerics ok, --json fields);
 # a plan on more devices than ranks exits 2 naming the ranks, a plan for
@@ -41,14 +41,20 @@ PY
 }
 mpi() { ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 OPENBLAS_NUM_THREADS=1 \
   timeout 300 mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 "$@"; }
-# --backend cuda: refused before any iteration without a GPU (exit 2, saying
-# so); with one (scripts/gpu-check.sh runs it there) the run must pass
+# --backend cuda: refused before any rank starts work without a GPU or without
+# the CUDA backend (exit 2 on every rank, each naming itself); with a GPU
+# (scripts/gpu-check.sh runs it there) the one-rank run must pass
 one_device_plan
 mpi -np 1 "$bin" run --model "mlp:layers=2,hidden=128,in=64" --batch 32 \
   --topology topologies/local-cpu.json --plan "$tmp/one.json" --backend cuda \
   >/dev/null 2>"$tmp/e"; st=$?
-if grep -q "no CUDA GPU\|no CUDA kernels" "$tmp/e"; then
+if grep -q "no CUDA GPU\|no CUDA kernels\|no CUDA backend" "$tmp/e"; then
   [ $st -eq 2 ]; check "run --backend cuda without a GPU exits 2 ($st)" $?
+  mpi -np 2 "$bin" run --model "mlp:layers=2,hidden=128,in=64" --batch 32 \
+    --topology topologies/local-cpu.json --plan data-parallel --backend cuda \
+    >/dev/null 2>"$tmp/e2"; st=$?
+  [ $st -eq 2 ] && grep -q "rank 0: .*cuda" "$tmp/e2" && grep -q "rank 1: .*cuda" "$tmp/e2"
+  check "2 ranks, --backend cuda without a GPU: both ranks refuse and exit 2 ($st)" $?
   echo "SKIP: the CUDA runtime run: $(grep -o "no CUDA [^(]*" "$tmp/e" | head -1)"
 else
   [ $st -eq 0 ]; check "run --backend cuda on a GPU exits 0 ($st)" $?

@@ -7,7 +7,6 @@
  * on more devices than ranks are refused; training lowers the loss.
  */
 #include "testutil.h"
-#include "kernels/kernels.h"
 #include "runtime/exec.h"
 
 #include <math.h>
@@ -169,7 +168,7 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
         j[r].cfg = cfg;
         j[r].tc.sh = &sh;
         j[r].tc.rank = r;
-        j[r].comm = (ss_rt_comm){r, 2, &j[r].tc, t_f32, t_f64, t_send, t_recv, t_barrier};
+        j[r].comm = (ss_rt_comm){r, 2, &j[r].tc, t_f32, t_f64, t_send, t_recv, t_barrier, NULL};
     }
     if (drop) { /* no barrier: run the ranks one after the other */
         for (int r = 0; r < 2; r++)
@@ -330,50 +329,6 @@ static void test_more_devices_than_ranks(void **state)
     ss_machine_free(m);
 }
 
-/* The CUDA kernels on one GPU match the CPU run; without a GPU (any
- * cudaGetDeviceCount failure counts as none) the run is refused before any
- * iteration, naming why, and the test says it skipped the GPU run. */
-static void test_cuda_backend(void **state)
-{
-    (void)state;
-    ss_diag d;
-    ss_diag_init(&d);
-    ss_machine *m = machine();
-    ss_costmodel *cm = ss_cost_new(m);
-    ss_graph *g = NULL;
-    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 1, &g, &d), SS_OK);
-    ss_plan *p = ss_plan_new(g, m);
-    ss_rt_comm self;
-    ss_rt_comm_self(&self);
-    ss_rt_config c = cfg;
-    ss_rt_state *a = NULL, *b = NULL;
-    ss_rt_result ra, rb;
-    c.cuda = 1;
-    ss_status st = ss_rt_train(g, m, cm, p, &c, &self, &a, &ra, &d);
-    if (ss_kernel_device_count(SS_BACKEND_CUDA) == 0) {
-        assert_int_equal(st, SS_ERR_UNSUPPORTED);
-        assert_true(strstr(d.msg, "no CUDA GPU") || strstr(d.msg, "no CUDA kernels"));
-        assert_null(a);
-        printf("SKIP: the CUDA runtime run (%s); its refusal is checked\n", d.msg);
-    } else {
-        assert_int_equal(st, SS_OK);
-        c.cuda = 0;
-        assert_int_equal(ss_rt_train(g, m, cm, p, &c, &self, &b, &rb, &d), SS_OK);
-        const char *w = NULL;
-        assert_true(ss_rt_weight_diff(a, b, &w) < 1e-4);
-        for (int i = 0; i < ra.n_iter; i++)
-            assert_true(fabs(ra.loss[i] - rb.loss[i]) < 1e-4 * fabs(rb.loss[i]));
-        ss_rt_free(a);
-        ss_rt_free(b);
-        ss_rt_result_clear(&ra);
-        ss_rt_result_clear(&rb);
-    }
-    ss_plan_free(p);
-    ss_graph_free(g);
-    ss_cost_free(cm);
-    ss_machine_free(m);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,7 +339,6 @@ int main(void)
         cmocka_unit_test(test_pipeline_matches),
         cmocka_unit_test(test_broken_exchange_detected),
         cmocka_unit_test(test_more_devices_than_ranks),
-        cmocka_unit_test(test_cuda_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
