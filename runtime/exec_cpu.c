@@ -5,15 +5,45 @@
  * ss_rt_comm (MPI) — so the buffers hold, over the regions a task reads,
  * what a one-process run holds there when it runs.
  *
+ * Where the device plan (runtime/cuda/plan.h, the CUDA backend's) runs a
+ * transfer or collective on a communication stream, this backend defers its
+ * result as the GPU does: it is received or reduced at its turn into a
+ * buffer of its own and laid back into the tensors at the plan's lay-back
+ * point (so a CPU run on a GPU topology checks those points' numerics; on
+ * CPU topologies, whose communication occupies the compute stream, nothing
+ * is deferred).
+ *
  * Invariant: a task runs only after every task it depends on has run on
  * every rank involved (the rank's list is ordered by simulated start and the
  * data it reads arrives through the transfer or collective tasks before it).
  */
-#include "runtime/exec_int.h"
+
+#include "runtime/cuda/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct cpu_state {
+    ss_rt_devplan plan;
+    char *defer;      /* [n_steps] its result waits in held[i] until laid back */
+    float **held;     /* [n_steps] */
+    int64_t *held_n;  /* [n_steps] capacity of held[i] */
+} cpu_state;
+
+static ss_status hold(ss_rt_state *s, int i, int64_t n, float **out, ss_diag *d)
+{
+    cpu_state *cs = s->bs;
+    if (n > cs->held_n[i]) {
+        float *p = realloc(cs->held[i], (size_t)n * sizeof(float));
+        if (!p)
+            return ss_rt_nomem(d);
+        cs->held[i] = p;
+        cs->held_n[i] = n;
+    }
+    *out = cs->held[i];
+    return SS_OK;
+}
 
 static void *zalloc(size_t n)
 {
@@ -26,6 +56,17 @@ static void *zalloc(size_t n)
 
 static void cpu_release(ss_rt_state *s)
 {
+    cpu_state *cs = s->bs;
+    if (cs) {
+        for (int i = 0; i < cs->plan.n_steps && cs->held; i++)
+            free(cs->held[i]);
+        free(cs->held);
+        free(cs->held_n);
+        free(cs->defer);
+        ss_rt_devplan_clear(&cs->plan);
+        free(cs);
+        s->bs = NULL;
+    }
     for (int i = 0; i < s->n_tiles; i++) {
         ss_kargs *a = &s->tiles[i].a;
         for (int x = 0; x < a->n_x; x++) {
@@ -48,6 +89,26 @@ static void cpu_release(ss_rt_state *s)
 static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
 {
     (void)c;
+    cpu_state *cs = calloc(1, sizeof *cs);
+    if (!cs)
+        return ss_rt_nomem(d);
+    s->bs = cs;
+    ss_status st = ss_rt_devplan_make(s, &cs->plan, d);
+    if (st != SS_OK)
+        return st;
+    int n = cs->plan.n_steps;
+    cs->defer = calloc((size_t)n + 1, 1);
+    cs->held = calloc((size_t)n + 1, sizeof *cs->held);
+    cs->held_n = calloc((size_t)n + 1, sizeof *cs->held_n);
+    if (!cs->defer || !cs->held || !cs->held_n)
+        return ss_rt_nomem(d);
+    for (int i = 0; i < n; i++) {
+        const ss_rt_step *x = &cs->plan.steps[i];
+        const ss_op *op = s->tg->op[x->task] >= 0 ? ss_graph_op(s->g, s->tg->op[x->task]) : NULL;
+        int ce = op && op->type == SS_OP_SOFTMAX_CE && s->ds.t[x->task].coll == SS_BUILD_COLL_PARTIAL &&
+                 s->tg->kind[x->task] == SS_TASK_COLLECTIVE;
+        cs->defer[i] = (char)(x->stream != 0 && x->lays_back && !ce);
+    }
     for (int i = 0; i < s->n_tiles; i++) {
         ss_kargs *a = &s->tiles[i].a;
         for (int x = 0; x < a->n_x; x++) {
@@ -277,9 +338,10 @@ static void run_update(rt_iter *x, int task)
     ss_rt_record(x, task, 0, w0, w1, 0, 0);
 }
 
-static ss_status run_xfer(rt_iter *x, int task, ss_diag *d)
+static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
 {
     ss_rt_state *s = x->s;
+    int task = s->mine[step], defer = ((cpu_state *)s->bs)->defer[step];
     const ss_build_desc *e = &s->ds.t[task];
     const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
     void *src = e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor];
@@ -296,8 +358,11 @@ static ss_status run_xfer(rt_iter *x, int task, ss_diag *d)
         ss_rt_region_io(T, src, &e->reg, s->scratch, 0);
         st = x->c->send_f32(x->c->ctx, e->dst, s->scratch, n, d);
     } else {
-        if ((st = x->c->recv_f32(x->c->ctx, e->src, s->scratch, n, d)) == SS_OK)
-            ss_rt_region_io(T, src, &e->reg, s->scratch, e->grad ? 1 : 3);
+        float *into = s->scratch;
+        if (defer && (st = hold(s, step, n, &into, d)) != SS_OK)
+            return st;
+        if ((st = x->c->recv_f32(x->c->ctx, e->src, into, n, d)) == SS_OK && !defer)
+            ss_rt_region_io(T, src, &e->reg, into, e->grad ? 1 : 3);
     }
     double w1 = ss_rt_now_ms();
     x->comm_ms += w1 - w0;
@@ -367,9 +432,37 @@ static ss_status coll_in_place(rt_iter *x, const ss_build_desc *e, const int *de
  * bucket: its part), laid back (in place where coll_in_place applies). The
  * distributed optimizer's gather sums each member's updated slices (zeros
  * elsewhere). */
-static ss_status run_coll(rt_iter *x, int task, ss_diag *d)
+/* A collective's packed items back into the tensors. */
+static void lay_coll(ss_rt_state *s, const ss_build_desc *e, float *buf)
+{
+    int64_t at = 0;
+    for (int i = 0; i < e->n_item; i++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + i];
+        void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
+        ss_rt_region_io(ss_graph_tensor(s->g, it->tensor), b, &it->reg, buf + at, 3);
+        at += ss_region_volume(&it->reg);
+    }
+}
+
+/* Deferred step j's result into the tensors (nothing when not deferred). */
+static void lay_back(ss_rt_state *s, int j)
+{
+    cpu_state *cs = s->bs;
+    if (!cs->defer[j])
+        return;
+    const ss_build_desc *e = &s->ds.t[s->mine[j]];
+    if (s->tg->kind[s->mine[j]] == SS_TASK_XFER)
+        ss_rt_region_io(ss_graph_tensor(s->g, e->tensor),
+                        e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor], &e->reg,
+                        cs->held[j], e->grad ? 1 : 3);
+    else
+        lay_coll(s, e, cs->held[j]);
+}
+
+static ss_status run_coll(rt_iter *x, int step, ss_diag *d)
 {
     ss_rt_state *s = x->s;
+    int task = s->mine[step], defer = ((cpu_state *)s->bs)->defer[step];
     const ss_build_desc *e = &s->ds.t[task];
     const int *devs = s->ds.devs + e->dev_off;
     double w0 = ss_rt_now_ms();
@@ -378,12 +471,16 @@ static ss_status run_coll(rt_iter *x, int task, ss_diag *d)
     const ss_op *op = e->unit >= 0 ? ss_graph_op(s->g, s->tg->op[task]) : NULL;
     if (op && op->type == SS_OP_SOFTMAX_CE && e->coll == SS_BUILD_COLL_PARTIAL) {
         st = ce_combine(x, op->id, e->first_tile, e->red, devs, e->n_dev, d);
-    } else if (e->n_dev > 1 && (st = coll_in_place(x, e, devs, &done, d)) == SS_OK && !done) {
+    } else if (e->n_dev > 1 && (defer || (st = coll_in_place(x, e, devs, &done, d)) == SS_OK) &&
+               !done) {
         int64_t total = 0;
         for (int i = 0; i < e->n_item; i++)
             total += ss_region_volume(&s->ds.items[e->item_off + i].reg);
-        if ((st = grow_scratch(s, total, d)) != SS_OK)
+        float *buf = s->scratch;
+        if ((st = defer ? hold(s, step, total, &buf, d) : grow_scratch(s, total, d)) != SS_OK)
             return st;
+        if (!defer)
+            buf = s->scratch;
         int me = 0;
         while (devs[me] != s->rank)
             me++;
@@ -398,25 +495,20 @@ static ss_status run_coll(rt_iter *x, int task, ss_diag *d)
                                    ss_dtype_name(T->dtype)),
                        SS_ERR_UNSUPPORTED;
             int64_t v = ss_region_volume(&it->reg), lo, hi;
-            ss_rt_region_io(T, b, &it->reg, s->scratch + at, 0);
+            ss_rt_region_io(T, b, &it->reg, buf + at, 0);
             if (e->gather) {
                 ss_rt_slice_of(v, me, e->n_dev, &lo, &hi);
-                memset(s->scratch + at, 0, (size_t)lo * sizeof(float));
-                memset(s->scratch + at + hi, 0, (size_t)(v - hi) * sizeof(float));
+                memset(buf + at, 0, (size_t)lo * sizeof(float));
+                memset(buf + at + hi, 0, (size_t)(v - hi) * sizeof(float));
             }
             at += v;
         }
         int64_t lo, hi;
         ss_rt_slice_of(total, e->part, e->n_parts, &lo, &hi);
-        if ((st = group_reduce(x, devs, e->n_dev, s->scratch + lo, hi - lo, 0, d)) != SS_OK)
+        if ((st = group_reduce(x, devs, e->n_dev, buf + lo, hi - lo, 0, d)) != SS_OK)
             return st;
-        at = 0;
-        for (int i = 0; i < e->n_item; i++) {
-            const ss_build_item *it = &s->ds.items[e->item_off + i];
-            void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
-            ss_rt_region_io(ss_graph_tensor(s->g, it->tensor), b, &it->reg, s->scratch + at, 3);
-            at += ss_region_volume(&it->reg);
-        }
+        if (!defer)
+            lay_coll(s, e, buf);
     }
     double w1 = ss_rt_now_ms();
     x->comm_ms += w1 - w0;
@@ -471,9 +563,12 @@ static ss_status iteration(rt_iter *x, ss_diag *d)
     ss_rt_state *s = x->s;
     iteration_start(s);
     s->step++;
+    const ss_rt_devplan *p = &((cpu_state *)s->bs)->plan;
     for (int i = 0; i < s->n_mine; i++) {
         int t = s->mine[i];
         ss_status st = SS_OK;
+        for (int k = 0; k < p->steps[i].n_flush; k++)
+            lay_back(s, p->flush[p->steps[i].flush_off + k]);
         switch ((ss_task_kind)s->tg->kind[t]) {
         case SS_TASK_FWD:
         case SS_TASK_BWD:
@@ -483,10 +578,10 @@ static ss_status iteration(rt_iter *x, ss_diag *d)
             run_update(x, t);
             break;
         case SS_TASK_XFER:
-            st = run_xfer(x, t, d);
+            st = run_xfer(x, i, d);
             break;
         case SS_TASK_COLLECTIVE:
-            st = run_coll(x, t, d);
+            st = run_coll(x, i, d);
             break;
         default:
             break;
@@ -494,6 +589,8 @@ static ss_status iteration(rt_iter *x, ss_diag *d)
         if (st != SS_OK)
             return st;
     }
+    for (int k = 0; k < p->n_end; k++)
+        lay_back(s, p->flush[p->end_off + k]);
     return SS_OK;
 }
 

@@ -7,6 +7,7 @@
  * on more devices than ranks are refused; training lowers the loss.
  */
 #include "testutil.h"
+#include "runtime/cuda/plan.h"
 #include "runtime/exec.h"
 
 #include <math.h>
@@ -125,12 +126,27 @@ static void *run_job(void *arg)
 
 /* ------------------------------------------------------------ fixtures */
 
+/* A two-GPU topology: its communication does not occupy the compute
+ * streams, so the device plan defers the results of collectives (and the
+ * CPU backend follows it). */
+static const char *h100x2 =
+    "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"h100x2\", \"compact\": "
+    "{\"nodes\": 1, \"devices_per_node\": 2, \"device_type\": \"H100-SXM\", \"intra\": "
+    "{\"kind\": \"nvswitch\", \"gbps\": 450.0, \"latency_us\": 1.0}, \"inter\": {\"kind\": "
+    "\"infiniband\", \"gbps\": 50.0, \"latency_us\": 1.0, \"nics_per_node\": 2, \"pcie_gbps\": "
+    "63.0, \"pcie_latency_us\": 2.0}}}";
+static int gpu_topology; /* 1: machine() is h100x2 */
+
 static ss_machine *machine(void)
 {
     ss_machine *m = NULL;
     ss_diag d;
     ss_diag_init(&d);
-    assert_int_equal(ss_machine_load(ss_test_path("topologies/local-cpu.json"), &m, &d), SS_OK);
+    if (gpu_topology)
+        assert_int_equal(ss_machine_load_string(h100x2, "h100x2", &m, &d), SS_OK);
+    else
+        assert_int_equal(ss_machine_load(ss_test_path("topologies/local-cpu.json"), &m, &d),
+                         SS_OK);
     return m;
 }
 
@@ -294,6 +310,54 @@ static void test_tensor_parallel_adam_matches(void **state)
     assert_true(l < 1e-6);
 }
 
+/* On a GPU topology the CPU backend defers every collective's and
+ * non-blocking transfer's result to the device plan's lay-back point (as the
+ * CUDA backend does): the numerics still match one process, so those points
+ * come early enough. */
+static void test_deferred_lay_backs_match(void **state)
+{
+    (void)state;
+    gpu_topology = 1;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = machine();
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_graph *g = NULL;
+    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &g, &d), SS_OK);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_from_spec("data-parallel", g, m, &p, &d), SS_OK);
+    ss_rt_state *s = NULL;
+    ss_rt_result r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(ss_rt_plan_only(g, m, cm, p, &cfg, 0, 2, &s, &r, &d), SS_OK);
+    ss_rt_devplan dp;
+    assert_int_equal(ss_rt_devplan_make(s, &dp, &d), SS_OK);
+    int deferred = 0;
+    for (int i = 0; i < dp.n_steps; i++)
+        deferred += dp.steps[i].stream != 0 && dp.steps[i].lays_back;
+    assert_int_equal(deferred, 6); /* every gradient bucket */
+    ss_rt_devplan_clear(&dp);
+    ss_rt_free(s);
+    ss_rt_result_clear(&r);
+    ss_plan_free(p);
+    ss_graph_free(g);
+    ss_cost_free(cm);
+    ss_machine_free(m);
+    static const char *specs[] = {"data-parallel", "megatron:tp=2", "megatron:pp=2,mb=2",
+                                  "megatron:dp=2,distopt=1"};
+    for (int k = 0; k < 4; k++) {
+        double w, l;
+        int64_t n;
+        run_two(specs[k], 0, &w, &l, &n);
+        printf("%s on h100x2, deferred lay-backs: weights %.3g, loss %.3g, %lld exchanges\n",
+               specs[k], w, l, (long long)n);
+        assert_true(w < 1e-5);
+        assert_true(l < 1e-6);
+        assert_true(n > 0);
+    }
+    gpu_topology = 0;
+}
+
 static void test_broken_exchange_detected(void **state)
 {
     (void)state;
@@ -337,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_tensor_parallel_matches),
         cmocka_unit_test(test_tensor_parallel_adam_matches),
         cmocka_unit_test(test_pipeline_matches),
+        cmocka_unit_test(test_deferred_lay_backs_match),
         cmocka_unit_test(test_broken_exchange_detected),
         cmocka_unit_test(test_more_devices_than_ranks),
     };
