@@ -466,21 +466,15 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
         } else if (k == SS_TASK_UPDATE) {
             take = x->dev == me;
         } else if (k == SS_TASK_XFER) {
-            if (x->parts > 1) {
+            if (x->parts > 1 && s->cuda) {
                 st = ss_diag_set(d, SS_ERR_UNSUPPORTED,
                                  "runtime: the plan's scatter-gather pipeline sends (op %s) are "
-                                 "not executed yet",
+                                 "not executed on the CUDA backend yet",
                                  ss_graph_op(s->g, tg->op[t])->name);
                 goto out;
             }
             take = x->src == me || x->dst == me;
         } else if (k == SS_TASK_COLLECTIVE) {
-            if (x->coll == SS_BUILD_COLL_SENDGATHER) {
-                st = ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                                 "runtime: the plan's scatter-gather pipeline sends are not "
-                                 "executed yet");
-                goto out;
-            }
             take = in_group(&s->ds, x, me);
         }
         if (take)

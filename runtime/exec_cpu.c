@@ -338,6 +338,28 @@ static void run_update(rt_iter *x, int task)
     ss_rt_record(x, task, 0, w0, w1, 0, 0);
 }
 
+/* A scatter-gather send's slice (Megatron's tp x pp stage boundary: replica
+ * q sends slice q of the region to receiver q, and the receivers all-gather
+ * it): the index of its receiver in the group of the all-gather that
+ * follows it; -1 when it is a plain send. */
+static int sg_slice(const ss_rt_state *s, int task)
+{
+    const ss_taskgraph *tg = s->tg;
+    const ss_build_desc *e = &s->ds.t[task];
+    if (e->parts <= 1 || !tg->succ_off)
+        return -1;
+    for (int i = tg->succ_off[task]; i < tg->succ_off[task + 1]; i++) {
+        int c = tg->succ[i];
+        if (tg->kind[c] != SS_TASK_COLLECTIVE || tg->aux[c] != SS_BUILD_COLL_SENDGATHER)
+            continue;
+        const ss_build_desc *g = &s->ds.t[c];
+        for (int k = 0; k < g->n_dev; k++)
+            if (s->ds.devs[g->dev_off + k] == e->dst)
+                return k;
+    }
+    return -1;
+}
+
 static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
 {
     ss_rt_state *s = x->s;
@@ -345,30 +367,43 @@ static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
     const ss_build_desc *e = &s->ds.t[task];
     const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
     void *src = e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor];
-    int64_t n = ss_region_volume(&e->reg);
+    int64_t n = ss_region_volume(&e->reg), lo = 0, hi = n;
     if (!src || T->dtype != SS_F32)
         return ss_diag_set(d, SS_ERR_UNSUPPORTED, "runtime: a transfer of %s (%s) is not f32",
                            T->name, ss_dtype_name(T->dtype)),
                SS_ERR_UNSUPPORTED;
+    if (e->parts > 1) {
+        int k = sg_slice(s, task);
+        if (k < 0)
+            return ss_diag_set(d, SS_ERR_INVALID, "runtime: rank %d: a scatter-gather send of %s "
+                               "has no all-gather naming its receiver", s->rank, T->name);
+        ss_rt_slice_of(n, k, e->parts, &lo, &hi);
+    }
     ss_status st = grow_scratch(s, n, d);
     if (st != SS_OK)
         return st;
     double w0 = ss_rt_now_ms();
     if (e->src == s->rank) {
         ss_rt_region_io(T, src, &e->reg, s->scratch, 0);
-        st = x->c->send_f32(x->c->ctx, e->dst, s->scratch, n, d);
+        st = x->c->send_f32(x->c->ctx, e->dst, s->scratch + lo, hi - lo, d);
     } else {
+        /* the whole region goes back: the received part (a slice of it for a
+         * scatter-gather send), around it the value held, or no gradient */
         float *into = s->scratch;
         if (defer && (st = hold(s, step, n, &into, d)) != SS_OK)
             return st;
-        if ((st = x->c->recv_f32(x->c->ctx, e->src, into, n, d)) == SS_OK && !defer)
+        if (hi - lo < n && e->grad)
+            memset(into, 0, (size_t)n * sizeof(float));
+        else if (hi - lo < n)
+            ss_rt_region_io(T, src, &e->reg, into, 0);
+        if ((st = x->c->recv_f32(x->c->ctx, e->src, into + lo, hi - lo, d)) == SS_OK && !defer)
             ss_rt_region_io(T, src, &e->reg, into, e->grad ? 1 : 3);
     }
     double w1 = ss_rt_now_ms();
     x->comm_ms += w1 - w0;
     x->nxfer++;
-    x->bytes += (double)n * sizeof(float);
-    ss_rt_record(x, task, 1, w0, w1, (double)n * sizeof(float), 1);
+    x->bytes += (double)(hi - lo) * sizeof(float);
+    ss_rt_record(x, task, 1, w0, w1, (double)(hi - lo) * sizeof(float), 1);
     return st;
 }
 
@@ -398,7 +433,7 @@ static ss_status coll_in_place(rt_iter *x, const ss_build_desc *e, const int *de
     ss_rt_state *s = x->s;
     int64_t total = 0;
     *done = 0;
-    if (e->gather)
+    if (e->gather || e->coll == SS_BUILD_COLL_SENDGATHER)
         return SS_OK;
     for (int i = 0; i < e->n_item; i++) {
         const ss_build_item *it = &s->ds.items[e->item_off + i];
@@ -496,7 +531,7 @@ static ss_status run_coll(rt_iter *x, int step, ss_diag *d)
                        SS_ERR_UNSUPPORTED;
             int64_t v = ss_region_volume(&it->reg), lo, hi;
             ss_rt_region_io(T, b, &it->reg, buf + at, 0);
-            if (e->gather) {
+            if (e->gather || e->coll == SS_BUILD_COLL_SENDGATHER) {
                 ss_rt_slice_of(v, me, e->n_dev, &lo, &hi);
                 memset(buf + at, 0, (size_t)lo * sizeof(float));
                 memset(buf + at + hi, 0, (size_t)(v - hi) * sizeof(float));

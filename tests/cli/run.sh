@@ -102,8 +102,9 @@ sys.exit(0 if ok else 1)
 PY
 done
 # 4 ranks (oversubscribed): collectives over sub-groups (tensor- and
-# data-parallel pairs: MPI_Comm_create_group); tp x pp is refused (its
-# scatter-gather sends are not executed yet), exit 2 naming them
+# data-parallel pairs: MPI_Comm_create_group); tp x pp with Megatron's
+# scatter-gather stage-boundary sends (each tensor-parallel rank sends its
+# slice, the receivers all-gather) matches one process
 python3 - "$topo" "$tmp/cpu4.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
@@ -118,9 +119,17 @@ check "4 ranks: gpt megatron:tp=2,dp=2 exits 0" $?
 python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 else 1)' "$tmp/j"
 check "... numerics match one process" $?
 mpi -np 4 "$bin" run --model "$tmp/gpt.json" --topology "$tmp/cpu4.json" --plan megatron:tp=2,pp=2,mb=2 \
-  --batch 4 --iterations 1 --warmup 0 >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]
-check "4 ranks: tp=2,pp=2 (scatter-gather sends) exits 2" $?
-grep -q "scatter-gather pipeline sends" "$tmp/e"; check "... naming them" $?
+  --batch 4 --iterations 1 --warmup 1 --json --trace "$tmp/sg.json" >"$tmp/j" 2>"$tmp/e"
+check "4 ranks: gpt megatron:tp=2,pp=2 (scatter-gather sends) exits 0" $?
+python3 - "$tmp/j" "$tmp/sg.json" <<'PY'; check "... numerics match one process; half-region sends, then the receivers' all-gathers" $?
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+t = json.load(open(sys.argv[2]))
+sends = [e for e in t if e["cat"] == "xfer"]
+gathers = [e for e in t if e["name"].startswith("allgather scatter-gather send")]
+print("tp x pp:", r["numerics"], len(sends), "sends,", len(gathers), "all-gathers")
+sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 and sends and gathers else 1)
+PY
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:tp=2 --batch 32 \
   --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace exits 0" $?
 python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' tasks, named as simulate --trace names them, in simulated order" $?
