@@ -466,13 +466,6 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
         } else if (k == SS_TASK_UPDATE) {
             take = x->dev == me;
         } else if (k == SS_TASK_XFER) {
-            if (x->parts > 1 && s->cuda) {
-                st = ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                                 "runtime: the plan's scatter-gather pipeline sends (op %s) are "
-                                 "not executed on the CUDA backend yet",
-                                 ss_graph_op(s->g, tg->op[t])->name);
-                goto out;
-            }
             take = x->src == me || x->dst == me;
         } else if (k == SS_TASK_COLLECTIVE) {
             take = in_group(&s->ds, x, me);

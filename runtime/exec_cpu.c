@@ -338,28 +338,6 @@ static void run_update(rt_iter *x, int task)
     ss_rt_record(x, task, 0, w0, w1, 0, 0);
 }
 
-/* A scatter-gather send's slice (Megatron's tp x pp stage boundary: replica
- * q sends slice q of the region to receiver q, and the receivers all-gather
- * it): the index of its receiver in the group of the all-gather that
- * follows it; -1 when it is a plain send. */
-static int sg_slice(const ss_rt_state *s, int task)
-{
-    const ss_taskgraph *tg = s->tg;
-    const ss_build_desc *e = &s->ds.t[task];
-    if (e->parts <= 1 || !tg->succ_off)
-        return -1;
-    for (int i = tg->succ_off[task]; i < tg->succ_off[task + 1]; i++) {
-        int c = tg->succ[i];
-        if (tg->kind[c] != SS_TASK_COLLECTIVE || tg->aux[c] != SS_BUILD_COLL_SENDGATHER)
-            continue;
-        const ss_build_desc *g = &s->ds.t[c];
-        for (int k = 0; k < g->n_dev; k++)
-            if (s->ds.devs[g->dev_off + k] == e->dst)
-                return k;
-    }
-    return -1;
-}
-
 static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
 {
     ss_rt_state *s = x->s;
@@ -373,7 +351,7 @@ static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
                            T->name, ss_dtype_name(T->dtype)),
                SS_ERR_UNSUPPORTED;
     if (e->parts > 1) {
-        int k = sg_slice(s, task);
+        int k = ss_rt_sg_slice(s, task);
         if (k < 0)
             return ss_diag_set(d, SS_ERR_INVALID, "runtime: rank %d: a scatter-gather send of %s "
                                "has no all-gather naming its receiver", s->rank, T->name);

@@ -367,8 +367,8 @@ static ss_status lay_back(ss_rt_state *s, int j, ss_diag *d)
     if (x->stream != 0)
         CU("cudaStreamWaitEvent (lay back)", cudaStreamWaitEvent(cs->st[0], cs->ev1[j], 0));
     if (x->call == SS_RT_CALL_RECV)
-        return reg_all(s, e->tensor, e->grad, &e->reg, cs->scratch + x->scratch_off,
-                       e->grad ? SS_RTC_ADD : SS_RTC_SCATTER, 0, d);
+        return reg_copy(s, e->tensor, e->grad, &e->reg, x->lo, x->hi,
+                        cs->scratch + x->scratch_off, e->grad ? SS_RTC_ADD : SS_RTC_SCATTER, 0, d);
     return pack_coll(s, x, e, 1, d);
 }
 
@@ -396,7 +396,7 @@ static ss_status comm_step(rt_iter *it, int i, ss_diag *d)
     }
     ss_status st = SS_OK;
     if (x->call == SS_RT_CALL_SEND)
-        st = reg_all(s, e->tensor, e->grad, &e->reg, buf, SS_RTC_GATHER, 0, d);
+        st = reg_copy(s, e->tensor, e->grad, &e->reg, x->lo, x->hi, buf, SS_RTC_GATHER, 0, d);
     else if (x->call != SS_RT_CALL_RECV)
         st = pack_coll(s, x, e, 0, d);
     if (st != SS_OK)

@@ -38,6 +38,24 @@ int64_t ss_rt_gather_chunk(const ss_rt_state *s, const ss_build_desc *e)
     return c;
 }
 
+int ss_rt_sg_slice(const ss_rt_state *s, int task)
+{
+    const ss_taskgraph *tg = s->tg;
+    const ss_build_desc *e = &s->ds.t[task];
+    if (e->parts <= 1 || !tg->succ_off)
+        return -1;
+    for (int i = tg->succ_off[task]; i < tg->succ_off[task + 1]; i++) {
+        int c = tg->succ[i];
+        if (tg->kind[c] != SS_TASK_COLLECTIVE || tg->aux[c] != SS_BUILD_COLL_SENDGATHER)
+            continue;
+        const ss_build_desc *g = &s->ds.t[c];
+        for (int k = 0; k < g->n_dev; k++)
+            if (s->ds.devs[g->dev_off + k] == e->dst)
+                return k;
+    }
+    return -1;
+}
+
 /* ------------------------------------------------------------ touches */
 
 typedef struct touch {
@@ -178,7 +196,16 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
             return SS_OK;
         st->call = e->src == s->rank ? SS_RT_CALL_SEND : SS_RT_CALL_RECV;
         st->peer = e->src == s->rank ? e->dst : e->src;
-        st->count = st->scratch_n = ss_region_volume(&e->reg);
+        st->hi = ss_region_volume(&e->reg);
+        if (e->parts > 1) { /* a scatter-gather send: its slice */
+            int k = ss_rt_sg_slice(s, t);
+            if (k < 0)
+                return ss_diag_set(d, SS_ERR_INVALID, "runtime: rank %d: a scatter-gather send "
+                                   "of %s has no all-gather naming its receiver", s->rank,
+                                   ss_graph_tensor(s->g, e->tensor)->name);
+            ss_rt_slice_of(st->hi, k, e->parts, &st->lo, &st->hi);
+        }
+        st->count = st->scratch_n = st->hi - st->lo;
         st->lays_back = st->call == SS_RT_CALL_RECV;
         return SS_OK;
     }
@@ -195,7 +222,7 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
     if (rc != SS_OK)
         return rc;
     st->lays_back = 1;
-    if (e->gather && e->n_parts <= 1) {
+    if ((e->gather || e->coll == SS_BUILD_COLL_SENDGATHER) && e->n_parts <= 1) {
         st->call = SS_RT_CALL_ALLGATHER;
         st->count = ss_rt_gather_chunk(s, e);
         st->scratch_n = st->count * (1 + e->n_dev);

@@ -11,12 +11,14 @@
  *            channel with this device at one end; at most
  *            SS_RT_MAX_COMM_STREAMS, then shared round-robin);
  *   calls    a transfer is a send (the source) or a receive (the
- *            destination), issued as ncclSend / ncclRecv in a group of one; a
+ *            destination), issued as ncclSend / ncclRecv in a group of one
+ *            (a scatter-gather send: its slice, ss_rt_sg_slice); a
  *            collective of two or more members is an ncclAllReduce (sum) of
  *            its items laid end to end — a split bucket's part only — or,
- *            for the distributed optimizer's weight all-gather, an
- *            ncclAllGather of each member's slices (padded to the largest
- *            member's chunk); one member: nothing. Reduce-scatters and
+ *            for the distributed optimizer's weight all-gather and a
+ *            scatter-gather send's all-gather, an ncclAllGather of each
+ *            member's slices (padded to the largest member's chunk); one
+ *            member: nothing. Reduce-scatters and
  *            all-to-alls of the task graph run as the sum all-reduce the CPU
  *            backend runs (their descriptions do not say which slice each
  *            member keeps), so both backends compute the same numbers;
@@ -57,7 +59,8 @@ typedef struct ss_rt_step {
     int call;           /* SS_RT_CALL_* */
     int group;          /* collectives with a call: index of its group; -1 */
     int peer;           /* send / receive: the other rank; -1 */
-    int64_t lo, hi;     /* all-reduce: elements [lo, hi) of its items laid end to end */
+    int64_t lo, hi;     /* all-reduce: elements [lo, hi) of its items laid end to end;
+                         * send / receive: of its region (a scatter-gather slice) */
     int64_t count;      /* elements of the NCCL call (all-gather: per member) */
     int64_t scratch_off, scratch_n; /* its own scratch elements */
     int zero_pad;       /* all-reduce of the optimizer's gather in parts: the scratch is
@@ -84,6 +87,13 @@ typedef struct ss_rt_devplan {
  * NOMEM. On error p is empty. Free with ss_rt_devplan_clear. */
 ss_status ss_rt_devplan_make(const ss_rt_state *s, ss_rt_devplan *p, ss_diag *d);
 void ss_rt_devplan_clear(ss_rt_devplan *p);
+
+/* A scatter-gather send's slice (Megatron's stage boundary between
+ * tensor-parallel stages: replica q sends slice q of the region's elements,
+ * row-major, ss_rt_slice_of(volume, q, parts), and the receivers all-gather
+ * them): the place of its receiver in the group of the all-gather after it;
+ * -1 for a plain send (or when no such all-gather follows). */
+int ss_rt_sg_slice(const ss_rt_state *s, int task);
 
 /* The distributed optimizer's all-gather e: member k owns elements
  * ss_rt_slice_of(volume, k, n_dev) of each item's region (row-major); its

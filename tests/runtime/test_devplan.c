@@ -21,6 +21,13 @@ static const char *h100x2 =
     "\"infiniband\", \"gbps\": 50.0, \"latency_us\": 1.0, \"nics_per_node\": 2, \"pcie_gbps\": "
     "63.0, \"pcie_latency_us\": 2.0}}}";
 
+static const char *h100x4 =
+    "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"h100x4\", \"compact\": "
+    "{\"nodes\": 1, \"devices_per_node\": 4, \"device_type\": \"H100-SXM\", \"intra\": "
+    "{\"kind\": \"nvswitch\", \"gbps\": 450.0, \"latency_us\": 1.0}, \"inter\": {\"kind\": "
+    "\"infiniband\", \"gbps\": 50.0, \"latency_us\": 1.0, \"nics_per_node\": 4, \"pcie_gbps\": "
+    "63.0, \"pcie_latency_us\": 2.0}}}";
+
 typedef struct fx {
     ss_machine *m;
     ss_costmodel *cm;
@@ -31,21 +38,41 @@ typedef struct fx {
     ss_rt_devplan dp;
 } fx;
 
-/* The device plan of `rank` (of 2) for plan spec on topology (NULL: h100x2). */
+/* The device plan of `rank` (of 2, or 4 on "h100x4") for plan spec on
+ * topology (NULL: h100x2). */
 static void make(fx *f, const char *topo, const char *spec, int rank)
 {
     ss_diag d;
     ss_diag_init(&d);
     memset(f, 0, sizeof *f);
-    if (topo)
+    int size = topo && !strcmp(topo, "h100x4") ? 4 : 2;
+    if (size == 4)
+        assert_int_equal(ss_machine_load_string(h100x4, "h100x4", &f->m, &d), SS_OK);
+    else if (topo)
         assert_int_equal(ss_machine_load(ss_test_path(topo), &f->m, &d), SS_OK);
     else
         assert_int_equal(ss_machine_load_string(h100x2, "h100x2", &f->m, &d), SS_OK);
     f->cm = ss_cost_new(f->m);
-    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &f->g, &d), SS_OK);
+    if (size == 4) { /* a small GPT, its bf16 tensors made f32 (the CPU kernels describe it) */
+        ss_graph *g16 = NULL;
+        char *j = NULL;
+        assert_int_equal(ss_model_build("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,"
+                                        "vocab_pad=0,dropout=0", 4, 4, &g16, &d), SS_OK);
+        assert_int_equal(ss_model_to_string(g16, &j, &d), SS_OK);
+        for (char *q = j; (q = strstr(q, "\"bf16\"")); q += 6)
+            memcpy(q, "\"f32\" ", 6);
+        for (char *q = j; (q = strstr(q, "\"mixed\"")); q += 7)
+            memcpy(q, "\"fp32\" ", 7);
+        if (ss_model_load_string(j, "gpt-fp32", &f->g, &d) != SS_OK)
+            fail_msg("%s", d.msg);
+        ss_free(j);
+        ss_graph_free(g16);
+    } else {
+        assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &f->g, &d), SS_OK);
+    }
     assert_int_equal(ss_plan_from_spec(spec, f->g, f->m, &f->p, &d), SS_OK);
     ss_rt_config c = {1, 0, 0.05, 1, 0, 0, 0, -1};
-    if (ss_rt_plan_only(f->g, f->m, f->cm, f->p, &c, rank, 2, &f->s, &f->r, &d) != SS_OK)
+    if (ss_rt_plan_only(f->g, f->m, f->cm, f->p, &c, rank, size, &f->s, &f->r, &d) != SS_OK)
         fail_msg("%s", d.msg);
     if (ss_rt_devplan_make(f->s, &f->dp, &d) != SS_OK)
         fail_msg("%s", d.msg);
@@ -230,6 +257,44 @@ static void test_distributed_optimizer(void **state)
     done(&f);
 }
 
+/* tp x pp: Megatron's scatter-gather stage-boundary sends: each
+ * tensor-parallel rank sends its half of the activation (its receiver's
+ * place in the all-gather's group), the receivers all-gather the halves. */
+static void test_scatter_gather(void **state)
+{
+    (void)state;
+    int sg_sends = 0, gathers = 0;
+    for (int rank = 0; rank < 4; rank++) {
+        fx f;
+        make(&f, "h100x4", "megatron:tp=2,pp=2,mb=2", rank);
+        for (int i = 0; i < f.dp.n_steps; i++) {
+            const ss_rt_step *x = &f.dp.steps[i];
+            const ss_build_desc *e = &f.s->ds.t[x->task];
+            if (kind(&f, i) == SS_TASK_XFER && e->parts > 1) {
+                int64_t v = ss_region_volume(&e->reg), lo, hi;
+                int k = ss_rt_sg_slice(f.s, x->task);
+                assert_true(k >= 0 && k < e->parts);
+                ss_rt_slice_of(v, k, e->parts, &lo, &hi);
+                assert_true(x->lo == lo && x->hi == hi && x->count == hi - lo && hi - lo < v);
+                assert_int_equal(x->call, e->src == rank ? SS_RT_CALL_SEND : SS_RT_CALL_RECV);
+                sg_sends++;
+            }
+            if (kind(&f, i) == SS_TASK_COLLECTIVE && e->coll == SS_BUILD_COLL_SENDGATHER) {
+                assert_int_equal(x->call, SS_RT_CALL_ALLGATHER);
+                assert_int_equal(e->n_item, 1);
+                int64_t v = ss_region_volume(&f.s->ds.items[e->item_off].reg);
+                assert_true(x->count == (v + e->n_dev - 1) / e->n_dev);
+                gathers++;
+            }
+        }
+        done(&f);
+    }
+    assert_true(sg_sends > 0);
+    assert_true(gathers > 0);
+    printf("tp x pp on 4 GPUs: %d scatter-gather sends and receives, %d all-gathers\n", sg_sends,
+           gathers);
+}
+
 /* local-cpu.json's cores move their own messages (comm_blocks_compute): the
  * task graph puts communication on the compute resource, so does the plan:
  * one stream, results laid back at once, nothing deferred. */
@@ -256,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_distributed_optimizer),
+        cmocka_unit_test(test_scatter_gather),
         cmocka_unit_test(test_comm_on_compute_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
