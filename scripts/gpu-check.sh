@@ -4,7 +4,8 @@
 # with CUDA, then run each part. Without a GPU every part prints SKIP (a
 # failing cudaGetDeviceCount counts as no GPU) and the script exits 0.
 # Usage: scripts/gpu-check.sh [BUILD_DIR]   (default build-gpu)
-# Parts: runtime (issue 30) — the device plan's unit test, the CUDA backend
+# Parts: runtime (issue 30) — the device plan's unit test, the CUDA kernels
+# against the CPU kernels (tests/kernels/test_kernels_cuda.c), the CUDA backend
 # against the CPU backend (tests/runtime/test_exec_cuda.c: one rank; two
 # ranks as threads when two GPUs are present), then one-rank `simsearch run
 # --backend cuda` runs (device-resident tensors, NCCL on the world
@@ -28,7 +29,7 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$tmp/cmake.log" 
   { cat "$tmp/cmake.log"; exit 1; }
 grep -E "CUDA|NCCL|backend" "$tmp/cmake.log"
 timeout 300 cmake --build "$build" -j"$(nproc)" --target simsearch_cli \
-  runtime_test_exec_cuda runtime_test_devplan >"$tmp/build.log" 2>&1 ||
+  runtime_test_exec_cuda runtime_test_devplan kernels_test_kernels_cuda >"$tmp/build.log" 2>&1 ||
   { tail -40 "$tmp/build.log"; exit 1; }
 # the MPI helper (simsearch run) only where Open MPI is installed
 mpi=1
@@ -47,9 +48,14 @@ echo "$gpu"
 rows=$tmp/rows
 : >"$rows"
 echo "== runtime: device plan (no GPU needed)"
-timeout 60 "$build/runtime_test_devplan" || fail=1
+SS_SOURCE_DIR=$src timeout 60 "$build/runtime_test_devplan" || fail=1
+echo "== kernels: CUDA kernels vs CPU kernels (test_kernels_cuda; the runtime's CUDA backend runs them)"
+SS_SOURCE_DIR=$src timeout 120 "$build/kernels_test_kernels_cuda" >"$tmp/k" 2>&1; st=$?
+tail -5 "$tmp/k"
+[ "$st" -eq 0 ] || fail=1
+echo "| test_kernels_cuda (each op type, CUDA vs CPU) | $( [ "$st" -eq 0 ] && echo ok || echo "FAILED ($st)") | $(grep -c "OK \]" "$tmp/k") tests passed | | | |" >>"$rows"
 echo "== runtime: CUDA backend vs CPU backend (test_exec_cuda)"
-timeout 180 "$build/runtime_test_exec_cuda" | tee "$tmp/unit"; st=${PIPESTATUS[0]}
+SS_SOURCE_DIR=$src timeout 180 "$build/runtime_test_exec_cuda" | tee "$tmp/unit"; st=${PIPESTATUS[0]}
 [ "$st" -eq 0 ] || fail=1
 echo "| test_exec_cuda (MLP 2x64, 4 iterations) | $( [ "$st" -eq 0 ] && echo ok || echo "FAILED ($st)") | $(grep -c "GPU rank" "$tmp/unit") runs compared | | | |" >>"$rows"
 python3 - "$src/topologies/h100x8.json" "$tmp/h100x1.json" <<'PY'
