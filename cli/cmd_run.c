@@ -1,6 +1,7 @@
 /*
  * cmd_run.c — `simsearch run`: train a model under a plan on MPI ranks with
- * the CPU kernels (runtime/exec.h), check the loss and weights against a
+ * the CPU backend or the CUDA backend (runtime/exec.h: device-resident
+ * tensors, NCCL, a stream per channel), check the loss and weights against a
  * one-process run of the same model, and compare the measured iteration time
  * with the simulator's prediction. The plain simsearch binary does not link
  * MPI: it re-executes itself as the simsearch-run helper (this same CLI built
@@ -16,7 +17,50 @@
 #include <unistd.h>
 
 #ifdef SS_RUN_MPI
+#include "kernels/kernels.h"
 #include "runtime/mpi/comm_mpi.h"
+
+/* The node-local rank and rank count mpirun gives (Open MPI's variables), or
+ * -1 when not under Open MPI. */
+static int local_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : -1;
+}
+
+/* Before any rank starts work: every rank checks its backend (CUDA: a build
+ * with it, a GPU, one GPU per node-local rank) and the ranks agree, so that
+ * a refusal on one rank makes every rank exit with status 2, naming the
+ * rank. Sets *device to the node-local rank's GPU (-1: rank mod GPUs). */
+static int check_backend(int cuda, const ss_rt_comm *c, int *device)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    int lr = local_env("OMPI_COMM_WORLD_LOCAL_RANK"), ls = local_env("OMPI_COMM_WORLD_LOCAL_SIZE");
+    *device = -1;
+    if (ss_rt_backend_check(cuda, c->rank, &d) == SS_OK && cuda && lr >= 0 && ls > 0) {
+        int n = ss_kernel_device_count(SS_BACKEND_CUDA);
+        if (ls > n)
+            ss_diag_set(&d, SS_ERR_UNSUPPORTED,
+                        "runtime: --backend cuda: rank %d: %d ranks on this node but %d GPU(s); "
+                        "NCCL needs a GPU per rank",
+                        c->rank, ls, n);
+        *device = lr;
+    }
+    double bad[1] = {d.status != SS_OK};
+    ss_diag d2;
+    ss_diag_init(&d2);
+    if (c->allreduce_f64(c->ctx, bad, 1, 1, &d2) != SS_OK) {
+        fprintf(stderr, "simsearch: rank %d: %s\n", c->rank, d2.msg);
+        return SS_EXIT_FAIL;
+    }
+    if (d.status != SS_OK)
+        fprintf(stderr, "simsearch: rank %d: %s\n", c->rank, d.msg);
+    else if (bad[0] > 0)
+        fprintf(stderr, "simsearch: rank %d: stopped: --backend %s was refused on another "
+                        "rank\n", c->rank, cuda ? "cuda" : "cpu");
+    return bad[0] > 0 ? SS_EXIT_USAGE : SS_EXIT_OK;
+}
 
 /* Write the ranks' trace events into one Chrome Trace array at path, rank
  * after rank (each appends between barriers). Returns an exit code. */
@@ -76,9 +120,10 @@ static const ss_cli_optdef options[] = {
     SS_CLI_STR_ROW(opts, "--db", "FILE", db, 0,
                    "profile database for the prediction (as simulate --db)"),
     SS_CLI_STR_ROW(opts, "--backend", "B", backend, 0,
-                   "cpu (default) or cuda: the kernels on GPU (rank mod GPUs),\n"
-                   "operands staged through host memory; communication over\n"
-                   "MPI (not NCCL yet); refused when no GPU is present"),
+                   "cpu (default) or cuda: tensors resident on a GPU per rank\n"
+                   "(the node-local rank's), CUDA kernels, NCCL collectives and\n"
+                   "sends on a stream per channel; refused before any work when\n"
+                   "a rank has no GPU or the build has no CUDA backend (NCCL)"),
     SS_CLI_STR_ROW(opts, "--trace", "FILE", trace, 0,
                    "write the last iteration's kernels and collectives, every\n"
                    "rank (process = rank), as Chrome Trace JSON (Perfetto)"),
@@ -89,7 +134,7 @@ static const ss_cli_optdef options[] = {
 const ss_cli_cmddef ss_cli_def_run = {
     "run",
     "execute a plan on MPI ranks, check numerics, measure vs prediction",
-    "Train the model under the plan with the CPU kernels, one MPI rank per device\n"
+    "Train the model under the plan (CPU or CUDA backend), one MPI rank per device\n"
     "(mpirun --allow-run-as-root --oversubscribe -np N simsearch run ...), with\n"
     "synthetic data from a fixed seed and SGD or Adam; then compare the loss and\n"
     "weights with a one-process run of the same model and the measured iteration\n"
@@ -229,6 +274,11 @@ int ss_cmd_run(int argc, char **argv)
     if (ss_rt_comm_mpi_init(&comm, &d) != SS_OK)
         return ss_cli_fail(&d);
     ss_rt_comm_self(&self);
+    int device = -1;
+    if ((rc = check_backend(!strcmp(o.backend, "cuda"), &comm, &device))) {
+        ss_rt_comm_mpi_finalize();
+        return rc;
+    }
     ss_machine *m = NULL;
     ss_graph *g = NULL;
     ss_plan *p = NULL, *ref = NULL;
@@ -243,7 +293,7 @@ int ss_cmd_run(int argc, char **argv)
         goto done;
     ss_rt_config cfg = {(int)o.iterations, (int)o.warmup, o.lr, (uint64_t)o.seed,
                         !strcmp(o.optimizer, "adam"), o.trace != NULL,
-                        !strcmp(o.backend, "cuda"), -1};
+                        !strcmp(o.backend, "cuda"), device};
     ss_rt_config cpu = cfg; /* the reference runs the CPU kernels */
     cpu.cuda = 0;
     if (!(ref = ss_plan_new(g, m))) {

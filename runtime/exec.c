@@ -1,19 +1,16 @@
 /*
- * exec.c — the runtime's executor (exec.h): per rank, the tasks the
- * simulator scheduled on the rank's device, in simulated order, with the CPU
- * kernels over full-size tensor buffers, and the transfers and collectives
- * the task graph names through ss_rt_comm.
+ * exec.c — the runtime's executor (exec.h), backend-independent part: the
+ * host tensors (inputs and weights from the seed), this rank's tiles, the
+ * task graph built and simulated with the simulator's builder and engine,
+ * the rank's tasks in simulated order, the iterations and their figures, the
+ * trace and the numerics check. How tasks execute is the backend's
+ * (exec_int.h: runtime/exec_cpu.c, runtime/cuda/exec_cuda.c).
  *
- * Invariant: a task runs only after every task it depends on in the graph
- * has run on every rank involved (its rank's list is ordered by simulated
- * start, and the data it reads arrives through the transfer or collective
- * tasks ordered before it); the buffers then hold, over the regions a task
- * reads, the value (or gradient) a one-process run holds there.
+ * Invariant: every rank's task list is its subsequence of one global order
+ * (simulated start, end, task id), so blocking or stream-ordered sends,
+ * receives and group collectives meet in the same order on every rank.
  */
-#include "runtime/exec.h"
-#include "kernels/cuda/cuda_backend.h"
-#include "kernels/kernels.h"
-#include "simulator/build.h"
+#include "runtime/exec_int.h"
 #include "simulator/engine.h"
 
 #include <math.h>
@@ -21,45 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-typedef struct rt_event {
-    int task, tid;
-    double ts, dur, bytes;
-} rt_event;
-
-typedef struct rt_tile {
-    int op, idx, q, r; /* op id, tile index, replica, reduction slice */
-    ss_kargs a;        /* host buffers (the CPU kernels run on them) */
-    ss_kargs da;       /* CUDA: the same tile's GPU buffers (op NULL on the CPU) */
-} rt_tile;
-
-struct ss_rt_state {
-    const ss_graph *g;
-    const ss_plan *p;
-    int rank, size, n_t, n_ops;
-    void **buf;     /* [n_t] full tensor values */
-    float **grad;   /* [n_t] gradients (float tensors; NULL otherwise) */
-    int64_t *vol;   /* [n_t] elements */
-    rt_tile *tiles; /* this rank's tiles, by op then index */
-    int n_tiles, *op_off; /* [n_ops + 1] */
-    float **adam_m, **adam_v; /* [n_t] Adam moments of the weights (NULL: SGD) */
-    /* the schedule */
-    ss_builder *b;
-    ss_taskgraph *tg;
-    ss_build_descs ds;
-    int *mine, n_mine;   /* this rank's tasks in simulated order */
-    double *sim_start, *sim_dur; /* [n_tasks] the simulated start and duration (us) */
-    int *task_tile;      /* [n_tasks] FWD/BWD task -> index in tiles, -1 */
-    char *combine_after; /* [n_tasks] FWD task after which a one-device split loss combines */
-    float *scratch;      /* packing buffer of transfers and collectives */
-    int64_t cap_scratch;
-    float *ce_m, *ce_s;  /* scratch of the split loss */
-    int64_t cap_ce;
-    struct rt_event *ev; /* the traced iteration's events */
-    int n_ev, cap_ev;
-    int step;            /* updates done (Adam's bias correction) */
-    int cuda, device;    /* CUDA kernels on GPU `device` */
-};
 
 /* ------------------------------------------------------------ comm self */
 
@@ -88,6 +46,13 @@ static ss_status self_barrier(void *c, ss_diag *d)
     (void)c, (void)d;
     return SS_OK;
 }
+static ss_status self_bcast(void *c, const int *ranks, int n, void *b, size_t bytes, ss_diag *d)
+{
+    (void)c, (void)ranks, (void)b, (void)bytes;
+    if (n > 1)
+        return ss_diag_set(d, SS_ERR_INVALID, "runtime: one process has no group of %d ranks", n);
+    return SS_OK;
+}
 
 void ss_rt_comm_self(ss_rt_comm *c)
 {
@@ -99,16 +64,12 @@ void ss_rt_comm_self(ss_rt_comm *c)
     c->send_f32 = self_p2p;
     c->recv_f32 = self_recv;
     c->barrier = self_barrier;
+    c->bcast = self_bcast;
 }
 
 /* ------------------------------------------------------------ regions */
 
-/* Walk region r of a row-major tensor of shape sh (nd dims): fn gets the
- * offset (elements) of each innermost row in the tensor and in the dense
- * region buffer, and the row length. */
-typedef void (*row_fn)(void *ctx, int64_t toff, int64_t roff, int64_t len);
-
-static void walk(const int64_t *sh, int nd, const ss_region *r, row_fn fn, void *ctx)
+void ss_rt_walk(const int64_t *sh, int nd, const ss_region *r, ss_rt_row_fn fn, void *ctx)
 {
     if (nd == 0) {
         fn(ctx, 0, 0, 1);
@@ -168,12 +129,11 @@ static void copy_row(void *c, int64_t toff, int64_t roff, int64_t len)
             t[i] = s[i] > t[i] ? s[i] : t[i];
 }
 
-static void region_io(const ss_tensor *T, void *tbuf, const ss_region *r, void *dense, int mode)
+void ss_rt_region_io(const ss_tensor *T, void *tbuf, const ss_region *r, void *dense, int mode)
 {
     copy_ctx c = {tbuf, dense, ss_dtype_size(T->dtype), mode};
-    walk(T->shape, T->ndim, r, copy_row, &c);
+    ss_rt_walk(T->shape, T->ndim, r, copy_row, &c);
 }
-
 /* ------------------------------------------------------------ setup */
 
 static int64_t tvol(const ss_tensor *t)
@@ -243,29 +203,12 @@ static void *zalloc(size_t n)
     return b;
 }
 
-static void tile_free(rt_tile *t)
-{
-    ss_kargs *a = &t->a;
-    for (int i = 0; i < a->n_x; i++) {
-        free(a->x[i]);
-        free(a->dx[i]);
-    }
-    for (int k = 0; k < a->n_y; k++) {
-        free(a->y[k]);
-        free(a->dy[k]);
-    }
-    free(a->saved);
-    free(a->work);
-    if (t->da.op)
-        ss_kernel_release(&t->da, SS_BACKEND_CUDA);
-}
-
 void ss_rt_free(ss_rt_state *s)
 {
     if (!s)
         return;
-    for (int i = 0; i < s->n_tiles; i++)
-        tile_free(&s->tiles[i]);
+    if (s->be && s->tiles)
+        s->be->release(s);
     for (int t = 0; t < s->n_t; t++) {
         free(s->buf ? s->buf[t] : NULL);
         free(s->grad ? s->grad[t] : NULL);
@@ -305,7 +248,7 @@ void ss_rt_result_clear(ss_rt_result *r)
     memset(r, 0, sizeof *r);
 }
 
-static ss_status nomem(ss_diag *d)
+ss_status ss_rt_nomem(ss_diag *d)
 {
     ss_diag_set(d, SS_ERR_NOMEM, "runtime: out of memory");
     return SS_ERR_NOMEM;
@@ -316,26 +259,10 @@ static ss_status nomem(ss_diag *d)
 static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
 {
     const ss_graph *g = s->g;
-    if (s->cuda) {
-        int n = ss_kernel_device_count(SS_BACKEND_CUDA);
-        if (!ss_cuda_built())
-            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                               "runtime: --backend cuda: this build has no CUDA kernels "
-                               "(no CUDA toolkit or nvcc when it was configured)"),
-                   SS_ERR_UNSUPPORTED;
-        if (n <= 0)
-            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                               "runtime: --backend cuda: no CUDA GPU on rank %d "
-                               "(cudaGetDeviceCount failed or found none)",
-                               s->rank),
-                   SS_ERR_UNSUPPORTED;
-        if (s->device < 0)
-            s->device = s->rank % n;
-        if (s->device >= n)
-            return ss_diag_set(d, SS_ERR_INVALID, "runtime: GPU %d asked for, %d present",
-                               s->device, n),
-                   SS_ERR_INVALID;
-    }
+    ss_status st0 = ss_rt_backend_check(s->cuda, s->rank, d);
+    if (st0 != SS_OK)
+        return st0;
+    s->be = s->cuda ? ss_rt_cuda_backend() : &ss_rt_cpu_backend;
     s->n_t = ss_graph_n_tensors(g);
     s->n_ops = ss_graph_n_ops(g);
     s->buf = calloc((size_t)s->n_t, sizeof *s->buf);
@@ -343,10 +270,10 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
     s->vol = calloc((size_t)s->n_t, sizeof *s->vol);
     s->op_off = calloc((size_t)s->n_ops + 1, sizeof *s->op_off);
     if (!s->buf || !s->grad || !s->vol || !s->op_off)
-        return nomem(d);
+        return ss_rt_nomem(d);
     if (adam && (!(s->adam_m = calloc((size_t)s->n_t, sizeof *s->adam_m)) ||
                  !(s->adam_v = calloc((size_t)s->n_t, sizeof *s->adam_v))))
-        return nomem(d);
+        return ss_rt_nomem(d);
     for (int t = 0; t < s->n_t; t++) {
         const ss_tensor *T = ss_graph_tensor(g, t);
         s->vol[t] = tvol(T);
@@ -357,15 +284,15 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
                                T->name, ss_dtype_name(T->dtype)),
                    SS_ERR_UNSUPPORTED;
         if (!(s->buf[t] = zalloc((size_t)s->vol[t] * ss_dtype_size(T->dtype))))
-            return nomem(d);
+            return ss_rt_nomem(d);
         if (T->dtype == SS_F32 && !(s->grad[t] = zalloc((size_t)s->vol[t] * sizeof(float))))
-            return nomem(d);
+            return ss_rt_nomem(d);
         if (T->is_weight || (T->producer >= 0 && ss_graph_op(g, T->producer)->type == SS_OP_INPUT))
             fill(g, t, s->buf[t], seed);
         if (adam && T->is_weight &&
             (!(s->adam_m[t] = zalloc((size_t)s->vol[t] * sizeof(float))) ||
              !(s->adam_v[t] = zalloc((size_t)s->vol[t] * sizeof(float)))))
-            return nomem(d);
+            return ss_rt_nomem(d);
     }
     int cap = 0;
     for (int o = 0; o < s->n_ops; o++) {
@@ -380,7 +307,7 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
         cap += c->ntiles;
     }
     if (!(s->tiles = calloc((size_t)cap + 1, sizeof *s->tiles)))
-        return nomem(d);
+        return ss_rt_nomem(d);
     for (int o = 0; o < s->n_ops; o++) {
         const ss_op *op = ss_graph_op(g, o);
         const ss_pconfig *c = ss_plan_config(s->p, o);
@@ -397,48 +324,27 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
             t->r = i % c->red;
             t->q = i / c->red % c->rep;
             ss_pconfig_tile(g, op, c, i, &tl);
-            ss_status st = ss_kernel_setup(&t->a, SS_BACKEND_CPU, g, op, &tl, d);
+            ss_status st = ss_kernel_setup(&t->a, s->cuda ? SS_BACKEND_CUDA : SS_BACKEND_CPU, g,
+                                           op, &tl, d);
             if (st != SS_OK)
                 return st;
-            ss_kargs *a = &t->a;
-            a->seed = seed + (uint64_t)o;
-            for (int x = 0; x < a->n_x; x++) {
-                size_t b = ss_kernel_x_bytes(a, x);
-                if (!(a->x[x] = zalloc(b)) || (a->xt[x] == SS_F32 && !(a->dx[x] = zalloc(b))))
-                    return nomem(d);
-            }
-            for (int k = 0; k < a->n_y; k++) {
-                size_t b = ss_kernel_y_bytes(a, k);
-                if (a->yt[k] != SS_F32)
+            t->a.seed = seed + (uint64_t)o;
+            for (int k = 0; k < t->a.n_y; k++)
+                if (t->a.yt[k] != SS_F32)
                     return ss_diag_set(d, SS_ERR_UNSUPPORTED, "runtime: op %s outputs %s (not f32)",
-                                       op->name, ss_dtype_name(a->yt[k])),
+                                       op->name, ss_dtype_name(t->a.yt[k])),
                            SS_ERR_UNSUPPORTED;
-                if (!(a->y[k] = zalloc(b)) || !(a->dy[k] = zalloc(b)))
-                    return nomem(d);
-            }
-            if (!(a->saved = zalloc(a->saved_bytes)) || !(a->work = zalloc(a->work_bytes)))
-                return nomem(d);
-            if (s->cuda) {
-                if (op->type == SS_OP_SOFTMAX_CE && c->red > 1)
-                    return ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                                       "runtime: op %s splits the loss's vocabulary; the CUDA "
-                                       "runtime does not combine split losses yet",
-                                       op->name),
-                           SS_ERR_UNSUPPORTED;
-                if ((st = ss_kernel_setup(&t->da, SS_BACKEND_CUDA, g, op, &tl, d)) != SS_OK)
-                    return st;
-                if ((st = ss_kernel_alloc(&t->da, SS_BACKEND_CUDA, s->device, a->seed, d)) !=
-                    SS_OK) {
-                    t->da.op = NULL;
-                    return st;
-                }
-            }
+            if (s->cuda && op->type == SS_OP_SOFTMAX_CE && c->red > 1)
+                return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                                   "runtime: op %s splits the loss's vocabulary; the CUDA "
+                                   "runtime does not combine split losses yet",
+                                   op->name),
+                       SS_ERR_UNSUPPORTED;
         }
     }
     s->op_off[s->n_ops] = s->n_tiles;
     return SS_OK;
 }
-
 /* ------------------------------------------------------------ schedule */
 
 typedef struct okey {
@@ -464,7 +370,7 @@ static int in_group(const ss_build_descs *x, const ss_build_desc *e, int dev)
     return 0;
 }
 
-static int local_tile(const ss_rt_state *s, int op, int idx)
+int ss_rt_local_tile(const ss_rt_state *s, int op, int idx)
 {
     for (int i = s->op_off[op]; i < s->op_off[op + 1]; i++)
         if (s->tiles[i].idx == idx)
@@ -508,7 +414,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     ss_status st = SS_OK;
     okey *keys = NULL;
     if (!mm || !e || !s->b || !s->tg) {
-        st = nomem(d);
+        st = ss_rt_nomem(d);
         goto out;
     }
     if ((st = ss_build_run(s->b, s->p, s->tg, mm, d)) != SS_OK ||
@@ -538,7 +444,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     s->sim_dur = malloc((size_t)(n + 1) * sizeof *s->sim_dur);
     if (!keys || !s->mine || !s->task_tile || !s->combine_after || !s->sim_start ||
         !s->sim_dur) {
-        st = nomem(d);
+        st = ss_rt_nomem(d);
         goto out;
     }
     for (int t = 0; t < n; t++) {
@@ -552,7 +458,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
         s->task_tile[t] = -1;
         if (k == SS_TASK_FWD || k == SS_TASK_BWD) {
             take = x->dev == me && ss_graph_op(s->g, tg->op[t])->type != SS_OP_INPUT;
-            if (take && (s->task_tile[t] = local_tile(s, tg->op[t], tg->tile[t])) < 0) {
+            if (take && (s->task_tile[t] = ss_rt_local_tile(s, tg->op[t], tg->tile[t])) < 0) {
                 st = ss_diag_set(d, SS_ERR_INVALID, "runtime: task %d names no tile of rank %d",
                                  t, me);
                 goto out;
@@ -560,21 +466,8 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
         } else if (k == SS_TASK_UPDATE) {
             take = x->dev == me;
         } else if (k == SS_TASK_XFER) {
-            if (x->parts > 1) {
-                st = ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                                 "runtime: the plan's scatter-gather pipeline sends (op %s) are "
-                                 "not executed yet",
-                                 ss_graph_op(s->g, tg->op[t])->name);
-                goto out;
-            }
             take = x->src == me || x->dst == me;
         } else if (k == SS_TASK_COLLECTIVE) {
-            if (x->coll == SS_BUILD_COLL_SENDGATHER) {
-                st = ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                                 "runtime: the plan's scatter-gather pipeline sends are not "
-                                 "executed yet");
-                goto out;
-            }
             take = in_group(&s->ds, x, me);
         }
         if (take)
@@ -608,40 +501,35 @@ out:
     ss_memory_free(mm);
     return st;
 }
-/* ------------------------------------------------------------ one iteration */
+/* ------------------------------------------------------------ helpers */
 
-static int operand_tensor(const ss_op *op, int i)
+int ss_rt_operand_tensor(const ss_op *op, int i)
 {
     return i < op->n_in ? op->inputs[i] : op->weights[i - op->n_in];
 }
 
-typedef struct iter_ctx {
-    ss_rt_state *s;
-    const ss_rt_comm *c;
-    double lr;
-    int64_t ncoll, nxfer;
-    double bytes;
-    double comp_ms, comp_cpu_ms, comm_ms; /* this iteration: kernels (wall, CPU), communication */
-    int trace;  /* record events in s->ev (the last iteration) */
-    double t0;  /* iteration start (ms) */
-    ss_rt_result *r; /* per-class sums of the last iteration */
-} iter_ctx;
+void ss_rt_slice_of(int64_t vol, int k, int n, int64_t *lo, int64_t *hi)
+{
+    int64_t c = (vol + n - 1) / n;
+    *lo = c * k < vol ? c * k : vol;
+    *hi = c * (k + 1) < vol ? c * (k + 1) : vol;
+}
 
-static double now_ms(void)
+double ss_rt_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static double cpu_ms(void)
+double ss_rt_cpu_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static int task_class(const ss_rt_state *s, int task)
+int ss_rt_task_class(const ss_rt_state *s, int task)
 {
     int k = s->tg->kind[task];
     int t = k == SS_TASK_FWD || k == SS_TASK_BWD ? (int)ss_graph_op(s->g, s->tg->op[task])->type : 0;
@@ -657,484 +545,27 @@ void ss_rt_class_name(int c, char *buf, size_t n)
         snprintf(buf, n, "%s", ss_task_kind_name((ss_task_kind)k));
 }
 
-/* Record a task of the last iteration: its class's sums, and its trace
- * event when tracing (allocation failure: the event is dropped). */
-static void record(iter_ctx *x, int task, int tid, double w0, double w1, double bytes)
+/* (allocation failure: the trace event is dropped) */
+void ss_rt_record(rt_iter *x, int task, int tid, double w0, double w1, double bytes, int comm)
 {
     ss_rt_state *s = x->s;
     if (x->r && x->r->cls_ms) {
-        x->r->cls_ms[task_class(s, task)] += w1 - w0;
-        if (tid == 1) /* communication: its CPU time is its wall time's spin */
-            x->r->cls_cpu_ms[task_class(s, task)] += w1 - w0;
+        x->r->cls_ms[ss_rt_task_class(s, task)] += w1 - w0;
+        if (comm) /* communication: its CPU time is its wall time's spin */
+            x->r->cls_cpu_ms[ss_rt_task_class(s, task)] += w1 - w0;
     }
     if (!x->trace || ss_grow((void **)&s->ev, &s->cap_ev, s->n_ev + 1, sizeof *s->ev))
         return;
     s->ev[s->n_ev++] = (rt_event){task, tid, (w0 - x->t0) * 1e3, (w1 - w0) * 1e3, bytes};
 }
 
-static ss_status grow_scratch(ss_rt_state *s, int64_t n, ss_diag *d)
+int ss_rt_loss_owner(const ss_rt_state *s, const rt_tile *tl)
 {
-    if (n <= s->cap_scratch)
-        return SS_OK;
-    float *p = realloc(s->scratch, (size_t)n * sizeof(float));
-    if (!p)
-        return nomem(d);
-    s->scratch = p;
-    s->cap_scratch = n;
-    return SS_OK;
-}
-
-/* Reductions over a group of devices (ranks); one member: nothing. */
-static ss_status group_reduce(iter_ctx *x, const int *devs, int n, float *b, int64_t cnt, int op,
-                              ss_diag *d)
-{
-    if (n < 2 || cnt == 0)
-        return SS_OK;
-    x->bytes += (double)cnt * sizeof(float);
-    return x->c->allreduce_f32(x->c->ctx, devs, n, b, cnt, op, d);
-}
-
-/* Vocabulary-split cross-entropy, unit of tiles first .. first + red - 1 of
- * op o over group devs[0..n): combine the shards' log-sum-exp of every row
- * (max, then sum of exp), correct the local partial losses in the loss
- * buffer and keep the global lse for the backward, then sum the partial
- * losses over the group. */
-static ss_status ce_combine(iter_ctx *x, int o, int first, int red, const int *devs, int n,
-                            ss_diag *d)
-{
-    ss_rt_state *s = x->s;
-    const ss_op *op = ss_graph_op(s->g, o);
-    int t = op->outputs[0];
-    const ss_tensor *T = ss_graph_tensor(s->g, t);
-    rt_tile *loc[64];
-    int nl = 0;
-    for (int j = first; j < first + red; j++) {
-        int i = local_tile(s, o, j);
-        if (i >= 0 && nl == 64)
-            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                               "runtime: op %s: more than 64 vocabulary shards on one rank",
-                               op->name),
-                   SS_ERR_UNSUPPORTED;
-        if (i >= 0)
-            loc[nl++] = &s->tiles[i];
-    }
-    if (nl == 0)
-        return SS_OK;
-    const ss_region *R = &loc[0]->a.yr[0];
-    int64_t rows = ss_region_volume(R);
-    if (rows > s->cap_ce) {
-        float *m = realloc(s->ce_m, (size_t)rows * sizeof(float));
-        if (m)
-            s->ce_m = m;
-        float *v = realloc(s->ce_s, (size_t)rows * sizeof(float));
-        if (v)
-            s->ce_s = v;
-        if (!m || !v)
-            return nomem(d);
-        s->cap_ce = rows;
-    }
-    float *gm = s->ce_m, *gs = s->ce_s;
-    for (int64_t i = 0; i < rows; i++) {
-        gm[i] = -INFINITY;
-        gs[i] = 0;
-    }
-    for (int k = 0; k < nl; k++) {
-        const float *lse = loc[k]->a.saved;
-        for (int64_t i = 0; i < rows; i++)
-            gm[i] = lse[i] > gm[i] ? lse[i] : gm[i];
-    }
-    ss_status st = group_reduce(x, devs, n, gm, rows, 1, d);
-    if (st != SS_OK)
-        return st;
-    for (int k = 0; k < nl; k++) {
-        const float *lse = loc[k]->a.saved;
-        for (int64_t i = 0; i < rows; i++)
-            gs[i] += expf(lse[i] - gm[i]);
-    }
-    if ((st = group_reduce(x, devs, n, gs, rows, 0, d)) != SS_OK)
-        return st;
-    if ((st = grow_scratch(s, rows, d)) != SS_OK)
-        return st;
-    for (int k = 0; k < nl; k++) {
-        float *lse = loc[k]->a.saved, *y = loc[k]->a.y[0], *delta = s->scratch;
-        for (int64_t i = 0; i < rows; i++) {
-            float G = gm[i] + logf(gs[i]);
-            delta[i] = -lse[i] + (loc[k]->r == 0 ? G : 0.0f);
-            y[i] += delta[i];
-            lse[i] = G;
-        }
-        region_io(T, s->buf[t], R, delta, 1);
-    }
-    if (n < 2)
-        return SS_OK;
-    region_io(T, s->buf[t], R, s->scratch, 0);
-    if ((st = group_reduce(x, devs, n, s->scratch, rows, 0, d)) != SS_OK)
-        return st;
-    region_io(T, s->buf[t], R, s->scratch, 3);
-    return SS_OK;
-}
-
-/* A tile's forward (bwd 0) or backward kernel on the host buffers: the CPU
- * kernel, or the CUDA kernel on the tile's GPU buffers with its inputs
- * (operands; output gradients) uploaded before and its results (outputs;
- * operand gradients) downloaded after. */
-static ss_status kernel_call(ss_rt_state *s, rt_tile *tl, int bwd, ss_diag *d)
-{
-    ss_kargs *a = &tl->a, *g = &tl->da;
-    if (!s->cuda)
-        return bwd ? ss_kernel_backward(SS_BACKEND_CPU, a, d)
-                   : ss_kernel_forward(SS_BACKEND_CPU, a, d);
-    int bad = 0;
-    if (!bwd)
-        for (int i = 0; i < a->n_x && !bad; i++)
-            bad = ss_cuda_upload(g->x[i], a->x[i], ss_kernel_x_bytes(a, i));
-    else
-        for (int k = 0; k < a->n_y && !bad; k++)
-            bad = ss_cuda_upload(g->dy[k], a->dy[k], ss_kernel_y_bytes(a, k));
-    if (bad)
-        return ss_diag_set(d, SS_ERR_IO, "runtime: copy to GPU %d failed", s->device);
-    ss_status st = bwd ? ss_kernel_backward(SS_BACKEND_CUDA, g, d)
-                       : ss_kernel_forward(SS_BACKEND_CUDA, g, d);
-    if (st != SS_OK || (st = ss_kernel_sync(SS_BACKEND_CUDA, g, d)) != SS_OK)
-        return st;
-    if (!bwd)
-        for (int k = 0; k < a->n_y && !bad; k++)
-            bad = ss_cuda_download(a->y[k], g->y[k], ss_kernel_y_bytes(a, k));
-    else
-        for (int i = 0; i < a->n_x && !bad; i++)
-            bad = a->dx[i] && ss_cuda_download(a->dx[i], g->dx[i], ss_kernel_x_bytes(a, i));
-    return bad ? ss_diag_set(d, SS_ERR_IO, "runtime: copy from GPU %d failed", s->device)
-               : SS_OK;
-}
-
-static ss_status run_compute(iter_ctx *x, int task, ss_diag *d)
-{
-    ss_rt_state *s = x->s;
-    const ss_taskgraph *tg = s->tg;
-    rt_tile *tl = &s->tiles[s->task_tile[task]];
-    ss_kargs *a = &tl->a;
-    const ss_op *op = ss_graph_op(s->g, tl->op);
-    int red = ss_plan_config(s->p, tl->op)->red;
-    double w0 = now_ms(), c0 = cpu_ms();
-    ss_status st;
-    if (tg->kind[task] == SS_TASK_FWD) {
-        for (int xi = 0; xi < a->n_x; xi++) {
-            int t = operand_tensor(op, xi);
-            region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
-        }
-        if ((st = kernel_call(s, tl, 0, d)) != SS_OK)
-            return st;
-        for (int k = 0; k < a->n_y; k++) {
-            int t = op->outputs[k];
-            region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->yr[k], a->y[k], red > 1 ? 1 : 3);
-        }
-    } else {
-        for (int k = 0; k < a->n_y; k++) {
-            int t = op->outputs[k];
-            region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
-        }
-        if ((st = kernel_call(s, tl, 1, d)) != SS_OK)
-            return st;
-        for (int xi = 0; xi < a->n_x; xi++) {
-            int t = operand_tensor(op, xi);
-            if (!a->dx[xi] || !s->grad[t] || (xi >= op->n_in && tl->q > 0))
-                continue; /* a weight's gradient counts replica 0 only */
-            region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->xr[xi], a->dx[xi], 1);
-        }
-    }
-    double c1 = cpu_ms() - c0;
-    x->comp_cpu_ms += c1;
-    if (x->r && x->r->cls_cpu_ms)
-        x->r->cls_cpu_ms[task_class(s, task)] += c1;
-    double w1 = now_ms();
-    x->comp_ms += w1 - w0;
-    record(x, task, 0, w0, w1, 0);
-    if (s->combine_after[task]) {
-        int first = tl->idx - tl->idx % red;
-        return ce_combine(x, tl->op, first, red, &s->rank, 1, d);
-    }
-    return SS_OK;
-}
-
-typedef struct upd_ctx {
-    ss_rt_state *s;
-    int t;
-    int64_t lo, hi, at; /* elements [lo, hi) of the region's row-major order */
-    double lr, c1, c2;
-} upd_ctx;
-
-static void upd_row(void *c, int64_t toff, int64_t roff, int64_t len)
-{
-    upd_ctx *u = c;
-    (void)roff;
-    int64_t a = u->at, b = u->at + len;
-    u->at = b;
-    a = a > u->lo ? a : u->lo;
-    b = b < u->hi ? b : u->hi;
-    if (a >= b)
-        return;
-    toff += a - (u->at - len);
-    len = b - a;
-    float *w = (float *)u->s->buf[u->t] + toff, *g = u->s->grad[u->t] + toff;
-    if (!u->s->adam_m) {
-        float l = (float)u->lr;
-        for (int64_t i = 0; i < len; i++)
-            w[i] -= l * g[i];
-        return;
-    }
-    float *m = u->s->adam_m[u->t] + toff, *v = u->s->adam_v[u->t] + toff;
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    for (int64_t i = 0; i < len; i++) {
-        m[i] = (float)(b1 * m[i] + (1 - b1) * g[i]);
-        v[i] = (float)(b2 * v[i] + (1 - b2) * (double)g[i] * g[i]);
-        w[i] -= (float)(u->lr * (m[i] / u->c1) / (sqrt(v[i] / u->c2) + eps));
-    }
-}
-
-/* Slice k of n of a region of vol elements (the distributed optimizer's). */
-static void slice_of(int64_t vol, int k, int n, int64_t *lo, int64_t *hi)
-{
-    int64_t c = (vol + n - 1) / n;
-    *lo = c * k < vol ? c * k : vol;
-    *hi = c * (k + 1) < vol ? c * (k + 1) : vol;
-}
-
-static void run_update(iter_ctx *x, int task)
-{
-    ss_rt_state *s = x->s;
-    const ss_build_desc *e = &s->ds.t[task];
-    const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
-    double w0 = now_ms(), c0 = cpu_ms();
-    upd_ctx u = {s, e->tensor, 0, 0, 0, x->lr, 1 - pow(0.9, s->step), 1 - pow(0.999, s->step)};
-    slice_of(ss_region_volume(&e->reg), e->split_k, e->split_n, &u.lo, &u.hi);
-    walk(T->shape, T->ndim, &e->reg, upd_row, &u);
-    double c1 = cpu_ms() - c0;
-    x->comp_cpu_ms += c1;
-    if (x->r && x->r->cls_cpu_ms)
-        x->r->cls_cpu_ms[task_class(s, task)] += c1;
-    double w1 = now_ms();
-    x->comp_ms += w1 - w0;
-    record(x, task, 0, w0, w1, 0);
-}
-
-static ss_status run_xfer(iter_ctx *x, int task, ss_diag *d)
-{
-    ss_rt_state *s = x->s;
-    const ss_build_desc *e = &s->ds.t[task];
-    const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
-    void *src = e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor];
-    int64_t n = ss_region_volume(&e->reg);
-    if (!src || T->dtype != SS_F32)
-        return ss_diag_set(d, SS_ERR_UNSUPPORTED, "runtime: a transfer of %s (%s) is not f32",
-                           T->name, ss_dtype_name(T->dtype)),
-               SS_ERR_UNSUPPORTED;
-    ss_status st = grow_scratch(s, n, d);
-    if (st != SS_OK)
-        return st;
-    double w0 = now_ms();
-    if (e->src == s->rank) {
-        region_io(T, src, &e->reg, s->scratch, 0);
-        st = x->c->send_f32(x->c->ctx, e->dst, s->scratch, n, d);
-    } else {
-        if ((st = x->c->recv_f32(x->c->ctx, e->src, s->scratch, n, d)) == SS_OK)
-            region_io(T, src, &e->reg, s->scratch, e->grad ? 1 : 3);
-    }
-    double w1 = now_ms();
-    x->comm_ms += w1 - w0;
-    x->nxfer++;
-    x->bytes += (double)n * sizeof(float);
-    record(x, task, 1, w0, w1, (double)n * sizeof(float));
-    return st;
-}
-
-/* The element offset of region r in a tensor of shape sh (nd dims) when
- * its elements are contiguous there (dims before some k of extent 1, dims
- * after k whole), else -1. */
-static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r)
-{
-    int k = 0;
-    while (k < nd - 1 && r->r[k].hi - r->r[k].lo == 1)
-        k++;
-    for (int j = k + 1; j < nd; j++)
-        if (r->r[j].lo != 0 || r->r[j].hi != sh[j])
-            return -1;
-    int64_t off = 0;
-    for (int j = 0; j < nd; j++)
-        off = off * sh[j] + r->r[j].lo;
-    return off;
-}
-
-/* A collective whose items are all contiguous f32 regions and not a gather:
- * its part summed in place, item by item (no packing: the bytes the
- * simulator prices, nothing more). *done 0 when it does not apply. */
-static ss_status coll_in_place(iter_ctx *x, const ss_build_desc *e, const int *devs, int *done,
-                               ss_diag *d)
-{
-    ss_rt_state *s = x->s;
-    int64_t total = 0;
-    *done = 0;
-    if (e->gather)
-        return SS_OK;
-    for (int i = 0; i < e->n_item; i++) {
-        const ss_build_item *it = &s->ds.items[e->item_off + i];
-        const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
-        void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
-        if (!b || T->dtype != SS_F32 || contiguous_at(T->shape, T->ndim, &it->reg) < 0)
-            return SS_OK;
-        total += ss_region_volume(&it->reg);
-    }
-    int64_t lo, hi, at = 0;
-    slice_of(total, e->part, e->n_parts, &lo, &hi);
-    for (int i = 0; i < e->n_item; i++) {
-        const ss_build_item *it = &s->ds.items[e->item_off + i];
-        const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
-        float *b = e->grad ? s->grad[it->tensor] : (float *)s->buf[it->tensor];
-        int64_t v = ss_region_volume(&it->reg), a = at > lo ? at : lo,
-                z = at + v < hi ? at + v : hi;
-        b += contiguous_at(T->shape, T->ndim, &it->reg);
-        if (a < z) {
-            ss_status st = group_reduce(x, devs, e->n_dev, b + (a - at), z - a, 0, d);
-            if (st != SS_OK)
-                return st;
-        }
-        at += v;
-    }
-    *done = 1;
-    return SS_OK;
-}
-
-/* A collective: its items laid end to end, summed over the group (a split
- * bucket: its part), laid back (in place where coll_in_place applies). The
- * distributed optimizer's gather sums each member's updated slices (zeros
- * elsewhere). */
-static ss_status run_coll(iter_ctx *x, int task, ss_diag *d)
-{
-    ss_rt_state *s = x->s;
-    const ss_build_desc *e = &s->ds.t[task];
-    const int *devs = s->ds.devs + e->dev_off;
-    double w0 = now_ms();
-    ss_status st = SS_OK;
-    int done = 0;
-    const ss_op *op = e->unit >= 0 ? ss_graph_op(s->g, s->tg->op[task]) : NULL;
-    if (op && op->type == SS_OP_SOFTMAX_CE && e->coll == SS_BUILD_COLL_PARTIAL) {
-        st = ce_combine(x, op->id, e->first_tile, e->red, devs, e->n_dev, d);
-    } else if (e->n_dev > 1 && (st = coll_in_place(x, e, devs, &done, d)) == SS_OK && !done) {
-        int64_t total = 0;
-        for (int i = 0; i < e->n_item; i++)
-            total += ss_region_volume(&s->ds.items[e->item_off + i].reg);
-        if ((st = grow_scratch(s, total, d)) != SS_OK)
-            return st;
-        int me = 0;
-        while (devs[me] != s->rank)
-            me++;
-        int64_t at = 0;
-        for (int i = 0; i < e->n_item; i++) {
-            const ss_build_item *it = &s->ds.items[e->item_off + i];
-            const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
-            void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
-            if (!b || T->dtype != SS_F32)
-                return ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                                   "runtime: a collective over %s (%s) is not f32", T->name,
-                                   ss_dtype_name(T->dtype)),
-                       SS_ERR_UNSUPPORTED;
-            int64_t v = ss_region_volume(&it->reg), lo, hi;
-            region_io(T, b, &it->reg, s->scratch + at, 0);
-            if (e->gather) {
-                slice_of(v, me, e->n_dev, &lo, &hi);
-                memset(s->scratch + at, 0, (size_t)lo * sizeof(float));
-                memset(s->scratch + at + hi, 0, (size_t)(v - hi) * sizeof(float));
-            }
-            at += v;
-        }
-        int64_t lo, hi;
-        slice_of(total, e->part, e->n_parts, &lo, &hi);
-        if ((st = group_reduce(x, devs, e->n_dev, s->scratch + lo, hi - lo, 0, d)) != SS_OK)
-            return st;
-        at = 0;
-        for (int i = 0; i < e->n_item; i++) {
-            const ss_build_item *it = &s->ds.items[e->item_off + i];
-            void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
-            region_io(ss_graph_tensor(s->g, it->tensor), b, &it->reg, s->scratch + at, 3);
-            at += ss_region_volume(&it->reg);
-        }
-    }
-    double w1 = now_ms();
-    x->comm_ms += w1 - w0;
-    x->ncoll++;
-    record(x, task, 1, w0, w1, s->tg->bytes[task]);
-    return st;
-}
-
-/* Zero what this iteration accumulates into (split contractions' outputs,
- * every gradient a local tile reads or writes) and seed the loss gradient
- * (d mean loss) over the regions of the loss tiles here (a loss has no
- * consumers, so no collective brings its gradient: every tile's device
- * seeds it). */
-static void iteration_start(ss_rt_state *s)
-{
-    const ss_graph *g = s->g;
-    for (int i = 0; i < s->n_tiles; i++) {
-        rt_tile *tl = &s->tiles[i];
-        const ss_op *op = ss_graph_op(g, tl->op);
-        const ss_pconfig *c = ss_plan_config(s->p, tl->op);
-        ss_kargs *a = &tl->a;
-        for (int xi = 0; xi < a->n_x; xi++) {
-            int t = operand_tensor(op, xi);
-            if (s->grad[t])
-                region_io(ss_graph_tensor(g, t), s->grad[t], &a->xr[xi], NULL, 4);
-        }
-        for (int k = 0; k < a->n_y; k++) {
-            int t = op->outputs[k];
-            region_io(ss_graph_tensor(g, t), s->grad[t], &a->yr[k], NULL, 4);
-            if (c->red > 1)
-                region_io(ss_graph_tensor(g, t), s->buf[t], &a->yr[k], NULL, 4);
-        }
-    }
-    for (int i = 0; i < s->n_tiles; i++) {
-        rt_tile *tl = &s->tiles[i];
-        const ss_op *op = ss_graph_op(g, tl->op);
-        for (int k = 0; k < op->n_out; k++) {
-            int t = op->outputs[k];
-            if (ss_graph_n_consumers(g, t) > 0 || !s->grad[t])
-                continue;
-            float v = (float)(1.0 / (double)s->vol[t]);
-            int64_t n = ss_region_volume(&tl->a.yr[k]);
-            for (int64_t e = 0; e < n; e++)
-                ((float *)tl->a.dy[k])[e] = v;
-            region_io(ss_graph_tensor(g, t), s->grad[t], &tl->a.yr[k], tl->a.dy[k], 3);
-        }
-    }
-}
-
-static ss_status iteration(iter_ctx *x, ss_diag *d)
-{
-    ss_rt_state *s = x->s;
-    iteration_start(s);
-    s->step++;
-    for (int i = 0; i < s->n_mine; i++) {
-        int t = s->mine[i];
-        ss_status st = SS_OK;
-        switch ((ss_task_kind)s->tg->kind[t]) {
-        case SS_TASK_FWD:
-        case SS_TASK_BWD:
-            st = run_compute(x, t, d);
-            break;
-        case SS_TASK_UPDATE:
-            run_update(x, t);
-            break;
-        case SS_TASK_XFER:
-            st = run_xfer(x, t, d);
-            break;
-        case SS_TASK_COLLECTIVE:
-            st = run_coll(x, t, d);
-            break;
-        default:
-            break;
-        }
-        if (st != SS_OK)
-            return st;
-    }
-    return SS_OK;
+    if (ss_graph_op(s->g, tl->op)->type != SS_OP_SOFTMAX_CE)
+        return 0;
+    const ss_pconfig *pc = ss_plan_config(s->p, tl->op);
+    int cls = tl->idx / pc->red / pc->rep, owner = pc->devices[cls * pc->rep * pc->red];
+    return tl->r == 0 && tl->q == 0 && owner == s->rank;
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -1143,37 +574,44 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Mean loss over every loss tensor; each rank holds the whole loss only
- * over its own regions, so the ranks' partial sums are summed (rank 0 of a
- * region: the rank of the first device computing it). */
-static ss_status loss_of(const ss_rt_state *s, const ss_rt_comm *c, double *out, ss_diag *d)
+/* Mean loss over every loss tensor: the backend sums each element once over
+ * the ranks (a loss element's owner: ss_rt_loss_owner). */
+static ss_status loss_of(rt_iter *x, double *out, ss_diag *d)
 {
-    double acc[2] = {0, 0};
-    for (int i = 0; i < s->n_tiles; i++) {
-        const rt_tile *tl = &s->tiles[i];
-        const ss_op *op = ss_graph_op(s->g, tl->op);
-        if (op->type != SS_OP_SOFTMAX_CE)
-            continue;
-        const ss_pconfig *pc = ss_plan_config(s->p, tl->op);
-        int cls = tl->idx / pc->red / pc->rep, owner = pc->devices[cls * pc->rep * pc->red];
-        if (tl->r != 0 || tl->q != 0 || owner != s->rank)
-            continue;
-        int t = op->outputs[0];
-        int64_t n = ss_region_volume(&tl->a.yr[0]);
-        float *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-        if (!tmp)
-            return nomem(d);
-        region_io(ss_graph_tensor(s->g, t), s->buf[t], &tl->a.yr[0], tmp, 0);
-        for (int64_t e = 0; e < n; e++)
-            acc[0] += tmp[e];
-        free(tmp);
-    }
+    const ss_rt_state *s = x->s;
+    double sum = 0, n = 0;
+    ss_status st = s->be->loss(x, &sum, d);
     for (int o = 0; o < s->n_ops; o++)
         if (ss_graph_op(s->g, o)->type == SS_OP_SOFTMAX_CE)
-            acc[1] += (double)s->vol[ss_graph_op(s->g, o)->outputs[0]];
-    ss_status st = c->allreduce_f64(c->ctx, acc, 1, 0, d);
-    *out = acc[1] > 0 ? acc[0] / acc[1] : 0;
+            n += (double)s->vol[ss_graph_op(s->g, o)->outputs[0]];
+    *out = n > 0 ? sum / n : 0;
     return st;
+}
+
+ss_status ss_rt_plan_only(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
+                          const ss_plan *p, const ss_rt_config *cfg, int rank, int size,
+                          ss_rt_state **out, ss_rt_result *r, ss_diag *d)
+{
+    *out = NULL;
+    ss_rt_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ss_rt_nomem(d);
+    s->g = g;
+    s->p = p;
+    s->rank = rank;
+    s->size = size;
+    s->cuda = cfg->cuda;
+    s->device = cfg->device;
+    s->adam = cfg->adam;
+    ss_status st = setup(s, cfg->seed, cfg->adam, d);
+    if (st == SS_OK)
+        st = schedule(s, m, cm, r, d);
+    if (st != SS_OK) {
+        ss_rt_free(s);
+        return st;
+    }
+    *out = s;
+    return SS_OK;
 }
 
 ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
@@ -1186,18 +624,11 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         return ss_diag_set(d, SS_ERR_INVALID,
                            "runtime: iterations must be >= 1, warmup >= 0 and lr > 0"),
                SS_ERR_INVALID;
-    ss_rt_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return nomem(d);
-    s->g = g;
-    s->p = p;
-    s->rank = comm->rank;
-    s->size = comm->size;
-    s->cuda = cfg->cuda;
-    s->device = cfg->device;
-    ss_status st = setup(s, cfg->seed, cfg->adam, d);
-    if (st == SS_OK)
-        st = schedule(s, m, cm, r, d);
+    ss_rt_state *s = NULL;
+    ss_status st = ss_rt_plan_only(g, m, cm, p, cfg, comm->rank, comm->size, &s, r, d);
+    if (st != SS_OK)
+        return st;
+    st = s->be->prepare(s, comm, d);
     r->n_iter = cfg->warmup + cfg->iterations;
     r->loss = calloc((size_t)r->n_iter, sizeof *r->loss);
     r->iter_ms = calloc((size_t)r->n_iter, sizeof *r->iter_ms);
@@ -1209,13 +640,13 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     r->cls_pred_ms = calloc(SS_RT_CLASSES, sizeof *r->cls_pred_ms);
     if (st == SS_OK && (!r->loss || !r->iter_ms || !parts || !iter_cpu || !r->cls_tasks ||
                         !r->cls_ms || !r->cls_cpu_ms || !r->cls_pred_ms))
-        st = nomem(d);
+        st = ss_rt_nomem(d);
     for (int i = 0; st == SS_OK && i < s->n_mine; i++) {
-        int c = task_class(s, s->mine[i]);
+        int c = ss_rt_task_class(s, s->mine[i]);
         r->cls_tasks[c]++;
         r->cls_pred_ms[c] += s->tg->dur[s->mine[i]] / 1e3;
     }
-    iter_ctx x;
+    rt_iter x;
     memset(&x, 0, sizeof x);
     x.s = s;
     x.c = comm;
@@ -1228,12 +659,12 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         x.r = it == r->n_iter - 1 ? r : NULL;
         if ((st = comm->barrier(comm->ctx, d)) != SS_OK)
             break;
-        double t0 = now_ms(), c0 = cpu_ms();
+        double t0 = ss_rt_now_ms(), c0 = ss_rt_cpu_ms();
         x.t0 = t0;
-        if ((st = iteration(&x, d)) != SS_OK)
+        if ((st = s->be->iteration(&x, d)) != SS_OK)
             break;
-        double ms[2] = {now_ms() - t0, cpu_ms() - c0};
-        if ((st = loss_of(s, comm, &r->loss[it], d)) != SS_OK ||
+        double ms[2] = {ss_rt_now_ms() - t0, ss_rt_cpu_ms() - c0};
+        if ((st = loss_of(&x, &r->loss[it], d)) != SS_OK ||
             (st = comm->allreduce_f64(comm->ctx, ms, 2, 1, d)) != SS_OK)
             break;
         r->iter_ms[it] = ms[0];
@@ -1242,9 +673,11 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
         parts[3 * it + 1] = x.comp_cpu_ms;
         parts[3 * it + 2] = x.comm_ms;
     }
+    if (st == SS_OK)
+        st = s->be->readback(s, d);
     double *md = st == SS_OK ? malloc((size_t)cfg->iterations * sizeof *md) : NULL;
     if (st == SS_OK && !md)
-        st = nomem(d);
+        st = ss_rt_nomem(d);
     if (st != SS_OK) {
         free(parts);
         free(iter_cpu);
@@ -1282,7 +715,7 @@ ss_status ss_rt_trace_events(const ss_rt_state *s, char **out, ss_diag *d)
     size_t cap = (size_t)s->n_ev * (2 * SS_NAME_MAX + 300) + 1, n = 0;
     char *b = ss_malloc(cap);
     if (!b)
-        return nomem(d);
+        return ss_rt_nomem(d);
     b[0] = 0;
     for (int i = 0; i < s->n_ev; i++) {
         const rt_event *e = &s->ev[i];
@@ -1336,7 +769,7 @@ double ss_rt_weight_diff(const ss_rt_state *s, const ss_rt_state *ref, const cha
             for (int64_t e = 0; e < ref->vol[t]; e++)
                 mag = fabs((double)b[e]) > mag ? fabs((double)b[e]) : mag;
             diff_ctx c = {s->buf[t], b, 0};
-            walk(T->shape, T->ndim, &tl->a.xr[op->n_in + w], diff_row, &c);
+            ss_rt_walk(T->shape, T->ndim, &tl->a.xr[op->n_in + w], diff_row, &c);
             double rel = c.maxdiff / (mag > 0 ? mag : 1);
             if (rel > worst_v || !*worst) {
                 worst_v = rel > worst_v ? rel : worst_v;

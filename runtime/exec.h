@@ -1,6 +1,9 @@
 /*
  * exec.h — the runtime's executor: train a model under a plan for a few
- * iterations with the real CPU kernels (kernels/kernels.h). What is
+ * iterations with the real kernels (kernels/kernels.h) on the CPU backend
+ * (host tensors, ss_rt_comm) or the CUDA backend (device-resident tensors,
+ * NCCL, a stream per compute and communication channel:
+ * runtime/cuda/plan.h). What is
  * simulated is what runs: every rank builds the task graph the simulator
  * builds (simulator/build.h, the same builder, costs and engine), orders
  * its device's tasks by their simulated start, and executes them one after
@@ -48,7 +51,8 @@
  * allreduce_f32: in place over ranks[0..n) (every caller in the list; the
  * same list, in the same order, on every member), op 0 sum, 1 max.
  * allreduce_f64: over all ranks. send_f32 / recv_f32: blocking,
- * point-to-point, matched in call order between a pair. */
+ * point-to-point, matched in call order between a pair. bcast: bytes from
+ * ranks[0] to every rank of ranks[0..n) (the CUDA backend's NCCL ids). */
 typedef struct ss_rt_comm {
     int rank, size;
     void *ctx;
@@ -58,6 +62,7 @@ typedef struct ss_rt_comm {
     ss_status (*send_f32)(void *ctx, int peer, const float *buf, int64_t n, ss_diag *d);
     ss_status (*recv_f32)(void *ctx, int peer, float *buf, int64_t n, ss_diag *d);
     ss_status (*barrier)(void *ctx, ss_diag *d);
+    ss_status (*bcast)(void *ctx, const int *ranks, int n, void *buf, size_t bytes, ss_diag *d);
 } ss_rt_comm;
 
 /* The one-process communicator (rank 0 of 1: it has no peer). */
@@ -70,8 +75,8 @@ typedef struct ss_rt_config {
     uint64_t seed;   /* inputs and initial weights */
     int adam;        /* 0: SGD (w -= lr g); 1: Adam (beta 0.9, 0.999, eps 1e-8) */
     int trace;       /* 1: record the last iteration's tasks */
-    int cuda;        /* 0: CPU kernels; 1: CUDA kernels (cuBLAS) on GPU `device`, tiles'
-                      * operands staged through host memory, communication as on the CPU */
+    int cuda;        /* 0: CPU backend; 1: CUDA backend on GPU `device` (tensors resident
+                      * on the GPU, CUDA kernels, NCCL) */
     int device;      /* with cuda: the GPU (-1: rank mod the GPUs present) */
 } ss_rt_config;
 
@@ -108,6 +113,12 @@ typedef struct ss_rt_result {
 void ss_rt_class_name(int c, char *buf, size_t n);
 
 typedef struct ss_rt_state ss_rt_state;
+
+/* Whether this process can run the CPU (cuda 0) or the CUDA backend: a
+ * build with the CUDA kernels and NCCL, and a GPU (any cudaGetDeviceCount
+ * failure counts as none). SS_ERR_UNSUPPORTED naming what is missing and
+ * the rank otherwise. Touches no GPU memory: call it before any work. */
+ss_status ss_rt_backend_check(int cuda, int rank, ss_diag *d);
 
 /* Train graph g under plan p (validated for g and machine m, priced by cm:
  * both borrowed for the call) on comm->size ranks, device r on rank r

@@ -3,7 +3,8 @@
  * max) of floats over a group of ranks (MPI_COMM_WORLD for all of them,
  * else a communicator made once per distinct rank list with
  * MPI_Comm_create_group, collective over that group only), of doubles over
- * every rank, blocking point-to-point sends and receives, and a barrier.
+ * every rank, blocking point-to-point sends and receives, a barrier, and a
+ * byte broadcast from a group's first rank (the CUDA backend's NCCL ids).
  * Built only into simsearch-run.
  */
 #include "runtime/mpi/comm_mpi.h"
@@ -132,6 +133,21 @@ static ss_status recv_f32(void *ctx, int peer, float *buf, int64_t n, ss_diag *d
     return SS_OK;
 }
 
+static ss_status bcast(void *ctx, const int *ranks, int n, void *buf, size_t bytes, ss_diag *d)
+{
+    (void)ctx;
+    MPI_Comm c = MPI_COMM_WORLD;
+    if (n < 2)
+        return SS_OK;
+    if (bytes > (1u << 30))
+        return ss_diag_set(d, SS_ERR_INVALID, "runtime: broadcast of %zu bytes", bytes);
+    ss_status st = group_comm(ranks, n, &c, d);
+    if (st != SS_OK)
+        return st;
+    int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, c); /* root: ranks[0], group rank 0 */
+    return rc == MPI_SUCCESS ? SS_OK : fail(rc, "MPI_Bcast", d);
+}
+
 static ss_status barrier(void *ctx, ss_diag *d)
 {
     (void)ctx;
@@ -153,6 +169,7 @@ ss_status ss_rt_comm_mpi_init(ss_rt_comm *c, ss_diag *d)
     c->send_f32 = send_f32;
     c->recv_f32 = recv_f32;
     c->barrier = barrier;
+    c->bcast = bcast;
     return SS_OK;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of `simsearch run` (the runtime): usage errors exit 2,
-# the CUDA backend is refused (exit 1); with Open MPI, 2-rank runs of the MLP
+# without a GPU the CUDA backend is refused on every rank (exit 2); with Open MPI, 2-rank runs of the MLP
 # (data-, tensor- and pipeline-parallel) and of a small fp32 GPT (data- and
 # tensor-parallel) match the one-process run (numerics ok, --json fields);
 # a plan on more devices than ranks exits 2 naming the ranks, a plan for
@@ -41,14 +41,20 @@ PY
 }
 mpi() { ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 OPENBLAS_NUM_THREADS=1 \
   timeout 300 mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 "$@"; }
-# --backend cuda: refused before any iteration without a GPU (exit 2, saying
-# so); with one (scripts/gpu-check.sh runs it there) the run must pass
+# --backend cuda: refused before any rank starts work without a GPU or without
+# the CUDA backend (exit 2 on every rank, each naming itself); with a GPU
+# (scripts/gpu-check.sh runs it there) the one-rank run must pass
 one_device_plan
 mpi -np 1 "$bin" run --model "mlp:layers=2,hidden=128,in=64" --batch 32 \
   --topology topologies/local-cpu.json --plan "$tmp/one.json" --backend cuda \
   >/dev/null 2>"$tmp/e"; st=$?
-if grep -q "no CUDA GPU\|no CUDA kernels" "$tmp/e"; then
+if grep -q "no CUDA GPU\|no CUDA kernels\|no CUDA backend" "$tmp/e"; then
   [ $st -eq 2 ]; check "run --backend cuda without a GPU exits 2 ($st)" $?
+  mpi -np 2 "$bin" run --model "mlp:layers=2,hidden=128,in=64" --batch 32 \
+    --topology topologies/local-cpu.json --plan data-parallel --backend cuda \
+    >/dev/null 2>"$tmp/e2"; st=$?
+  [ $st -eq 2 ] && grep -q "rank 0: .*cuda" "$tmp/e2" && grep -q "rank 1: .*cuda" "$tmp/e2"
+  check "2 ranks, --backend cuda without a GPU: both ranks refuse and exit 2 ($st)" $?
   echo "SKIP: the CUDA runtime run: $(grep -o "no CUDA [^(]*" "$tmp/e" | head -1)"
 else
   [ $st -eq 0 ]; check "run --backend cuda on a GPU exits 0 ($st)" $?
@@ -96,8 +102,9 @@ sys.exit(0 if ok else 1)
 PY
 done
 # 4 ranks (oversubscribed): collectives over sub-groups (tensor- and
-# data-parallel pairs: MPI_Comm_create_group); tp x pp is refused (its
-# scatter-gather sends are not executed yet), exit 2 naming them
+# data-parallel pairs: MPI_Comm_create_group); tp x pp with Megatron's
+# scatter-gather stage-boundary sends (each tensor-parallel rank sends its
+# slice, the receivers all-gather) matches one process
 python3 - "$topo" "$tmp/cpu4.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
@@ -112,9 +119,17 @@ check "4 ranks: gpt megatron:tp=2,dp=2 exits 0" $?
 python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 else 1)' "$tmp/j"
 check "... numerics match one process" $?
 mpi -np 4 "$bin" run --model "$tmp/gpt.json" --topology "$tmp/cpu4.json" --plan megatron:tp=2,pp=2,mb=2 \
-  --batch 4 --iterations 1 --warmup 0 >/dev/null 2>"$tmp/e"; [ $? -eq 2 ]
-check "4 ranks: tp=2,pp=2 (scatter-gather sends) exits 2" $?
-grep -q "scatter-gather pipeline sends" "$tmp/e"; check "... naming them" $?
+  --batch 4 --iterations 1 --warmup 1 --json --trace "$tmp/sg.json" >"$tmp/j" 2>"$tmp/e"
+check "4 ranks: gpt megatron:tp=2,pp=2 (scatter-gather sends) exits 0" $?
+python3 - "$tmp/j" "$tmp/sg.json" <<'PY'; check "... numerics match one process; half-region sends, then the receivers' all-gathers" $?
+import json, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+t = json.load(open(sys.argv[2]))
+sends = [e for e in t if e["cat"] == "xfer"]
+gathers = [e for e in t if e["name"].startswith("allgather scatter-gather send")]
+print("tp x pp:", r["numerics"], len(sends), "sends,", len(gathers), "all-gathers")
+sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 and sends and gathers else 1)
+PY
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:tp=2 --batch 32 \
   --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace exits 0" $?
 python3 - "$tmp/t.json" <<'PY'; check "... a Chrome trace of both ranks' tasks, named as simulate --trace names them, in simulated order" $?

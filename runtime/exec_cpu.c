@@ -1,0 +1,641 @@
+/*
+ * exec_cpu.c — the executor's CPU backend (exec_int.h): every tensor in host
+ * memory, each task of the rank's list run in turn — the CPU kernels of its
+ * tiles, SGD or Adam on its weight shards, transfers and collectives through
+ * ss_rt_comm (MPI) — so the buffers hold, over the regions a task reads,
+ * what a one-process run holds there when it runs.
+ *
+ * Where the device plan (runtime/cuda/plan.h, the CUDA backend's) runs a
+ * transfer or collective on a communication stream, this backend defers its
+ * result as the GPU does: it is received or reduced at its turn into a
+ * buffer of its own and laid back into the tensors at the plan's lay-back
+ * point (so a CPU run on a GPU topology checks those points' numerics; on
+ * CPU topologies, whose communication occupies the compute stream, nothing
+ * is deferred).
+ *
+ * Invariant: a task runs only after every task it depends on has run on
+ * every rank involved (the rank's list is ordered by simulated start and the
+ * data it reads arrives through the transfer or collective tasks before it).
+ */
+
+#include "runtime/cuda/plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_state {
+    ss_rt_devplan plan;
+    char *defer;      /* [n_steps] its result waits in held[i] until laid back */
+    float **held;     /* [n_steps] */
+    int64_t *held_n;  /* [n_steps] capacity of held[i] */
+} cpu_state;
+
+static ss_status hold(ss_rt_state *s, int i, int64_t n, float **out, ss_diag *d)
+{
+    cpu_state *cs = s->bs;
+    if (n > cs->held_n[i]) {
+        float *p = realloc(cs->held[i], (size_t)n * sizeof(float));
+        if (!p)
+            return ss_rt_nomem(d);
+        cs->held[i] = p;
+        cs->held_n[i] = n;
+    }
+    *out = cs->held[i];
+    return SS_OK;
+}
+
+static void *zalloc(size_t n)
+{
+    size_t m = (n + SS_KERNEL_ALIGN - 1) / SS_KERNEL_ALIGN * SS_KERNEL_ALIGN;
+    void *b = aligned_alloc(SS_KERNEL_ALIGN, m ? m : SS_KERNEL_ALIGN);
+    if (b)
+        memset(b, 0, m ? m : SS_KERNEL_ALIGN);
+    return b;
+}
+
+static void cpu_release(ss_rt_state *s)
+{
+    cpu_state *cs = s->bs;
+    if (cs) {
+        for (int i = 0; i < cs->plan.n_steps && cs->held; i++)
+            free(cs->held[i]);
+        free(cs->held);
+        free(cs->held_n);
+        free(cs->defer);
+        ss_rt_devplan_clear(&cs->plan);
+        free(cs);
+        s->bs = NULL;
+    }
+    for (int i = 0; i < s->n_tiles; i++) {
+        ss_kargs *a = &s->tiles[i].a;
+        for (int x = 0; x < a->n_x; x++) {
+            free(a->x[x]);
+            free(a->dx[x]);
+            a->x[x] = a->dx[x] = NULL;
+        }
+        for (int k = 0; k < a->n_y; k++) {
+            free(a->y[k]);
+            free(a->dy[k]);
+            a->y[k] = a->dy[k] = NULL;
+        }
+        free(a->saved);
+        free(a->work);
+        a->saved = a->work = NULL;
+    }
+}
+
+/* The host buffers of this rank's tiles. */
+static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
+{
+    (void)c;
+    cpu_state *cs = calloc(1, sizeof *cs);
+    if (!cs)
+        return ss_rt_nomem(d);
+    s->bs = cs;
+    ss_status st = ss_rt_devplan_make(s, &cs->plan, d);
+    if (st != SS_OK)
+        return st;
+    int n = cs->plan.n_steps;
+    cs->defer = calloc((size_t)n + 1, 1);
+    cs->held = calloc((size_t)n + 1, sizeof *cs->held);
+    cs->held_n = calloc((size_t)n + 1, sizeof *cs->held_n);
+    if (!cs->defer || !cs->held || !cs->held_n)
+        return ss_rt_nomem(d);
+    for (int i = 0; i < n; i++) {
+        const ss_rt_step *x = &cs->plan.steps[i];
+        const ss_op *op = s->tg->op[x->task] >= 0 ? ss_graph_op(s->g, s->tg->op[x->task]) : NULL;
+        int ce = op && op->type == SS_OP_SOFTMAX_CE && s->ds.t[x->task].coll == SS_BUILD_COLL_PARTIAL &&
+                 s->tg->kind[x->task] == SS_TASK_COLLECTIVE;
+        cs->defer[i] = (char)(x->stream != 0 && x->lays_back && !ce);
+    }
+    for (int i = 0; i < s->n_tiles; i++) {
+        ss_kargs *a = &s->tiles[i].a;
+        for (int x = 0; x < a->n_x; x++) {
+            size_t b = ss_kernel_x_bytes(a, x);
+            if (!(a->x[x] = zalloc(b)) || (a->xt[x] == SS_F32 && !(a->dx[x] = zalloc(b))))
+                return ss_rt_nomem(d);
+        }
+        for (int k = 0; k < a->n_y; k++) {
+            size_t b = ss_kernel_y_bytes(a, k);
+            if (!(a->y[k] = zalloc(b)) || !(a->dy[k] = zalloc(b)))
+                return ss_rt_nomem(d);
+        }
+        if (!(a->saved = zalloc(a->saved_bytes)) || !(a->work = zalloc(a->work_bytes)))
+            return ss_rt_nomem(d);
+    }
+    return SS_OK;
+}
+
+static ss_status grow_scratch(ss_rt_state *s, int64_t n, ss_diag *d)
+{
+    if (n <= s->cap_scratch)
+        return SS_OK;
+    float *p = realloc(s->scratch, (size_t)n * sizeof(float));
+    if (!p)
+        return ss_rt_nomem(d);
+    s->scratch = p;
+    s->cap_scratch = n;
+    return SS_OK;
+}
+
+/* Reductions over a group of devices (ranks); one member: nothing. */
+static ss_status group_reduce(rt_iter *x, const int *devs, int n, float *b, int64_t cnt, int op,
+                              ss_diag *d)
+{
+    if (n < 2 || cnt == 0)
+        return SS_OK;
+    x->bytes += (double)cnt * sizeof(float);
+    return x->c->allreduce_f32(x->c->ctx, devs, n, b, cnt, op, d);
+}
+
+/* Vocabulary-split cross-entropy, unit of tiles first .. first + red - 1 of
+ * op o over group devs[0..n): combine the shards' log-sum-exp of every row
+ * (max, then sum of exp), correct the local partial losses in the loss
+ * buffer and keep the global lse for the backward, then sum the partial
+ * losses over the group. */
+static ss_status ce_combine(rt_iter *x, int o, int first, int red, const int *devs, int n,
+                            ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    const ss_op *op = ss_graph_op(s->g, o);
+    int t = op->outputs[0];
+    const ss_tensor *T = ss_graph_tensor(s->g, t);
+    rt_tile *loc[64];
+    int nl = 0;
+    for (int j = first; j < first + red; j++) {
+        int i = ss_rt_local_tile(s, o, j);
+        if (i >= 0 && nl == 64)
+            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                               "runtime: op %s: more than 64 vocabulary shards on one rank",
+                               op->name),
+                   SS_ERR_UNSUPPORTED;
+        if (i >= 0)
+            loc[nl++] = &s->tiles[i];
+    }
+    if (nl == 0)
+        return SS_OK;
+    const ss_region *R = &loc[0]->a.yr[0];
+    int64_t rows = ss_region_volume(R);
+    if (rows > s->cap_ce) {
+        float *m = realloc(s->ce_m, (size_t)rows * sizeof(float));
+        if (m)
+            s->ce_m = m;
+        float *v = realloc(s->ce_s, (size_t)rows * sizeof(float));
+        if (v)
+            s->ce_s = v;
+        if (!m || !v)
+            return ss_rt_nomem(d);
+        s->cap_ce = rows;
+    }
+    float *gm = s->ce_m, *gs = s->ce_s;
+    for (int64_t i = 0; i < rows; i++) {
+        gm[i] = -INFINITY;
+        gs[i] = 0;
+    }
+    for (int k = 0; k < nl; k++) {
+        const float *lse = loc[k]->a.saved;
+        for (int64_t i = 0; i < rows; i++)
+            gm[i] = lse[i] > gm[i] ? lse[i] : gm[i];
+    }
+    ss_status st = group_reduce(x, devs, n, gm, rows, 1, d);
+    if (st != SS_OK)
+        return st;
+    for (int k = 0; k < nl; k++) {
+        const float *lse = loc[k]->a.saved;
+        for (int64_t i = 0; i < rows; i++)
+            gs[i] += expf(lse[i] - gm[i]);
+    }
+    if ((st = group_reduce(x, devs, n, gs, rows, 0, d)) != SS_OK)
+        return st;
+    if ((st = grow_scratch(s, rows, d)) != SS_OK)
+        return st;
+    for (int k = 0; k < nl; k++) {
+        float *lse = loc[k]->a.saved, *y = loc[k]->a.y[0], *delta = s->scratch;
+        for (int64_t i = 0; i < rows; i++) {
+            float G = gm[i] + logf(gs[i]);
+            delta[i] = -lse[i] + (loc[k]->r == 0 ? G : 0.0f);
+            y[i] += delta[i];
+            lse[i] = G;
+        }
+        ss_rt_region_io(T, s->buf[t], R, delta, 1);
+    }
+    if (n < 2)
+        return SS_OK;
+    ss_rt_region_io(T, s->buf[t], R, s->scratch, 0);
+    if ((st = group_reduce(x, devs, n, s->scratch, rows, 0, d)) != SS_OK)
+        return st;
+    ss_rt_region_io(T, s->buf[t], R, s->scratch, 3);
+    return SS_OK;
+}
+
+/* A tile's forward (bwd 0) or backward CPU kernel on its host buffers. */
+static ss_status kernel_call(rt_tile *tl, int bwd, ss_diag *d)
+{
+    return bwd ? ss_kernel_backward(SS_BACKEND_CPU, &tl->a, d)
+               : ss_kernel_forward(SS_BACKEND_CPU, &tl->a, d);
+}
+
+static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    const ss_taskgraph *tg = s->tg;
+    rt_tile *tl = &s->tiles[s->task_tile[task]];
+    ss_kargs *a = &tl->a;
+    const ss_op *op = ss_graph_op(s->g, tl->op);
+    int red = ss_plan_config(s->p, tl->op)->red;
+    double w0 = ss_rt_now_ms(), c0 = ss_rt_cpu_ms();
+    ss_status st;
+    if (tg->kind[task] == SS_TASK_FWD) {
+        for (int xi = 0; xi < a->n_x; xi++) {
+            int t = ss_rt_operand_tensor(op, xi);
+            ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
+        }
+        if ((st = kernel_call(tl, 0, d)) != SS_OK)
+            return st;
+        for (int k = 0; k < a->n_y; k++) {
+            int t = op->outputs[k];
+            ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->yr[k], a->y[k], red > 1 ? 1 : 3);
+        }
+    } else {
+        for (int k = 0; k < a->n_y; k++) {
+            int t = op->outputs[k];
+            ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
+        }
+        if ((st = kernel_call(tl, 1, d)) != SS_OK)
+            return st;
+        for (int xi = 0; xi < a->n_x; xi++) {
+            int t = ss_rt_operand_tensor(op, xi);
+            if (!a->dx[xi] || !s->grad[t] || (xi >= op->n_in && tl->q > 0))
+                continue; /* a weight's gradient counts replica 0 only */
+            ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->xr[xi], a->dx[xi], 1);
+        }
+    }
+    double c1 = ss_rt_cpu_ms() - c0;
+    x->comp_cpu_ms += c1;
+    if (x->r && x->r->cls_cpu_ms)
+        x->r->cls_cpu_ms[ss_rt_task_class(s, task)] += c1;
+    double w1 = ss_rt_now_ms();
+    x->comp_ms += w1 - w0;
+    ss_rt_record(x, task, 0, w0, w1, 0, 0);
+    if (s->combine_after[task]) {
+        int first = tl->idx - tl->idx % red;
+        return ce_combine(x, tl->op, first, red, &s->rank, 1, d);
+    }
+    return SS_OK;
+}
+
+typedef struct upd_ctx {
+    ss_rt_state *s;
+    int t;
+    int64_t lo, hi, at; /* elements [lo, hi) of the region's row-major order */
+    double lr, c1, c2;
+} upd_ctx;
+
+static void upd_row(void *c, int64_t toff, int64_t roff, int64_t len)
+{
+    upd_ctx *u = c;
+    (void)roff;
+    int64_t a = u->at, b = u->at + len;
+    u->at = b;
+    a = a > u->lo ? a : u->lo;
+    b = b < u->hi ? b : u->hi;
+    if (a >= b)
+        return;
+    toff += a - (u->at - len);
+    len = b - a;
+    float *w = (float *)u->s->buf[u->t] + toff, *g = u->s->grad[u->t] + toff;
+    if (!u->s->adam_m) {
+        float l = (float)u->lr;
+        for (int64_t i = 0; i < len; i++)
+            w[i] -= l * g[i];
+        return;
+    }
+    float *m = u->s->adam_m[u->t] + toff, *v = u->s->adam_v[u->t] + toff;
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    for (int64_t i = 0; i < len; i++) {
+        m[i] = (float)(b1 * m[i] + (1 - b1) * g[i]);
+        v[i] = (float)(b2 * v[i] + (1 - b2) * (double)g[i] * g[i]);
+        w[i] -= (float)(u->lr * (m[i] / u->c1) / (sqrt(v[i] / u->c2) + eps));
+    }
+}
+
+static void run_update(rt_iter *x, int task)
+{
+    ss_rt_state *s = x->s;
+    const ss_build_desc *e = &s->ds.t[task];
+    const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
+    double w0 = ss_rt_now_ms(), c0 = ss_rt_cpu_ms();
+    upd_ctx u = {s, e->tensor, 0, 0, 0, x->lr, 1 - pow(0.9, s->step), 1 - pow(0.999, s->step)};
+    ss_rt_slice_of(ss_region_volume(&e->reg), e->split_k, e->split_n, &u.lo, &u.hi);
+    ss_rt_walk(T->shape, T->ndim, &e->reg, upd_row, &u);
+    double c1 = ss_rt_cpu_ms() - c0;
+    x->comp_cpu_ms += c1;
+    if (x->r && x->r->cls_cpu_ms)
+        x->r->cls_cpu_ms[ss_rt_task_class(s, task)] += c1;
+    double w1 = ss_rt_now_ms();
+    x->comp_ms += w1 - w0;
+    ss_rt_record(x, task, 0, w0, w1, 0, 0);
+}
+
+static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    int task = s->mine[step], defer = ((cpu_state *)s->bs)->defer[step];
+    const ss_build_desc *e = &s->ds.t[task];
+    const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
+    void *src = e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor];
+    int64_t n = ss_region_volume(&e->reg), lo = 0, hi = n;
+    if (!src || T->dtype != SS_F32)
+        return ss_diag_set(d, SS_ERR_UNSUPPORTED, "runtime: a transfer of %s (%s) is not f32",
+                           T->name, ss_dtype_name(T->dtype)),
+               SS_ERR_UNSUPPORTED;
+    if (e->parts > 1) {
+        int k = ss_rt_sg_slice(s, task);
+        if (k < 0)
+            return ss_diag_set(d, SS_ERR_INVALID, "runtime: rank %d: a scatter-gather send of %s "
+                               "has no all-gather naming its receiver", s->rank, T->name);
+        ss_rt_slice_of(n, k, e->parts, &lo, &hi);
+    }
+    ss_status st = grow_scratch(s, n, d);
+    if (st != SS_OK)
+        return st;
+    double w0 = ss_rt_now_ms();
+    if (e->src == s->rank) {
+        ss_rt_region_io(T, src, &e->reg, s->scratch, 0);
+        st = x->c->send_f32(x->c->ctx, e->dst, s->scratch + lo, hi - lo, d);
+    } else {
+        /* the whole region goes back: the received part (a slice of it for a
+         * scatter-gather send), around it the value held, or no gradient */
+        float *into = s->scratch;
+        if (defer && (st = hold(s, step, n, &into, d)) != SS_OK)
+            return st;
+        if (hi - lo < n && e->grad)
+            memset(into, 0, (size_t)n * sizeof(float));
+        else if (hi - lo < n)
+            ss_rt_region_io(T, src, &e->reg, into, 0);
+        if ((st = x->c->recv_f32(x->c->ctx, e->src, into + lo, hi - lo, d)) == SS_OK && !defer)
+            ss_rt_region_io(T, src, &e->reg, into, e->grad ? 1 : 3);
+    }
+    double w1 = ss_rt_now_ms();
+    x->comm_ms += w1 - w0;
+    x->nxfer++;
+    x->bytes += (double)(hi - lo) * sizeof(float);
+    ss_rt_record(x, task, 1, w0, w1, (double)(hi - lo) * sizeof(float), 1);
+    return st;
+}
+
+/* The element offset of region r in a tensor of shape sh (nd dims) when
+ * its elements are contiguous there (dims before some k of extent 1, dims
+ * after k whole), else -1. */
+static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r)
+{
+    int k = 0;
+    while (k < nd - 1 && r->r[k].hi - r->r[k].lo == 1)
+        k++;
+    for (int j = k + 1; j < nd; j++)
+        if (r->r[j].lo != 0 || r->r[j].hi != sh[j])
+            return -1;
+    int64_t off = 0;
+    for (int j = 0; j < nd; j++)
+        off = off * sh[j] + r->r[j].lo;
+    return off;
+}
+
+/* A collective whose items are all contiguous f32 regions and not a gather:
+ * its part summed in place, item by item (no packing: the bytes the
+ * simulator prices, nothing more). *done 0 when it does not apply. */
+static ss_status coll_in_place(rt_iter *x, const ss_build_desc *e, const int *devs, int *done,
+                               ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    int64_t total = 0;
+    *done = 0;
+    if (e->gather || e->coll == SS_BUILD_COLL_SENDGATHER)
+        return SS_OK;
+    for (int i = 0; i < e->n_item; i++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + i];
+        const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
+        void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
+        if (!b || T->dtype != SS_F32 || contiguous_at(T->shape, T->ndim, &it->reg) < 0)
+            return SS_OK;
+        total += ss_region_volume(&it->reg);
+    }
+    int64_t lo, hi, at = 0;
+    ss_rt_slice_of(total, e->part, e->n_parts, &lo, &hi);
+    for (int i = 0; i < e->n_item; i++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + i];
+        const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
+        float *b = e->grad ? s->grad[it->tensor] : (float *)s->buf[it->tensor];
+        int64_t v = ss_region_volume(&it->reg), a = at > lo ? at : lo,
+                z = at + v < hi ? at + v : hi;
+        b += contiguous_at(T->shape, T->ndim, &it->reg);
+        if (a < z) {
+            ss_status st = group_reduce(x, devs, e->n_dev, b + (a - at), z - a, 0, d);
+            if (st != SS_OK)
+                return st;
+        }
+        at += v;
+    }
+    *done = 1;
+    return SS_OK;
+}
+
+/* A collective: its items laid end to end, summed over the group (a split
+ * bucket: its part), laid back (in place where coll_in_place applies). The
+ * distributed optimizer's gather sums each member's updated slices (zeros
+ * elsewhere). */
+/* A collective's packed items back into the tensors. */
+static void lay_coll(ss_rt_state *s, const ss_build_desc *e, float *buf)
+{
+    int64_t at = 0;
+    for (int i = 0; i < e->n_item; i++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + i];
+        void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
+        ss_rt_region_io(ss_graph_tensor(s->g, it->tensor), b, &it->reg, buf + at, 3);
+        at += ss_region_volume(&it->reg);
+    }
+}
+
+/* Deferred step j's result into the tensors (nothing when not deferred). */
+static void lay_back(ss_rt_state *s, int j)
+{
+    cpu_state *cs = s->bs;
+    if (!cs->defer[j])
+        return;
+    const ss_build_desc *e = &s->ds.t[s->mine[j]];
+    if (s->tg->kind[s->mine[j]] == SS_TASK_XFER)
+        ss_rt_region_io(ss_graph_tensor(s->g, e->tensor),
+                        e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor], &e->reg,
+                        cs->held[j], e->grad ? 1 : 3);
+    else
+        lay_coll(s, e, cs->held[j]);
+}
+
+static ss_status run_coll(rt_iter *x, int step, ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    int task = s->mine[step], defer = ((cpu_state *)s->bs)->defer[step];
+    const ss_build_desc *e = &s->ds.t[task];
+    const int *devs = s->ds.devs + e->dev_off;
+    double w0 = ss_rt_now_ms();
+    ss_status st = SS_OK;
+    int done = 0;
+    const ss_op *op = e->unit >= 0 ? ss_graph_op(s->g, s->tg->op[task]) : NULL;
+    if (op && op->type == SS_OP_SOFTMAX_CE && e->coll == SS_BUILD_COLL_PARTIAL) {
+        st = ce_combine(x, op->id, e->first_tile, e->red, devs, e->n_dev, d);
+    } else if (e->n_dev > 1 && (defer || (st = coll_in_place(x, e, devs, &done, d)) == SS_OK) &&
+               !done) {
+        int64_t total = 0;
+        for (int i = 0; i < e->n_item; i++)
+            total += ss_region_volume(&s->ds.items[e->item_off + i].reg);
+        float *buf = s->scratch;
+        if ((st = defer ? hold(s, step, total, &buf, d) : grow_scratch(s, total, d)) != SS_OK)
+            return st;
+        if (!defer)
+            buf = s->scratch;
+        int me = 0;
+        while (devs[me] != s->rank)
+            me++;
+        int64_t at = 0;
+        for (int i = 0; i < e->n_item; i++) {
+            const ss_build_item *it = &s->ds.items[e->item_off + i];
+            const ss_tensor *T = ss_graph_tensor(s->g, it->tensor);
+            void *b = e->grad ? (void *)s->grad[it->tensor] : s->buf[it->tensor];
+            if (!b || T->dtype != SS_F32)
+                return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                                   "runtime: a collective over %s (%s) is not f32", T->name,
+                                   ss_dtype_name(T->dtype)),
+                       SS_ERR_UNSUPPORTED;
+            int64_t v = ss_region_volume(&it->reg), lo, hi;
+            ss_rt_region_io(T, b, &it->reg, buf + at, 0);
+            if (e->gather || e->coll == SS_BUILD_COLL_SENDGATHER) {
+                ss_rt_slice_of(v, me, e->n_dev, &lo, &hi);
+                memset(buf + at, 0, (size_t)lo * sizeof(float));
+                memset(buf + at + hi, 0, (size_t)(v - hi) * sizeof(float));
+            }
+            at += v;
+        }
+        int64_t lo, hi;
+        ss_rt_slice_of(total, e->part, e->n_parts, &lo, &hi);
+        if ((st = group_reduce(x, devs, e->n_dev, buf + lo, hi - lo, 0, d)) != SS_OK)
+            return st;
+        if (!defer)
+            lay_coll(s, e, buf);
+    }
+    double w1 = ss_rt_now_ms();
+    x->comm_ms += w1 - w0;
+    x->ncoll++;
+    ss_rt_record(x, task, 1, w0, w1, s->tg->bytes[task], 1);
+    return st;
+}
+
+/* Zero what this iteration accumulates into (split contractions' outputs,
+ * every gradient a local tile reads or writes) and seed the loss gradient
+ * (d mean loss) over the regions of the loss tiles here (a loss has no
+ * consumers, so no collective brings its gradient: every tile's device
+ * seeds it). */
+static void iteration_start(ss_rt_state *s)
+{
+    const ss_graph *g = s->g;
+    for (int i = 0; i < s->n_tiles; i++) {
+        rt_tile *tl = &s->tiles[i];
+        const ss_op *op = ss_graph_op(g, tl->op);
+        const ss_pconfig *c = ss_plan_config(s->p, tl->op);
+        ss_kargs *a = &tl->a;
+        for (int xi = 0; xi < a->n_x; xi++) {
+            int t = ss_rt_operand_tensor(op, xi);
+            if (s->grad[t])
+                ss_rt_region_io(ss_graph_tensor(g, t), s->grad[t], &a->xr[xi], NULL, 4);
+        }
+        for (int k = 0; k < a->n_y; k++) {
+            int t = op->outputs[k];
+            ss_rt_region_io(ss_graph_tensor(g, t), s->grad[t], &a->yr[k], NULL, 4);
+            if (c->red > 1)
+                ss_rt_region_io(ss_graph_tensor(g, t), s->buf[t], &a->yr[k], NULL, 4);
+        }
+    }
+    for (int i = 0; i < s->n_tiles; i++) {
+        rt_tile *tl = &s->tiles[i];
+        const ss_op *op = ss_graph_op(g, tl->op);
+        for (int k = 0; k < op->n_out; k++) {
+            int t = op->outputs[k];
+            if (ss_graph_n_consumers(g, t) > 0 || !s->grad[t])
+                continue;
+            float v = (float)(1.0 / (double)s->vol[t]);
+            int64_t n = ss_region_volume(&tl->a.yr[k]);
+            for (int64_t e = 0; e < n; e++)
+                ((float *)tl->a.dy[k])[e] = v;
+            ss_rt_region_io(ss_graph_tensor(g, t), s->grad[t], &tl->a.yr[k], tl->a.dy[k], 3);
+        }
+    }
+}
+
+static ss_status iteration(rt_iter *x, ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    iteration_start(s);
+    s->step++;
+    const ss_rt_devplan *p = &((cpu_state *)s->bs)->plan;
+    for (int i = 0; i < s->n_mine; i++) {
+        int t = s->mine[i];
+        ss_status st = SS_OK;
+        for (int k = 0; k < p->steps[i].n_flush; k++)
+            lay_back(s, p->flush[p->steps[i].flush_off + k]);
+        switch ((ss_task_kind)s->tg->kind[t]) {
+        case SS_TASK_FWD:
+        case SS_TASK_BWD:
+            st = run_compute(x, t, d);
+            break;
+        case SS_TASK_UPDATE:
+            run_update(x, t);
+            break;
+        case SS_TASK_XFER:
+            st = run_xfer(x, i, d);
+            break;
+        case SS_TASK_COLLECTIVE:
+            st = run_coll(x, i, d);
+            break;
+        default:
+            break;
+        }
+        if (st != SS_OK)
+            return st;
+    }
+    for (int k = 0; k < p->n_end; k++)
+        lay_back(s, p->flush[p->end_off + k]);
+    return SS_OK;
+}
+
+/* The loss over the regions of the loss tiles this rank owns, summed over
+ * the ranks. */
+static ss_status cpu_loss(rt_iter *x, double *sum, ss_diag *d)
+{
+    const ss_rt_state *s = x->s;
+    double acc = 0;
+    for (int i = 0; i < s->n_tiles; i++) {
+        const rt_tile *tl = &s->tiles[i];
+        if (!ss_rt_loss_owner(s, tl))
+            continue;
+        int t = ss_graph_op(s->g, tl->op)->outputs[0];
+        int64_t n = ss_region_volume(&tl->a.yr[0]);
+        float *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+        if (!tmp)
+            return ss_rt_nomem(d);
+        ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &tl->a.yr[0], tmp, 0);
+        for (int64_t e = 0; e < n; e++)
+            acc += tmp[e];
+        free(tmp);
+    }
+    *sum = acc;
+    return x->c->allreduce_f64(x->c->ctx, sum, 1, 0, d);
+}
+
+static ss_status cpu_readback(ss_rt_state *s, ss_diag *d)
+{
+    (void)s, (void)d; /* the host buffers are the tensors */
+    return SS_OK;
+}
+
+const rt_backend ss_rt_cpu_backend = {"cpu", cpu_prepare, iteration, cpu_loss, cpu_readback,
+                                      cpu_release};
