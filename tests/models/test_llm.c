@@ -306,7 +306,7 @@ static void test_preset_override(void **state)
     (void)state;
     ss_graph *a = build("llama:size=70b,layers=2", 1);
     ss_graph *b = build("gpt:layers=2,hidden=8192,heads=64,kv_heads=8,ffn=28672,seq=8192,"
-                        "vocab=128256,norm=rmsnorm,act=swiglu,rotary=1,tied=0,bias=0,dropout=0",
+                        "vocab=128256,norm=rmsnorm,act=swiglu,rotary=1,tied=0,bias=0,dropout=0,attn=flash",
                         1);
     assert_true(ss_graph_parameters(a) == ss_graph_parameters(b));
     assert_true(fabs(ss_graph_forward_flops(a) - ss_graph_forward_flops(b)) < 1);
