@@ -4,7 +4,8 @@
 # with CUDA, then run each part. Without a GPU every part prints SKIP (a
 # failing cudaGetDeviceCount counts as no GPU) and the script exits 0.
 # Usage: scripts/gpu-check.sh [BUILD_DIR]   (default build-gpu)
-# Parts: runtime (issue 30) — the runtime's CUDA unit test (the CUDA
+# Parts: kernels — the CUDA kernels against the CPU ones (flash attention's
+# included, issue 29); runtime (issue 30) — the runtime's CUDA unit test (the CUDA
 # kernels against the CPU on one GPU), then a one-GPU `simsearch run
 # --backend cuda` of a small fp32 GPT and of an MLP on a one-H100
 # topology: numerics against the CPU run and measured vs predicted.
@@ -20,6 +21,10 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   exit 0
 fi
 nvidia-smi -L
+
+# ---- kernels (issues 29, 30) ------------------------------------------------
+echo "== kernels: every CUDA kernel against the CPU one (flash attention included)"
+"$build/kernels_test_kernels_cuda" || fail=1
 
 # ---- runtime (issue 30) ---------------------------------------------------
 echo "== runtime: CUDA unit test"
