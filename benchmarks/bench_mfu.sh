@@ -27,6 +27,8 @@ trap 'rm -rf "$tmp"' EXIT
 cases=(
   "Llama 3 405B / 8,192 H100|llama:size=405b|topologies/dgx-h100.json|1024|2048|megatron:tp=8,pp=16,dp=64,mbs=1,sp=1,distopt=1,first=7,last=7|989|43% (Llama 3 paper, table 4: 430 TFLOP/s/GPU)"
   "Llama 3 405B / 16,384 H100|llama:size=405b|topologies/dgx-h100.json|2048|2048|megatron:tp=8,pp=16,dp=128,mbs=1,sp=1,distopt=1,first=7,last=7|989|41% (table 4: 400 TFLOP/s/GPU)"
+  "Llama 3 405B / 8,192 H100, interleaved (vp 2), bulk sync|llama:size=405b|topologies/dgx-h100.json|1024|2048|megatron:tp=8,pp=16,dp=64,mbs=1,sp=1,distopt=1,first=8,last=6,vp=2,sync=bulk|989|43% (Meta: interleaved, its own uneven split)"
+  "Llama 3 405B / 16,384 H100, interleaved (vp 2), bulk sync|llama:size=405b|topologies/dgx-h100.json|2048|2048|megatron:tp=8,pp=16,dp=128,mbs=1,sp=1,distopt=1,first=8,last=6,vp=2,sync=bulk|989|41% (Meta: interleaved, its own uneven split)"
   "Llama 3 405B / 16,384 H100, unfused attention|llama:size=405b,attn=unfused|topologies/dgx-h100.json|2048|2048|megatron:tp=8,pp=16,dp=128,mbs=1,sp=1,distopt=1,first=7,last=7|989|41% (Meta ran fused attention)"
   "DeepSeek-V3-like / 2,048 H800|deepseek|topologies/dgx-h800.json|256|15360|megatron:tp=1,pp=16,dp=128,ep=64,mbs=1,distopt=1,first=1,last=1|989|~37% (third-party estimate from the report's GPU hours, below)"
 )
