@@ -75,6 +75,12 @@ static void test_evaluators_agree(void **state)
         assert_true(f.us == s.us && f.peak == s.peak);
         assert_true(fabs(h.us - f.us) <= 0.005 * f.us);
     }
+    /* uneven first / last ranks interleaved (vp 2: chunks of 1, 2, 2, 1 layers per rank) */
+    const char *uneven = "megatron:tp=4,pp=4,dp=1,mbs=1,sp=1,vp=2,first=2,last=2";
+    const char *l12 = "llama:size=8b,layers=12,seq=1024,tp=4";
+    run f = simulate(l12, uneven, SS_EVAL_FULL), h = simulate(l12, uneven, SS_EVAL_HIER);
+    assert_true(f.us > 0 && f.peak == h.peak);
+    assert_true(fabs(h.us - f.us) <= 0.005 * f.us);
 }
 
 static void test_fp8_and_recompute(void **state)
