@@ -1,8 +1,34 @@
 /*
  * ops_llm.c — operator table entries of the types modern language models add
- * to the transformer: rotary position embedding and the mixture-of-experts
- * trio (moe_dispatch, expert_linear, moe_combine). RMSNorm sits next to
- * LayerNorm in ops_elementwise.c.
+ * to the transformer: rotary position embedding, fused (flash) attention and
+ * the mixture-of-experts trio (moe_dispatch, expert_linear, moe_combine).
+ * RMSNorm sits next to LayerNorm in ops_elementwise.c.
+ *
+ * Flash attention (Dao et al., FlashAttention 1-3; Transformer Engine's fused
+ * attention in Megatron-Core), the core of self-attention as one op:
+ * q[b..., Sq, d], k[b..., Sk, d], v[b..., Sk, dv] -> o[b..., Sq, dv] =
+ * dropout(softmax(q k^T / sqrt(d))) v, computed block by block with an online
+ * softmax: no [Sq, Sk] matrix is ever kept. The forward keeps q, k, v, o and
+ * the per-row log-sum-exp (fp32); the backward recomputes the scores from
+ * them. Grouped-query attention lays the G query heads of a kv head as rows
+ * (Sq = G * Sk, row r at position r / G, models/transformer.c); causal: row
+ * r sees the keys 0 .. r / G (needs Sk to divide Sq). attrs.rate drops
+ * attention probabilities inside the kernel (no mask kept: it is drawn again
+ * from the seed in the backward).
+ * Splits: every batch dim (samples, heads, kv heads: tensor parallelism
+ * splits the heads, GQA's kv heads) and the query rows (context
+ * parallelism); never d or dv (the output dim: every tile would need the
+ * whole softmax) and never the keys (they are no output dim: a tile needs
+ * all of them). A tile of query rows reads every key and value of its batch
+ * entries, causal or not: Megatron's context parallelism balances the causal
+ * work by giving each rank a chunk from both ends of the sequence, so every
+ * rank meets every key block (the ring's exchange; the simulator moves it as
+ * the gather of K/V the region asks for, as for the unfused scores).
+ * Work (the FlashAttention papers' count, matmuls only): forward
+ * 2 * rows * Sk * (d + dv) per batch entry (QK^T and PV), halved when causal
+ * (the masked blocks are skipped); backward 2.5 times the forward (the
+ * recomputed QK^T, dV, dP, dQ and dK). The causal half is exact in the
+ * limit of many key blocks and balanced over a context-parallel split.
  *
  * Mixture of experts, as Megatron-LM's token dispatcher runs it: a router
  * (a linear to X logits, then a softmax: ordinary ops) scores every token;
@@ -103,6 +129,101 @@ const ss_op_class ss_op_class_rotary = {
     .keys = rotary_keys,
     .read_attrs = rotary_read,
     .write_attrs = rotary_write,
+};
+
+/* ------------------------------------------------------------------ */
+/* flash_attention: q[b..,Sq,d], k[b..,Sk,d], v[b..,Sk,dv] -> o[b..,Sq,dv] */
+/* ------------------------------------------------------------------ */
+
+static ss_status flash_infer(const ss_infer_args *q, ss_op_shape *s)
+{
+    const ss_tensor *qt = q->in[0], *k = q->in[1], *v = q->in[2];
+    char b1[160], b2[160], b3[160];
+    int n = qt->ndim;
+    if (n < 3 || k->ndim != n || v->ndim != n)
+        FAIL("q, k, v must have one number (>= 3) of dims [batch..., rows, d]");
+    if (!ss_dtype_is_float(qt->dtype) || k->dtype != qt->dtype || v->dtype != qt->dtype)
+        FAIL("q, k, v must share one floating-point dtype");
+    int ok = k->shape[n - 1] == qt->shape[n - 1] && v->shape[n - 2] == k->shape[n - 2];
+    for (int i = 0; i < n - 2; i++)
+        ok = ok && k->shape[i] == qt->shape[i] && v->shape[i] == qt->shape[i];
+    if (!ok)
+        FAIL("k %s and v %s must be [batch..., Sk, d] and [batch..., Sk, dv] over the batch "
+             "dims and d of q %s", ss_shape_str(n, k->shape, b1, sizeof b1),
+             ss_shape_str(n, v->shape, b2, sizeof b2), ss_shape_str(n, qt->shape, b3, sizeof b3));
+    if (q->a->causal && qt->shape[n - 2] % k->shape[n - 2])
+        FAIL("causal attention needs the query rows (%lld) to be a multiple of the keys (%lld)",
+             (long long)qt->shape[n - 2], (long long)k->shape[n - 2]);
+    if (!(q->a->rate >= 0.0 && q->a->rate < 1.0))
+        FAIL("dropout rate %g must be in [0, 1)", q->a->rate);
+    ss_tensor *o = ss_op_out_like(s, qt, qt->dtype);
+    o->shape[n - 1] = v->shape[n - 1];
+    o->kind[n - 1] = v->kind[n - 1];
+    return SS_OK;
+}
+
+/* Every dim but the last: batch dims and the query rows. */
+static unsigned flash_mask(const ss_graph *g, const ss_op *op, const ss_tensor *o)
+{
+    return ss_op_mask_all(g, op, o) & ~(1u << (o->ndim - 1));
+}
+
+/* q: the tile's batch entries and rows, all of d; k, v: the tile's batch
+ * entries, every key, all of d / dv (on entry out is the whole operand). */
+static void flash_region(const ss_region_args *q, ss_region *out)
+{
+    int n = q->o->ndim;
+    for (int i = 0; i < n - 2; i++)
+        out->r[i] = q->t->out.r[i];
+    if (q->operand == 0)
+        out->r[n - 2] = q->t->out.r[n - 2];
+}
+
+static void flash_work(const ss_work_args *q, ss_work *w)
+{
+    const ss_tensor *qt = ss_graph_tensor(q->g, q->op->inputs[0]);
+    const ss_tensor *k = ss_graph_tensor(q->g, q->op->inputs[1]);
+    int n = q->o->ndim;
+    double rows = q->cols > 0 ? q->vol / q->cols : 0; /* batch entries x query rows */
+    double Sk = (double)k->shape[n - 2], d = (double)qt->shape[n - 1], dv = q->cols;
+    double f = 2 * rows * Sk * (d + dv) * (q->op->attrs.causal ? 0.5 : 1.0);
+    double lse = rows * 4; /* fp32 log-sum-exp per row */
+    w->fwd_flops = f;
+    w->bwd_flops = 2.5 * f;
+    w->fwd_bytes += lse;
+    w->bwd_bytes += lse;
+    w->saved_bytes = ss_op_operands_bytes(q->g, q->op, q->t, 0, 3) + q->vol * q->osz + lse;
+}
+
+static const char *const flash_keys[] = {SS_OP_COMMON_KEYS, "causal", "dropout", NULL};
+
+static ss_status flash_read(const ss_attr_reader *r, ss_op_attrs *a)
+{
+    ss_status st = ss_attr_bool(r, "causal", &a->causal);
+    if (!st)
+        st = ss_attr_num(r, "dropout", 0, 0.0, 0.999999, &a->rate);
+    return st;
+}
+
+static void flash_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
+{
+    (void)g;
+    ss_attr_put_bool(w, "causal", op->attrs.causal);
+    if (op->attrs.rate != 0)
+        ss_attr_put_real(w, "dropout", op->attrs.rate);
+}
+
+const ss_op_class ss_op_class_flash_attention = {
+    .type = SS_OP_FLASH_ATTENTION,
+    .name = "flash_attention",
+    .arity = 3,
+    .infer = flash_infer,
+    .split_mask = flash_mask,
+    .input_region = flash_region,
+    .work = flash_work,
+    .keys = flash_keys,
+    .read_attrs = flash_read,
+    .write_attrs = flash_write,
 };
 
 /* ------------------------------------------------------------------ */

@@ -38,7 +38,9 @@
  * otherwise cuts balance forward FLOPs. Interleaved (vp > 1, Megatron's
  * virtual pipeline stages): the layers, which pp*vp must divide, are cut
  * into pp*vp equal chunks, the plan's stages, and chunk k runs on pipeline
- * rank k mod pp. Graph inputs take the stage of their first consumer.
+ * rank k mod pp; with uneven first / last ranks each rank's layers (first,
+ * last or the even share) are cut into vp equal chunks, as Megatron-Core
+ * does. Graph inputs take the stage of their first consumer.
  * Context parallelism (cp > 1) splits each op's sequence dim cp ways
  * (context_dim) with the cp ranks between tp and dp, as Megatron orders them.
  * Device of a tile = (((stage mod pp)*dp + dp_rank)*cp + cp_rank)*tp + tp_rank,
@@ -185,6 +187,24 @@ static int layer_stage(const ss_megatron_config *c, int b, int r)
     return (f ? 1 : 0) + (b - f) / per;
 }
 
+/* Chunk (plan stage) of layer b of r under interleaving with uneven first /
+ * last ranks, as Megatron-Core builds it (get_num_layers_to_build): pipeline
+ * rank q holds first, last or the even share of the other layers, cut into
+ * vp equal chunks; chunk k = v * pp + q is rank q's v-th, the chunks take the
+ * layers in order (checked by assign_stages: vp divides every rank's count). */
+static int layer_chunk(const ss_megatron_config *c, int b, int r)
+{
+    int pp = c->pp, vp = c->vp, f = c->first, l = c->last;
+    int mid = pp - (f ? 1 : 0) - (l ? 1 : 0), per = mid > 0 ? (r - f - l) / mid : 0;
+    for (int k = 0, start = 0; k < pp * vp; k++) {
+        int q = k % pp;
+        start += (q == 0 && f ? f : q == pp - 1 && l ? l : per) / vp;
+        if (b < start)
+            return k;
+    }
+    return pp * vp - 1;
+}
+
 /* Assign g->stage[] for pp*vp stages (chunks; pp when not interleaved). */
 static ss_status assign_stages(gen *G, ss_diag *d)
 {
@@ -215,12 +235,17 @@ static ss_status assign_stages(gen *G, ss_diag *d)
     if ((G->c.first || G->c.last) && best_cov) {
         int f = G->c.first, l = G->c.last, P = G->c.pp;
         int mid = P - (f ? 1 : 0) - (l ? 1 : 0), rest = best_r - f - l;
-        if (vp > 1 || rest < 0 || (mid == 0 && rest != 0) || (mid > 0 && (rest <= 0 || rest % mid)))
+        int per = mid > 0 && rest > 0 ? rest / mid : 0;
+        if (rest < 0 || (mid == 0 && rest != 0) || (mid > 0 && (rest <= 0 || rest % mid)))
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "megatron: first=%d, last=%d: the other %d layers of model \"%s\" "
-                             "do not divide evenly over the other %d of pp=%d stages%s",
-                             f, l, rest, ss_graph_name(g), mid, P,
-                             vp > 1 ? " (and uneven stages need vp = 1)" : "");
+                             "do not divide evenly over the other %d of pp=%d stages",
+                             f, l, rest, ss_graph_name(g), mid, P);
+        else if (vp > 1 && (f % vp || l % vp || per % vp))
+            st = ss_diag_set(d, SS_ERR_INVALID,
+                             "megatron: vp=%d must divide the layers of every pipeline rank "
+                             "(first=%d, last=%d, %d on each other rank), as Megatron-Core cuts "
+                             "each rank's layers into vp chunks", vp, f, l, per);
     } else if (G->c.first || G->c.last)
         st = ss_diag_set(d, SS_ERR_INVALID,
                          "megatron: first/last layers need a model of repeated layers; model "
@@ -228,7 +253,7 @@ static ss_status assign_stages(gen *G, ss_diag *d)
                          ss_graph_name(g));
     if (st)
         goto out;
-    if (vp > 1 && (!best_cov || best_r % pp != 0)) {
+    if (vp > 1 && !G->c.first && !G->c.last && (!best_cov || best_r % pp != 0)) {
         if (best_cov)
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "megatron: vp=%d: the %d layers of model \"%s\" do not divide into "
@@ -254,8 +279,10 @@ static ss_status assign_stages(gen *G, ss_diag *d)
             else if (j >= best_s + best_r * best_k)
                 segstage[j] = pp - 1;
             else
-                segstage[j] = vp > 1 ? (int)((int64_t)((j - best_s) / best_k) * pp / best_r)
-                                     : layer_stage(&G->c, (j - best_s) / best_k, best_r);
+                segstage[j] = vp > 1 && (G->c.first || G->c.last)
+                                  ? layer_chunk(&G->c, (j - best_s) / best_k, best_r)
+                              : vp > 1 ? (int)((int64_t)((j - best_s) / best_k) * pp / best_r)
+                                       : layer_stage(&G->c, (j - best_s) / best_k, best_r);
         }
     } else {
         if (nseg < pp) {
@@ -995,7 +1022,9 @@ int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, cha
         ARG_ADD(" --context-parallel-size %d", c->cp);
     if (c->ep > 1)
         ARG_ADD(" --expert-model-parallel-size %d", c->ep);
-    if (c->vp > 1 && layers > 0)
+    if (c->vp > 1 && (c->first || c->last)) /* uneven ranks: chunks differ in size */
+        ARG_ADD(" --virtual-pipeline-model-parallel-size %d", c->vp);
+    else if (c->vp > 1 && layers > 0)
         ARG_ADD(" --num-layers-per-virtual-pipeline-stage %d", layers / (c->pp * c->vp));
     if (c->recompute == SS_RECOMPUTE_SELECTIVE)
         ARG_ADD(" --recompute-granularity selective");

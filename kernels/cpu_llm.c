@@ -1,7 +1,7 @@
 /*
  * cpu_llm.c — the CPU kernels (fp32) of the operator types of modern
- * language models: rmsnorm, rotary position embedding, and the
- * mixture-of-experts trio moe_dispatch / expert_linear / moe_combine,
+ * language models: rmsnorm, rotary position embedding, flash attention and
+ * the mixture-of-experts trio moe_dispatch / expert_linear / moe_combine,
  * forward and backward.
  *
  * Tiles follow core/ops_llm.c: rmsnorm and rotary hold their whole last dim;
@@ -11,7 +11,16 @@
  * token and slot boxes the region functions give. Rotary uses the rotate-half
  * pairing (element i with i + dim/2 in each head, as Llama and GPT-NeoX) and
  * the frequency base 10,000; the base changes values, not costs.
+ *
+ * Flash attention runs FlashAttention-2's algorithm on the CPU: per query
+ * row, key blocks of FLASH_BK with an online softmax (running maximum and
+ * sum, the accumulator rescaled once a block); the forward keeps only the
+ * row log-sum-exp; the backward recomputes each probability from it, with
+ * D = rowsum(dO * O). Causal rows see keys up to their position (global
+ * row / G, G = query rows per key); the dropout mask is a hash of the seed
+ * and the element's global index, drawn again in the backward.
  */
+#include "core/hash.h"
 #include "core/op_table.h"
 #include "kernels/cpu_impl.h"
 
@@ -322,3 +331,170 @@ static void combine_bwd(const ss_kargs *a)
 }
 
 const ss_kernel ss_cpu_moe_combine = {F32, none, combine_fwd, combine_bwd};
+
+/* ----------------------------------------------------------------- flash */
+
+#define FLASH_BK 64
+
+typedef struct fgeo {
+    int64_t B, rows, Sk, d, dv, G, qlo;
+    int causal;
+    float scale, keep; /* keep: 1 / (1 - rate) */
+    uint32_t thr;      /* drop when the hash's high word is below */
+    const ss_region *yr;
+    const ss_tensor *o;
+} fgeo;
+
+static void flash_geo(const ss_kargs *a, fgeo *g)
+{
+    const ss_tensor *q = ss_graph_tensor(a->g, a->op->inputs[0]);
+    const ss_tensor *k = ss_graph_tensor(a->g, a->op->inputs[1]);
+    int n = q->ndim;
+    g->yr = &a->yr[0];
+    g->o = ss_graph_tensor(a->g, a->op->outputs[0]);
+    g->rows = ext(g->yr, n - 2);
+    g->dv = ext(g->yr, n - 1);
+    g->B = g->rows > 0 && g->dv > 0 ? ss_region_volume(g->yr) / (g->rows * g->dv) : 0;
+    g->Sk = ext(&a->xr[1], n - 2);
+    g->d = ext(&a->xr[0], n - 1);
+    g->G = q->shape[n - 2] / k->shape[n - 2];
+    g->qlo = a->t.out.r[n - 2].lo;
+    g->causal = a->op->attrs.causal;
+    g->scale = 1.0f / sqrtf((float)g->d);
+    double r = a->op->attrs.rate;
+    g->keep = (float)(1.0 / (1.0 - r));
+    g->thr = (uint32_t)(r * 4294967295.0);
+}
+
+/* Global index of the tile's local batch entry b (row-major over the
+ * output's batch dims), for the dropout hash. */
+static int64_t flash_batch(const fgeo *g, int64_t b)
+{
+    int n = g->o->ndim;
+    int64_t idx = 0, rest = b, span = 1;
+    for (int i = n - 3; i >= 0; i--) {
+        int64_t e = ext(g->yr, i);
+        idx += (g->yr->r[i].lo + rest % e) * span;
+        rest /= e;
+        span *= g->o->shape[i];
+    }
+    return idx;
+}
+
+/* Dropout factor of (batch entry gb, global row r, key j): 0 or keep. */
+static float flash_drop(const fgeo *g, uint64_t seed, int64_t gb, int64_t r, int64_t j)
+{
+    if (g->thr == 0)
+        return 1.0f;
+    int n = g->o->ndim;
+    uint64_t i = ((uint64_t)gb * (uint64_t)g->o->shape[n - 2] + (uint64_t)r) * (uint64_t)g->Sk +
+                 (uint64_t)j;
+    uint64_t h = ss_hash_final(seed * 0x9e3779b97f4a7c15ULL + i);
+    return (uint32_t)(h >> 32) >= g->thr ? g->keep : 0.0f;
+}
+
+/* Keys row r (global) sees. */
+static int64_t flash_keys(const fgeo *g, int64_t r)
+{
+    int64_t lim = g->causal ? r / g->G + 1 : g->Sk;
+    return lim < g->Sk ? lim : g->Sk;
+}
+
+/* saved: the log-sum-exp of every row; work: a block of scores */
+static ss_status flash_sizes(const ss_kargs *a, size_t *saved, size_t *work, ss_diag *d)
+{
+    (void)d;
+    fgeo g;
+    flash_geo(a, &g);
+    *saved = (size_t)(g.B * g.rows) * sizeof(float);
+    *work = (size_t)FLASH_BK * sizeof(float);
+    return SS_OK;
+}
+
+static float dot(const float *x, const float *y, int64_t n)
+{
+    float s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += x[i] * y[i];
+    return s;
+}
+
+static void flash_fwd(const ss_kargs *a)
+{
+    fgeo g;
+    flash_geo(a, &g);
+    float *lse = a->saved, *sc = a->work;
+    for (int64_t b = 0; b < g.B; b++) {
+        const float *K = (const float *)a->x[1] + b * g.Sk * g.d;
+        const float *V = (const float *)a->x[2] + b * g.Sk * g.dv;
+        int64_t gb = flash_batch(&g, b);
+        for (int64_t i = 0; i < g.rows; i++) {
+            const float *q = (const float *)a->x[0] + (b * g.rows + i) * g.d;
+            float *o = (float *)a->y[0] + (b * g.rows + i) * g.dv;
+            int64_t r = g.qlo + i, lim = flash_keys(&g, r);
+            float m = -INFINITY, l = 0;
+            memset(o, 0, (size_t)g.dv * sizeof *o);
+            for (int64_t j0 = 0; j0 < lim; j0 += FLASH_BK) {
+                int64_t nb = lim - j0 < FLASH_BK ? lim - j0 : FLASH_BK;
+                float mb = m;
+                for (int64_t j = 0; j < nb; j++) {
+                    sc[j] = g.scale * dot(q, K + (j0 + j) * g.d, g.d);
+                    mb = sc[j] > mb ? sc[j] : mb;
+                }
+                float c = expf(m - mb); /* rescale what the earlier blocks summed */
+                l *= c;
+                for (int64_t e = 0; e < g.dv; e++)
+                    o[e] *= c;
+                for (int64_t j = 0; j < nb; j++) {
+                    float p = expf(sc[j] - mb);
+                    l += p;
+                    p *= flash_drop(&g, a->seed, gb, r, j0 + j);
+                    if (p != 0)
+                        ss_cpu_axpy(g.dv, p, V + (j0 + j) * g.dv, o);
+                }
+                m = mb;
+            }
+            for (int64_t e = 0; e < g.dv && l > 0; e++)
+                o[e] /= l;
+            lse[b * g.rows + i] = l > 0 ? m + logf(l) : -INFINITY;
+        }
+    }
+}
+
+/* With p = exp(s - lse), p' = p * drop, D = dO . O: dV_j += p' dO,
+ * dS = p (drop * dO . V_j - D), dQ += scale dS K_j, dK_j += scale dS q. */
+static void flash_bwd(const ss_kargs *a)
+{
+    fgeo g;
+    flash_geo(a, &g);
+    const float *lse = a->saved;
+    float *dQ = a->dx[0], *dK = a->dx[1], *dV = a->dx[2];
+    for (int i = 0; i < 3; i++)
+        if (a->dx[i])
+            memset(a->dx[i], 0, ss_kernel_x_bytes(a, i));
+    for (int64_t b = 0; b < g.B; b++) {
+        const float *K = (const float *)a->x[1] + b * g.Sk * g.d;
+        const float *V = (const float *)a->x[2] + b * g.Sk * g.dv;
+        int64_t gb = flash_batch(&g, b);
+        for (int64_t i = 0; i < g.rows; i++) {
+            int64_t row = b * g.rows + i, r = g.qlo + i, lim = flash_keys(&g, r);
+            const float *q = (const float *)a->x[0] + row * g.d;
+            const float *o = (const float *)a->y[0] + row * g.dv;
+            const float *dO = (const float *)a->dy[0] + row * g.dv;
+            float D = dot(dO, o, g.dv);
+            for (int64_t j = 0; j < lim; j++) {
+                float p = expf(g.scale * dot(q, K + j * g.d, g.d) - lse[row]);
+                float dr = flash_drop(&g, a->seed, gb, r, j);
+                if (dV && p * dr != 0)
+                    ss_cpu_axpy(g.dv, p * dr, dO, dV + (b * g.Sk + j) * g.dv);
+                float ds = p * (dr * dot(dO, V + j * g.dv, g.dv) - D) * g.scale;
+                if (dQ)
+                    ss_cpu_axpy(g.d, ds, K + j * g.d, dQ + row * g.d);
+                if (dK)
+                    ss_cpu_axpy(g.d, ds, q, dK + (b * g.Sk + j) * g.d);
+            }
+        }
+    }
+}
+
+const ss_kernel ss_cpu_flash_attention = {F32, flash_sizes, flash_fwd, flash_bwd};

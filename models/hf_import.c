@@ -25,6 +25,9 @@
  * torch_dtype — the checkpoint's storage dtype, not the training precision,
  * which precision= sets —, cache and version fields). The sequence length is
  * the config's max_position_embeddings (n_positions) unless seq= is given.
+ * Attention: the Llama-like architectures get attn=flash (as the llama,
+ * mixtral and deepseek presets: what their trainers run), GPT-2 the gpt
+ * family's unfused default; :attn= overrides either.
  */
 #include "zoo.h"
 
@@ -187,6 +190,7 @@ static ss_status llama_like(hf *h, arch a, int64_t seq_override)
     put(h, "bias", 0);
     put(h, "qkv_bias", abias);
     put(h, "dropout", 0);
+    put_name(h, "attn", "flash");
     if (a == ARCH_MIXTRAL) {
         int64_t x, k;
         if ((st = get_int(h, "num_local_experts", 1, &x)) ||

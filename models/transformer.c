@@ -55,9 +55,20 @@
  *     beside the routed experts, added to their output (moe.add_shared),
  *     as DeepSeek and Qwen-MoE run shared experts; dense=D: the first D
  *     layers keep the dense MLP of width ffn (DeepSeek-V3: 3).
+ *   attn=flash: the scores, softmax, dropout and context ops become one
+ *     flash_attention op "l<layer>.attn.flash" (core/ops_llm.c: no score
+ *     matrix kept, the backward recomputes it), causal for gpt, with the
+ *     attention dropout inside; context_t is then a view (the kernel writes
+ *     the sequence-major layout). Default: flash for the llama, mixtral and
+ *     deepseek presets (Megatron-Core with Transformer Engine, Meta's and
+ *     DeepSeek's trainers run fused attention); unfused for gpt and bert,
+ *     whose figures are calibrated against Megatron-LM runs of that layout
+ *     (vTrain's measurements, benchmarks/accuracy-vtrain.md). Selective
+ *     recomputation has nothing to recompute in a flash layer.
  * Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused, vocab_pad,
  * tp, kv_heads, ffn, norm, act, rotary, tied, bias, qkv_bias, dropout,
- * precision, experts, topk, capacity, moe_ffn, shared, dense.
+ * precision, experts, topk, capacity, moe_ffn, shared, dense, attn (bert:
+ * layers .. tp, attn).
  */
 #include "zoo.h"
 
@@ -69,12 +80,13 @@
 enum {
     K_LAYERS_, K_HIDDEN, K_HEADS, K_SEQ, K_VOCAB, K_FUSED, K_VPAD, K_TP_, K_KV, K_FFN, K_NORM,
     K_ACT, K_ROTARY, K_TIED, K_BIAS, K_QKV_BIAS, K_DROPOUT, K_PREC, K_EXPERTS, K_TOPK, K_CAP,
-    K_MOE_FFN, K_SHARED, K_DENSE
+    K_MOE_FFN, K_SHARED, K_DENSE, K_ATTN
 };
+#define K_BERT_ATTN 8 /* the bert family's attn key (after tp) */
 
 typedef struct tcfg {
     int64_t batch, hidden, heads, seq;
-    int fused, causal;
+    int fused, causal, flash;
     int64_t kv, ffn, experts, topk, moe_ffn, shared, dense;
     double capacity;
     int rms, act, rotary, bias, qkv_bias;
@@ -173,6 +185,38 @@ static int norm(zb *b, const char *name, int x, const tcfg *c)
     return layer_add(b, name, c->rms ? SS_OP_RMSNORM : SS_OP_LAYERNORM, &a, x, c);
 }
 
+/* The attention core from q [N,H,S,dh] (GQA: [N,kv,S G,dh]), k, v
+ * [N,kv,S,dh] to the context shaped like q: the unfused scores, softmax,
+ * dropout and product with v, or one flash_attention op. */
+static int attn_core(zb *b, int l, int q, int k, int v, const tcfg *c)
+{
+    if (c->flash) {
+        ss_op_attrs a = {0};
+        a.causal = c->causal;
+        a.rate = c->dropout;
+        int in[3] = {q, k, v};
+        return zb_out(b, zb_add(b, zb_name(b, "l%d.attn.flash", l), SS_OP_FLASH_ATTENTION, &a, 3,
+                                in, -1, NULL), 0);
+    }
+    int s = bmm(b, zb_name(b, "l%d.attn.scores", l), q, k, 1);
+    s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
+    s = maybe_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, c);
+    return bmm(b, zb_name(b, "l%d.attn.context", l), s, v, 0);
+}
+
+/* The context back to sequence-major: a copy (Megatron's .contiguous()),
+ * or under flash a view (the flash kernel writes its output in that layout,
+ * as FlashAttention's [batch, seq, heads, dh] does). */
+static int transpose_ctx(zb *b, int l, int x, int n, const int *perm, const tcfg *c)
+{
+    ss_op_attrs a = {0};
+    for (int i = 0; i < n; i++)
+        a.perm[i] = perm[i];
+    a.view = c->flash;
+    return zb_out(b, zb_add(b, zb_name(b, "l%d.attn.context_t", l), SS_OP_TRANSPOSE, &a, 1, &x,
+                            -1, NULL), 0);
+}
+
 /* Grouped-query attention core from q [N,S,kv,G dh], k, v [N,S,kv,dh] to
  * the merged context [N,S,E] (see the file comment). */
 static int gqa_core(zb *b, int l, int q, int k, int v, const tcfg *c)
@@ -187,14 +231,11 @@ static int gqa_core(zb *b, int l, int q, int k, int v, const tcfg *c)
     q = zb_reshape(b, zb_name(b, "l%d.attn.q_rows", l), q, 4, s4);
     k = view_t(b, zb_name(b, "l%d.attn.k_t", l), k);
     v = view_t(b, zb_name(b, "l%d.attn.v_t", l), v);
-    int s = bmm(b, zb_name(b, "l%d.attn.scores", l), q, k, 1);
-    s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
-    s = maybe_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, c);
-    int ctx = bmm(b, zb_name(b, "l%d.attn.context", l), s, v, 0);
+    int ctx = attn_core(b, l, q, k, v, c);
     int64_t c5[5] = {N, KV, S, G, dh};
     ctx = zb_reshape(b, zb_name(b, "l%d.attn.context_groups", l), ctx, 5, c5);
     static const int to_seq[5] = {0, 2, 1, 3, 4};
-    ctx = zb_transpose(b, zb_name(b, "l%d.attn.context_t", l), ctx, 5, to_seq);
+    ctx = transpose_ctx(b, l, ctx, 5, to_seq, c);
     int64_t s3[3] = {N, S, E};
     return zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);
 }
@@ -237,11 +278,8 @@ static int attention(zb *b, int l, int x, const tcfg *c)
         q = view_t(b, zb_name(b, "l%d.attn.q_t", l), q);
         k = view_t(b, zb_name(b, "l%d.attn.k_t", l), k);
         v = view_t(b, zb_name(b, "l%d.attn.v_t", l), v);
-        int s = bmm(b, zb_name(b, "l%d.attn.scores", l), q, k, 1);
-        s = zb_softmax(b, zb_name(b, "l%d.attn.softmax", l), s, 3);
-        s = maybe_dropout(b, zb_name(b, "l%d.attn.dropout", l), s, c);
-        ctx = bmm(b, zb_name(b, "l%d.attn.context", l), s, v, 0);
-        ctx = zb_transpose(b, zb_name(b, "l%d.attn.context_t", l), ctx, 4, perm);
+        ctx = attn_core(b, l, q, k, v, c);
+        ctx = transpose_ctx(b, l, ctx, 4, perm, c);
         int64_t s3[3] = {N, S, E};
         ctx = zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);
     }
@@ -362,7 +400,14 @@ void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p)
     c.shared = p[K_SHARED];
     c.dense = p[K_DENSE];
     c.gemm = p[K_PREC] == 2 ? SS_F8 : SS_F32;
+    c.flash = (int)p[K_ATTN];
     b->act = p[K_PREC] == 1 ? SS_F16 : SS_BF16;
+    if (c.fused && c.flash) {
+        b->err = 1;
+        ss_diag_set(b->d, SS_ERR_INVALID, "fused=1 (the whole attention block as one op) and "
+                    "attn=flash exclude each other; give attn=unfused");
+        return;
+    }
     if (c.fused && c.kv != c.heads) {
         b->err = 1;
         ss_diag_set(b->d, SS_ERR_INVALID, "fused=1 supports multi-head attention only "
@@ -400,6 +445,13 @@ void ss_zoo_build_bert(zb *b, int64_t batch, const int64_t *p)
     int layers = (int)p[K_LAYERS_];
     tcfg c;
     bert_cfg(&c, batch, p, 0);
+    c.flash = (int)p[K_BERT_ATTN];
+    if (c.fused && c.flash) {
+        b->err = 1;
+        ss_diag_set(b->d, SS_ERR_INVALID, "fused=1 (the whole attention block as one op) and "
+                    "attn=flash exclude each other; give attn=unfused");
+        return;
+    }
     int64_t vocab = padded_vocab(p[K_VOCAB], p[K_VPAD], p[K_TP_]);
     int tokens = ids_input(b, "tokens", &c);
     int positions = ids_input(b, "positions", &c);

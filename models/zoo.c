@@ -255,21 +255,25 @@ typedef struct zoo_family {
 static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const act_names[] = {"gelu", "swiglu", "relu2", NULL};
 static const char *const prec_names[] = {"bf16", "fp16", "fp8", NULL};
+static const char *const attn_names[] = {"unfused", "flash", NULL};
 
 /* The gpt family's keys after tp, in transformer.c's order (K_KV ...):
  * kv_heads (0: heads), ffn (0: 4 x hidden), norm, act, rotary, tied, bias,
  * qkv_bias (-1: as bias), dropout, precision, experts (0: dense MLP), topk,
  * capacity (the capacity factor in percent), moe_ffn (an expert's MLP width, 0:
  * ffn), shared (shared experts: a dense MLP of shared x moe_ffn beside the
- * routed ones), dense (the first `dense` layers keep the dense MLP of ffn). */
-#define K_MODERN(kv, ffn, nrm, act, rot, tied, bias, drop, experts, topk)                     \
+ * routed ones), dense (the first `dense` layers keep the dense MLP of ffn), attn
+ * (unfused: scores, softmax, dropout, context as separate ops; flash: one
+ * flash_attention op, no score matrix kept). */
+#define K_MODERN(kv, ffn, nrm, act, rot, tied, bias, drop, experts, topk, attn)               \
     {"kv_heads", kv, 0, 4096, NULL}, {"ffn", ffn, 0, BIG, NULL},                              \
         {"norm", nrm, 0, 1, norm_names}, {"act", act, 0, 2, act_names},                       \
         {"rotary", rot, 0, 1, NULL}, {"tied", tied, 0, 1, NULL}, {"bias", bias, 0, 1, NULL},   \
         {"qkv_bias", -1, -1, 1, NULL}, {"dropout", drop, 0, 1, NULL},                         \
         {"precision", 0, 0, 2, prec_names}, {"experts", experts, 0, 1 << 16, NULL},           \
         {"topk", topk, 1, 1 << 16, NULL}, {"capacity", 100, 100, 6400, NULL},              \
-        {"moe_ffn", 0, 0, BIG, NULL}, {"shared", 0, 0, 64, NULL}, {"dense", 0, 0, 1 << 16, NULL}
+        {"moe_ffn", 0, 0, BIG, NULL}, {"shared", 0, 0, 64, NULL},                            \
+        {"dense", 0, 0, 1 << 16, NULL}, {"attn", attn, 0, 1, attn_names}
 
 /* Llama presets for the llama family's size key: layers, hidden, heads,
  * kv_heads, ffn, vocab, seq (Meta's model cards and config.json files:
@@ -280,7 +284,7 @@ static const int64_t llama_shapes[][7] = {
     {126, 16384, 128, 8, 53248, 128256, 8192}, {32, 4096, 32, 32, 11008, 32000, 4096},
     {40, 5120, 40, 40, 13824, 32000, 4096},    {80, 8192, 64, 8, 28672, 32000, 4096},
 };
-#define K_SIZE 24
+#define K_SIZE 25
 
 static void llama_preset(int64_t *p, const int *seen)
 {
@@ -337,11 +341,12 @@ static const zoo_family families[] = {
       {"vocab", 32000, 2, 1 << 24, NULL}},
      ss_zoo_build_nmt, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"bert", "BERT (large by default, seq 512) with the masked-LM head, Megatron-style ops",
-      "layers=24,hidden=1024,heads=16,seq=512,vocab=30522,fused=0,vocab_pad=128,tp=1"},
+      "layers=24,hidden=1024,heads=16,seq=512,vocab=30522,fused=0,vocab_pad=128,tp=1,"
+      "attn=unfused"},
      64,
      {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG, NULL}, {"heads", 16, 1, 4096, NULL},
       {"seq", 512, 1, BIG, NULL}, {"vocab", 30522, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
-      K_VOCAB_PAD, K_TP},
+      K_VOCAB_PAD, K_TP, {"attn", 0, 0, 1, attn_names}},
      ss_zoo_build_bert, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
     {{"albert", "ALBERT (large by default: one layer's weights shared by all 24, embedding "
                 "128; MLM + sentence-order heads), 17.8M parameters",
@@ -354,12 +359,12 @@ static const zoo_family families[] = {
     {{"gpt", "GPT decoder (Megatron-LM layout, tied LM head), GPT-2 medium-like defaults",
       "layers=24,hidden=1024,heads=16,seq=1024,vocab=51200,fused=0,vocab_pad=128,tp=1,"
       "kv_heads=0,ffn=0,norm=layernorm,act=gelu,rotary=0,tied=1,bias=1,qkv_bias=-1,dropout=1,"
-      "precision=bf16,experts=0,topk=1,capacity=100"},
+      "precision=bf16,experts=0,topk=1,capacity=100,attn=unfused"},
      64,
      {K_LAYERS(24, 1024), {"hidden", 1024, 1, BIG, NULL}, {"heads", 16, 1, 4096, NULL},
       {"seq", 1024, 1, BIG, NULL}, {"vocab", 51200, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
       K_VOCAB_PAD,
-      K_TP, K_MODERN(0, 0, 0, 0, 0, 1, 1, 1, 0, 1)},
+      K_TP, K_MODERN(0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0)},
      ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
     {{"mlp", "Multi-layer perceptron: 'layers' hidden linear+relu layers and a classifier",
       "layers=3,hidden=1024,in=1024,classes=10"},
@@ -369,34 +374,34 @@ static const zoo_family families[] = {
      ss_zoo_build_mlp, SS_F32, SS_OPT_SGD_MOMENTUM, SS_PREC_FP32, NULL},
     {{"llama", "Llama 3 / Llama 2 decoder (GQA, SwiGLU, RMSNorm, rotary, untied head): "
                "size=8b|70b|405b|2-7b|2-13b|2-70b; the gpt keys override the preset",
-      "size=8b,precision=bf16,tp=1"},
+      "size=8b,precision=bf16,tp=1,attn=flash"},
      8,
      {K_LAYERS(32, 1024), {"hidden", 4096, 1, BIG, NULL}, {"heads", 32, 1, 4096, NULL},
       {"seq", 8192, 1, BIG, NULL}, {"vocab", 128256, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
       K_VOCAB_PAD,
-      K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 0, 1),
+      K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 0, 1, 1),
       {"size", 0, 0, 5, llama_sizes}},
      ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, llama_preset},
     {{"mixtral", "Mixtral 8x7B: Llama-style decoder with 8 SwiGLU experts, top-2 routing "
                  "(46.7B parameters, 12.9B active per token)",
       "layers=32,hidden=4096,heads=32,kv_heads=8,ffn=14336,experts=8,topk=2,seq=4096,"
-      "vocab=32000"},
+      "vocab=32000,attn=flash"},
      8,
      {K_LAYERS(32, 1024), {"hidden", 4096, 1, BIG, NULL}, {"heads", 32, 1, 4096, NULL},
       {"seq", 4096, 1, BIG, NULL}, {"vocab", 32000, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
       K_VOCAB_PAD,
-      K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 8, 2)},
+      K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 8, 2, 1)},
      ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
     {{"deepseek", "DeepSeek-V3-like MoE: 61 layers (3 dense), 256 routed experts of width "
                   "2048 + 1 shared, top-8; multi-head attention of 128 heads in place of MLA "
                   "(672B parameters, 38.7B active; DeepSeek-V3: 671B, 37B)",
       "layers=61,hidden=7168,heads=128,ffn=18432,moe_ffn=2048,experts=256,shared=1,topk=8,"
-      "dense=3,seq=4096,vocab=129280"},
+      "dense=3,seq=4096,vocab=129280,attn=flash"},
      8,
      {K_LAYERS(61, 1024), {"hidden", 7168, 1, BIG, NULL}, {"heads", 128, 1, 4096, NULL},
       {"seq", 4096, 1, BIG, NULL}, {"vocab", 129280, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
       K_VOCAB_PAD,
-      K_TP, K_MODERN(0, 18432, 1, 1, 1, 0, 0, 0, 256, 8)},
+      K_TP, K_MODERN(0, 18432, 1, 1, 1, 0, 0, 0, 256, 8, 1)},
      ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, deepseek_preset},
 };
 

@@ -5,7 +5,8 @@
 # failing cudaGetDeviceCount counts as no GPU) and the script exits 0.
 # Usage: scripts/gpu-check.sh [BUILD_DIR]   (default build-gpu)
 # Parts: runtime (issue 30) — the device plan's unit test, the CUDA kernels
-# against the CPU kernels (tests/kernels/test_kernels_cuda.c), the CUDA backend
+# against the CPU kernels, flash attention's included (issue 29;
+# tests/kernels/test_kernels_cuda.c), the CUDA backend
 # against the CPU backend (tests/runtime/test_exec_cuda.c: one rank; two
 # ranks as threads when two GPUs are present), then one-rank `simsearch run
 # --backend cuda` runs (device-resident tensors, NCCL on the world

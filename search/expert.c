@@ -21,7 +21,7 @@ ss_family ss_expert_family(const ss_graph *g)
         ss_op_type t = ss_graph_op(g, i)->type;
         conv |= t == SS_OP_CONV2D;
         lstm |= t == SS_OP_LSTM;
-        attn |= t == SS_OP_ATTENTION;
+        attn |= t == SS_OP_ATTENTION || t == SS_OP_FLASH_ATTENTION;
         ln |= t == SS_OP_LAYERNORM;
         bmm |= t == SS_OP_BATCH_MATMUL;
     }

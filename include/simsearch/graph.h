@@ -89,6 +89,10 @@ typedef enum ss_op_type {
                             per expert; contraction = in */
     SS_OP_MOE_COMBINE,   /* slots[X, C, h], probs[N,S,X] -> y[N,S,h] (weighted sum of each
                             token's topk expert outputs) */
+    SS_OP_FLASH_ATTENTION, /* fused (flash) attention core: q[b..., Sq, d], k[b..., Sk, d],
+                            v[b..., Sk, dv] -> o[b..., Sq, dv] = softmax(q k^T / sqrt(d)) v,
+                            no score matrix kept (o and the row log-sum-exp); causal: row r
+                            sees keys <= r / (Sq / Sk) (core/ops_llm.c) */
     SS_OP_TYPE_COUNT
 } ss_op_type;
 
@@ -119,10 +123,12 @@ typedef struct ss_op_attrs {
     int axis;                              /* softmax, concat, split (negative counts from the end) */
     int n_split; int64_t split_sizes[SS_MAX_OUTPUTS]; /* split */
     int perm[SS_MAX_DIMS];                 /* transpose */
-    double rate;                           /* dropout */
+    double rate;                           /* dropout; flash_attention: dropout of the
+                                              attention probabilities (0: none) */
     int64_t vocab, dim;                    /* embedding; dim: rotary's head size */
     ss_lstm_mode lstm_mode; int64_t hidden; int return_sequences; /* lstm */
-    int64_t heads; int causal;             /* attention (embed dim from q) */
+    int64_t heads; int causal;             /* attention (embed dim from q); causal also
+                                              flash_attention */
     int view;                              /* split, transpose: a strided view that its
                                               consumers read in place, no kernel (the q/k/v
                                               of a batched GEMM, as Megatron-LM runs them) */

@@ -172,12 +172,14 @@ typedef struct ss_megatron_config {
                     (the volume of Megatron's ring exchange, not its overlap); ops
                     without a sequence dim are replicated over cp; devices = tp*pp*dp*cp */
     /* Uneven stages (Megatron's --decoder-first-pipeline-num-layers and
-     * --decoder-last-pipeline-num-layers; needs vp <= 1): the first / last
+     * --decoder-last-pipeline-num-layers): the first / last
      * pipeline stage holds first / last layers (0: as many as the other
      * stages), the other stages share the remaining layers equally (they
      * must divide; with pp = 2 first + last must be all the layers when both
      * are given). The embedding stays on the first stage, the head on the
-     * last, so fewer layers there balance them. */
+     * last, so fewer layers there balance them. With vp > 1 each pipeline
+     * rank's layers are cut into vp equal chunks (vp must divide first,
+     * last and the others' share), as Megatron-Core does. */
     int first, last;
     double bucket_bytes; /* gradient bucket for sync=overlap (0: Megatron's 40M
                             fp16 parameters, 80 MB) */

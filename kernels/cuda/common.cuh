@@ -132,8 +132,8 @@ template <typename T> __global__ void from_f32(T *o, const float *x, int64_t n)
 }
 
 
-/* Entries defined in kernels_dnn.cu (cuDNN) and kernels_seq.cu. */
+/* Entries defined in kernels_dnn.cu (cuDNN), kernels_seq.cu and kernels_flash.cu. */
 extern const ss_kernel ss_cuda_conv2d, ss_cuda_pool2d, ss_cuda_batchnorm, ss_cuda_attention,
-    ss_cuda_lstm;
+    ss_cuda_lstm, ss_cuda_flash_attention;
 
 #endif

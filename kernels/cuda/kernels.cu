@@ -708,6 +708,7 @@ extern "C" const ss_kernel *ss_kernels_cuda(ss_op_type t)
     case SS_OP_TRANSPOSE: return &k_transpose;
     case SS_OP_ATTENTION: return &ss_cuda_attention;
     case SS_OP_LSTM: return &ss_cuda_lstm;
+    case SS_OP_FLASH_ATTENTION: return &ss_cuda_flash_attention;
 #ifdef SS_HAVE_CUDNN
     case SS_OP_CONV2D: return &ss_cuda_conv2d;
     case SS_OP_POOL2D: return &ss_cuda_pool2d;

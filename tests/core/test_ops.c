@@ -831,6 +831,63 @@ static void test_llm_types(void **state)
     ss_graph_free(g);
 }
 
+/* flash_attention: shapes, split mask (no d), regions of a tile (q: its
+ * rows; k, v: every key), work against the closed form (causal halves),
+ * saved bytes (q, k, v, o and the fp32 log-sum-exp; no score matrix), the
+ * FLOPs of a row split summing to the whole, and shape errors. */
+static void test_flash_attention(void **state)
+{
+    (void)state;
+#define I(v) ((int64_t)(v))
+    ss_graph *g = ss_graph_new("t");
+    /* GQA rows: 2 samples, 4 kv heads, 8 positions x G = 2 rows, d 16, dv 8 */
+    int q = input(g, "q", SS_BF16, "spap", 4, I(2), I(4), I(16), I(16));
+    int k = input(g, "k", SS_BF16, "spap", 4, I(2), I(4), I(8), I(16));
+    int v = input(g, "v", SS_BF16, "spap", 4, I(2), I(4), I(8), I(8));
+    A0(a);
+    a.causal = 1;
+    const ss_op *f = add(g, "fa", SS_OP_FLASH_ATTENTION, &a, 3, q, k, v);
+    check_tensor(T(g, "fa"), SS_BF16, "spap", 4, I(2), I(4), I(16), I(8));
+    assert_int_equal(f->n_w, 0);
+    assert_int_equal(ss_op_split_mask(g, f), 7);
+    assert_int_equal(ss_op_contraction(g, f), 0);
+    ss_work w = work_full(g, f);
+    double rows = 2 * 4 * 16, fl = 2 * rows * 8 * (16 + 8) * 0.5;
+    assert_true(w.fwd_flops == fl);
+    assert_true(w.bwd_flops == 2.5 * fl);
+    double qkvo = (2 * 4 * 16 * 16 + 2 * 4 * 8 * 16 + 2 * 4 * 8 * 8 + 2 * 4 * 16 * 8) * 2.0;
+    assert_true(w.saved_bytes == qkvo + rows * 4);
+    assert_true(w.fwd_bytes == qkvo + rows * 4);
+    ss_tile t;
+    ss_op_full_tile(g, f, &t);
+    t.out.r[0] = R(1, 2);
+    t.out.r[1] = R(2, 4);
+    t.out.r[2] = R(4, 12);
+    check_region(g, f, &t, 0, 4, I(1), I(2), I(2), I(4), I(4), I(12), I(0), I(16));
+    check_region(g, f, &t, 1, 4, I(1), I(2), I(2), I(4), I(0), I(8), I(0), I(16));
+    check_region(g, f, &t, 2, 4, I(1), I(2), I(2), I(4), I(0), I(8), I(0), I(8));
+    double sum = 0;
+    for (int r = 0; r < 16; r += 4) {
+        ss_op_full_tile(g, f, &t);
+        t.out.r[2] = R(r, r + 4);
+        ss_op_tile_work(g, f, &t, &w);
+        sum += w.fwd_flops;
+    }
+    assert_true(sum == fl);
+    /* not causal: the whole square */
+    a.causal = 0;
+    const ss_op *nc = add(g, "fa_full", SS_OP_FLASH_ATTENTION, &a, 3, q, k, v);
+    assert_true(work_full(g, nc).fwd_flops == 2 * fl);
+    add_fails(g, "fa_bad", SS_OP_FLASH_ATTENTION, &a, 3, q, v, v, "must be [batch..., Sk, d]");
+    int q3 = input(g, "q3", SS_BF16, "spap", 4, I(2), I(4), I(12), I(16));
+    a.causal = 1;
+    add_fails(g, "fa_rows", SS_OP_FLASH_ATTENTION, &a, 3, q3, k, v, "multiple of the keys");
+    a.rate = 1.5;
+    add_fails(g, "fa_rate", SS_OP_FLASH_ATTENTION, &a, 3, q, k, v, "dropout rate");
+#undef I
+    ss_graph_free(g);
+}
+
 static void test_regions(void **state)
 {
     (void)state;
@@ -1030,6 +1087,7 @@ int main(void)
         cmocka_unit_test(test_lstm),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_llm_types),
+        cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_regions),
         cmocka_unit_test(test_property_random_splits),
     };

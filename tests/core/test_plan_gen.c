@@ -287,6 +287,46 @@ static void test_spec_errors(void **state)
     expect_spec_error("/nonexistent/plan.json", gpt, "cannot open");
 }
 
+/* Uneven first / last ranks with vp = 2 (Megatron-Core's layout): gpt 12
+ * layers, pp 4, first=2, last=2: each rank's layers (2, 4, 4, 2) cut into 2
+ * chunks, chunk k = v * 4 + rank taking the layers in order: 1, 2, 2, 1,
+ * 1, 2, 2, 1 layers; vp must divide every rank's count. */
+static void test_megatron_uneven_interleaved(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("gpt:layers=12,hidden=256,heads=4,seq=64,vocab=1000", 32, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(
+        ss_plan_from_spec("megatron:tp=1,pp=4,dp=4,mbs=2,vp=2,first=2,last=2", g, m, &p, &d),
+        SS_OK);
+    assert_int_equal(ss_plan_settings_get(p)->stages, 8);
+    static const int chunk[12] = {0, 1, 1, 2, 2, 3, 4, 5, 5, 6, 6, 7};
+    for (int l = 0; l < 12; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "l%d.mlp.fc1", l);
+        const ss_pconfig *c = cfg_of(p, g, name);
+        assert_int_equal(c->stage, chunk[l]);
+        assert_int_equal(c->devices[0] / 4, chunk[l] % 4); /* rank = chunk mod pp */
+    }
+    assert_int_equal(cfg_of(p, g, "embed.tokens")->stage, 0);
+    assert_int_equal(cfg_of(p, g, "loss")->stage, 7);
+    ss_plan_free(p);
+    p = NULL;
+    expect_spec_error("megatron:tp=1,pp=4,dp=4,mbs=1,vp=2,first=1,last=1",
+                      "gpt:layers=12,hidden=256,heads=4,seq=64,vocab=1000",
+                      "vp=2 must divide the layers of every pipeline rank");
+    ss_megatron_config c = {.tp = 1, .pp = 4, .dp = 4, .mbs = 2, .vp = 2, .first = 2, .last = 2};
+    char buf[512];
+    ss_megatron_args(&c, 12, 32, buf, sizeof buf);
+    assert_non_null(strstr(buf, "--virtual-pipeline-model-parallel-size 2"));
+    assert_null(strstr(buf, "--num-layers-per-virtual-pipeline-stage"));
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 /* Interleaved 1F1B: gpt 8 layers, tp=2, pp=2, dp=4, vp=2 on 16 devices:
  * 4 chunks of 2 layers, chunk c on rank c mod 2 (devices 8*(c mod 2) ..
  * +7), embedding in chunk 0, head and loss in chunk 3 (rank 1); the plan
@@ -443,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_spec_defaults),
         cmocka_unit_test(test_megatron_interleaved),
+        cmocka_unit_test(test_megatron_uneven_interleaved),
         cmocka_unit_test(test_megatron_other_models),
         cmocka_unit_test(test_gen_alloc_failures),
     };

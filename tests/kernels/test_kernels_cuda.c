@@ -3,6 +3,7 @@
  * the CPU kernels, which tests/kernels/test_kernels_cpu.c checks against
  * naive references and finite differences: same random fp32 operands and
  * output gradients, forward outputs and backward gradients must agree.
+ * Flash attention included (kernels/cuda/kernels_flash.cu).
  * Without a CUDA device (or a build without the CUDA kernels) it prints a
  * SKIP line and exits 77, which ctest reports as skipped.
  */
@@ -151,6 +152,26 @@ static void test_cnn_rnn_attention(void **state)
     ss_graph_free(ss_kt_graph);
 }
 
+/* Flash attention: not causal over 70 keys; causal grouped-query rows
+ * (G = 2) with dropout (both backends hash the same mask). */
+static void test_flash_attention(void **state)
+{
+    (void)state;
+    ss_kt_graph = ss_graph_new("cuda3");
+    int64_t qs[4] = {2, 3, 70, 16}, vs[4] = {2, 3, 70, 8};
+    int in[3] = {ss_kt_input_flat("q", 4, qs, SS_F32), ss_kt_input_flat("k", 4, qs, SS_F32),
+                 ss_kt_input_flat("v", 4, vs, SS_F32)};
+    ss_op_attrs a = {0};
+    compare(ss_kt_add("flash", SS_OP_FLASH_ATTENTION, &a, 3, in));
+    int64_t gq[4] = {1, 2, 24, 16}, gk[4] = {1, 2, 12, 16};
+    int g3[3] = {ss_kt_input_flat("gq", 4, gq, SS_F32), ss_kt_input_flat("gk", 4, gk, SS_F32),
+                 ss_kt_input_flat("gv", 4, gk, SS_F32)};
+    a.causal = 1;
+    a.rate = 0.2;
+    compare(ss_kt_add("flash_causal", SS_OP_FLASH_ATTENTION, &a, 3, g3));
+    ss_graph_free(ss_kt_graph);
+}
+
 int main(void)
 {
     int n = ss_kernel_device_count(SS_BACKEND_CUDA);
@@ -161,6 +182,7 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_transformer_ops),
-                                       cmocka_unit_test(test_cnn_rnn_attention)};
+                                       cmocka_unit_test(test_cnn_rnn_attention),
+                                       cmocka_unit_test(test_flash_attention)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,11 @@
  * central finite differences, and tiles composing to the whole op (rotary's
  * positions are global; dispatch and combine tiles hold their token boxes),
  * plus the balanced routing itself: every token lands in exactly topk
- * distinct experts and padding slots are zero.
+ * distinct experts and padding slots are zero. Flash attention: forward and
+ * backward against the unfused composition (batch_matmul scores, softmax,
+ * batch_matmul with v) run by their own kernels; causal grouped-query rows
+ * against a naive reference; a tile of query rows against the whole op;
+ * dropout by finite differences and by tile.
  */
 #include "testutil.h"
 #include "kernels/kernels.h"
@@ -232,6 +236,173 @@ static void test_moe_capacity(void **state)
     ss_kernel_release(&a, SS_BACKEND_CPU);
 }
 
+
+/* Run op's kernel (whole op) with the given operand data and output
+ * gradients; returns the set-up args (caller releases). */
+static void run_with(int op, const float *const *x, const float *const *dy, ss_kargs *a)
+{
+    ss_tile full;
+    ss_op_full_tile(ss_kt_graph, ss_kt_op(op), &full);
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_kernel_setup(a, SS_BACKEND_CPU, ss_kt_graph, ss_kt_op(op), &full, &d),
+                     SS_OK);
+    assert_int_equal(ss_kernel_alloc(a, SS_BACKEND_CPU, 0, 1, &d), SS_OK);
+    for (int i = 0; i < a->n_x; i++)
+        if (x[i])
+            memcpy(a->x[i], x[i], ss_kernel_x_bytes(a, i));
+    assert_int_equal(ss_kernel_forward(SS_BACKEND_CPU, a, &d), SS_OK);
+    if (dy) {
+        memcpy(a->dy[0], dy[0], ss_kernel_y_bytes(a, 0));
+        assert_int_equal(ss_kernel_backward(SS_BACKEND_CPU, a, &d), SS_OK);
+    }
+}
+
+static void expect_close_f(const float *got, const float *want, int64_t n, double tol,
+                           const char *what)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i]))))
+            fail_msg("%s: element %lld is %g, reference %g", what, (long long)i, got[i],
+                     want[i]);
+}
+
+/* Non-causal flash attention equals scores (q / sqrt(d)) k^T, softmax, . v
+ * run by the batch_matmul and softmax kernels, forward and backward. */
+static void test_flash_vs_unfused(void **state)
+{
+    (void)state;
+    ss_kt_rng = 41;
+    ss_kt_new_graph();
+    enum { N = 2, H = 3, S = 70, D = 4, DV = 5 }; /* 70 keys: two key blocks */
+    int64_t qs[4] = {N, H, S, D}, vs[4] = {N, H, S, DV};
+    int in[3] = {ss_kt_input("q", 4, qs, SS_F32), ss_kt_input("k", 4, qs, SS_F32),
+                 ss_kt_input("v", 4, vs, SS_F32)};
+    ss_op_attrs fa = {0};
+    int fl = ss_kt_add("flash", SS_OP_FLASH_ATTENTION, &fa, 3, in);
+    ss_op_attrs ba = {0};
+    ba.trans_b = 1;
+    int sc = ss_kt_add("scores", SS_OP_BATCH_MATMUL, &ba, 2, in);
+    ss_op_attrs sa = {0};
+    sa.axis = 3;
+    int sm_in = ss_graph_out(ss_kt_graph, sc);
+    int sm = ss_kt_add("softmax", SS_OP_SOFTMAX, &sa, 1, &sm_in);
+    ss_op_attrs ca = {0};
+    int cin[2] = {ss_graph_out(ss_kt_graph, sm), in[2]};
+    int cx = ss_kt_add("context", SS_OP_BATCH_MATMUL, &ca, 2, cin);
+    ss_kargs f;
+    ss_kt_run(fl, NULL, &f, 800);
+    ss_diag d;
+    ss_diag_init(&d);
+    assert_int_equal(ss_kernel_backward(SS_BACKEND_CPU, &f, &d), SS_OK);
+    int64_t nq = N * H * S * D;
+    float *qsc = malloc((size_t)nq * sizeof *qsc);
+    for (int64_t i = 0; i < nq; i++)
+        qsc[i] = ss_kt_x(&f, 0)[i] / sqrtf((float)D);
+    ss_kargs s1, s2, s3;
+    const float *x1[2] = {qsc, ss_kt_x(&f, 1)};
+    run_with(sc, x1, NULL, &s1);
+    const float *x2[1] = {ss_kt_y(&s1, 0)};
+    run_with(sm, x2, NULL, &s2);
+    const float *x3[2] = {ss_kt_y(&s2, 0), ss_kt_x(&f, 2)};
+    const float *dy3[1] = {f.dy[0]};
+    run_with(cx, x3, dy3, &s3);
+    expect_close_f(ss_kt_y(&f, 0), ss_kt_y(&s3, 0), ss_kt_ny(&f, 0), 1e-5, "flash forward");
+    memcpy(s2.dy[0], s3.dx[0], ss_kernel_y_bytes(&s2, 0));
+    assert_int_equal(ss_kernel_backward(SS_BACKEND_CPU, &s2, &d), SS_OK);
+    memcpy(s1.dy[0], s2.dx[0], ss_kernel_y_bytes(&s1, 0));
+    assert_int_equal(ss_kernel_backward(SS_BACKEND_CPU, &s1, &d), SS_OK);
+    for (int64_t i = 0; i < nq; i++)
+        ((float *)s1.dx[0])[i] /= sqrtf((float)D);
+    expect_close_f(f.dx[0], s1.dx[0], nq, 1e-4, "flash dq");
+    expect_close_f(f.dx[1], s1.dx[1], nq, 1e-4, "flash dk");
+    expect_close_f(f.dx[2], s3.dx[1], N * H * S * DV, 1e-4, "flash dv");
+    free(qsc);
+    ss_kernel_release(&s1, SS_BACKEND_CPU);
+    ss_kernel_release(&s2, SS_BACKEND_CPU);
+    ss_kernel_release(&s3, SS_BACKEND_CPU);
+    ss_kernel_release(&f, SS_BACKEND_CPU);
+}
+
+/* Causal grouped-query rows (G = 2 query rows per key position) against a
+ * naive masked softmax; backward by finite differences; the tile of rows
+ * [5, 11) gives the whole op's rows and dq rows. With dropout: finite
+ * differences (the mask is drawn again) and a tile equal to the whole op. */
+static void test_flash_causal_tiles(void **state)
+{
+    (void)state;
+    enum { KV = 2, S = 6, G = 2, R = S * G, D = 4 };
+    for (int drop = 0; drop < 2; drop++) {
+        ss_kt_rng = 42 + (uint64_t)drop;
+        ss_kt_new_graph();
+        int64_t qs[4] = {1, KV, R, D}, ks[4] = {1, KV, S, D};
+        int in[3] = {ss_kt_input("q", 4, qs, SS_F32), ss_kt_input("k", 4, ks, SS_F32),
+                     ss_kt_input("v", 4, ks, SS_F32)};
+        ss_op_attrs fa = {0};
+        fa.causal = 1;
+        fa.rate = drop ? 0.3 : 0;
+        int fl = ss_kt_add("flash", SS_OP_FLASH_ATTENTION, &fa, 3, in);
+        ss_kargs a;
+        ss_kt_run(fl, NULL, &a, 810);
+        if (!drop) {
+            static double ref[KV * R * D];
+            const float *q = ss_kt_x(&a, 0), *k = ss_kt_x(&a, 1), *v = ss_kt_x(&a, 2);
+            for (int h = 0; h < KV; h++)
+                for (int r = 0; r < R; r++) {
+                    double p[S], mx = -1e300, sum = 0;
+                    int lim = r / G + 1;
+                    for (int j = 0; j < lim; j++) {
+                        p[j] = 0;
+                        for (int e = 0; e < D; e++)
+                            p[j] += (double)q[(h * R + r) * D + e] * k[(h * S + j) * D + e];
+                        p[j] /= sqrt((double)D);
+                        mx = p[j] > mx ? p[j] : mx;
+                    }
+                    for (int j = 0; j < lim; j++)
+                        sum += (p[j] = exp(p[j] - mx));
+                    for (int e = 0; e < D; e++) {
+                        double o = 0;
+                        for (int j = 0; j < lim; j++)
+                            o += p[j] / sum * v[(h * S + j) * D + e];
+                        ref[(h * R + r) * D + e] = o;
+                    }
+                }
+            ss_kt_expect_close(ss_kt_y(&a, 0), ref, KV * R * D, 1e-5, "causal flash");
+        }
+        ss_kt_check_grad(&a, drop ? "flash dropout" : "causal flash");
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_kernel_backward(SS_BACKEND_CPU, &a, &d), SS_OK);
+        ss_tile t;
+        ss_op_full_tile(ss_kt_graph, ss_kt_op(fl), &t);
+        t.out.r[2] = (ss_range){5, 11};
+        ss_kargs b;
+        assert_int_equal(ss_kernel_setup(&b, SS_BACKEND_CPU, ss_kt_graph, ss_kt_op(fl), &t, &d),
+                         SS_OK);
+        assert_int_equal(b.xr[1].r[2].hi - b.xr[1].r[2].lo, S); /* every key */
+        assert_int_equal(ss_kernel_alloc(&b, SS_BACKEND_CPU, 0, 810, &d), SS_OK);
+        b.seed = a.seed;
+        for (int h = 0; h < KV; h++) {
+            memcpy((float *)b.x[0] + h * 6 * D, ss_kt_x(&a, 0) + (h * R + 5) * D,
+                   6 * D * sizeof(float));
+            memcpy((float *)b.dy[0] + h * 6 * D, (float *)a.dy[0] + (h * R + 5) * D,
+                   6 * D * sizeof(float));
+        }
+        memcpy(b.x[1], ss_kt_x(&a, 1), ss_kernel_x_bytes(&b, 1));
+        memcpy(b.x[2], ss_kt_x(&a, 2), ss_kernel_x_bytes(&b, 2));
+        assert_int_equal(ss_kernel_forward(SS_BACKEND_CPU, &b, &d), SS_OK);
+        assert_int_equal(ss_kernel_backward(SS_BACKEND_CPU, &b, &d), SS_OK);
+        for (int h = 0; h < KV; h++) {
+            expect_close_f(ss_kt_y(&b, 0) + h * 6 * D, ss_kt_y(&a, 0) + (h * R + 5) * D, 6 * D,
+                           1e-6, "flash tile rows");
+            expect_close_f((float *)b.dx[0] + h * 6 * D, (float *)a.dx[0] + (h * R + 5) * D,
+                           6 * D, 1e-5, "flash tile dq");
+        }
+        ss_kernel_release(&b, SS_BACKEND_CPU);
+        ss_kernel_release(&a, SS_BACKEND_CPU);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +410,8 @@ int main(void)
         cmocka_unit_test_teardown(test_rotary, ss_kt_teardown),
         cmocka_unit_test_teardown(test_moe, ss_kt_teardown),
         cmocka_unit_test_teardown(test_moe_capacity, ss_kt_teardown),
+        cmocka_unit_test_teardown(test_flash_vs_unfused, ss_kt_teardown),
+        cmocka_unit_test_teardown(test_flash_causal_tiles, ss_kt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

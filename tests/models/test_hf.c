@@ -58,6 +58,10 @@ static void test_same_graph_as_zoo(void **state)
         {hf("gpt2:vocab_pad=0"),
          "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,vocab_pad=0", "GPT2LMHeadModel",
          124439808},
+        {hf("llama3-8b:attn=unfused"), "llama:size=8b,attn=unfused", "LlamaForCausalLM", 8.03e9},
+        {hf("gpt2:vocab_pad=0,attn=flash"),
+         "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,vocab_pad=0,attn=flash",
+         "GPT2LMHeadModel", 124439808},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         ss_graph *a = build(rows[i].hf), *b = build(rows[i].zoo);
@@ -73,6 +77,13 @@ static void test_same_graph_as_zoo(void **state)
     /* GPT-2 small exactly (the Hugging Face count) */
     ss_graph *g = build(hf("gpt2:vocab_pad=0"));
     assert_int_equal(ss_graph_parameters(g), 124439808);
+    ss_graph_free(g);
+    /* Llama-like imports run flash attention (as the llama preset), GPT-2 unfused */
+    g = build(hf("mixtral-8x7b:seq=4096,layers=1"));
+    assert_true(ss_graph_find_op(g, "l0.attn.flash") >= 0);
+    ss_graph_free(g);
+    g = build(hf("gpt2:vocab_pad=0,layers=1"));
+    assert_true(ss_graph_find_op(g, "l0.attn.scores") >= 0);
     ss_graph_free(g);
     /* overrides: precision and the sequence */
     g = build(hf("llama3-8b:seq=2048,precision=fp8,layers=2"));

@@ -300,13 +300,70 @@ static void test_spec_errors(void **state)
     }
 }
 
+/* attn=flash: the same parameters as the unfused graph; per token the
+ * GEMMs plus the flash op give 2 (linear + V h) + L 4 S h / 2 (causal:
+ * half the square) for gpt, the whole square for bert; the backward is
+ * 2.5x the op's forward; no op holds a score matrix (nothing for selective
+ * recomputation) and context_t is a view. */
+static void test_flash_closed_form(void **state)
+{
+    (void)state;
+    const double L = 3, h = 256, H = 8, S = 32, V = 1000, N = 2, F = 4 * h;
+    for (int kv = 1; kv <= 8; kv *= 2) {
+        char spec[256], uspec[256];
+        snprintf(spec, sizeof spec,
+                 "gpt:layers=3,hidden=256,heads=8,seq=32,vocab=1000,vocab_pad=0,kv_heads=%d,"
+                 "bias=0,attn=flash", kv);
+        snprintf(uspec, sizeof uspec, "%.*s,attn=unfused", (int)(strlen(spec) - 11), spec);
+        ss_graph *g = build(spec, (int64_t)N), *u = build(uspec, (int64_t)N);
+        assert_true(ss_graph_parameters(g) == ss_graph_parameters(u));
+        double dh = h / H, lin = L * (h * (H + 2 * kv) * dh + H * dh * h + 2 * h * F);
+        double attn = 0, bwd = 0;
+        for (int i = 0; i < ss_graph_n_ops(g); i++) {
+            const ss_op *op = ss_graph_op(g, i);
+            assert_false(ss_build_score_op(g, i));
+            if (op->type != SS_OP_FLASH_ATTENTION)
+                continue;
+            ss_tile t;
+            ss_work w;
+            ss_op_full_tile(g, op, &t);
+            ss_op_tile_work(g, op, &t, &w);
+            attn += w.fwd_flops;
+            bwd += w.bwd_flops;
+            assert_true(op->attrs.causal && op->attrs.rate == 0.1);
+        }
+        assert_true(fabs((gemm_flops(g) + attn) / (N * S) - 2 * (lin + V * h) -
+                         L * 4 * S * h / 2) < 1e-9 * lin);
+        assert_true(bwd == 2.5 * attn);
+        assert_int_equal(ss_graph_find_op(g, "l0.attn.scores"), -1);
+        assert_true(ss_graph_op(g, ss_graph_find_op(g, "l2.attn.context_t"))->attrs.view);
+        assert_false(ss_graph_op(u, ss_graph_find_op(u, "l2.attn.context_t"))->attrs.view);
+        ss_graph_free(g);
+        ss_graph_free(u);
+    }
+    ss_graph *b = build("bert:layers=2,hidden=256,heads=8,seq=32,attn=flash", (int64_t)N);
+    const ss_op *op = ss_graph_op(b, ss_graph_find_op(b, "l1.attn.flash"));
+    ss_tile t;
+    ss_work w;
+    ss_op_full_tile(b, op, &t);
+    ss_op_tile_work(b, op, &t, &w);
+    assert_false(op->attrs.causal);
+    assert_true(w.fwd_flops == N * 4 * S * S * h);
+    ss_graph_free(b);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *bad = NULL;
+    assert_int_equal(ss_model_build("gpt:fused=1,attn=flash", 1, 1, &bad, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "exclude each other"));
+}
+
 /* The size preset fills only the keys the spec leaves out. */
 static void test_preset_override(void **state)
 {
     (void)state;
     ss_graph *a = build("llama:size=70b,layers=2", 1);
     ss_graph *b = build("gpt:layers=2,hidden=8192,heads=64,kv_heads=8,ffn=28672,seq=8192,"
-                        "vocab=128256,norm=rmsnorm,act=swiglu,rotary=1,tied=0,bias=0,dropout=0",
+                        "vocab=128256,norm=rmsnorm,act=swiglu,rotary=1,tied=0,bias=0,dropout=0,attn=flash",
                         1);
     assert_true(ss_graph_parameters(a) == ss_graph_parameters(b));
     assert_true(fabs(ss_graph_forward_flops(a) - ss_graph_forward_flops(b)) < 1);
@@ -321,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_gqa_shapes),       cmocka_unit_test(test_moe_shapes),
         cmocka_unit_test(test_fp8),              cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_preset_override),  cmocka_unit_test(test_moe_expert_tp),
+        cmocka_unit_test(test_flash_closed_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,7 @@ static void test_family(void **state)
         {"rnnlm:steps=2", SS_FAMILY_RNN},
         {"gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1024", SS_FAMILY_TRANSFORMER},
         {"gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1024,fused=1", SS_FAMILY_TRANSFORMER},
+        {"gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1024,attn=flash", SS_FAMILY_TRANSFORMER},
         {"mlp", SS_FAMILY_OTHER},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
