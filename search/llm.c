@@ -264,9 +264,12 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
     case MV_SP:
         o->sp = !c->sp;
         break;
-    case MV_DOPT:
-        o->distopt = !c->distopt;
+    case MV_DOPT: { /* the ZeRO stage: 0 -> 1 -> 3 (parameter sharding) -> 0 */
+        static const int z[3] = {0, 1, SS_ZERO3};
+        int i = c->distopt == SS_ZERO3 ? 2 : c->distopt ? 1 : 0;
+        o->distopt = z[(i + (dir > 0 ? 1 : 2)) % 3];
         break;
+    }
     case MV_SYNC:
         o->sync = c->sync == SS_SYNC_BULK ? SS_SYNC_WAIT_FREE : SS_SYNC_BULK;
         break;
