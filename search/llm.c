@@ -380,15 +380,16 @@ static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp)
 /* The mesh sweep. A: every (tp, pp) with tp = the largest power of two up
  * to a host's devices (<= 8) and every smaller power of two, pp a divisor of the layers
  * whose states take at most half the memory, with micro-batch size 1,
- * selective recompute, sp, distopt and bulk sync. B: for the two best,
- * micro-batch size 1 and 2, every vp up to 4, selective or no recompute,
- * distopt on or off. The mesh and the pipeline move the best time most and
+ * selective recompute, sp, distopt and bulk sync (ZeRO-3 instead where
+ * pp = 1 and only its states fit). B: for the two best, micro-batch size 1
+ * and 2, every vp up to 4, selective or no recompute, distopt on or off
+ * (and ZeRO-3 where pp = 1). The mesh and the pipeline move the best time most and
  * a chain crosses them only step by step. */
 static int sweep(chain *ch, const ss_llm_point *start)
 {
     const ss_llm_shape *S = &ch->R->S;
-    ss_llm_point top[2];
-    int n_top = 0;
+    ss_llm_point top[3], z3top; /* the two best; the best ZeRO-3 point */
+    int n_top = 0, have_z3 = 0;
     int tpmax = 1;
     while (tpmax * 2 <= S->per_host && tpmax * 2 <= 8)
         tpmax *= 2;
@@ -397,11 +398,15 @@ static int sweep(chain *ch, const ss_llm_point *start)
     for (int tp = tpmax; tp >= 1; tp /= 2)
         for (int pp = S->layers; pp >= 1; pp--) {
             int dp = dp_of(S, tp, pp);
-            if (S->layers % pp || !dp || !states_fit_half(S, tp, pp, dp))
+            /* ZeRO-3 where ZeRO-1's states are too big, without a pipeline (as
+             * FSDP and DeepSpeed run it): weights, gradients and state / dp */
+            int z3 = dp > 1 && pp == 1 && !states_fit_half(S, tp, pp, dp) &&
+                     S->params * 16 / ((double)tp * dp) <= 0.35 * S->mem_bytes;
+            if (S->layers % pp || !dp || (!states_fit_half(S, tp, pp, dp) && !z3))
                 continue;
             ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
                                     .recompute = SS_RECOMPUTE_SELECTIVE, .sp = tp > 1,
-                                    .distopt = dp > 1, .sync = SS_SYNC_BULK};
+                                    .distopt = z3 ? SS_ZERO3 : dp > 1, .sync = SS_SYNC_BULK};
             if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
                 continue;
             ss_llm_point p;
@@ -410,6 +415,10 @@ static int sweep(chain *ch, const ss_llm_point *start)
                 return -1;
             if (!ok || !p.fits)
                 continue;
+            if (z3 && (!have_z3 || p.time_us < z3top.time_us)) {
+                z3top = p;
+                have_z3 = 1;
+            }
             if (n_top < 2)
                 top[n_top++] = p;
             else if (p.time_us < top[1].time_us)
@@ -422,19 +431,23 @@ static int sweep(chain *ch, const ss_llm_point *start)
         }
     if (!n_top)
         top[n_top++] = *start;
+    /* the best ZeRO-3 point too: a bigger micro-batch may fit only there */
+    if (have_z3 && top[0].c.distopt != SS_ZERO3 && (n_top < 2 || top[1].c.distopt != SS_ZERO3))
+        top[n_top++] = z3top;
     for (int k = 0; k < n_top; k++)
         for (int mbs = 1; mbs <= 2; mbs++)
             for (int vp = 1; vp <= 4; vp++)
                 for (int rc = 0; rc < 2; rc++)
-                    for (int dopt = 1; dopt >= 0; dopt--) {
+                    for (int dopt = 2; dopt >= 0; dopt--) {
                         ss_megatron_config c = top[k].c;
                         int pp = c.pp;
                         c.mbs = mbs;
                         c.vp = vp;
                         c.first = c.last = 0;
                         c.recompute = rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE;
-                        c.distopt = c.dp > 1 && dopt;
-                        if (c.dp == 1 && !dopt)
+                        /* dopt 2: ZeRO-3, without a pipeline only */
+                        c.distopt = c.dp > 1 && dopt ? (dopt == 2 ? SS_ZERO3 : 1) : 0;
+                        if ((c.dp == 1 && !dopt) || (dopt == 2 && (c.dp == 1 || pp > 1)))
                             continue;
                         int64_t per = (int64_t)c.dp * mbs;
                         int64_t mb = S->batch % per ? 0 : S->batch / per;
