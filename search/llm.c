@@ -141,6 +141,7 @@ static int judge(chain *ch, ss_megatron_config c, ss_llm_point *out)
 }
 
 static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp);
+static int zero3_only(const ss_llm_shape *S, int tp, int pp, int dp);
 
 /* ---- level 0 and 1 ------------------------------------------------------------- */
 
@@ -165,13 +166,14 @@ static int level0(chain *ch, ss_llm_point *out)
                 int dp = dp_of(S, tp, pp);
                 if (S->layers % pp || !dp)
                     continue;
+                int z3 = zero3_only(S, tp, pp, dp);
                 ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
                                         .recompute = rc ? SS_RECOMPUTE_FULL
                                                         : SS_RECOMPUTE_SELECTIVE,
-                                        .sp = tp > 1, .distopt = dp > 1};
+                                        .sp = tp > 1, .distopt = z3 ? SS_ZERO3 : dp > 1};
                 if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
                     continue;
-                if (!states_fit_half(S, tp, pp, dp) && pp < S->layers)
+                if (!states_fit_half(S, tp, pp, dp) && pp < S->layers && !z3)
                     continue; /* states over half the memory: leave room for activations */
                 ss_llm_point p;
                 int ok = judge(ch, c, &p);
@@ -377,6 +379,15 @@ static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp)
     return S->params * (4 + 12.0 / dp) / ((double)tp * pp) <= 0.35 * S->mem_bytes;
 }
 
+/* ZeRO-3 where ZeRO-1's states take over 35% of the memory, without a
+ * pipeline (as FSDP and DeepSpeed run it): its weights, gradients and
+ * state over tp dp, 16 bytes per parameter, up to 60% of the memory. */
+static int zero3_only(const ss_llm_shape *S, int tp, int pp, int dp)
+{
+    return dp > 1 && pp == 1 && !states_fit_half(S, tp, pp, dp) &&
+           S->params * 16 / ((double)tp * dp) <= 0.6 * S->mem_bytes;
+}
+
 /* The mesh sweep. A: every (tp, pp) with tp = the largest power of two up
  * to a host's devices (<= 8) and every smaller power of two, pp a divisor of the layers
  * whose states take at most half the memory, with micro-batch size 1,
@@ -398,21 +409,30 @@ static int sweep(chain *ch, const ss_llm_point *start)
     for (int tp = tpmax; tp >= 1; tp /= 2)
         for (int pp = S->layers; pp >= 1; pp--) {
             int dp = dp_of(S, tp, pp);
-            /* ZeRO-3 where ZeRO-1's states are too big, without a pipeline (as
-             * FSDP and DeepSpeed run it): weights, gradients and state / dp */
-            int z3 = dp > 1 && pp == 1 && !states_fit_half(S, tp, pp, dp) &&
-                     S->params * 16 / ((double)tp * dp) <= 0.35 * S->mem_bytes;
+            int z3 = zero3_only(S, tp, pp, dp);
             if (S->layers % pp || !dp || (!states_fit_half(S, tp, pp, dp) && !z3))
                 continue;
             ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
                                     .recompute = SS_RECOMPUTE_SELECTIVE, .sp = tp > 1,
-                                    .distopt = z3 ? SS_ZERO3 : dp > 1, .sync = SS_SYNC_BULK};
+                                    .distopt = z3 ? SS_ZERO3 : dp > 1,
+                                    .sync = z3 ? SS_SYNC_WAIT_FREE : SS_SYNC_BULK};
             if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
                 continue;
             ss_llm_point p;
             int ok = judge(ch, c, &p);
             if (ok < 0)
                 return -1;
+            if (z3 && S->batch % (2 * (int64_t)dp) == 0) { /* and a bigger micro-batch */
+                ss_llm_point p2;
+                c.mbs = 2;
+                int ok2 = judge(ch, c, &p2);
+                if (ok2 < 0)
+                    return -1;
+                if (ok2 && p2.fits && (!ok || !p.fits || p2.time_us < p.time_us)) {
+                    p = p2;
+                    ok = 1;
+                }
+            }
             if (!ok || !p.fits)
                 continue;
             if (z3 && (!have_z3 || p.time_us < z3top.time_us)) {

@@ -17,7 +17,9 @@
  *   over dp) take at most 35% of a device's memory, micro-batch size 1,
  *   selective recompute, sp, distopt (bulk sync when the fast evaluator
  *   refuses overlapped sync with distopt); the next pp (then full
- *   recompute, then smaller tp) until the simulator says the plan fits.
+ *   recompute, then smaller tp) until the simulator says the plan fits;
+ *   without a pipeline, ZeRO-3 (distopt 3) where only its states (16 bytes
+ *   per parameter over tp dp, at most 60% of the memory) fit.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
  * Level 2: + the ILP / stage-DP planner (search/level2.h), run after level 3
@@ -31,7 +33,7 @@
  * Level 3: + a mesh sweep (every tp, pp with tp a power of two up to a
  *   host's devices (<= 8), pp whose states take at most 35%
  *   of the memory, or without a pipeline ZeRO-3 where only its states,
- *   16 bytes per parameter over tp dp, fit; then, for the two best,
+ *   16 bytes per parameter over tp dp, take at most 60%; then, for the two best,
  *   micro-batch size 1, 2, vp 1-4, selective or no recompute, distopt
  *   on or off, ZeRO-3 where pp = 1) and a polish of its best;
  *   then Metropolis-Hastings over the

@@ -264,7 +264,7 @@ static void test_evaluators(void **state)
     static const char *const specs[] = {
         "megatron:tp=1,pp=1,dp=8,mb=2,zero=3",
         "megatron:tp=2,pp=1,dp=4,mb=4,sp=1,recompute=full,zero=3",
-        "megatron:tp=2,pp=1,dp=4,mb=2,recompute=selective,sync=bulk,zero=3",
+        "megatron:tp=2,pp=1,dp=4,mb=2,recompute=selective,bucket=1,zero=3",
         "megatron:tp=2,pp=2,dp=2,mb=4,zero=3",
         "megatron:tp=1,pp=2,dp=4,mb=4,vp=1,bucket=1,zero=3",
     };
@@ -336,8 +336,8 @@ static void test_runtime_refuses(void **state)
     teardown(&f);
 }
 
-/* Validation: a ZeRO stage other than 0, 1, 3 and ZeRO-3 with per-layer
- * synced flags are refused with the reason; zero=3 without data
+/* Validation: a ZeRO stage other than 0, 1, 3, ZeRO-3 with per-layer
+ * synced flags and ZeRO-3 with bulk sync are refused with the reason; zero=3 without data
  * parallelism is refused by the Megatron generator. */
 static void test_validation(void **state)
 {
@@ -355,6 +355,11 @@ static void test_validation(void **state)
     ss_diag_init(&d);
     assert_int_equal(ss_plan_validate(p, f.g, f.m, &d), SS_ERR_INVALID);
     assert_non_null(strstr(d.msg, "synced_flags"));
+    ss_plan_settings_of(p)->synced_flags = 0;
+    ss_plan_settings_of(p)->sync = SS_SYNC_BULK;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(p, f.g, f.m, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "sync \"bulk\""));
     ss_plan_free(p);
     teardown(&f);
     setup_g(&f, small_gpt(), "topologies/dgx-a100.json");
