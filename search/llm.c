@@ -381,11 +381,17 @@ static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp)
 
 /* ZeRO-3 where ZeRO-1's states take over 35% of the memory, without a
  * pipeline (as FSDP and DeepSpeed run it): its weights, gradients and
- * state over tp dp, 16 bytes per parameter, up to 60% of the memory. */
+ * state over tp dp, 16 bytes per parameter, up to 60% of the memory; and
+ * only where the plan stays below SS_EVAL_HIER_TILES tile entries (at
+ * least 16 ops per layer, a tile per device and micro-batch of size 1):
+ * the exact evaluators judge it there, the hierarchical one refuses it,
+ * and building a bigger plan only to be refused costs seconds. */
 static int zero3_only(const ss_llm_shape *S, int tp, int pp, int dp)
 {
+    double tiles = 16.0 * S->layers * tp * dp * (double)(S->batch / (dp > 0 ? dp : 1));
     return dp > 1 && pp == 1 && !states_fit_half(S, tp, pp, dp) &&
-           S->params * 16 / ((double)tp * dp) <= 0.6 * S->mem_bytes;
+           S->params * 16 / ((double)tp * dp) <= 0.6 * S->mem_bytes &&
+           tiles < SS_EVAL_HIER_TILES;
 }
 
 /* The mesh sweep. A: every (tp, pp) with tp = the largest power of two up

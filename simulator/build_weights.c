@@ -604,15 +604,16 @@ static int cmp_i64(const void *pa, const void *pb)
 }
 
 /* Dependencies from the fwd (bwd = 0) or bwd (bwd = 1) tasks of op o's
- * tiles of micro-batch m on devices marked `stamp` in b->zmark to task x. */
-static ss_status gate(ss_builder *b, ss_taskgraph *tg, int o, int m, int bwd, int stamp, int x,
-                      ss_diag *d)
+ * tiles on devices marked `stamp` in b->zmark, micro-batch m, to gather
+ * ag[2 (m + shift) + slot] where 0 <= m + shift < M. */
+static ss_status gate(ss_builder *b, ss_taskgraph *tg, int o, int bwd, int stamp, const int *ag,
+                      int M, int shift, int slot, ss_diag *d)
 {
     for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
         const tileinfo *t = &b->tiles[j];
-        int task = bwd ? t->bwd : t->fwd;
-        if (t->mb == m && task >= 0 && b->zmark[t->dev] == stamp &&
-            ss_taskgraph_add_dep(tg, task, x, d) != SS_OK)
+        int task = bwd ? t->bwd : t->fwd, m = t->mb + shift;
+        if (m >= 0 && m < M && task >= 0 && b->zmark[t->dev] == stamp &&
+            ss_taskgraph_add_dep(tg, task, ag[2 * m + slot], d) != SS_OK)
             return d->status;
     }
     return SS_OK;
@@ -687,6 +688,7 @@ static ss_status zero3_gathers(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
     }
     qsort(b->zs, (size_t)nu, sizeof *b->zs, cmp_i64);
     GROW(b, zmark, cap_zmark, b->n_dev, d);
+    GROW(b, zu, cap_zu, 4 * nu + 2 * M, d); /* + the gathers of one unit */
     for (int k = 0; k < b->n_dev; k++)
         b->zmark[k] = 0;
     for (int lo = 0; lo < nu;) {
@@ -726,6 +728,7 @@ static ss_status zero3_gathers(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
             stamp++;
             for (int k = 0; k < s0->n_dev; k++)
                 b->zmark[devs[k]] = stamp;
+            int *ag = b->zu + 4 * nu; /* the gathers of (micro-batch, pass) */
             for (int m = 0; m < M; m++)
                 for (int bw = 0; bw < 2; bw++) {
                     int prio = bw ? ss_sched_prio_bwd(b->n_ops, o, m) : ss_sched_prio_fwd(o, m);
@@ -735,29 +738,33 @@ static ss_status zero3_gathers(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
                     if (x < 0)
                         return d->status;
                     b->st.coll_param++;
-                    ss_status st;
-                    if (!bw && fop >= 0)
-                        st = gate(b, tg, fop, m, 0, stamp, x, d);
-                    else if (!bw && fop_wrap >= 0 && m > 0)
-                        st = gate(b, tg, fop_wrap, m - 1, 0, stamp, x, d);
-                    else if (bw)
-                        st = bop >= 0 ? gate(b, tg, bop, m, 1, stamp, x, d)
-                                      : gate(b, tg, o, m, 0, stamp, x, d);
-                    else
-                        st = SS_OK;
-                    if (st != SS_OK)
-                        return st;
-                    for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
-                        const tileinfo *t = &b->tiles[j];
-                        int task = bw ? t->bwd : t->fwd;
-                        if (t->mb != m || task < 0 || b->zmark[t->dev] != stamp)
-                            continue;
-                        ss_mem_interval iv = {t->dev, SS_MEM_BUFFER, bytes, {x, 0}, {task, 1}};
-                        if (ss_taskgraph_add_dep(tg, x, task, d) != SS_OK ||
-                            ss_memory_add(mm, &iv, d) != SS_OK)
-                            return d->status;
-                    }
+                    ag[2 * m + bw] = x;
                 }
+            /* the prefetch gates, then the gathers' readers */
+            ss_status st = SS_OK;
+            if (fop >= 0)
+                st = gate(b, tg, fop, 0, stamp, ag, M, 0, 0, d);
+            else if (fop_wrap >= 0)
+                st = gate(b, tg, fop_wrap, 0, stamp, ag, M, 1, 0, d);
+            if (st == SS_OK)
+                st = bop >= 0 ? gate(b, tg, bop, 1, stamp, ag, M, 0, 1, d)
+                              : gate(b, tg, o, 0, stamp, ag, M, 0, 1, d);
+            if (st != SS_OK)
+                return st;
+            for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
+                const tileinfo *t = &b->tiles[j];
+                if (t->mb >= M || b->zmark[t->dev] != stamp)
+                    continue;
+                for (int bw = 0; bw < 2; bw++) {
+                    int task = bw ? t->bwd : t->fwd, x = ag[2 * t->mb + bw];
+                    if (task < 0)
+                        continue;
+                    ss_mem_interval iv = {t->dev, SS_MEM_BUFFER, bytes, {x, 0}, {task, 1}};
+                    if (ss_taskgraph_add_dep(tg, x, task, d) != SS_OK ||
+                        ss_memory_add(mm, &iv, d) != SS_OK)
+                        return d->status;
+                }
+            }
         }
         lo = hi;
     }
