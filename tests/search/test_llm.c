@@ -405,6 +405,29 @@ static void test_time_limit_175b(void **state)
     ss_machine_free(m);
 }
 
+/* ZeRO-3 in the planner: GPT 20B (44 x 6,144) on one DGX-A100 (8 GPUs,
+ * batch 128). Every rule mesh's ZeRO-1 states take over 35% of a GPU, so
+ * before ZeRO-3 level 0 found no plan; now it falls back to ZeRO-3 without
+ * a pipeline and returns a fitting zero=3 plan, which simulates afresh to
+ * the same time. */
+static void test_level0_zero3(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=44,hidden=6144,heads=48,seq=2048", 128, 8);
+    ss_search_result r;
+    search_at(g, m, 1, 0, 0, 0, &r);
+    if (!strstr(r.best_label, "zero=3"))
+        fail_msg("level 0 returned \"%s\", not a ZeRO-3 plan", r.best_label);
+    int fits = 0;
+    double t = simulate(g, m, r.best_label, &fits);
+    assert_true(fits);
+    assert_true(fabs(t - r.best_sim.iteration_us) <= 1e-9 * t);
+    ss_search_result_clear(&r);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_grid_threads),
         cmocka_unit_test(test_static_bound),
+        cmocka_unit_test(test_level0_zero3),
         cmocka_unit_test(test_time_limit_175b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
