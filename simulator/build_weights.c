@@ -688,7 +688,9 @@ static ss_status zero3_gathers(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
     }
     qsort(b->zs, (size_t)nu, sizeof *b->zs, cmp_i64);
     GROW(b, zmark, cap_zmark, b->n_dev, d);
-    GROW(b, zu, cap_zu, 4 * nu + 2 * M, d); /* + the gathers of one unit */
+    /* + the gathers of one unit, the ops of a first device's positions */
+    GROW(b, zu, cap_zu, 4 * nu + 2 * M + nu, d);
+    int *posop = b->zu + 4 * nu + 2 * M;
     for (int k = 0; k < b->n_dev; k++)
         b->zmark[k] = 0;
     for (int lo = 0; lo < nu;) {
@@ -700,6 +702,7 @@ static ss_status zero3_gathers(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
             pos += b->zu[4 * u] != prev;
             prev = b->zu[4 * u];
             b->zu[4 * u + 3] = pos;
+            posop[pos] = prev;
         }
         int K = pos + 1;
         for (int i = lo; i < hi; i++) {
@@ -707,16 +710,8 @@ static ss_status zero3_gathers(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
             const shard *s0 = &b->sh[(int)(b->zp[b->zu[4 * u + 1]] & 0xffffffff)];
             const int *devs = b->ipool + s0->dev_off;
             /* the ops at positions p - 2 (forward gate) and p + 2 (backward) */
-            int fop = -1, fop_wrap = -1, bop = -1;
-            for (int k = lo; k < hi; k++) {
-                int v = (int)(b->zs[k] & 0xffffffff), q = b->zu[4 * v + 3];
-                if (q == p - 2)
-                    fop = b->zu[4 * v];
-                if (q == K - 2 + p && p < 2)
-                    fop_wrap = b->zu[4 * v];
-                if (q == p + 2)
-                    bop = b->zu[4 * v];
-            }
+            int fop = p >= 2 ? posop[p - 2] : -1, bop = p + 2 < K ? posop[p + 2] : -1;
+            int fop_wrap = p < 2 && K - 2 + p >= 0 ? posop[K - 2 + p] : -1;
             double bytes = 0;
             for (int k = b->zu[4 * u + 1]; k < b->zu[4 * u + 2]; k++) {
                 const shard *s = &b->sh[(int)(b->zp[k] & 0xffffffff)];
