@@ -75,7 +75,7 @@ typedef struct ss_cli_common {
 #define SS_CLI_PLAN_HELP                                                                      \
     "data-parallel | megatron:tp=T,pp=P,dp=D[,cp=C][,ep=E]\n"                                \
     "[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]\n"                                 \
-    "[,sp=0|1][,distopt=0|1][,sync=overlap|bulk] | a plan JSON file"
+    "[,sp=0|1][,distopt=0|1|3][,sync=overlap|bulk] | a plan JSON file"
 #define SS_CLI_ROW_MODEL(T) SS_CLI_STR_ROW(T, "--model", "SPEC", c.model, 1, SS_CLI_MODEL_HELP)
 #define SS_CLI_ROW_TOPOLOGY(T)                                                                \
     SS_CLI_STR_ROW(T, "--topology", "FILE", c.topology, 1, "topology JSON")

@@ -144,7 +144,8 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         json_object_set_new(root, "sync", json_string(sync[s->sync]));
         json_object_set_new(root, "bucket_bytes", json_real(s->bucket_bytes));
         json_object_set_new(root, "recompute", json_string(recomp[s->recompute]));
-        json_object_set_new(root, "distopt", json_boolean(s->distopt));
+        json_object_set_new(root, "distopt", s->distopt == SS_ZERO3 ? json_integer(SS_ZERO3)
+                                                                    : json_boolean(s->distopt));
         if (o->out)
             json_object_set_new(root, "written", json_string(o->out));
         char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -178,7 +179,10 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         printf("gradient sync: %s, bucket %.0f bytes, priority %s, reorder backward K %d, "
                "synced flags %s; recompute %s; distributed optimizer %s\n",
                sync[s->sync], s->bucket_bytes, s->priority ? "on" : "off", s->reorder_backward,
-               s->synced_flags ? "on" : "off", recomp[s->recompute], s->distopt ? "on" : "off");
+               s->synced_flags ? "on" : "off", recomp[s->recompute],
+               s->distopt == SS_ZERO3 ? "on, weights sharded too (ZeRO-3)"
+               : s->distopt           ? "on"
+                                      : "off");
         if (o->out)
             printf("written to %s\n", o->out);
     }

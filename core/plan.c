@@ -322,8 +322,20 @@ static ss_status check_settings(const ss_plan_settings *s, const char *prefix, s
                            prefix, s->bucket_bytes);
     if ((unsigned)s->schedule > SS_PIPE_1F1B || (unsigned)s->queue > SS_QUEUE_BACKWARD_FIRST ||
         (unsigned)s->sync > SS_SYNC_BULK || (unsigned)s->recompute > SS_RECOMPUTE_SELECTIVE ||
-        (unsigned)s->distopt > 1)
-        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute/distopt",
+        (s->distopt != 0 && s->distopt != 1 && s->distopt != SS_ZERO3))
+        return ss_diag_set(d, SS_ERR_INVALID, "%s: settings: unknown schedule/queue/sync/recompute/distopt"
+                           " (distopt: 0, 1 or 3)",
+                           prefix);
+    if (s->distopt == SS_ZERO3 && s->sync == SS_SYNC_BULK)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: distopt 3 (ZeRO-3) with sync \"bulk\" is not modelled "
+                           "(ZeRO-3 reduce-scatters each micro-batch's gradients as the backward "
+                           "makes them, as FSDP and DeepSpeed do: use sync \"wait_free\")",
+                           prefix);
+    if (s->distopt == SS_ZERO3 && s->synced_flags)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: distopt 3 (ZeRO-3) with synced_flags is not modelled "
+                           "(the next forward's weight all-gathers have no update to wait for)",
                            prefix);
     int v = s->virtual_stages;
     if (v < 1)

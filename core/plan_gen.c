@@ -734,6 +734,14 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
                            "megatron: first, last and bucket must not be negative (got first=%d "
                            "last=%d bucket=%g bytes)",
                            c.first, c.last, c.bucket_bytes);
+    if (c.distopt != 0 && c.distopt != 1 && c.distopt != SS_ZERO3)
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: distopt must be 0, 1 or 3 (got %d)",
+                           c.distopt);
+    if (c.distopt == SS_ZERO3 && c.dp * (c.cp > 1 ? c.cp : 1) < 2)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: zero=3 needs dp > 1 (ZeRO-3 shards the weights over the "
+                           "data-parallel replicas; got dp=%d)",
+                           c.dp);
     if (c.vp > 1 && c.pp < 2)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "megatron: vp=%d needs pp > 1 (interleaving cuts each pipeline rank's "
@@ -878,6 +886,7 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
     memset(c, 0, sizeof *c);
     c->tp = c->pp = 1;
     int dp_given = 0;
+    const char *zero_key = NULL; /* set once distopt, zero or fsdp was given */
     char buf[256];
     if (strlen(params) >= sizeof buf)
         return ss_diag_set(d, SS_ERR_INVALID, "plan spec \"%s\": too long", spec);
@@ -912,9 +921,26 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
         else if (!strcmp(key, "sp")) {
             if (!(st = parse_flag(spec, key, val, &tmp, d)))
                 c->sp = tmp;
-        } else if (!strcmp(key, "distopt")) {
-            if (!(st = parse_flag(spec, key, val, &tmp, d)))
+        } else if (!strcmp(key, "distopt") || !strcmp(key, "zero") || !strcmp(key, "fsdp")) {
+            /* the ZeRO stage: distopt=0|1|3, zero=0|1|3, fsdp=0|1 (1: stage 3) */
+            int fsdp = !strcmp(key, "fsdp");
+            st = parse_int(spec, key, val, 0, fsdp ? 1 : SS_ZERO3, &tmp, d);
+            if (!st && tmp == 2)
+                st = ss_diag_set(d, SS_ERR_INVALID,
+                                 "plan spec \"%s\": bad value \"2\" for %s (expected 0, 1 or 3: "
+                                 "ZeRO-2 is not modelled)",
+                                 spec, key);
+            if (!st && fsdp)
+                tmp = tmp ? SS_ZERO3 : 0;
+            if (!st && zero_key && tmp != c->distopt)
+                st = ss_diag_set(d, SS_ERR_INVALID,
+                                 "plan spec \"%s\": %s=%s contradicts the earlier %s key (one "
+                                 "ZeRO stage per plan)",
+                                 spec, key, val, zero_key);
+            if (!st) {
                 c->distopt = tmp;
+                zero_key = key;
+            }
         } else if (!strcmp(key, "sync")) {
             if (!strcmp(val, "overlap"))
                 c->sync = SS_SYNC_WAIT_FREE;
@@ -947,7 +973,8 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
         } else
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "plan spec \"%s\": unknown key \"%s\" (expected tp, pp, dp, cp, ep, "
-                             "mbs, mb, vp, recompute, sp, distopt, sync, first, last, bucket)",
+                             "mbs, mb, vp, recompute, sp, distopt, zero, fsdp, sync, first, last, "
+                             "bucket)",
                              spec, key);
         if (st)
             return st;
@@ -991,7 +1018,7 @@ int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size
     if (c->sp)
         SPEC_ADD(",sp=1");
     if (c->distopt)
-        SPEC_ADD(",distopt=1");
+        SPEC_ADD(c->distopt == SS_ZERO3 ? ",zero=3" : ",distopt=1");
     if (c->sync == SS_SYNC_BULK)
         SPEC_ADD(",sync=bulk");
     if (c->first)
@@ -1032,7 +1059,11 @@ int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, cha
         ARG_ADD(" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
     if (c->sp)
         ARG_ADD(" --sequence-parallel");
-    if (c->distopt)
+    if (c->distopt == SS_ZERO3) /* Megatron-FSDP, the ZeRO-3 sharding strategy */
+        ARG_ADD(" --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+                " --use-distributed-optimizer --no-gradient-accumulation-fusion"
+                " --ckpt-format fsdp_dtensor");
+    else if (c->distopt)
         ARG_ADD(" --use-distributed-optimizer");
     if (c->sync == SS_SYNC_WAIT_FREE) {
         ARG_ADD(" --overlap-grad-reduce");
@@ -1095,6 +1126,6 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
                        "plan spec \"%s\": unknown (expected data-parallel, "
                        "megatron:tp=T,pp=P,dp=D[,cp=C][,ep=E][,mbs=S|mb=M][,vp=V]"
                        "[,recompute=none|selective|full]"
-                       "[,sp=0|1][,distopt=0|1][,sync=overlap|bulk], or a plan file path)",
+                       "[,sp=0|1][,distopt=0|1|3][,sync=overlap|bulk], or a plan file path)",
                        spec);
 }

@@ -98,7 +98,18 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
         return st;
     if ((st = ss_json_get_bool(file, "$.settings", obj, "priority", 0, &s->priority, d)))
         return st;
-    if ((st = ss_json_get_bool(file, "$.settings", obj, "distopt", 0, &s->distopt, d)))
+    /* distopt: a boolean (ZeRO-1 or none), or the ZeRO stage 0, 1 or 3 */
+    if (json_is_integer(json_object_get(obj, "distopt"))) {
+        v = s->distopt;
+        if ((st = ss_json_get_int(file, "$.settings", obj, "distopt", 0, 0, SS_ZERO3, &v, d)))
+            return st;
+        if (v == 2)
+            return ss_diag_set(d, SS_ERR_PARSE,
+                               "%s: $.settings.distopt: expected false, true, 0, 1 or 3 (ZeRO-3), "
+                               "got 2 (ZeRO-2 is not modelled)",
+                               file);
+        s->distopt = (int)v;
+    } else if ((st = ss_json_get_bool(file, "$.settings", obj, "distopt", 0, &s->distopt, d)))
         return st;
     if ((st = ss_json_get_bool(file, "$.settings", obj, "synced_flags", 0, &s->synced_flags, d)))
         return st;
@@ -443,7 +454,7 @@ static json_t *settings_json(const ss_plan_settings *s, int *bad)
         put(o, "synced_flags", json_true(), bad);
     put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
     if (s->distopt)
-        put(o, "distopt", json_true(), bad);
+        put(o, "distopt", s->distopt == 1 ? json_true() : json_integer(s->distopt), bad);
     if (s->virtual_stages > 1)
         put(o, "virtual_stages", json_integer(s->virtual_stages), bad);
     return o;

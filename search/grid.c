@@ -61,6 +61,9 @@ void ss_llm_shape_of(const ss_graph *g, const ss_machine *m, ss_llm_shape *s)
 double ss_llm_static_bytes(const ss_llm_shape *s, const ss_megatron_config *c)
 {
     double tp = c->tp > 1 ? c->tp : 1, pp = c->pp > 1 ? c->pp : 1;
+    if (c->distopt == SS_ZERO3) /* weights, gradients and state over the dp replicas too */
+        return s->params * (s->state_bytes[0] + s->state_bytes[1] + s->state_bytes[2]) /
+               (tp * pp * (c->dp > 1 ? c->dp : 1) * (c->cp > 1 ? c->cp : 1));
     double opt = c->distopt ? 0 : s->state_bytes[2] / (tp * pp);
     return s->params * ((s->state_bytes[0] + s->state_bytes[1]) / (tp * pp) + opt);
 }

@@ -110,7 +110,10 @@ ss_status ss_llm_plan(const ss_graph *g, const ss_machine *m, const ss_megatron_
  * (tp pp devices) holds every parameter at least once, so some device holds
  * (weight + gradient) x params / (tp pp), and without distopt the whole
  * optimizer state of those (with distopt its share is not bounded here: a
- * shard tied across stages splits it over more devices). */
+ * shard tied across stages splits it over more devices). With distopt 3
+ * (ZeRO-3) each parameter's weight, gradient and state sum to one full
+ * set over its holders, so the largest device holds at least the mean,
+ * params x (weight + gradient + state) / (tp pp dp cp). */
 double ss_llm_static_bytes(const ss_llm_shape *s, const ss_megatron_config *c);
 /* Static memory bound: 1 when ss_llm_static_bytes exceeds the largest
  * device capacity (the point cannot fit: the simulator would say so), else

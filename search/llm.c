@@ -141,6 +141,7 @@ static int judge(chain *ch, ss_megatron_config c, ss_llm_point *out)
 }
 
 static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp);
+static int zero3_only(const ss_llm_shape *S, int tp, int pp, int dp);
 
 /* ---- level 0 and 1 ------------------------------------------------------------- */
 
@@ -165,13 +166,14 @@ static int level0(chain *ch, ss_llm_point *out)
                 int dp = dp_of(S, tp, pp);
                 if (S->layers % pp || !dp)
                     continue;
+                int z3 = zero3_only(S, tp, pp, dp);
                 ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
                                         .recompute = rc ? SS_RECOMPUTE_FULL
                                                         : SS_RECOMPUTE_SELECTIVE,
-                                        .sp = tp > 1, .distopt = dp > 1};
+                                        .sp = tp > 1, .distopt = z3 ? SS_ZERO3 : dp > 1};
                 if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
                     continue;
-                if (!states_fit_half(S, tp, pp, dp) && pp < S->layers)
+                if (!states_fit_half(S, tp, pp, dp) && pp < S->layers && !z3)
                     continue; /* states over half the memory: leave room for activations */
                 ss_llm_point p;
                 int ok = judge(ch, c, &p);
@@ -264,9 +266,12 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
     case MV_SP:
         o->sp = !c->sp;
         break;
-    case MV_DOPT:
-        o->distopt = !c->distopt;
+    case MV_DOPT: { /* the ZeRO stage: 0 -> 1 -> 3 (parameter sharding) -> 0 */
+        static const int z[3] = {0, 1, SS_ZERO3};
+        int i = c->distopt == SS_ZERO3 ? 2 : c->distopt ? 1 : 0;
+        o->distopt = z[(i + (dir > 0 ? 1 : 2)) % 3];
         break;
+    }
     case MV_SYNC:
         o->sync = c->sync == SS_SYNC_BULK ? SS_SYNC_WAIT_FREE : SS_SYNC_BULK;
         break;
@@ -374,18 +379,34 @@ static int states_fit_half(const ss_llm_shape *S, int tp, int pp, int dp)
     return S->params * (4 + 12.0 / dp) / ((double)tp * pp) <= 0.35 * S->mem_bytes;
 }
 
+/* ZeRO-3 where ZeRO-1's states take over 35% of the memory, without a
+ * pipeline (as FSDP and DeepSpeed run it): its weights, gradients and
+ * state over tp dp, 16 bytes per parameter, up to 60% of the memory; and
+ * only where the plan stays below SS_EVAL_HIER_TILES tile entries (at
+ * least 16 ops per layer, a tile per device and micro-batch of size 1):
+ * the exact evaluators judge it there, the hierarchical one refuses it,
+ * and building a bigger plan only to be refused costs seconds. */
+static int zero3_only(const ss_llm_shape *S, int tp, int pp, int dp)
+{
+    double tiles = 16.0 * S->layers * tp * dp * (double)(S->batch / (dp > 0 ? dp : 1));
+    return dp > 1 && pp == 1 && !states_fit_half(S, tp, pp, dp) &&
+           S->params * 16 / ((double)tp * dp) <= 0.6 * S->mem_bytes &&
+           tiles < SS_EVAL_HIER_TILES;
+}
+
 /* The mesh sweep. A: every (tp, pp) with tp = the largest power of two up
  * to a host's devices (<= 8) and every smaller power of two, pp a divisor of the layers
  * whose states take at most half the memory, with micro-batch size 1,
- * selective recompute, sp, distopt and bulk sync. B: for the two best,
- * micro-batch size 1 and 2, every vp up to 4, selective or no recompute,
- * distopt on or off. The mesh and the pipeline move the best time most and
+ * selective recompute, sp, distopt and bulk sync (ZeRO-3 instead where
+ * pp = 1 and only its states fit). B: for the two best, micro-batch size 1
+ * and 2, every vp up to 4, selective or no recompute, distopt on or off
+ * (and ZeRO-3 where pp = 1). The mesh and the pipeline move the best time most and
  * a chain crosses them only step by step. */
 static int sweep(chain *ch, const ss_llm_point *start)
 {
     const ss_llm_shape *S = &ch->R->S;
-    ss_llm_point top[2];
-    int n_top = 0;
+    ss_llm_point top[3], z3top; /* the two best; the best ZeRO-3 point */
+    int n_top = 0, have_z3 = 0;
     int tpmax = 1;
     while (tpmax * 2 <= S->per_host && tpmax * 2 <= 8)
         tpmax *= 2;
@@ -394,19 +415,36 @@ static int sweep(chain *ch, const ss_llm_point *start)
     for (int tp = tpmax; tp >= 1; tp /= 2)
         for (int pp = S->layers; pp >= 1; pp--) {
             int dp = dp_of(S, tp, pp);
-            if (S->layers % pp || !dp || !states_fit_half(S, tp, pp, dp))
+            int z3 = zero3_only(S, tp, pp, dp);
+            if (S->layers % pp || !dp || (!states_fit_half(S, tp, pp, dp) && !z3))
                 continue;
             ss_megatron_config c = {.tp = tp, .pp = pp, .dp = dp, .mbs = 1,
                                     .recompute = SS_RECOMPUTE_SELECTIVE, .sp = tp > 1,
-                                    .distopt = dp > 1, .sync = SS_SYNC_BULK};
+                                    .distopt = z3 ? SS_ZERO3 : dp > 1,
+                                    .sync = z3 ? SS_SYNC_WAIT_FREE : SS_SYNC_BULK};
             if (S->batch % dp || (pp > 1 && S->batch / dp < pp))
                 continue;
             ss_llm_point p;
             int ok = judge(ch, c, &p);
             if (ok < 0)
                 return -1;
+            if (z3 && S->batch % (2 * (int64_t)dp) == 0) { /* and a bigger micro-batch */
+                ss_llm_point p2;
+                c.mbs = 2;
+                int ok2 = judge(ch, c, &p2);
+                if (ok2 < 0)
+                    return -1;
+                if (ok2 && p2.fits && (!ok || !p.fits || p2.time_us < p.time_us)) {
+                    p = p2;
+                    ok = 1;
+                }
+            }
             if (!ok || !p.fits)
                 continue;
+            if (z3 && (!have_z3 || p.time_us < z3top.time_us)) {
+                z3top = p;
+                have_z3 = 1;
+            }
             if (n_top < 2)
                 top[n_top++] = p;
             else if (p.time_us < top[1].time_us)
@@ -419,19 +457,23 @@ static int sweep(chain *ch, const ss_llm_point *start)
         }
     if (!n_top)
         top[n_top++] = *start;
+    /* the best ZeRO-3 point too: a bigger micro-batch may fit only there */
+    if (have_z3 && top[0].c.distopt != SS_ZERO3 && (n_top < 2 || top[1].c.distopt != SS_ZERO3))
+        top[n_top++] = z3top;
     for (int k = 0; k < n_top; k++)
         for (int mbs = 1; mbs <= 2; mbs++)
             for (int vp = 1; vp <= 4; vp++)
                 for (int rc = 0; rc < 2; rc++)
-                    for (int dopt = 1; dopt >= 0; dopt--) {
+                    for (int dopt = 2; dopt >= 0; dopt--) {
                         ss_megatron_config c = top[k].c;
                         int pp = c.pp;
                         c.mbs = mbs;
                         c.vp = vp;
                         c.first = c.last = 0;
                         c.recompute = rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE;
-                        c.distopt = c.dp > 1 && dopt;
-                        if (c.dp == 1 && !dopt)
+                        /* dopt 2: ZeRO-3, without a pipeline only */
+                        c.distopt = c.dp > 1 && dopt ? (dopt == 2 ? SS_ZERO3 : 1) : 0;
+                        if ((c.dp == 1 && !dopt) || (dopt == 2 && (c.dp == 1 || pp > 1)))
                             continue;
                         int64_t per = (int64_t)c.dp * mbs;
                         int64_t mb = S->batch % per ? 0 : S->batch / per;

@@ -17,7 +17,9 @@
  *   over dp) take at most 35% of a device's memory, micro-batch size 1,
  *   selective recompute, sp, distopt (bulk sync when the fast evaluator
  *   refuses overlapped sync with distopt); the next pp (then full
- *   recompute, then smaller tp) until the simulator says the plan fits.
+ *   recompute, then smaller tp) until the simulator says the plan fits;
+ *   without a pipeline, ZeRO-3 (distopt 3) where only its states (16 bytes
+ *   per parameter over tp dp, at most 60% of the memory) fit.
  * Level 1: + the level-0 structure's settings (recompute, distopt, sync)
  *   and micro-batch sizes 1, 2, 4, the best fitting kept.
  * Level 2: + the ILP / stage-DP planner (search/level2.h), run after level 3
@@ -30,11 +32,15 @@
  *   (level2_time_dependent).
  * Level 3: + a mesh sweep (every tp, pp with tp a power of two up to a
  *   host's devices (<= 8), pp whose states take at most 35%
- *   of the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
- *   selective or no recompute, distopt on or off) and a polish of its best;
+ *   of the memory, or without a pipeline ZeRO-3 where only its states,
+ *   16 bytes per parameter over tp dp, take at most 60%; then, for the two best,
+ *   micro-batch size 1, 2, vp 1-4, selective or no recompute, distopt
+ *   on or off, ZeRO-3 where pp = 1) and a polish of its best;
  *   then Metropolis-Hastings over the
  *   knobs (tp, pp and dp together,
- *   micro-batch size, vp, recompute, sp, distopt, sync, bucket size, uneven
+ *   micro-batch size, vp, recompute, sp, the ZeRO stage (distopt 0, 1, 3:
+ *   ZeRO-3 is judged below SS_EVAL_HIER_TILES tile entries only, by the
+ *   exact symmetry evaluator: the hierarchical one refuses it), sync, bucket size, uneven
  *   first / last stages), one chain per thread from the level-1 plan, seeds
  *   (seed, chain), the budget split evenly; then a deterministic polish:
  *   every one-knob neighbour of the best until none is faster. Every move

@@ -355,8 +355,8 @@ static void parse_plan(ss_whatif_point *p)
             p->vp = v;
         else if (!strcmp(key, "sp"))
             p->sp = v;
-        else if (!strcmp(key, "distopt"))
-            p->distopt = v;
+        else if (!strcmp(key, "distopt") || !strcmp(key, "zero"))
+            p->distopt = v; /* the ZeRO stage: 0, 1, 3 */
         else if (!strcmp(key, "recompute"))
             snprintf(p->recompute, sizeof p->recompute, "%.15s", val);
         s += len;

@@ -165,6 +165,10 @@ void ss_build_free(ss_builder *b)
     ss_free(b->wkey);
     ss_free(b->sh);
     ss_free(b->order);
+    ss_free(b->zp);
+    ss_free(b->zs);
+    ss_free(b->zu);
+    ss_free(b->zmark);
     ss_free(b->okeys);
     ss_free(b->ipool);
     ss_free(b->a2a);
@@ -1250,6 +1254,8 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
             snprintf(buf, n, "allgather scatter-gather send %s", name);
         else if (tg->aux[task] == SS_BUILD_COLL_ALLTOALL)
             snprintf(buf, n, "alltoall %s", name);
+        else if (tg->aux[task] == SS_BUILD_COLL_PARAM)
+            snprintf(buf, n, "allgather weights %s", name);
         else
             snprintf(buf, n, "broadcast output grad %s", name);
         break;

@@ -142,9 +142,12 @@ enum {
     SS_BUILD_COLL_SENDGATHER = 7, /* all-gather after a scatter-gather pipeline send (op =
                                     producer, tile = unit; forward on the receivers,
                                     backward on the senders) */
-    SS_BUILD_COLL_ALLTOALL = 8  /* expert-parallel all-to-all of a MoE layer's dispatch or
+    SS_BUILD_COLL_ALLTOALL = 8, /* expert-parallel all-to-all of a MoE layer's dispatch or
                                    combine, or of their gradients (op = producer, tile = a
                                    unit of the group; build_fwd.c) */
+    SS_BUILD_COLL_PARAM = 9     /* ZeRO-3 all-gather of an op's weight shards before its
+                                   forward or backward (op = the user, tile = micro-batch;
+                                   build_weights.c) */
 };
 
 typedef struct ss_build_stats {
@@ -152,6 +155,7 @@ typedef struct ss_build_stats {
     int coll_scatter, coll_gather, coll_gradsum, coll_repsum;
     int coll_sendgather; /* all-gathers of scatter-gather pipeline sends */
     int coll_alltoall;   /* expert-parallel all-to-alls, forward and backward */
+    int coll_param;      /* ZeRO-3 weight all-gathers, forward and backward */
     int buckets, shards;
     int microbatch_gating; /* 1 if micro-batch program order was applied */
     int costs;             /* distinct tile costs kept: per op, its tiles' distinct

@@ -91,6 +91,12 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
     if (!b->plan || b->lean || !tg->finalized || !b->tiles)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "runtime: no task graph built to describe (or a lean build)");
+    if (b->set.distopt == SS_ZERO3)
+        return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                           "runtime: the plan shards its weights (distopt 3, ZeRO-3 / FSDP); the "
+                           "runtime executes the distributed optimizer (distopt 1) but not "
+                           "ZeRO-3's weight all-gathers: simulate the plan, or run it with "
+                           "distopt 1");
     int n = tg->n_tasks, *sh_of = NULL, *join_of = NULL;
     if (!(x->t = ss_malloc((size_t)(n > 0 ? n : 1) * sizeof *x->t)) ||
         !(sh_of = ss_malloc((size_t)(n > 0 ? n : 1) * sizeof *sh_of)) ||

@@ -100,6 +100,7 @@ typedef struct wentry {
 /* A shard's entry: a backward task producing a gradient of it, on dev. */
 typedef struct wref {
     int task, dev;
+    int j; /* the tile */
 } wref;
 
 typedef struct shard {
@@ -208,6 +209,11 @@ struct ss_builder {
     int n_sh, cap_sh;
     int *order;
     int cap_order;
+    int64_t *zp, *zs; /* ZeRO-3 scratch (build_weights.c): (user op, shard) pairs; units
+                         by (first device, op) */
+    int cap_zp, cap_zs;
+    int *zu, *zmark;  /* ZeRO-3 units (4 ints each); a mark per device */
+    int cap_zu, cap_zmark;
     struct okey *okeys;
     int cap_okeys;
     int *ipool;

@@ -347,7 +347,8 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
         for (int k = 0; k < s->count; k++, v += 2) {
             int j = b->tile_base[v[0]] + v[1];
             const tileinfo *t = &b->tiles[j];
-            b->wr[b->n_wr++] = (wref){j < b->n_wgt && b->wgt[j] >= 0 ? b->wgt[j] : t->bwd, t->dev};
+            b->wr[b->n_wr++] =
+                (wref){j < b->n_wgt && b->wgt[j] >= 0 ? b->wgt[j] : t->bwd, t->dev, j};
         }
     }
     /* the distributed optimizer splits a device's optimizer state over the
@@ -358,7 +359,10 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
             for (int e = 0; e < b->sh[k].n_dev; e++)
                 if (b->ipool[b->sh[k].dev_off + e] == mv[0])
                     split = b->sh[k].n_dev;
-        ss_memory_add_params_split(mm, mv[0], get_i64(mv + 1), dt, opt, prec, split);
+        if (b->set.distopt == SS_ZERO3) /* ZeRO-3: weights and gradients too */
+            ss_memory_add_params_sharded(mm, mv[0], get_i64(mv + 1), dt, opt, prec, split);
+        else
+            ss_memory_add_params_split(mm, mv[0], get_i64(mv + 1), dt, opt, prec, split);
     }
     return SS_OK;
 }
@@ -520,17 +524,27 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
     int prio = 2 * b->n_ops * (MB_CLAMP + 1) +
                (b->set.priority ? minop : b->n_ops - 1 - maxop);
     int bucket = b->st.buckets++;
-    int dist = b->set.distopt;
+    int dist = b->set.distopt, zero3 = dist == SS_ZERO3, M = 1;
     ss_status st = SS_OK;
+    /* ZeRO-3 reduce-scatters each micro-batch's gradient as its backward
+     * makes it (FSDP and DeepSpeed ZeRO-3 under gradient accumulation: the
+     * gradient stays sharded): one collective per micro-batch */
+    for (int k = lo; zero3 && k < hi; k++) {
+        const shard *s = &b->sh[b->order[k]];
+        for (int e = s->first; e < s->first + s->count; e++)
+            M = b->tiles[b->wr[e].j].mb + 1 > M ? b->tiles[b->wr[e].j].mb + 1 : M;
+    }
     /* distributed optimizer: reduce-scatter the gradients, update the
-     * slices, all-gather the updated parameters (weight bytes); a split
-     * gradient (parts > 1): one collective per part of bytes / parts, then
-     * a join the updates wait for */
+     * slices, all-gather the updated parameters (weight bytes; not under
+     * ZeRO-3: each forward gathers its weights); a split gradient (parts >
+     * 1) or several micro-batches: one collective per part of bytes / parts
+     * and micro-batch, then a join the updates wait for */
     int c = -1;
-    if (parts > 1 && (c = add_task(tg, SS_TASK_OTHER, 0, prio, s0->minop, bucket, -1, 0, 0, 0,
-                                   NULL, d)) < 0)
+    if (parts * M > 1 && (c = add_task(tg, SS_TASK_OTHER, 0, prio, s0->minop, bucket, -1, 0, 0, 0,
+                                       NULL, d)) < 0)
         return d->status;
-    for (int q = 0; q < parts; q++) {
+    for (int qm = 0; qm < parts * M; qm++) {
+        int m = qm % M;
         int cq = ss_build_add_collective(b, tg, dist ? SS_COLL_REDUCE_SCATTER : SS_COLL_ALLREDUCE,
                                          b->ipool + s0->dev_off, s0->n_dev, bytes / parts,
                                          bytes / parts, s0->minop, bucket, SS_BUILD_COLL_GRAD, prio,
@@ -548,17 +562,18 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
             for (int k = lo; k < hi; k++) {
                 const shard *s = &b->sh[b->order[k]];
                 for (int e = s->first; e < s->first + s->count; e++)
-                    if (ss_taskgraph_add_dep(tg, b->wr[e].task, cq, d) != SS_OK)
+                    if ((M == 1 || b->tiles[b->wr[e].j].mb == m) &&
+                        ss_taskgraph_add_dep(tg, b->wr[e].task, cq, d) != SS_OK)
                         return d->status;
             }
         }
-        if (parts == 1)
+        if (parts * M == 1)
             c = cq;
         else if (ss_taskgraph_add_dep(tg, cq, c, d) != SS_OK)
             return d->status;
     }
     int gather = -1;
-    if (dist) {
+    if (dist && !zero3) {
         double wb, pbytes = 0;
         for (int k = lo; k < hi; k++) {
             const shard *s = &b->sh[b->order[k]];
@@ -579,6 +594,177 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
     return SS_OK;
 }
 
+
+/* ---- ZeRO-3 / FSDP parameter sharding (settings.distopt == SS_ZERO3) ---- */
+
+static int cmp_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, x = *(const int64_t *)pb;
+    return a < x ? -1 : a > x;
+}
+
+/* Dependencies from the fwd (bwd = 0) or bwd (bwd = 1) tasks of op o's
+ * tiles on devices marked `stamp` in b->zmark, micro-batch m, to gather
+ * ag[2 (m + shift) + slot] where 0 <= m + shift < M. */
+static ss_status gate(ss_builder *b, ss_taskgraph *tg, int o, int bwd, int stamp, const int *ag,
+                      int M, int shift, int slot, ss_diag *d)
+{
+    for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
+        const tileinfo *t = &b->tiles[j];
+        int task = bwd ? t->bwd : t->fwd, m = t->mb + shift;
+        if (m >= 0 && m < M && task >= 0 && b->zmark[t->dev] == stamp &&
+            ss_taskgraph_add_dep(tg, task, ag[2 * m + slot], d) != SS_OK)
+            return d->status;
+    }
+    return SS_OK;
+}
+
+/* The all-gathers of ZeRO-3 (docs/simulator.md, "ZeRO-3"). A unit is the
+ * replicated shards (n_dev > 1) an op reads that have the same devices
+ * (FSDP's flat parameter of one wrapped module): per micro-batch m, one
+ * all-gather of its weight bytes before the forward of the op's tiles of m
+ * on those devices and one before their backward (the weights are freed
+ * after each use: reshard_after_forward). Prefetch one unit ahead, as
+ * FSDP's forward/backward prefetch and DeepSpeed's prefetch bucket do: on
+ * the sequence of ops with units holding the unit's first device (op
+ * order), the forward gather of position p waits for the forward of
+ * position p - 2 (the previous micro-batch's position K - 2 + p for
+ * p < 2), the backward gather of position p for the backward of position
+ * p + 2 (its own forward for the last two), so one gather runs while the
+ * layer before it computes. Each gathered copy is a receive buffer on each
+ * device from the gather's start to the end of the task that reads it. */
+static ss_status zero3_gathers(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_diag *d)
+{
+    const ss_graph *g = b->g;
+    int np = 0, M = 1, nu = 0, stamp = 0;
+    for (int k = 0; k < b->n_sh; k++) {
+        const shard *s = &b->sh[k];
+        if (s->n_dev < 2)
+            continue;
+        GROW(b, zp, cap_zp, np + s->count, d);
+        for (int e = s->first; e < s->first + s->count; e++) {
+            const tileinfo *t = &b->tiles[b->wr[e].j];
+            b->zp[np++] = ((int64_t)t->op << 32) | k;
+            M = t->mb + 1 > M ? t->mb + 1 : M;
+        }
+    }
+    if (np == 0)
+        return SS_OK;
+    qsort(b->zp, (size_t)np, sizeof *b->zp, cmp_i64);
+    int n = 0;
+    for (int i = 0; i < np; i++)
+        if (n == 0 || b->zp[i] != b->zp[n - 1])
+            b->zp[n++] = b->zp[i];
+    /* units: per op, its shards grouped by device set (zp reordered so
+     * that each unit's shards are contiguous); zu: op, lo, hi, position */
+    for (int lo = 0; lo < n;) {
+        int hi = lo, op = (int)(b->zp[lo] >> 32);
+        while (hi < n && (int)(b->zp[hi] >> 32) == op)
+            hi++;
+        for (int a = lo; a < hi;) {
+            const shard *sa = &b->sh[(int)(b->zp[a] & 0xffffffff)];
+            int e = a + 1;
+            for (int k = a + 1; k < hi; k++)
+                if (same_devs(b, sa, &b->sh[(int)(b->zp[k] & 0xffffffff)])) {
+                    int64_t x = b->zp[k];
+                    b->zp[k] = b->zp[e];
+                    b->zp[e++] = x;
+                }
+            GROW(b, zu, cap_zu, 4 * (nu + 1), d);
+            b->zu[4 * nu] = op;
+            b->zu[4 * nu + 1] = a;
+            b->zu[4 * nu + 2] = e;
+            nu++;
+            a = e;
+        }
+        lo = hi;
+    }
+    /* positions in the sequence of each first device: units sorted by
+     * (first device, op); zs keeps (first device, unit) */
+    GROW(b, zs, cap_zs, nu, d);
+    for (int u = 0; u < nu; u++) {
+        const shard *s = &b->sh[(int)(b->zp[b->zu[4 * u + 1]] & 0xffffffff)];
+        b->zs[u] = ((int64_t)b->ipool[s->dev_off] << 32) | u;
+    }
+    qsort(b->zs, (size_t)nu, sizeof *b->zs, cmp_i64);
+    GROW(b, zmark, cap_zmark, b->n_dev, d);
+    /* + the gathers of one unit, the ops of a first device's positions */
+    GROW(b, zu, cap_zu, 4 * nu + 2 * M + nu, d);
+    int *posop = b->zu + 4 * nu + 2 * M;
+    for (int k = 0; k < b->n_dev; k++)
+        b->zmark[k] = 0;
+    for (int lo = 0; lo < nu;) {
+        int hi = lo, pos = -1, prev = -1;
+        while (hi < nu && (b->zs[hi] >> 32) == (b->zs[lo] >> 32))
+            hi++;
+        for (int i = lo; i < hi; i++) { /* units are in op order within a first device */
+            int u = (int)(b->zs[i] & 0xffffffff);
+            pos += b->zu[4 * u] != prev;
+            prev = b->zu[4 * u];
+            b->zu[4 * u + 3] = pos;
+            posop[pos] = prev;
+        }
+        int K = pos + 1;
+        for (int i = lo; i < hi; i++) {
+            int u = (int)(b->zs[i] & 0xffffffff), o = b->zu[4 * u], p = b->zu[4 * u + 3];
+            const shard *s0 = &b->sh[(int)(b->zp[b->zu[4 * u + 1]] & 0xffffffff)];
+            const int *devs = b->ipool + s0->dev_off;
+            /* the ops at positions p - 2 (forward gate) and p + 2 (backward) */
+            int fop = p >= 2 ? posop[p - 2] : -1, bop = p + 2 < K ? posop[p + 2] : -1;
+            int fop_wrap = p < 2 && K - 2 + p >= 0 ? posop[K - 2 + p] : -1;
+            double bytes = 0;
+            for (int k = b->zu[4 * u + 1]; k < b->zu[4 * u + 2]; k++) {
+                const shard *s = &b->sh[(int)(b->zp[k] & 0xffffffff)];
+                double wb;
+                ss_memory_param_bytes(ss_graph_tensor(g, s->w)->dtype, SS_OPT_SGD,
+                                      ss_graph_precision(g), &wb, NULL, NULL);
+                bytes += (double)s->params * wb;
+            }
+            stamp++;
+            for (int k = 0; k < s0->n_dev; k++)
+                b->zmark[devs[k]] = stamp;
+            int *ag = b->zu + 4 * nu; /* the gathers of (micro-batch, pass) */
+            for (int m = 0; m < M; m++)
+                for (int bw = 0; bw < 2; bw++) {
+                    int prio = bw ? ss_sched_prio_bwd(b->n_ops, o, m) : ss_sched_prio_fwd(o, m);
+                    int x = ss_build_add_collective(b, tg, SS_COLL_ALLGATHER, devs, s0->n_dev,
+                                                    bytes, bytes, o, m, SS_BUILD_COLL_PARAM, prio,
+                                                    d);
+                    if (x < 0)
+                        return d->status;
+                    b->st.coll_param++;
+                    ag[2 * m + bw] = x;
+                }
+            /* the prefetch gates, then the gathers' readers */
+            ss_status st = SS_OK;
+            if (fop >= 0)
+                st = gate(b, tg, fop, 0, stamp, ag, M, 0, 0, d);
+            else if (fop_wrap >= 0)
+                st = gate(b, tg, fop_wrap, 0, stamp, ag, M, 1, 0, d);
+            if (st == SS_OK)
+                st = bop >= 0 ? gate(b, tg, bop, 1, stamp, ag, M, 0, 1, d)
+                              : gate(b, tg, o, 0, stamp, ag, M, 0, 1, d);
+            if (st != SS_OK)
+                return st;
+            for (int j = b->tile_base[o]; j < b->tile_base[o + 1]; j++) {
+                const tileinfo *t = &b->tiles[j];
+                if (t->mb >= M || b->zmark[t->dev] != stamp)
+                    continue;
+                for (int bw = 0; bw < 2; bw++) {
+                    int task = bw ? t->bwd : t->fwd, x = ag[2 * t->mb + bw];
+                    if (task < 0)
+                        continue;
+                    ss_mem_interval iv = {t->dev, SS_MEM_BUFFER, bytes, {x, 0}, {task, 1}};
+                    if (ss_taskgraph_add_dep(tg, x, task, d) != SS_OK ||
+                        ss_memory_add(mm, &iv, d) != SS_OK)
+                        return d->status;
+                }
+            }
+        }
+        lo = hi;
+    }
+    return SS_OK;
+}
 
 /* ---- issue 31: backward reordering and per-layer synced flags ---------- */
 
@@ -828,6 +1014,8 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         open_bytes += s->bytes;
     }
     if (open >= 0 && (st = close_bucket(b, tg, open, b->n_sh, barrier, 1, d)) != SS_OK)
+        return st;
+    if (b->set.distopt == SS_ZERO3 && (st = zero3_gathers(b, tg, mm, d)) != SS_OK)
         return st;
     return SS_OK;
 }

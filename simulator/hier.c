@@ -262,6 +262,10 @@ static ss_status analyse(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss
     h->sops = v->sops;
     if (set->schedule != SS_PIPE_GPIPE && set->schedule != SS_PIPE_1F1B)
         return UNSUP("unknown pipeline schedule");
+    if (set->distopt == SS_ZERO3)
+        return UNSUP("distopt 3 (ZeRO-3): the weights' per-micro-batch all-gathers share the "
+                     "data-parallel links with the pipeline's passes across micro-batches, "
+                     "which the stage-level pipeline does not model");
     if (set->reorder_backward > 0 || set->synced_flags)
         return UNSUP("%s is not modelled by the stage-level pipeline",
                      set->reorder_backward > 0 ? "reorder_backward" : "synced_flags");

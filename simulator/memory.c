@@ -125,6 +125,17 @@ void ss_memory_add_params_split(ss_memory *mm, int device, int64_t n_params, ss_
     mm->stat[device] += (w + g + o / (split > 1 ? split : 1)) * (double)n_params;
 }
 
+void ss_memory_add_params_sharded(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
+                                  ss_optimizer opt, ss_precision prec, int split)
+{
+    double w, g, o, n = split > 1 ? split : 1;
+    if (device < 0 || device >= mm->n_devices || n_params <= 0)
+        return;
+    ss_memory_param_bytes(wdtype, opt, prec, &w, &g, &o);
+    mm->weights[device] += w * (double)n_params / n;
+    mm->stat[device] += (w + g + o) * (double)n_params / n;
+}
+
 void ss_memory_add_params(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
                           ss_optimizer opt, ss_precision prec)
 {

@@ -77,6 +77,10 @@ void ss_memory_add_params_split(ss_memory *mm, int device, int64_t n_params, ss_
                                 ss_optimizer opt, ss_precision prec, int split);
 void ss_memory_add_params(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
                           ss_optimizer opt, ss_precision prec);
+/* Parameter sharding (ZeRO-3): weights, gradients and optimizer state all
+ * split over `split` devices (split < 1 reads as 1). */
+void ss_memory_add_params_sharded(ss_memory *mm, int device, int64_t n_params, ss_dtype wdtype,
+                                  ss_optimizer opt, ss_precision prec, int split);
 
 /* Add a dynamic interval. bytes <= 0 are ignored (SS_OK). On error (device
  * out of range, negative task id, NOMEM) nothing is added. */

@@ -69,6 +69,8 @@ typedef enum ss_recompute {
     SS_RECOMPUTE_SELECTIVE
 } ss_recompute;
 
+#define SS_ZERO3 3 /* settings.distopt: parameter sharding (ZeRO-3 / FSDP) */
+
 typedef struct ss_plan_settings {
     int stages;               /* pipeline stages (1 = none); with virtual stages, the
                                  pp * virtual_stages model chunks */
@@ -86,11 +88,20 @@ typedef struct ss_plan_settings {
                                  of a layer waits only for that layer's update (the
                                  iteration time is then a steady-state period) */
     ss_recompute recompute;
-    int distopt;              /* distributed optimizer (ZeRO-1): each weight shard's
-                                 optimizer state is split over the devices that hold
-                                 it; its gradient sync is a reduce-scatter, then the
-                                 update of the device's slice, then an all-gather of
-                                 the updated parameters */
+    int distopt;              /* optimizer / parameter sharding, the ZeRO stage:
+                                 0 none; 1 the distributed optimizer (ZeRO-1): each
+                                 weight shard's optimizer state is split over the
+                                 devices that hold it; its gradient sync is a
+                                 reduce-scatter, then the update of the device's
+                                 slice, then an all-gather of the updated
+                                 parameters; 3 parameter sharding (ZeRO-3, FSDP
+                                 FULL_SHARD): weights, gradients and optimizer state
+                                 split over those devices; each weight is
+                                 all-gathered before its forward and again before its
+                                 backward, per micro-batch, its gradient
+                                 reduce-scattered per micro-batch, no all-gather
+                                 after the update (docs/simulator.md, "ZeRO-3").
+                                 SS_ZERO3 names 3 */
     int virtual_stages;       /* chunks per pipeline rank (Megatron's interleaved 1F1B,
                                  --num-layers-per-virtual-pipeline-stage); 1 = none.
                                  With v > 1: pp = stages / v ranks, stage (chunk) k
@@ -159,7 +170,7 @@ typedef struct ss_megatron_config {
     ss_recompute recompute;
     int sp;      /* sequence parallelism: ops after partial sums split their sequence dim tp ways */
     int mbs;     /* micro-batch size (0: from mb) */
-    int distopt; /* distributed optimizer (settings.distopt) */
+    int distopt; /* distributed optimizer or parameter sharding (settings.distopt: 0, 1, 3) */
     ss_sync_mode sync; /* SS_SYNC_WAIT_FREE ("overlap": bucketed, 40 MB buckets) or bulk */
     int vp;      /* virtual stages per pipeline rank (interleaved 1F1B; 0 or 1: none):
                     the layers are cut into pp*vp equal chunks, chunk k on rank k mod
@@ -209,8 +220,9 @@ int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
 /* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]
- * [,recompute=none|selective|full][,sp=0|1][,distopt=0|1][,sync=overlap|bulk][,first=F]
- * [,last=L][,bucket=MB]" (bucket in MB of 10^6 bytes; tp, pp, cp, vp default 1; dp defaults
+ * [,recompute=none|selective|full][,sp=0|1][,distopt=0|1|3][,sync=overlap|bulk][,first=F]
+ * [,last=L][,bucket=MB]" (bucket in MB of 10^6 bytes; zero=0|1|3 is distopt's other name,
+ * fsdp=1 is zero=3; tp, pp, cp, vp default 1; dp defaults
  * to devices / (tp*pp*cp)) | a path to a plan JSON (contains '/' or ends in ".json").
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,

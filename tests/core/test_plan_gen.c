@@ -264,6 +264,58 @@ static void expect_spec_error(const char *spec, const char *model, const char *w
     ss_machine_free(m);
 }
 
+/* ZeRO-3 in the shorthand: zero=3, fsdp=1 and distopt=3 set settings.distopt
+ * 3 (zero=1 is distopt=1); the spec printer writes zero=3 and reads back;
+ * the Megatron-LM printer maps it to Megatron-FSDP's ZeRO-3 strategy;
+ * contradicting keys, ZeRO-2 and zero=3 without data parallelism are
+ * refused, naming why. */
+static void test_zero3_spec(void **state)
+{
+    (void)state;
+    static const char *const gpt = "gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1000";
+    static const char *const ok[] = {"megatron:tp=2,pp=1,dp=4,zero=3",
+                                     "megatron:tp=2,pp=1,dp=4,fsdp=1",
+                                     "megatron:tp=2,pp=1,dp=4,distopt=3",
+                                     "megatron:tp=2,pp=1,dp=4,zero=1",
+                                     "megatron:tp=2,pp=1,dp=4,fsdp=0,zero=0"};
+    static const int want[] = {SS_ZERO3, SS_ZERO3, SS_ZERO3, 1, 0};
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build(gpt, 16, 16);
+    ss_diag d;
+    ss_diag_init(&d);
+    for (int i = 0; i < 5; i++) {
+        ss_plan *p = NULL;
+        if (ss_plan_from_spec(ok[i], g, m, &p, &d))
+            fail_msg("%s: %s", ok[i], d.msg);
+        assert_int_equal(ss_plan_settings_get(p)->distopt, want[i]);
+        ss_plan_free(p);
+    }
+    ss_megatron_config c = {.tp = 2, .pp = 1, .dp = 4, .mbs = 1, .distopt = SS_ZERO3};
+    char buf[512];
+    ss_megatron_spec(&c, 16, buf, sizeof buf);
+    assert_non_null(strstr(buf, ",zero=3"));
+    ss_plan *p = NULL;
+    if (ss_plan_from_spec(buf, g, m, &p, &d))
+        fail_msg("%s: %s", buf, d.msg);
+    assert_int_equal(ss_plan_settings_get(p)->distopt, SS_ZERO3);
+    ss_plan_free(p);
+    ss_megatron_args(&c, 2, 16, buf, sizeof buf);
+    assert_non_null(strstr(buf, "--use-megatron-fsdp --data-parallel-sharding-strategy "
+                                "optim_grads_params"));
+    c.distopt = 1;
+    ss_megatron_args(&c, 2, 16, buf, sizeof buf);
+    assert_null(strstr(buf, "fsdp"));
+    assert_non_null(strstr(buf, "--use-distributed-optimizer"));
+    ss_graph_free(g);
+    ss_machine_free(m);
+    expect_spec_error("megatron:tp=2,dp=4,zero=3,distopt=1", gpt,
+                      "distopt=1 contradicts the earlier zero key");
+    expect_spec_error("megatron:tp=2,dp=4,zero=2", gpt, "ZeRO-2 is not modelled");
+    expect_spec_error("megatron:tp=2,dp=4,fsdp=3", gpt, "bad value \"3\" for fsdp");
+    expect_spec_error("megatron:tp=2,dp=4,zero=4", gpt, "bad value \"4\" for zero");
+    expect_spec_error("megatron:tp=4,pp=1,dp=1,zero=3", gpt, "zero=3 needs dp > 1");
+}
+
 static void test_spec_errors(void **state)
 {
     (void)state;
@@ -479,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_megatron_gpt),
         cmocka_unit_test(test_megatron_dp_mb),
+        cmocka_unit_test(test_zero3_spec),
         cmocka_unit_test(test_megatron_bert_head),
         cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_spec_defaults),

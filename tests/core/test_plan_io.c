@@ -241,6 +241,62 @@ static void test_minimal_and_defaults(void **state)
     assert_non_null(strstr(d.msg, "not for gpt"));
 }
 
+/* text with the value 3 of "distopt" at `at` replaced by val (malloc'd). */
+static char *with_distopt(const char *text, const char *at, const char *val)
+{
+    size_t pre = (size_t)(at - text) + 11, n = strlen(text) + strlen(val) + 1;
+    char *t = malloc(n);
+    assert_non_null(t);
+    snprintf(t, n, "%.*s%s%s", (int)pre, text, val, at + 12);
+    return t;
+}
+
+/* ZeRO-3 (settings.distopt 3) is written as "distopt": 3 and loads back;
+ * older files' "distopt": true still load as ZeRO-1; 2, 4 and strings are
+ * refused, naming the key. */
+static void test_zero3_settings(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = NULL, *q = NULL;
+    if (ss_plan_from_spec("megatron:tp=2,pp=1,dp=4,zero=3", f->gpt, f->m, &p, &d))
+        fail_msg("%s", d.msg);
+    assert_int_equal(ss_plan_settings_get(p)->distopt, SS_ZERO3);
+    char *text = NULL;
+    assert_int_equal(ss_plan_to_string(p, f->gpt, &text, &d), SS_OK);
+    char *at = strstr(text, "\"distopt\": 3");
+    assert_non_null(at);
+    if (ss_plan_load_string(text, "z3", f->gpt, f->m, &q, &d))
+        fail_msg("%s", d.msg);
+    assert_plans_equal(p, q);
+    ss_plan_free(q);
+    static const char *const as[] = {"true", "1", "0"};
+    static const int want[] = {1, 1, 0};
+    for (int i = 0; i < 3; i++) {
+        char *t2 = with_distopt(text, at, as[i]);
+        q = NULL;
+        if (ss_plan_load_string(t2, "z3", f->gpt, f->m, &q, &d))
+            fail_msg("%s: %s", as[i], d.msg);
+        assert_int_equal(ss_plan_settings_get(q)->distopt, want[i]);
+        ss_plan_free(q);
+        free(t2);
+    }
+    static const char *const bad[] = {"2", "4", "\"3\""};
+    for (int i = 0; i < 3; i++) {
+        char *t2 = with_distopt(text, at, bad[i]);
+        q = NULL;
+        ss_diag_init(&d);
+        assert_int_not_equal(ss_plan_load_string(t2, "z3", f->gpt, f->m, &q, &d), SS_OK);
+        assert_null(q);
+        if (!strstr(d.msg, "distopt"))
+            fail_msg("%s: %s", bad[i], d.msg);
+        free(t2);
+    }
+    ss_free(text);
+    ss_plan_free(p);
+}
+
 /* Each bad fixture fails through the library too, with its .expect text. */
 static void test_bad_fixtures(void **state)
 {
@@ -318,6 +374,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip_dp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip_megatron, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zero3_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fixtures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_minimal_and_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_fixtures, setup, teardown),

@@ -269,8 +269,9 @@ static void test_grid_threads(void **state)
 
 /* The grid's memory formula is a lower bound of the simulator's static
  * memory (the grid prunes by it unsimulated): for every structure and
- * distopt setting of a small GPT on 8 devices, the largest device's
- * static bytes as simulated are at least ss_llm_static_bytes. */
+ * distopt setting (ZeRO-3 included) of a small GPT on 8 devices, the
+ * largest device's static bytes as simulated are at least
+ * ss_llm_static_bytes. */
 static void test_static_bound(void **state)
 {
     (void)state;
@@ -287,9 +288,12 @@ static void test_static_bound(void **state)
     int checked = 0;
     for (int tp = 1; tp <= 8; tp *= 2)
         for (int pp = 1; pp * tp <= 8 && pp <= 4; pp *= 2)
-            for (int dopt = 0; dopt < 2; dopt++) {
+            for (int dopt = 0; dopt < 3; dopt++) { /* dopt 2: ZeRO-3 (distopt 3) */
+                if (dopt == 2 && tp * pp == 8)
+                    continue;
                 ss_megatron_config c = {.tp = tp, .pp = pp, .dp = 8 / (tp * pp), .mbs = 1,
-                                        .distopt = dopt && tp * pp < 8, .sp = tp > 1};
+                                        .distopt = dopt == 2 ? SS_ZERO3 : dopt && tp * pp < 8,
+                                        .sp = tp > 1};
                 ss_plan *p = NULL;
                 ss_sim_result r;
                 memset(&r, 0, sizeof r);
@@ -305,7 +309,7 @@ static void test_static_bound(void **state)
                              c.distopt, most, bound);
                 /* and not a vacuous one (exact up to the replicated norms without
                  * stages, whose embedding makes the first stage heavier) */
-                if (pp == 1 && !c.distopt && !(bound > 0.9 * most))
+                if (pp == 1 && (!c.distopt || c.distopt == SS_ZERO3) && !(bound > 0.9 * most))
                     fail_msg("tp %d pp %d distopt %d: static %.0f, bound only %.0f", tp, pp,
                              c.distopt, most, bound);
                 checked++;
@@ -401,6 +405,29 @@ static void test_time_limit_175b(void **state)
     ss_machine_free(m);
 }
 
+/* ZeRO-3 in the planner: GPT 20B (44 x 6,144) on one DGX-A100 (8 GPUs,
+ * batch 128). Every rule mesh's ZeRO-1 states take over 35% of a GPU, so
+ * before ZeRO-3 level 0 found no plan; now it falls back to ZeRO-3 without
+ * a pipeline and returns a fitting zero=3 plan, which simulates afresh to
+ * the same time. */
+static void test_level0_zero3(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=44,hidden=6144,heads=48,seq=2048", 128, 8);
+    ss_search_result r;
+    search_at(g, m, 1, 0, 0, 0, &r);
+    if (!strstr(r.best_label, "zero=3"))
+        fail_msg("level 0 returned \"%s\", not a ZeRO-3 plan", r.best_label);
+    int fits = 0;
+    double t = simulate(g, m, r.best_label, &fits);
+    assert_true(fits);
+    assert_true(fabs(t - r.best_sim.iteration_us) <= 1e-9 * t);
+    ss_search_result_clear(&r);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_grid_threads),
         cmocka_unit_test(test_static_bound),
+        cmocka_unit_test(test_level0_zero3),
         cmocka_unit_test(test_time_limit_175b),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
