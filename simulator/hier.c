@@ -249,6 +249,14 @@ static int same_split_readers(const ss_hier *h, const ss_plan *p, int t, int s, 
     return 1;
 }
 
+/* Whether op o recomputes its forward under stage s's recompute mode (as
+ * the builder decides: ss_build_recomputed). */
+static int recomputes(const ss_graph *g, const ss_plan_settings *set, int s, int o)
+{
+    ss_recompute r = ss_plan_stage_recompute(set, s);
+    return r == SS_RECOMPUTE_FULL || (r == SS_RECOMPUTE_SELECTIVE && ss_build_score_op(g, o));
+}
+
 static ss_status analyse(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
     const ss_graph *g = h->g;
@@ -411,6 +419,12 @@ static ss_status analyse(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss
         for (int w = 0; w < op->n_w; w++)
             for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
                 int q = h->wr_ops[r];
+                if (h->stage[q] != s && !ss_plan_recompute_uniform(set) &&
+                    recomputes(g, set, h->stage[q], q) != recomputes(g, set, s, q))
+                    return UNSUP("operator \"%s\" (stage %d) shares a weight with stage %d, "
+                                 "whose sub-problem would run it under stage %d's recompute "
+                                 "mode, not its own",
+                                 ss_graph_op(g, q)->name, h->stage[q], s, s);
                 if (h->stage[q] != s)
                     k = mix(mix(k, h->sig[q]), cfg_hash(h, ss_plan_config(p, q), h->psum[q],
                                                         h->pwsum[q], h->stg[s].base));
@@ -695,7 +709,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
      * send's start to its forward's end, a gradient's from its send's
      * start to the backward's start); frees before allocations at one
      * instant */
-    int nmv = M * V, ckpt = set->recompute == SS_RECOMPUTE_FULL;
+    int nmv = M * V;
     mev *ev = ss_malloc((size_t)nmv * 8 * sizeof *ev);
     if (!ev)
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
@@ -703,6 +717,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
         int n = 0;
         for (int c = s; c < C; c += P) {
             const figs *f = &h->stg[c].f;
+            int ckpt = ss_plan_stage_recompute(set, c) == SS_RECOMPUTE_FULL;
             double A = f->held, R = f->recv, Rg = c + 1 < C ? h->stg[c + 1].f.recv : 0;
             /* full recompute keeps the received input as the checkpoint
              * until the backward (build.c, pass_memory): held includes it,
@@ -762,6 +777,7 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p)
         k = mixd(mixd(mixd(k, f->send), f->send_last), f->gather);
         k = mixd(mixd(k, f->held), f->recv);
         k = mixd(mixd(mix(k, (uint64_t)S->reps), f->comp_fb), f->comp_f);
+        k = mix(k, (uint64_t)(ss_plan_stage_recompute(set, s) == SS_RECOMPUTE_FULL));
     }
     return k ? k : 1;
 }
