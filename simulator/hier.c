@@ -249,14 +249,6 @@ static int same_split_readers(const ss_hier *h, const ss_plan *p, int t, int s, 
     return 1;
 }
 
-/* Whether op o recomputes its forward under stage s's recompute mode (as
- * the builder decides: ss_build_recomputed). */
-static int recomputes(const ss_graph *g, const ss_plan_settings *set, int s, int o)
-{
-    ss_recompute r = ss_plan_stage_recompute(set, s);
-    return r == SS_RECOMPUTE_FULL || (r == SS_RECOMPUTE_SELECTIVE && ss_build_score_op(g, o));
-}
-
 static ss_status analyse(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss_diag *d)
 {
     const ss_graph *g = h->g;
@@ -419,12 +411,6 @@ static ss_status analyse(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss
         for (int w = 0; w < op->n_w; w++)
             for (int r = h->wr_off[op->weights[w]]; r < h->wr_off[op->weights[w] + 1]; r++) {
                 int q = h->wr_ops[r];
-                if (h->stage[q] != s && !ss_plan_recompute_uniform(set) &&
-                    recomputes(g, set, h->stage[q], q) != recomputes(g, set, s, q))
-                    return UNSUP("operator \"%s\" (stage %d) shares a weight with stage %d, "
-                                 "whose sub-problem would run it under stage %d's recompute "
-                                 "mode, not its own",
-                                 ss_graph_op(g, q)->name, h->stage[q], s, s);
                 if (h->stage[q] != s)
                     k = mix(mix(k, h->sig[q]), cfg_hash(h, ss_plan_config(p, q), h->psum[q],
                                                         h->pwsum[q], h->stg[s].base));

@@ -501,8 +501,10 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     }
     ss_plan_settings *ss = ss_plan_settings_of(sp);
     *ss = *set;
-    /* the stage's own recompute mode for all its ops (a weight's readers in
-     * other stages, peers here, have the same one: analyse checks it) */
+    /* the stage's own recompute mode for all its ops; a weight's readers in
+     * other stages (peers) run under it too: their mode changes only their
+     * own devices' figures and when their gradient is ready, which the
+     * joint synchronisation's rendezvous takes from the pipeline */
     ss->recompute = ss_plan_stage_recompute(set, s);
     memset(ss->recompute_stage, 0, sizeof ss->recompute_stage);
     ss->stages = n_recv ? 2 : 1;

@@ -688,18 +688,27 @@ static void test_agrees_shared_sync(void **state)
 }
 
 /* Per-stage recompute (settings.recompute_stage): each stage's sub-problem
- * runs under its own mode, within the stated tolerances of the full
- * simulation; a weight shared by stages (the tied embedding) whose readers
- * would be recomputed differently is refused. */
+ * runs under its own mode (the readers of a weight shared with other
+ * stages, the tied embedding's, too), within the stated tolerance of the
+ * full simulation (the uniform plans of the same structure: 0-0.11%; these
+ * 0-0.17%). */
 static void test_agrees_recompute_per_stage(void **state)
 {
     (void)state;
     static const acase ok[] = {
         {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,recompute=selective*2/none*2", 0, 0.005,
          0.05},
+        {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,recompute=full*2/none*2", 0, 0.005, 0.05},
         {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full/selective/none/full", 0, 0.005,
          0.05},
+        {GPT, 128, 4, "megatron:tp=2,pp=4,dp=4,mb=8,recompute=full/full/selective/none", 0, 0.005,
+         0.05},
         {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,vp=2,recompute=selective/none", 0, 0.005,
+         0.05},
+        {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,vp=2,recompute=full/none", 0, 0.005, 0.05},
+        {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,recompute=none/full,sync=bulk", 0, 0.005,
+         0.05},
+        {BERT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,recompute=full/none,distopt=1", 0, 0.005,
          0.05},
         {GPT12, 128, 4, "megatron:tp=2,pp=4,dp=4,mb=8,vp=3,recompute=full/selective/none/full",
          0, 0.005, 0.05},
@@ -707,9 +716,6 @@ static void test_agrees_recompute_per_stage(void **state)
     int bad = 0;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         bad += check_case(&ok[i]) > 0;
-    static const acase tied = {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,recompute=full*2/none*2",
-                               0, 0.005, 0.05};
-    bad += check_case_set(&tied, 0, 0, "shares a weight with stage") > 0;
     assert_int_equal(bad, 0);
 }
 
