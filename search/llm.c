@@ -512,7 +512,7 @@ static int sweep(chain *ch, const ss_llm_point *start)
  * .. pp - 1: more ranks with hi hold less) that run hi, the rest lo, and
  * fit, each judged (judge() keeps the fastest that fits). 0, or -1 when
  * stopped. */
-static int fit_stages(chain *ch, const ss_megatron_config *start)
+static int fit_stages(chain *ch, const ss_megatron_config *start, int only_lo)
 {
     static const int pairs[3][2] = {{1, 0}, {2, 1}, {2, 0}}; /* rc_level of hi, lo */
     int pp = start->pp;
@@ -520,7 +520,7 @@ static int fit_stages(chain *ch, const ss_megatron_config *start)
         return 0;
     ss_recompute m[SS_PLAN_MAX_RECOMPUTE_STAGES];
     for (int i = 0; i < 3; i++)
-        for (int a = 1, b = pp - 1; a <= b;) {
+        for (int a = 1, b = pp - 1; a <= b && (only_lo < 0 || pairs[i][1] == only_lo);) {
             int k = (a + b) / 2;
             ss_megatron_config c = *start;
             for (int r = 0; r < pp; r++)
@@ -536,6 +536,35 @@ static int fit_stages(chain *ch, const ss_megatron_config *start)
             else
                 a = k + 1;
         }
+    return 0;
+}
+
+/* The cached points that did not fit with one recompute mode but ran
+ * faster than the best: per-stage recompute may make them fit (more
+ * recompute on the first ranks only). fit_stages for the FIT_SLOW fastest,
+ * with that mode on the last ranks. */
+#define FIT_SLOW 6
+static int fit_memory_bound(chain *ch)
+{
+    ss_llm_point cand[FIT_SLOW];
+    int n = 0;
+    for (int i = 0; i < ch->n_cache; i++) {
+        const ss_llm_point *q = &ch->cache[i];
+        if (q->fits || !(q->time_us < ch->best.time_us) || q->c.recompute_rank[0] ||
+            q->c.recompute == SS_RECOMPUTE_FULL || q->c.pp < 2)
+            continue;
+        int at = n < FIT_SLOW ? n++ : FIT_SLOW;
+        while (at > 0 && cand[at - 1].time_us > q->time_us) {
+            if (at < FIT_SLOW)
+                cand[at] = cand[at - 1];
+            at--;
+        }
+        if (at < FIT_SLOW)
+            cand[at] = *q;
+    }
+    for (int i = 0; i < n; i++)
+        if (fit_stages(ch, &cand[i].c, rc_level(cand[i].c.recompute)) < 0)
+            return -1;
     return 0;
 }
 
@@ -555,10 +584,10 @@ static int fit_near(chain *ch)
             set_rc(&b, SS_RECOMPUTE_NONE);
             dup = !memcmp(&a, &b, sizeof a);
         }
-        if (!dup && fit_stages(ch, &list[i].c) < 0)
+        if (!dup && fit_stages(ch, &list[i].c, -1) < 0)
             return -1;
     }
-    return 0;
+    return fit_memory_bound(ch);
 }
 
 /* Every one-knob neighbour of the best until none is faster. */
