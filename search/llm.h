@@ -32,9 +32,13 @@
  *   host's devices (<= 8), pp whose states take at most 35%
  *   of the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
  *   selective or no recompute, distopt on or off) and a polish of its best;
- *   then Metropolis-Hastings over the
+ *   then a per-stage recompute fit (for the best, each structure of the
+ *   near list and the 6 fastest points that did not fit: the fewest first
+ *   pipeline ranks on the mode that saves more memory, the rest on the
+ *   other, by binary search) and a polish; then Metropolis-Hastings over the
  *   knobs (tp, pp and dp together,
- *   micro-batch size, vp, recompute, sp, distopt, sync, bucket size, uneven
+ *   micro-batch size, vp, recompute, one rank's recompute (it takes its
+ *   neighbour's mode), sp, distopt, sync, bucket size, uneven
  *   first / last stages), one chain per thread from the level-1 plan, seeds
  *   (seed, chain), the budget split evenly; then a deterministic polish:
  *   every one-knob neighbour of the best until none is faster. Every move
