@@ -730,6 +730,7 @@ void ss_megatron_settings(const ss_megatron_config *c, ss_plan_settings *s)
 {
     s->recompute = c->recompute;
     memset(s->recompute_stage, 0, sizeof s->recompute_stage);
+    /* past the limit of chunks ss_plan_megatron refuses per-rank modes */
     if (c->recompute_rank[0] && c->pp > 0 && s->stages <= SS_PLAN_MAX_RECOMPUTE_STAGES)
         for (int k = 0; k < s->stages; k++) /* chunk k runs on rank k mod pp */
             s->recompute_stage[k] = (unsigned char)(1 + ss_megatron_rank_recompute(c, k % c->pp));

@@ -235,6 +235,12 @@ static int rc_level(ss_recompute r)
 static const ss_recompute rc_of_level[3] = {SS_RECOMPUTE_NONE, SS_RECOMPUTE_SELECTIVE,
                                             SS_RECOMPUTE_FULL};
 
+/* Whether c's chunks (pp x vp) fit the plan's per-stage recompute array. */
+static int rank_modes_fit(const ss_megatron_config *c)
+{
+    return (int64_t)c->pp * (c->vp > 1 ? c->vp : 1) <= SS_PLAN_MAX_RECOMPUTE_STAGES;
+}
+
 /* MV_RCSTAGE: one pipeline rank's recompute mode moves to its neighbour's
  * (the first ranks of 1F1B hold the most micro-batches in flight, so they
  * need the most recompute). dir > 0: the first rank whose mode saves less
@@ -245,7 +251,7 @@ static const ss_recompute rc_of_level[3] = {SS_RECOMPUTE_NONE, SS_RECOMPUTE_SELE
 static int move_rcstage(ss_megatron_config *o, int dir)
 {
     int pp = o->pp;
-    if (pp < 2 || pp > SS_PLAN_MAX_RECOMPUTE_STAGES)
+    if (pp < 2 || !rank_modes_fit(o))
         return 0;
     ss_recompute m[SS_PLAN_MAX_RECOMPUTE_STAGES];
     for (int r = 0; r < pp; r++)
@@ -377,6 +383,8 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
         return 0;
     if (o->vp > 1)
         o->first = o->last = 0;
+    if (o->recompute_rank[0] && !rank_modes_fit(o))
+        return 0;
     return memcmp(o, c, sizeof *o) != 0;
 }
 
@@ -516,7 +524,7 @@ static int fit_stages(chain *ch, const ss_megatron_config *start, int only_lo)
 {
     static const int pairs[3][2] = {{1, 0}, {2, 1}, {2, 0}}; /* rc_level of hi, lo */
     int pp = start->pp;
-    if (pp < 2 || pp > SS_PLAN_MAX_RECOMPUTE_STAGES)
+    if (pp < 2 || !rank_modes_fit(start))
         return 0;
     ss_recompute m[SS_PLAN_MAX_RECOMPUTE_STAGES];
     for (int i = 0; i < 3; i++)
