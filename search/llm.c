@@ -551,7 +551,7 @@ static int fit_stages(chain *ch, const ss_megatron_config *start, int only_lo)
  * faster than the best: per-stage recompute may make them fit (more
  * recompute on the first ranks only). fit_stages for the FIT_SLOW fastest,
  * with that mode on the last ranks. */
-#define FIT_SLOW 6
+#define FIT_SLOW 3
 static int fit_memory_bound(chain *ch)
 {
     ss_llm_point cand[FIT_SLOW];
@@ -576,15 +576,17 @@ static int fit_memory_bound(chain *ch)
     return 0;
 }
 
-/* fit_stages for the best and each distinct structure of the near list. */
+/* fit_stages for the best and the next FIT_NEAR distinct structures of the
+ * near list (each fit costs up to 3 log2(pp) judgements). */
+#define FIT_NEAR 2
 static int fit_near(chain *ch)
 {
     ss_llm_point list[SS_LLM_NEAR_MAX + 1];
-    int n = 0;
+    int n = 0, fitted = 0;
     list[n++] = ch->best;
     for (int i = 0; i < ch->n_near && n < SS_LLM_NEAR_MAX + 1; i++)
         list[n++] = ch->near[i];
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && fitted <= FIT_NEAR; i++) {
         int dup = 0;
         for (int j = 0; j < i && !dup; j++) {
             ss_megatron_config a = list[i].c, b = list[j].c;
@@ -592,7 +594,10 @@ static int fit_near(chain *ch)
             set_rc(&b, SS_RECOMPUTE_NONE);
             dup = !memcmp(&a, &b, sizeof a);
         }
-        if (!dup && fit_stages(ch, &list[i].c, -1) < 0)
+        if (dup)
+            continue;
+        fitted++;
+        if (fit_stages(ch, &list[i].c, -1) < 0)
             return -1;
     }
     return fit_memory_bound(ch);

@@ -32,8 +32,8 @@
  *   host's devices (<= 8), pp whose states take at most 35%
  *   of the memory; then, for the two best, micro-batch size 1, 2, vp 1-4,
  *   selective or no recompute, distopt on or off) and a polish of its best;
- *   then a per-stage recompute fit (for the best, each structure of the
- *   near list and the 6 fastest points that did not fit: the fewest first
+ *   then a per-stage recompute fit (for the best, the next 2 structures of
+ *   the near list and the 3 fastest points that did not fit: the fewest first
  *   pipeline ranks on the mode that saves more memory, the rest on the
  *   other, by binary search) and a polish; then Metropolis-Hastings over the
  *   knobs (tp, pp and dp together,
