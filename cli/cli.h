@@ -74,7 +74,8 @@ typedef struct ss_cli_common {
 #define SS_CLI_MODEL_HELP "zoo model NAME[:key=value,...] or a model JSON file"
 #define SS_CLI_PLAN_HELP                                                                      \
     "data-parallel | megatron:tp=T,pp=P,dp=D[,cp=C][,ep=E]\n"                                \
-    "[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full]\n"                                 \
+    "[,mbs=S|mb=M][,vp=V][,recompute=none|selective|full, or one\n"                          \
+    "per pipeline stage: full*2/selective/none]\n"                                            \
     "[,sp=0|1][,distopt=0|1|3][,sync=overlap|bulk] | a plan JSON file"
 #define SS_CLI_ROW_MODEL(T) SS_CLI_STR_ROW(T, "--model", "SPEC", c.model, 1, SS_CLI_MODEL_HELP)
 #define SS_CLI_ROW_TOPOLOGY(T)                                                                \

@@ -134,6 +134,9 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
             json_t *e = json_object();
             json_object_set_new(e, "operators", json_integer(stage_ops[st]));
             json_object_set_new(e, "devices", json_integer(stage_dev[st]));
+            if (!ss_plan_recompute_uniform(s))
+                json_object_set_new(e, "recompute",
+                                    json_string(recomp[ss_plan_stage_recompute(s, st)]));
             json_array_append_new(js, e);
         }
         json_object_set_new(root, "stages", js);
@@ -143,7 +146,9 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         json_object_set_new(root, "queue", json_string(queue[s->queue]));
         json_object_set_new(root, "sync", json_string(sync[s->sync]));
         json_object_set_new(root, "bucket_bytes", json_real(s->bucket_bytes));
-        json_object_set_new(root, "recompute", json_string(recomp[s->recompute]));
+        json_object_set_new(root, "recompute", json_string(ss_plan_recompute_uniform(s)
+                                                               ? recomp[s->recompute]
+                                                               : "per stage"));
         json_object_set_new(root, "distopt", s->distopt == SS_ZERO3 ? json_integer(SS_ZERO3)
                                                                     : json_boolean(s->distopt));
         if (o->out)
@@ -175,11 +180,14 @@ static int summarise(const opts *o, const ss_plan *p, const ss_graph *g, const s
         printf(", %d micro-batch%s, schedule %s, queue %s\n", s->microbatches,
                s->microbatches == 1 ? "" : "es", sched[s->schedule], queue[s->queue]);
         for (int st = 0; s->stages > 1 && st < s->stages; st++)
-            printf("  stage %d: %d operators on %d devices\n", st, stage_ops[st], stage_dev[st]);
+            printf("  stage %d: %d operators on %d devices%s%s\n", st, stage_ops[st],
+                   stage_dev[st], ss_plan_recompute_uniform(s) ? "" : ", recompute ",
+                   ss_plan_recompute_uniform(s) ? "" : recomp[ss_plan_stage_recompute(s, st)]);
         printf("gradient sync: %s, bucket %.0f bytes, priority %s, reorder backward K %d, "
                "synced flags %s; recompute %s; distributed optimizer %s\n",
                sync[s->sync], s->bucket_bytes, s->priority ? "on" : "off", s->reorder_backward,
-               s->synced_flags ? "on" : "off", recomp[s->recompute],
+               s->synced_flags ? "on" : "off",
+               ss_plan_recompute_uniform(s) ? recomp[s->recompute] : "per stage (above)",
                s->distopt == SS_ZERO3 ? "on, weights sharded too (ZeRO-3)"
                : s->distopt           ? "on"
                                       : "off");

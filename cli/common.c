@@ -198,6 +198,8 @@ const char *ss_cli_spec_file(const char *spec, char *buf, size_t n)
             return NULL;
         return buf;
     }
+    if (!strncmp(spec, "megatron:", 9)) /* recompute=full/none: a spec, not a path */
+        return NULL;
     size_t len = strlen(spec);
     return strchr(spec, '/') || (len >= 5 && !strcmp(spec + len - 5, ".json")) ? spec : NULL;
 }

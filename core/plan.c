@@ -306,6 +306,44 @@ void ss_pconfig_tile(const ss_graph *g, const ss_op *op, const ss_pconfig *c, in
     }
 }
 
+ss_recompute ss_plan_stage_recompute(const ss_plan_settings *s, int stage)
+{
+    if (stage < 0 || stage >= SS_PLAN_MAX_RECOMPUTE_STAGES || !s->recompute_stage[stage])
+        return s->recompute;
+    return (ss_recompute)(s->recompute_stage[stage] - 1);
+}
+
+int ss_plan_recompute_uniform(const ss_plan_settings *s)
+{
+    return !s->recompute_stage[0]; /* canonical: stage 0 set iff per-stage */
+}
+
+ss_status ss_plan_set_recompute(ss_plan_settings *s, const ss_recompute *modes, int n,
+                                const char *where, ss_diag *d)
+{
+    int stages = s->stages < 1 ? 1 : s->stages;
+    if (n != 1 && n != stages)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %d recompute modes, expected 1 or one per stage (%d)", where, n,
+                           stages);
+    if (n > SS_PLAN_MAX_RECOMPUTE_STAGES)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: %d recompute modes, more than the limit of %d", where, n,
+                           SS_PLAN_MAX_RECOMPUTE_STAGES);
+    int same = 1;
+    for (int k = 0; k < n; k++) {
+        if ((unsigned)modes[k] > SS_RECOMPUTE_SELECTIVE)
+            return ss_diag_set(d, SS_ERR_INVALID, "%s: unknown recompute mode %d (stage %d)",
+                               where, (int)modes[k], k);
+        same &= modes[k] == modes[0];
+    }
+    memset(s->recompute_stage, 0, sizeof s->recompute_stage);
+    s->recompute = modes[0];
+    for (int k = 0; k < n && !same; k++)
+        s->recompute_stage[k] = (unsigned char)(1 + modes[k]);
+    return SS_OK;
+}
+
 /* Settings sanity; prefix names the plan ("plan" or a file). */
 static ss_status check_settings(const ss_plan_settings *s, const char *prefix, ss_diag *d)
 {
@@ -337,6 +375,20 @@ static ss_status check_settings(const ss_plan_settings *s, const char *prefix, s
                            "%s: settings: distopt 3 (ZeRO-3) with synced_flags is not modelled "
                            "(the next forward's weight all-gathers have no update to wait for)",
                            prefix);
+    if (!ss_plan_recompute_uniform(s)) {
+        int bad = -1;
+        for (int k = 0; k < SS_PLAN_MAX_RECOMPUTE_STAGES && bad < 0; k++)
+            if (k < s->stages ? s->recompute_stage[k] < 1 ||
+                                    s->recompute_stage[k] > 1 + SS_RECOMPUTE_SELECTIVE
+                              : s->recompute_stage[k] != 0)
+                bad = k;
+        if (bad >= 0 || s->stages > SS_PLAN_MAX_RECOMPUTE_STAGES ||
+            s->recompute_stage[0] != 1 + s->recompute)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: settings: recompute: per-stage modes must be given for "
+                               "each of the %d stages (at most %d) and none past them (stage %d)",
+                               prefix, s->stages, SS_PLAN_MAX_RECOMPUTE_STAGES, bad);
+    }
     int v = s->virtual_stages;
     if (v < 1)
         return ss_diag_set(d, SS_ERR_INVALID,

@@ -699,9 +699,68 @@ static int megatron_config(gen *G, int id, ss_pconfig *c, int **devs, int *cap)
     return 0;
 }
 
+ss_recompute ss_megatron_rank_recompute(const ss_megatron_config *c, int r)
+{
+    if (r < 0 || r >= SS_PLAN_MAX_RECOMPUTE_STAGES || !c->recompute_rank[r])
+        return c->recompute;
+    return (ss_recompute)(c->recompute_rank[r] - 1);
+}
+
+ss_status ss_megatron_set_recompute(ss_megatron_config *c, const ss_recompute *modes, int n,
+                                    ss_diag *d)
+{
+    int pp = c->pp < 1 ? 1 : c->pp;
+    if ((n != 1 && n != pp) || n > SS_PLAN_MAX_RECOMPUTE_STAGES)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: %d recompute modes, expected 1 or one per pipeline stage "
+                           "(pp = %d, at most %d)",
+                           n, pp, SS_PLAN_MAX_RECOMPUTE_STAGES);
+    int same = 1;
+    for (int r = 0; r < n; r++) {
+        if ((unsigned)modes[r] > SS_RECOMPUTE_SELECTIVE)
+            return ss_diag_set(d, SS_ERR_INVALID, "megatron: unknown recompute mode %d (stage %d)",
+                               (int)modes[r], r);
+        same &= modes[r] == modes[0];
+    }
+    memset(c->recompute_rank, 0, sizeof c->recompute_rank);
+    c->recompute = modes[0];
+    for (int r = 0; r < n && !same; r++)
+        c->recompute_rank[r] = (unsigned char)(1 + modes[r]);
+    return SS_OK;
+}
+
+/* Whether c's per-rank recompute is in the form ss_megatron_set_recompute
+ * keeps (none, or one valid mode for each of the pp ranks, rank 0's =
+ * recompute, not all equal) and its chunks fit the settings' array. */
+static int rank_recompute_ok(const ss_megatron_config *c, int vp)
+{
+    if (!c->recompute_rank[0]) {
+        for (int r = 1; r < SS_PLAN_MAX_RECOMPUTE_STAGES; r++)
+            if (c->recompute_rank[r])
+                return 0;
+        return 1;
+    }
+    if ((int64_t)c->pp * vp > SS_PLAN_MAX_RECOMPUTE_STAGES ||
+        c->recompute_rank[0] != 1 + c->recompute)
+        return 0;
+    int same = 1;
+    for (int r = 0; r < SS_PLAN_MAX_RECOMPUTE_STAGES; r++) {
+        if (r < c->pp ? c->recompute_rank[r] < 1 || c->recompute_rank[r] > 1 + SS_RECOMPUTE_SELECTIVE
+                      : c->recompute_rank[r] != 0)
+            return 0;
+        same &= r >= c->pp || c->recompute_rank[r] == c->recompute_rank[0];
+    }
+    return !same;
+}
+
 void ss_megatron_settings(const ss_megatron_config *c, ss_plan_settings *s)
 {
     s->recompute = c->recompute;
+    memset(s->recompute_stage, 0, sizeof s->recompute_stage);
+    /* past the limit of chunks ss_plan_megatron refuses per-rank modes */
+    if (c->recompute_rank[0] && c->pp > 0 && s->stages <= SS_PLAN_MAX_RECOMPUTE_STAGES)
+        for (int k = 0; k < s->stages; k++) /* chunk k runs on rank k mod pp */
+            s->recompute_stage[k] = (unsigned char)(1 + ss_megatron_rank_recompute(c, k % c->pp));
     s->distopt = c->distopt;
     s->sync = c->sync;
     /* overlap: Megatron's DDP buckets (40M parameters of fp16 gradients);
@@ -725,6 +784,11 @@ ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_mega
                            c.tp, c.pp, c.dp, c.mb, c.mbs);
     if ((unsigned)c.recompute > SS_RECOMPUTE_SELECTIVE || (unsigned)c.sync > SS_SYNC_BULK)
         return ss_diag_set(d, SS_ERR_INVALID, "megatron: unknown recompute or sync mode");
+    if (!rank_recompute_ok(&c, c.vp > 1 ? c.vp : 1))
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "megatron: recompute per stage: expected a mode for each of the pp=%d "
+                           "pipeline stages (chunks pp*vp at most %d)",
+                           c.pp, SS_PLAN_MAX_RECOMPUTE_STAGES);
     if (c.vp < 0 || c.vp > (1 << 16))
         return ss_diag_set(d, SS_ERR_INVALID, "megatron: vp must be at least 1 (got %d)", c.vp);
     if (c.vp == 0)
@@ -880,14 +944,60 @@ static ss_status parse_flag(const char *spec, const char *key, const char *val, 
     return parse_int(spec, key, val, 0, 1, out, d);
 }
 
+/* recompute=MODE[*COUNT][/MODE[*COUNT]...]: the modes, in order, into
+ * rc[0 .. *n) (at most SS_PLAN_MAX_RECOMPUTE_STAGES). */
+static ss_status parse_recompute(const char *spec, const char *val, ss_recompute *rc, int *n,
+                                 ss_diag *d)
+{
+    static const char *const names[] = {"none", "full", "selective"}; /* ss_recompute */
+    *n = 0;
+    for (const char *p = val;;) {
+        size_t len = strcspn(p, "/*");
+        int mode = -1, count = 1;
+        for (int i = 0; i < 3; i++)
+            if (len == strlen(names[i]) && !strncmp(p, names[i], len))
+                mode = i;
+        if (mode < 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "plan spec \"%s\": bad value \"%s\" for recompute (expected "
+                               "none, selective or full, or one per pipeline stage as "
+                               "MODE[*COUNT]/MODE[*COUNT]...)",
+                               spec, val);
+        p += len;
+        if (*p == '*') {
+            char *end;
+            errno = 0;
+            long v = strtol(p + 1, &end, 10);
+            if (errno || end == p + 1 || v < 1 || v > SS_PLAN_MAX_RECOMPUTE_STAGES ||
+                (*end && *end != '/'))
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "plan spec \"%s\": recompute \"%s\": bad count after '*' "
+                                   "(expected 1 to %d)",
+                                   spec, val, SS_PLAN_MAX_RECOMPUTE_STAGES);
+            count = (int)v;
+            p = end;
+        }
+        if (*n + count > SS_PLAN_MAX_RECOMPUTE_STAGES)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "plan spec \"%s\": recompute: more than %d modes", spec,
+                               SS_PLAN_MAX_RECOMPUTE_STAGES);
+        while (count-- > 0)
+            rc[(*n)++] = (ss_recompute)mode;
+        if (!*p)
+            return SS_OK;
+        p++; /* '/' */
+    }
+}
+
 static ss_status parse_megatron(const char *spec, const char *params, const ss_machine *m,
                                 ss_megatron_config *c, ss_diag *d)
 {
     memset(c, 0, sizeof *c);
     c->tp = c->pp = 1;
-    int dp_given = 0;
+    int dp_given = 0, n_rc = 0;
     const char *zero_key = NULL; /* set once distopt, zero or fsdp was given */
-    char buf[256];
+    ss_recompute rc[SS_PLAN_MAX_RECOMPUTE_STAGES];
+    char buf[4096];
     if (strlen(params) >= sizeof buf)
         return ss_diag_set(d, SS_ERR_INVALID, "plan spec \"%s\": too long", spec);
     snprintf(buf, sizeof buf, "%s", params);
@@ -952,17 +1062,7 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
                                  "overlap or bulk)",
                                  spec, val);
         } else if (!strcmp(key, "recompute")) {
-            if (!strcmp(val, "none"))
-                c->recompute = SS_RECOMPUTE_NONE;
-            else if (!strcmp(val, "selective"))
-                c->recompute = SS_RECOMPUTE_SELECTIVE;
-            else if (!strcmp(val, "full"))
-                c->recompute = SS_RECOMPUTE_FULL;
-            else
-                st = ss_diag_set(d, SS_ERR_INVALID,
-                                 "plan spec \"%s\": bad value \"%s\" for recompute (expected "
-                                 "none, selective or full)",
-                                 spec, val);
+            st = parse_recompute(spec, val, rc, &n_rc, d);
         } else if (!strcmp(key, "first"))
             st = parse_int(spec, key, val, 1, 1 << 16, &c->first, d);
         else if (!strcmp(key, "last"))
@@ -979,6 +1079,14 @@ static ss_status parse_megatron(const char *spec, const char *params, const ss_m
         if (st)
             return st;
     }
+    if (n_rc > 1 && n_rc != c->pp)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "plan spec \"%s\": recompute has %d modes, expected 1 or one per "
+                           "pipeline stage (pp=%d)",
+                           spec, n_rc, c->pp);
+    ss_status st = n_rc ? ss_megatron_set_recompute(c, rc, n_rc, d) : SS_OK;
+    if (st)
+        return st;
     if (!dp_given) {
         int n = m ? ss_machine_n_devices(m) : 1;
         int tpp = c->tp * c->pp * (c->cp > 1 ? c->cp : 1);
@@ -1013,7 +1121,16 @@ int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size
         SPEC_ADD(",mb=%d", c->mb);
     if (c->vp > 1)
         SPEC_ADD(",vp=%d", c->vp);
-    if ((unsigned)c->recompute <= SS_RECOMPUTE_SELECTIVE && c->recompute != SS_RECOMPUTE_NONE)
+    if (c->recompute_rank[0]) { /* per stage: runs as MODE*COUNT */
+        SPEC_ADD(",recompute=");
+        for (int r = 0, run; r < c->pp; r += run) {
+            ss_recompute mr = ss_megatron_rank_recompute(c, r);
+            for (run = 1; r + run < c->pp && ss_megatron_rank_recompute(c, r + run) == mr;)
+                run++;
+            SPEC_ADD(run > 1 ? "%s%s*%d" : "%s%s", r ? "/" : "", rc[mr], run);
+        }
+    } else if ((unsigned)c->recompute <= SS_RECOMPUTE_SELECTIVE &&
+               c->recompute != SS_RECOMPUTE_NONE)
         SPEC_ADD(",recompute=%s", rc[c->recompute]);
     if (c->sp)
         SPEC_ADD(",sp=1");
@@ -1053,7 +1170,9 @@ int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, cha
         ARG_ADD(" --virtual-pipeline-model-parallel-size %d", c->vp);
     else if (c->vp > 1 && layers > 0)
         ARG_ADD(" --num-layers-per-virtual-pipeline-stage %d", layers / (c->pp * c->vp));
-    if (c->recompute == SS_RECOMPUTE_SELECTIVE)
+    if (c->recompute_rank[0])
+        ; /* per stage: said at the end */
+    else if (c->recompute == SS_RECOMPUTE_SELECTIVE)
         ARG_ADD(" --recompute-granularity selective");
     else if (c->recompute == SS_RECOMPUTE_FULL)
         ARG_ADD(" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
@@ -1074,13 +1193,16 @@ int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, cha
         ARG_ADD(" --decoder-first-pipeline-num-layers %d", c->first);
     if (c->last)
         ARG_ADD(" --decoder-last-pipeline-num-layers %d", c->last);
+    if (c->recompute_rank[0])
+        ARG_ADD(" (not expressible in Megatron-LM: this plan's recompute differs per pipeline "
+                "stage, and --recompute-granularity sets one mode for every stage)");
 #undef ARG_ADD
     return n;
 }
 
 int ss_plan_spec_tp(const char *spec)
 {
-    if (!spec || strchr(spec, '/'))
+    if (!spec || (strncmp(spec, "megatron:", 9) && strchr(spec, '/')))
         return 0;
     if (!strcmp(spec, "data-parallel") || !strcmp(spec, "megatron"))
         return 1;
@@ -1111,7 +1233,8 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
     if (!spec || !*spec)
         return ss_diag_set(d, SS_ERR_INVALID, "plan spec: empty");
     size_t len = strlen(spec);
-    if (strchr(spec, '/') || (len > 5 && !strcmp(spec + len - 5, ".json")))
+    if (strncmp(spec, "megatron:", 9) &&
+        (strchr(spec, '/') || (len > 5 && !strcmp(spec + len - 5, ".json"))))
         return ss_plan_load(spec, g, m, out, d);
     if (!strcmp(spec, "data-parallel"))
         return ss_plan_data_parallel(g, m, 0, out, d);
@@ -1125,7 +1248,7 @@ ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machin
     return ss_diag_set(d, SS_ERR_INVALID,
                        "plan spec \"%s\": unknown (expected data-parallel, "
                        "megatron:tp=T,pp=P,dp=D[,cp=C][,ep=E][,mbs=S|mb=M][,vp=V]"
-                       "[,recompute=none|selective|full]"
+                       "[,recompute=none|selective|full[/...]]"
                        "[,sp=0|1][,distopt=0|1|3][,sync=overlap|bulk], or a plan file path)",
                        spec);
 }

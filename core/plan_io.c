@@ -53,6 +53,46 @@ static ss_status get_enum(const char *file, const json_t *obj, const char *key,
     return SS_OK;
 }
 
+/* $.settings.recompute: one mode for every stage (a string), or a list of
+ * one mode per stage (after $.settings.stages is read). */
+static ss_status load_recompute(const char *file, const json_t *obj, ss_plan_settings *s,
+                                ss_diag *d)
+{
+    const json_t *a = json_object_get(obj, "recompute");
+    if (!json_is_array(a)) {
+        int e = (int)s->recompute;
+        ss_status st = get_enum(file, obj, "recompute", recompute_names, &e, d);
+        if (!st)
+            s->recompute = (ss_recompute)e;
+        return st;
+    }
+    size_t n = json_array_size(a);
+    if (n != (size_t)s->stages)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: $.settings.recompute: a list of %zu modes, expected one per "
+                           "stage ($.settings.stages = %d)",
+                           file, n, s->stages);
+    if (n > SS_PLAN_MAX_RECOMPUTE_STAGES)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: $.settings.recompute: %zu modes, more than the limit of %d "
+                           "(give one mode for every stage)",
+                           file, n, SS_PLAN_MAX_RECOMPUTE_STAGES);
+    ss_recompute modes[SS_PLAN_MAX_RECOMPUTE_STAGES];
+    for (size_t k = 0; k < n; k++) {
+        const char *v = json_string_value(json_array_get(a, k));
+        int e = v ? find_name(recompute_names, v) : -1;
+        if (e < 0)
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "%s: $.settings.recompute[%zu]: expected \"none\", \"full\" or "
+                               "\"selective\"",
+                               file, k);
+        modes[k] = (ss_recompute)e;
+    }
+    char where[SS_DIAG_MSG_MAX / 4];
+    snprintf(where, sizeof where, "%s: $.settings.recompute", file);
+    return ss_plan_set_recompute(s, modes, (int)n, where, d);
+}
+
 static ss_status load_settings(const char *file, const json_t *obj, ss_plan_settings *s,
                                ss_diag *d)
 {
@@ -89,10 +129,8 @@ static ss_status load_settings(const char *file, const json_t *obj, ss_plan_sett
     if ((st = get_enum(file, obj, "sync", sync_names, &e, d)))
         return st;
     s->sync = (ss_sync_mode)e;
-    e = (int)s->recompute;
-    if ((st = get_enum(file, obj, "recompute", recompute_names, &e, d)))
+    if ((st = load_recompute(file, obj, s, d)))
         return st;
-    s->recompute = (ss_recompute)e;
     if ((st = ss_json_get_num(file, "$.settings", obj, "bucket_bytes", 0, 0, 1e15,
                               &s->bucket_bytes, d)))
         return st;
@@ -452,7 +490,14 @@ static json_t *settings_json(const ss_plan_settings *s, int *bad)
         bad);
     if (s->synced_flags)
         put(o, "synced_flags", json_true(), bad);
-    put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
+    if (ss_plan_recompute_uniform(s))
+        put(o, "recompute", json_string(recompute_names[s->recompute]), bad);
+    else {
+        json_t *a = json_array();
+        for (int k = 0; k < s->stages; k++)
+            push(a, json_string(recompute_names[ss_plan_stage_recompute(s, k)]), bad);
+        put(o, "recompute", a, bad);
+    }
     if (s->distopt)
         put(o, "distopt", s->distopt == 1 ? json_true() : json_integer(s->distopt), bad);
     if (s->virtual_stages > 1)

@@ -140,6 +140,14 @@ static int memo_match(const ss_bound *b, const rowent *e, uint64_t h, int o, con
     return 1;
 }
 
+/* Whether op o recomputes its whole forward under p (its stage's mode is
+ * full; selective recompute is left out of the bound). */
+static int full_recompute(const ss_plan *p, int o)
+{
+    return ss_plan_stage_recompute(ss_plan_settings_get(p), ss_plan_config(p, o)->stage) ==
+           SS_RECOMPUTE_FULL;
+}
+
 /* Op `o`'s per-device compute time under p into row[n_dev]. */
 static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_diag *d)
 {
@@ -148,7 +156,7 @@ static ss_status op_row(ss_bound *b, const ss_plan *p, int o, double *row, ss_di
     if (op->type == SS_OP_INPUT)
         return SS_OK;
     const ss_pconfig *c = ss_plan_config(p, o);
-    int recompute = ss_plan_settings_get(p)->recompute == SS_RECOMPUTE_FULL;
+    int recompute = full_recompute(p, o);
     for (int i = 0; i < c->ntiles; i++)
         if (c->devices[i] < 0 || c->devices[i] >= b->n_dev)
             return ss_diag_set(d, SS_ERR_INVALID, "search bound: operator \"%s\" on device %d",
@@ -227,11 +235,10 @@ ss_status ss_bound_eval(ss_bound *b, const ss_plan *p, int changed, double *lb, 
         }
     } else {
         const ss_plan *bp = b->base_known ? b->base_plan : NULL;
-        if (bp && ss_plan_settings_get(bp)->recompute != ss_plan_settings_get(p)->recompute)
-            bp = NULL;
         for (int o = 0; o < b->n_ops; o++) {
             double *dst = b->pend + (size_t)o * b->n_dev;
-            if (bp && ss_pconfig_same_tiles(ss_plan_config(bp, o), ss_plan_config(p, o))) {
+            if (bp && ss_pconfig_same_tiles(ss_plan_config(bp, o), ss_plan_config(p, o)) &&
+                full_recompute(bp, o) == full_recompute(p, o)) {
                 memcpy(dst, b->base + (size_t)o * b->n_dev, (size_t)b->n_dev * sizeof *dst);
                 continue;
             }

@@ -275,6 +275,10 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
             j->tiles += ss_plan_config(j->plan, i)->ntiles;
     }
     /* the settings alone differ between points of one structure */
+    if (c->recompute_rank[0] &&
+        (int64_t)c->pp * (c->vp > 1 ? c->vp : 1) > SS_PLAN_MAX_RECOMPUTE_STAGES)
+        return ss_diag_set(d, SS_ERR_INVALID, "megatron: per-stage recompute over %d chunks",
+                           SS_PLAN_MAX_RECOMPUTE_STAGES);
     ss_megatron_settings(c, ss_plan_settings_of(j->plan));
     double load = 0;
     memset(out, 0, sizeof *out);

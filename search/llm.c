@@ -75,6 +75,13 @@ typedef struct chain {
     ss_diag d;
 } chain;
 
+/* One recompute mode for every pipeline stage of c. */
+static void set_rc(ss_megatron_config *c, ss_recompute mode)
+{
+    c->recompute = mode;
+    memset(c->recompute_rank, 0, sizeof c->recompute_rank);
+}
+
 static void normalize(ss_megatron_config *c)
 {
     c->mb = 0;
@@ -206,7 +213,7 @@ static int level1(chain *ch, const ss_llm_point *start)
                     if (ch->R->S.batch % ((int64_t)c.dp * c.mbs) ||
                         (c.pp > 1 && ch->R->S.batch / ((int64_t)c.dp * c.mbs) < c.pp))
                         continue;
-                    c.recompute = (ss_recompute)rc;
+                    set_rc(&c, (ss_recompute)rc);
                     c.distopt = c.dp > 1 && dopt;
                     c.sync = sy ? SS_SYNC_BULK : SS_SYNC_WAIT_FREE;
                     ss_llm_point p;
@@ -219,7 +226,62 @@ static int level1(chain *ch, const ss_llm_point *start)
 /* ---- level 3: moves --------------------------------------------------------------- */
 
 enum { MV_TP, MV_PP, MV_MBS, MV_VP, MV_RC, MV_SP, MV_DOPT, MV_SYNC, MV_BUCKET, MV_FIRST,
-       MV_LAST, MV_COUNT };
+       MV_LAST, MV_RCSTAGE, MV_COUNT };
+
+/* Recompute modes ordered by the activation memory they save. */
+static int rc_level(ss_recompute r)
+{
+    return r == SS_RECOMPUTE_FULL ? 2 : r == SS_RECOMPUTE_SELECTIVE ? 1 : 0;
+}
+
+static const ss_recompute rc_of_level[3] = {SS_RECOMPUTE_NONE, SS_RECOMPUTE_SELECTIVE,
+                                            SS_RECOMPUTE_FULL};
+
+/* Whether c's chunks (pp x vp) fit the plan's per-stage recompute array. */
+static int rank_modes_fit(const ss_megatron_config *c)
+{
+    return (int64_t)c->pp * (c->vp > 1 ? c->vp : 1) <= SS_PLAN_MAX_RECOMPUTE_STAGES;
+}
+
+/* MV_RCSTAGE: one pipeline rank's recompute mode moves to its neighbour's
+ * (the first ranks of 1F1B hold the most micro-batches in flight, so they
+ * need the most recompute). dir > 0: the first rank whose mode saves less
+ * memory than the rank before it takes that rank's mode (none such: rank 0
+ * saves one step more); dir < 0: the last rank whose mode saves more than
+ * the rank after it takes that rank's mode (none such: the last rank saves
+ * one step less). 0 when it does not apply. */
+static int move_rcstage(ss_megatron_config *o, int dir)
+{
+    int pp = o->pp;
+    if (pp < 2 || !rank_modes_fit(o))
+        return 0;
+    ss_recompute m[SS_PLAN_MAX_RECOMPUTE_STAGES];
+    for (int r = 0; r < pp; r++)
+        m[r] = ss_megatron_rank_recompute(o, r);
+    int at = -1;
+    if (dir > 0) {
+        for (int r = 1; r < pp && at < 0; r++)
+            if (rc_level(m[r]) < rc_level(m[r - 1]))
+                at = r;
+        if (at >= 0)
+            m[at] = m[at - 1];
+        else if (rc_level(m[0]) < 2)
+            m[0] = rc_of_level[rc_level(m[0]) + 1];
+        else
+            return 0;
+    } else {
+        for (int r = pp - 2; r >= 0 && at < 0; r--)
+            if (rc_level(m[r]) > rc_level(m[r + 1]))
+                at = r;
+        if (at >= 0)
+            m[at] = m[at + 1];
+        else if (rc_level(m[pp - 1]) > 0)
+            m[pp - 1] = rc_of_level[rc_level(m[pp - 1]) - 1];
+        else
+            return 0;
+    }
+    return ss_megatron_set_recompute(o, m, pp, NULL) == SS_OK;
+}
 
 /* The neighbour of c by move mv in direction dir (+1 / -1); 0 when the move
  * does not apply. */
@@ -242,6 +304,7 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
             return 0;
         o->pp = p;
         o->first = o->last = 0;
+        set_rc(o, c->recompute); /* per-rank modes belong to the old pp */
         break;
     }
     case MV_MBS:
@@ -261,7 +324,11 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
         break;
     }
     case MV_RC:
-        o->recompute = (ss_recompute)((c->recompute + (dir > 0 ? 1 : 2)) % 3);
+        set_rc(o, (ss_recompute)((c->recompute + (dir > 0 ? 1 : 2)) % 3));
+        break;
+    case MV_RCSTAGE:
+        if (!move_rcstage(o, dir))
+            return 0;
         break;
     case MV_SP:
         o->sp = !c->sp;
@@ -321,6 +388,8 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
         return 0;
     if (o->vp > 1)
         o->first = o->last = 0;
+    if (o->recompute_rank[0] && !rank_modes_fit(o))
+        return 0;
     return memcmp(o, c, sizeof *o) != 0;
 }
 
@@ -470,7 +539,7 @@ static int sweep(chain *ch, const ss_llm_point *start)
                         c.mbs = mbs;
                         c.vp = vp;
                         c.first = c.last = 0;
-                        c.recompute = rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE;
+                        set_rc(&c, rc ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE);
                         /* dopt 2: ZeRO-3, without a pipeline only */
                         c.distopt = c.dp > 1 && dopt ? (dopt == 2 ? SS_ZERO3 : 1) : 0;
                         if ((c.dp == 1 && !dopt) || (dopt == 2 && (c.dp == 1 || pp > 1)))
@@ -485,6 +554,95 @@ static int sweep(chain *ch, const ss_llm_point *start)
                             return -1;
                     }
     return 0;
+}
+
+/* Per-stage recompute fit: for start's structure and each pair of modes
+ * (hi saving more memory than lo: selective / none, full / selective,
+ * full / none), the fewest first pipeline ranks k (a binary search over 1
+ * .. pp - 1: more ranks with hi hold less) that run hi, the rest lo, and
+ * fit, each judged (judge() keeps the fastest that fits). 0, or -1 when
+ * stopped. */
+static int fit_stages(chain *ch, const ss_megatron_config *start, int only_lo)
+{
+    static const int pairs[3][2] = {{1, 0}, {2, 1}, {2, 0}}; /* rc_level of hi, lo */
+    int pp = start->pp;
+    if (pp < 2 || !rank_modes_fit(start))
+        return 0;
+    ss_recompute m[SS_PLAN_MAX_RECOMPUTE_STAGES];
+    for (int i = 0; i < 3; i++)
+        for (int a = 1, b = pp - 1; a <= b && (only_lo < 0 || pairs[i][1] == only_lo);) {
+            int k = (a + b) / 2;
+            ss_megatron_config c = *start;
+            for (int r = 0; r < pp; r++)
+                m[r] = rc_of_level[pairs[i][r >= k]];
+            if (ss_megatron_set_recompute(&c, m, pp, NULL))
+                return 0;
+            ss_llm_point p;
+            int ok = judge(ch, c, &p);
+            if (ok < 0)
+                return -1;
+            if (ok && p.fits)
+                b = k - 1;
+            else
+                a = k + 1;
+        }
+    return 0;
+}
+
+/* The cached points that did not fit with one recompute mode but ran
+ * faster than the best: per-stage recompute may make them fit (more
+ * recompute on the first ranks only). fit_stages for the FIT_SLOW fastest,
+ * with that mode on the last ranks. */
+#define FIT_SLOW 3
+static int fit_memory_bound(chain *ch)
+{
+    ss_llm_point cand[FIT_SLOW];
+    int n = 0;
+    for (int i = 0; i < ch->n_cache; i++) {
+        const ss_llm_point *q = &ch->cache[i];
+        if (q->fits || !(q->time_us < ch->best.time_us) || q->c.recompute_rank[0] ||
+            q->c.recompute == SS_RECOMPUTE_FULL || q->c.pp < 2)
+            continue;
+        int at = n < FIT_SLOW ? n++ : FIT_SLOW;
+        while (at > 0 && cand[at - 1].time_us > q->time_us) {
+            if (at < FIT_SLOW)
+                cand[at] = cand[at - 1];
+            at--;
+        }
+        if (at < FIT_SLOW)
+            cand[at] = *q;
+    }
+    for (int i = 0; i < n; i++)
+        if (fit_stages(ch, &cand[i].c, rc_level(cand[i].c.recompute)) < 0)
+            return -1;
+    return 0;
+}
+
+/* fit_stages for the best and the next FIT_NEAR distinct structures of the
+ * near list (each fit costs up to 3 log2(pp) judgements). */
+#define FIT_NEAR 2
+static int fit_near(chain *ch)
+{
+    ss_llm_point list[SS_LLM_NEAR_MAX + 1];
+    int n = 0, fitted = 0;
+    list[n++] = ch->best;
+    for (int i = 0; i < ch->n_near && n < SS_LLM_NEAR_MAX + 1; i++)
+        list[n++] = ch->near[i];
+    for (int i = 0; i < n && fitted <= FIT_NEAR; i++) {
+        int dup = 0;
+        for (int j = 0; j < i && !dup; j++) {
+            ss_megatron_config a = list[i].c, b = list[j].c;
+            set_rc(&a, SS_RECOMPUTE_NONE);
+            set_rc(&b, SS_RECOMPUTE_NONE);
+            dup = !memcmp(&a, &b, sizeof a);
+        }
+        if (dup)
+            continue;
+        fitted++;
+        if (fit_stages(ch, &list[i].c, -1) < 0)
+            return -1;
+    }
+    return fit_memory_bound(ch);
 }
 
 /* Every one-knob neighbour of the best until none is faster. */
@@ -635,6 +793,8 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         pthread_t th[64];
         int started = 0;
         if (sweep(c0, &c0->best) == 0)
+            polish(c0);
+        if (!R.stopped && fit_near(c0) == 0)
             polish(c0);
         for (int i = 1; i < threads; i++) /* a chain without a judge does not run */
             ch[i].st = ss_llm_judge_new(g, m, cm, 1, run_stop, &R, &ch[i].j, &ch[i].d);

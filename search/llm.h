@@ -36,9 +36,13 @@
  *   16 bytes per parameter over tp dp, take at most 60%; then, for the two best,
  *   micro-batch size 1, 2, vp 1-4, selective or no recompute, distopt
  *   on or off, ZeRO-3 where pp = 1) and a polish of its best;
- *   then Metropolis-Hastings over the
+ *   then a per-stage recompute fit (for the best, the next 2 structures of
+ *   the near list and the 3 fastest points that did not fit: the fewest first
+ *   pipeline ranks on the mode that saves more memory, the rest on the
+ *   other, by binary search) and a polish; then Metropolis-Hastings over the
  *   knobs (tp, pp and dp together,
- *   micro-batch size, vp, recompute, sp, the ZeRO stage (distopt 0, 1, 3:
+ *   micro-batch size, vp, recompute, one rank's recompute (it takes its
+ *   neighbour's mode), sp, the ZeRO stage (distopt 0, 1, 3:
  *   ZeRO-3 is judged below SS_EVAL_HIER_TILES tile entries only, by the
  *   exact symmetry evaluator: the hierarchical one refuses it), sync, bucket size, uneven
  *   first / last stages), one chain per thread from the level-1 plan, seeds

@@ -358,7 +358,7 @@ static void parse_plan(ss_whatif_point *p)
         else if (!strcmp(key, "distopt") || !strcmp(key, "zero"))
             p->distopt = v; /* the ZeRO stage: 0, 1, 3 */
         else if (!strcmp(key, "recompute"))
-            snprintf(p->recompute, sizeof p->recompute, "%.15s", val);
+            snprintf(p->recompute, sizeof p->recompute, "%.63s", val);
         s += len;
         if (*s == ',')
             s++;

@@ -107,7 +107,7 @@ typedef struct ss_whatif_point {
     char plan[256];                /* the Megatron spec of the best plan ("" : none) */
     char megatron_args[512];       /* "" : not expressible in Megatron-LM terms */
     int tp, pp, dp, mbs, vp, sp, distopt; /* from plan (0: unknown) */
-    char recompute[16];
+    char recompute[64]; /* one mode, or per stage as in the spec (full*2/none*6) */
     double days;                   /* tokens / tokens_per_s (0: no --tokens) */
     double usd_per_gpu_hour;       /* 0: no price */
     double cost_usd;               /* days x 24 x gpus x price (0: no price or days) */

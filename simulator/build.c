@@ -1067,7 +1067,6 @@ static ss_status mem_add(ss_memory *mm, int dev, ss_mem_kind kind, double bytes,
 
 static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
 {
-    int recompute = b->set.recompute == SS_RECOMPUTE_FULL;
     ss_status st;
     for (int j = 0; j < b->n_tiles; j++) {
         const tileinfo *t = &b->tiles[j];
@@ -1090,7 +1089,7 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         const tileinfo *user = &b->tiles[X->last_user];
         /* received input: until its consumer's forward ends, or kept as a
          * checkpoint until the consumer's backward ends with recompute */
-        if (recompute && user->bwd >= 0)
+        if (user->bwd >= 0 && ss_build_op_recompute(b, user->op) == SS_RECOMPUTE_FULL)
             st = mem_add(mm, X->dev, SS_MEM_BUFFER, X->bytes, X->task, 0, user->bwd, 1, d);
         else
             st = mem_add(mm, X->dev, SS_MEM_BUFFER, X->bytes, X->task, 0, user->fwd, 1, d);

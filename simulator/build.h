@@ -10,6 +10,8 @@
  *                       and no backward. With recompute = full the backward
  *                       also pays the tile's forward time; with selective,
  *                       only the attention-score ops' (ss_build_score_op).
+ *                       The mode is the op's stage's (ss_plan_stage_recompute:
+ *                       per-stage recompute applies to that stage's ops only).
  *   units               tiles of one op that share an output region and
  *                       differ only in their reduction range form a unit
  *                       (red = 1: each tile is its own unit). A unit with
@@ -91,7 +93,8 @@
  * Memory intervals (memory.h): activations (ss_work.saved_bytes) from the
  * forward's start to the backward's end (recompute = full: only during the
  * backward, plus the received inputs kept as checkpoints until the consumer's
- * backward ends; selective: only during the backward for score ops); receive buffers from the transfer's start to the end of
+ * backward ends; selective: only during the backward for score ops; each
+ * op and received input under its (consumer's) stage's mode); receive buffers from the transfer's start to the end of
  * the task that consumes them; kernel workspace while a task runs; weights,
  * gradients and optimizer state per distinct weight region a device holds
  * (union of the regions its tiles need, shared weights counted once).

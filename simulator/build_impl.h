@@ -473,12 +473,20 @@ ss_status ss_build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, ss_di
  * type's per-micro-batch overhead. Runs after pass_bwd. */
 ss_status ss_build_host(ss_builder *b, ss_taskgraph *tg, ss_diag *d);
 
+/* Op o's recompute mode: its pipeline stage's (ss_plan_stage_recompute). */
+static inline ss_recompute ss_build_op_recompute(const ss_builder *b, int o)
+{
+    return ss_plan_recompute_uniform(&b->set) ? b->set.recompute
+                                    : ss_plan_stage_recompute(&b->set,
+                                                              ss_plan_config(b->plan, o)->stage);
+}
+
 /* Whether op o's tiles recompute their forward in the backward (and keep
- * no activations meanwhile) under the plan's recompute mode. */
+ * no activations meanwhile) under its stage's recompute mode. */
 static inline int ss_build_recomputed(const ss_builder *b, int o)
 {
-    return b->set.recompute == SS_RECOMPUTE_FULL ||
-           (b->set.recompute == SS_RECOMPUTE_SELECTIVE && b->score[o]);
+    ss_recompute r = ss_build_op_recompute(b, o);
+    return r == SS_RECOMPUTE_FULL || (r == SS_RECOMPUTE_SELECTIVE && b->score[o]);
 }
 
 #endif /* SS_BUILD_IMPL_H */

@@ -699,7 +699,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
      * send's start to its forward's end, a gradient's from its send's
      * start to the backward's start); frees before allocations at one
      * instant */
-    int nmv = M * V, ckpt = set->recompute == SS_RECOMPUTE_FULL;
+    int nmv = M * V;
     mev *ev = ss_malloc((size_t)nmv * 8 * sizeof *ev);
     if (!ev)
         return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
@@ -707,6 +707,7 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
         int n = 0;
         for (int c = s; c < C; c += P) {
             const figs *f = &h->stg[c].f;
+            int ckpt = ss_plan_stage_recompute(set, c) == SS_RECOMPUTE_FULL;
             double A = f->held, R = f->recv, Rg = c + 1 < C ? h->stg[c + 1].f.recv : 0;
             /* full recompute keeps the received input as the checkpoint
              * until the backward (build.c, pass_memory): held includes it,
@@ -766,6 +767,7 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p)
         k = mixd(mixd(mixd(k, f->send), f->send_last), f->gather);
         k = mixd(mixd(k, f->held), f->recv);
         k = mixd(mixd(mix(k, (uint64_t)S->reps), f->comp_fb), f->comp_f);
+        k = mix(k, (uint64_t)(ss_plan_stage_recompute(set, s) == SS_RECOMPUTE_FULL));
     }
     return k ? k : 1;
 }

@@ -120,7 +120,7 @@ static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
     k = mixd(k, set->bucket_bytes);
     k = mix(k, (uint64_t)set->priority);
     k = mix(k, (uint64_t)set->reorder_backward);
-    k = mix(k, (uint64_t)set->recompute);
+    k = mix(k, (uint64_t)ss_plan_stage_recompute(set, s));
     k = mix(k, (uint64_t)set->distopt);
     k = mix(k, (uint64_t)(set->virtual_stages > 1));
     k = mix(k, (uint64_t)ss_machine_device(h->m, S->base)->type);
@@ -501,6 +501,12 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     }
     ss_plan_settings *ss = ss_plan_settings_of(sp);
     *ss = *set;
+    /* the stage's own recompute mode for all its ops; a weight's readers in
+     * other stages (peers) run under it too: their mode changes only their
+     * own devices' figures and when their gradient is ready, which the
+     * joint synchronisation's rendezvous takes from the pipeline */
+    ss->recompute = ss_plan_stage_recompute(set, s);
+    memset(ss->recompute_stage, 0, sizeof ss->recompute_stage);
     ss->stages = n_recv ? 2 : 1;
     ss->microbatches = 1;
     /* interleaved: the stage sends overlap compute (the builder's holds()

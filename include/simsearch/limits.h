@@ -83,6 +83,16 @@
  * (simulator/taskgraph.c). */
 #define SS_TASK_MAX_RES 16777215
 
+/* ---- Plans (core/plan.c) ------------------------------------------- */
+
+/* Pipeline stages (chunks) of a plan that may each have a recompute mode
+ * of their own (ss_plan_settings.recompute_stage[], a fixed array so that
+ * settings stay copyable by value): 256 covers one stage per layer of
+ * every zoo model (GPT-3 175B: 96 layers; 1T: 128). Past it a plan has one
+ * mode for every stage: "recompute: N modes, more than the limit of 256"
+ * (plan JSON, megatron: spec). */
+#define SS_PLAN_MAX_RECOMPUTE_STAGES 256
+
 /* ---- Search (search/driver.c) -------------------------------------- */
 
 /* Runner-up plans a search result lists (ss_search_result.near[]); the

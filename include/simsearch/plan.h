@@ -87,7 +87,14 @@ typedef struct ss_plan_settings {
     int synced_flags;         /* per-layer synced flags: the next iteration's forward
                                  of a layer waits only for that layer's update (the
                                  iteration time is then a steady-state period) */
-    ss_recompute recompute;
+    ss_recompute recompute;   /* every stage's mode, unless recompute_stage says otherwise */
+    /* Per-stage recompute (issue 26): all 0 = every stage uses `recompute`;
+     * else entry k = 1 + stage (chunk) k's mode for every k < stages (at
+     * most SS_PLAN_MAX_RECOMPUTE_STAGES), 0 past them, and `recompute` is
+     * stage 0's mode. Read with ss_plan_stage_recompute, set with
+     * ss_plan_set_recompute (which keeps one form per meaning: equal modes
+     * are stored as the single mode). */
+    unsigned char recompute_stage[SS_PLAN_MAX_RECOMPUTE_STAGES];
     int distopt;              /* optimizer / parameter sharding, the ZeRO stage:
                                  0 none; 1 the distributed optimizer (ZeRO-1): each
                                  weight shard's optimizer state is split over the
@@ -108,6 +115,19 @@ typedef struct ss_plan_settings {
                                  runs on the devices of rank k mod pp, the schedule
                                  is 1F1B and micro-batches are a multiple of pp */
 } ss_plan_settings;
+
+/* Stage k's recompute mode under s (s->recompute for a plan of one mode
+ * and for k out of range). */
+ss_recompute ss_plan_stage_recompute(const ss_plan_settings *s, int stage);
+/* 1 when every stage of s has the same mode (s->recompute), else 0. */
+int ss_plan_recompute_uniform(const ss_plan_settings *s);
+/* Set the recompute modes of s: n = 1 (every stage modes[0]) or n =
+ * s->stages (stage k modes[k], n <= SS_PLAN_MAX_RECOMPUTE_STAGES). Equal
+ * modes are stored as the single mode. SS_ERR_INVALID (s unchanged) for
+ * another n or an unknown mode; `where` names the file or spec and key in
+ * the message. */
+ss_status ss_plan_set_recompute(ss_plan_settings *s, const ss_recompute *modes, int n,
+                                const char *where, ss_diag *d);
 
 typedef struct ss_plan ss_plan;
 
@@ -168,6 +188,11 @@ ss_status ss_plan_data_parallel(const ss_graph *g, const ss_machine *m, int n_de
 typedef struct ss_megatron_config {
     int tp, pp, dp, mb;
     ss_recompute recompute;
+    /* Per pipeline rank (not per chunk: with vp > 1 every chunk of rank r
+     * uses rank r's mode): all 0 = every rank uses `recompute`; else entry
+     * r = 1 + rank r's mode for r < pp, 0 past pp, and `recompute` is rank
+     * 0's mode (ss_megatron_set_recompute keeps this form). */
+    unsigned char recompute_rank[SS_PLAN_MAX_RECOMPUTE_STAGES];
     int sp;      /* sequence parallelism: ops after partial sums split their sequence dim tp ways */
     int mbs;     /* micro-batch size (0: from mb) */
     int distopt; /* distributed optimizer or parameter sharding (settings.distopt: 0, 1, 3) */
@@ -205,9 +230,17 @@ typedef struct ss_megatron_config {
                     expert tensor parallelism is tp (Megatron's default); needs
                     cp = 1 */
 } ss_megatron_config;
+/* Set c's recompute modes: n = 1 (every rank) or n = c->pp (rank r
+ * modes[r]); equal modes stored as the single mode. SS_ERR_INVALID (c
+ * unchanged) otherwise. */
+ss_status ss_megatron_set_recompute(ss_megatron_config *c, const ss_recompute *modes, int n,
+                                    ss_diag *d);
+/* Pipeline rank r's recompute mode under c. */
+ss_recompute ss_megatron_rank_recompute(const ss_megatron_config *c, int r);
 /* The plan settings that c's recompute, distopt, sync and bucket size set
- * (the rest of s untouched): plans of configs that differ only there differ
- * only in these settings. */
+ * (the rest of s untouched; per-rank recompute is spread over the chunks of
+ * s->stages, chunk k on rank k mod pp): plans of configs that differ only
+ * there differ only in these settings. */
 void ss_megatron_settings(const ss_megatron_config *c, ss_plan_settings *s);
 /* The number of repeated layers of g (the longest run of a repeated block of
  * segments, as the Megatron generator finds them), 0 when it has none. */
@@ -220,10 +253,13 @@ int ss_megatron_spec(const ss_megatron_config *c, int64_t batch, char *buf, size
 ss_status ss_plan_megatron(const ss_graph *g, const ss_machine *m, const ss_megatron_config *c,
                            ss_plan **out, ss_diag *d);
 /* "data-parallel" | "megatron:tp=T,pp=P,dp=D[,cp=C][,mbs=S|mb=M][,vp=V]
- * [,recompute=none|selective|full][,sp=0|1][,distopt=0|1|3][,sync=overlap|bulk][,first=F]
+ * [,recompute=MODE[/MODE...]][,sp=0|1][,distopt=0|1|3][,sync=overlap|bulk][,first=F]
  * [,last=L][,bucket=MB]" (bucket in MB of 10^6 bytes; zero=0|1|3 is distopt's other name,
  * fsdp=1 is zero=3; tp, pp, cp, vp default 1; dp defaults
- * to devices / (tp*pp*cp)) | a path to a plan JSON (contains '/' or ends in ".json").
+ * to devices / (tp*pp*cp); MODE none|selective|full, optionally MODE*COUNT for COUNT
+ * consecutive pipeline ranks: one mode for every stage, or modes for all pp
+ * ranks, e.g. recompute=full*2/none*6 with pp=8) | a path to a plan JSON (does
+ * not start with "megatron" and contains '/' or ends in ".json").
  * Bad specs: SS_ERR_INVALID naming the key. */
 ss_status ss_plan_from_spec(const char *spec, const ss_graph *g, const ss_machine *m,
                             ss_plan **out, ss_diag *d);

@@ -159,7 +159,10 @@ typedef struct ss_search_result {
  * --recompute-method, --sequence-parallel, --use-distributed-optimizer,
  * --overlap-grad-reduce, --ddp-bucket-size, --decoder-first/last-pipeline-
  * num-layers) for a model of `layers` layers and global batch `batch`.
- * Returns the length snprintf would. */
+ * Megatron-LM has one recompute mode for every stage: for a c whose
+ * recompute differs per stage, no --recompute-* flag and a closing
+ * "(not expressible in Megatron-LM: ...)" that says so. Returns the length
+ * snprintf would. */
 int ss_megatron_args(const ss_megatron_config *c, int layers, int64_t batch, char *buf,
                      size_t cap);
 

@@ -379,6 +379,73 @@ static void test_megatron_uneven_interleaved(void **state)
     ss_machine_free(m);
 }
 
+/* recompute per pipeline stage in the shorthand: MODE[*COUNT]/..., one per
+ * rank (pp values) spread over the rank's chunks with vp > 1; the spec
+ * printed back in runs; the Megatron-LM flags say it is not expressible;
+ * the errors. */
+static void test_spec_recompute_per_stage(void **state)
+{
+    (void)state;
+    ss_machine *m = load_p100x16();
+    ss_graph *g = build("gpt:layers=8,hidden=256,heads=4,seq=64,vocab=1000", 32, 16);
+    ss_plan *p = NULL;
+    ss_diag d;
+    ss_diag_init(&d);
+    if (ss_plan_from_spec("megatron:tp=2,pp=4,dp=2,recompute=full*2/selective/none", g, m, &p,
+                          &d))
+        fail_msg("%s", d.msg);
+    const ss_plan_settings *s = ss_plan_settings_get(p);
+    static const ss_recompute want4[4] = {SS_RECOMPUTE_FULL, SS_RECOMPUTE_FULL,
+                                          SS_RECOMPUTE_SELECTIVE, SS_RECOMPUTE_NONE};
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(ss_plan_stage_recompute(s, k), want4[k]);
+    assert_int_equal(s->recompute, SS_RECOMPUTE_FULL);
+    ss_plan_free(p);
+    /* interleaved: chunk k runs rank k mod pp's mode */
+    p = NULL;
+    if (ss_plan_from_spec("megatron:tp=2,pp=2,dp=4,mb=4,vp=2,recompute=selective/none", g, m, &p,
+                          &d))
+        fail_msg("%s", d.msg);
+    s = ss_plan_settings_get(p);
+    assert_int_equal(s->stages, 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(ss_plan_stage_recompute(s, k),
+                         k % 2 ? SS_RECOMPUTE_NONE : SS_RECOMPUTE_SELECTIVE);
+    ss_plan_free(p);
+    /* equal modes: one mode */
+    p = NULL;
+    if (ss_plan_from_spec("megatron:tp=2,pp=2,dp=4,recompute=full/full", g, m, &p, &d))
+        fail_msg("%s", d.msg);
+    assert_true(ss_plan_recompute_uniform(ss_plan_settings_get(p)));
+    assert_int_equal(ss_plan_settings_get(p)->recompute, SS_RECOMPUTE_FULL);
+    ss_plan_free(p);
+    /* spec and flags */
+    ss_megatron_config c = {.tp = 2, .pp = 4, .dp = 2, .mbs = 1};
+    ss_recompute r4[4] = {SS_RECOMPUTE_FULL, SS_RECOMPUTE_FULL, SS_RECOMPUTE_NONE,
+                          SS_RECOMPUTE_NONE};
+    assert_int_equal(ss_megatron_set_recompute(&c, r4, 4, &d), SS_OK);
+    assert_int_equal(ss_megatron_rank_recompute(&c, 3), SS_RECOMPUTE_NONE);
+    char buf[512];
+    ss_megatron_spec(&c, 32, buf, sizeof buf);
+    assert_string_equal(buf, "megatron:tp=2,pp=4,dp=2,mbs=1,recompute=full*2/none*2");
+    ss_megatron_args(&c, 8, 32, buf, sizeof buf);
+    assert_null(strstr(buf, "--recompute-granularity selective"));
+    assert_null(strstr(buf, "--recompute-granularity full"));
+    assert_non_null(strstr(buf, "not expressible in Megatron-LM"));
+    assert_int_equal(ss_megatron_set_recompute(&c, r4, 3, &d), SS_ERR_INVALID);
+    ss_graph_free(g);
+    ss_machine_free(m);
+    const char *gpt = "gpt:layers=4,hidden=256,heads=4,seq=64,vocab=1000";
+    expect_spec_error("megatron:tp=2,pp=4,dp=2,recompute=full/none", gpt,
+                      "recompute has 2 modes, expected 1 or one per pipeline stage (pp=4)");
+    expect_spec_error("megatron:tp=2,pp=2,dp=4,recompute=full/fast", gpt,
+                      "bad value \"full/fast\" for recompute");
+    expect_spec_error("megatron:tp=2,pp=2,dp=4,recompute=full*0/none", gpt, "bad count after '*'");
+    expect_spec_error("megatron:tp=2,pp=2,dp=4,recompute=full*x", gpt, "bad count after '*'");
+    expect_spec_error("megatron:tp=2,pp=2,dp=4,recompute=full/", gpt, "for recompute");
+    expect_spec_error("megatron:tp=2,pp=2,dp=4,recompute=full*300", gpt, "bad count");
+}
+
 /* Interleaved 1F1B: gpt 8 layers, tp=2, pp=2, dp=4, vp=2 on 16 devices:
  * 4 chunks of 2 layers, chunk c on rank c mod 2 (devices 8*(c mod 2) ..
  * +7), embedding in chunk 0, head and loss in chunk 3 (rank 1); the plan
@@ -537,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_spec_defaults),
         cmocka_unit_test(test_megatron_interleaved),
         cmocka_unit_test(test_megatron_uneven_interleaved),
+        cmocka_unit_test(test_spec_recompute_per_stage),
         cmocka_unit_test(test_megatron_other_models),
         cmocka_unit_test(test_gen_alloc_failures),
     };

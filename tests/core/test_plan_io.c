@@ -54,6 +54,7 @@ static void assert_plans_equal(const ss_plan *a, const ss_plan *b)
     assert_int_equal(s->priority, t->priority);
     assert_int_equal(s->reorder_backward, t->reorder_backward);
     assert_int_equal(s->recompute, t->recompute);
+    assert_memory_equal(s->recompute_stage, t->recompute_stage, sizeof s->recompute_stage);
     assert_int_equal(s->distopt, t->distopt);
     for (int i = 0; i < ss_plan_n_ops(a); i++) {
         const ss_pconfig *x = ss_plan_config(a, i), *y = ss_plan_config(b, i);
@@ -119,6 +120,114 @@ static void test_round_trip_megatron(void **state)
 }
 
 /* The shipped valid fixtures load, and say what they say. */
+/* text with the value of its "recompute" key replaced by val (ss_free) */
+static char *with_recompute(const char *text, const char *val)
+{
+    const char *k = strstr(text, "\"recompute\"");
+    assert_non_null(k);
+    const char *v = strchr(k, ':') + 1, *end = v;
+    while (*end == ' ')
+        end++;
+    if (*end == '[')
+        end = strchr(end, ']') + 1;
+    else
+        end = strchr(end + 1, '"') + 1;
+    size_t n = strlen(text) + strlen(val) + 2;
+    char *out = ss_malloc(n);
+    snprintf(out, n, "%.*s %s%s", (int)(v - text), text, val, end);
+    return out;
+}
+
+static void expect_load_error(fixture *f, const char *text, const char *want)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *q = NULL;
+    assert_int_equal(ss_plan_load_string(text, "bad.json", f->gpt, f->m, &q, &d), SS_ERR_INVALID);
+    assert_null(q);
+    if (!strstr(d.msg, want) || !strstr(d.msg, "bad.json"))
+        fail_msg("message '%s' lacks '%s' or the file", d.msg, want);
+}
+
+/* Per-stage recompute: a list of one mode per stage round-trips; a single
+ * string (old files) still loads; a list of the wrong length, a bad value
+ * or a non-string gives an error naming the file and the key. */
+static void test_recompute_per_stage(void **state)
+{
+    fixture *f = *state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = NULL, *q = NULL;
+    if (ss_plan_from_spec("megatron:tp=2,pp=2,dp=1,recompute=full/none", f->gpt, f->m, &p, &d))
+        fail_msg("%s", d.msg);
+    const ss_plan_settings *s = ss_plan_settings_get(p);
+    assert_false(ss_plan_recompute_uniform(s));
+    assert_int_equal(ss_plan_stage_recompute(s, 0), SS_RECOMPUTE_FULL);
+    assert_int_equal(ss_plan_stage_recompute(s, 1), SS_RECOMPUTE_NONE);
+    char *text = NULL, *t2 = NULL;
+    assert_int_equal(ss_plan_to_string(p, f->gpt, &text, &d), SS_OK);
+    assert_non_null(strstr(text, "\"full\""));
+    if (ss_plan_load_string(text, "rt", f->gpt, f->m, &q, &d))
+        fail_msg("%s", d.msg);
+    assert_plans_equal(p, q);
+    assert_int_equal(ss_plan_to_string(q, f->gpt, &t2, &d), SS_OK);
+    assert_string_equal(text, t2);
+    ss_free(t2);
+    ss_plan_free(q);
+    /* the list with equal modes is stored as the single mode */
+    char *same = with_recompute(text, "[\"selective\", \"selective\"]");
+    q = NULL;
+    if (ss_plan_load_string(same, "same.json", f->gpt, f->m, &q, &d))
+        fail_msg("%s", d.msg);
+    assert_true(ss_plan_recompute_uniform(ss_plan_settings_get(q)));
+    assert_int_equal(ss_plan_settings_get(q)->recompute, SS_RECOMPUTE_SELECTIVE);
+    ss_plan_free(q);
+    ss_free(same);
+    /* one string: every stage */
+    char *one = with_recompute(text, "\"full\"");
+    q = NULL;
+    if (ss_plan_load_string(one, "one.json", f->gpt, f->m, &q, &d))
+        fail_msg("%s", d.msg);
+    assert_true(ss_plan_recompute_uniform(ss_plan_settings_get(q)));
+    assert_int_equal(ss_plan_stage_recompute(ss_plan_settings_get(q), 1), SS_RECOMPUTE_FULL);
+    ss_plan_free(q);
+    ss_free(one);
+    static const struct {
+        const char *val, *want;
+    } bad[] = {
+        {"[\"full\"]", "$.settings.recompute: a list of 1 modes, expected one per stage"},
+        {"[\"full\", \"none\", \"none\"]", "a list of 3 modes"},
+        {"[]", "a list of 0 modes"},
+        {"[\"full\", \"fast\"]", "$.settings.recompute[1]: expected \"none\""},
+        {"[\"full\", 1]", "$.settings.recompute[1]"},
+        {"\"fast\"", "$.settings.recompute: unknown value \"fast\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *b = with_recompute(text, bad[i].val);
+        expect_load_error(f, b, bad[i].want);
+        ss_free(b);
+    }
+    ss_free(text);
+    /* ss_plan_set_recompute keeps one form per meaning; a wrong count is refused */
+    ss_plan_settings t = *s;
+    ss_recompute m3[3] = {SS_RECOMPUTE_FULL, SS_RECOMPUTE_NONE, SS_RECOMPUTE_NONE};
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_set_recompute(&t, m3, 3, "x", &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "expected 1 or one per stage (2)"));
+    assert_memory_equal(&t, s, sizeof t);
+    ss_recompute m2[2] = {SS_RECOMPUTE_NONE, SS_RECOMPUTE_NONE};
+    assert_int_equal(ss_plan_set_recompute(&t, m2, 2, "x", &d), SS_OK);
+    ss_plan_settings u = *s;
+    assert_int_equal(ss_plan_set_recompute(&u, m2, 1, "x", &d), SS_OK);
+    assert_memory_equal(&t, &u, sizeof t);
+    /* a broken per-stage array fails validation */
+    ss_plan_settings_of(p)->recompute_stage[1] = 9;
+    ss_diag_init(&d);
+    assert_int_equal(ss_plan_validate(p, f->gpt, f->m, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "recompute"));
+    ss_plan_free(p);
+}
+
 static void test_fixtures(void **state)
 {
     fixture *f = *state;
@@ -375,6 +484,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round_trip_dp, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip_megatron, setup, teardown),
         cmocka_unit_test_setup_teardown(test_zero3_settings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recompute_per_stage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fixtures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_minimal_and_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_fixtures, setup, teardown),

@@ -428,11 +428,51 @@ static void test_level0_zero3(void **state)
     ss_machine_free(m);
 }
 
+/* A model whose attention scores (sequence 8,192) fill the memory: the
+ * planner judges per-stage recompute points (its fit step and moves); no
+ * plan it returns exceeds memory when simulated again, it is no slower
+ * than a hand plan of per-stage recompute (selective on the first two of 8
+ * pipeline ranks, none on the rest: 4,856.7 ms, where none everywhere
+ * overflows by 15 GiB), and a per-stage best says Megatron-LM cannot run
+ * it. */
+static void test_recompute_per_stage_fits(void **state)
+{
+    (void)state;
+    ss_machine *m = dgx(1);
+    ss_graph *g = model("gpt:layers=8,hidden=4096,heads=32,seq=8192", 32, 8);
+    int fits = 0;
+    double hand = simulate(g, m, "megatron:tp=1,pp=8,dp=1,mbs=1,recompute=selective*2/none*6",
+                           &fits);
+    assert_true(fits);
+    simulate(g, m, "megatron:tp=1,pp=8,dp=1,mbs=1", &fits);
+    assert_false(fits);
+    ss_search_result r;
+    search_at(g, m, 1, 20, SS_BASELINE_NONE, 3, &r);
+    assert_true(r.best_sim.fits);
+    assert_true(r.best_sim.iteration_us <= hand);
+    if (strncmp(r.best_label, "level 2: ", 9)) {
+        double t = simulate(g, m, r.best_label, &fits);
+        assert_true(fits);
+        assert_true(fabs(t - r.best_sim.iteration_us) <= 1e-9 * t);
+        const char *rc = strstr(r.best_label, "recompute=");
+        int per_stage = rc && strchr(rc, '/') != NULL;
+        assert_int_equal(per_stage, strstr(r.megatron_args, "not expressible") != NULL);
+    }
+    for (int i = 0; i < r.n_near; i++) {
+        simulate(g, m, r.near[i].plan, &fits);
+        assert_true(fits);
+    }
+    ss_search_result_clear(&r);
+    ss_graph_free(g);
+    ss_machine_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_megatron_strings),
         cmocka_unit_test(test_small_gpt_fits),
+        cmocka_unit_test(test_recompute_per_stage_fits),
         cmocka_unit_test(test_level2),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_grid_threads),

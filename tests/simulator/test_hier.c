@@ -687,6 +687,38 @@ static void test_agrees_shared_sync(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* Per-stage recompute (settings.recompute_stage): each stage's sub-problem
+ * runs under its own mode (the readers of a weight shared with other
+ * stages, the tied embedding's, too), within the stated tolerance of the
+ * full simulation (the uniform plans of the same structure: 0-0.11%; these
+ * 0-0.17%). */
+static void test_agrees_recompute_per_stage(void **state)
+{
+    (void)state;
+    static const acase ok[] = {
+        {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,recompute=selective*2/none*2", 0, 0.005,
+         0.05},
+        {GPT, 128, 4, "megatron:tp=1,pp=4,dp=8,mb=8,recompute=full*2/none*2", 0, 0.005, 0.05},
+        {GPT, 128, 2, "megatron:tp=4,pp=4,dp=1,mb=8,recompute=full/selective/none/full", 0, 0.005,
+         0.05},
+        {GPT, 128, 4, "megatron:tp=2,pp=4,dp=4,mb=8,recompute=full/full/selective/none", 0, 0.005,
+         0.05},
+        {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,vp=2,recompute=selective/none", 0, 0.005,
+         0.05},
+        {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,vp=2,recompute=full/none", 0, 0.005, 0.05},
+        {GPT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,recompute=none/full,sync=bulk", 0, 0.005,
+         0.05},
+        {BERT, 128, 4, "megatron:tp=4,pp=2,dp=4,mb=8,recompute=full/none,distopt=1", 0, 0.005,
+         0.05},
+        {GPT12, 128, 4, "megatron:tp=2,pp=4,dp=4,mb=8,vp=3,recompute=full/selective/none/full",
+         0, 0.005, 0.05},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        bad += check_case(&ok[i]) > 0;
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -698,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_block_delta),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_agrees_with_full),
+        cmocka_unit_test(test_agrees_recompute_per_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
