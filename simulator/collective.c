@@ -433,7 +433,8 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
     out->n_channels = out->n_best;
     /* sorted, unique: repeats dropped first (a ring's steps pass the same
      * channels again and again) with the loads, zero between phases, as
-     * marks (zeroed again), then the rest sorted */
+     * marks (zeroed again), then the rest sorted, or read off the marks in
+     * channel order when they are many */
     int u = 0;
     for (int i = 0; i < out->n_channels; i++) {
         int c = out->channels[i];
@@ -442,10 +443,19 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
             out->channels[u++] = c;
         }
     }
-    for (int i = 0; i < u; i++)
-        out->load[out->channels[i]] = 0;
+    if ((int64_t)u * 16 > nch) {
+        u = 0;
+        for (int c = 0; c < nch; c++)
+            if (out->load[c]) {
+                out->load[c] = 0;
+                out->channels[u++] = c;
+            }
+    } else {
+        for (int i = 0; i < u; i++)
+            out->load[out->channels[i]] = 0;
+        qsort(out->channels, (size_t)u, sizeof *out->channels, int_cmp);
+    }
     out->n_channels = u;
-    qsort(out->channels, (size_t)out->n_channels, sizeof *out->channels, int_cmp);
     out->time_us = best_t;
     out->algo = (ss_coll_algo)best;
     out->gbps = best_b;
