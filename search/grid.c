@@ -120,6 +120,7 @@ struct ss_llm_judge {
     ss_megatron_config key;
     int64_t tiles;      /* the plan's tile entries */
     int was_stopped;    /* a run was stopped inside (its simulator is not handed on) */
+    int based;          /* hier's base (ss_sim_commit) is plan with other settings */
     ss_megatron_config last; /* the point of hier's last run, when last_full */
     int last_full;      /* hier's last run was last's whole simulation (r holds it) */
 };
@@ -270,6 +271,7 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
         if (st)
             return st;
         j->key = k;
+        j->based = 0;
         j->tiles = 0;
         for (int i = 0; i < ss_plan_n_ops(j->plan); i++)
             j->tiles += ss_plan_config(j->plan, i)->ntiles;
@@ -289,7 +291,15 @@ ss_status ss_llm_judge_point(ss_llm_judge *j, const ss_megatron_config *c, doubl
     ss_sim *sim = j->hier;
     if (!sim)
         return ss_diag_set(d, SS_ERR_INVALID, "LLM judge: its simulator was taken");
-    ss_status st = ss_sim_run_within(sim, j->plan, cutoff_us, &j->r, &load, d);
+    /* a point of the structure judged last is the base's plan with other
+     * settings: judged again (the plan's analysis kept, the evaluator's
+     * memoized sub-problems of the structure re-used), the same result */
+    ss_status st = j->based ? ss_sim_rerun_within(sim, j->plan, SS_SIM_SETTINGS, cutoff_us,
+                                                  &j->r, &load, d)
+                            : ss_sim_run_within(sim, j->plan, cutoff_us, &j->r, &load, d);
+    j->based = st == SS_OK;
+    if (j->based)
+        ss_sim_commit(sim);
     j->last_full = st == SS_OK && !(cutoff_us < HUGE_VAL && load > cutoff_us);
     j->last = *c;
     if (st == SS_ERR_INVALID || st == SS_ERR_UNSUPPORTED) {
@@ -459,7 +469,13 @@ static ss_status run_family(grid_run *G, const family *f, ss_llm_judge *j, ss_gr
                     if (stopped)
                         return SS_OK;
                     ss_llm_point p;
-                    ss_status st = ss_llm_judge_point(j, &c, cut, &p, d);
+                    ss_llm_judge *own = NULL;
+                    ss_status st = G->cfg->fresh ? judge_new(G->g, G->m, G->cm, G->threads > 1,
+                                                             grid_stop, G, &own, d)
+                                                 : SS_OK;
+                    if (!st)
+                        st = ss_llm_judge_point(own ? own : j, &c, cut, &p, d);
+                    ss_llm_judge_free(own);
                     if (st == SS_ERR_INTERRUPTED) {
                         ss_diag_init(d);
                         return SS_OK;

@@ -9,7 +9,9 @@
  * Megatron plan (the default evaluator AUTO: the hierarchical one at scale).
  * Plans are generated once per structure (tp, pp, dp, mbs, vp, sp, first,
  * last) and reused for every setting (recompute, distopt, sync, bucket),
- * which only changes the plan's settings.
+ * which only changes the plan's settings: such a point is judged again
+ * (ss_sim_rerun_within, SS_SIM_SETTINGS) by the simulator that judged the
+ * structure's last point, whose memoized sub-problems it re-uses.
  *
  * Grid: tp in the powers of two up to the devices of one host, pp in the
  * divisors of the layers, dp = devices / (tp pp) dividing the batch, mbs in
@@ -126,6 +128,9 @@ typedef struct ss_grid_config {
     double band;          /* near-best band (0: 0.08) */
     int (*stop)(void *ctx);
     void *stop_ctx;
+    int fresh;            /* 1: every point judged by a judge of its own (its plan
+                             generated, its simulator new): nothing memoized across
+                             points; the same result, slower (for tests) */
 } ss_grid_config;
 
 typedef struct ss_grid_result {

@@ -431,11 +431,30 @@ ss_status ss_coll_cost(const ss_machine *m, ss_coll_kind kind, const int *device
                            ss_coll_kind_name(kind), n);
     swap_channels(out);
     out->n_channels = out->n_best;
-    qsort(out->channels, (size_t)out->n_channels, sizeof *out->channels, int_cmp);
+    /* sorted, unique: repeats dropped first (a ring's steps pass the same
+     * channels again and again) with the loads, zero between phases, as
+     * marks (zeroed again), then the rest sorted, or read off the marks in
+     * channel order when they are many */
     int u = 0;
-    for (int i = 0; i < out->n_channels; i++)
-        if (u == 0 || out->channels[i] != out->channels[u - 1])
-            out->channels[u++] = out->channels[i];
+    for (int i = 0; i < out->n_channels; i++) {
+        int c = out->channels[i];
+        if (!out->load[c]) {
+            out->load[c] = 1;
+            out->channels[u++] = c;
+        }
+    }
+    if ((int64_t)u * 16 > nch) {
+        u = 0;
+        for (int c = 0; c < nch; c++)
+            if (out->load[c]) {
+                out->load[c] = 0;
+                out->channels[u++] = c;
+            }
+    } else {
+        for (int i = 0; i < u; i++)
+            out->load[out->channels[i]] = 0;
+        qsort(out->channels, (size_t)u, sizeof *out->channels, int_cmp);
+    }
     out->n_channels = u;
     out->time_us = best_t;
     out->algo = (ss_coll_algo)best;

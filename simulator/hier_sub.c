@@ -104,11 +104,29 @@ static int shares_down(const ss_hier *h, int s)
     return 0;
 }
 
-/* Key of stage s's sub-problem with kk blocks. */
-static uint64_t sub_key(const ss_hier *h, const ss_plan *p, int s, int kk)
+/* The settings stage sub-problems with sync mode `bulk` run with: p's,
+ * except that a bulk sub-problem of a plan with overlapped sync runs as
+ * bulk with one bucket (BULK_BUCKET), as its bulk twin does (Megatron's
+ * bulk plans: core/plan_gen.c). Under bulk sync the bucket size shapes
+ * only the collectives after the barrier that follows every backward; the
+ * figures of such a sub-problem that a plan with overlapped sync keeps
+ * (ss_hier_stage_figs: spans, compute, memory, when the first joint
+ * collective is ready) all come before it, so they are the same for any
+ * bucket size, and its twin's memoized sub-problem serves it. */
+#define BULK_BUCKET 1e15
+static void sub_settings(const ss_plan *p, int bulk, ss_plan_settings *out)
+{
+    *out = *ss_plan_settings_get(p);
+    if (bulk && out->sync != SS_SYNC_BULK) {
+        out->sync = SS_SYNC_BULK;
+        out->bucket_bytes = BULK_BUCKET;
+    }
+}
+
+/* Key of stage s's sub-problem with kk blocks, its settings set. */
+static uint64_t sub_key(const ss_hier *h, const ss_plan_settings *set, int s, int kk)
 {
     const stageinfo *S = &h->stg[s];
-    const ss_plan_settings *set = ss_plan_settings_get(p);
     uint64_t k = mix(mix(0xB10C, (uint64_t)kk), S->ekey);
     for (int j = 0; j < S->n; j++)
         if (kept(S, j, kk))
@@ -425,7 +443,9 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
 {
     const ss_graph *g = h->g;
     const stageinfo *S = &h->stg[s];
-    const ss_plan_settings *set = ss_plan_settings_get(p);
+    ss_plan_settings sset;
+    sub_settings(p, bulk, &sset);
+    const ss_plan_settings *set = &sset;
     int M = set->microbatches < 1 ? 1 : set->microbatches;
     ss_status st = SS_OK;
     ss_plan *sp = NULL;
@@ -790,7 +810,9 @@ out:
 ss_status ss_hier_sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk, double jdelay,
                           figs *f, ss_diag *d)
 {
-    uint64_t key = mixd(mix(sub_key(h, p, s, kk), (uint64_t)bulk + 1), jdelay);
+    ss_plan_settings set;
+    sub_settings(p, bulk, &set);
+    uint64_t key = mixd(mix(sub_key(h, &set, s, kk), (uint64_t)bulk + 1), jdelay);
     const figs *hit = memo_get(h, key);
     if (hit) {
         *f = *hit;

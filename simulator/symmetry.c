@@ -11,6 +11,7 @@
  */
 #include "simulator/symmetry.h"
 
+#include "core/hash.h"
 #include "core/plan_impl.h"
 #include "core/routeclass.h"
 #include "simulator/build.h"
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #define NLOST 8 /* blocks remembered as failing a sub-problem's build checks */
+#define NRGOK 32 /* sub-problems' splits remembered as passing the region check */
 
 struct ss_symmetry {
     const ss_graph *g;
@@ -68,6 +70,8 @@ struct ss_symmetry {
     uint64_t sig_key;       /* sig_hash of the last sub-problem reduced */
     uint64_t lost[NLOST];   /* sig_hash of blocks whose sub-problem failed the build's checks */
     int n_lost;
+    uint64_t rgok[NRGOK];   /* regions_key of sub-problems whose regions passed */
+    int n_rgok;
     int sD;         /* blocks of the last sub-problem reduced (0: none) */
     ss_graph *srg;  /* its reduced graph and plan */
     ss_plan *srp;
@@ -898,12 +902,36 @@ static int ss_sym_hook_remap(ss_build_sym *h, int *res, int n)
             }
             res[i] = nd + r;
         }
-    qsort(res, (size_t)n, sizeof *res, cmp_int);
+    /* sorted and without repeats: a channel's repeats dropped first (the
+     * images of D blocks' channels fall on block 0's few), then the rest
+     * sorted, by insertion when short */
+    if (++h->gen == 0) {
+        memset(h->mark, 0, (size_t)h->n_ch * sizeof(int));
+        h->gen = 1;
+    }
     int m = 0;
-    for (int i = 0; i < n; i++)
-        if (m == 0 || res[i] != res[m - 1])
-            res[m++] = res[i];
-    return m;
+    for (int i = 0; i < n; i++) {
+        if (res[i] >= nd) {
+            if (h->mark[res[i] - nd] == (int)h->gen)
+                continue;
+            h->mark[res[i] - nd] = (int)h->gen;
+        }
+        res[m++] = res[i];
+    }
+    if (m > 32)
+        qsort(res, (size_t)m, sizeof *res, cmp_int);
+    else
+        for (int i = 1; i < m; i++) {
+            int x = res[i], j = i;
+            for (; j > 0 && res[j - 1] > x; j--)
+                res[j] = res[j - 1];
+            res[j] = x;
+        }
+    int u = 0;
+    for (int i = 0; i < m; i++)
+        if (u == 0 || res[i] != res[u - 1])
+            res[u++] = res[i];
+    return u;
 }
 
 /* After the reduced build: no device of block 0 (or unused) is at an end of
@@ -1167,6 +1195,29 @@ static uint64_t sig_hash(const ss_symmetry *y, int D)
     return h | 1;
 }
 
+/* Everything regions_ok reads of sub-problem (sg, sp) with D blocks: the
+ * ops' signatures (types, attributes, operand shapes and dim kinds), their
+ * sample dims and the configs' splits, not their devices (the check reads
+ * tile regions only; the reduced graph and plan follow from these). The
+ * settings of sp, which sub-problems of one plan structure differ in, are
+ * not read: a check that passed is not repeated for them. */
+static uint64_t regions_key(const ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, int D)
+{
+    uint64_t h = ss_hash_mix(0x5E610A5ULL, (uint64_t)D);
+    h = ss_hash_mix(h, (uint64_t)ss_plan_n_ops(sp));
+    for (int o = 0; o < ss_plan_n_ops(sp); o++) {
+        const ss_pconfig *c = ss_plan_config(sp, o);
+        h = ss_hash_mix(h, ss_op_signature(sg, o));
+        h = ss_hash_mix(h, (uint64_t)(uint32_t)op_sample_dim(y, o));
+        h = ss_hash_mix(h, (uint64_t)c->ndim);
+        for (int k = 0; k < c->ndim; k++)
+            h = ss_hash_mix(h, (uint64_t)c->deg[k]);
+        h = ss_hash_mix(ss_hash_mix(h, (uint64_t)c->red), (uint64_t)c->rep);
+        h = ss_hash_mix(h, (uint64_t)c->ntiles);
+    }
+    return ss_hash_final(h) | 1;
+}
+
 int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const ss_graph **rg,
                   const ss_plan **rp, ss_build_sym **hook, ss_diag *d)
 {
@@ -1208,8 +1259,14 @@ int ss_sym_reduce(ss_symmetry *y, const ss_graph *sg, const ss_plan *sp, const s
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
     if (reduced_plan(y, sp, y->srp, D, d))
         return -1;
-    if (!regions_ok(y, sg, y->srg, sp, y->srp, D))
+    uint64_t rk = regions_key(y, sg, sp, D);
+    int seen = 0;
+    for (int i = 0; i < NRGOK && !seen; i++)
+        seen = y->rgok[i] == rk;
+    if (!seen && !regions_ok(y, sg, y->srg, sp, y->srp, D))
         return 0;
+    if (!seen)
+        y->rgok[y->n_rgok++ % NRGOK] = rk;
     if (set_hook(y, D))
         return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory"), -1;
     y->sD = D;
