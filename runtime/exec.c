@@ -29,6 +29,10 @@ typedef struct rt_event {
 
 typedef struct rt_tile {
     int op, idx, q, r; /* op id, tile index, replica, reduction slice */
+    int late;          /* reorder_backward: a deferred weight-gradient task (aux 1) lays
+                          back the weight gradients its backward task computed */
+    int fwd;           /* its forward task is taken (a second one is synced flags' next
+                          iteration's forward, which runs in the next iteration) */
     ss_kargs a;        /* host buffers (the CPU kernels run on them) */
     ss_kargs da;       /* CUDA: the same tile's GPU buffers (op NULL on the CPU) */
 } rt_tile;
@@ -557,6 +561,12 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
                                  t, me);
                 goto out;
             }
+            if (take && k == SS_TASK_BWD && tg->aux[t] == 1)
+                s->tiles[s->task_tile[t]].late = 1;
+            if (take && k == SS_TASK_FWD && s->tiles[s->task_tile[t]].fwd++) {
+                take = 0; /* iterations run one after another: not twice */
+                s->task_tile[t] = -1;
+            }
         } else if (k == SS_TASK_UPDATE) {
             take = x->dev == me;
         } else if (k == SS_TASK_XFER) {
@@ -829,16 +839,22 @@ static ss_status run_compute(iter_ctx *x, int task, ss_diag *d)
             region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->yr[k], a->y[k], red > 1 ? 1 : 3);
         }
     } else {
-        for (int k = 0; k < a->n_y; k++) {
+        /* a reordered tile's backward lays back its input gradients and its
+         * deferred weight-gradient task (aux 1) the weight gradients, which
+         * the backward kernel computed (the patent's split of one backward) */
+        int late = tg->aux[task] == 1;
+        for (int k = 0; k < a->n_y && !late; k++) {
             int t = op->outputs[k];
             region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
         }
-        if ((st = kernel_call(s, tl, 1, d)) != SS_OK)
+        if (!late && (st = kernel_call(s, tl, 1, d)) != SS_OK)
             return st;
         for (int xi = 0; xi < a->n_x; xi++) {
             int t = operand_tensor(op, xi);
             if (!a->dx[xi] || !s->grad[t] || (xi >= op->n_in && tl->q > 0))
                 continue; /* a weight's gradient counts replica 0 only */
+            if (tl->late && (xi >= op->n_in) != late)
+                continue;
             region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->xr[xi], a->dx[xi], 1);
         }
     }
