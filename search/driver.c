@@ -630,7 +630,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->evals_per_s = lr.time_s > 0 ? lr.evaluations / lr.time_s : 0;
     r->best_found_at_s = lr.time_s;
     r->interrupted = lr.interrupted;
-    r->time_dependent = lr.time_cut || lr.level2_time_dependent;
+    r->time_dependent = lr.time_cut || lr.level2_time_dependent || r->sync_tuning.cut;
     r->time_limit_s = cfg->time_limit_s;
     snprintf(r->stopped_by, sizeof r->stopped_by, "%s",
              lr.interrupted ? "interrupted" : lr.time_cut ? "time limit" : "budget");

@@ -206,6 +206,7 @@ void ss_search_result_clear(ss_search_result *r);
  * "speedup_vs_expert", "search": {proposals, accepted, evaluations,
  * pruned, cut, infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
  * interrupted, time_limit_s, time_dependent, log10_space_size},
+ * "sync_tuning": ss_search_sync_tuning's fields (docs/search.md),
  * "plan_file", "trace_file"}: the files written (NULL: none, JSON null).
  * *out is an ss_malloc'd string. */
 ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file,
