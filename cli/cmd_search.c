@@ -259,13 +259,18 @@ static void print_tuning(const ss_search_sync_tuning *t)
         printf("  sync tuning: %s\n", t->note[0] ? t->note : "not run");
         return;
     }
+    char bucket[32];
+    if (t->bucket_bytes >= 1e12) /* Megatron's bulk sync: one bucket */
+        snprintf(bucket, sizeof bucket, "one bucket");
+    else
+        snprintf(bucket, sizeof bucket, "bucket %.2f MB", t->bucket_bytes / 1e6);
     printf("  sync tuning: %.3f -> %.3f ms (%+.2f%%), %d simulations, %.2f s, %d finalist%s%s%s\n"
-           "          settings: bucket %.2f MB, priority %s, reorder K %d, synced flags %s, "
+           "          settings: %s, priority %s, reorder K %d, synced flags %s, "
            "sync %s%s\n",
            t->before_us / 1000, t->after_us / 1000, 100 * (t->after_us / t->before_us - 1),
            t->evaluations, t->time_s, t->finalists, t->finalists == 1 ? "" : "s",
            t->flipped ? " (the other finalist won after tuning)" : "",
-           t->cut ? ", cut by the time limit" : "", t->bucket_bytes / 1e6,
+           t->cut ? ", cut by the time limit" : "", bucket,
            t->priority ? "on" : "off", t->reorder_k, t->synced_flags ? "on" : "off",
            t->bulk ? "bulk" : "overlap", t->changed ? "" : " (unchanged: nothing faster)");
     if (t->note[0])

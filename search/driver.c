@@ -423,7 +423,17 @@ static ss_status llm_tune(const ss_graph *g, const ss_machine *m, const ss_searc
     int evals = 0, cut = 0;
     double secs = 0;
     for (int k = 0; k < 2 && !st && fin[k]; k++) {
-        st = tune_plan(r->sim, fin[k], deadline, cfg, &t[k], d);
+        ss_diag dk;
+        ss_diag_init(&dk);
+        st = tune_plan(r->sim, fin[k], deadline, cfg, &t[k], &dk);
+        if (st == SS_ERR_INVALID && k == 1) { /* r->sim's evaluator refuses it: no finalist */
+            st = SS_OK;
+            ss_plan_free(other);
+            other = fin[1] = NULL;
+            break;
+        }
+        if (st)
+            ss_diag_set(d, st, "%s", dk.msg);
         evals += t[k].tr.evaluations;
         secs += t[k].tr.time_s;
         cut |= t[k].tr.cut;

@@ -21,6 +21,7 @@ typedef struct tuner {
     ss_tune_sync_config *c; /* the caller's, bounded applied */
     ss_tune_sync_result *r;
     int based; /* the plan's own point is the simulator's base */
+    int probe; /* the synced-flags probe: a refusal is its answer */
 } tuner;
 
 static double mono_s(void)
@@ -38,7 +39,8 @@ static int stop_now(void *ctx)
 }
 
 /* Judge x (x->iteration_us = HUGE_VAL when skipped or cut). SS_OK also for
- * a point the config's evaluator refuses (skipped) and for a cut (r->cut). */
+ * a point the config's evaluator or the simulator refuses (skipped; not
+ * the plan's own point, not the flags probe) and for a cut (r->cut). */
 static ss_status eval(tuner *t, ss_tune_sync_point *x, ss_diag *d)
 {
     x->iteration_us = HUGE_VAL;
@@ -79,6 +81,9 @@ static ss_status eval(tuner *t, ss_tune_sync_point *x, ss_diag *d)
         }
     } else if (st == SS_ERR_INTERRUPTED) {
         t->r->cut = 1;
+        st = SS_OK;
+    } else if (st == SS_ERR_INVALID && x != &t->r->plan && !t->probe) {
+        t->r->skipped++; /* a point the simulator's evaluator refuses */
         st = SS_OK;
     } else {
         ss_diag_set(d, st, "%s", ld.msg);
@@ -155,7 +160,7 @@ static ss_status tune_fast(tuner *t, const ss_plan_settings *saved, ss_diag *d)
     r->flags_refused = 1;
     snprintf(r->flags_why, sizeof r->flags_why,
              "not tuned: the %s evaluator judges this plan and refuses them; only the full "
-             "simulation could judge them",
+             "evaluator could judge them",
              ss_evaluator_name(t->c->only));
     ss_tune_sync_point x = r->plan;
     x.priority = !x.priority;
@@ -197,7 +202,10 @@ static ss_status tune(tuner *t, const ss_plan_settings *saved, ss_diag *d)
         ss_tune_sync_point x = point(saved, 0, 0, 0, 1);
         ss_diag fd;
         ss_diag_init(&fd);
-        if ((st = eval(t, &x, &fd)) == SS_OK && x.iteration_us == HUGE_VAL && !r->cut) {
+        t->probe = 1;
+        st = eval(t, &x, &fd);
+        t->probe = 0;
+        if (st == SS_OK && x.iteration_us == HUGE_VAL && !r->cut) {
             flags = 0; /* skipped: the bounding evaluator refuses them */
             r->flags_refused = 1;
             snprintf(r->flags_why, sizeof r->flags_why,
@@ -253,7 +261,7 @@ ss_status ss_tune_sync_within(ss_sim *s, ss_plan *p, const ss_tune_sync_config *
     r->none = point(&saved, 0, 0, 0, 0);
     r->best = r->plan;
     r->order_tuned = !cc.fast_only;
-    tuner t = {s, p, &cc, r, 0};
+    tuner t = {s, p, &cc, r, 0, 0};
     int stops = cc.deadline > 0 || cc.stop;
     if (stops)
         ss_sim_set_stop(s, stop_now, &t);
