@@ -45,6 +45,7 @@ typedef struct opts {
     long long budget, seed;
     double time_limit;
     int no_cache;  /* --no-eval-cache */
+    int no_tune;   /* --no-tune-sync */
     int least_bad; /* --least-bad */
     int delta;     /* --delta: removed, refused with the reason */
     long long level, threads; /* --level (-1: the library's default), --threads (0: all) */
@@ -81,6 +82,10 @@ static const ss_cli_optdef options[] = {
     SS_CLI_FLAG_ROW(opts, "--no-eval-cache", no_cache,
                     "simulate a plan again when the search meets it again\n"
                     "(for measurements: the same chain and plan, only slower)"),
+    SS_CLI_FLAG_ROW(opts, "--no-tune-sync", no_tune,
+                    "keep the final plan's gradient-sync settings as the search\n"
+                    "found them (default: tune bucket, priority, reorder K, synced\n"
+                    "flags and sync mode in the simulator, as tune-sync does)"),
     SS_CLI_STR_ROW(opts, "--evaluator", "E", evaluator, 0,
                    "how proposals are judged: auto (default), full, symmetry,\n"
                    "hierarchical (as simsearch simulate --evaluator; a forced\n"
@@ -247,12 +252,39 @@ static const char *evaluator_text(const opts *o, const ss_sim_result *b, char *b
 
 /* The LLM planner's lines: level, threads, figures of merit, Megatron-LM
  * flags, runners-up, level 2 and the grid baseline. */
+/* What tuning the written plan's gradient-sync settings did. */
+static void print_tuning(const ss_search_sync_tuning *t)
+{
+    if (!t->run) {
+        printf("  sync tuning: %s\n", t->note[0] ? t->note : "not run");
+        return;
+    }
+    char bucket[32];
+    if (t->bucket_bytes >= 1e12) /* Megatron's bulk sync: one bucket */
+        snprintf(bucket, sizeof bucket, "one bucket");
+    else
+        snprintf(bucket, sizeof bucket, "bucket %.2f MB", t->bucket_bytes / 1e6);
+    printf("  sync tuning: %.3f -> %.3f ms (%+.2f%%), %d simulations, %.2f s, %d finalist%s%s%s\n"
+           "          settings: %s, priority %s, reorder K %d, synced flags %s, "
+           "sync %s%s\n",
+           t->before_us / 1000, t->after_us / 1000, 100 * (t->after_us / t->before_us - 1),
+           t->evaluations, t->time_s, t->finalists, t->finalists == 1 ? "" : "s",
+           t->flipped ? " (the other finalist won after tuning)" : "",
+           t->cut ? ", cut by the time limit" : "", bucket,
+           t->priority ? "on" : "off", t->reorder_k, t->synced_flags ? "on" : "off",
+           t->bulk ? "bulk" : "overlap", t->changed ? "" : " (unchanged: nothing faster)");
+    if (t->note[0])
+        printf("          (%s)\n", t->note);
+}
+
 static void print_llm(const ss_search_result *r)
 {
     const ss_sim_result *b = &r->best_sim;
     printf("  LLM planner: level %d, %d threads, %.2f s CPU, first plan after %.2f s\n", r->level,
            r->threads, r->cpu_s, r->first_plan_s);
     printf("  best plan: %s\n", r->best_label);
+    if (r->sync_tuning.changed)
+        printf("          with the tuned sync settings above (the plan file has them)\n");
     if (b->fits && b->iteration_us > 0)
         printf("  MFU %.1f%%, %.1f TFLOP/s per GPU, %.0f tokens/s\n", 100 * r->mfu,
                r->tflops_per_gpu, r->tokens_per_s);
@@ -350,6 +382,7 @@ static void print_human(const ss_search_result *r, const opts *o, const char *ou
                    b->crit[i].us / 1000);
         printf("\n");
     }
+    print_tuning(&r->sync_tuning);
     if (r->level >= 0)
         print_llm(r);
 written:
@@ -399,6 +432,7 @@ static int run(const opts *o, const struct sigaction old[2], double t_start)
     }
     cfg.seed = (uint64_t)o->seed;
     cfg.no_eval_cache = o->no_cache;
+    cfg.no_sync_tuning = o->no_tune;
     cfg.evaluator = o->ev;
     cfg.stop = ss_cli_stop_cb;
     int tty = isatty(STDERR_FILENO);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "search/tune_sync.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -49,12 +50,18 @@ static double cpu_s(void)
     return (double)clock() / CLOCKS_PER_SEC;
 }
 
+/* A point the simulator refused (not judged) has iteration_time_ms null. */
 static void put_point(const char *name, const ss_tune_sync_point *x, int last)
 {
+    char ms[32];
+    if (x->iteration_us < HUGE_VAL)
+        snprintf(ms, sizeof ms, "%.6f", x->iteration_us / 1e3);
+    else
+        snprintf(ms, sizeof ms, "null");
     printf("\"%s\":{\"bucket_bytes\":%.0f,\"reorder_k\":%d,\"priority\":%s,"
-           "\"synced_flags\":%s,\"iteration_time_ms\":%.6f}%s",
+           "\"synced_flags\":%s,\"iteration_time_ms\":%s}%s",
            name, x->bucket_bytes, x->reorder_k, x->priority ? "true" : "false",
-           x->synced_flags ? "true" : "false", x->iteration_us / 1e3, last ? "" : ",");
+           x->synced_flags ? "true" : "false", ms, last ? "" : ",");
 }
 
 static void put_line(const char *name, const ss_tune_sync_point *x, const ss_tune_sync_point *b)

@@ -463,6 +463,12 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
                                  t, me);
                 goto out;
             }
+            if (take && k == SS_TASK_BWD && tg->aux[t] == 1)
+                s->tiles[s->task_tile[t]].late = 1;
+            if (take && k == SS_TASK_FWD && s->tiles[s->task_tile[t]].fwd++) {
+                take = 0; /* iterations run one after another: not twice */
+                s->task_tile[t] = -1;
+            }
         } else if (k == SS_TASK_UPDATE) {
             take = x->dev == me;
         } else if (k == SS_TASK_XFER) {

@@ -258,16 +258,22 @@ static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
             ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->yr[k], a->y[k], red > 1 ? 1 : 3);
         }
     } else {
-        for (int k = 0; k < a->n_y; k++) {
+        /* a reordered tile's backward lays back its input gradients and its
+         * deferred weight-gradient task (aux 1) the weight gradients, which
+         * the backward kernel computed (the patent's split of one backward) */
+        int late = tg->aux[task] == 1;
+        for (int k = 0; k < a->n_y && !late; k++) {
             int t = op->outputs[k];
             ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
         }
-        if ((st = kernel_call(tl, 1, d)) != SS_OK)
+        if (!late && (st = kernel_call(tl, 1, d)) != SS_OK)
             return st;
         for (int xi = 0; xi < a->n_x; xi++) {
             int t = ss_rt_operand_tensor(op, xi);
             if (!a->dx[xi] || !s->grad[t] || (xi >= op->n_in && tl->q > 0))
                 continue; /* a weight's gradient counts replica 0 only */
+            if (tl->late && (xi >= op->n_in) != late)
+                continue;
             ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->xr[xi], a->dx[xi], 1);
         }
     }

@@ -30,6 +30,10 @@ typedef struct rt_event {
 
 typedef struct rt_tile {
     int op, idx, q, r; /* op id, tile index, replica, reduction slice */
+    int late;          /* reorder_backward: a deferred weight-gradient task (aux 1) lays
+                          back the weight gradients its backward task computed */
+    int fwd;           /* its forward task is taken (a second one is synced flags' next
+                          iteration's forward, which runs in the next iteration) */
     ss_kargs a;        /* regions (exec.c); buffers where the backend computes */
 } rt_tile;
 

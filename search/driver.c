@@ -14,6 +14,7 @@
 #include "search/llm.h"
 #include "search/mcmc.h"
 #include "search/space.h"
+#include "search/tune_sync.h"
 #include "simulator/report.h"
 #include "core/json_util.h"
 #include "core/plan_impl.h"
@@ -284,6 +285,77 @@ static int user_stop(void *ctx)
     return c->stop && c->stop(c->cb_ctx);
 }
 
+/* ---- the final plan's sync settings ---------------------------------------- */
+
+/* Share of the time limit kept for the tuning (the search gets the rest). */
+#define TUNE_SHARE 0.1
+/* The LLM planner's second finalist is tuned when its time is at most this
+ * factor of the first's. */
+#define FINALIST_BAND 1.05
+
+typedef struct tuned {
+    ss_tune_sync_result tr;
+    int changed;
+} tuned;
+
+/* Tune p's gradient-sync settings on s (search/tune_sync.h) until deadline
+ * (0: none), bounded by the evaluator that judges p: under the hierarchical
+ * one (big LLM plans) only the threshold, priority and sync mode, since it
+ * refuses K and synced flags and only the full simulation (gigabytes on such
+ * plans) could judge them. The best point is applied to p when the
+ * simulator says it is faster (the tuner keeps the plan's own otherwise). */
+static ss_status tune_plan(ss_sim *s, ss_plan *p, double deadline, const ss_search_config *cfg,
+                           tuned *t, ss_diag *d)
+{
+    ss_tune_sync_config tc = {.deadline = deadline, .stop = user_stop, .stop_ctx = (void *)cfg,
+                              .try_sync_mode = 1, .bounded = 1};
+    ss_status st = ss_tune_sync_within(s, p, &tc, &t->tr, d);
+    const ss_tune_sync_point *b = &t->tr.best, *o = &t->tr.plan;
+    t->changed = !st && (b->bucket_bytes != o->bucket_bytes || b->priority != o->priority ||
+                         b->reorder_k != o->reorder_k || b->synced_flags != o->synced_flags ||
+                         b->sync != o->sync);
+    if (t->changed)
+        ss_tune_sync_apply(p, b);
+    return st;
+}
+
+/* The report of the tuning of the plan written (t), against before_us, the
+ * time of the plan the search would have written untuned. */
+static void tune_report(const tuned *t, double before_us, int finalists, int flipped, int evals,
+                        double time_s, int cut, ss_search_sync_tuning *o)
+{
+    const ss_tune_sync_result *tr = &t->tr;
+    const ss_tune_sync_point *x = t->changed ? &tr->best : &tr->plan;
+    memset(o, 0, sizeof *o);
+    o->run = tr->plan.iteration_us < HUGE_VAL;
+    o->changed = t->changed || flipped;
+    o->before_us = before_us;
+    o->after_us = x->iteration_us;
+    o->evaluations = evals;
+    o->time_s = time_s;
+    o->cut = cut;
+    o->order_tuned = tr->order_tuned;
+    o->finalists = finalists;
+    o->flipped = flipped;
+    o->bucket_bytes = x->bucket_bytes;
+    o->priority = x->priority;
+    o->reorder_k = x->reorder_k;
+    o->synced_flags = x->synced_flags;
+    o->bulk = x->sync == SS_SYNC_BULK;
+    snprintf(o->evaluator, sizeof o->evaluator, "%s", tr->evaluator);
+    if (!o->run)
+        snprintf(o->note, sizeof o->note, "skipped: %s",
+                 cut ? "the time limit left no time for it" : "the plan was not judged");
+    else if (!tr->order_tuned)
+        snprintf(o->note, sizeof o->note, "%sK and synced flags %.140s",
+                 cut ? "cut by the time limit; " : "", tr->flags_why);
+    else if (tr->flags_refused)
+        snprintf(o->note, sizeof o->note, "%ssynced flags do not apply: %.140s",
+                 cut ? "cut by the time limit; " : "", tr->flags_why);
+    else if (cut)
+        snprintf(o->note, sizeof o->note, "cut by the time limit (best so far kept)");
+}
+
 /* Whether g takes the LLM planner: a transformer of repeated layers, every
  * device usable. */
 static int is_llm(const ss_graph *g, const ss_machine *m)
@@ -325,6 +397,77 @@ static void level2_text(const ss_llm_result *lr, ss_search_result *r)
                  lr->level2_note[0] ? lr->level2_note : "no plan");
 }
 
+/* The LLM planner's finalists, r->best (level 2's plan when *l2, else the
+ * Megatron best) and the other one (the Megatron best or level 2's judged
+ * plan, taken from lr), each with its sync settings tuned on r->sim until
+ * deadline (tune_plan); the faster after tuning becomes r->best (*l2 says
+ * which), by r->sim's judgement of both. */
+static ss_status llm_tune(const ss_graph *g, const ss_machine *m, const ss_search_config *cfg,
+                          ss_llm_result *lr, int *l2, ss_search_result *r, double deadline,
+                          ss_diag *d)
+{
+    ss_plan *other = NULL;
+    ss_status st = SS_OK;
+    /* the other is tuned only when it is within FINALIST_BAND of the best:
+     * sync settings move a time by a few percent at most (docs/search.md) */
+    double lead = *l2 ? lr->level2_us : lr->best.time_us;
+    if (*l2 && lr->found && lr->best.time_us <= lead * FINALIST_BAND)
+        st = ss_llm_plan(g, m, &lr->best.c, &other, d);
+    else if (!*l2 && lr->level2_plan && lr->level2_us <= lead * FINALIST_BAND) {
+        other = lr->level2_plan; /* taken */
+        lr->level2_plan = NULL;
+    }
+    tuned t[2];
+    memset(t, 0, sizeof t);
+    ss_plan *fin[2] = {r->best, other};
+    int evals = 0, cut = 0;
+    double secs = 0;
+    for (int k = 0; k < 2 && !st && fin[k]; k++) {
+        ss_diag dk;
+        ss_diag_init(&dk);
+        st = tune_plan(r->sim, fin[k], deadline, cfg, &t[k], &dk);
+        if (st == SS_ERR_INVALID && k == 1) { /* r->sim's evaluator refuses it: no finalist */
+            st = SS_OK;
+            ss_plan_free(other);
+            other = fin[1] = NULL;
+            break;
+        }
+        if (st)
+            ss_diag_set(d, st, "%s", dk.msg);
+        evals += t[k].tr.evaluations;
+        secs += t[k].tr.time_s;
+        cut |= t[k].tr.cut;
+    }
+    int w = 0; /* the other wins when the simulator says it is faster, tuned */
+    if (!st && other) {
+        const ss_tune_sync_point *a = t[0].changed ? &t[0].tr.best : &t[0].tr.plan;
+        const ss_tune_sync_point *b = t[1].changed ? &t[1].tr.best : &t[1].tr.plan;
+        w = b->iteration_us < HUGE_VAL && b->fits && (!a->fits || b->iteration_us < a->iteration_us);
+    }
+    if (!st) {
+        double before = t[0].tr.plan.iteration_us < HUGE_VAL ? t[0].tr.plan.iteration_us
+                        : *l2                                ? lr->level2_us
+                                                             : lr->best.time_us;
+        tune_report(&t[w], before, other ? 2 : 1, w, evals, secs, cut, &r->sync_tuning);
+        r->sync_tuning.run |= t[0].tr.plan.iteration_us < HUGE_VAL;
+    }
+    if (w) {
+        ss_plan_free(r->best);
+        r->best = other;
+        other = NULL;
+        *l2 = !*l2;
+    }
+    /* the Megatron best's spec and flags say its tuned threshold and mode */
+    const ss_tune_sync_point *x = &t[w].tr.best;
+    if (!st && !*l2 && t[w].changed) {
+        lr->best.c.sync = x->sync;
+        if (x->sync != SS_SYNC_BULK && x->bucket_bytes > 0) /* 0 there: Megatron's default */
+            lr->best.c.bucket_bytes = x->bucket_bytes;
+    }
+    ss_plan_free(other);
+    return st;
+}
+
 /* The LLM planner (search/llm.h), the Megatron grid baseline when asked
  * (search/grid.h) and the figures of the result. */
 static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
@@ -340,7 +483,11 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->level = level;
     r->threads = ss_llm_threads(cfg->threads);
     r->devices_usable = S.devices;
-    ss_llm_config lc = {.level = level, .budget = cfg->budget, .deadline = cb.deadline,
+    /* the planner leaves a share of the time limit to the sync tuning */
+    int tune = !cfg->no_sync_tuning;
+    double plan_deadline = cb.deadline > 0 && tune ? t0 + cfg->time_limit_s * (1 - TUNE_SHARE)
+                                                   : cb.deadline;
+    ss_llm_config lc = {.level = level, .budget = cfg->budget, .deadline = plan_deadline,
                         .seed = cfg->seed, .threads = cfg->threads, .stop = llm_user_stop,
                         .stop_ctx = &cb, .progress = llm_progress, .first_plan = llm_first_plan,
                         .progress_every_s = cfg->progress_every_s};
@@ -351,11 +498,12 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     /* level 2's plan competes with the Megatron best on their judged times */
     int l2 = level2_wins(&lr);
     level2_text(&lr, r);
-    if (!l2) {
+    if (!l2 && !(tune && isfinite(lr.level2_us))) { /* else a finalist of the tuning */
         ss_plan_free(lr.level2_plan);
         lr.level2_plan = NULL;
     }
     if (!lr.found && !l2) {
+        ss_plan_free(lr.level2_plan);
         ss_llm_judge_free(lr.judge);
         if (lr.interrupted)
             return ss_diag_set(d, SS_ERR_INTERRUPTED,
@@ -391,6 +539,21 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     ss_sim_config sc = {.stop = NULL, .evaluator = cfg->evaluator};
     if (!st && !r->sim)
         st = ss_sim_new(g, m, cm, &sc, &r->sim, d);
+    /* the finalists' sync settings, tuned before the faster is kept; the
+     * time left after them is the reserve the planner kept for what follows
+     * (2.5 x level 0's time, search/llm.h) */
+    if (!st && tune) {
+        double dl = cb.deadline > 0 ? cb.deadline - 2.5 * lr.first_plan_s : 0;
+        if (dl > 0 && dl < t0)
+            dl = t0; /* no time left: cut at once */
+        st = llm_tune(g, m, cfg, &lr, &l2, r, dl, d);
+        same = same && !r->sync_tuning.changed;
+        if (r->sync_tuning.evaluations > 0)
+            best_last = 0; /* the simulator ran other plans since */
+    } else if (!st)
+        snprintf(r->sync_tuning.note, sizeof r->sync_tuning.note, "not asked");
+    ss_plan_free(lr.level2_plan);
+    lr.level2_plan = NULL;
     /* the rule plan is the "expert"; none when no Megatron plan fits (then
      * the data-parallel plan stands in, reported as not fitting) */
     if (!st && same) {
@@ -477,7 +640,7 @@ static ss_status llm_run(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     r->evals_per_s = lr.time_s > 0 ? lr.evaluations / lr.time_s : 0;
     r->best_found_at_s = lr.time_s;
     r->interrupted = lr.interrupted;
-    r->time_dependent = lr.time_cut || lr.level2_time_dependent;
+    r->time_dependent = lr.time_cut || lr.level2_time_dependent || r->sync_tuning.cut;
     r->time_limit_s = cfg->time_limit_s;
     snprintf(r->stopped_by, sizeof r->stopped_by, "%s",
              lr.interrupted ? "interrupted" : lr.time_cut ? "time limit" : "budget");
@@ -652,7 +815,8 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
     ss_mcmc_config mc;
     memset(&mc, 0, sizeof mc);
     mc.budget = cfg.budget;
-    mc.time_limit_s = cfg.time_limit_s;
+    /* the chains leave a share of the time limit to the sync tuning */
+    mc.time_limit_s = cfg.time_limit_s * (cfg.no_sync_tuning ? 1 : 1 - TUNE_SHARE);
     mc.seed = cfg.seed;
     mc.beta = cfg.beta;
     mc.explore_share = cfg.explore_share;
@@ -673,6 +837,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         if (!r->best)
             st = ss_diag_set(d, SS_ERR_NOMEM, "search: out of memory");
     }
+    double t_chains = ss_mcmc_now();
     if (!st)
         st = ss_mcmc_run(sp, &bev, starts, n_starts, &mc, r->best, &be, &ms, d);
 
@@ -688,6 +853,25 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
         ss_plan_settings_of(r->best)->microbatches = layout;
     if (!st)
         st = ss_sim_run(sim, r->best, &r->best_sim, d);
+    /* the best plan's sync settings, tuned in the time left (not after a
+     * Ctrl-C); simulated again when the tuning ran */
+    if (!st && cfg.no_sync_tuning)
+        snprintf(r->sync_tuning.note, sizeof r->sync_tuning.note, "not asked");
+    else if (!st && ms.stopped_by == SS_MCMC_STOP_USER)
+        snprintf(r->sync_tuning.note, sizeof r->sync_tuning.note, "skipped: interrupted");
+    else if (!st) {
+        tuned t;
+        double before = r->best_sim.iteration_us;
+        st = tune_plan(sim, r->best, cfg.time_limit_s > 0 ? t_chains + cfg.time_limit_s : 0, &cfg,
+                       &t, d);
+        if (!st) {
+            tune_report(&t, before, 1, 0, t.tr.evaluations, t.tr.time_s, t.tr.cut,
+                        &r->sync_tuning);
+            r->time_dependent |= t.tr.cut;
+            if (t.tr.evaluations > 0) /* the simulator's last run is the best plan's */
+                st = ss_sim_run(sim, r->best, &r->best_sim, d);
+        }
+    }
     if (!st) {
         r->speedup_vs_dp = speedup(&r->dp_sim, &r->best_sim);
         r->speedup_vs_expert = speedup(&r->expert_sim, &r->best_sim);
@@ -706,7 +890,7 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
                               : !isfinite(ms.best_half_us) ? HUGE_VAL
                                                            : ms.best_half_us / ms.best_us - 1;
         r->interrupted = ms.stopped_by == SS_MCMC_STOP_USER;
-        r->time_dependent = ms.time_cut;
+        r->time_dependent = ms.time_cut || r->sync_tuning.cut;
         r->time_limit_s = cfg.time_limit_s;
         snprintf(r->stopped_by, sizeof r->stopped_by, "%s", ss_mcmc_stop_name(ms.stopped_by));
     }
@@ -728,6 +912,45 @@ ss_status ss_search_run(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
+
+/* sync_tuning: what tuning the written plan's sync settings did
+ * (ss_search_sync_tuning; before_ms / after_ms null when it did not run). */
+static json_t *tuning_json(const ss_search_sync_tuning *t)
+{
+    json_t *o = json_object(), *set = json_object();
+    int bad = !o || !set;
+    if (!bad) {
+        bad |= json_object_set_new(o, "run", json_boolean(t->run));
+        bad |= json_object_set_new(o, "changed", json_boolean(t->changed));
+        bad |= json_object_set_new(o, "before_ms", t->run ? json_real(t->before_us / 1e3)
+                                                          : json_null());
+        bad |= json_object_set_new(o, "after_ms", t->run ? json_real(t->after_us / 1e3)
+                                                         : json_null());
+        bad |= json_object_set_new(o, "evaluations", json_integer(t->evaluations));
+        bad |= json_object_set_new(o, "time_s", json_real(t->time_s));
+        bad |= json_object_set_new(o, "cut", json_boolean(t->cut));
+        bad |= json_object_set_new(o, "order_tuned", json_boolean(t->order_tuned));
+        bad |= json_object_set_new(o, "finalists", json_integer(t->finalists));
+        bad |= json_object_set_new(o, "flipped", json_boolean(t->flipped));
+        bad |= json_object_set_new(o, "evaluator", json_string(t->evaluator));
+        bad |= json_object_set_new(set, "bucket_bytes", json_real(t->bucket_bytes));
+        bad |= json_object_set_new(set, "priority", json_boolean(t->priority));
+        bad |= json_object_set_new(set, "reorder_k", json_integer(t->reorder_k));
+        bad |= json_object_set_new(set, "synced_flags", json_boolean(t->synced_flags));
+        bad |= json_object_set_new(set, "sync", json_string(t->bulk ? "bulk" : "overlap"));
+        bad |= json_object_set_new(o, "settings", t->run ? set : json_null());
+        if (!t->run)
+            json_decref(set);
+        set = NULL;
+        bad |= json_object_set_new(o, "note", json_string(t->note));
+    }
+    json_decref(set);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
 
 /* The LLM planner's fields (docs/search.md): the plan as a Megatron spec and
  * its Megatron-LM flags, MFU, TFLOP/s per GPU, tokens/s, the runners-up, and
@@ -840,6 +1063,8 @@ ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_f
         bad |= json_object_set_new(srch, "cpu_s", json_real(r->cpu_s));
         bad |= json_object_set_new(o, "search", srch);
         srch = NULL;
+        json_t *tj = tuning_json(&r->sync_tuning);
+        bad |= !tj || json_object_set_new(o, "sync_tuning", tj);
         bad |= llm_json(r, o, base);
         bad |= json_object_set_new(o, "baselines", base);
         base = NULL;

@@ -427,6 +427,7 @@ static int run_point(sweep *w, int i)
         sc.seed = c->seed;
         sc.level = c->level;
         sc.threads = 1;
+        sc.no_sync_tuning = 1; /* a point is its plan spec, which has no priority, K or flags */
         sc.stop = stop_cb;
         sc.cb_ctx = w;
         st = ss_search_run(g, m, cm, &sc, &sr, &d);

@@ -76,6 +76,9 @@ typedef struct ss_search_config {
     int level;
     int threads;
     int baseline;
+    /* 1: leave the final plan's gradient-sync settings as the search found
+     * them (0: tune them, ss_search_result.sync_tuning) */
+    int no_sync_tuning;
 } ss_search_config;
 
 #define SS_SEARCH_LEVEL(l) ((l) + 1)
@@ -93,6 +96,30 @@ typedef struct ss_search_megatron_grid {
     double cpu_s;            /* process CPU seconds (all threads) */
     int time_cut;            /* the time limit stopped it before the end */
 } ss_search_megatron_grid;
+
+/* What tuning the final plan's gradient-sync settings did (search/tune_sync.h;
+ * docs/search.md, "Sync tuning in the search"): the bucket threshold,
+ * priority, backward reordering K, synced flags and (LLM planner) the sync
+ * mode, chosen by the simulator, kept only when it says they are faster.
+ * The LLM planner tunes its finalists (the Megatron best and level 2's
+ * plan) and then keeps the faster. */
+typedef struct ss_search_sync_tuning {
+    int run;                 /* 1: tuned (perhaps cut short); 0: not (note says why) */
+    int changed;             /* the plan's settings changed */
+    double before_us, after_us; /* the plan's iteration time before and after */
+    int evaluations;         /* simulations, all finalists */
+    double time_s;           /* wall seconds, all finalists */
+    int cut;                 /* the time limit or a stop ended it early */
+    int order_tuned;         /* K and synced flags tuned (0: the hierarchical evaluator
+                                judges the plan and refuses them; only the full
+                                simulation could judge them) */
+    int finalists;           /* plans tuned */
+    int flipped;             /* the tuning made the other finalist the faster */
+    double bucket_bytes;     /* the settings chosen */
+    int priority, reorder_k, synced_flags, bulk;
+    char evaluator[16];      /* the one that judged the plan */
+    char note[192];
+} ss_search_sync_tuning;
 
 typedef struct ss_search_near {
     char plan[256];          /* megatron spec */
@@ -151,6 +178,7 @@ typedef struct ss_search_result {
     ss_search_near near[SS_SEARCH_NEAR_MAX];
     double level2_us;        /* level 2's plan, judged (0: level 2 not run; HUGE_VAL: none) */
     char level2_plan[192];   /* "mesh 8x8, pp 16, 96 micro-batches, ..." or why none ("": not run) */
+    ss_search_sync_tuning sync_tuning;
 } ss_search_result;
 
 /* Megatron-LM's command-line flags for c (--tensor-model-parallel-size,
@@ -181,6 +209,7 @@ void ss_search_result_clear(ss_search_result *r);
  * "speedup_vs_expert", "search": {proposals, accepted, evaluations,
  * pruned, cut, infeasible, restarts, time_s, evals_per_s, best_found_at_s, stopped_by,
  * interrupted, time_limit_s, time_dependent, log10_space_size},
+ * "sync_tuning": ss_search_sync_tuning's fields (docs/search.md),
  * "plan_file", "trace_file"}: the files written (NULL: none, JSON null).
  * *out is an ss_malloc'd string. */
 ss_status ss_search_result_to_json(const ss_search_result *r, const char *plan_file,

@@ -450,14 +450,20 @@ static ss_status compute_step(rt_iter *it, int i, ss_diag *d)
             st = reg_all(s, op->outputs[k], 0, &a->yr[k], a->y[k],
                          red > 1 ? SS_RTC_ADD : SS_RTC_SCATTER, 0, d);
     } else {
-        for (int k = 0; k < a->n_y && st == SS_OK; k++)
+        /* reorder_backward, as the CPU backend: the backward lays back the
+         * input gradients, its deferred weight-gradient task (aux 1) the
+         * weight gradients the backward kernel computed */
+        int late = s->tg->aux[task] == 1;
+        for (int k = 0; k < a->n_y && st == SS_OK && !late; k++)
             st = reg_all(s, op->outputs[k], 1, &a->yr[k], a->dy[k], SS_RTC_GATHER, 0, d);
-        if (st == SS_OK)
+        if (st == SS_OK && !late)
             st = ss_kernel_backward(SS_BACKEND_CUDA, a, d);
         for (int xi = 0; xi < a->n_x && st == SS_OK; xi++) {
             int t = ss_rt_operand_tensor(op, xi);
             if (!a->dx[xi] || !cs->dgrad[t] || (xi >= op->n_in && tl->q > 0))
                 continue; /* a weight's gradient counts replica 0 only */
+            if (tl->late && (xi >= op->n_in) != late)
+                continue;
             st = reg_all(s, t, 1, &a->xr[xi], a->dx[xi], SS_RTC_ADD, 0, d);
         }
     }

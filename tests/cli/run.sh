@@ -6,7 +6,8 @@
 # a plan on more devices than ranks exits 2 naming the ranks, a plan for
 # another model fails naming it; killing one
 # rank mid-run makes the run exit non-zero within 30 s, naming the rank.
-# The runs cover DP, TP, PP (GPipe, 1F1B, interleaved) and a searched mixed
+# The runs cover DP (also with split buckets, priority, reordering and synced
+# flags), TP, PP (GPipe, 1F1B, interleaved) and a searched mixed
 # plan; every rank executes its device's tasks of the simulated task graph.
 # Without the MPI helper or mpirun it prints a SKIP line and exits 77.
 . "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
@@ -81,7 +82,19 @@ p["settings"]["schedule"] = "gpipe"
 p["settings"]["queue"] = "fifo"
 json.dump(p, open(sys.argv[2], "w"))
 PY
-for c in "$mlp data-parallel 32 sgd" "$mlp megatron:tp=2 32 sgd" "$mlp megatron:tp=2 32 adam" \
+# issue 31's sync settings: a bucket threshold that splits fc2's gradient
+# (64 KiB) in four, priority, backward reordering K = 2 (deferred weight-
+# gradient tasks) and synced flags (the next forward runs in the next
+# iteration, not twice)
+"$bin" plan --model "$mlp" --batch 32 --topology $topo --plan data-parallel --out "$tmp/dps.json" \
+  >/dev/null
+python3 - "$tmp/dps.json" "$tmp/dpsync.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["settings"].update(bucket_bytes=16384, priority=True, reorder_backward=2, synced_flags=True)
+json.dump(p, open(sys.argv[2], "w"))
+PY
+for c in "$mlp data-parallel 32 sgd" "$mlp $tmp/dpsync.json 32 sgd" "$mlp megatron:tp=2 32 sgd" "$mlp megatron:tp=2 32 adam" \
          "$mlp megatron:pp=2,mb=2 32 sgd" "$mlp megatron:pp=2,mb=4 32 sgd" "$mlp $tmp/gpipe.json 32 sgd" \
          "$mlp $tmp/searched.json 32 sgd" "$tmp/gpt.json data-parallel 4 sgd" \
          "$tmp/gpt.json megatron:tp=2 4 adam" "$tmp/gpt.json megatron:pp=2,mb=2 4 sgd" \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # simsearch whatif end to end: every point of a sweep (device type swapped,
-# NIC 400 Gb/s with its PCIe path) equals the single `simsearch --threads 1`
-# run with the same seed and level on a topology file written here with the
-# same changes; the CSV header is the documented column list (--help); the
+# NIC 400 Gb/s with its PCIe path) equals the single `simsearch --threads 1
+# --no-tune-sync` run (a point keeps the planner's sync settings) with the
+# same seed and level on a topology file written here with the same changes; the CSV header is the documented column list (--help); the
 # JSON holds axes and points; the SVG and PNG plots are written without a
 # display, with the scenario names as series; a point where nothing fits is
 # reported with its shortfall; Ctrl-C keeps the finished points and reports
@@ -37,7 +37,7 @@ for p in r["points"]:
     assert abs(p["pcie_GB_per_s"] - c["inter"]["pcie_gbps"]) < 1e-9, p
     open(f"{tmp}/t.json", "w").write(json.dumps(t))
     out = subprocess.run([binary, "--model", model, "--topology", f"{tmp}/t.json", "--batch",
-                          "32", "--level", "0", "--threads", "1", "--seed", "5", "--json",
+                          "32", "--level", "0", "--threads", "1", "--seed", "5", "--no-tune-sync", "--json",
                           "--out", f"{tmp}/p.json"], capture_output=True, text=True, check=True)
     s = json.loads(out.stdout)
     assert s["best"]["iteration_time_ms"] == p["iteration_time_ms"], (s["best"], p)

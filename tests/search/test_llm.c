@@ -38,8 +38,11 @@ static ss_machine *dgx(int nodes)
     return m;
 }
 
-/* Simulate spec afresh: its time and whether it fits. */
-static double simulate(const ss_graph *g, const ss_machine *m, const char *spec, int *fits)
+/* Simulate spec afresh, with the search's tuned sync settings when tun
+ * says they changed (the spec does not say priority, K or synced flags):
+ * its time and whether it fits. */
+static double simulate_tuned(const ss_graph *g, const ss_machine *m, const char *spec,
+                             const ss_search_sync_tuning *tun, int *fits)
 {
     ss_diag d;
     ss_diag_init(&d);
@@ -49,6 +52,14 @@ static double simulate(const ss_graph *g, const ss_machine *m, const char *spec,
     ss_sim_result r;
     memset(&r, 0, sizeof r);
     assert_int_equal(ss_plan_from_spec(spec, g, m, &p, &d), SS_OK);
+    if (tun && tun->run && tun->changed) {
+        ss_plan_settings *set = ss_plan_settings_of(p);
+        set->bucket_bytes = tun->bucket_bytes;
+        set->priority = tun->priority;
+        set->reorder_backward = tun->reorder_k;
+        set->synced_flags = tun->synced_flags;
+        set->sync = tun->bulk ? SS_SYNC_BULK : SS_SYNC_WAIT_FREE;
+    }
     assert_int_equal(ss_sim_new(g, m, cm, NULL, &s, &d), SS_OK);
     assert_int_equal(ss_sim_run(s, p, &r, &d), SS_OK);
     double t = r.iteration_us;
@@ -58,6 +69,11 @@ static double simulate(const ss_graph *g, const ss_machine *m, const char *spec,
     ss_plan_free(p);
     ss_cost_free(cm);
     return t;
+}
+
+static double simulate(const ss_graph *g, const ss_machine *m, const char *spec, int *fits)
+{
+    return simulate_tuned(g, m, spec, NULL, fits);
 }
 
 static void search_at(const ss_graph *g, const ss_machine *m, int threads, int64_t budget,
@@ -179,7 +195,7 @@ static void test_small_gpt_fits(void **state)
     if (strncmp(r.best_label, "level 2: ", 9)) {
         assert_true(strncmp(r.best_label, "megatron:", 9) == 0);
         assert_non_null(strstr(r.megatron_args, "--tensor-model-parallel-size"));
-        double t = simulate(g, m, r.best_label, &fits);
+        double t = simulate_tuned(g, m, r.best_label, &r.sync_tuning, &fits);
         assert_true(fits);
         assert_true(fabs(t - r.best_sim.iteration_us) <= 1e-9 * t);
     }
