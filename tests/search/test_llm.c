@@ -436,7 +436,7 @@ static void test_level0_zero3(void **state)
     if (!strstr(r.best_label, "zero=3"))
         fail_msg("level 0 returned \"%s\", not a ZeRO-3 plan", r.best_label);
     int fits = 0;
-    double t = simulate(g, m, r.best_label, &fits);
+    double t = simulate_tuned(g, m, r.best_label, &r.sync_tuning, &fits);
     assert_true(fits);
     assert_true(fabs(t - r.best_sim.iteration_us) <= 1e-9 * t);
     ss_search_result_clear(&r);
@@ -467,7 +467,7 @@ static void test_recompute_per_stage_fits(void **state)
     assert_true(r.best_sim.fits);
     assert_true(r.best_sim.iteration_us <= hand);
     if (strncmp(r.best_label, "level 2: ", 9)) {
-        double t = simulate(g, m, r.best_label, &fits);
+        double t = simulate_tuned(g, m, r.best_label, &r.sync_tuning, &fits);
         assert_true(fits);
         assert_true(fabs(t - r.best_sim.iteration_us) <= 1e-9 * t);
         const char *rc = strstr(r.best_label, "recompute=");
