@@ -24,37 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define P 4
-#define LIN 16
-#define MB 8
+#include "chain_fixture.h"
 
-static ss_graph *chain16(void)
-{
-    ss_diag d;
-    ss_diag_init(&d);
-    ss_graph *g = ss_graph_new("chain16");
-    assert_non_null(g);
-    ss_op_attrs a = {0};
-    a.ndim = 2;
-    a.shape[0] = 64;
-    a.shape[1] = 1000;
-    a.kind[0] = SS_DIM_SAMPLE;
-    a.kind[1] = SS_DIM_PARAMETER;
-    a.dtype = SS_F32;
-    int op = ss_graph_add(g, "x", SS_OP_INPUT, &a, 0, NULL, &d);
-    assert_true(op >= 0);
-    for (int i = 0; i < LIN; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "fc%d", i + 1);
-        ss_op_attrs l = {0};
-        l.out_features = 1000;
-        int in = ss_graph_out(g, op);
-        op = ss_graph_add(g, name, SS_OP_LINEAR, &l, 1, &in, &d);
-        assert_true(op >= 0);
-    }
-    ss_graph_set_training(g, 64, SS_OPT_SGD, SS_PREC_FP32);
-    return g;
-}
+#define P 4
+#define MB 8
 
 /* Stage s = fc(4s+1) .. fc(4s+4) on gpu s, each op split 8 ways on the
  * sample dim on its own device (8 micro-batches). With v > 1 (interleaved
