@@ -432,7 +432,19 @@ static void test_level0_zero3(void **state)
     ss_machine *m = dgx(1);
     ss_graph *g = model("gpt:layers=44,hidden=6144,heads=48,seq=2048", 128, 8);
     ss_search_result r;
-    search_at(g, m, 1, 0, 0, 0, &r);
+    memset(&r, 0, sizeof r);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_costmodel *cm = ss_cost_new(m);
+    ss_search_config c;
+    memset(&c, 0, sizeof c);
+    c.seed = 7;
+    c.threads = 1;
+    c.level = SS_SEARCH_LEVEL(0);
+    c.no_sync_tuning = 1; /* level 0's rule plan itself (tuning: tests/search/test_tune_sync.c) */
+    if (ss_search_run(g, m, cm, &c, &r, &d))
+        fail_msg("search: %s", d.msg);
+    ss_cost_free(cm);
     if (!strstr(r.best_label, "zero=3"))
         fail_msg("level 0 returned \"%s\", not a ZeRO-3 plan", r.best_label);
     int fits = 0;
