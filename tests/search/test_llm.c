@@ -76,12 +76,9 @@ static double simulate(const ss_graph *g, const ss_machine *m, const char *spec,
     return simulate_tuned(g, m, spec, NULL, fits);
 }
 
-static void search_at(const ss_graph *g, const ss_machine *m, int threads, int64_t budget,
-                      int baseline, int level, ss_search_result *r)
+/* The search configuration of seed 7 with these knobs. */
+static ss_search_config config_at(int threads, int64_t budget, int baseline, int level)
 {
-    ss_diag d;
-    ss_diag_init(&d);
-    ss_costmodel *cm = ss_cost_new(m);
     ss_search_config c;
     memset(&c, 0, sizeof c);
     c.seed = 7;
@@ -89,11 +86,27 @@ static void search_at(const ss_graph *g, const ss_machine *m, int threads, int64
     c.threads = threads;
     c.baseline = baseline;
     c.level = level;
+    return c;
+}
+
+static void run_config(const ss_graph *g, const ss_machine *m, const ss_search_config *c,
+                       ss_search_result *r)
+{
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_costmodel *cm = ss_cost_new(m);
     memset(r, 0, sizeof *r);
-    ss_status st = ss_search_run(g, m, cm, &c, r, &d);
+    ss_status st = ss_search_run(g, m, cm, c, r, &d);
     if (st)
         fail_msg("search: %s", d.msg);
     ss_cost_free(cm);
+}
+
+static void search_at(const ss_graph *g, const ss_machine *m, int threads, int64_t budget,
+                      int baseline, int level, ss_search_result *r)
+{
+    ss_search_config c = config_at(threads, budget, baseline, level);
+    run_config(g, m, &c, r);
 }
 
 static void search(const ss_graph *g, const ss_machine *m, int threads, int64_t budget,
@@ -431,20 +444,10 @@ static void test_level0_zero3(void **state)
     (void)state;
     ss_machine *m = dgx(1);
     ss_graph *g = model("gpt:layers=44,hidden=6144,heads=48,seq=2048", 128, 8);
-    ss_search_result r;
-    memset(&r, 0, sizeof r);
-    ss_diag d;
-    ss_diag_init(&d);
-    ss_costmodel *cm = ss_cost_new(m);
-    ss_search_config c;
-    memset(&c, 0, sizeof c);
-    c.seed = 7;
-    c.threads = 1;
-    c.level = SS_SEARCH_LEVEL(0);
+    ss_search_config c = config_at(1, 0, SS_BASELINE_NONE, SS_SEARCH_LEVEL(0));
     c.no_sync_tuning = 1; /* level 0's rule plan itself (tuning: tests/search/test_tune_sync.c) */
-    if (ss_search_run(g, m, cm, &c, &r, &d))
-        fail_msg("search: %s", d.msg);
-    ss_cost_free(cm);
+    ss_search_result r;
+    run_config(g, m, &c, &r);
     if (!strstr(r.best_label, "zero=3"))
         fail_msg("level 0 returned \"%s\", not a ZeRO-3 plan", r.best_label);
     int fits = 0;
