@@ -125,9 +125,9 @@ int main(int argc, char **argv)
     if (st) {
         printf("level 2: %s\n", d.msg);
     } else {
-        printf("level 2 plan: pp=%d, stage mesh %s, %d micro-batches, recompute %d, estimate "
+        printf("level 2 plan: pp=%d, stage mesh %s, %d micro-batches, %s, estimate "
                "%.2f ms, simulated %.2f ms (%d finalists simulated); stages start at layers",
-               rep.pp, rep.mesh, rep.microbatches, (int)rep.recompute, rep.estimate_us / 1e3,
+               rep.pp, rep.mesh, rep.microbatches, rep.recompute_text, rep.estimate_us / 1e3,
                rep.simulated_us / 1e3, rep.simulated);
         for (int s = 0; s <= rep.pp && s <= 64; s++)
             printf(" %d", rep.stage_first[s]);

@@ -380,19 +380,21 @@ static int level2_wins(const ss_llm_result *lr)
 /* Level 2's line of the result: its plan in words, or why there is none. */
 static void level2_text(const ss_llm_result *lr, ss_search_result *r)
 {
-    static const char *const rc[] = {"no", "full", "selective"}; /* ss_recompute */
     const ss_level2_report *L = &lr->level2;
     if (!lr->level2_run && !lr->level2_note[0])
         return;
     r->level2_us = lr->level2_plan && isfinite(lr->level2_us) ? lr->level2_us : HUGE_VAL;
-    if (lr->level2_plan)
-        snprintf(r->level2_plan, sizeof r->level2_plan,
-                 "mesh %s, pp %d, %d micro-batches, %s recompute (%d configurations, %d ILPs "
-                 "in %.1f s, %.1f s)%s%.40s",
-                 L->mesh, L->pp, L->microbatches,
-                 (unsigned)L->recompute < 3 ? rc[L->recompute] : "?", L->configs, L->ilp_solves,
-                 L->ilp_s, L->time_s, lr->level2_note[0] ? ": " : "", lr->level2_note);
-    else
+    if (lr->level2_plan) {
+        size_t n = sizeof r->level2_plan;
+        int len = snprintf(r->level2_plan, n,
+                           "mesh %s, pp %d, %d micro-batches, %s (%d configurations, %d ILPs "
+                           "in %.1f s, %.1f s)%s%.40s",
+                           L->mesh, L->pp, L->microbatches, L->recompute_text, L->configs,
+                           L->ilp_solves, L->ilp_s, L->time_s, lr->level2_note[0] ? ": " : "",
+                           lr->level2_note);
+        if (len >= (int)n) /* a long per-stage recompute list: the line says it is cut */
+            memcpy(r->level2_plan + n - 4, "...", 4);
+    } else
         snprintf(r->level2_plan, sizeof r->level2_plan, "none: %.150s",
                  lr->level2_note[0] ? lr->level2_note : "no plan");
 }

@@ -147,8 +147,14 @@ out:
 typedef struct cand {
     ss_sharding s;
     int mbe;                                      /* micro-batch tiles per device */
-    double cost;                                  /* compute + gradient sync, per iteration */
-    double stat, act;                             /* static bytes; activations per micro-batch */
+    double cost;                                  /* compute + gradient sync, per iteration,
+                                                     under the configuration's recompute */
+    double stat, act;                             /* static bytes; activations per micro-batch
+                                                     (under the configuration's recompute) */
+    double again_us[3];                           /* per ss_recompute mode: its forward again in
+                                                     the backward, per iteration (0: kept) */
+    double saved;                                 /* activations per micro-batch, none recomputed */
+    int score;                                    /* an attention-score op (selective recomputes it) */
     double out_bytes[SS_MAX_OUTPUTS];             /* per device, one tile */
     signed char out_state[SS_MAX_OUTPUTS][SS_DMESH_MAX_AXES];
     signed char in_need[SS_MAX_INPUTS][SS_DMESH_MAX_AXES];
@@ -255,8 +261,11 @@ static ss_status fill_cand(ctx *C, const ss_op *op, cand *c)
         ss_status st = ss_cost_tile(C->cm, g, op, &t0, C->devtype, &k);
         if (st)
             return ss_diag_set(C->d, st, "level 2: no cost for a tile of \"%s\"", op->name);
-        int again = C->rc == SS_RECOMPUTE_FULL ||
-                    (C->rc == SS_RECOMPUTE_SELECTIVE && is_score(g, op));
+        int score = c->score = is_score(g, op);
+        c->again_us[SS_RECOMPUTE_FULL] = k.fwd_us * c->mbe;
+        c->again_us[SS_RECOMPUTE_SELECTIVE] = score ? k.fwd_us * c->mbe : 0;
+        c->saved = k.work.saved_bytes;
+        int again = C->rc == SS_RECOMPUTE_FULL || (C->rc == SS_RECOMPUTE_SELECTIVE && score);
         c->cost = (k.fwd_us + k.bwd_us + (again ? k.fwd_us : 0)) * c->mbe;
         c->act = C->rc == SS_RECOMPUTE_FULL || again ? 0 : k.work.saved_bytes;
     }
@@ -544,6 +553,7 @@ out:
 typedef struct evalres {
     double est;
     int first[65 + 1];
+    int mode[65];   /* per stage: its ss_recompute mode */
     int feasible;
 } evalres;
 
@@ -559,28 +569,46 @@ static void reset_config(ctx *C)
         memset(C->coll, 0, COLL_CACHE * sizeof *C->coll);
 }
 
-/* Per-layer figures of the current choices, into the DP problem arrays. */
-static void layer_figures(ctx *C, double *t, double *snd, double *stat, double *act)
+/* Candidate B's time per iteration under recompute mode rc (its cost
+ * under the configuration's mode, the recomputed forward exchanged). */
+static double cost_in(const ctx *C, const cand *B, ss_recompute rc)
+{
+    return rc == C->rc ? B->cost : B->cost - B->again_us[C->rc] + B->again_us[rc];
+}
+
+/* Per-layer figures of the current choices, into the DP problem arrays:
+ * time and activations per recompute mode (t[rc], act[rc], indexed by
+ * ss_recompute; the shardings are the ILPs' under the configuration's
+ * mode), sends and static bytes. */
+static void layer_figures(ctx *C, double *const t[3], double *snd, double *stat,
+                          double *const act[3])
 {
     const layout *L = C->L;
     const ss_graph *g = C->g;
     int nl = L->n_layers, n_s = C->mesh.n, N = ss_machine_n_devices(C->m);
-    for (int l = 0; l < nl; l++)
-        t[l] = snd[l] = stat[l] = act[l] = 0;
+    for (int l = 0; l < nl; l++) {
+        snd[l] = stat[l] = 0;
+        for (int rc = 0; rc < 3; rc++)
+            t[rc][l] = act[rc][l] = 0;
+    }
     for (int vv = 0; vv < L->n_ops; vv++) {
         int v = L->alias[vv], l = L->layer[vv];
         const cand *B = &C->cands[v][C->choice[v]];
         const ss_op *vop = ss_graph_op(g, vv);
-        t[l] += B->cost;
+        for (int rc = 0; rc < 3; rc++)
+            t[rc][l] += cost_in(C, B, (ss_recompute)rc);
         stat[l] += B->stat;
-        act[l] += B->act;
+        act[SS_RECOMPUTE_NONE][l] += B->saved;
+        act[SS_RECOMPUTE_SELECTIVE][l] += B->score ? 0 : B->saved;
         for (int i = 0; i < vop->n_in; i++) {
             int tt = vop->inputs[i], uu = ss_graph_tensor(g, tt)->producer;
             if (uu < 0)
                 continue;
             int u = L->alias[uu];
             int o = out_index(ss_graph_op(g, uu), tt);
-            t[l] += edge_us(C, &C->cands[u][C->choice[u]], o, B, i);
+            double e = edge_us(C, &C->cands[u][C->choice[u]], o, B, i);
+            for (int rc = 0; rc < 3; rc++)
+                t[rc][l] += e;
         }
     }
     double gbps = n_s < N ? ss_machine_path_gbps(C->m, 0, n_s) : 0;
@@ -588,11 +616,12 @@ static void layer_figures(ctx *C, double *t, double *snd, double *stat, double *
     for (int l = 0; l < nl; l++) {
         int last = L->alias[L->last[l]];
         const cand *A = &C->cands[last][C->choice[last]];
-        t[l] /= C->mb;
+        for (int rc = 0; rc < 3; rc++)
+            t[rc][l] /= C->mb;
         if (gbps > 0)
             snd[l] = 2 * ss_p2p_us(A->out_bytes[0], gbps, lat);
-        if (C->rc == SS_RECOMPUTE_FULL)
-            act[l] = A->out_bytes[0]; /* the layer's input checkpoint of the next layer */
+        /* full: the layer's input checkpoint of the next layer */
+        act[SS_RECOMPUTE_FULL][l] = A->out_bytes[0];
     }
 }
 
@@ -604,16 +633,19 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
     ss_status st = SS_OK;
     R->feasible = 0;
     reset_config(C);
-    /* compute lower bound before any ILP */
+    /* compute lower bound before any ILP (without recomputation: the DP
+     * may run any stage without it) */
     double lb = 0;
     for (int i = 0; i < L->n_ops; i++) {
         int r = L->alias[i];
         if ((st = op_cands(C, r)))
             return st;
         double mn = HUGE_VAL;
-        for (int k = 0; k < C->n_cands[r]; k++)
-            if (C->cands[r][k].cost < mn)
-                mn = C->cands[r][k].cost;
+        for (int k = 0; k < C->n_cands[r]; k++) {
+            double c = cost_in(C, &C->cands[r][k], SS_RECOMPUTE_NONE);
+            if (c < mn)
+                mn = c;
+        }
         lb += mn;
     }
     lb /= C->mb;
@@ -623,10 +655,12 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
         return SS_OK;
     }
     rep->configs++;
-    double *t = ss_calloc((size_t)nl * 4, sizeof(double));
-    if (!t)
+    double *buf = ss_calloc((size_t)nl * 8, sizeof(double));
+    if (!buf)
         return ss_diag_set(C->d, SS_ERR_NOMEM, "out of memory");
-    double *snd = t + nl, *stat = t + 2 * nl, *act = t + 3 * nl;
+    double *t[3] = {buf, buf + nl, buf + 2 * nl}, *act[3] = {buf + 3 * nl, buf + 4 * nl,
+                                                             buf + 5 * nl};
+    double *snd = buf + 6 * nl, *stat = buf + 7 * nl;
     int per_stage = L->copies ? (L->copies + C->pp - 1) / C->pp : 1;
     double shrink = 1;
     for (int attempt = 0; attempt < 3; attempt++, shrink *= 0.7) {
@@ -651,10 +685,15 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
             break;
         }
         layer_figures(C, t, snd, stat, act);
-        ss_stage_problem P = {nl, t, snd, stat, act, C->mb_overhead_us, C->pp, C->mb, C->cap};
+        /* the DP picks each stage's recompute mode (modes = ss_recompute) */
+        ss_stage_problem P = {.n_layers = nl, .n_modes = 3,
+                              .time_us = {t[0], t[1], t[2]}, .act_bytes = {act[0], act[1], act[2]},
+                              .send_us = snd, .static_bytes = stat,
+                              .stage_us = C->mb_overhead_us, .stages = C->pp,
+                              .microbatches = C->mb, .mem_limit = C->cap};
         ss_diag_init(&dd);
         double est;
-        ss_status s2 = ss_stage_solve(&P, R->first, &est, &dd);
+        ss_status s2 = ss_stage_solve(&P, R->first, R->mode, &est, &dd);
         if (s2 == SS_OK) {
             R->est = est;
             R->feasible = 1;
@@ -667,12 +706,13 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
         if (!L->copies)
             break;
     }
-    ss_free(t);
+    ss_free(buf);
     return st;
 }
 
-/* The plan of the current choices, stages from first[]. */
-static ss_status build_plan(ctx *C, const int *first, ss_plan **out)
+/* The plan of the current choices, stages from first[], stage s in
+ * recompute mode mode[s]. */
+static ss_status build_plan(ctx *C, const int *first, const int *mode, ss_plan **out)
 {
     const layout *L = C->L;
     const ss_graph *g = C->g;
@@ -703,10 +743,14 @@ static ss_status build_plan(ctx *C, const int *first, ss_plan **out)
     ps->queue = C->pp > 1 ? SS_QUEUE_BACKWARD_FIRST : SS_QUEUE_FIFO;
     ps->sync = SS_SYNC_WAIT_FREE;
     ps->bucket_bytes = MEGATRON_BUCKET_BYTES;
-    ps->recompute = C->rc;
     ps->distopt = 1;
     ps->virtual_stages = 1;
-    st = ss_plan_validate(p, g, C->m, C->d);
+    ss_recompute modes[64];
+    for (int s = 0; s < C->pp; s++)
+        modes[s] = (ss_recompute)mode[s];
+    st = ss_plan_set_recompute(ps, modes, C->pp, "level 2", C->d);
+    if (!st)
+        st = ss_plan_validate(p, g, C->m, C->d);
 out:
     ss_free(stage_of);
     ss_free(devs);
@@ -762,6 +806,36 @@ static void mesh_order(ss_dmesh *ms, int n, int per_node)
             ms[j] = ms[j - 1];
             ms[j - 1] = t;
         }
+}
+
+/* rep's recompute fields from the stage modes mode[0..pp-1]. */
+static void recompute_words(ss_level2_report *rep, const int *mode, int pp)
+{
+    static const char *const word[3] = {"no", "full", "selective"};  /* ss_recompute */
+    static const char *const spec[3] = {"none", "full", "selective"}; /* plan spec */
+    rep->recompute = (ss_recompute)mode[0];
+    rep->recompute_uniform = 1;
+    for (int s = 0; s < pp && s < 64; s++) {
+        rep->stage_recompute[s] = (ss_recompute)mode[s];
+        rep->recompute_uniform &= mode[s] == mode[0];
+    }
+    char *b = rep->recompute_text;
+    size_t n = sizeof rep->recompute_text;
+    if (rep->recompute_uniform) {
+        snprintf(b, n, "%s recompute", word[mode[0]]);
+        return;
+    }
+    size_t at = (size_t)snprintf(b, n, "recompute ");
+    for (int s = 0; s < pp && at < n; s++) {
+        int run = 1;
+        while (s + run < pp && mode[s + run] == mode[s])
+            run++;
+        if (run > 1)
+            at += (size_t)snprintf(b + at, n - at, "%s%s*%d", s ? "/" : "", spec[mode[s]], run);
+        else
+            at += (size_t)snprintf(b + at, n - at, "%s%s", s ? "/" : "", spec[mode[s]]);
+        s += run - 1;
+    }
 }
 
 typedef struct finalist {
@@ -995,7 +1069,7 @@ done:
             break;
         memcpy(C.choice, fin[f].choice, (size_t)L.n_ops * sizeof *C.choice);
         R = fin[f].cut;
-        st = build_plan(&C, R.first, &p);
+        st = build_plan(&C, R.first, R.mode, &p);
         if (st)
             break;
         double t_sim = R.est;
@@ -1022,7 +1096,8 @@ done:
             ss_dmesh_name(&C.mesh, rep.mesh, sizeof rep.mesh);
             rep.pp = C.pp;
             rep.microbatches = C.mb;
-            rep.recompute = C.rc;
+            recompute_words(&rep, R.mode, C.pp);
+            rep.ilp_recompute = C.rc;
             rep.estimate_us = R.est;
             rep.simulated_us = c.finalists >= 0 && rep.simulated ? t_sim : 0;
             rep.n_layers = L.n_layers;

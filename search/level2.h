@@ -62,7 +62,13 @@ typedef struct ss_level2_config {
 typedef struct ss_level2_report {
     char mesh[32];           /* the stage mesh, "8x8" (outer axis first) */
     int pp, microbatches;
-    ss_recompute recompute;
+    ss_recompute recompute;  /* every stage's mode when recompute_uniform, else stage 0's */
+    int recompute_uniform;   /* 1: one mode for every stage */
+    ss_recompute stage_recompute[64]; /* per stage (pp entries when pp <= 64) */
+    char recompute_text[96]; /* in words: "no recompute", "selective recompute", "full
+                                recompute", or per stage "recompute selective*2/none*6" (the
+                                plan spec's per-rank form, stage 0 first) */
+    ss_recompute ilp_recompute; /* the mode the ILPs priced the shardings under */
     double estimate_us;      /* the DP's iteration estimate of the plan */
     double simulated_us;     /* its simulated iteration time (0: finalists not simulated) */
     int simulated;           /* finalists simulated */
