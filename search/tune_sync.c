@@ -3,7 +3,8 @@
  * simulation of the plan with the point's threshold, priority, K, synced
  * flags and sync mode; the search is coarse to fine (thresholds, then K,
  * then the seed patent's x1.1 refinement of the threshold, then the other
- * sync mode when asked). Points after the plan's own are judged again from
+ * sync mode when asked; under a budget of simulations, a coarser order
+ * that ends when the budget is spent). Points after the plan's own are judged again from
  * it (ss_sim_rerun_within, settings only: the same result bit for bit).
  * Invariant: the plan's settings are restored on every return path, and
  * the best point is the plan's own unless a judged point is faster.
@@ -45,6 +46,10 @@ static ss_status eval(tuner *t, ss_tune_sync_point *x, ss_diag *d)
 {
     x->iteration_us = HUGE_VAL;
     x->fits = 0;
+    if (t->r->budget_spent || (t->r->budget > 0 && t->r->evaluations >= t->r->budget)) {
+        t->r->budget_spent = 1;
+        return SS_OK;
+    }
     if (t->r->cut || stop_now(t)) {
         t->r->cut = 1;
         return SS_OK;
@@ -174,6 +179,63 @@ static ss_status tune_fast(tuner *t, const ss_plan_settings *saved, ss_diag *d)
     return st == SS_OK ? other_mode(t, r->best, -1, d) : st;
 }
 
+/* Judge x (synced flags on) and keep it when faster; *flags = 0 when the
+ * plan or the bounding evaluator refuses synced flags (flags_refused says
+ * why), else 1. */
+static ss_status probe_flags(tuner *t, ss_tune_sync_point x, int *flags, ss_diag *d)
+{
+    ss_tune_sync_result *r = t->r;
+    ss_diag fd;
+    ss_diag_init(&fd);
+    *flags = 1;
+    x.synced_flags = 1;
+    t->probe = 1;
+    ss_status st = eval(t, &x, &fd);
+    t->probe = 0;
+    if (st == SS_OK && x.iteration_us == HUGE_VAL && !r->cut && !r->budget_spent) {
+        *flags = 0; /* skipped: the bounding evaluator refuses them */
+        r->flags_refused = 1;
+        snprintf(r->flags_why, sizeof r->flags_why,
+                 "not tuned: the %s evaluator that judges this plan refuses them",
+                 ss_evaluator_name(t->c->only));
+    } else if (st == SS_OK) {
+        keep(&r->best, &x);
+    } else if (fd.status == SS_ERR_INVALID) {
+        *flags = 0;
+        r->flags_refused = 1;
+        snprintf(r->flags_why, sizeof r->flags_why, "%.200s", fd.msg);
+        st = SS_OK;
+    } else {
+        st = ss_diag_set(d, fd.status, "%s", fd.msg);
+    }
+    return st;
+}
+
+/* The coarse order under a budget (ss_tune_sync_within), as the full one
+ * with fewer points; eval ends it when the budget is spent. */
+static ss_status tune_coarse(tuner *t, const ss_plan_settings *saved, ss_diag *d)
+{
+    ss_tune_sync_result *r = t->r;
+    int flags = 0;
+    ss_status st = probe_flags(t, point(saved, 0, 0, 0, 1), &flags, d);
+    for (int e = 20; e <= 30 && st == SS_OK; e += 2)
+        st = try_point(t, point(saved, ldexp(1, e), 0, 0, flags), d);
+    double b0 = r->best.bucket_bytes;
+    for (int k = 0; k < 2 && st == SS_OK && b0 > 0; k++) {
+        ss_tune_sync_point x = r->best;
+        x.bucket_bytes = round(k ? b0 * 2 : b0 / 2);
+        st = try_point(t, x, d);
+    }
+    /* K = 1, 8, 64, ... and the number of layers, at the best threshold,
+     * both priorities */
+    ss_tune_sync_point at = r->best;
+    for (int K = 1, L = n_layers(t->s->g); K <= L && st == SS_OK;
+         K = K < L && K * 8 > L ? L : K * 8)
+        for (int pr = 0; pr < 2 && st == SS_OK; pr++)
+            st = try_point(t, point(saved, at.bucket_bytes, pr, K, flags), d);
+    return st == SS_OK ? other_mode(t, r->best, -1, d) : st;
+}
+
 static ss_status tune(tuner *t, const ss_plan_settings *saved, ss_diag *d)
 {
     ss_tune_sync_result *r = t->r;
@@ -193,35 +255,15 @@ static ss_status tune(tuner *t, const ss_plan_settings *saved, ss_diag *d)
     r->best = r->plan;
     if (fast)
         return tune_fast(t, saved, d);
+    if (r->budget > 0)
+        return tune_coarse(t, saved, d);
     for (int k = 1; k < 4 && st == SS_OK; k++)
         if ((st = eval(t, fixed[k], d)) == SS_OK)
             keep(&r->best, fixed[k]);
     /* synced flags apply to plans whose forward stays on each device */
     int flags = 1, K0 = 0;
-    if (st == SS_OK) {
-        ss_tune_sync_point x = point(saved, 0, 0, 0, 1);
-        ss_diag fd;
-        ss_diag_init(&fd);
-        t->probe = 1;
-        st = eval(t, &x, &fd);
-        t->probe = 0;
-        if (st == SS_OK && x.iteration_us == HUGE_VAL && !r->cut) {
-            flags = 0; /* skipped: the bounding evaluator refuses them */
-            r->flags_refused = 1;
-            snprintf(r->flags_why, sizeof r->flags_why,
-                     "not tuned: the %s evaluator that judges this plan refuses them",
-                     ss_evaluator_name(t->c->only));
-        } else if (st == SS_OK) {
-            keep(&r->best, &x);
-        } else if (fd.status == SS_ERR_INVALID) {
-            flags = 0;
-            r->flags_refused = 1;
-            snprintf(r->flags_why, sizeof r->flags_why, "%.200s", fd.msg);
-            st = SS_OK;
-        } else {
-            return ss_diag_set(d, fd.status, "%s", fd.msg);
-        }
-    }
+    if (st == SS_OK)
+        st = probe_flags(t, point(saved, 0, 0, 0, 1), &flags, d);
     for (int pr = 0; pr < 2 && st == SS_OK; pr++)
         for (int e = 19; e <= 30 && st == SS_OK; e++)
             st = try_point(t, point(saved, e == 19 ? 0 : ldexp(1, e), pr, K0, flags), d);
@@ -254,6 +296,9 @@ ss_status ss_tune_sync_within(ss_sim *s, ss_plan *p, const ss_tune_sync_config *
     double t0 = mono_s();
     ss_plan_settings saved = *ss_plan_settings_get(p);
     memset(r, 0, sizeof *r);
+    r->budget = cc.max_points > 0                      ? cc.max_points
+                : cc.max_points == 0 && cc.deadline <= 0 ? SS_TUNE_SYNC_POINTS
+                                                         : 0;
     r->plan = point(&saved, saved.bucket_bytes, saved.priority, saved.reorder_backward,
                     saved.synced_flags);
     r->ddp_25mb = point(&saved, 25e6, 0, 0, 0);
@@ -276,7 +321,8 @@ ss_status ss_tune_sync_within(ss_sim *s, ss_plan *p, const ss_tune_sync_config *
 
 ss_status ss_tune_sync(ss_sim *s, ss_plan *p, ss_tune_sync_result *r, ss_diag *d)
 {
-    ss_status st = ss_tune_sync_within(s, p, NULL, r, d);
+    ss_tune_sync_config every = {.max_points = -1}; /* the full order, no budget */
+    ss_status st = ss_tune_sync_within(s, p, &every, r, d);
     if (st == SS_OK && !(r->plan.iteration_us < HUGE_VAL))
         st = ss_diag_set(d, SS_ERR_INTERRUPTED, "tune-sync: the plan's own point was not judged");
     return st;

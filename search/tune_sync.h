@@ -8,7 +8,10 @@
  * comparison. `simsearch tune-sync` tunes a plan given by the user; the
  * search (search/driver.c) tunes its finalists with a deadline and, on
  * plans only a fast evaluator can judge in bounded memory, only the
- * settings that evaluator judges. Invariant: the plan's settings are left
+ * settings that evaluator judges. Without a deadline a library call is
+ * bounded by a budget of simulations (SS_TUNE_SYNC_POINTS unless the
+ * caller sets one): a point of the full evaluator on a big plan takes
+ * seconds (a 20B ZeRO-3 plan on 8 GPUs: 66 points, 320 s). Invariant: the plan's settings are left
  * as they were unless the caller applies the best point
  * (ss_tune_sync_apply); a point becomes the best only when the simulator
  * says it is faster (and fits when the best so far fits).
@@ -30,9 +33,18 @@ typedef struct ss_tune_sync_point {
     int fits;            /* the plan fits memory with these settings */
 } ss_tune_sync_point;
 
+/* The default budget of simulations of a tuning without a deadline
+ * (ss_tune_sync_config.max_points 0): the coarse order (see
+ * ss_tune_sync_within) judges 15 points before K, then K = 1, 4, ..., 256. */
+#define SS_TUNE_SYNC_POINTS 20
+
 typedef struct ss_tune_sync_result {
-    ss_tune_sync_point best, plan, ddp_25mb, horovod_64mb, none;
+    ss_tune_sync_point best, plan, ddp_25mb, horovod_64mb, none; /* the three defaults are
+                                                                    not judged (HUGE_VAL)
+                                                                    under a budget */
     int evaluations; /* simulations run */
+    int budget;      /* the budget of simulations the tuning ran under (0: none) */
+    int budget_spent; /* the budget ended the tuning (points left unjudged; deterministic) */
     int skipped;     /* points the config's evaluator refuses: not judged */
     int flags_refused; /* synced flags do not apply to the plan (why in flags_why) */
     char flags_why[256];
@@ -57,20 +69,35 @@ typedef struct ss_tune_sync_config {
     int bounded;          /* 1: the evaluator that judges the plan's own point bounds
                              the rest: symmetry or hierarchical becomes `only`, and
                              under the hierarchical one fast_only is set */
+    int max_points;       /* simulations at most, in the coarse order: > 0 this many;
+                             0: SS_TUNE_SYNC_POINTS when there is no deadline, none (the
+                             full order, bounded by the deadline) when there is one;
+                             < 0: none, the full order (ss_tune_sync) */
 } ss_tune_sync_config;
 
 /* Tune p's sync settings with simulator s (built for p's graph and
- * machine), coarse to fine: (1) the fixed points; (2) thresholds 2^20 ..
- * 2^30 bytes and none under both priorities, with synced flags when the
- * plan admits them (else without: flags_refused); (3) K = 1, 2, 4, ... up
- * to the number of layers under both priorities at the best threshold;
- * (4) the seed patent's x1.1 steps from half to twice the best threshold.
- * The plan's sync mode is kept. p's settings are restored before return.
- * Errors: the simulator's (SS_ERR_INVALID for a plan it refuses). */
+ * machine), every point of the full order, coarse to fine: (1) the fixed
+ * points; (2) thresholds 2^20 .. 2^30 bytes and none under both
+ * priorities, with synced flags when the plan admits them (else without:
+ * flags_refused); (3) K = 1, 2, 4, ... up to the number of layers under
+ * both priorities at the best threshold; (4) the seed patent's x1.1 steps
+ * from half to twice the best threshold. No budget (`simsearch
+ * tune-sync`). The plan's sync mode is kept. p's settings are restored
+ * before return. Errors: the simulator's (SS_ERR_INVALID for a plan it
+ * refuses). */
 ss_status ss_tune_sync(ss_sim *s, ss_plan *p, ss_tune_sync_result *r, ss_diag *d);
 
-/* ss_tune_sync under c (NULL: none): (1)-(4) as there, the settings fast_only
- * keeps left out, then (5) the other sync mode when asked. A deadline or
+/* ss_tune_sync under c (NULL: all zero, hence the default budget): without
+ * a budget (c->max_points, see there), (1)-(4) as there, the settings
+ * fast_only keeps left out, then (5) the other sync mode when asked. Under
+ * a budget of B simulations, the coarse order, each step from the best
+ * point so far, ending after B simulations (budget_spent): the plan's own
+ * point; the other priority; synced flags (when the plan admits them);
+ * thresholds none, 2^20, 2^22 .. 2^30 bytes; half and twice the best
+ * threshold; the other priority and the other flags again; the other sync
+ * mode when asked; K = 1, 4, 16, ... up to the
+ * number of layers (the DDP / Horovod / no-bucketing points are not
+ * judged). fast_only runs its own few points (at most 5) either way. A deadline or
  * stop that comes first is no error: SS_OK with cut = 1 and the best of the
  * points judged (the plan's own when none other was). When c has a deadline
  * or a stop, s's stop callback is replaced during the call and NULL after. The same s, p and c without a

@@ -6,7 +6,11 @@
  * the plan file records them and reloads to the same prediction; the same
  * seed gives the same plan file byte for byte; a deadline that has passed
  * cuts the tuner with the plan's settings kept; under the hierarchical
- * evaluator only the threshold, priority and sync mode are tried.
+ * evaluator only the threshold, priority and sync mode are tried; without
+ * a deadline a library call runs at most SS_TUNE_SYNC_POINTS simulations
+ * (counted), an explicit budget exactly its count, and `simsearch
+ * tune-sync`'s ss_tune_sync and a call with a deadline every point of the
+ * full order.
  */
 #include "testutil.h"
 #include "search/tune_sync.h"
@@ -14,6 +18,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MLP "mlp:layers=8,hidden=1024,in=1024"
@@ -108,6 +113,7 @@ static void test_search_tunes(void **state)
     assert_true(t->run && t->changed && t->order_tuned && !t->cut);
     assert_int_equal(t->finalists, 1);
     assert_true(t->evaluations > 10);
+    assert_true(t->evaluations <= SS_TUNE_SYNC_POINTS); /* no time limit: the default budget */
     /* the same chain: the tuning starts from the untuned search's plan */
     assert_true(t->before_us == a.best_sim.iteration_us);
     assert_true(sa->bucket_bytes != sb->bucket_bytes || sa->priority != sb->priority ||
@@ -217,6 +223,53 @@ static void test_deadline(void **state)
     fixture_free(&f);
 }
 
+/* The budget of simulations: a library call without a deadline runs at
+ * most SS_TUNE_SYNC_POINTS (the full order has 2.6 times as many points on
+ * this plan), and finds what the full order finds to 1%; an explicit
+ * budget runs exactly that many; ss_tune_sync (`simsearch tune-sync`) and
+ * a call with a deadline run the full order, the same points. */
+static void test_budget(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_new(&f, "topologies/p100x16.json", 0, MLP, 8192);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_plan *p = NULL;
+    assert_int_equal(ss_plan_data_parallel(f.g, f.m, 0, &p, &d), SS_OK);
+    ss_sim *s = NULL;
+    assert_int_equal(ss_sim_new(f.g, f.m, f.cm, NULL, &s, &d), SS_OK);
+    ss_tune_sync_result full, lib, few, dl;
+    assert_int_equal(ss_tune_sync(s, p, &full, &d), SS_OK);
+    assert_int_equal(ss_tune_sync_within(s, p, NULL, &lib, &d), SS_OK);
+    print_message("plan %.3f ms; full order %.3f ms in %d simulations; default budget %.3f ms "
+                  "in %d\n",
+                  full.plan.iteration_us / 1e3, full.best.iteration_us / 1e3, full.evaluations,
+                  lib.best.iteration_us / 1e3, lib.evaluations);
+    assert_int_equal(full.budget, 0);
+    assert_false(full.budget_spent);
+    assert_true(full.evaluations > 2 * SS_TUNE_SYNC_POINTS);
+    assert_int_equal(lib.budget, SS_TUNE_SYNC_POINTS);
+    assert_true(lib.evaluations >= 10 && lib.evaluations <= SS_TUNE_SYNC_POINTS);
+    assert_true(lib.plan.iteration_us == full.plan.iteration_us);
+    assert_true(lib.best.iteration_us < 0.9 * lib.plan.iteration_us);
+    assert_true(lib.best.iteration_us <= 1.01 * full.best.iteration_us);
+    ss_tune_sync_config c = {.max_points = 3};
+    assert_int_equal(ss_tune_sync_within(s, p, &c, &few, &d), SS_OK);
+    assert_int_equal(few.evaluations, 3);
+    assert_true(few.budget_spent && !few.cut);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ss_tune_sync_config late = {.deadline = (double)ts.tv_sec + 1e6};
+    assert_int_equal(ss_tune_sync_within(s, p, &late, &dl, &d), SS_OK);
+    assert_int_equal(dl.budget, 0);
+    assert_int_equal(dl.evaluations, full.evaluations);
+    assert_true(dl.best.iteration_us == full.best.iteration_us);
+    ss_sim_free(s);
+    ss_plan_free(p);
+    fixture_free(&f);
+}
+
 /* Under the hierarchical evaluator (bounded), K and synced flags are left
  * alone and only a few points are judged, all by that evaluator. */
 static void test_fast_only(void **state)
@@ -253,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_search_tunes),
         cmocka_unit_test(test_plan_file),
         cmocka_unit_test(test_deadline),
+        cmocka_unit_test(test_budget),
         cmocka_unit_test(test_fast_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
