@@ -15,7 +15,11 @@
  * tp=8 (within the simulator's judgment of both); on a 4-layer GPT with a
  * forced pipeline depth the stages are contiguous and every stage is used;
  * the same inputs give the same plan text; an impossible memory limit is
- * SS_ERR_INFEASIBLE with no plan.
+ * SS_ERR_INFEASIBLE with no plan; where activations fill the memory (GPT
+ * 8 x 4096, sequence 8,192, pp 8 forced) the stage DP recomputes on the
+ * first stages only and the plan is as fast as the hand plan
+ * selective*2/none*6 (none everywhere overflows, selective everywhere is
+ * 10% slower).
  */
 #include "testutil.h"
 #include "search/level2.h"
@@ -184,6 +188,32 @@ static void test_level2_small_gpt(void **state)
     assert_true(rep.microbatches >= 4);
 }
 
+/* Per-stage recompute: the first stages hold the most micro-batches in
+ * flight, so they recompute and the last ones do not. */
+static void test_level2_recompute_per_stage(void **state)
+{
+    (void)state;
+    ss_level2_report rep;
+    ss_level2_config cfg = {0};
+    cfg.pp = 8;
+    double hand = 0, t;
+    t = plan_and_simulate("gpt:layers=8,hidden=4096,heads=32,seq=8192", 32, &cfg,
+                          "megatron:tp=1,pp=8,dp=1,mbs=1,recompute=selective*2/none*6", &hand,
+                          &rep);
+    print_message("level 2 %.1f ms (%s), hand plan %.1f ms\n", t / 1e3, rep.recompute_text,
+                  hand / 1e3);
+    assert_int_equal(rep.pp, 8);
+    assert_false(rep.recompute_uniform);
+    assert_true(rep.stage_recompute[0] != SS_RECOMPUTE_NONE);
+    assert_int_equal(rep.stage_recompute[7], SS_RECOMPUTE_NONE);
+    assert_true(strncmp(rep.recompute_text, "recompute ", 10) == 0);
+    assert_true(t <= 1.002 * hand);
+    double sel = 0;
+    plan_and_simulate("gpt:layers=8,hidden=4096,heads=32,seq=8192", 32, &cfg,
+                      "megatron:tp=1,pp=8,dp=1,mbs=1,recompute=selective", &sel, &rep);
+    assert_true(t < 0.95 * sel);
+}
+
 /* The same inputs give the same plan, byte for byte. */
 static void test_level2_deterministic(void **state)
 {
@@ -243,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_enumerate),
         cmocka_unit_test(test_shardings_valid),
         cmocka_unit_test(test_level2_small_gpt),
+        cmocka_unit_test(test_level2_recompute_per_stage),
         cmocka_unit_test(test_level2_deterministic),
         cmocka_unit_test(test_level2_infeasible),
     };
