@@ -3,9 +3,10 @@
  * per distinct block, pipeline DP, plan.
  *
  * Invariant: the plan returned is built from one configuration (pp, mesh,
- * micro-batches, recompute) whose DP estimate is the least found, every op
- * on the devices of its stage, and passes ss_plan_validate; its per-stage
- * memory estimate fits the limit.
+ * micro-batches, the ILPs' recompute; the DP's cut and mode per stage) whose
+ * DP estimate is the least found, every op on the devices of its stage, and
+ * passes ss_plan_validate; its per-stage memory estimate, under the stage's
+ * mode, fits the limit.
  */
 #include "search/level2.h"
 #include "core/hash.h"

@@ -9,8 +9,8 @@
  * (search/mesh.h: axes fitted to the nodes; a node-filling innermost axis
  * first), each micro-batch count M (batch / (D * mbs) for D the devices of
  * the mesh's outer axes or of all of them, mbs 1 or 2 samples, bubble
- * (pp-1)/M <= 1/4) and recomputation none, else selective, else full (the
- * next only when the previous cannot fit):
+ * (pp-1)/M <= 1/4) and the ILPs' recomputation none, else selective, else
+ * full (the next only when no cut fits with the previous one's shardings):
  *   1. every operator's valid shardings on the mesh (search/mesh.h), priced
  *      from one source: compute per shard by ss_cost_tile (the simulator's
  *      cost model), resharding between a producer's output layout and a
@@ -28,9 +28,11 @@
  *      segments, as core/plan_gen.c finds layers) and aliased to its copies,
  *      then for the prefix and the suffix with the block fixed; the block
  *      ILP has a memory budget of the device's share per layer;
- *   3. the pipeline cut by the DP of search/stages.h over the layer sequence
- *      (prefix segments, layers, suffix segments), memory per stage a hard
- *      constraint;
+ *   3. the pipeline cut and each stage's recompute mode (none, selective,
+ *      full: the plan's per-stage recompute) by the DP of search/stages.h
+ *      over the layer sequence (prefix segments, layers, suffix segments),
+ *      the layers priced under every mode with the ILPs' shardings, memory
+ *      per stage under its own mode a hard constraint;
  * and keeps the configurations with the least estimates (finalists); each
  * finalist's plan is simulated (ss_sim_run, the judge of every plan) and
  * the fastest that fits is returned. A configuration whose compute lower
