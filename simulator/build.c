@@ -1077,9 +1077,12 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         int last = j < b->n_wgt && b->wgt[j] >= 0 ? b->wgt[j] : t->bwd; /* reordered: its
                                                      * weight-gradient step reads them too */
         double kept = ss_build_kept_bytes(b, j, tc->saved);
-        if (ss_build_recomputed(b, t->op))
+        if (ss_build_recomputed(b, t->op)) {
+            double ck = ss_build_checkpoint_bytes(b, j, ss_build_op_recompute(b, t->op));
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, kept, t->bwd, 0, last, 1, d);
-        else
+            if (st == SS_OK)
+                st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, ck, t->fwd, 0, last, 1, d);
+        } else
             st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, kept, t->fwd, 0, last, 1, d);
         if (st != SS_OK || (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, tc->ws, t->fwd, 0, t->fwd,
                                          1, d)) != SS_OK ||

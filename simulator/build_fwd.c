@@ -1077,3 +1077,31 @@ double ss_build_kept_bytes(const ss_builder *b, int j, double saved)
     return saved > 0 ? saved : 0;
 }
 
+
+/* Selective recomputation (Korthikanti et al. 2022, section 5) keeps the
+ * inputs of the recomputed region: a recomputed tile keeps each input
+ * that an op not recomputed produced (attention's q, k and v). Full
+ * recomputation keeps only a stage's received input (pass_memory), not
+ * Megatron's per-layer input (2 s b h / tp per layer: not modelled, the
+ * hierarchical evaluator's stage memory assumes so). */
+double ss_build_checkpoint_bytes(const ss_builder *b, int j, ss_recompute r)
+{
+    const tileinfo *t = &b->tiles[j];
+    const ss_op *op = ss_graph_op(b->g, t->op);
+    int i = j - b->tile_base[t->op];
+    ss_tile tt;
+    double bytes = 0;
+    if (r != SS_RECOMPUTE_SELECTIVE)
+        return 0;
+    int have = 0;
+    for (int k = 0; k < op->n_in; k++) {
+        int pr = ss_graph_tensor(b->g, op->inputs[k])->producer;
+        if (pr < 0 || ss_build_recomputed(b, pr))
+            continue;
+        if (!have)
+            ss_pconfig_tile(b->g, op, ss_plan_config(b->plan, t->op), i, &tt);
+        have = 1;
+        bytes += ss_op_operand_bytes(b->g, op, &tt, k);
+    }
+    return bytes;
+}

@@ -451,6 +451,9 @@ ss_status ss_build_pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *
 /* Bytes tile j keeps for its backward: its cost's saved bytes less what
  * the framework does not hold twice or gathers again (build_fwd.c). */
 double ss_build_kept_bytes(const ss_builder *b, int j, double saved);
+/* Bytes recomputed tile j keeps from its forward to its backward under
+ * recompute mode r: the checkpoint (build_fwd.c). */
+double ss_build_checkpoint_bytes(const ss_builder *b, int j, ss_recompute r);
 /* Transfer task now moves 1/r of its bytes: same route and latency
  * (build_fwd.c). */
 void ss_build_shrink_transfer(ss_builder *b, ss_taskgraph *tg, int task, int src, int dst, int r);
