@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Activation memory per transformer layer against the closed form of
 # Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-# Transformer Models"), and the static bytes per parameter (issue 29).
+# Transformer Models"), the static bytes per parameter, and Llama 3 405B
+# in Meta's layout fitting an H100 (issue 29).
 # A layer's bytes on device 0 = peak(layers=3) - peak(layers=2) less the
 # static difference: the peak sits where the last forward ends, holding
 # every layer's kept activations. tp 8, sp 1 (sequence parallel), one
@@ -72,5 +73,21 @@ for r in "none 142737408"; do
   expect "llama layer, recompute=$1" "${out% *}" "$2"
 done
 expect "llama layer static (distopt over dp 4)" "${out#* }" 190876672
+# Llama 3 405B on 16,384 H100 in Meta's layout (tp 8, pp 16, dp 128, vp 2)
+# fits an 80 GiB H100, as Meta ran it: 76.8 GiB on device 0 (13.2 static +
+# 8 layers x 16 micro-batches x 0.497 GiB); it was 181.8 GiB.
+"$bin" simulate --model llama:size=405b --batch 2048 --topology topologies/dgx-h100.json \
+  --nodes 2048 --plan megatron:tp=8,pp=16,dp=128,mbs=1,sp=1,distopt=1,first=8,last=6,vp=2 \
+  --json >"$tmp/405.json" 2>"$tmp/e"
+check "405B / 16,384 simulates" $?
+python3 - "$tmp/405.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = max(r["peak_memory_bytes"]) / 2**30
+print("405B peak %.2f GiB" % p)
+sys.exit(0 if r["fits"] and 70 < p < 80 else 1)
+PY
+check "405B / 16,384 in Meta's layout fits 80 GiB" $?
+
 echo "memory layer CLI: $fail failed"
 [ "$fail" -eq 0 ]
