@@ -963,9 +963,10 @@ ss_status ss_build_pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *
  * input is a gather of shards its peers hold (sequence parallelism's
  * all-gather before a column-parallel GEMM, the sequence shards of context
  * parallelism); Megatron keeps the local shard for the backward and
- * gathers the rest again there (Korthikanti et al. 2022, section 4.2.2), so
- * the gathered part is not kept. Received tokens of an all-to-all and
- * inputs from another stage stay kept. An FP8 GEMM keeps its input in one
+ * gathers the rest again there (Korthikanti et al. 2022), so the gathered
+ * part is not kept; so does ring attention with the key and value blocks. Only GEMMs and flash attention, whose saved bytes are their
+ * inputs, drop it; other ops, received tokens of an all-to-all and inputs
+ * from another stage stay as they were. An FP8 GEMM keeps its input in one
  * byte per element (ss_op_gemm_work): the bytes are scaled to match. */
 static ss_status regathered(ss_builder *b, const ss_plan *p, ss_diag *d)
 {
@@ -979,10 +980,12 @@ static ss_status regathered(ss_builder *b, const ss_plan *p, ss_diag *d)
         if (ss_plan_config(p, b->units[pr->unit].op)->stage != ss_plan_config(p, tj->op)->stage)
             continue;
         const ss_op *op = ss_graph_op(b->g, tj->op);
+        int gemm = op->type == SS_OP_LINEAR || op->type == SS_OP_EXPERT_LINEAR;
+        if (!gemm && op->type != SS_OP_FLASH_ATTENTION)
+            continue;
         double sz = (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
         double bytes = (double)volume(b->preg[pi]) * sz;
-        if ((op->type == SS_OP_LINEAR || op->type == SS_OP_EXPERT_LINEAR) &&
-            op->attrs.dtype == SS_F8 && sz > 0)
+        if (gemm && op->attrs.dtype == SS_F8 && sz > 0)
             bytes /= sz;
         b->unkept[pr->tile] += bytes;
     }
@@ -1078,7 +1081,7 @@ double ss_build_kept_bytes(const ss_builder *b, int j, double saved)
 }
 
 
-/* Selective recomputation (Korthikanti et al. 2022, section 5) keeps the
+/* Selective recomputation (Korthikanti et al. 2022) keeps the
  * inputs of the recomputed region: a recomputed tile keeps each input
  * that an op not recomputed produced (attention's q, k and v). Full
  * recomputation keeps only a stage's received input (pass_memory), not
