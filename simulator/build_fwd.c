@@ -3,8 +3,11 @@
  * the pairs (consumer tile, producer unit) with the region read, replica
  * choice, partial-sum collectives chosen from what each unit's consumers
  * read, forward data dependencies and transfers (scatter-gather between
- * pipeline stages). Invariant: as build.c's: task ids recorded in the
- * builder's scratch arrays refer to tasks already added to tg.
+ * pipeline stages); and the bytes each tile keeps for its backward
+ * (ss_build_kept_bytes, ss_build_checkpoint_bytes: what Megatron holds,
+ * read by pass 8's memory intervals). Invariant: as build.c's: task ids
+ * recorded in the builder's scratch arrays refer to tasks already added to
+ * tg; b->unkept is made anew by every run's forward dependencies.
  */
 #include "simulator/build_impl.h"
 #include "core/op_table.h"
