@@ -182,6 +182,7 @@ void ss_build_free(ss_builder *b)
     ss_free(b->anc);
     ss_free(b->nfload);
     ss_free(b->flush);
+    ss_free(b->unkept);
     ss_free(b->regs);
     ss_free(b->mbk);
     ss_free(b->shape_buf);
@@ -1075,10 +1076,14 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
         const tilecost *tc = tcost(b, j);
         int last = j < b->n_wgt && b->wgt[j] >= 0 ? b->wgt[j] : t->bwd; /* reordered: its
                                                      * weight-gradient step reads them too */
-        if (ss_build_recomputed(b, t->op))
-            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->bwd, 0, last, 1, d);
-        else
-            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, tc->saved, t->fwd, 0, last, 1, d);
+        double kept = ss_build_kept_bytes(b, j, tc->saved);
+        if (ss_build_recomputed(b, t->op)) {
+            double ck = ss_build_checkpoint_bytes(b, j, ss_build_op_recompute(b, t->op));
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, kept, t->bwd, 0, last, 1, d);
+            if (st == SS_OK)
+                st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, ck, t->fwd, 0, last, 1, d);
+        } else
+            st = mem_add(mm, t->dev, SS_MEM_ACTIVATION, kept, t->fwd, 0, last, 1, d);
         if (st != SS_OK || (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, tc->ws, t->fwd, 0, t->fwd,
                                          1, d)) != SS_OK ||
             (st = mem_add(mm, t->dev, SS_MEM_WORKSPACE, tc->ws, t->bwd, 0, t->bwd, 1, d)) != SS_OK)
@@ -1087,9 +1092,12 @@ static ss_status pass_memory(ss_builder *b, ss_memory *mm, ss_diag *d)
     for (int x = 0; x < b->n_xf; x++) {
         const xferinfo *X = &b->xf[x];
         const tileinfo *user = &b->tiles[X->last_user];
-        /* received input: until its consumer's forward ends, or kept as a
-         * checkpoint until the consumer's backward ends with recompute */
-        if (user->bwd >= 0 && ss_build_op_recompute(b, user->op) == SS_RECOMPUTE_FULL)
+        /* received input: until its consumer's forward ends, or, from
+         * another stage, kept as a checkpoint until the consumer's backward
+         * ends with recompute (a gather within the stage is made again) */
+        if (user->bwd >= 0 && ss_build_op_recompute(b, user->op) == SS_RECOMPUTE_FULL &&
+            ss_plan_config(b->plan, b->units[X->unit].op)->stage !=
+                ss_plan_config(b->plan, user->op)->stage)
             st = mem_add(mm, X->dev, SS_MEM_BUFFER, X->bytes, X->task, 0, user->bwd, 1, d);
         else
             st = mem_add(mm, X->dev, SS_MEM_BUFFER, X->bytes, X->task, 0, user->fwd, 1, d);

@@ -3,10 +3,14 @@
  * the pairs (consumer tile, producer unit) with the region read, replica
  * choice, partial-sum collectives chosen from what each unit's consumers
  * read, forward data dependencies and transfers (scatter-gather between
- * pipeline stages). Invariant: as build.c's: task ids recorded in the
- * builder's scratch arrays refer to tasks already added to tg.
+ * pipeline stages); and the bytes each tile keeps for its backward
+ * (ss_build_kept_bytes, ss_build_checkpoint_bytes: what Megatron holds,
+ * read by pass 8's memory intervals). Invariant: as build.c's: task ids
+ * recorded in the builder's scratch arrays refer to tasks already added to
+ * tg; b->unkept is made anew by every run's forward dependencies.
  */
 #include "simulator/build_impl.h"
+#include "core/op_table.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -888,6 +892,8 @@ int ss_build_bwd_alltoall(ss_builder *b, ss_taskgraph *tg, int x, ss_diag *d)
     return G->bt;
 }
 
+static ss_status regathered(ss_builder *b, const ss_plan *p, ss_diag *d);
+
 /* Each pair: a dependency on the unit's ready task (consumer on a member
  * device) or a transfer from the unit's first device (shared by every
  * consumer of the same region on the same device). */
@@ -952,6 +958,156 @@ ss_status ss_build_pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *
             ss_taskgraph_add_dep(tg, b->xf[pr->xfer].sg, b->tiles[pr->tile].fwd, d) != SS_OK)
             return d->status;
     }
+    return regathered(b, p, d);
+}
+
+/* b->unkept: per tile the bytes of its input that transfers bring from
+ * the other devices of its own pipeline stage, all-to-alls aside. Such an
+ * input is a gather of shards its peers hold (sequence parallelism's
+ * all-gather before a column-parallel GEMM, the sequence shards of context
+ * parallelism); Megatron keeps the local shard for the backward and
+ * gathers the rest again there (Korthikanti et al. 2022), so the gathered
+ * part is not kept; so does ring attention with the key and value blocks. Only GEMMs and flash attention, whose saved bytes are their
+ * inputs, drop it; other ops, received tokens of an all-to-all and inputs
+ * from another stage stay as they were. An FP8 GEMM keeps its input in one
+ * byte per element (ss_op_gemm_work): the bytes are scaled to match. */
+static ss_status regathered(ss_builder *b, const ss_plan *p, ss_diag *d)
+{
+    GROW(b, unkept, cap_unkept, b->n_tiles, d);
+    memset(b->unkept, 0, (size_t)b->n_tiles * sizeof *b->unkept);
+    for (int pi = 0; pi < b->n_pairs; pi++) {
+        const pairinfo *pr = &b->pairs[pi];
+        if (pr->xfer < 0 || b->xf[pr->xfer].a2a >= 0)
+            continue;
+        const tileinfo *tj = &b->tiles[pr->tile];
+        if (ss_plan_config(p, b->units[pr->unit].op)->stage != ss_plan_config(p, tj->op)->stage)
+            continue;
+        const ss_op *op = ss_graph_op(b->g, tj->op);
+        int gemm = op->type == SS_OP_LINEAR || op->type == SS_OP_EXPERT_LINEAR;
+        if (!gemm && op->type != SS_OP_FLASH_ATTENTION)
+            continue;
+        double sz = (double)ss_dtype_size(ss_graph_tensor(b->g, pr->tensor)->dtype);
+        double bytes = (double)volume(b->preg[pi]) * sz;
+        if (gemm && op->attrs.dtype == SS_F8 && sz > 0)
+            bytes /= sz;
+        b->unkept[pr->tile] += bytes;
+    }
     return SS_OK;
 }
 
+/* Whether tile i of ops a and b runs on one device (same tiling). */
+static int same_tile_device(const ss_plan *p, int a, int b, int i)
+{
+    const ss_pconfig *ca = ss_plan_config(p, a), *cb = ss_plan_config(p, b);
+    return ca->ntiles == cb->ntiles && ca->devices[i] == cb->devices[i];
+}
+
+/* Whether op o is a GEMM whose input another GEMM of a lower id reads in
+ * the same region on the same device (tile i): one saved tensor, held
+ * once (Megatron's fused gate and up projection; a router beside a shared
+ * expert). */
+static int input_shared(const ss_builder *b, const ss_op *op, int i)
+{
+    const ss_graph *g = b->g;
+    int x = op->inputs[0], n = ss_graph_n_consumers(g, x);
+    ss_tile t;
+    ss_region r;
+    int have = 0;
+    for (int k = 0; k < n; k++) {
+        const ss_op *o2 = ss_graph_op(g, ss_graph_consumer(g, x, k));
+        if (o2->id >= op->id || o2->type != SS_OP_LINEAR || o2->inputs[0] != x ||
+            !same_tile_device(b->plan, op->id, o2->id, i))
+            continue;
+        if (!have) {
+            ss_pconfig_tile(g, op, ss_plan_config(b->plan, op->id), i, &t);
+            ss_op_input_region(g, op, &t, 0, &r);
+            have = 1;
+        }
+        ss_tile t2;
+        ss_region r2;
+        ss_pconfig_tile(g, o2, ss_plan_config(b->plan, o2->id), i, &t2);
+        ss_op_input_region(g, o2, &t2, 0, &r2);
+        if (r.ndim == r2.ndim && !memcmp(r.r, r2.r, (size_t)r.ndim * sizeof r.r[0]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether op o is a GEMM reading, through views, the output of a flash
+ * attention tile on the same device: the kernel keeps that output for its
+ * own backward, the same tensor the GEMM keeps. */
+static int input_of_flash(const ss_builder *b, const ss_op *op, int i)
+{
+    const ss_graph *g = b->g;
+    for (int x = op->inputs[0], hops = 0; hops < 16; hops++) {
+        int pr = ss_graph_tensor(g, x)->producer;
+        if (pr < 0)
+            return 0;
+        const ss_op *q = ss_graph_op(g, pr);
+        if (q->type == SS_OP_FLASH_ATTENTION)
+            return same_tile_device(b->plan, op->id, pr, i);
+        if (!(q->type == SS_OP_RESHAPE || (q->attrs.view && q->type == SS_OP_TRANSPOSE)))
+            return 0;
+        x = q->inputs[0];
+    }
+    return 0;
+}
+
+double ss_build_kept_bytes(const ss_builder *b, int j, double saved)
+{
+    const tileinfo *t = &b->tiles[j];
+    const ss_op *op = ss_graph_op(b->g, t->op);
+    int i = j - b->tile_base[t->op];
+    if (op->type == SS_OP_LINEAR && (input_shared(b, op, i) || input_of_flash(b, op, i)))
+        return 0;
+    if (op->type == SS_OP_BINARY && op->attrs.binary == SS_BINARY_MUL) {
+        /* a gate's activation (SwiGLU's silu(gate)) is recomputed from
+         * the unary's own saved input in the backward, as Megatron's
+         * fused bias-SwiGLU does, not kept beside it */
+        ss_tile tt;
+        int have = 0;
+        for (int k = 0; k < op->n_in; k++) {
+            int pr = ss_graph_tensor(b->g, op->inputs[k])->producer;
+            if (pr < 0 || ss_graph_op(b->g, pr)->type != SS_OP_UNARY ||
+                ss_graph_n_consumers(b->g, op->inputs[k]) != 1 ||
+                !same_tile_device(b->plan, t->op, pr, i))
+                continue;
+            if (!have)
+                ss_pconfig_tile(b->g, op, ss_plan_config(b->plan, t->op), i, &tt);
+            have = 1;
+            saved -= ss_op_operand_bytes(b->g, op, &tt, k);
+        }
+    }
+    if (b->unkept && j < b->cap_unkept)
+        saved -= b->unkept[j];
+    return saved > 0 ? saved : 0;
+}
+
+
+/* Selective recomputation (Korthikanti et al. 2022) keeps the
+ * inputs of the recomputed region: a recomputed tile keeps each input
+ * that an op not recomputed produced (attention's q, k and v). Full
+ * recomputation keeps only a stage's received input (pass_memory), not
+ * Megatron's per-layer input (2 s b h / tp per layer: not modelled, the
+ * hierarchical evaluator's stage memory assumes so). */
+double ss_build_checkpoint_bytes(const ss_builder *b, int j, ss_recompute r)
+{
+    const tileinfo *t = &b->tiles[j];
+    const ss_op *op = ss_graph_op(b->g, t->op);
+    int i = j - b->tile_base[t->op];
+    ss_tile tt;
+    double bytes = 0;
+    if (r != SS_RECOMPUTE_SELECTIVE)
+        return 0;
+    int have = 0;
+    for (int k = 0; k < op->n_in; k++) {
+        int pr = ss_graph_tensor(b->g, op->inputs[k])->producer;
+        if (pr < 0 || ss_build_recomputed(b, pr))
+            continue;
+        if (!have)
+            ss_pconfig_tile(b->g, op, ss_plan_config(b->plan, t->op), i, &tt);
+        have = 1;
+        bytes += ss_op_operand_bytes(b->g, op, &tt, k);
+    }
+    return bytes;
+}

@@ -226,6 +226,10 @@ struct ss_builder {
                  * device's last backward step; its updates wait for it (Megatron
                  * steps the optimizer after the pipeline schedule), -1 none */
     int n_flush, cap_flush;
+    double *unkept; /* [n_tiles] of the forward dependencies pass: bytes of a tile's
+                     * input gathered from its stage's other devices, which its
+                     * saved activations leave out (build_fwd.c, regathered) */
+    int cap_unkept;
     int *gsync;  /* [n_dev] pass 7: per device the last gradient reduction (all-reduce
                   * or reduce-scatter) issued on its sync stream, -1 none
                   * (build_weights.c, sync_chain) */
@@ -444,6 +448,12 @@ ss_status ss_build_pass_pairs(ss_builder *b, ss_diag *d);
 ss_status ss_build_pass_replicas(ss_builder *b);
 ss_status ss_build_pass_partial(ss_builder *b, ss_taskgraph *tg, ss_diag *d);
 ss_status ss_build_pass_fwd_deps(ss_builder *b, const ss_plan *p, ss_taskgraph *tg, ss_diag *d);
+/* Bytes tile j keeps for its backward: its cost's saved bytes less what
+ * the framework does not hold twice or gathers again (build_fwd.c). */
+double ss_build_kept_bytes(const ss_builder *b, int j, double saved);
+/* Bytes recomputed tile j keeps from its forward to its backward under
+ * recompute mode r: the checkpoint (build_fwd.c). */
+double ss_build_checkpoint_bytes(const ss_builder *b, int j, ss_recompute r);
 /* Transfer task now moves 1/r of its bytes: same route and latency
  * (build_fwd.c). */
 void ss_build_shrink_transfer(ss_builder *b, ss_taskgraph *tg, int task, int src, int dst, int r);
