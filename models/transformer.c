@@ -65,10 +65,29 @@
  *     whose figures are calibrated against Megatron-LM runs of that layout
  *     (vTrain's measurements, benchmarks/accuracy-vtrain.md). Selective
  *     recomputation has nothing to recompute in a flash layer.
+ *   kv_lora > 0: multi-head latent attention (DeepSeek-V2/V3, as
+ *     Megatron-Core's MLASelfAttention runs it; no biases), dn = qk_nope,
+ *     dr = qk_rope, dv = v_head, dq = dn + dr:
+ *       q path: attn.q_a [E, q_lora] -> attn.q_norm (RMSNorm) -> attn.q_b
+ *       [q_lora, H dq] (q_lora = 0: one attn.q [E, H dq]) -> attn.q_heads
+ *       [N,S,H,dq] -> attn.q_split (views dn | dr) -> attn.q_rope on the dr
+ *       part -> attn.q_cat (concat: a copy, as torch.cat);
+ *       kv path: attn.kv_a [E, kv_lora + dr] -> attn.kv_split (views: the
+ *       latent | the shared rotary key) -> attn.kv_norm (RMSNorm on the
+ *       latent) -> attn.kv_b [kv_lora, H (dn + dv)] -> attn.kv_heads ->
+ *       attn.k_v_split (views k_nope | v); the rotary key attn.k_pe_head
+ *       [N,S,1,dr] -> attn.k_rope -> attn.k_pe_expand (an expand view over
+ *       the H heads) -> attn.k_cat (k_nope with it, a copy);
+ *     then the core of gpt (views q_t/k_t/v_t, flash or unfused; scores over
+ *     dq, context over dv), attn.merge [N,S,H dv] and attn.proj [H dv, E].
+ *     Megatron's structural tensor parallelism (core/plan_gen.c) then keeps
+ *     q_a, kv_a and the latent norms whole on every tp rank (a split of
+ *     their output cannot be followed) and splits q_b, kv_b and the
+ *     attention by heads, proj by its contraction: Megatron-Core's layout.
  * Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused, vocab_pad,
  * tp, kv_heads, ffn, norm, act, rotary, tied, bias, qkv_bias, dropout,
- * precision, experts, topk, capacity, moe_ffn, shared, dense, attn (bert:
- * layers .. tp, attn).
+ * precision, experts, topk, capacity, moe_ffn, shared, dense, attn, q_lora,
+ * kv_lora, qk_nope, qk_rope, v_head (bert: layers .. tp, attn).
  */
 #include "zoo.h"
 
