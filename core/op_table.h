@@ -159,7 +159,8 @@ extern const ss_op_class ss_op_class_input, ss_op_class_linear, ss_op_class_batc
     ss_op_class_embedding, ss_op_class_concat, ss_op_class_split, ss_op_class_reshape,
     ss_op_class_transpose, ss_op_class_lstm, ss_op_class_attention, ss_op_class_softmax_ce,
     ss_op_class_rmsnorm, ss_op_class_rotary, ss_op_class_moe_dispatch,
-    ss_op_class_expert_linear, ss_op_class_moe_combine, ss_op_class_flash_attention;
+    ss_op_class_expert_linear, ss_op_class_moe_combine, ss_op_class_flash_attention,
+    ss_op_class_expand;
 
 /* Balanced mixture-of-experts routing (ops_llm.c has the rules): X experts,
  * topk per token, g = X / topk tokens per group, T tokens (S per sample),

@@ -51,6 +51,7 @@ static const ss_op_class *const classes[SS_OP_TYPE_COUNT] = {
     [SS_OP_EXPERT_LINEAR] = &ss_op_class_expert_linear,
     [SS_OP_MOE_COMBINE] = &ss_op_class_moe_combine,
     [SS_OP_FLASH_ATTENTION] = &ss_op_class_flash_attention,
+    [SS_OP_EXPAND] = &ss_op_class_expand,
 };
 
 /* See op_table.h. */

@@ -1,8 +1,19 @@
 /*
  * ops_llm.c — operator table entries of the types modern language models add
- * to the transformer: rotary position embedding, fused (flash) attention and
- * the mixture-of-experts trio (moe_dispatch, expert_linear, moe_combine).
- * RMSNorm sits next to LayerNorm in ops_elementwise.c.
+ * to the transformer: rotary position embedding, fused (flash) attention,
+ * expand (a broadcast) and the mixture-of-experts trio (moe_dispatch,
+ * expert_linear, moe_combine). RMSNorm sits next to LayerNorm in
+ * ops_elementwise.c.
+ *
+ * Expand (torch's Tensor.expand): x with extent 1 on attrs.axis becomes
+ * attrs.dim copies along it. Multi-head latent attention (DeepSeek-V2/V3,
+ * models/transformer.c) shares one rotary key part across the heads and
+ * concatenates it to every head's key; Megatron-Core expands it as a view
+ * and the concat reads it in place, so the model sets attrs.view (no
+ * kernel; the backward's sum over the copies, one add per element of the
+ * view, is not charged, as the concatenating backward of a split view is
+ * not). Materialised (view 0): the copies are written; the backward sums
+ * them. Splits: every dim (a tile of copies reads the one element of x).
  *
  * Flash attention (Dao et al., FlashAttention 1-3; Transformer Engine's fused
  * attention in Megatron-Core), the core of self-attention as one op:
@@ -224,6 +235,79 @@ const ss_op_class ss_op_class_flash_attention = {
     .keys = flash_keys,
     .read_attrs = flash_read,
     .write_attrs = flash_write,
+};
+
+/* ------------------------------------------------------------------ */
+/* expand: x[..., 1, ...] -> [..., dim, ...] along attrs.axis          */
+/* ------------------------------------------------------------------ */
+
+static ss_status expand_infer(const ss_infer_args *q, ss_op_shape *s)
+{
+    const ss_tensor *x = q->in[0];
+    int ax = ss_op_axis(q->a->axis, x->ndim);
+    if (!ss_dtype_is_float(x->dtype))
+        FAIL("input '%s' must be floating point", x->name);
+    if (ax < 0)
+        FAIL("axis %d out of range for %d dims", q->a->axis, x->ndim);
+    if (x->shape[ax] != 1)
+        FAIL("dim %d of '%s' has extent %lld; only an extent of 1 broadcasts", ax, x->name,
+             (long long)x->shape[ax]);
+    if (q->a->dim < 1 || q->a->dim > MAX_DIM)
+        FAIL("size = %lld must be from 1 to %lld", (long long)q->a->dim, (long long)MAX_DIM);
+    ss_op_out_like(s, x, x->dtype)->shape[ax] = q->a->dim;
+    return SS_OK;
+}
+
+/* The tile, with the one element of the broadcast dim. */
+static void expand_region(const ss_region_args *q, ss_region *out)
+{
+    int ax = ss_op_axis(q->op->attrs.axis, q->o->ndim);
+    *out = q->t->out;
+    if (ax >= 0)
+        out->r[ax] = ss_range_make(0, q->t->out.r[ax].hi > q->t->out.r[ax].lo ? 1 : 0);
+}
+
+/* Materialised: read x, write the copies; the backward sums the copies'
+ * gradients (one add per output element). As a view the forward moves
+ * nothing (the analytic cost skips views, core/ops.c ss_op_has_kernel). */
+static void expand_work(const ss_work_args *q, ss_work *w)
+{
+    w->bwd_flops = q->vol;
+    w->bwd_bytes = w->fwd_bytes;
+}
+
+static const char *const expand_keys[] = {SS_OP_COMMON_KEYS, "axis", "size", "view", NULL};
+
+static ss_status expand_read(const ss_attr_reader *r, ss_op_attrs *a)
+{
+    ss_status st = ss_op_read_axis(r, a);
+    if (!st)
+        st = ss_attr_i64(r, "size", 1, 1, MAX_DIM, &a->dim);
+    if (!st)
+        st = ss_attr_bool(r, "view", &a->view);
+    return st;
+}
+
+static void expand_write(ss_attr_writer *w, const ss_graph *g, const ss_op *op)
+{
+    ss_op_write_axis(w, g, op);
+    ss_attr_put_int(w, "size", op->attrs.dim);
+    if (op->attrs.view)
+        ss_attr_put_bool(w, "view", 1);
+}
+
+const ss_op_class ss_op_class_expand = {
+    .type = SS_OP_EXPAND,
+    .name = "expand",
+    .flags = SS_OPF_VIEW_ATTR,
+    .arity = 1,
+    .infer = expand_infer,
+    .split_mask = ss_op_mask_all,
+    .input_region = expand_region,
+    .work = expand_work,
+    .keys = expand_keys,
+    .read_attrs = expand_read,
+    .write_attrs = expand_write,
 };
 
 /* ------------------------------------------------------------------ */

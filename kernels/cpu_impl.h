@@ -32,6 +32,6 @@ extern const ss_kernel ss_cpu_input, ss_cpu_pool2d, ss_cpu_batchnorm, ss_cpu_lay
     ss_cpu_reshape, ss_cpu_transpose, ss_cpu_softmax_ce;
 /* cpu_llm.c */
 extern const ss_kernel ss_cpu_rmsnorm, ss_cpu_rotary, ss_cpu_moe_dispatch, ss_cpu_expert_linear,
-    ss_cpu_moe_combine, ss_cpu_flash_attention;
+    ss_cpu_moe_combine, ss_cpu_flash_attention, ss_cpu_expand;
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * cpu_llm.c — the CPU kernels (fp32) of the operator types of modern
- * language models: rmsnorm, rotary position embedding, flash attention and
- * the mixture-of-experts trio moe_dispatch / expert_linear / moe_combine,
+ * language models: rmsnorm, rotary position embedding, flash attention,
+ * expand (a broadcast copy; its backward sums the copies) and the
+ * mixture-of-experts trio moe_dispatch / expert_linear / moe_combine,
  * forward and backward.
  *
  * Tiles follow core/ops_llm.c: rmsnorm and rotary hold their whole last dim;
@@ -498,3 +499,47 @@ static void flash_bwd(const ss_kargs *a)
 }
 
 const ss_kernel ss_cpu_flash_attention = {F32, flash_sizes, flash_fwd, flash_bwd};
+
+/* ------------------------------------------------------------------ expand */
+
+/* The tile as outer x copies x inner (copies: its extent on the axis); x
+ * holds outer x inner (one element on the axis). */
+static void expand_dims(const ss_kargs *a, int64_t *outer, int64_t *copies, int64_t *inner)
+{
+    const ss_region *yr = &a->yr[0];
+    int n = yr->ndim, ax = a->op->attrs.axis < 0 ? a->op->attrs.axis + n : a->op->attrs.axis;
+    *outer = *inner = 1;
+    for (int i = 0; i < ax; i++)
+        *outer *= ext(yr, i);
+    for (int i = ax + 1; i < n; i++)
+        *inner *= ext(yr, i);
+    *copies = ext(yr, ax);
+}
+
+static void expand_fwd(const ss_kargs *a)
+{
+    int64_t outer, copies, inner;
+    expand_dims(a, &outer, &copies, &inner);
+    const float *x = a->x[0];
+    float *y = a->y[0];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < copies; c++)
+            memcpy(y + (o * copies + c) * inner, x + o * inner, (size_t)inner * sizeof *y);
+}
+
+/* dx = the sum of the tile's copies of dy. */
+static void expand_bwd(const ss_kargs *a)
+{
+    int64_t outer, copies, inner;
+    expand_dims(a, &outer, &copies, &inner);
+    const float *dy = a->dy[0];
+    float *dx = a->dx[0];
+    if (!dx)
+        return;
+    memset(dx, 0, (size_t)(outer * inner) * sizeof *dx);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < copies; c++)
+            ss_cpu_axpy(inner, 1.0f, dy + (o * copies + c) * inner, dx + o * inner);
+}
+
+const ss_kernel ss_cpu_expand = {F32, none, expand_fwd, expand_bwd};

@@ -31,6 +31,7 @@ static const ss_kernel *const table[SS_OP_TYPE_COUNT] = {
     [SS_OP_EXPERT_LINEAR] = &ss_cpu_expert_linear,
     [SS_OP_MOE_COMBINE] = &ss_cpu_moe_combine,
     [SS_OP_FLASH_ATTENTION] = &ss_cpu_flash_attention,
+    [SS_OP_EXPAND] = &ss_cpu_expand,
 };
 
 const ss_kernel *ss_kernels_cpu(ss_op_type t)

@@ -16,6 +16,21 @@
  *                                          intermediate_size / that width;
  *                                          the shared experts' sigmoid gate,
  *                                          h parameters a layer, is left out)
+ *   DeepseekV3ForCausalLM                  multi-head latent attention
+ *                                          (q_lora_rank, null: a full-rank
+ *                                          query; kv_lora_rank; qk_nope_,
+ *                                          qk_rope_, v_head_dim), the first
+ *                                          first_k_dense_replace layers dense,
+ *                                          then n_routed_experts of
+ *                                          moe_intermediate_size, top
+ *                                          num_experts_per_tok, with
+ *                                          n_shared_experts; the routing's
+ *                                          values (sigmoid scores, groups,
+ *                                          scaling, auxiliary loss) do not
+ *                                          change the balanced-routing cost;
+ *                                          multi-token prediction
+ *                                          (num_nextn_predict_layers) is not
+ *                                          built and must be 0
  * Strict: an unknown architecture, an unknown key, a wrong type or a value
  * the graph cannot express (another activation, a head_dim other than
  * hidden / heads, attention dropout, sliding-window attention shorter than
@@ -44,10 +59,13 @@ static const char *const inert[] = {
     "rope_scaling", "torch_dtype", "use_cache", "transformers_version", "pretraining_tp",
     "_name_or_path", NULL};
 
-typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_QWEN2MOE } arch;
+typedef enum {
+    ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_QWEN2MOE, ARCH_DSV3
+} arch;
 static const char *const arch_names[] = {"LlamaForCausalLM", "MistralForCausalLM",
                                          "Qwen2ForCausalLM", "MixtralForCausalLM",
-                                         "GPT2LMHeadModel", "Qwen2MoeForCausalLM", NULL};
+                                         "GPT2LMHeadModel", "Qwen2MoeForCausalLM",
+                                         "DeepseekV3ForCausalLM", NULL};
 
 /* Keys each architecture reads (besides the inert ones). */
 #define LLAMA_KEYS                                                                            \
@@ -72,8 +90,22 @@ static const char *const qwen2moe_keys[] = {
     "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
     "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob", "output_router_logits",
     "router_aux_loss_coef", NULL};
-static const char *const *const arch_keys[] = {llama_keys, mistral_keys, qwen2_keys,
-                                               mixtral_keys, gpt2_keys, qwen2moe_keys};
+/* DeepSeek-V3: auto_map names its modelling code, quantization_config the
+ * checkpoint's FP8 storage (the training precision is precision=), ep_size
+ * the inference code's expert parallelism (the plan's ep sets it),
+ * rope_interleave a layout; the routing keys change values, not the cost. */
+static const char *const dsv3_keys[] = {
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "vocab_size", "max_position_embeddings", "hidden_act",
+    "tie_word_embeddings", "attention_dropout", "attention_bias", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts", "n_shared_experts",
+    "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
+    "num_nextn_predict_layers", "n_group", "topk_group", "topk_method", "scoring_func",
+    "norm_topk_prob", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "ep_size",
+    "auto_map", "quantization_config", "rope_interleave", NULL};
+static const char *const *const arch_keys[] = {llama_keys,    mistral_keys, qwen2_keys,
+                                               mixtral_keys,  gpt2_keys,    qwen2moe_keys,
+                                               dsv3_keys};
 
 typedef struct hf {
     const char *file;
@@ -224,6 +256,97 @@ static ss_status llama_like(hf *h, arch a, int64_t seq_override)
     return SS_OK;
 }
 
+/* An integer key that must be absent or equal to want (what the graph
+ * expresses); why says what it would need. */
+static ss_status only(hf *h, const char *key, int64_t want, const char *why)
+{
+    int64_t v = want;
+    ss_status st = ss_json_get_int(h->file, "$", h->root, key, 0, 0, INT64_C(1) << 40, &v, h->d);
+    if (!st && v != want)
+        return bad(h, key, "%s", why);
+    return st;
+}
+
+static ss_status deepseek_v3(hf *h)
+{
+    int64_t hid, ffn, layers, heads, kv, vocab, seq, ql = 0, kl, dn, dr, dv, x, k, mf;
+    int64_t shared = 0, dense = 0;
+    ss_status st;
+    if ((st = get_int(h, "hidden_size", 1, &hid)) ||
+        (st = get_int(h, "intermediate_size", 1, &ffn)) ||
+        (st = get_int(h, "num_hidden_layers", 1, &layers)) ||
+        (st = get_int(h, "num_attention_heads", 1, &heads)) ||
+        (st = get_int(h, "vocab_size", 1, &vocab)) ||
+        (st = get_int(h, "max_position_embeddings", 1, &seq)) ||
+        (st = get_int(h, "kv_lora_rank", 1, &kl)) ||
+        (st = get_int(h, "qk_nope_head_dim", 1, &dn)) ||
+        (st = get_int(h, "qk_rope_head_dim", 1, &dr)) ||
+        (st = get_int(h, "v_head_dim", 1, &dv)) ||
+        (st = get_int(h, "n_routed_experts", 1, &x)) ||
+        (st = get_int(h, "num_experts_per_tok", 1, &k)) ||
+        (st = get_int(h, "moe_intermediate_size", 1, &mf)))
+        return st;
+    const json_t *q = json_object_get(h->root, "q_lora_rank");
+    if (q && !json_is_null(q) && (st = get_int(h, "q_lora_rank", 0, &ql)))
+        return st;
+    const json_t *ns = json_object_get(h->root, "n_shared_experts");
+    if (ns && !json_is_null(ns) &&
+        (st = ss_json_get_int(h->file, "$", h->root, "n_shared_experts", 0, 0, 64, &shared,
+                              h->d)))
+        return st;
+    if ((st = ss_json_get_int(h->file, "$", h->root, "first_k_dense_replace", 0, 0, layers,
+                              &dense, h->d)))
+        return st;
+    kv = heads;
+    if ((st = get_int(h, "num_key_value_heads", 0, &kv)))
+        return st;
+    if (kv != heads)
+        return bad(h, "num_key_value_heads", "%s", "multi-head latent attention has one kv "
+                   "head per query head (expected num_attention_heads)");
+    const char *act = "silu";
+    if ((st = ss_json_get_str(h->file, "$", h->root, "hidden_act", 0, 32, &act, h->d)))
+        return st;
+    if (strcmp(act, "silu"))
+        return bad(h, "hidden_act", "\"%s\": only silu (SwiGLU) is modelled for this "
+                   "architecture", act);
+    int tie = 0, abias = 0;
+    if ((st = get_bool(h, "tie_word_embeddings", &tie)) ||
+        (st = get_bool(h, "attention_bias", &abias)) || (st = zero_num(h, "attention_dropout")))
+        return st;
+    if (abias)
+        return bad(h, "attention_bias", "%s", "attention biases are not modelled (expected "
+                   "false)");
+    if ((st = only(h, "moe_layer_freq", 1, "only every layer after the dense ones MoE (1) is "
+                   "modelled")) ||
+        (st = only(h, "num_nextn_predict_layers", 0, "multi-token prediction modules are not "
+                   "modelled (expected 0: the main model, DeepSeek-V3's 671B)")))
+        return st;
+    put(h, "layers", layers);
+    put(h, "hidden", hid);
+    put(h, "heads", heads);
+    put(h, "ffn", ffn);
+    put(h, "vocab", vocab);
+    put(h, "seq", seq);
+    put_name(h, "norm", "rmsnorm");
+    put_name(h, "act", "swiglu");
+    put(h, "rotary", 1);
+    put(h, "tied", tie);
+    put(h, "bias", 0);
+    put(h, "dropout", 0);
+    put_name(h, "attn", "flash");
+    put(h, "experts", x);
+    put(h, "topk", k);
+    put(h, "moe_ffn", mf);
+    put(h, "shared", shared);
+    put(h, "dense", dense);
+    put(h, "q_lora", ql);
+    put(h, "kv_lora", kl);
+    put(h, "qk_nope", dn);
+    put(h, "qk_rope", dr);
+    put(h, "v_head", dv);
+    return SS_OK;
+}
+
 static ss_status gpt2(hf *h)
 {
     int64_t hid, layers, heads, vocab, seq, inner = 0;
@@ -295,7 +418,8 @@ ss_status ss_hf_spec(const char *path, int64_t seq_override, char *spec, size_t 
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "%s: $.architectures[0]: unknown architecture \"%s\" (supported: "
                              "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                             "MixtralForCausalLM, GPT2LMHeadModel, Qwen2MoeForCausalLM)",
+                             "MixtralForCausalLM, GPT2LMHeadModel, Qwen2MoeForCausalLM, "
+                             "DeepseekV3ForCausalLM)",
                              file, json_string_value(a0));
     }
     const char *const *keys = ai >= 0 ? arch_keys[ai] : inert;
@@ -313,7 +437,9 @@ ss_status ss_hf_spec(const char *path, int64_t seq_override, char *spec, size_t 
     if (!st) {
         snprintf(spec, n, "gpt:vocab_pad=128");
         h.used = strlen(spec);
-        st = ai == ARCH_GPT2 ? gpt2(&h) : llama_like(&h, (arch)ai, seq_override);
+        st = ai == ARCH_GPT2   ? gpt2(&h)
+             : ai == ARCH_DSV3 ? deepseek_v3(&h)
+                               : llama_like(&h, (arch)ai, seq_override);
     }
     if (!st && h.used >= n)
         st = ss_diag_set(d, SS_ERR_INVALID, "%s: the imported spec is too long", file);

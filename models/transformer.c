@@ -65,10 +65,29 @@
  *     whose figures are calibrated against Megatron-LM runs of that layout
  *     (vTrain's measurements, benchmarks/accuracy-vtrain.md). Selective
  *     recomputation has nothing to recompute in a flash layer.
+ *   kv_lora > 0: multi-head latent attention (DeepSeek-V2/V3, as
+ *     Megatron-Core's MLASelfAttention runs it; no biases), dn = qk_nope,
+ *     dr = qk_rope, dv = v_head, dq = dn + dr:
+ *       q path: attn.q_a [E, q_lora] -> attn.q_norm (RMSNorm) -> attn.q_b
+ *       [q_lora, H dq] (q_lora = 0: one attn.q [E, H dq]) -> attn.q_heads
+ *       [N,S,H,dq] -> attn.q_split (views dn | dr) -> attn.q_rope on the dr
+ *       part -> attn.q_cat (concat: a copy, as torch.cat);
+ *       kv path: attn.kv_a [E, kv_lora + dr] -> attn.kv_split (views: the
+ *       latent | the shared rotary key) -> attn.kv_norm (RMSNorm on the
+ *       latent) -> attn.kv_b [kv_lora, H (dn + dv)] -> attn.kv_heads ->
+ *       attn.k_v_split (views k_nope | v); the rotary key attn.k_pe_head
+ *       [N,S,1,dr] -> attn.k_rope -> attn.k_pe_expand (an expand view over
+ *       the H heads) -> attn.k_cat (k_nope with it, a copy);
+ *     then the core of gpt (views q_t/k_t/v_t, flash or unfused; scores over
+ *     dq, context over dv), attn.merge [N,S,H dv] and attn.proj [H dv, E].
+ *     Megatron's structural tensor parallelism (core/plan_gen.c) then keeps
+ *     q_a, kv_a and the latent norms whole on every tp rank (a split of
+ *     their output cannot be followed) and splits q_b, kv_b and the
+ *     attention by heads, proj by its contraction: Megatron-Core's layout.
  * Keys (zoo.c order): layers, hidden, heads, seq, vocab, fused, vocab_pad,
  * tp, kv_heads, ffn, norm, act, rotary, tied, bias, qkv_bias, dropout,
- * precision, experts, topk, capacity, moe_ffn, shared, dense, attn (bert:
- * layers .. tp, attn).
+ * precision, experts, topk, capacity, moe_ffn, shared, dense, attn, q_lora,
+ * kv_lora, qk_nope, qk_rope, v_head (bert: layers .. tp, attn).
  */
 #include "zoo.h"
 
@@ -80,7 +99,7 @@
 enum {
     K_LAYERS_, K_HIDDEN, K_HEADS, K_SEQ, K_VOCAB, K_FUSED, K_VPAD, K_TP_, K_KV, K_FFN, K_NORM,
     K_ACT, K_ROTARY, K_TIED, K_BIAS, K_QKV_BIAS, K_DROPOUT, K_PREC, K_EXPERTS, K_TOPK, K_CAP,
-    K_MOE_FFN, K_SHARED, K_DENSE, K_ATTN
+    K_MOE_FFN, K_SHARED, K_DENSE, K_ATTN, K_QLORA, K_KVLORA, K_QK_NOPE, K_QK_ROPE, K_V_HEAD
 };
 #define K_BERT_ATTN 8 /* the bert family's attn key (after tp) */
 
@@ -88,6 +107,7 @@ typedef struct tcfg {
     int64_t batch, hidden, heads, seq;
     int fused, causal, flash;
     int64_t kv, ffn, experts, topk, moe_ffn, shared, dense;
+    int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head; /* MLA when kv_lora > 0 */
     double capacity;
     int rms, act, rotary, bias, qkv_bias;
     double dropout;
@@ -240,11 +260,80 @@ static int gqa_core(zb *b, int l, int q, int k, int v, const tcfg *c)
     return zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);
 }
 
+/* Split x along axis into two strided views (no kernel): *lo, *hi. */
+static void split2(zb *b, const char *name, int x, int axis, int64_t n0, int64_t n1, int *lo,
+                   int *hi)
+{
+    ss_op_attrs a = {0};
+    a.axis = axis;
+    a.n_split = 2;
+    a.split_sizes[0] = n0;
+    a.split_sizes[1] = n1;
+    a.view = 1;
+    int sp = zb_add(b, name, SS_OP_SPLIT, &a, 1, &x, -1, NULL);
+    *lo = zb_out(b, sp, 0);
+    *hi = zb_out(b, sp, 1);
+}
+
+/* Multi-head latent attention (see the file comment) from ln1's output x
+ * to the projected output [N,S,E]. */
+static int mla(zb *b, int l, int x, const tcfg *c)
+{
+    int64_t E = c->hidden, H = c->heads, N = c->batch, S = c->seq;
+    int64_t dn = c->qk_nope, dr = c->qk_rope, dv = c->v_head, dq = dn + dr;
+    int q;
+    if (c->q_lora > 0) {
+        q = layer_linear(b, zb_name(b, "l%d.attn.q_a", l), x, c->q_lora, 0, c);
+        q = norm(b, zb_name(b, "l%d.attn.q_norm", l), q, c);
+        q = layer_linear(b, zb_name(b, "l%d.attn.q_b", l), q, H * dq, 0, c);
+    } else {
+        q = layer_linear(b, zb_name(b, "l%d.attn.q", l), x, H * dq, 0, c);
+    }
+    int64_t s4[4] = {N, S, H, dq};
+    q = zb_reshape(b, zb_name(b, "l%d.attn.q_heads", l), q, 4, s4);
+    int q_nope, q_pe;
+    split2(b, zb_name(b, "l%d.attn.q_split", l), q, 3, dn, dr, &q_nope, &q_pe);
+    q_pe = rope(b, zb_name(b, "l%d.attn.q_rope", l), q_pe, dr);
+    int qs[2] = {q_nope, q_pe};
+    q = zb_concat(b, zb_name(b, "l%d.attn.q_cat", l), 2, qs, 3);
+    int kv = layer_linear(b, zb_name(b, "l%d.attn.kv_a", l), x, c->kv_lora + dr, 0, c);
+    int lat, k_pe;
+    split2(b, zb_name(b, "l%d.attn.kv_split", l), kv, 2, c->kv_lora, dr, &lat, &k_pe);
+    lat = norm(b, zb_name(b, "l%d.attn.kv_norm", l), lat, c);
+    kv = layer_linear(b, zb_name(b, "l%d.attn.kv_b", l), lat, H * (dn + dv), 0, c);
+    int64_t k4[4] = {N, S, H, dn + dv};
+    kv = zb_reshape(b, zb_name(b, "l%d.attn.kv_heads", l), kv, 4, k4);
+    int k_nope, v;
+    split2(b, zb_name(b, "l%d.attn.k_v_split", l), kv, 3, dn, dv, &k_nope, &v);
+    int64_t r4[4] = {N, S, 1, dr};
+    k_pe = zb_reshape(b, zb_name(b, "l%d.attn.k_pe_head", l), k_pe, 4, r4);
+    k_pe = rope(b, zb_name(b, "l%d.attn.k_rope", l), k_pe, dr);
+    ss_op_attrs ea = {0};
+    ea.axis = 2;
+    ea.dim = H;
+    ea.view = 1;
+    k_pe = zb_out(b, zb_add(b, zb_name(b, "l%d.attn.k_pe_expand", l), SS_OP_EXPAND, &ea, 1,
+                            &k_pe, -1, NULL), 0);
+    int ks[2] = {k_nope, k_pe};
+    int k = zb_concat(b, zb_name(b, "l%d.attn.k_cat", l), 2, ks, 3);
+    static const int perm[4] = {0, 2, 1, 3};
+    q = view_t(b, zb_name(b, "l%d.attn.q_t", l), q);
+    k = view_t(b, zb_name(b, "l%d.attn.k_t", l), k);
+    v = view_t(b, zb_name(b, "l%d.attn.v_t", l), v);
+    int ctx = attn_core(b, l, q, k, v, c);
+    ctx = transpose_ctx(b, l, ctx, 4, perm, c);
+    int64_t s3[3] = {N, S, H * dv};
+    ctx = zb_reshape(b, zb_name(b, "l%d.attn.merge", l), ctx, 3, s3);
+    return layer_linear(b, zb_name(b, "l%d.attn.proj", l), ctx, E, 0, c);
+}
+
 /* Self-attention from ln1's output x to the projected output [N,S,E]. */
 static int attention(zb *b, int l, int x, const tcfg *c)
 {
     int64_t E = c->hidden, H = c->heads, KV = c->kv, dh = E / H, N = c->batch, S = c->seq;
     int64_t G = H / KV;
+    if (c->kv_lora > 0)
+        return mla(b, l, x, c);
     if (c->fused) {
         ss_op_attrs a = {0};
         a.heads = H;
@@ -401,6 +490,11 @@ void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p)
     c.dense = p[K_DENSE];
     c.gemm = p[K_PREC] == 2 ? SS_F8 : SS_F32;
     c.flash = (int)p[K_ATTN];
+    c.q_lora = p[K_QLORA];
+    c.kv_lora = p[K_KVLORA];
+    c.qk_nope = p[K_QK_NOPE];
+    c.qk_rope = p[K_QK_ROPE];
+    c.v_head = p[K_V_HEAD];
     b->act = p[K_PREC] == 1 ? SS_F16 : SS_BF16;
     if (c.fused && c.flash) {
         b->err = 1;

@@ -273,7 +273,16 @@ static const char *const attn_names[] = {"unfused", "flash", NULL};
         {"precision", 0, 0, 2, prec_names}, {"experts", experts, 0, 1 << 16, NULL},           \
         {"topk", topk, 1, 1 << 16, NULL}, {"capacity", 100, 100, 6400, NULL},              \
         {"moe_ffn", 0, 0, BIG, NULL}, {"shared", 0, 0, 64, NULL},                            \
-        {"dense", 0, 0, 1 << 16, NULL}, {"attn", attn, 0, 1, attn_names}
+        {"dense", 0, 0, 1 << 16, NULL}, {"attn", attn, 0, 1, attn_names}, K_MLA
+
+/* Multi-head latent attention (DeepSeek-V2/V3, transformer.c), after attn:
+ * q_lora (the query's low rank, 0: a full-rank query projection), kv_lora
+ * (the key/value latent's rank; 0: no MLA, the other four must then be 0),
+ * qk_nope and qk_rope (each head's query/key dims without and with rotary),
+ * v_head (each head's value dim). */
+#define K_MLA                                                                                 \
+    {"q_lora", 0, 0, BIG, NULL}, {"kv_lora", 0, 0, BIG, NULL}, {"qk_nope", 0, 0, 4096, NULL}, \
+        {"qk_rope", 0, 0, 4096, NULL}, {"v_head", 0, 0, 4096, NULL}
 
 /* Llama presets for the llama family's size key: layers, hidden, heads,
  * kv_heads, ffn, vocab, seq (Meta's model cards and config.json files:
@@ -284,7 +293,7 @@ static const int64_t llama_shapes[][7] = {
     {126, 16384, 128, 8, 53248, 128256, 8192}, {32, 4096, 32, 32, 11008, 32000, 4096},
     {40, 5120, 40, 40, 13824, 32000, 4096},    {80, 8192, 64, 8, 28672, 32000, 4096},
 };
-#define K_SIZE 25
+#define K_SIZE 30
 
 static void llama_preset(int64_t *p, const int *seen)
 {
@@ -295,14 +304,21 @@ static void llama_preset(int64_t *p, const int *seen)
             p[keys[i]] = v[i];
 }
 
-/* The deepseek family's MoE keys (K_MODERN has no room for them): moe_ffn
- * 2048, one shared expert, the first 3 layers dense. */
+/* The deepseek family's MoE and MLA keys (K_MODERN's defaults are the gpt
+ * family's): moe_ffn 2048, one shared expert, the first 3 layers dense;
+ * multi-head latent attention of q_lora 1536, kv_lora 512, qk_nope 128,
+ * qk_rope 64, v_head 128 (DeepSeek-V3's config.json), unless kv_lora=0
+ * asks for multi-head attention (the other MLA keys then stay 0). */
 static void deepseek_preset(int64_t *p, const int *seen)
 {
-    static const int keys[3] = {21, 22, 23}; /* moe_ffn shared dense */
-    static const int64_t v[3] = {2048, 1, 3};
-    for (int i = 0; i < 3; i++)
-        if (!seen[keys[i]])
+    enum { KV_LORA = 26 };
+    static const int keys[7] = {21, 22, 23, 25, 27, 28, 29}; /* moe_ffn shared dense q_lora
+                                                                qk_nope qk_rope v_head */
+    static const int64_t v[7] = {2048, 1, 3, 1536, 128, 64, 128};
+    if (!seen[KV_LORA])
+        p[KV_LORA] = 512;
+    for (int i = 0; i < 7; i++)
+        if (!seen[keys[i]] && (i < 3 || p[KV_LORA] > 0))
             p[keys[i]] = v[i];
 }
 
@@ -392,11 +408,12 @@ static const zoo_family families[] = {
       K_VOCAB_PAD,
       K_TP, K_MODERN(8, 14336, 1, 1, 1, 0, 0, 0, 8, 2, 1)},
      ss_zoo_build_gpt, SS_BF16, SS_OPT_ADAM, SS_PREC_MIXED, NULL},
-    {{"deepseek", "DeepSeek-V3-like MoE: 61 layers (3 dense), 256 routed experts of width "
-                  "2048 + 1 shared, top-8; multi-head attention of 128 heads in place of MLA "
-                  "(672B parameters, 38.7B active; DeepSeek-V3: 671B, 37B)",
+    {{"deepseek", "DeepSeek-V3: 61 layers (3 dense), multi-head latent attention of 128 "
+                  "heads, 256 routed experts of width 2048 + 1 shared, top-8 (671.0B "
+                  "parameters, 37.6B active; no multi-token prediction module)",
       "layers=61,hidden=7168,heads=128,ffn=18432,moe_ffn=2048,experts=256,shared=1,topk=8,"
-      "dense=3,seq=4096,vocab=129280,attn=flash"},
+      "dense=3,seq=4096,vocab=129280,attn=flash,q_lora=1536,kv_lora=512,qk_nope=128,"
+      "qk_rope=64,v_head=128"},
      8,
      {K_LAYERS(61, 1024), {"hidden", 7168, 1, BIG, NULL}, {"heads", 128, 1, 4096, NULL},
       {"seq", 4096, 1, BIG, NULL}, {"vocab", 129280, 2, 1 << 24, NULL}, {"fused", 0, 0, 1, NULL},
@@ -535,6 +552,58 @@ static int key_index(const zoo_family *f, const char *key)
     return -1;
 }
 
+/* The multi-head latent attention keys of the gpt-like families (K_MLA):
+ * without kv_lora all zero; with it the head dims given, qk_rope even, and
+ * none of what MLA has no room for (grouped kv heads, learned positions, the
+ * fused block, a qkv bias). */
+static ss_status check_mla(const char *spec, const zoo_family *f, const int64_t *p, ss_diag *d)
+{
+    int kl = key_index(f, "kv_lora");
+    if (kl < 0)
+        return SS_OK;
+    static const char *const dims[4] = {"q_lora", "qk_nope", "qk_rope", "v_head"};
+    int k[4];
+    for (int i = 0; i < 4; i++)
+        k[i] = key_index(f, dims[i]);
+    if (p[kl] == 0) {
+        for (int i = 0; i < 4; i++)
+            if (p[k[i]])
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "model spec '%s': %s=%lld is a multi-head latent attention "
+                                   "key: give kv_lora > 0 with it",
+                                   spec, dims[i], (long long)p[k[i]]);
+        return SS_OK;
+    }
+    if (!p[k[1]] || !p[k[2]] || !p[k[3]])
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': kv_lora=%lld (multi-head latent attention) needs "
+                           "qk_nope, qk_rope and v_head > 0",
+                           spec, (long long)p[kl]);
+    if (p[k[2]] % 2)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': qk_rope=%lld must be even (rotary pairs)", spec,
+                           (long long)p[k[2]]);
+    int kv = key_index(f, "kv_heads"), n = key_index(f, "heads");
+    if (p[kv] > 0 && p[kv] != p[n])
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "model spec '%s': multi-head latent attention has no grouped kv "
+                           "heads (kv_heads=%lld; give 0)", spec, (long long)p[kv]);
+    static const char *const off[3] = {"rotary", "fused", "qkv_bias"};
+    static const int want[3] = {1, 0, -1};
+    static const char *const why[3] = {
+        "it rotates the qk_rope part of every head (rotary=1)",
+        "the fused attention block is multi-head attention (fused=0)",
+        "it has no qkv bias (qkv_bias=-1 or 0)"};
+    for (int i = 0; i < 3; i++) {
+        int64_t v = p[key_index(f, off[i])];
+        if (i == 2 ? v == 1 : v != want[i])
+            return ss_diag_set(d, SS_ERR_INVALID,
+                               "model spec '%s': %s=%lld with multi-head latent attention: %s",
+                               spec, off[i], (long long)v, why[i]);
+    }
+    return SS_OK;
+}
+
 /* Cross-key consistency (ranges are checked by parse_params). */
 static ss_status check_params(const char *spec, const zoo_family *f, const int64_t *p,
                               ss_diag *d)
@@ -549,8 +618,11 @@ static ss_status check_params(const char *spec, const zoo_family *f, const int64
         return ss_diag_set(d, SS_ERR_INVALID,
                            "model spec '%s': kv_heads=%lld must divide heads=%lld", spec,
                            (long long)p[kv], (long long)p[n]);
-    int nr = key_index(f, "rotary");
-    if (nr >= 0 && p[nr] && (p[h] / p[n]) % 2)
+    ss_status st = check_mla(spec, f, p, d);
+    if (st)
+        return st;
+    int nr = key_index(f, "rotary"), kl = key_index(f, "kv_lora");
+    if (nr >= 0 && p[nr] && (kl < 0 || !p[kl]) && (p[h] / p[n]) % 2)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "model spec '%s': rotary=1 needs an even head size (hidden/heads = "
                            "%lld)", spec, (long long)(p[h] / p[n]));

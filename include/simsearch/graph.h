@@ -93,6 +93,9 @@ typedef enum ss_op_type {
                             v[b..., Sk, dv] -> o[b..., Sq, dv] = softmax(q k^T / sqrt(d)) v,
                             no score matrix kept (o and the row log-sum-exp); causal: row r
                             sees keys <= r / (Sq / Sk) (core/ops_llm.c) */
+    SS_OP_EXPAND,        /* x[..., 1, ...] -> [..., attrs.dim, ...]: dim attrs.axis (extent 1)
+                            broadcast to attrs.dim copies (torch's expand; a view when
+                            attrs.view), MLA's shared rotary key (core/ops_llm.c) */
     SS_OP_TYPE_COUNT
 } ss_op_type;
 
@@ -120,16 +123,18 @@ typedef struct ss_op_attrs {
     ss_pool_kind pool;                     /* pool2d */
     ss_unary_kind unary;                   /* unary */
     ss_binary_kind binary;                 /* binary */
-    int axis;                              /* softmax, concat, split (negative counts from the end) */
+    int axis;                              /* softmax, concat, split, expand (negative counts
+                                              from the end) */
     int n_split; int64_t split_sizes[SS_MAX_OUTPUTS]; /* split */
     int perm[SS_MAX_DIMS];                 /* transpose */
     double rate;                           /* dropout; flash_attention: dropout of the
                                               attention probabilities (0: none) */
-    int64_t vocab, dim;                    /* embedding; dim: rotary's head size */
+    int64_t vocab, dim;                    /* embedding; dim: rotary's head size, expand's
+                                              copies */
     ss_lstm_mode lstm_mode; int64_t hidden; int return_sequences; /* lstm */
     int64_t heads; int causal;             /* attention (embed dim from q); causal also
                                               flash_attention */
-    int view;                              /* split, transpose: a strided view that its
+    int view;                              /* split, transpose, expand: a strided view that its
                                               consumers read in place, no kernel (the q/k/v
                                               of a batched GEMM, as Megatron-LM runs them) */
     int64_t topk;                          /* moe_dispatch, moe_combine, expert_linear: experts

@@ -772,6 +772,31 @@ static void test_llm_types(void **state)
     a.dim = 16;
     add_fails(g, "rope16", SS_OP_ROTARY, &a, 1, h, 0, 0, "divide the last dim 8");
 
+    /* expand [2, 6, 1, 8] -> [2, 6, 5, 8] (MLA's shared rotary key): every dim
+     * splits; a tile of copies reads the one element; materialised it moves
+     * x in and the copies out, its backward adds the copies; as a view no
+     * kernel */
+    int kp = input(g, "kp", SS_BF16, "sapp", 4, I(2), I(6), I(1), I(8));
+    A0(ea);
+    ea.axis = 2;
+    ea.dim = 5;
+    const ss_op *ex5 = add(g, "ex5", SS_OP_EXPAND, &ea, 1, kp, 0, 0);
+    check_tensor(T(g, "ex5"), SS_BF16, "sapp", 4, I(2), I(6), I(5), I(8));
+    assert_int_equal(ss_op_split_mask(g, ex5), 15);
+    assert_true(ss_op_has_kernel(ex5));
+    ss_work ew = work_full(g, ex5);
+    assert_true(ew.fwd_flops == 0 && ew.bwd_flops == 480 && ew.saved_bytes == 0);
+    assert_true(ew.fwd_bytes == (96 + 480) * 2.0 && ew.bwd_bytes == ew.fwd_bytes);
+    ss_tile et;
+    ss_op_full_tile(g, ex5, &et);
+    et.out.r[2] = R(2, 4);
+    check_region(g, ex5, &et, 0, 4, I(0), I(2), I(0), I(6), I(0), I(1), I(0), I(8));
+    ea.view = 1;
+    assert_false(ss_op_has_kernel(add(g, "exv", SS_OP_EXPAND, &ea, 1, kp, 0, 0)));
+    add_fails(g, "ex_wide", SS_OP_EXPAND, &ea, 1, h, 0, 0, "only an extent of 1 broadcasts");
+    ea.dim = 0;
+    add_fails(g, "ex0", SS_OP_EXPAND, &ea, 1, kp, 0, 0, "size = 0");
+
     /* 16 tokens over 4 experts, top-2: g = 2, Cr = 8 groups, C = 8 slots */
     int p = input(g, "p", SS_F32, "sap", 3, I(4), I(4), I(4));
     A0(m);

@@ -9,7 +9,8 @@
  * backward against the unfused composition (batch_matmul scores, softmax,
  * batch_matmul with v) run by their own kernels; causal grouped-query rows
  * against a naive reference; a tile of query rows against the whole op;
- * dropout by finite differences and by tile.
+ * dropout by finite differences and by tile. Expand (a broadcast copy):
+ * forward, backward by finite differences, a tile of copies.
  */
 #include "testutil.h"
 #include "kernels/kernels.h"
@@ -403,11 +404,55 @@ static void test_flash_causal_tiles(void **state)
     }
 }
 
+/* expand [N, S, 1, D] -> [N, S, H, D] (MLA's shared rotary key): every
+ * copy equals x; the backward sums the copies' gradients (finite
+ * differences); a tile of copies [1, 3) reads the one element of the
+ * broadcast dim and writes its copies. */
+static void test_expand(void **state)
+{
+    (void)state;
+    ss_kt_rng = 35;
+    ss_kt_new_graph();
+    enum { N = 2, S = 3, H = 5, D = 4 };
+    int64_t xs[4] = {N, S, 1, D};
+    int x = ss_kt_input("x", 4, xs, SS_F32);
+    ss_op_attrs at = {0};
+    at.axis = 2;
+    at.dim = H;
+    int op = ss_kt_add("expand", SS_OP_EXPAND, &at, 1, &x);
+    ss_kargs a;
+    ss_kt_run(op, NULL, &a, 740);
+    static double ref[N * S * H * D];
+    for (int r = 0; r < N * S; r++)
+        for (int h = 0; h < H; h++)
+            for (int d = 0; d < D; d++)
+                ref[(r * H + h) * D + d] = ss_kt_x(&a, 0)[r * D + d];
+    ss_kt_expect_close(ss_kt_y(&a, 0), ref, N * S * H * D, 0, "expand");
+    ss_kt_check_grad(&a, "expand");
+    ss_tile t;
+    ss_op_full_tile(ss_kt_graph, ss_kt_op(op), &t);
+    t.out.r[2] = (ss_range){1, 3};
+    ss_kargs b;
+    ss_kt_run(op, &t, &b, 741);
+    assert_int_equal(b.xr[0].r[2].lo, 0);
+    assert_int_equal(b.xr[0].r[2].hi, 1);
+    assert_int_equal(ss_kt_ny(&b, 0), N * S * 2 * D);
+    for (int r = 0; r < N * S; r++)
+        for (int h = 0; h < 2; h++)
+            for (int d = 0; d < D; d++)
+                ref[(r * 2 + h) * D + d] = ss_kt_x(&b, 0)[r * D + d];
+    ss_kt_expect_close(ss_kt_y(&b, 0), ref, N * S * 2 * D, 0, "expand tile");
+    ss_kt_check_grad(&b, "expand tile");
+    ss_kernel_release(&a, SS_BACKEND_CPU);
+    ss_kernel_release(&b, SS_BACKEND_CPU);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_rmsnorm_and_unary, ss_kt_teardown),
         cmocka_unit_test_teardown(test_rotary, ss_kt_teardown),
+        cmocka_unit_test_teardown(test_expand, ss_kt_teardown),
         cmocka_unit_test_teardown(test_moe, ss_kt_teardown),
         cmocka_unit_test_teardown(test_moe_capacity, ss_kt_teardown),
         cmocka_unit_test_teardown(test_flash_vs_unfused, ss_kt_teardown),

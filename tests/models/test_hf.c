@@ -59,6 +59,17 @@ static void test_same_graph_as_zoo(void **state)
          "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,vocab_pad=0", "GPT2LMHeadModel",
          124439808},
         {hf("llama3-8b:attn=unfused"), "llama:size=8b,attn=unfused", "LlamaForCausalLM", 8.03e9},
+        /* DeepSeek-V3's published config (num_nextn_predict_layers set to 0: the
+         * multi-token prediction module is not built) is the deepseek preset */
+        {hf("deepseek-v3:seq=4096"), "deepseek", "DeepseekV3ForCausalLM", 671.0e9},
+        /* a small DeepSeek-V3 written for the tests: 3 x (MLA 102,560 + 2h),
+         * 1 dense MLP of 512, 2 MoE layers of a router and 8 + 2 experts of 96,
+         * the tables and the final norm: 2,693,344 */
+        {hf("deepseek-v3-tiny:vocab_pad=0"),
+         "deepseek:layers=3,dense=1,hidden=256,heads=4,ffn=512,moe_ffn=96,experts=8,topk=2,"
+         "shared=2,seq=128,vocab=1000,vocab_pad=0,q_lora=96,kv_lora=64,qk_nope=32,qk_rope=16,"
+         "v_head=24",
+         "DeepseekV3ForCausalLM", 2693344},
         {hf("gpt2:vocab_pad=0,attn=flash"),
          "gpt:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,vocab_pad=0,attn=flash",
          "GPT2LMHeadModel", 124439808},
@@ -77,6 +88,14 @@ static void test_same_graph_as_zoo(void **state)
     /* GPT-2 small exactly (the Hugging Face count) */
     ss_graph *g = build(hf("gpt2:vocab_pad=0"));
     assert_int_equal(ss_graph_parameters(g), 124439808);
+    ss_graph_free(g);
+    g = build(hf("deepseek-v3-tiny:vocab_pad=0"));
+    assert_int_equal(ss_graph_parameters(g), 2693344);
+    ss_graph_free(g);
+    /* a null q_lora_rank (DeepSeek-V2-Lite's full-rank query) and overrides */
+    g = build(hf("deepseek-v3-tiny:q_lora=0,layers=1"));
+    assert_true(ss_graph_find_op(g, "l0.attn.q") >= 0);
+    assert_int_equal(ss_graph_find_op(g, "l0.attn.q_a"), -1);
     ss_graph_free(g);
     /* Llama-like imports run flash attention (as the llama preset), GPT-2 unfused */
     g = build(hf("mixtral-8x7b:seq=4096,layers=1"));
@@ -105,6 +124,11 @@ static void test_bad_configs(void **state)
         {hf("bad/string_size.json"), SS_ERR_PARSE, "$.hidden_size: expected an integer"},
         {hf("bad/no_layers.json"), SS_ERR_PARSE, "num_hidden_layers"},
         {hf("bad/attention_bias.json"), SS_ERR_INVALID, "$.attention_bias"},
+        {hf("bad/deepseek_mtp.json"), SS_ERR_INVALID,
+         "deepseek_mtp.json: $.num_nextn_predict_layers: multi-token prediction modules are "
+         "not modelled"},
+        {hf("bad/deepseek_unknown_key.json"), SS_ERR_INVALID,
+         "$.sliding_window: unknown key for DeepseekV3ForCausalLM"},
         {hf("mistral-7b"), SS_ERR_INVALID, "$.sliding_window: sliding-window attention (4096)"},
         {hf("nosuch"), SS_ERR_IO, "tests/data/hf/nosuch"},
         {hf("llama3-8b:bogus=1"), SS_ERR_INVALID, "unknown key 'bogus'"},

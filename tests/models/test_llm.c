@@ -4,7 +4,10 @@
  * 7B, Mixtral 8x7B total and active) and hand-derived formulas: parameters
  * and matrix-product FLOPs of every variant key (kv_heads, ffn, act, norm,
  * rotary, tied, bias), the GQA and MoE shapes, FP8 GEMMs and their cost on
- * H100 from its FP8 peak, and the spec errors of the new keys.
+ * H100 from its FP8 peak, and the spec errors of the new keys. Multi-head
+ * latent attention (DeepSeek-V3): its parameters and FLOPs against closed
+ * forms, the DeepSeek-V3 preset against the published 671B and its forward
+ * FLOPs per token, and its tensor-parallel layout (Megatron-Core's).
  */
 #include "testutil.h"
 #include "simulator/build.h"
@@ -60,17 +63,32 @@ static void test_published_counts(void **state)
     double expert = 32.0 * 8 * 3 * 4096 * 14336;
     assert_true(fabs((double)ss_graph_parameters(g) - act - expert * 6 / 8) < 1);
     ss_graph_free(g);
-    /* DeepSeek-V3-like (multi-head attention for MLA): 2Vh untied tables,
-     * 61 x (4h^2 + 2h), 3 dense SwiGLU MLPs of 18432, 58 MoE layers of a
-     * router (256h) and 256 routed + 1 shared SwiGLU experts of 2048, the
-     * final norm; active: 8 routed + the shared one. */
+    /* DeepSeek-V3 (HF config of deepseek-ai/DeepSeek-V3): 2Vh untied tables,
+     * 61 x (MLA + 2h), 3 dense SwiGLU MLPs of 18432, 58 MoE layers of a router
+     * (256h) and 256 routed + 1 shared SwiGLU experts of 2048, the final norm;
+     * MLA = h ql + ql + ql H (dn + dr) + h (kl + dr) + kl + kl H (dn + dv)
+     * + H dv h (187.1M). 671.03B: DeepSeek-V3's 671B main model; its
+     * checkpoint's 685B adds the 14B multi-token prediction module, not built.
+     * Active: 8 routed + the shared one, every table: 37.55B; DeepSeek's "37B"
+     * (two digits) is matched by the count without the input table, a lookup
+     * (36.63B, which rounds to 37B; 37.55B would round to 38B). */
     g = build("deepseek", 1);
-    double h = 7168, V = 129280, e = 3 * h * 2048;
-    double total = 2 * V * h + 61 * (4 * h * h + 2 * h) + 3 * 3 * h * 18432 +
+    double h = 7168, V = 129280, e = 3 * h * 2048, H = 128, ql = 1536, kl = 512;
+    double mla = h * ql + ql + ql * H * 192 + h * (kl + 64) + kl + kl * H * 256 + H * 128 * h;
+    assert_true(mla == 187107328);
+    double total = 2 * V * h + 61 * (mla + 2 * h) + 3 * 3 * h * 18432 +
                    58 * (256 * h + 257 * e) + h;
     assert_true(fabs((double)ss_graph_parameters(g) - total) < 1);
-    assert_true(fabs((double)ss_model_active_parameters(g) - (total - 58 * 248 * e)) < 1);
+    assert_true(ss_graph_parameters(g) == INT64_C(671026404352));
+    double active = (double)ss_model_active_parameters(g);
+    assert_true(fabs(active - (total - 58 * 248 * e)) < 1);
     assert_true(rel_err(total, 671e9) < 0.005);
+    assert_true(active - V * h >= 36.5e9 && active - V * h < 37.5e9);
+    ss_graph_free(g);
+    /* kv_lora=0: the multi-head attention of 128 heads of 56 instead */
+    g = build("deepseek:kv_lora=0", 1);
+    assert_true(fabs((double)ss_graph_parameters(g) - (total + 61 * (4 * h * h - mla))) < 1);
+    assert_int_equal(ss_graph_find_op(g, "l0.attn.kv_a"), -1);
     ss_graph_free(g);
 }
 
@@ -286,6 +304,14 @@ static void test_spec_errors(void **state)
         {"llama:size=1t", "size: expected one of 8b, 70b, 405b"},
         {"gpt:hidden=96,heads=32,rotary=1", "rotary=1 needs an even head size"},
         {"gpt:capacity=50", "capacity=50 out of range"},
+        {"gpt:qk_rope=64", "qk_rope=64 is a multi-head latent attention key"},
+        {"deepseek:kv_lora=0,q_lora=64", "q_lora=64 is a multi-head latent attention key"},
+        {"gpt:kv_lora=64,rotary=1", "needs qk_nope, qk_rope and v_head > 0"},
+        {"deepseek:qk_rope=63", "qk_rope=63 must be even"},
+        {"deepseek:kv_heads=8", "no grouped kv heads (kv_heads=8"},
+        {"deepseek:rotary=0", "rotary=0 with multi-head latent attention"},
+        {"deepseek:fused=1,attn=unfused", "fused=1 with multi-head latent attention"},
+        {"deepseek:qkv_bias=1", "qkv_bias=1 with multi-head latent attention"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ss_diag d;
@@ -357,6 +383,150 @@ static void test_flash_closed_form(void **state)
     assert_non_null(strstr(d.msg, "exclude each other"));
 }
 
+/* Forward FLOPs of the ops of one type (all types: SS_OP_TYPE_COUNT). */
+static double type_flops(const ss_graph *g, ss_op_type type)
+{
+    double f = 0;
+    for (int i = 0; i < ss_graph_n_ops(g); i++) {
+        const ss_op *op = ss_graph_op(g, i);
+        if (type != SS_OP_TYPE_COUNT && op->type != type)
+            continue;
+        ss_tile t;
+        ss_work w;
+        ss_op_full_tile(g, op, &t);
+        ss_op_tile_work(g, op, &t, &w);
+        f += w.fwd_flops;
+    }
+    return f;
+}
+
+/* Multi-head latent attention against its closed forms: per layer
+ *   q path   h ql + ql (RMSNorm) + ql H (dn + dr)   (ql = 0: h H (dn + dr))
+ *   kv path  h (kl + dr) + kl (RMSNorm) + kl H (dn + dv)
+ *   output   H dv h
+ * and forward GEMM FLOPs per token 2 x the linear weights plus the
+ * attention over S keys with head dims dn + dr (scores) and dv (context):
+ * S H (dn + dr + dv) causal under flash, 2 S H (dn + dr + dv) unfused. The
+ * heads: q and k [N, S, H, dn + dr] (the shared rotary key expanded over
+ * the heads as a view), v [N, S, H, dv]. */
+static void test_mla_closed_form(void **state)
+{
+    (void)state;
+    static const struct { int ql, kl, dn, dr, dv, flash; } v[] = {
+        {96, 64, 32, 16, 24, 1}, {0, 32, 16, 8, 16, 1}, {48, 64, 32, 16, 32, 0},
+    };
+    const double L = 2, h = 256, H = 4, S = 32, V = 1000, N = 2, F = 512;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char spec[320];
+        snprintf(spec, sizeof spec,
+                 "gpt:layers=2,hidden=256,heads=4,seq=32,vocab=1000,vocab_pad=0,norm=rmsnorm,"
+                 "act=swiglu,rotary=1,tied=0,bias=0,dropout=0,ffn=512,q_lora=%d,kv_lora=%d,"
+                 "qk_nope=%d,qk_rope=%d,v_head=%d,attn=%s",
+                 v[i].ql, v[i].kl, v[i].dn, v[i].dr, v[i].dv, v[i].flash ? "flash" : "unfused");
+        ss_graph *g = build(spec, (int64_t)N);
+        double ql = v[i].ql, kl = v[i].kl, dn = v[i].dn, dr = v[i].dr, dv = v[i].dv;
+        double dq = dn + dr;
+        double lin = (ql ? h * ql + ql * H * dq : h * H * dq) + h * (kl + dr) +
+                     kl * H * (dn + dv) + H * dv * h;
+        double p = L * (lin + (ql ? ql : 0) + kl + 3 * h * F + 2 * h) + 2 * V * h + h;
+        if (fabs((double)ss_graph_parameters(g) - p) > 0.5)
+            print_error("%s: %lld parameters, formula %.0f\n", spec,
+                        (long long)ss_graph_parameters(g), p);
+        assert_true(fabs((double)ss_graph_parameters(g) - p) < 0.5);
+        double per_token = 2 * (L * (lin + 3 * h * F) + V * h) +
+                           L * S * H * (dq + dv) * (v[i].flash ? 1 : 2);
+        double got = (gemm_flops(g) + type_flops(g, SS_OP_FLASH_ATTENTION)) / (N * S);
+        assert_true(fabs(got - per_token) < 1e-9 * per_token);
+        static const char *const qk[2] = {"l1.attn.q_cat", "l1.attn.k_cat"};
+        for (int j = 0; j < 2; j++) {
+            const ss_tensor *t = ss_graph_tensor(g, ss_graph_find_tensor(g, qk[j]));
+            int64_t want[4] = {2, 32, 4, (int64_t)dq};
+            for (int k = 0; k < 4; k++)
+                assert_int_equal(t->shape[k], want[k]);
+        }
+        const ss_tensor *vt = ss_graph_tensor(g, ss_graph_find_tensor(g, "l1.attn.k_v_split:1"));
+        assert_int_equal(vt->shape[3], (int64_t)dv);
+        const ss_op *ex = ss_graph_op(g, ss_graph_find_op(g, "l1.attn.k_pe_expand"));
+        assert_int_equal(ex->type, SS_OP_EXPAND);
+        assert_false(ss_op_has_kernel(ex));
+        assert_int_equal(ss_graph_find_op(g, "l1.attn.q_a") >= 0, v[i].ql > 0);
+        assert_int_equal(ss_graph_find_op(g, "l1.attn.q") >= 0, v[i].ql == 0);
+        ss_diag d;
+        ss_diag_init(&d);
+        assert_int_equal(ss_graph_validate(g, &d), SS_OK);
+        ss_graph_free(g);
+    }
+}
+
+/* DeepSeek-V3's forward FLOPs per token at seq S = 4096: 2 x the active
+ * weights but the input table (a lookup) and the RMSNorm gammas, plus the
+ * causal attention of
+ * 61 layers, S H (192 + 128) each; every other op (norms, rotary, SwiGLU,
+ * routing, loss) adds under 0.5%. */
+static void test_deepseek_flops(void **state)
+{
+    (void)state;
+    ss_graph *g = build("deepseek", 1);
+    double h = 7168, V = 129280, S = 4096, H = 128;
+    double active = (double)ss_model_active_parameters(g);
+    double norms = 61 * (2 * h + 1536 + 512) + h; /* RMSNorm gammas: no GEMM */
+    double per_token = 2 * (active - V * h - norms) + 61 * S * H * (192 + 128);
+    double got = (gemm_flops(g) + type_flops(g, SS_OP_FLASH_ATTENTION)) / S;
+    if (fabs(got - per_token) > 1e-9 * per_token)
+        print_error("%.6g FLOPs per token, formula %.6g\n", got, per_token);
+    assert_true(fabs(got - per_token) < 1e-9 * per_token);
+    assert_true(rel_err(per_token, 83.48e9) < 0.001);
+    double all = type_flops(g, SS_OP_TYPE_COUNT) / S;
+    assert_true(all > per_token && all < 1.005 * per_token);
+    ss_graph_free(g);
+}
+
+/* megatron:tp=4 on MLA, as Megatron-Core runs it: the down-projections
+ * (q_a, kv_a) and the latent norms replicated over the tp group, the
+ * up-projections column-parallel (their heads split), the attention split
+ * by heads, the output projection row-parallel (partial sums). */
+static void test_mla_tp(void **state)
+{
+    (void)state;
+    ss_graph *g = build("deepseek:layers=2,dense=1,hidden=256,heads=8,ffn=512,moe_ffn=128,"
+                        "experts=8,topk=2,seq=16,vocab=256,q_lora=64,kv_lora=32,qk_nope=16,"
+                        "qk_rope=8,v_head=16,tp=4",
+                        8);
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_machine *m = NULL;
+    assert_int_equal(ss_machine_load_nodes(ss_test_path("topologies/dgx-h100.json"), 1, &m, &d),
+                     SS_OK);
+    ss_plan *p = NULL;
+    if (ss_plan_from_spec("megatron:tp=4,pp=1,dp=2", g, m, &p, &d) != SS_OK)
+        print_error("%s\n", d.msg);
+    assert_non_null(p);
+    static const char *const repl[] = {"l1.attn.q_a", "l1.attn.q_norm", "l1.attn.kv_a",
+                                       "l1.attn.kv_norm", "l1.attn.k_rope"};
+    for (int i = 0; i < 5; i++) {
+        const ss_pconfig *c = ss_plan_config(p, ss_graph_find_op(g, repl[i]));
+        assert_int_equal(c->rep, 4);
+        assert_int_equal(c->red, 1);
+        assert_int_equal(c->deg[c->ndim - 1], 1);
+    }
+    static const char *const col[] = {"l1.attn.q_b", "l1.attn.kv_b"};
+    for (int i = 0; i < 2; i++) {
+        const ss_pconfig *c = ss_plan_config(p, ss_graph_find_op(g, col[i]));
+        assert_int_equal(c->deg[2], 4);
+        assert_int_equal(c->rep, 1);
+    }
+    static const char *const heads[] = {"l1.attn.q_cat", "l1.attn.k_cat"};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ss_plan_config(p, ss_graph_find_op(g, heads[i]))->deg[2], 4);
+    const ss_pconfig *fl = ss_plan_config(p, ss_graph_find_op(g, "l1.attn.flash"));
+    assert_int_equal(fl->deg[1], 4);
+    const ss_pconfig *o = ss_plan_config(p, ss_graph_find_op(g, "l1.attn.proj"));
+    assert_int_equal(o->red, 4);
+    ss_plan_free(p);
+    ss_machine_free(m);
+    ss_graph_free(g);
+}
+
 /* The size preset fills only the keys the spec leaves out. */
 static void test_preset_override(void **state)
 {
@@ -378,7 +548,8 @@ int main(void)
         cmocka_unit_test(test_gqa_shapes),       cmocka_unit_test(test_moe_shapes),
         cmocka_unit_test(test_fp8),              cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_preset_override),  cmocka_unit_test(test_moe_expert_tp),
-        cmocka_unit_test(test_flash_closed_form),
+        cmocka_unit_test(test_flash_closed_form), cmocka_unit_test(test_mla_closed_form),
+        cmocka_unit_test(test_deepseek_flops),    cmocka_unit_test(test_mla_tp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
