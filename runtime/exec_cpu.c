@@ -105,64 +105,17 @@ static void cpu_release(ss_rt_state *s)
     }
 }
 
-/* The box of tensor T's region R that the tiles of T's consumers on device
- * dev read (their bounding box); *out empty (volume 0) when none reads it. */
-static void read_box(const ss_rt_state *s, int T, const ss_region *R, int dev, ss_region *out)
-{
-    int any = 0;
-    *out = *R;
-    for (int c = 0; c < ss_graph_n_consumers(s->g, T); c++) {
-        const ss_op *op = ss_graph_op(s->g, ss_graph_consumer(s->g, T, c));
-        const ss_pconfig *pc = ss_plan_config(s->p, op->id);
-        for (int j = 0; j < pc->ntiles; j++) {
-            if (pc->devices[j] != dev)
-                continue;
-            ss_tile tl;
-            ss_pconfig_tile(s->g, op, pc, j, &tl);
-            for (int xi = 0; xi < op->n_in; xi++) {
-                ss_region r, x;
-                if (op->inputs[xi] != T)
-                    continue;
-                ss_op_input_region(s->g, op, &tl, xi, &r);
-                if (ss_region_intersect(&r, R, &x) == 0)
-                    continue;
-                for (int k = 0; k < R->ndim; k++) {
-                    if (!any || x.r[k].lo < out->r[k].lo)
-                        out->r[k].lo = x.r[k].lo;
-                    if (!any || x.r[k].hi > out->r[k].hi)
-                        out->r[k].hi = x.r[k].hi;
-                }
-                any = 1;
-            }
-        }
-    }
-    if (!any)
-        out->r[0].hi = out->r[0].lo;
-}
-
 /* A sequence-parallel reduce-scatter's or all-gather's slices: the box each
- * member's consumers read of each item; 0 (element slices cannot say, the
- * step runs as an all-reduce) unless the boxes are pairwise disjoint. */
+ * member's consumers read of each item (ss_rt_sp_boxes); *ok 0 (the step
+ * runs as an all-reduce) unless they are pairwise disjoint. */
 static ss_status sp_boxes(ss_rt_state *s, int step, int *ok, ss_diag *d)
 {
     cpu_state *cs = s->bs;
     const ss_build_desc *e = &s->ds.t[s->mine[step]];
-    const int *devs = s->ds.devs + e->dev_off;
-    int n = e->n_dev, ni = e->n_item;
-    ss_region *b = malloc((size_t)(n * ni + 1) * sizeof *b);
+    ss_region *b = malloc((size_t)(e->n_dev * e->n_item + 1) * sizeof *b);
     if (!b)
         return ss_rt_nomem(d);
-    *ok = 1;
-    for (int i = 0; i < ni; i++) {
-        const ss_build_item *it = &s->ds.items[e->item_off + i];
-        for (int k = 0; k < n; k++)
-            read_box(s, it->tensor, &it->reg, devs[k], &b[k * ni + i]);
-        for (int k = 0; k < n && *ok; k++)
-            for (int j = k + 1; j < n && *ok; j++) {
-                ss_region x;
-                *ok = ss_region_intersect(&b[k * ni + i], &b[j * ni + i], &x) == 0;
-            }
-    }
+    *ok = ss_rt_sp_boxes(s, s->mine[step], b);
     if (*ok)
         cs->box[step] = b;
     else

@@ -341,6 +341,28 @@ static ss_status pack_coll(const ss_rt_state *s, const ss_rt_step *x, const ss_b
     int me = 0;
     while (s->ds.devs[e->dev_off + me] != s->rank)
         me++;
+    if (x->box_off >= 0) { /* sequence parallelism: each member's box, block k at count k */
+        const ss_region *B = cs->plan.boxes + x->box_off;
+        int rs = x->call == SS_RT_CALL_REDUCESCATTER, n = e->n_dev;
+        /* reduce-scatter: send blocks 0 .. n-1, result at block n; all-gather: send at
+         * block 0, member k's at block 1 + k */
+        int k0 = rs ? (unpack ? me : 0) : (unpack ? 0 : me);
+        int k1 = rs ? (unpack ? me + 1 : n) : (unpack ? n : me + 1);
+        for (int k = k0; k < k1; k++) {
+            float *at = buf + x->count * (rs ? (unpack ? n : k) : (unpack ? 1 + k : 0));
+            for (int i = 0; i < e->n_item; i++) {
+                const ss_region *r = &B[k * e->n_item + i];
+                int64_t v = ss_region_volume(r);
+                ss_status st = v == 0 ? SS_OK
+                                      : reg_all(s, s->ds.items[e->item_off + i].tensor, e->grad, r,
+                                                at, unpack ? SS_RTC_SCATTER : SS_RTC_GATHER, 0, d);
+                if (st != SS_OK)
+                    return st;
+                at += v;
+            }
+        }
+        return SS_OK;
+    }
     if (x->call == SS_RT_CALL_REDUCESCATTER) {
         /* send block k (count each): member k's slices of every item, padded;
          * the result: this member's, after them */

@@ -26,6 +26,7 @@ void ss_rt_devplan_clear(ss_rt_devplan *p)
     free(p->flush);
     free(p->group_off);
     free(p->group_ranks);
+    free(p->boxes);
     memset(p, 0, sizeof *p);
 }
 
@@ -286,6 +287,28 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
         st->hi = total;
         return SS_OK;
     }
+    if (e->coll == SS_BUILD_COLL_SCATTER || e->coll == SS_BUILD_COLL_GATHER) {
+        int nb = e->n_dev * e->n_item;
+        ss_region *b = realloc(p->boxes, (size_t)(p->n_boxes + nb) * sizeof *b);
+        if (!b)
+            return ss_rt_nomem(d);
+        p->boxes = b;
+        if (ss_rt_sp_boxes(s, t, b + p->n_boxes)) {
+            st->box_off = p->n_boxes;
+            p->n_boxes += nb;
+            for (int k = 0; k < e->n_dev; k++) {
+                int64_t c = 0;
+                for (int i = 0; i < e->n_item; i++)
+                    c += ss_region_volume(&b[st->box_off + k * e->n_item + i]);
+                st->count = c > st->count ? c : st->count;
+            }
+            st->call = e->coll == SS_BUILD_COLL_SCATTER ? SS_RT_CALL_REDUCESCATTER
+                                                        : SS_RT_CALL_ALLGATHER;
+            st->scratch_n = st->count * (1 + e->n_dev);
+            st->hi = total;
+            return SS_OK;
+        }
+    }
     if (e->coll == SS_BUILD_COLL_GRAD && !e->gather && e->n_parts <= 1 &&
         ss_plan_settings_get(s->p)->distopt == 1) {
         /* the distributed optimizer's gradients: member k keeps slice k */
@@ -417,7 +440,7 @@ ss_status ss_rt_devplan_make(const ss_rt_state *s, ss_rt_devplan *p, ss_diag *d)
     for (int i = 0; i < n && st == SS_OK; i++) {
         int t = s->mine[i], k = tg->kind[t];
         ss_rt_step *x = &p->steps[i];
-        *x = (ss_rt_step){.task = t, .group = -1, .peer = -1};
+        *x = (ss_rt_step){.task = t, .group = -1, .peer = -1, .box_off = -1};
         if (k == SS_TASK_XFER || k == SS_TASK_COLLECTIVE) {
             if ((st = call_of(s, p, t, x, d)) != SS_OK)
                 break;

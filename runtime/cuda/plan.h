@@ -22,11 +22,14 @@
  *            ncclReduceScatter of the same slices, each member laying back
  *            its own; an expert-parallel all-to-all one group of ncclSend /
  *            ncclRecv of the transfers folded into it (ss_rt_a2a_xfers; those
- *            transfers' own steps do nothing); one member: nothing. A split
- *            distributed-optimizer bucket and sequence parallelism's
- *            reduce-scatters and all-gathers of partial sums run as the sum
- *            all-reduce (the CPU backend runs them as themselves: the same
- *            numbers on the slices that are read);
+ *            transfers' own steps do nothing); sequence parallelism's
+ *            reduce-scatter of partial sums and all-gather of output
+ *            gradients an ncclReduceScatter / ncclAllGather of each member's
+ *            box (ss_rt_sp_boxes, padded to the largest; an all-reduce when
+ *            the boxes overlap); one member: nothing. A split
+ *            distributed-optimizer bucket runs as the sum all-reduce of its
+ *            part (the CPU backend reduce-scatters it: the same numbers on
+ *            the slices that are read);
  *   groups   one NCCL communicator per distinct ordered member list, in the
  *            order of first use (the same on every member: the task list is
  *            a subsequence of one global order); the world communicator
@@ -74,6 +77,9 @@ typedef struct ss_rt_step {
     int64_t count;      /* elements of the NCCL call (all-gather, reduce-scatter: per
                          * member; all-to-all: sent + received) */
     int64_t scratch_off, scratch_n; /* its own scratch elements */
+    int box_off;        /* sequence parallelism's reduce-scatter or all-gather: member k's
+                         * box of item i is boxes[box_off + k * n_item + i]
+                         * (ss_rt_sp_boxes), its count the largest member's; -1 none */
     int zero_pad;       /* all-reduce of the optimizer's gather in parts: the scratch is
                          * zeroed and each member packs its own slices */
     int lays_back;      /* its result goes back into the tensors (receive, collective) */
@@ -91,6 +97,8 @@ typedef struct ss_rt_devplan {
     int *group_ranks;   /* group k: group_ranks[group_off[k] .. group_off[k + 1]) */
     int world;          /* 1: the world communicator is needed (transfers) */
     int64_t scratch;    /* scratch elements of all steps */
+    ss_region *boxes;   /* the steps' sequence-parallel boxes */
+    int n_boxes;
 } ss_rt_devplan;
 
 /* The device plan of s's rank (after its schedule). SS_ERR_UNSUPPORTED when

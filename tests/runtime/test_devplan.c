@@ -264,6 +264,42 @@ static void test_distributed_optimizer(void **state)
     done(&f);
 }
 
+/* Sequence parallelism: the partial sums' reduce-scatter and the output
+ * gradients' all-gather run as ncclReduceScatter / ncclAllGather of each
+ * member's box (what its consumers read: disjoint halves), padded to the
+ * larger. */
+static void test_sequence_parallel(void **state)
+{
+    (void)state;
+    model2 = "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,"
+             "precision=fp32";
+    fx f;
+    make(&f, NULL, "megatron:tp=2,sp=1", 0);
+    int rs = 0, ag = 0;
+    for (int i = 0; i < f.dp.n_steps; i++) {
+        const ss_rt_step *x = &f.dp.steps[i];
+        const ss_build_desc *e = &f.s->ds.t[x->task];
+        if (kind(&f, i) != SS_TASK_COLLECTIVE ||
+            (e->coll != SS_BUILD_COLL_SCATTER && e->coll != SS_BUILD_COLL_GATHER))
+            continue;
+        assert_int_equal(x->call, e->coll == SS_BUILD_COLL_SCATTER ? SS_RT_CALL_REDUCESCATTER
+                                                                   : SS_RT_CALL_ALLGATHER);
+        assert_true(x->box_off >= 0 && e->n_dev == 2 && e->n_item == 1);
+        const ss_region *b = f.dp.boxes + x->box_off;
+        int64_t v0 = ss_region_volume(&b[0]), v1 = ss_region_volume(&b[1]);
+        int nd = ss_graph_tensor(f.g, f.s->ds.items[e->item_off].tensor)->ndim;
+        assert_true(v0 > 0 && v1 > 0 && !overlaps(&b[0], &b[1], nd));
+        assert_true(v0 + v1 == ss_region_volume(&f.s->ds.items[e->item_off].reg));
+        assert_true(x->count == (v0 > v1 ? v0 : v1) && x->scratch_n == 3 * x->count);
+        rs += x->call == SS_RT_CALL_REDUCESCATTER;
+        ag += x->call == SS_RT_CALL_ALLGATHER;
+    }
+    assert_int_equal(rs, 5); /* as many as the CPU backend runs per iteration */
+    assert_int_equal(ag, 5);
+    done(&f);
+    model2 = NULL;
+}
+
 /* Expert parallelism: each all-to-all is one step that sends this rank's
  * regions for the other rank and receives the other's (the transfers it
  * folds do nothing on their own), and the consumers of what it receives
@@ -377,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_distributed_optimizer),
         cmocka_unit_test(test_alltoall),
+        cmocka_unit_test(test_sequence_parallel),
         cmocka_unit_test(test_scatter_gather),
         cmocka_unit_test(test_comm_on_compute_stream),
     };
