@@ -453,6 +453,8 @@ int ss_rt_a2a_xfers(const ss_taskgraph *tg, int task, int *out)
     for (int pass = 0; pass < 2; pass++) {
         const int32_t *l = pass ? tg->succ : tg->pred, *off = pass ? tg->succ_off : tg->pred_off;
         int n = 0;
+        if (!off)
+            continue; /* no predecessor lists */
         for (int i = off[task]; i < off[task + 1]; i++)
             if (tg->kind[l[i]] == SS_TASK_XFER && tg->dur[l[i]] == 0) {
                 if (out)

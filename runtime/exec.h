@@ -59,8 +59,8 @@
  * point-to-point, matched in call order between a pair. bcast: bytes from
  * ranks[0] to every rank of ranks[0..n) (the CUDA backend's NCCL ids).
  * The three below run over a group as allreduce_f32 does; member k is the
- * caller ranks[k], and every count array has n entries, the same on every
- * member:
+ * caller ranks[k]; every count array has n entries (reduce_scatter_f32's and
+ * allgather_f32's the same on every member):
  *   reduce_scatter_f32: send holds n blocks end to end, block j of
  *     counts[j] elements; member k receives into recv the sum over the
  *     members of their block k (MPI_Reduce_scatter, ncclReduceScatter);

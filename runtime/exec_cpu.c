@@ -3,7 +3,11 @@
  * memory, each task of the rank's list run in turn — the CPU kernels of its
  * tiles, SGD or Adam on its weight shards, transfers and collectives through
  * ss_rt_comm (MPI) — so the buffers hold, over the regions a task reads,
- * what a one-process run holds there when it runs.
+ * what a one-process run holds there when it runs. Each collective runs as
+ * itself (CK_*, fixed before the first iteration): an all-reduce of its
+ * items laid end to end, a reduce-scatter or all-gather of each member's
+ * part of them (slices of each item's elements, or sequence parallelism's
+ * boxes), an all-to-all of the transfers the builder folded into it.
  *
  * Where the device plan (runtime/cuda/plan.h, the CUDA backend's) runs a
  * transfer or collective on a communication stream, this backend defers its
@@ -556,7 +560,7 @@ static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r)
     return off;
 }
 
-/* A collective whose items are all contiguous f32 regions and not a gather:
+/* An all-reduce whose items are all contiguous f32 regions:
  * its part summed in place, item by item (no packing: the bytes the
  * simulator prices, nothing more). *done 0 when it does not apply. */
 static ss_status coll_in_place(rt_iter *x, const ss_build_desc *e, const int *devs, int *done,
@@ -595,10 +599,6 @@ static ss_status coll_in_place(rt_iter *x, const ss_build_desc *e, const int *de
     return SS_OK;
 }
 
-/* A collective: its items laid end to end, summed over the group (a split
- * bucket: its part), laid back (in place where coll_in_place applies). The
- * distributed optimizer's gather sums each member's updated slices (zeros
- * elsewhere). */
 /* A collective's packed items back into the tensors. */
 static void lay_coll(ss_rt_state *s, const ss_build_desc *e, float *buf)
 {
