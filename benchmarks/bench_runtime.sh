@@ -61,9 +61,8 @@ print("probed links: point-to-point %.3f GB/s (fit over 32 KiB-16 MiB), %.2f us;
       "%.3f GB/s (coll_eff %.3f), coll_half_bytes %.0f" % (gbps, lat, gbps * eff, eff, half))
 PY
 mlp="mlp:layers=3,hidden=1024,in=1024"
-"$bin" model "gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1024,vocab_pad=0,dropout=0" --batch 8 \
-  --export "$out/gpt16.json" >/dev/null || exit 1
-sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/g' "$out/gpt16.json" >"$out/gpt.json"
+"$bin" model "gpt:layers=2,hidden=256,heads=4,seq=64,vocab=1024,vocab_pad=0,dropout=0,precision=fp32" \
+  --batch 8 --export "$out/gpt.json" >/dev/null || exit 1
 for m in "$mlp 64" "$out/gpt.json 8"; do
   set -- $m
   "$bin" search --model "$1" --batch "$2" --topology "$topo" --budget 300 --seed 1 \

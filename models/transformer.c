@@ -45,7 +45,8 @@
  *     (qkv_bias=1 keeps the qkv bias, Qwen2). dropout=0: no dropout ops.
  *   precision: bf16 or fp16 activations and weights; fp8 is bf16 with the
  *     GEMMs of the layers (qkv, proj, mlp, experts) in FP8 (attrs.dtype =
- *     f8), as Transformer Engine runs them; the LM head and router stay bf16.
+ *     f8), as Transformer Engine runs them; the LM head and router stay bf16;
+ *     fp32: f32 activations and weights, no mixed precision (the CPU kernels).
  *   experts=X > 0 (mixture of experts): the MLP becomes moe.router (linear
  *     E -> X, no bias) -> moe.probs (softmax) -> moe.dispatch -> the expert
  *     MLP as expert_linear ops over [X, C, .] -> moe.combine, with topk
@@ -495,7 +496,7 @@ void ss_zoo_build_gpt(zb *b, int64_t batch, const int64_t *p)
     c.qk_nope = p[K_QK_NOPE];
     c.qk_rope = p[K_QK_ROPE];
     c.v_head = p[K_V_HEAD];
-    b->act = p[K_PREC] == 1 ? SS_F16 : SS_BF16;
+    b->act = p[K_PREC] == 1 ? SS_F16 : p[K_PREC] == 3 ? SS_F32 : SS_BF16; /* 3: fp32 */
     if (c.fused && c.flash) {
         b->err = 1;
         ss_diag_set(b->d, SS_ERR_INVALID, "fused=1 (the whole attention block as one op) and "

@@ -254,7 +254,7 @@ typedef struct zoo_family {
 
 static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
 static const char *const act_names[] = {"gelu", "swiglu", "relu2", NULL};
-static const char *const prec_names[] = {"bf16", "fp16", "fp8", NULL};
+static const char *const prec_names[] = {"bf16", "fp16", "fp8", "fp32", NULL};
 static const char *const attn_names[] = {"unfused", "flash", NULL};
 
 /* The gpt family's keys after tp, in transformer.c's order (K_KV ...):
@@ -270,7 +270,7 @@ static const char *const attn_names[] = {"unfused", "flash", NULL};
         {"norm", nrm, 0, 1, norm_names}, {"act", act, 0, 2, act_names},                       \
         {"rotary", rot, 0, 1, NULL}, {"tied", tied, 0, 1, NULL}, {"bias", bias, 0, 1, NULL},   \
         {"qkv_bias", -1, -1, 1, NULL}, {"dropout", drop, 0, 1, NULL},                         \
-        {"precision", 0, 0, 2, prec_names}, {"experts", experts, 0, 1 << 16, NULL},           \
+        {"precision", 0, 0, 3, prec_names}, {"experts", experts, 0, 1 << 16, NULL},           \
         {"topk", topk, 1, 1 << 16, NULL}, {"capacity", 100, 100, 6400, NULL},              \
         {"moe_ffn", 0, 0, BIG, NULL}, {"shared", 0, 0, 64, NULL},                            \
         {"dense", 0, 0, 1 << 16, NULL}, {"attn", attn, 0, 1, attn_names}, K_MLA
@@ -803,7 +803,10 @@ static ss_status build_zoo(const char *spec, const char *name, int64_t batch, in
         return ss_diag_set(d, local.status ? local.status : SS_ERR_INVALID, "model '%s': %s",
                            spec, local.msg);
     }
-    ss_graph_set_training(g, batch, f->opt, f->prec);
+    /* precision=fp32: f32 activations (transformer.c), no mixed precision */
+    int kp = key_index(f, "precision");
+    ss_graph_set_training(g, batch, f->opt,
+                          kp >= 0 && p[kp] == 3 ? SS_PREC_FP32 : f->prec);
     *out = g;
     return SS_OK;
 }

@@ -54,6 +54,28 @@ static ss_status self_bcast(void *c, const int *ranks, int n, void *b, size_t by
     return SS_OK;
 }
 
+/* A group of one: its own block. */
+static ss_status self_one(int n, const float *send, float *recv, int64_t cnt, ss_diag *d)
+{
+    if (n > 1)
+        return ss_diag_set(d, SS_ERR_INVALID, "runtime: one process has no group of %d ranks", n);
+    if (cnt > 0 && send != recv)
+        memmove(recv, send, (size_t)cnt * sizeof(float));
+    return SS_OK;
+}
+static ss_status self_rs(void *c, const int *ranks, int n, const float *send, float *recv,
+                         const int64_t *counts, ss_diag *d)
+{
+    (void)c, (void)ranks;
+    return self_one(n, send, recv, counts[0], d);
+}
+static ss_status self_a2a(void *c, const int *ranks, int n, const float *send,
+                          const int64_t *scounts, float *recv, const int64_t *rcounts, ss_diag *d)
+{
+    (void)c, (void)ranks, (void)rcounts;
+    return self_one(n, send, recv, scounts[0], d);
+}
+
 void ss_rt_comm_self(ss_rt_comm *c)
 {
     c->rank = 0;
@@ -65,6 +87,9 @@ void ss_rt_comm_self(ss_rt_comm *c)
     c->recv_f32 = self_recv;
     c->barrier = self_barrier;
     c->bcast = self_bcast;
+    c->reduce_scatter_f32 = self_rs;
+    c->allgather_f32 = self_rs;
+    c->alltoall_f32 = self_a2a;
 }
 
 /* ------------------------------------------------------------ regions */
@@ -370,6 +395,92 @@ static int in_group(const ss_build_descs *x, const ss_build_desc *e, int dev)
     return 0;
 }
 
+/* The box of tensor T's region R that the tiles of T's consumers on device
+ * dev read (their bounding box); *out empty (volume 0) when none reads it. */
+static void read_box(const ss_rt_state *s, int T, const ss_region *R, int dev, ss_region *out)
+{
+    int any = 0;
+    *out = *R;
+    for (int c = 0; c < ss_graph_n_consumers(s->g, T); c++) {
+        const ss_op *op = ss_graph_op(s->g, ss_graph_consumer(s->g, T, c));
+        const ss_pconfig *pc = ss_plan_config(s->p, op->id);
+        for (int j = 0; j < pc->ntiles; j++) {
+            if (pc->devices[j] != dev)
+                continue;
+            ss_tile tl;
+            ss_pconfig_tile(s->g, op, pc, j, &tl);
+            for (int xi = 0; xi < op->n_in; xi++) {
+                ss_region r, x;
+                if (op->inputs[xi] != T)
+                    continue;
+                ss_op_input_region(s->g, op, &tl, xi, &r);
+                if (ss_region_intersect(&r, R, &x) == 0)
+                    continue;
+                for (int k = 0; k < R->ndim; k++) {
+                    if (!any || x.r[k].lo < out->r[k].lo)
+                        out->r[k].lo = x.r[k].lo;
+                    if (!any || x.r[k].hi > out->r[k].hi)
+                        out->r[k].hi = x.r[k].hi;
+                }
+                any = 1;
+            }
+        }
+    }
+    if (!any)
+        out->r[0].hi = out->r[0].lo;
+}
+
+int ss_rt_sp_boxes(const ss_rt_state *s, int task, ss_region *out)
+{
+    const ss_build_desc *e = &s->ds.t[task];
+    const int *devs = s->ds.devs + e->dev_off;
+    int n = e->n_dev, ni = e->n_item, ok = 1;
+    for (int i = 0; i < ni; i++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + i];
+        for (int k = 0; k < n; k++)
+            read_box(s, it->tensor, &it->reg, devs[k], &out[k * ni + i]);
+        for (int k = 0; k < n && ok; k++)
+            for (int j = k + 1; j < n && ok; j++) {
+                ss_region x;
+                ok = ss_region_intersect(&out[k * ni + i], &out[j * ni + i], &x) == 0;
+            }
+    }
+    return ok;
+}
+
+int ss_rt_a2a_xfers(const ss_taskgraph *tg, int task, int *out)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const int32_t *l = pass ? tg->succ : tg->pred, *off = pass ? tg->succ_off : tg->pred_off;
+        int n = 0;
+        if (!off)
+            continue; /* no predecessor lists */
+        for (int i = off[task]; i < off[task + 1]; i++)
+            if (tg->kind[l[i]] == SS_TASK_XFER && tg->dur[l[i]] == 0) {
+                if (out)
+                    out[n] = l[i];
+                n++;
+            }
+        if (n > 0)
+            return n;
+    }
+    return 0;
+}
+
+/* Whether device dev sends or receives in all-to-all task t. */
+static int a2a_member(const ss_taskgraph *tg, const ss_build_descs *x, int t, int dev)
+{
+    int n = ss_rt_a2a_xfers(tg, t, NULL), hit = 0;
+    int *xs = malloc((size_t)(n + 1) * sizeof *xs);
+    if (!xs)
+        return 0;
+    ss_rt_a2a_xfers(tg, t, xs);
+    for (int i = 0; i < n && !hit; i++)
+        hit = x->t[xs[i]].src == dev || x->t[xs[i]].dst == dev;
+    free(xs);
+    return hit;
+}
+
 int ss_rt_local_tile(const ss_rt_state *s, int op, int idx)
 {
     for (int i = s->op_off[op]; i < s->op_off[op + 1]; i++)
@@ -474,7 +585,8 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
         } else if (k == SS_TASK_XFER) {
             take = x->src == me || x->dst == me;
         } else if (k == SS_TASK_COLLECTIVE) {
-            take = in_group(&s->ds, x, me);
+            take = tg->aux[t] == SS_BUILD_COLL_ALLTOALL ? a2a_member(tg, &s->ds, t, me)
+                                                         : in_group(&s->ds, x, me);
         }
         if (take)
             keys[nk++] = (okey){er->start[t], er->end[t], t};

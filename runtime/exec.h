@@ -27,12 +27,17 @@
  *     start of an iteration the regions its tiles write (values of split
  *     contractions, every gradient they touch) are zeroed;
  *   - a transfer overwrites the receiver's region of the value, a gradient
- *     transfer adds into the receiver's gradient; every collective is a sum
- *     over its group of the regions it names (an all-gather or broadcast is
- *     a sum where only one member holds each element; a reduce-scatter
- *     leaves the whole sum, of which each member reads its slice), except a
- *     vocabulary-split cross-entropy's partial sums, combined as Megatron-LM
- *     does (max, then sum of exp, of the shards' log-sum-exp);
+ *     transfer adds into the receiver's gradient; every collective runs as
+ *     the collective the task graph prices (docs/runtime.md, "Collectives"):
+ *     an all-reduce sums its regions over its group (a broadcast is a sum
+ *     where only one member holds each element; a vocabulary-split
+ *     cross-entropy's partial sums combine as Megatron-LM does: max, then
+ *     sum of exp, of the shards' log-sum-exp); a reduce-scatter leaves each
+ *     member the sum of its own slice only (the distributed optimizer's:
+ *     slice k of each weight shard's elements; sequence parallelism's: the
+ *     box its consumers read); an all-gather gives every member each
+ *     member's slice; an all-to-all moves each member's region for each
+ *     other member (the expert-parallel dispatch and combine sends);
  *   - a weight gradient counts each tile once: replicas (pconfig.rep > 1)
  *     other than replica 0 add nothing to it (the bucket's sum makes it
  *     whole on every member);
@@ -52,7 +57,19 @@
  * same list, in the same order, on every member), op 0 sum, 1 max.
  * allreduce_f64: over all ranks. send_f32 / recv_f32: blocking,
  * point-to-point, matched in call order between a pair. bcast: bytes from
- * ranks[0] to every rank of ranks[0..n) (the CUDA backend's NCCL ids). */
+ * ranks[0] to every rank of ranks[0..n) (the CUDA backend's NCCL ids).
+ * The three below run over a group as allreduce_f32 does; member k is the
+ * caller ranks[k]; every count array has n entries (reduce_scatter_f32's and
+ * allgather_f32's the same on every member):
+ *   reduce_scatter_f32: send holds n blocks end to end, block j of
+ *     counts[j] elements; member k receives into recv the sum over the
+ *     members of their block k (MPI_Reduce_scatter, ncclReduceScatter);
+ *   allgather_f32: member k gives counts[k] elements (send); recv holds
+ *     every member's block end to end, in member order (MPI_Allgatherv);
+ *   alltoall_f32: member k sends block j of send (scounts[j] elements) to
+ *     member j and receives member j's block k into block j of recv
+ *     (rcounts[j] elements; rcounts[j] on member k equals scounts[k] on
+ *     member j) (MPI_Alltoallv). */
 typedef struct ss_rt_comm {
     int rank, size;
     void *ctx;
@@ -63,6 +80,13 @@ typedef struct ss_rt_comm {
     ss_status (*recv_f32)(void *ctx, int peer, float *buf, int64_t n, ss_diag *d);
     ss_status (*barrier)(void *ctx, ss_diag *d);
     ss_status (*bcast)(void *ctx, const int *ranks, int n, void *buf, size_t bytes, ss_diag *d);
+    ss_status (*reduce_scatter_f32)(void *ctx, const int *ranks, int n, const float *send,
+                                    float *recv, const int64_t *counts, ss_diag *d);
+    ss_status (*allgather_f32)(void *ctx, const int *ranks, int n, const float *send,
+                               float *recv, const int64_t *counts, ss_diag *d);
+    ss_status (*alltoall_f32)(void *ctx, const int *ranks, int n, const float *send,
+                              const int64_t *scounts, float *recv, const int64_t *rcounts,
+                              ss_diag *d);
 } ss_rt_comm;
 
 /* The one-process communicator (rank 0 of 1: it has no peer). */

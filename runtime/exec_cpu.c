@@ -3,7 +3,11 @@
  * memory, each task of the rank's list run in turn — the CPU kernels of its
  * tiles, SGD or Adam on its weight shards, transfers and collectives through
  * ss_rt_comm (MPI) — so the buffers hold, over the regions a task reads,
- * what a one-process run holds there when it runs.
+ * what a one-process run holds there when it runs. Each collective runs as
+ * itself (CK_*, fixed before the first iteration): an all-reduce of its
+ * items laid end to end, a reduce-scatter or all-gather of each member's
+ * part of them (slices of each item's elements, or sequence parallelism's
+ * boxes), an all-to-all of the transfers the builder folded into it.
  *
  * Where the device plan (runtime/cuda/plan.h, the CUDA backend's) runs a
  * transfer or collective on a communication stream, this backend defers its
@@ -24,11 +28,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a collective step runs (CK_*: docs/runtime.md, "Collectives"). */
+enum { CK_ALLREDUCE = 0, CK_RSCATTER, CK_ALLGATHER, CK_ALLTOALL };
+
 typedef struct cpu_state {
     ss_rt_devplan plan;
     char *defer;      /* [n_steps] its result waits in held[i] until laid back */
     float **held;     /* [n_steps] */
     int64_t *held_n;  /* [n_steps] capacity of held[i] */
+    char *ck;         /* [n_steps] a collective step's CK_* */
+    ss_region **box;  /* [n_steps] a sequence-parallel reduce-scatter or all-gather: member
+                       * k's box of item i at [k * n_item + i]; NULL: element slices */
+    int **a2a;        /* [n_steps] an all-to-all: {n, nx, its group (n ranks, sorted), its
+                       * transfer tasks (nx, by id)} */
+    char *in_a2a;     /* [n_tasks] a transfer an all-to-all runs */
+    float *pack;      /* packing buffer of reduce-scatters, all-gathers, all-to-alls */
+    int64_t cap_pack;
 } cpu_state;
 
 static ss_status hold(ss_rt_state *s, int i, int64_t n, float **out, ss_diag *d)
@@ -60,9 +75,18 @@ static void cpu_release(ss_rt_state *s)
     if (cs) {
         for (int i = 0; i < cs->plan.n_steps && cs->held; i++)
             free(cs->held[i]);
+        for (int i = 0; i < cs->plan.n_steps; i++) {
+            free(cs->box ? cs->box[i] : NULL);
+            free(cs->a2a ? cs->a2a[i] : NULL);
+        }
         free(cs->held);
         free(cs->held_n);
         free(cs->defer);
+        free(cs->ck);
+        free(cs->box);
+        free(cs->a2a);
+        free(cs->in_a2a);
+        free(cs->pack);
         ss_rt_devplan_clear(&cs->plan);
         free(cs);
         s->bs = NULL;
@@ -85,6 +109,118 @@ static void cpu_release(ss_rt_state *s)
     }
 }
 
+/* A sequence-parallel reduce-scatter's or all-gather's slices: the box each
+ * member's consumers read of each item (ss_rt_sp_boxes); *ok 0 (the step
+ * runs as an all-reduce) unless they are pairwise disjoint. */
+static ss_status sp_boxes(ss_rt_state *s, int step, int *ok, ss_diag *d)
+{
+    cpu_state *cs = s->bs;
+    const ss_build_desc *e = &s->ds.t[s->mine[step]];
+    ss_region *b = malloc((size_t)(e->n_dev * e->n_item + 1) * sizeof *b);
+    if (!b)
+        return ss_rt_nomem(d);
+    *ok = ss_rt_sp_boxes(s, s->mine[step], b);
+    if (*ok)
+        cs->box[step] = b;
+    else
+        free(b);
+    return SS_OK;
+}
+
+/* An all-to-all's group and transfers: the zero-length transfers the
+ * builder folded into it (forward: before it; backward: after it). */
+static ss_status a2a_prepare(ss_rt_state *s, int step, ss_diag *d)
+{
+    cpu_state *cs = s->bs;
+    int t = s->mine[step], nx = ss_rt_a2a_xfers(s->tg, t, NULL);
+    int *a = malloc((size_t)(2 + 3 * nx + 1) * sizeof *a);
+    if (!a)
+        return ss_rt_nomem(d);
+    cs->a2a[step] = a;
+    int *grp = a + 2, *xs = grp + 2 * nx, n = 0;
+    ss_rt_a2a_xfers(s->tg, t, xs);
+    for (int k = 0; k < nx; k++) {
+        int x = xs[k], ends[2] = {s->ds.t[x].src, s->ds.t[x].dst};
+        cs->in_a2a[x] = 1;
+        for (int q = 0; q < 2; q++) { /* the group, sorted */
+            int j = n;
+            while (j > 0 && grp[j - 1] > ends[q])
+                j--;
+            if (j > 0 && grp[j - 1] == ends[q])
+                continue;
+            memmove(grp + j + 1, grp + j, (size_t)(n - j) * sizeof *grp);
+            grp[j] = ends[q];
+            n++;
+        }
+    }
+    /* by task id: the same order on every member */
+    for (int i = 1; i < nx; i++)
+        for (int j = i; j > 0 && xs[j - 1] > xs[j]; j--) {
+            int tmp = xs[j];
+            xs[j] = xs[j - 1];
+            xs[j - 1] = tmp;
+        }
+    memmove(grp + n, xs, (size_t)nx * sizeof *xs);
+    a[0] = n;
+    a[1] = nx;
+    return SS_OK;
+}
+
+/* What collective step i runs (cs->ck), and the slices or transfers it
+ * needs. The distributed optimizer's slices: member k of the group updates
+ * slice k of each shard (checked against this rank's updates). */
+static ss_status coll_prepare(ss_rt_state *s, int i, ss_diag *d)
+{
+    cpu_state *cs = s->bs;
+    int t = s->mine[i];
+    const ss_build_desc *e = &s->ds.t[t];
+    int dist = ss_plan_settings_get(s->p)->distopt == 1, ok = 0;
+    ss_status st = SS_OK;
+    switch (e->coll) {
+    case SS_BUILD_COLL_GRAD:
+        cs->ck[i] = e->gather ? CK_ALLGATHER : dist ? CK_RSCATTER : CK_ALLREDUCE;
+        break;
+    case SS_BUILD_COLL_SENDGATHER:
+        cs->ck[i] = CK_ALLGATHER;
+        break;
+    case SS_BUILD_COLL_SCATTER:
+    case SS_BUILD_COLL_GATHER:
+        if (e->n_dev > 1 && (st = sp_boxes(s, i, &ok, d)) != SS_OK)
+            return st;
+        cs->ck[i] = !ok                              ? CK_ALLREDUCE
+                    : e->coll == SS_BUILD_COLL_SCATTER ? CK_RSCATTER
+                                                       : CK_ALLGATHER;
+        break;
+    case SS_BUILD_COLL_ALLTOALL:
+        cs->ck[i] = CK_ALLTOALL;
+        return a2a_prepare(s, i, d);
+    default:
+        cs->ck[i] = CK_ALLREDUCE;
+    }
+    if (e->coll != SS_BUILD_COLL_GRAD || cs->ck[i] == CK_ALLREDUCE || e->n_dev < 2)
+        return SS_OK;
+    int me = 0;
+    while (s->ds.devs[e->dev_off + me] != s->rank)
+        me++;
+    for (int j = 0; j < e->n_item; j++) {
+        const ss_build_item *it = &s->ds.items[e->item_off + j];
+        for (int k = 0; k < s->n_mine; k++) {
+            const ss_build_desc *u = &s->ds.t[s->mine[k]];
+            if (s->tg->kind[s->mine[k]] != SS_TASK_UPDATE || u->tensor != it->tensor ||
+                memcmp(&u->reg, &it->reg, sizeof u->reg) != 0)
+                continue;
+            if (u->split_n != e->n_dev || u->split_k != me)
+                return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                                   "runtime: rank %d updates slice %d of %d of %s, but is "
+                                   "member %d of %d of its gradient bucket",
+                                   s->rank, u->split_k, u->split_n,
+                                   ss_graph_tensor(s->g, it->tensor)->name, me, e->n_dev),
+                       SS_ERR_UNSUPPORTED;
+        }
+    }
+    return SS_OK;
+}
+
 /* The host buffers of this rank's tiles. */
 static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
 {
@@ -100,14 +236,25 @@ static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
     cs->defer = calloc((size_t)n + 1, 1);
     cs->held = calloc((size_t)n + 1, sizeof *cs->held);
     cs->held_n = calloc((size_t)n + 1, sizeof *cs->held_n);
-    if (!cs->defer || !cs->held || !cs->held_n)
+    cs->ck = calloc((size_t)n + 1, 1);
+    cs->box = calloc((size_t)n + 1, sizeof *cs->box);
+    cs->a2a = calloc((size_t)n + 1, sizeof *cs->a2a);
+    cs->in_a2a = calloc((size_t)s->tg->n_tasks + 1, 1);
+    if (!cs->defer || !cs->held || !cs->held_n || !cs->ck || !cs->box || !cs->a2a ||
+        !cs->in_a2a)
         return ss_rt_nomem(d);
+    for (int i = 0; i < n; i++)
+        if (s->tg->kind[cs->plan.steps[i].task] == SS_TASK_COLLECTIVE &&
+            (st = coll_prepare(s, i, d)) != SS_OK)
+            return st;
     for (int i = 0; i < n; i++) {
         const ss_rt_step *x = &cs->plan.steps[i];
         const ss_op *op = s->tg->op[x->task] >= 0 ? ss_graph_op(s->g, s->tg->op[x->task]) : NULL;
         int ce = op && op->type == SS_OP_SOFTMAX_CE && s->ds.t[x->task].coll == SS_BUILD_COLL_PARTIAL &&
                  s->tg->kind[x->task] == SS_TASK_COLLECTIVE;
-        cs->defer[i] = (char)(x->stream != 0 && x->lays_back && !ce);
+        /* an all-to-all and its transfers run at the all-to-all's turn */
+        int a2a = cs->ck[i] == CK_ALLTOALL || cs->in_a2a[x->task];
+        cs->defer[i] = (char)(x->stream != 0 && x->lays_back && !ce && !a2a);
     }
     for (int i = 0; i < s->n_tiles; i++) {
         ss_kargs *a = &s->tiles[i].a;
@@ -348,6 +495,11 @@ static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
 {
     ss_rt_state *s = x->s;
     int task = s->mine[step], defer = ((cpu_state *)s->bs)->defer[step];
+    if (((cpu_state *)s->bs)->in_a2a[task]) { /* its all-to-all moves it */
+        double w = ss_rt_now_ms();
+        ss_rt_record(x, task, 1, w, w, 0, 1);
+        return SS_OK;
+    }
     const ss_build_desc *e = &s->ds.t[task];
     const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
     void *src = e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor];
@@ -408,7 +560,7 @@ static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r)
     return off;
 }
 
-/* A collective whose items are all contiguous f32 regions and not a gather:
+/* An all-reduce whose items are all contiguous f32 regions:
  * its part summed in place, item by item (no packing: the bytes the
  * simulator prices, nothing more). *done 0 when it does not apply. */
 static ss_status coll_in_place(rt_iter *x, const ss_build_desc *e, const int *devs, int *done,
@@ -447,10 +599,6 @@ static ss_status coll_in_place(rt_iter *x, const ss_build_desc *e, const int *de
     return SS_OK;
 }
 
-/* A collective: its items laid end to end, summed over the group (a split
- * bucket: its part), laid back (in place where coll_in_place applies). The
- * distributed optimizer's gather sums each member's updated slices (zeros
- * elsewhere). */
 /* A collective's packed items back into the tensors. */
 static void lay_coll(ss_rt_state *s, const ss_build_desc *e, float *buf)
 {
@@ -478,19 +626,194 @@ static void lay_back(ss_rt_state *s, int j)
         lay_coll(s, e, cs->held[j]);
 }
 
+typedef struct box_ctx {
+    float *item, *dense;
+    int unpack;
+} box_ctx;
+
+static void box_row(void *c, int64_t toff, int64_t roff, int64_t len)
+{
+    box_ctx *x = c;
+    if (x->unpack)
+        memcpy(x->item + toff, x->dense + roff, (size_t)len * sizeof(float));
+    else
+        memcpy(x->dense + roff, x->item + toff, (size_t)len * sizeof(float));
+}
+
+/* Member k's part (of n) of collective step `step`'s items laid end to end
+ * in buf, within elements [plo, phi) of that layout: copied into dense
+ * (unpack 0), or from dense into buf (unpack 1); dense NULL: counted only.
+ * A part is slice k of each item's elements (ss_rt_slice_of), or the
+ * member's box of each item (cpu_state.box). Returns its elements. */
+static int64_t part_io(const ss_rt_state *s, int step, int k, float *buf, int64_t plo,
+                       int64_t phi, float *dense, int unpack)
+{
+    const cpu_state *cs = s->bs;
+    const ss_build_desc *e = &s->ds.t[s->mine[step]];
+    int64_t at = 0, got = 0;
+    for (int i = 0; i < e->n_item; i++) {
+        const ss_region *R = &s->ds.items[e->item_off + i].reg;
+        int64_t v = ss_region_volume(R);
+        if (cs->box[step]) {
+            const ss_region *B = &cs->box[step][k * e->n_item + i];
+            int64_t bv = ss_region_volume(B);
+            if (dense && bv > 0) {
+                int64_t sh[SS_MAX_DIMS];
+                ss_region rel = *B;
+                for (int q = 0; q < R->ndim; q++) {
+                    sh[q] = R->r[q].hi - R->r[q].lo;
+                    rel.r[q].lo -= R->r[q].lo;
+                    rel.r[q].hi -= R->r[q].lo;
+                }
+                box_ctx c = {buf + at, dense + got, unpack};
+                ss_rt_walk(sh, R->ndim, &rel, box_row, &c);
+            }
+            got += bv;
+        } else {
+            int64_t lo, hi;
+            ss_rt_slice_of(v, k, e->n_dev, &lo, &hi);
+            lo = at + lo > plo ? at + lo : plo;
+            hi = at + hi < phi ? at + hi : phi;
+            if (lo < hi && dense && unpack)
+                memcpy(buf + lo, dense + got, (size_t)(hi - lo) * sizeof(float));
+            else if (lo < hi && dense)
+                memcpy(dense + got, buf + lo, (size_t)(hi - lo) * sizeof(float));
+            got += lo < hi ? hi - lo : 0;
+        }
+        at += v;
+    }
+    return got;
+}
+
+static ss_status grow_pack(ss_rt_state *s, int64_t n, ss_diag *d)
+{
+    cpu_state *cs = s->bs;
+    if (n <= cs->cap_pack)
+        return SS_OK;
+    float *p = realloc(cs->pack, (size_t)n * sizeof(float));
+    if (!p)
+        return ss_rt_nomem(d);
+    cs->pack = p;
+    cs->cap_pack = n;
+    return SS_OK;
+}
+
+/* A reduce-scatter (ck CK_RSCATTER) or all-gather (CK_ALLGATHER) of the
+ * items laid end to end in buf, in place there: a reduce-scatter leaves
+ * this member's part summed over the group (elsewhere buf keeps this
+ * member's own values), an all-gather every member's part. A split
+ * bucket's reduce-scatter: its part [plo, phi) of the layout only. */
+static ss_status slice_coll(rt_iter *x, int step, int ck, float *buf, int64_t plo, int64_t phi,
+                            ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    const ss_build_desc *e = &s->ds.t[s->mine[step]];
+    const int *devs = s->ds.devs + e->dev_off;
+    int n = e->n_dev, me = 0;
+    while (devs[me] != s->rank)
+        me++;
+    int64_t *cnt = malloc((size_t)n * sizeof *cnt), all = 0;
+    if (!cnt)
+        return ss_rt_nomem(d);
+    for (int k = 0; k < n; k++)
+        all += cnt[k] = part_io(s, step, k, buf, plo, phi, NULL, 0);
+    ss_status st = grow_pack(s, all + cnt[me], d);
+    cpu_state *cs = s->bs;
+    if (st == SS_OK && ck == CK_RSCATTER) {
+        int64_t off = 0;
+        for (int k = 0; k < n; k++)
+            off += part_io(s, step, k, buf, plo, phi, cs->pack + off, 0);
+        st = x->c->reduce_scatter_f32(x->c->ctx, devs, n, cs->pack, cs->pack + all, cnt, d);
+        if (st == SS_OK)
+            part_io(s, step, me, buf, plo, phi, cs->pack + all, 1);
+        x->bytes += (double)all * sizeof(float);
+    } else if (st == SS_OK) {
+        float *send = cs->pack + all;
+        part_io(s, step, me, buf, plo, phi, send, 0);
+        st = x->c->allgather_f32(x->c->ctx, devs, n, send, cs->pack, cnt, d);
+        int64_t off = 0;
+        for (int k = 0; k < n && st == SS_OK; k++)
+            off += part_io(s, step, k, buf, plo, phi, cs->pack + off, 1);
+        x->bytes += (double)all * sizeof(float);
+    }
+    free(cnt);
+    return st;
+}
+
+/* An all-to-all: its transfers' regions (a2a_prepare) sent to and received
+ * from each member in one exchange, laid back as the transfers would (a
+ * value overwrites, a gradient adds). */
+static ss_status run_a2a(rt_iter *x, int step, ss_diag *d)
+{
+    ss_rt_state *s = x->s;
+    cpu_state *cs = s->bs;
+    const int *a = cs->a2a[step], *grp = a + 2, *xs = grp + a[0];
+    int n = a[0], nx = a[1];
+    if (n < 2)
+        return SS_OK;
+    int64_t *sc = calloc((size_t)(2 * n), sizeof *sc), *rc = sc + n, ns = 0, nr = 0;
+    if (!sc)
+        return ss_rt_nomem(d);
+    for (int k = 0; k < nx; k++) {
+        const ss_build_desc *e = &s->ds.t[xs[k]];
+        int64_t v = ss_region_volume(&e->reg);
+        for (int j = 0; j < n; j++) {
+            if (e->src == s->rank && e->dst == grp[j])
+                sc[j] += v, ns += v;
+            if (e->dst == s->rank && e->src == grp[j])
+                rc[j] += v, nr += v;
+        }
+    }
+    ss_status st = grow_pack(s, ns + nr, d);
+    float *send = cs->pack, *recv = cs->pack + ns;
+    /* block j: the transfers to (from) member j, by task id */
+    for (int pass = 0; pass < 2 && st == SS_OK; pass++) {
+        int64_t off = 0;
+        for (int j = 0; j < n; j++)
+            for (int k = 0; k < nx; k++) {
+                const ss_build_desc *e = &s->ds.t[xs[k]];
+                const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
+                void *b = e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor];
+                if (!b || T->dtype != SS_F32) {
+                    st = ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                                     "runtime: an all-to-all of %s (%s) is not f32", T->name,
+                                     ss_dtype_name(T->dtype));
+                    break;
+                }
+                if (!pass && e->src == s->rank && e->dst == grp[j]) {
+                    ss_rt_region_io(T, b, &e->reg, send + off, 0);
+                    off += ss_region_volume(&e->reg);
+                } else if (pass && e->dst == s->rank && e->src == grp[j]) {
+                    ss_rt_region_io(T, b, &e->reg, recv + off, e->grad ? 1 : 3);
+                    off += ss_region_volume(&e->reg);
+                }
+            }
+        if (!pass && st == SS_OK)
+            st = x->c->alltoall_f32(x->c->ctx, grp, n, send, sc, recv, rc, d);
+    }
+    x->bytes += (double)(ns + nr) * sizeof(float);
+    free(sc);
+    return st;
+}
+
 static ss_status run_coll(rt_iter *x, int step, ss_diag *d)
 {
     ss_rt_state *s = x->s;
-    int task = s->mine[step], defer = ((cpu_state *)s->bs)->defer[step];
+    cpu_state *cs = s->bs;
+    int task = s->mine[step], defer = cs->defer[step], ck = cs->ck[step];
     const ss_build_desc *e = &s->ds.t[task];
     const int *devs = s->ds.devs + e->dev_off;
     double w0 = ss_rt_now_ms();
     ss_status st = SS_OK;
     int done = 0;
     const ss_op *op = e->unit >= 0 ? ss_graph_op(s->g, s->tg->op[task]) : NULL;
-    if (op && op->type == SS_OP_SOFTMAX_CE && e->coll == SS_BUILD_COLL_PARTIAL) {
+    if (ck == CK_ALLTOALL) {
+        st = run_a2a(x, step, d);
+    } else if (op && op->type == SS_OP_SOFTMAX_CE && e->coll == SS_BUILD_COLL_PARTIAL) {
         st = ce_combine(x, op->id, e->first_tile, e->red, devs, e->n_dev, d);
-    } else if (e->n_dev > 1 && (defer || (st = coll_in_place(x, e, devs, &done, d)) == SS_OK) &&
+    } else if (e->n_dev > 1 &&
+               (defer || ck != CK_ALLREDUCE ||
+                (st = coll_in_place(x, e, devs, &done, d)) == SS_OK) &&
                !done) {
         int64_t total = 0;
         for (int i = 0; i < e->n_item; i++)
@@ -500,9 +823,6 @@ static ss_status run_coll(rt_iter *x, int step, ss_diag *d)
             return st;
         if (!defer)
             buf = s->scratch;
-        int me = 0;
-        while (devs[me] != s->rank)
-            me++;
         int64_t at = 0;
         for (int i = 0; i < e->n_item; i++) {
             const ss_build_item *it = &s->ds.items[e->item_off + i];
@@ -513,18 +833,14 @@ static ss_status run_coll(rt_iter *x, int step, ss_diag *d)
                                    "runtime: a collective over %s (%s) is not f32", T->name,
                                    ss_dtype_name(T->dtype)),
                        SS_ERR_UNSUPPORTED;
-            int64_t v = ss_region_volume(&it->reg), lo, hi;
             ss_rt_region_io(T, b, &it->reg, buf + at, 0);
-            if (e->gather || e->coll == SS_BUILD_COLL_SENDGATHER) {
-                ss_rt_slice_of(v, me, e->n_dev, &lo, &hi);
-                memset(buf + at, 0, (size_t)lo * sizeof(float));
-                memset(buf + at + hi, 0, (size_t)(v - hi) * sizeof(float));
-            }
-            at += v;
+            at += ss_region_volume(&it->reg);
         }
         int64_t lo, hi;
         ss_rt_slice_of(total, e->part, e->n_parts, &lo, &hi);
-        if ((st = group_reduce(x, devs, e->n_dev, buf + lo, hi - lo, 0, d)) != SS_OK)
+        st = ck == CK_ALLREDUCE ? group_reduce(x, devs, e->n_dev, buf + lo, hi - lo, 0, d)
+                                : slice_coll(x, step, ck, buf, lo, hi, d);
+        if (st != SS_OK)
             return st;
         if (!defer)
             lay_coll(s, e, buf);

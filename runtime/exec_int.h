@@ -119,6 +119,18 @@ void ss_rt_slice_of(int64_t vol, int k, int n, int64_t *lo, int64_t *hi);
 int ss_rt_operand_tensor(const ss_op *op, int i);
 /* This rank's tile index idx of op, as an index into s->tiles; -1. */
 int ss_rt_local_tile(const ss_rt_state *s, int op, int idx);
+/* Sequence parallelism's reduce-scatter (SS_BUILD_COLL_SCATTER) or
+ * all-gather (SS_BUILD_COLL_GATHER) task: member k's box of item i — the
+ * bounding box of what its consumers' tiles read of the item; volume 0 when
+ * none — into out[k * n_item + i] (room for n_dev x n_item); 1 when each
+ * item's boxes are pairwise disjoint (the collective can run as itself),
+ * else 0. */
+int ss_rt_sp_boxes(const ss_rt_state *s, int task, ss_region *out);
+/* The transfers all-to-all task `task` runs: the zero-length transfers the
+ * builder folded into it (forward: its predecessors; backward: its
+ * successors) into out (NULL: counted only), in the graph's list order;
+ * their count. */
+int ss_rt_a2a_xfers(const ss_taskgraph *tg, int task, int *out);
 /* The task class (ss_rt_class_name) of a task. */
 int ss_rt_task_class(const ss_rt_state *s, int task);
 double ss_rt_now_ms(void);

@@ -6,7 +6,9 @@
  * device plan (plan.h): kernels, updates and every copy into or out of the
  * tensors on the compute stream (the kernels' context stream), NCCL calls
  * on the stream of their network channel, CUDA events between them; the
- * iteration ends when every stream is idle. NCCL communicators: the world
+ * iteration ends when every stream is idle. NCCL calls: ncclAllReduce,
+ * ncclReduceScatter, ncclAllGather, ncclSend / ncclRecv (a transfer; an
+ * all-to-all's transfers in one group). NCCL communicators: the world
  * one (point-to-point sends and the loss sum) and one per distinct group of
  * the plan's collectives, made before the first iteration (ncclGetUniqueId
  * on the group's first rank, sent with ss_rt_comm's bcast, ncclCommInitRank).
@@ -317,9 +319,69 @@ static ss_status pack_coll(const ss_rt_state *s, const ss_rt_step *x, const ss_b
 {
     cstate *cs = s->bs;
     float *buf = cs->scratch + x->scratch_off;
+    if (x->call == SS_RT_CALL_ALLTOALL) { /* its transfers of this rank, in list order */
+        int nx = ss_rt_a2a_xfers(s->tg, x->task, NULL);
+        int *xs = malloc((size_t)(nx + 1) * sizeof *xs);
+        if (!xs)
+            return ss_rt_nomem(d);
+        ss_rt_a2a_xfers(s->tg, x->task, xs);
+        int64_t at = unpack ? x->lo : 0;
+        ss_status st = SS_OK;
+        for (int i = 0; i < nx && st == SS_OK; i++) {
+            const ss_build_desc *t = &s->ds.t[xs[i]];
+            if ((unpack ? t->dst : t->src) != s->rank)
+                continue;
+            st = reg_all(s, t->tensor, t->grad, &t->reg, buf + at,
+                         !unpack ? SS_RTC_GATHER : t->grad ? SS_RTC_ADD : SS_RTC_SCATTER, 0, d);
+            at += ss_region_volume(&t->reg);
+        }
+        free(xs);
+        return st;
+    }
     int me = 0;
     while (s->ds.devs[e->dev_off + me] != s->rank)
         me++;
+    if (x->box_off >= 0) { /* sequence parallelism: each member's box, block k at count k */
+        const ss_region *B = cs->plan.boxes + x->box_off;
+        int rs = x->call == SS_RT_CALL_REDUCESCATTER, n = e->n_dev;
+        /* reduce-scatter: send blocks 0 .. n-1, result at block n; all-gather: send at
+         * block 0, member k's at block 1 + k */
+        int k0 = rs ? (unpack ? me : 0) : (unpack ? 0 : me);
+        int k1 = rs ? (unpack ? me + 1 : n) : (unpack ? n : me + 1);
+        for (int k = k0; k < k1; k++) {
+            float *at = buf + x->count * (rs ? (unpack ? n : k) : (unpack ? 1 + k : 0));
+            for (int i = 0; i < e->n_item; i++) {
+                const ss_region *r = &B[k * e->n_item + i];
+                int64_t v = ss_region_volume(r);
+                ss_status st = v == 0 ? SS_OK
+                                      : reg_all(s, s->ds.items[e->item_off + i].tensor, e->grad, r,
+                                                at, unpack ? SS_RTC_SCATTER : SS_RTC_GATHER, 0, d);
+                if (st != SS_OK)
+                    return st;
+                at += v;
+            }
+        }
+        return SS_OK;
+    }
+    if (x->call == SS_RT_CALL_REDUCESCATTER) {
+        /* send block k (count each): member k's slices of every item, padded;
+         * the result: this member's, after them */
+        int64_t pad = 0;
+        for (int i = 0; i < e->n_item; i++) {
+            const ss_build_item *it = &s->ds.items[e->item_off + i];
+            int64_t v = ss_region_volume(&it->reg), lo, hi;
+            for (int k = unpack ? me : 0; k < (unpack ? me + 1 : e->n_dev); k++) {
+                ss_rt_slice_of(v, k, e->n_dev, &lo, &hi);
+                float *at = buf + x->count * (unpack ? e->n_dev : k) + pad;
+                ss_status st = reg_copy(s, it->tensor, e->grad, &it->reg, lo, hi, at,
+                                        unpack ? SS_RTC_SCATTER : SS_RTC_GATHER, 0, d);
+                if (st != SS_OK)
+                    return st;
+            }
+            pad += (v + e->n_dev - 1) / e->n_dev;
+        }
+        return SS_OK;
+    }
     if (x->call == SS_RT_CALL_ALLGATHER) {
         int64_t pad = 0;
         for (int i = 0; i < e->n_item; i++) {
@@ -377,6 +439,39 @@ static ncclComm_t comm_of(const cstate *cs, const ss_rt_step *x)
     return x->group >= 0 ? cs->gc[x->group] : cs->world;
 }
 
+/* An all-to-all's transfers as one NCCL group on the world communicator:
+ * its sends (scratch from 0), its receives (from x->lo), in list order. */
+static ss_status a2a_calls(ss_rt_state *s, const ss_rt_step *x, float *buf, cudaStream_t q,
+                           ss_diag *d)
+{
+    cstate *cs = s->bs;
+    int nx = ss_rt_a2a_xfers(s->tg, x->task, NULL);
+    int *xs = malloc((size_t)(nx + 1) * sizeof *xs);
+    if (!xs)
+        return ss_rt_nomem(d);
+    ss_rt_a2a_xfers(s->tg, x->task, xs);
+    int64_t so = 0, ro = x->lo;
+    ncclResult_t r = ncclGroupStart();
+    for (int i = 0; i < nx && r == ncclSuccess; i++) {
+        const ss_build_desc *t = &s->ds.t[xs[i]];
+        size_t v = (size_t)ss_region_volume(&t->reg);
+        if (t->src == s->rank) {
+            r = ncclSend(buf + so, v, ncclFloat32, t->dst, cs->world, q);
+            so += (int64_t)v;
+        } else if (t->dst == s->rank) {
+            r = ncclRecv(buf + ro, v, ncclFloat32, t->src, cs->world, q);
+            ro += (int64_t)v;
+        }
+    }
+    ncclResult_t r2 = ncclGroupEnd();
+    free(xs);
+    if (r != ncclSuccess)
+        return cs->failed = 1, nc_fail(s, "ncclSend / ncclRecv (all-to-all)", r, d);
+    if (r2 != ncclSuccess)
+        return cs->failed = 1, nc_fail(s, "ncclGroupEnd (all-to-all)", r2, d);
+    return SS_OK;
+}
+
 static ss_status comm_step(rt_iter *it, int i, ss_diag *d)
 {
     ss_rt_state *s = it->s;
@@ -413,6 +508,14 @@ static ss_status comm_step(rt_iter *it, int i, ss_diag *d)
         break;
     case SS_RT_CALL_ALLGATHER:
         NC("ncclAllGather", ncclAllGather(buf, buf + n, n, ncclFloat32, comm_of(cs, x), q));
+        break;
+    case SS_RT_CALL_REDUCESCATTER:
+        NC("ncclReduceScatter", ncclReduceScatter(buf, buf + n * (size_t)e->n_dev, n, ncclFloat32,
+                                                  ncclSum, comm_of(cs, x), q));
+        break;
+    case SS_RT_CALL_ALLTOALL:
+        if ((st = a2a_calls(s, x, buf, q, d)) != SS_OK)
+            return st;
         break;
     case SS_RT_CALL_SEND:
         NC("ncclGroupStart", ncclGroupStart());

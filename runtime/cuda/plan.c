@@ -15,8 +15,9 @@
 
 const char *ss_rt_call_name(int call)
 {
-    static const char *n[] = {"none", "allreduce", "allgather", "send", "recv"};
-    return call >= 0 && call <= SS_RT_CALL_RECV ? n[call] : "?";
+    static const char *n[] = {"none", "allreduce", "allgather", "send",
+                              "recv", "reducescatter", "alltoall"};
+    return call >= 0 && call <= SS_RT_CALL_ALLTOALL ? n[call] : "?";
 }
 
 void ss_rt_devplan_clear(ss_rt_devplan *p)
@@ -25,6 +26,7 @@ void ss_rt_devplan_clear(ss_rt_devplan *p)
     free(p->flush);
     free(p->group_off);
     free(p->group_ranks);
+    free(p->boxes);
     memset(p, 0, sizeof *p);
 }
 
@@ -56,6 +58,24 @@ int ss_rt_sg_slice(const ss_rt_state *s, int task)
     return -1;
 }
 
+/* Whether transfer t is one an all-to-all moves (a zero-length transfer
+ * next to an all-to-all task). */
+static int a2a_xfer(const ss_rt_state *s, int t)
+{
+    const ss_taskgraph *tg = s->tg;
+    if (tg->kind[t] != SS_TASK_XFER || tg->dur[t] != 0 || !tg->succ_off)
+        return 0;
+    for (int i = tg->succ_off[t]; i < tg->succ_off[t + 1]; i++)
+        if (tg->kind[tg->succ[i]] == SS_TASK_COLLECTIVE &&
+            tg->aux[tg->succ[i]] == SS_BUILD_COLL_ALLTOALL)
+            return 1;
+    for (int i = tg->pred_off ? tg->pred_off[t] : 0; tg->pred_off && i < tg->pred_off[t + 1]; i++)
+        if (tg->kind[tg->pred[i]] == SS_TASK_COLLECTIVE &&
+            tg->aux[tg->pred[i]] == SS_BUILD_COLL_ALLTOALL)
+            return 1;
+    return 0;
+}
+
 /* ------------------------------------------------------------ touches */
 
 typedef struct touch {
@@ -81,6 +101,21 @@ static int touches(const ss_rt_state *s, int t, touch *out, int *all)
             out[n++] = (touch){ss_rt_operand_tensor(op, x), bwd, &tl->a.xr[x]};
         for (int y = 0; y < tl->a.n_y; y++)
             out[n++] = (touch){op->outputs[y], bwd, &tl->a.yr[y]};
+    } else if (k == SS_TASK_COLLECTIVE && e->coll == SS_BUILD_COLL_ALLTOALL) {
+        /* its transfers this rank sends or receives */
+        int nx = ss_rt_a2a_xfers(s->tg, t, NULL), xs[MAX_TOUCH];
+        if (nx > MAX_TOUCH) {
+            *all = 1;
+            return 0;
+        }
+        ss_rt_a2a_xfers(s->tg, t, xs);
+        for (int i = 0; i < nx; i++) {
+            const ss_build_desc *x = &s->ds.t[xs[i]];
+            if (x->src == s->rank || x->dst == s->rank)
+                out[n++] = (touch){x->tensor, x->grad, &x->reg};
+        }
+    } else if (k == SS_TASK_XFER && a2a_xfer(s, t)) {
+        return 0; /* its all-to-all moves it */
     } else if (k == SS_TASK_UPDATE || k == SS_TASK_XFER) {
         out[n++] = (touch){e->tensor, k == SS_TASK_UPDATE ? 0 : e->grad, &e->reg};
         if (k == SS_TASK_UPDATE)
@@ -192,7 +227,7 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
     if (s->tg->kind[t] == SS_TASK_XFER) {
         if (ss_graph_tensor(s->g, e->tensor)->dtype != SS_F32)
             return not_f32(s, e->tensor, d);
-        if (e->src == e->dst)
+        if (e->src == e->dst || a2a_xfer(s, t))
             return SS_OK;
         st->call = e->src == s->rank ? SS_RT_CALL_SEND : SS_RT_CALL_RECV;
         st->peer = e->src == s->rank ? e->dst : e->src;
@@ -207,6 +242,29 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
         }
         st->count = st->scratch_n = st->hi - st->lo;
         st->lays_back = st->call == SS_RT_CALL_RECV;
+        return SS_OK;
+    }
+    if (e->coll == SS_BUILD_COLL_ALLTOALL) { /* its transfers: sends, then receives */
+        int nx = ss_rt_a2a_xfers(s->tg, t, NULL);
+        int *xs = malloc((size_t)(nx + 1) * sizeof *xs);
+        if (!xs)
+            return ss_rt_nomem(d);
+        ss_rt_a2a_xfers(s->tg, t, xs);
+        for (int i = 0; i < nx; i++) {
+            const ss_build_desc *x = &s->ds.t[xs[i]];
+            if (ss_graph_tensor(s->g, x->tensor)->dtype != SS_F32) {
+                free(xs);
+                return not_f32(s, x->tensor, d);
+            }
+            if (x->src == s->rank)
+                st->lo += ss_region_volume(&x->reg);
+            else if (x->dst == s->rank)
+                st->hi += ss_region_volume(&x->reg);
+        }
+        free(xs);
+        st->call = SS_RT_CALL_ALLTOALL;
+        st->count = st->scratch_n = st->lo + st->hi; /* lo: elements sent, hi: received */
+        st->lays_back = st->hi > 0;
         return SS_OK;
     }
     if (e->n_dev < 2)
@@ -224,6 +282,37 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
     st->lays_back = 1;
     if ((e->gather || e->coll == SS_BUILD_COLL_SENDGATHER) && e->n_parts <= 1) {
         st->call = SS_RT_CALL_ALLGATHER;
+        st->count = ss_rt_gather_chunk(s, e);
+        st->scratch_n = st->count * (1 + e->n_dev);
+        st->hi = total;
+        return SS_OK;
+    }
+    if (e->coll == SS_BUILD_COLL_SCATTER || e->coll == SS_BUILD_COLL_GATHER) {
+        int nb = e->n_dev * e->n_item;
+        ss_region *b = realloc(p->boxes, (size_t)(p->n_boxes + nb) * sizeof *b);
+        if (!b)
+            return ss_rt_nomem(d);
+        p->boxes = b;
+        if (ss_rt_sp_boxes(s, t, b + p->n_boxes)) {
+            st->box_off = p->n_boxes;
+            p->n_boxes += nb;
+            for (int k = 0; k < e->n_dev; k++) {
+                int64_t c = 0;
+                for (int i = 0; i < e->n_item; i++)
+                    c += ss_region_volume(&b[st->box_off + k * e->n_item + i]);
+                st->count = c > st->count ? c : st->count;
+            }
+            st->call = e->coll == SS_BUILD_COLL_SCATTER ? SS_RT_CALL_REDUCESCATTER
+                                                        : SS_RT_CALL_ALLGATHER;
+            st->scratch_n = st->count * (1 + e->n_dev);
+            st->hi = total;
+            return SS_OK;
+        }
+    }
+    if (e->coll == SS_BUILD_COLL_GRAD && !e->gather && e->n_parts <= 1 &&
+        ss_plan_settings_get(s->p)->distopt == 1) {
+        /* the distributed optimizer's gradients: member k keeps slice k */
+        st->call = SS_RT_CALL_REDUCESCATTER;
         st->count = ss_rt_gather_chunk(s, e);
         st->scratch_n = st->count * (1 + e->n_dev);
         st->hi = total;
@@ -248,7 +337,7 @@ typedef struct walker {
 static int runs_nowhere(const ss_rt_state *s, int t)
 {
     int k = s->tg->kind[t];
-    return k == SS_TASK_OTHER ||
+    return k == SS_TASK_OTHER || (k == SS_TASK_XFER && a2a_xfer(s, t)) ||
            ((k == SS_TASK_FWD || k == SS_TASK_BWD) &&
             ss_graph_op(s->g, s->tg->op[t])->type == SS_OP_INPUT);
 }
@@ -267,7 +356,7 @@ static void deps(const ss_rt_state *s, walker *w, int t, const char *pending, ch
             if (w->mark[p] == w->gen)
                 continue;
             w->mark[p] = w->gen;
-            if (w->pos[p] >= 0) {
+            if (w->pos[p] >= 0 && !runs_nowhere(s, p)) {
                 if (pending[w->pos[p]])
                     want[w->pos[p]] = 1;
             } else if (runs_nowhere(s, p)) {
@@ -351,7 +440,7 @@ ss_status ss_rt_devplan_make(const ss_rt_state *s, ss_rt_devplan *p, ss_diag *d)
     for (int i = 0; i < n && st == SS_OK; i++) {
         int t = s->mine[i], k = tg->kind[t];
         ss_rt_step *x = &p->steps[i];
-        *x = (ss_rt_step){.task = t, .group = -1, .peer = -1};
+        *x = (ss_rt_step){.task = t, .group = -1, .peer = -1, .box_off = -1};
         if (k == SS_TASK_XFER || k == SS_TASK_COLLECTIVE) {
             if ((st = call_of(s, p, t, x, d)) != SS_OK)
                 break;

@@ -17,11 +17,19 @@
  *            its items laid end to end — a split bucket's part only — or,
  *            for the distributed optimizer's weight all-gather and a
  *            scatter-gather send's all-gather, an ncclAllGather of each
- *            member's slices (padded to the largest member's chunk); one
- *            member: nothing. Reduce-scatters and
- *            all-to-alls of the task graph run as the sum all-reduce the CPU
- *            backend runs (their descriptions do not say which slice each
- *            member keeps), so both backends compute the same numbers;
+ *            member's slices (padded to the largest member's chunk); the
+ *            distributed optimizer's gradient bucket (unsplit) an
+ *            ncclReduceScatter of the same slices, each member laying back
+ *            its own; an expert-parallel all-to-all one group of ncclSend /
+ *            ncclRecv of the transfers folded into it (ss_rt_a2a_xfers; those
+ *            transfers' own steps do nothing); sequence parallelism's
+ *            reduce-scatter of partial sums and all-gather of output
+ *            gradients an ncclReduceScatter / ncclAllGather of each member's
+ *            box (ss_rt_sp_boxes, padded to the largest; an all-reduce when
+ *            the boxes overlap); one member: nothing. A split
+ *            distributed-optimizer bucket runs as the sum all-reduce of its
+ *            part (the CPU backend reduce-scatters it: the same numbers on
+ *            the slices that are read);
  *   groups   one NCCL communicator per distinct ordered member list, in the
  *            order of first use (the same on every member: the task list is
  *            a subsequence of one global order); the world communicator
@@ -44,13 +52,16 @@
 #define SS_RT_MAX_COMM_STREAMS 8
 
 enum {
-    SS_RT_CALL_NONE = 0,  /* compute, update, a collective of one member */
+    SS_RT_CALL_NONE = 0,  /* compute, update, a collective of one member, a transfer an
+                           * all-to-all moves */
     SS_RT_CALL_ALLREDUCE, /* ncclAllReduce, sum, in place on the scratch */
     SS_RT_CALL_ALLGATHER, /* ncclAllGather: count per member */
     SS_RT_CALL_SEND,      /* ncclSend to peer */
-    SS_RT_CALL_RECV       /* ncclRecv from peer */
+    SS_RT_CALL_RECV,      /* ncclRecv from peer */
+    SS_RT_CALL_REDUCESCATTER, /* ncclReduceScatter, sum: count per member */
+    SS_RT_CALL_ALLTOALL   /* grouped ncclSend / ncclRecv of its transfers (world ranks) */
 };
-/* "none", "allreduce", "allgather", "send", "recv". */
+/* "none", "allreduce", "allgather", "send", "recv", "reducescatter", "alltoall". */
 const char *ss_rt_call_name(int call);
 
 typedef struct ss_rt_step {
@@ -60,9 +71,15 @@ typedef struct ss_rt_step {
     int group;          /* collectives with a call: index of its group; -1 */
     int peer;           /* send / receive: the other rank; -1 */
     int64_t lo, hi;     /* all-reduce: elements [lo, hi) of its items laid end to end;
-                         * send / receive: of its region (a scatter-gather slice) */
-    int64_t count;      /* elements of the NCCL call (all-gather: per member) */
+                         * send / receive: of its region (a scatter-gather slice);
+                         * all-to-all: lo elements sent, hi received (its scratch: the
+                         * sends, then the receives, each in its transfers' order) */
+    int64_t count;      /* elements of the NCCL call (all-gather, reduce-scatter: per
+                         * member; all-to-all: sent + received) */
     int64_t scratch_off, scratch_n; /* its own scratch elements */
+    int box_off;        /* sequence parallelism's reduce-scatter or all-gather: member k's
+                         * box of item i is boxes[box_off + k * n_item + i]
+                         * (ss_rt_sp_boxes), its count the largest member's; -1 none */
     int zero_pad;       /* all-reduce of the optimizer's gather in parts: the scratch is
                          * zeroed and each member packs its own slices */
     int lays_back;      /* its result goes back into the tensors (receive, collective) */
@@ -80,6 +97,8 @@ typedef struct ss_rt_devplan {
     int *group_ranks;   /* group k: group_ranks[group_off[k] .. group_off[k + 1]) */
     int world;          /* 1: the world communicator is needed (transfers) */
     int64_t scratch;    /* scratch elements of all steps */
+    ss_region *boxes;   /* the steps' sequence-parallel boxes */
+    int n_boxes;
 } ss_rt_devplan;
 
 /* The device plan of s's rank (after its schedule). SS_ERR_UNSUPPORTED when

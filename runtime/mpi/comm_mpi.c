@@ -2,13 +2,16 @@
  * comm_mpi.c — ss_rt_comm over MPI (comm_mpi.h): in-place all-reduce (sum /
  * max) of floats over a group of ranks (MPI_COMM_WORLD for all of them,
  * else a communicator made once per distinct rank list with
- * MPI_Comm_create_group, collective over that group only), of doubles over
+ * MPI_Comm_create_group, collective over that group only), reduce-scatter
+ * (MPI_Reduce_scatter), all-gather (MPI_Allgatherv) and all-to-all
+ * (MPI_Alltoallv) of floats over such groups, all-reduce of doubles over
  * every rank, blocking point-to-point sends and receives, a barrier, and a
  * byte broadcast from a group's first rank (the CUDA backend's NCCL ids).
  * Built only into simsearch-run.
  */
 #include "runtime/mpi/comm_mpi.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +151,85 @@ static ss_status bcast(void *ctx, const int *ranks, int n, void *buf, size_t byt
     return rc == MPI_SUCCESS ? SS_OK : fail(rc, "MPI_Bcast", d);
 }
 
+/* counts[0..n) as MPI's int counts and displacements; SS_ERR_UNSUPPORTED
+ * past INT_MAX elements in all. */
+static ss_status int_counts(const int64_t *counts, int n, int *ci, int *di, ss_diag *d)
+{
+    int64_t at = 0;
+    for (int k = 0; k < n; k++) {
+        if (counts[k] < 0 || at + counts[k] > INT_MAX)
+            return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                               "runtime: a collective of more than %d elements", INT_MAX);
+        ci[k] = (int)counts[k];
+        di[k] = (int)at;
+        at += counts[k];
+    }
+    return SS_OK;
+}
+
+/* The group's communicator, this rank's place in it, and int scratch of
+ * 4 n entries. */
+static ss_status group_of(const int *ranks, int n, MPI_Comm *c, int *me, int **ibuf, ss_diag *d)
+{
+    ss_status st = group_comm(ranks, n, c, d);
+    if (st != SS_OK)
+        return st;
+    MPI_Comm_rank(*c, me);
+    if (!(*ibuf = malloc((size_t)(4 * n) * sizeof(int))))
+        return ss_diag_set(d, SS_ERR_NOMEM, "runtime: out of memory"), SS_ERR_NOMEM;
+    return SS_OK;
+}
+
+static ss_status rs_f32(void *ctx, const int *ranks, int n, const float *send, float *recv,
+                        const int64_t *counts, ss_diag *d)
+{
+    (void)ctx;
+    MPI_Comm c;
+    int me, *ib = NULL;
+    ss_status st = group_of(ranks, n, &c, &me, &ib, d);
+    if (st == SS_OK && (st = int_counts(counts, n, ib, ib + n, d)) == SS_OK) {
+        int rc = MPI_Reduce_scatter(send, recv, ib, MPI_FLOAT, MPI_SUM, c);
+        if (rc != MPI_SUCCESS)
+            st = fail(rc, "MPI_Reduce_scatter", d);
+    }
+    free(ib);
+    return st;
+}
+
+static ss_status ag_f32(void *ctx, const int *ranks, int n, const float *send, float *recv,
+                        const int64_t *counts, ss_diag *d)
+{
+    (void)ctx;
+    MPI_Comm c;
+    int me, *ib = NULL;
+    ss_status st = group_of(ranks, n, &c, &me, &ib, d);
+    if (st == SS_OK && (st = int_counts(counts, n, ib, ib + n, d)) == SS_OK) {
+        int rc = MPI_Allgatherv(send, ib[me], MPI_FLOAT, recv, ib, ib + n, MPI_FLOAT, c);
+        if (rc != MPI_SUCCESS)
+            st = fail(rc, "MPI_Allgatherv", d);
+    }
+    free(ib);
+    return st;
+}
+
+static ss_status a2a_f32(void *ctx, const int *ranks, int n, const float *send,
+                         const int64_t *scounts, float *recv, const int64_t *rcounts, ss_diag *d)
+{
+    (void)ctx;
+    MPI_Comm c;
+    int me, *ib = NULL;
+    ss_status st = group_of(ranks, n, &c, &me, &ib, d);
+    if (st == SS_OK && (st = int_counts(scounts, n, ib, ib + n, d)) == SS_OK &&
+        (st = int_counts(rcounts, n, ib + 2 * n, ib + 3 * n, d)) == SS_OK) {
+        int rc = MPI_Alltoallv(send, ib, ib + n, MPI_FLOAT, recv, ib + 2 * n, ib + 3 * n,
+                               MPI_FLOAT, c);
+        if (rc != MPI_SUCCESS)
+            st = fail(rc, "MPI_Alltoallv", d);
+    }
+    free(ib);
+    return st;
+}
+
 static ss_status barrier(void *ctx, ss_diag *d)
 {
     (void)ctx;
@@ -170,6 +252,9 @@ ss_status ss_rt_comm_mpi_init(ss_rt_comm *c, ss_diag *d)
     c->recv_f32 = recv_f32;
     c->barrier = barrier;
     c->bcast = bcast;
+    c->reduce_scatter_f32 = rs_f32;
+    c->allgather_f32 = ag_f32;
+    c->alltoall_f32 = a2a_f32;
     return SS_OK;
 }
 

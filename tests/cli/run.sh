@@ -2,7 +2,10 @@
 # End-to-end checks of `simsearch run` (the runtime): usage errors exit 2,
 # without a GPU the CUDA backend is refused on every rank (exit 2); with Open MPI, 2-rank runs of the MLP
 # (data-, tensor- and pipeline-parallel) and of a small fp32 GPT (data- and
-# tensor-parallel) match the one-process run (numerics ok, --json fields);
+# tensor-parallel) match the one-process run (numerics ok, --json fields),
+# also with the distributed optimizer (reduce-scatter + all-gather), sequence
+# parallelism and expert parallelism (all-to-alls: no point-to-point sends);
+# the zoo GPT takes precision=fp32 (and a CPU profile of it measures its tiles);
 # a plan on more devices than ranks exits 2 naming the ranks, a plan for
 # another model fails naming it; killing one
 # rank mid-run makes the run exit non-zero within 30 s, naming the rank.
@@ -17,6 +20,28 @@ grep -q -- "--iterations" "$tmp/h"; check "... listing --iterations" $?
 check "run without --plan exits 2" $?
 "$bin" run --model mlp --topology topologies/local-cpu.json --plan data-parallel --backend tcp \
   >/dev/null 2>&1; [ $? -eq 2 ]; check "run --backend tcp exits 2" $?
+# precision=fp32 (issue 30): the zoo GPT in f32 — its parameters unchanged, no bf16
+# tensor, fp32 training — and a CPU profile of it measures its tiles
+g16="gpt:layers=1,hidden=16,heads=2,seq=4,vocab=16"
+"$bin" model "$g16" --batch 2 --json >"$tmp/m16" 2>&1 &&
+  "$bin" model "$g16,precision=fp32" --batch 2 --json >"$tmp/m32" 2>&1 &&
+  "$bin" model "$g16,precision=fp32" --batch 2 --export "$tmp/g32.json" >/dev/null 2>&1
+check "model gpt:...,precision=fp32 exits 0" $?
+python3 - "$tmp/m16" "$tmp/m32" "$tmp/g32.json" <<'PY'; check "... same parameters, fp32 training, every float tensor f32" $?
+import json, sys
+a, b, g = (json.load(open(f)) for f in sys.argv[1:])
+dt = {t["dtype"] for t in g["tensors"]}
+print("precision=fp32:", b["parameters"], "parameters (bf16:", a["parameters"], "),", b["precision"], sorted(dt))
+sys.exit(0 if a["parameters"] == b["parameters"] and b["precision"] == "fp32" and a["precision"] == "mixed"
+         and "bf16" not in dt and "f32" in dt else 1)
+PY
+"$bin" model "$g16,precision=fp64" >"$tmp/o" 2>&1; [ $? -eq 2 ] && grep -q "fp32" "$tmp/o"
+check "precision=fp64 exits 2 listing fp32" $?
+OPENBLAS_NUM_THREADS=1 "$bin" profile --model "$g16,precision=fp32" --batch 2 \
+  --topology topologies/local-cpu.json --db "$tmp/p32.json" --reps 1 --warmup 0 --warm-cache \
+  >"$tmp/o" 2>&1; check "profile of the fp32 zoo GPT on the CPU exits 0" $?
+python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["entries"]; print(len(e), "tiles measured"); sys.exit(0 if len(e) >= 10 else 1)' \
+  "$tmp/p32.json"; check "... and measures its tiles" $?
 if [ ! -x "$(dirname "$bin")/simsearch-run" ] || ! command -v mpirun >/dev/null; then
   echo "SKIP: no simsearch-run helper or no mpirun (Open MPI not installed); $fail failure(s)"
   [ $fail -eq 0 ] && exit 77
@@ -62,14 +87,12 @@ else
 fi
 topo=topologies/local-cpu.json
 mlp="mlp:layers=2,hidden=128,in=64"
-"$bin" model "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0" --batch 4 \
-  --export "$tmp/gpt16.json" >/dev/null
-# the CPU kernels run fp32: the same GPT with every bf16 tensor in f32
-sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/g' "$tmp/gpt16.json" >"$tmp/gpt.json"
+# the CPU kernels run fp32: the zoo GPT with precision=fp32
+gpt="gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,precision=fp32"
 # four layers for the interleaved schedule (pp*vp = 4 chunks)
-"$bin" model "gpt:layers=4,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0" --batch 4 \
-  --export "$tmp/gpt4x16.json" >/dev/null
-sed -e 's/"bf16"/"f32"/g; s/"mixed"/"fp32"/g' "$tmp/gpt4x16.json" >"$tmp/gpt4.json"
+gpt4="gpt:layers=4,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,precision=fp32"
+# two experts per MoE layer, one per rank (expert parallelism's all-to-alls)
+moe="$gpt,experts=2,topk=1"
 "$bin" search --model "$mlp" --batch 32 --topology $topo --budget 200 --seed 3 \
   --out "$tmp/searched.json" >/dev/null 2>&1; check "search finds a plan of the MLP" $?
 # GPipe: the 1F1B plan's settings with the GPipe schedule and FIFO queues
@@ -96,9 +119,10 @@ json.dump(p, open(sys.argv[2], "w"))
 PY
 for c in "$mlp data-parallel 32 sgd" "$mlp $tmp/dpsync.json 32 sgd" "$mlp megatron:tp=2 32 sgd" "$mlp megatron:tp=2 32 adam" \
          "$mlp megatron:pp=2,mb=2 32 sgd" "$mlp megatron:pp=2,mb=4 32 sgd" "$mlp $tmp/gpipe.json 32 sgd" \
-         "$mlp $tmp/searched.json 32 sgd" "$tmp/gpt.json data-parallel 4 sgd" \
-         "$tmp/gpt.json megatron:tp=2 4 adam" "$tmp/gpt.json megatron:pp=2,mb=2 4 sgd" \
-         "$tmp/gpt4.json megatron:pp=2,vp=2,mb=2 4 sgd"; do
+         "$mlp $tmp/searched.json 32 sgd" "$gpt data-parallel 4 sgd" \
+         "$gpt megatron:tp=2 4 adam" "$gpt megatron:pp=2,mb=2 4 sgd" \
+         "$gpt4 megatron:pp=2,vp=2,mb=2 4 sgd" "$gpt megatron:dp=2,distopt=1 4 adam" \
+         "$gpt megatron:tp=2,sp=1 4 sgd" "$moe megatron:dp=2,ep=2 4 sgd"; do
   set -- $c
   mpi -np 2 "$bin" run --model "$1" --topology $topo --plan "$2" --batch "$3" --optimizer "$4" \
     --iterations 3 --warmup 1 --json >"$tmp/j" 2>"$tmp/e"
@@ -109,8 +133,11 @@ r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 n = r["numerics"]
 ok = r["ranks"] == 2 and n["ok"] is True and n["max_rel_diff"] < 1e-4
 ok = ok and r["measured_ms"] > 0 and r["predicted_ms"] > 0 and r["error"] >= 0
+if r["plan"].endswith("ep=2"):  # the expert slots move in all-to-alls, not sends
+    ok = ok and r["transfers_per_iteration"] == 0 and r["collectives_per_iteration"] >= 8
 print(r["plan"], "max_rel_diff", n["max_rel_diff"], "measured", r["measured_ms"],
-      "predicted", r["predicted_ms"])
+      "predicted", r["predicted_ms"], "collectives", r["collectives_per_iteration"],
+      "transfers", r["transfers_per_iteration"])
 sys.exit(0 if ok else 1)
 PY
 done
@@ -126,12 +153,12 @@ t["devices"] = [{"name": "core%d" % i, "type": "CPU-core", "host": "localhost"} 
 t["links"] = [dict(t["links"][0], a="core%d" % i) for i in range(4)]
 json.dump(t, open(sys.argv[2], "w"))
 PY
-mpi -np 4 "$bin" run --model "$tmp/gpt.json" --topology "$tmp/cpu4.json" --plan megatron:tp=2,dp=2 \
+mpi -np 4 "$bin" run --model "$gpt" --topology "$tmp/cpu4.json" --plan megatron:tp=2,dp=2 \
   --batch 4 --iterations 2 --warmup 1 --json >"$tmp/j" 2>"$tmp/e"
 check "4 ranks: gpt megatron:tp=2,dp=2 exits 0" $?
 python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 else 1)' "$tmp/j"
 check "... numerics match one process" $?
-mpi -np 4 "$bin" run --model "$tmp/gpt.json" --topology "$tmp/cpu4.json" --plan megatron:tp=2,pp=2,mb=2 \
+mpi -np 4 "$bin" run --model "$gpt" --topology "$tmp/cpu4.json" --plan megatron:tp=2,pp=2,mb=2 \
   --batch 4 --iterations 1 --warmup 1 --json --trace "$tmp/sg.json" >"$tmp/j" 2>"$tmp/e"
 check "4 ranks: gpt megatron:tp=2,pp=2 (scatter-gather sends) exits 0" $?
 python3 - "$tmp/j" "$tmp/sg.json" <<'PY'; check "... numerics match one process; half-region sends, then the receivers' all-gathers" $?

@@ -3,7 +3,8 @@
  * which needs no GPU: the streams of compute and communication steps, the
  * NCCL call, group, peer and counts of every transfer and collective, the
  * communicators, and where each deferred result is laid back, for data-,
- * pipeline-parallel and distributed-optimizer plans of a small MLP on a
+ * pipeline-parallel and distributed-optimizer plans of a small MLP (and an
+ * expert-parallel MoE GPT's all-to-alls) on a
  * two-GPU topology, and on the CPU topology whose communication occupies
  * the compute stream.
  */
@@ -38,6 +39,10 @@ typedef struct fx {
     ss_rt_devplan dp;
 } fx;
 
+/* A model spec (batch 4) for the two-rank fixtures in place of the MLP
+ * (NULL: the MLP). */
+static const char *model2;
+
 /* The device plan of `rank` (of 2, or 4 on "h100x4") for plan spec on
  * topology (NULL: h100x2). */
 static void make(fx *f, const char *topo, const char *spec, int rank)
@@ -53,20 +58,13 @@ static void make(fx *f, const char *topo, const char *spec, int rank)
     else
         assert_int_equal(ss_machine_load_string(h100x2, "h100x2", &f->m, &d), SS_OK);
     f->cm = ss_cost_new(f->m);
-    if (size == 4) { /* a small GPT, its bf16 tensors made f32 (the CPU kernels describe it) */
-        ss_graph *g16 = NULL;
-        char *j = NULL;
-        assert_int_equal(ss_model_build("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,"
-                                        "vocab_pad=0,dropout=0", 4, 4, &g16, &d), SS_OK);
-        assert_int_equal(ss_model_to_string(g16, &j, &d), SS_OK);
-        for (char *q = j; (q = strstr(q, "\"bf16\"")); q += 6)
-            memcpy(q, "\"f32\" ", 6);
-        for (char *q = j; (q = strstr(q, "\"mixed\"")); q += 7)
-            memcpy(q, "\"fp32\" ", 7);
-        if (ss_model_load_string(j, "gpt-fp32", &f->g, &d) != SS_OK)
+    if (size == 4) { /* a small GPT in fp32 (the CPU kernels describe it) */
+        if (ss_model_build("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,"
+                           "dropout=0,precision=fp32", 4, 4, &f->g, &d) != SS_OK)
             fail_msg("%s", d.msg);
-        ss_free(j);
-        ss_graph_free(g16);
+    } else if (model2) {
+        if (ss_model_build(model2, 4, 2, &f->g, &d) != SS_OK)
+            fail_msg("%s", d.msg);
     } else {
         assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &f->g, &d), SS_OK);
     }
@@ -234,10 +232,19 @@ static void test_distributed_optimizer(void **state)
     (void)state;
     fx f;
     make(&f, NULL, "megatron:dp=2,distopt=1", 1);
-    int gathers = 0;
+    int gathers = 0, scatters = 0;
     for (int i = 0; i < f.dp.n_steps; i++) {
         const ss_rt_step *x = &f.dp.steps[i];
         const ss_build_desc *e = &f.s->ds.t[x->task];
+        if (kind(&f, i) == SS_TASK_COLLECTIVE && !e->gather && e->n_parts <= 1) {
+            /* the gradient bucket: a reduce-scatter of the members' padded slices */
+            assert_int_equal(x->call, SS_RT_CALL_REDUCESCATTER);
+            assert_true(x->count == ss_rt_gather_chunk(f.s, e));
+            assert_true(x->scratch_n == 3 * x->count); /* both members' blocks, then its own */
+            assert_true(x->lays_back);
+            assert_string_equal(ss_rt_call_name(x->call), "reducescatter");
+            scatters++;
+        }
         if (kind(&f, i) != SS_TASK_COLLECTIVE || !e->gather)
             continue;
         if (x->call == SS_RT_CALL_ALLGATHER) {
@@ -253,8 +260,92 @@ static void test_distributed_optimizer(void **state)
         }
         gathers++;
     }
-    assert_true(gathers > 0);
+    assert_true(gathers > 0 && scatters > 0);
     done(&f);
+}
+
+/* Sequence parallelism: the partial sums' reduce-scatter and the output
+ * gradients' all-gather run as ncclReduceScatter / ncclAllGather of each
+ * member's box (what its consumers read: disjoint halves), padded to the
+ * larger. */
+static void test_sequence_parallel(void **state)
+{
+    (void)state;
+    model2 = "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,"
+             "precision=fp32";
+    fx f;
+    make(&f, NULL, "megatron:tp=2,sp=1", 0);
+    int rs = 0, ag = 0;
+    for (int i = 0; i < f.dp.n_steps; i++) {
+        const ss_rt_step *x = &f.dp.steps[i];
+        const ss_build_desc *e = &f.s->ds.t[x->task];
+        if (kind(&f, i) != SS_TASK_COLLECTIVE ||
+            (e->coll != SS_BUILD_COLL_SCATTER && e->coll != SS_BUILD_COLL_GATHER))
+            continue;
+        assert_int_equal(x->call, e->coll == SS_BUILD_COLL_SCATTER ? SS_RT_CALL_REDUCESCATTER
+                                                                   : SS_RT_CALL_ALLGATHER);
+        assert_true(x->box_off >= 0 && e->n_dev == 2 && e->n_item == 1);
+        const ss_region *b = f.dp.boxes + x->box_off;
+        int64_t v0 = ss_region_volume(&b[0]), v1 = ss_region_volume(&b[1]);
+        int nd = ss_graph_tensor(f.g, f.s->ds.items[e->item_off].tensor)->ndim;
+        assert_true(v0 > 0 && v1 > 0 && !overlaps(&b[0], &b[1], nd));
+        assert_true(v0 + v1 == ss_region_volume(&f.s->ds.items[e->item_off].reg));
+        assert_true(x->count == (v0 > v1 ? v0 : v1) && x->scratch_n == 3 * x->count);
+        rs += x->call == SS_RT_CALL_REDUCESCATTER;
+        ag += x->call == SS_RT_CALL_ALLGATHER;
+    }
+    assert_int_equal(rs, 5); /* as many as the CPU backend runs per iteration */
+    assert_int_equal(ag, 5);
+    done(&f);
+    model2 = NULL;
+}
+
+/* Expert parallelism: each all-to-all is one step that sends this rank's
+ * regions for the other rank and receives the other's (the transfers it
+ * folds do nothing on their own), and the consumers of what it receives
+ * wait for its lay-back. */
+static void test_alltoall(void **state)
+{
+    (void)state;
+    model2 = "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,"
+             "precision=fp32,experts=2,topk=1";
+    for (int rank = 0; rank < 2; rank++) {
+        fx f;
+        make(&f, NULL, "megatron:dp=2,ep=2", rank);
+        int a2a = 0, folded = 0;
+        for (int i = 0; i < f.dp.n_steps; i++) {
+            const ss_rt_step *x = &f.dp.steps[i];
+            const ss_build_desc *e = &f.s->ds.t[x->task];
+            if (kind(&f, i) == SS_TASK_XFER && f.s->tg->dur[x->task] == 0) {
+                assert_int_equal(x->call, SS_RT_CALL_NONE);
+                folded++;
+                continue;
+            }
+            if (kind(&f, i) != SS_TASK_COLLECTIVE || e->coll != SS_BUILD_COLL_ALLTOALL)
+                continue;
+            int xs[64], nx = ss_rt_a2a_xfers(f.s->tg, x->task, xs);
+            int64_t sent = 0, got = 0;
+            assert_true(nx == 2);
+            for (int k = 0; k < nx; k++) {
+                const ss_build_desc *t = &f.s->ds.t[xs[k]];
+                sent += t->src == rank ? ss_region_volume(&t->reg) : 0;
+                got += t->dst == rank ? ss_region_volume(&t->reg) : 0;
+            }
+            assert_int_equal(x->call, SS_RT_CALL_ALLTOALL);
+            assert_true(x->lo == sent && x->hi == got && sent > 0 && got > 0);
+            assert_true(x->count == sent + got && x->scratch_n == x->count);
+            assert_true(x->lays_back);
+            /* laid back before the iteration ends, after its own step */
+            int at = laid_back_at(&f, i);
+            assert_true(x->stream == 0 ? at == -1 : at > i);
+            a2a++;
+        }
+        /* 2 layers x dispatch and combine x forward and backward */
+        assert_int_equal(a2a, 8);
+        assert_int_equal(folded, 16);
+        done(&f);
+    }
+    model2 = NULL;
 }
 
 /* tp x pp: Megatron's scatter-gather stage-boundary sends: each
@@ -321,6 +412,8 @@ int main(void)
         cmocka_unit_test(test_data_parallel),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_distributed_optimizer),
+        cmocka_unit_test(test_alltoall),
+        cmocka_unit_test(test_sequence_parallel),
         cmocka_unit_test(test_scatter_gather),
         cmocka_unit_test(test_comm_on_compute_stream),
     };

@@ -9,98 +9,13 @@
 #include "testutil.h"
 #include "runtime/cuda/plan.h"
 #include "runtime/exec.h"
+#include "thread_comm.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------ thread comm */
-
-typedef struct shared {
-    pthread_barrier_t bar;
-    void *slot[2];
-    int64_t n; /* elements of the send in flight */
-    int drop; /* 1: reductions do nothing (a broken exchange) */
-} shared;
-
-typedef struct tcomm {
-    shared *sh;
-    int rank;
-} tcomm;
-
-static ss_status t_reduce(tcomm *c, void *buf, int64_t n, int is64, int op)
-{
-    if (c->sh->drop)
-        return SS_OK;
-    size_t es = is64 ? 8 : 4;
-    void *tmp = malloc((size_t)n * es);
-    c->sh->slot[c->rank] = buf;
-    pthread_barrier_wait(&c->sh->bar);
-    for (int64_t i = 0; i < n; i++) {
-        double v[2];
-        for (int r = 0; r < 2; r++)
-            v[r] = is64 ? ((double *)c->sh->slot[r])[i] : ((float *)c->sh->slot[r])[i];
-        double x = op ? fmax(v[0], v[1]) : v[0] + v[1];
-        if (is64)
-            ((double *)tmp)[i] = x;
-        else
-            ((float *)tmp)[i] = (float)x;
-    }
-    pthread_barrier_wait(&c->sh->bar);
-    memcpy(buf, tmp, (size_t)n * es);
-    free(tmp);
-    return SS_OK;
-}
-static ss_status t_f32(void *c, const int *ranks, int nr, float *b, int64_t n, int op,
-                       ss_diag *d)
-{
-    (void)d;
-    assert_int_equal(nr, 2); /* the executor calls no group of one */
-    assert_true(ranks[0] != ranks[1]);
-    return t_reduce(c, b, n, 0, op);
-}
-/* A send and its receive meet at the barrier (each rank runs its tasks in
- * one global order, so the pair reach them together). */
-static ss_status t_send(void *c, int peer, const float *b, int64_t n, ss_diag *d)
-{
-    (void)d;
-    tcomm *t = c;
-    assert_int_equal(peer, 1 - t->rank);
-    if (t->sh->drop)
-        return SS_OK;
-    t->sh->slot[t->rank] = (void *)b;
-    t->sh->n = n;
-    pthread_barrier_wait(&t->sh->bar);
-    pthread_barrier_wait(&t->sh->bar);
-    return SS_OK;
-}
-static ss_status t_recv(void *c, int peer, float *b, int64_t n, ss_diag *d)
-{
-    (void)d;
-    tcomm *t = c;
-    if (t->sh->drop)
-        return SS_OK;
-    pthread_barrier_wait(&t->sh->bar);
-    assert_int_equal(t->sh->n, n);
-    memcpy(b, t->sh->slot[peer], (size_t)n * sizeof(float));
-    pthread_barrier_wait(&t->sh->bar);
-    return SS_OK;
-}
-static ss_status t_f64(void *c, double *b, int64_t n, int op, ss_diag *d)
-{
-    (void)d;
-    return t_reduce(c, b, n, 1, op);
-}
-static ss_status t_barrier(void *c, ss_diag *d)
-{
-    (void)d;
-    tcomm *t = c;
-    if (!t->sh->drop)
-        pthread_barrier_wait(&t->sh->bar);
-    return SS_OK;
-}
 
 typedef struct job {
     const ss_machine *m;
@@ -113,14 +28,14 @@ typedef struct job {
     ss_rt_state *st;
     ss_rt_result res;
     ss_status status;
+    ss_diag d;
 } job;
 
 static void *run_job(void *arg)
 {
     job *j = arg;
-    ss_diag d;
-    ss_diag_init(&d);
-    j->status = ss_rt_train(j->g, j->m, j->cm, j->p, &j->cfg, &j->comm, &j->st, &j->res, &d);
+    ss_diag_init(&j->d);
+    j->status = ss_rt_train(j->g, j->m, j->cm, j->p, &j->cfg, &j->comm, &j->st, &j->res, &j->d);
     return NULL;
 }
 
@@ -152,26 +67,32 @@ static ss_machine *machine(void)
 
 static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0, 0, -1};
 
-/* Run plan spec on two thread ranks and compare with one process: the
- * largest relative weight and loss differences over both ranks. */
-static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, int64_t *nred)
+/* Run plan spec of model (batch) on two thread ranks and compare with one
+ * process: the largest relative weight and loss differences over both
+ * ranks, the exchanges of a rank (collectives and transfers) and its calls
+ * of each kind (calls may be NULL). fault: 0 none, 1 drop, 2 shuffle
+ * (thread_comm.h). */
+static void run_model(const char *model, int batch, const char *spec, int fault, double *wdiff,
+                      double *ldiff, int64_t *nred, int64_t *calls)
 {
     ss_diag d;
     ss_diag_init(&d);
     ss_machine *m = machine();
     ss_costmodel *cm = ss_cost_new(m);
     ss_graph *g = NULL;
-    assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &g, &d), SS_OK);
+    assert_int_equal(ss_model_build(model, batch, 2, &g, &d), SS_OK);
     ss_plan *p = NULL, *ref = ss_plan_new(g, m);
-    assert_int_equal(ss_plan_from_spec(spec, g, m, &p, &d), SS_OK);
+    if (ss_plan_from_spec(spec, g, m, &p, &d) != SS_OK)
+        fail_msg("%s: %s", spec, d.msg);
     ss_rt_comm self;
     ss_rt_comm_self(&self);
     ss_rt_state *rs = NULL;
     ss_rt_result rr;
     assert_int_equal(ss_rt_train(g, m, cm, ref, &cfg, &self, &rs, &rr, &d), SS_OK);
-    shared sh;
+    tc_shared sh;
     memset(&sh, 0, sizeof sh);
-    sh.drop = drop;
+    sh.drop = fault == 1;
+    sh.shuffle = fault == 2;
     pthread_barrier_init(&sh.bar, NULL, 2);
     job j[2];
     pthread_t th[2];
@@ -182,11 +103,9 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
         j[r].g = g;
         j[r].p = p;
         j[r].cfg = cfg;
-        j[r].tc.sh = &sh;
-        j[r].tc.rank = r;
-        j[r].comm = (ss_rt_comm){r, 2, &j[r].tc, t_f32, t_f64, t_send, t_recv, t_barrier, NULL};
+        tc_init(&j[r].tc, &sh, r, &j[r].comm);
     }
-    if (drop) { /* no barrier: run the ranks one after the other */
+    if (sh.drop) { /* no barrier: run the ranks one after the other */
         for (int r = 0; r < 2; r++)
             run_job(&j[r]);
     } else {
@@ -197,7 +116,8 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
     }
     *wdiff = *ldiff = 0;
     for (int r = 0; r < 2; r++) {
-        assert_int_equal(j[r].status, SS_OK);
+        if (j[r].status != SS_OK)
+            fail_msg("%s, rank %d: %s", spec, r, j[r].d.msg);
         const char *worst = NULL;
         double w = ss_rt_weight_diff(j[r].st, rs, &worst);
         assert_non_null(worst);
@@ -205,6 +125,8 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
         for (int i = 0; i < rr.n_iter; i++)
             *ldiff = fmax(*ldiff, fabs(j[r].res.loss[i] - rr.loss[i]) / fabs(rr.loss[i]));
         *nred = j[r].res.collectives + j[r].res.transfers;
+        for (int k = 0; calls && k < TC_KINDS; k++)
+            calls[k] = j[r].tc.calls[k];
         ss_rt_free(j[r].st);
         ss_rt_result_clear(&j[r].res);
     }
@@ -216,6 +138,12 @@ static void run_two(const char *spec, int drop, double *wdiff, double *ldiff, in
     ss_graph_free(g);
     ss_cost_free(cm);
     ss_machine_free(m);
+}
+
+/* The MLP (batch 16) under spec. */
+static void run_two(const char *spec, int fault, double *wdiff, double *ldiff, int64_t *nred)
+{
+    run_model("mlp:layers=2,hidden=64,in=32", 16, spec, fault, wdiff, ldiff, nred, NULL);
 }
 
 /* ------------------------------------------------------------ tests */
@@ -358,6 +286,80 @@ static void test_deferred_lay_backs_match(void **state)
     gpu_topology = 0;
 }
 
+#define GPT "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,precision=fp32"
+
+/* The zoo GPT takes precision=fp32: f32 activations, fp32 training, the
+ * parameters of the bf16 model. */
+static void test_zoo_fp32(void **state)
+{
+    (void)state;
+    ss_diag d;
+    ss_diag_init(&d);
+    ss_graph *a = NULL, *b = NULL;
+    assert_int_equal(ss_model_build(GPT, 4, 1, &a, &d), SS_OK);
+    assert_int_equal(ss_model_build("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,"
+                                    "vocab_pad=0,dropout=0", 4, 1, &b, &d), SS_OK);
+    assert_int_equal(ss_graph_parameters(a), ss_graph_parameters(b));
+    assert_int_equal(ss_graph_precision(a), SS_PREC_FP32);
+    assert_int_equal(ss_graph_precision(b), SS_PREC_MIXED);
+    int f32 = 0, bf16 = 0; /* f32 tensors of a; bf16 or f32 ones of b */
+    for (int t = 0; t < ss_graph_n_tensors(a); t++) {
+        ss_dtype k = ss_graph_tensor(a, t)->dtype;
+        assert_true(k == SS_F32 || k == SS_I32 || k == SS_I64);
+        f32 += k == SS_F32;
+        bf16 += ss_graph_tensor(b, t)->dtype == SS_BF16 || ss_graph_tensor(b, t)->dtype == SS_F32;
+    }
+    assert_true(f32 > 0 && f32 == bf16);
+    ss_graph_free(a);
+    ss_graph_free(b);
+    assert_int_equal(ss_model_build("gpt:layers=1,precision=fp64", 4, 1, &a, &d), SS_ERR_INVALID);
+    assert_non_null(strstr(d.msg, "fp32"));
+}
+
+/* Every collective runs as itself: the distributed optimizer's
+ * reduce-scatter of the gradients and all-gather of the weights,
+ * sequence parallelism's reduce-scatter of partial sums and all-gather of
+ * output gradients, expert parallelism's all-to-alls (no all-reduce and no
+ * point-to-point send stands in for them), and the numerics match one
+ * process; handing each member the other's block breaks them. */
+static void test_collectives_run_as_themselves(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model, *spec;
+        int batch;
+        int64_t rs, ag, a2a, ar_max, sends_max; /* calls of a rank, all iterations */
+    } c[] = {
+        /* 5 iterations x one bucket; the loss only is all-reduced (in doubles) */
+        {"mlp:layers=2,hidden=64,in=32", "megatron:dp=2,distopt=1", 16, 5, 5, 0, 0, 0},
+        {GPT, "megatron:dp=2,distopt=1", 4, 5, 5, 0, 0, 0},
+        /* per iteration: 5 partial-sum reduce-scatters, 5 gradient all-gathers */
+        {GPT, "megatron:tp=2,sp=1", 4, 25, 25, 0, 1000, 1000},
+        /* per iteration: 2 layers x dispatch and combine x forward and backward; no
+         * point-to-point send of the expert slots */
+        {GPT ",experts=2,topk=1", "megatron:dp=2,ep=2", 4, 0, 0, 40, 1000, 0},
+    };
+    for (int k = 0; k < 4; k++) {
+        double w, l, ws, ls;
+        int64_t n, calls[TC_KINDS], bad[TC_KINDS];
+        run_model(c[k].model, c[k].batch, c[k].spec, 0, &w, &l, &n, calls);
+        run_model(c[k].model, c[k].batch, c[k].spec, 2, &ws, &ls, &n, bad);
+        printf("%s %s: weights %.3g, loss %.3g; %lld reduce-scatters, %lld all-gathers, %lld "
+               "all-to-alls, %lld all-reduces, %lld sends; wrong blocks: weights %.3g\n",
+               c[k].model, c[k].spec, w, l, (long long)calls[TC_REDUCE_SCATTER],
+               (long long)calls[TC_ALLGATHER], (long long)calls[TC_ALLTOALL],
+               (long long)calls[TC_ALLREDUCE], (long long)calls[TC_SEND], ws);
+        assert_true(w < 1e-5);
+        assert_true(l < 1e-6);
+        assert_int_equal(calls[TC_REDUCE_SCATTER], c[k].rs);
+        assert_int_equal(calls[TC_ALLGATHER], c[k].ag);
+        assert_int_equal(calls[TC_ALLTOALL], c[k].a2a);
+        assert_true(calls[TC_ALLREDUCE] <= c[k].ar_max);
+        assert_true(calls[TC_SEND] <= c[k].sends_max);
+        assert_true(ws > 1e-3);
+    }
+}
+
 static void test_broken_exchange_detected(void **state)
 {
     (void)state;
@@ -402,6 +404,8 @@ int main(void)
         cmocka_unit_test(test_tensor_parallel_adam_matches),
         cmocka_unit_test(test_pipeline_matches),
         cmocka_unit_test(test_deferred_lay_backs_match),
+        cmocka_unit_test(test_zoo_fp32),
+        cmocka_unit_test(test_collectives_run_as_themselves),
         cmocka_unit_test(test_broken_exchange_detected),
         cmocka_unit_test(test_more_devices_than_ranks),
     };

@@ -11,6 +11,7 @@
 #include "testutil.h"
 #include "kernels/kernels.h"
 #include "runtime/exec.h"
+#include "thread_comm.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -24,56 +25,6 @@ static const char *h100x2 =
     "{\"kind\": \"nvswitch\", \"gbps\": 450.0, \"latency_us\": 1.0}, \"inter\": {\"kind\": "
     "\"infiniband\", \"gbps\": 50.0, \"latency_us\": 1.0, \"nics_per_node\": 2, \"pcie_gbps\": "
     "63.0, \"pcie_latency_us\": 2.0}}}";
-
-/* ------------------------------------------------------------ thread comm
- * What the CUDA backend asks of ss_rt_comm on two thread ranks: a barrier,
- * a max / sum of doubles (iteration times), a broadcast (NCCL ids). */
-
-typedef struct shared {
-    pthread_barrier_t bar;
-    void *slot[2];
-} shared;
-
-typedef struct tcomm {
-    shared *sh;
-    int rank;
-} tcomm;
-
-static ss_status t_f64(void *c, double *b, int64_t n, int op, ss_diag *d)
-{
-    (void)d;
-    tcomm *t = c;
-    double *tmp = malloc((size_t)n * sizeof *tmp);
-    t->sh->slot[t->rank] = b;
-    pthread_barrier_wait(&t->sh->bar);
-    for (int64_t i = 0; i < n; i++) {
-        double u = ((double *)t->sh->slot[0])[i], v = ((double *)t->sh->slot[1])[i];
-        tmp[i] = op ? fmax(u, v) : u + v;
-    }
-    pthread_barrier_wait(&t->sh->bar);
-    memcpy(b, tmp, (size_t)n * sizeof *tmp);
-    free(tmp);
-    return SS_OK;
-}
-static ss_status t_barrier(void *c, ss_diag *d)
-{
-    (void)d;
-    pthread_barrier_wait(&((tcomm *)c)->sh->bar);
-    return SS_OK;
-}
-static ss_status t_bcast(void *c, const int *ranks, int n, void *b, size_t bytes, ss_diag *d)
-{
-    (void)d;
-    tcomm *t = c;
-    assert_int_equal(n, 2);
-    if (t->rank == ranks[0])
-        t->sh->slot[0] = b;
-    pthread_barrier_wait(&t->sh->bar);
-    if (t->rank != ranks[0])
-        memcpy(b, t->sh->slot[0], bytes);
-    pthread_barrier_wait(&t->sh->bar);
-    return SS_OK;
-}
 
 typedef struct job {
     const ss_machine *m;
@@ -125,7 +76,8 @@ static void check(const char *spec, int ranks, int adam)
     ss_rt_state *rs = NULL;
     ss_rt_result rr;
     assert_int_equal(ss_rt_train(g, m, cm, ref, &cpu, &self, &rs, &rr, &d), SS_OK);
-    shared sh;
+    tc_shared sh;
+    memset(&sh, 0, sizeof sh);
     pthread_barrier_init(&sh.bar, NULL, (unsigned)ranks);
     job j[2];
     pthread_t th[2];
@@ -137,12 +89,10 @@ static void check(const char *spec, int ranks, int adam)
         j[r].p = p;
         j[r].cfg = c;
         j[r].cfg.device = r;
-        j[r].tc.sh = &sh;
-        j[r].tc.rank = r;
         if (ranks == 1)
             j[r].comm = self;
-        else
-            j[r].comm = (ss_rt_comm){r, 2, &j[r].tc, NULL, t_f64, NULL, NULL, t_barrier, t_bcast};
+        else /* NCCL moves the tensors: the host comm moves figures and NCCL ids */
+            tc_init(&j[r].tc, &sh, r, &j[r].comm);
     }
     for (int r = 0; r < ranks; r++)
         assert_int_equal(pthread_create(&th[r], NULL, run_job, &j[r]), 0);
@@ -162,6 +112,8 @@ static void check(const char *spec, int ranks, int adam)
                j[r].res.predicted_ms);
         assert_true(w < 1e-4);
         assert_true(l < 1e-5);
+        for (int k = 0; ranks == 2 && k < TC_KINDS; k++)
+            assert_int_equal(j[r].tc.calls[k], 0); /* NCCL moved every tensor */
         ss_rt_free(j[r].st);
         ss_rt_result_clear(&j[r].res);
     }
