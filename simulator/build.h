@@ -87,7 +87,8 @@
  *                       most stages - s micro-batches in flight).
  *   priorities          forward in topological order, backward in reverse,
  *                       micro-batch as tie-break; gradient all-reduces back
- *                       layers first, or front layers first with
+ *                       layers first under bulk sync, in ready order under
+ *                       overlapped sync, front layers first with
  *                       settings.priority.
  *
  * Memory intervals (memory.h): activations (ss_work.saved_bytes) from the

@@ -521,8 +521,12 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
         if (s->maxop > maxop)
             maxop = s->maxop;
     }
+    /* priority: front layers first; overlapped sync without it: issue
+     * order (one key, so the channels' class-2 key falls back to ready
+     * time, then task id: bucket order); bulk: back layers first at the
+     * barrier */
     int prio = 2 * b->n_ops * (MB_CLAMP + 1) +
-               (b->set.priority ? minop : b->n_ops - 1 - maxop);
+               (b->set.priority ? minop : barrier < 0 ? 0 : b->n_ops - 1 - maxop);
     int bucket = b->st.buckets++;
     int dist = b->set.distopt, zero3 = dist == SS_ZERO3, M = 1;
     ss_status st = SS_OK;
@@ -966,10 +970,20 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         qsort(b->okeys, (size_t)b->n_sh, sizeof(okey), cmp_okey);
     for (int k = 0; k < b->n_sh; k++)
         b->order[k] = b->okeys[k].idx;
-    /* priority: the buckets' collectives (keys from 2 n_ops slots on, front
-     * layers first; nothing else on a channel has such keys) wait in the
-     * channels' queues priority first (engine.h, rule 2) */
-    if (b->set.priority)
+    /* Overlapped sync: the buckets' collectives (keys from 2 n_ops slots
+     * on; nothing else on a channel has such keys) are class 2 on the
+     * channels (engine.h, rule 2): any other transfer or collective ready
+     * there goes first, and a bucket waiting for one of its channels never
+     * holds the head of another's queue. The data-parallel communicator
+     * runs on its own NCCL stream beside the tensor- and pipeline-parallel
+     * traffic; a bucket that queued ahead of that traffic (FIFO) blocked it
+     * behind whatever held the bucket's other channels, e.g. a layer-norm
+     * bucket spanning NVSwitch and InfiniBand held the backward's
+     * tensor-parallel all-gathers while a large bucket used the NIC
+     * (docs/simulator.md, "Overlap on interleaved deep pipelines"). With
+     * priority they go front layers first among themselves, else in issue
+     * order. Bulk sync keeps them class 0: nothing else is left to run. */
+    if (b->set.priority || b->set.sync != SS_SYNC_BULK)
         tg->prio_first = 2 * b->n_ops * (MB_CLAMP + 1);
     int barrier = -1;
     if (b->set.sync == SS_SYNC_BULK) {

@@ -14,8 +14,10 @@
  *    where cls is 0, or 1 only for SS_TASK_FWD tasks under backward-first,
  *    or 2 for a PRIORITY-FIRST task: one that occupies channels only and
  *    whose priority is at least the graph's prio_first (taskgraph.h; the
- *    builder sets it to the gradient synchronisations' keys when the plan
- *    asks for priority). A class-2 task's key is (2, priority, ready_time,
+ *    builder sets it to the gradient synchronisations' keys under
+ *    overlapped sync or priority: the data-parallel buckets run beside,
+ *    and below, the tensor- and pipeline-parallel traffic; without
+ *    priority all buckets share one key, so they go in ready order). A class-2 task's key is (2, priority, ready_time,
  *    task id): among them a waiting task of higher priority (lower value)
  *    goes before one of lower priority that became ready earlier, as
  *    ByteScheduler's priority queue does; any other task on the channel

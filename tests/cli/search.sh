@@ -132,17 +132,19 @@ check "SIGINT plan loads in simulate" 0 "$bin" simulate --topology $topo --model
 # 6. "still improving": the human report has the line exactly when --json's
 #    gain_second_half (what the second half of the proposals gained) is at
 #    least 0.2% or null (the first plan that fits came in the second half).
-#    The mlp search of test 1 is still improving; one five times longer is not
-#    (it stops after half its budget without improvement).
+#    The mlp search with seed 4 and budget 400 is still improving (gain
+#    1.7%); one five times longer is not (it stops after half its budget
+#    without improvement). (Seed 7's 400 lost its gain when overlapped
+#    gradient buckets went behind other channel traffic, issue 31.)
 improving_seen=""
 for args in "--budget 400" "--budget 2000"; do
   # shellcheck disable=SC2086
   check "gain $args" 0 "$bin" --topology $topo --nodes 1 --model mlp $args --time-limit 0 \
-    --seed 7 --out "$tmp/g.json" --json || continue
+    --seed 4 --out "$tmp/g.json" --json || continue
   cp "$tmp/out" "$tmp/g.out"
   # shellcheck disable=SC2086
   check "gain $args (human)" 0 "$bin" --topology $topo --nodes 1 --model mlp $args \
-    --time-limit 0 --seed 7 --out "$tmp/g.json" || continue
+    --time-limit 0 --seed 4 --out "$tmp/g.json" || continue
   want=$(python3 -c '
 import json, sys
 g = json.load(open(sys.argv[1]))["search"]["gain_second_half"]
