@@ -1,5 +1,6 @@
 /*
- * testutil.c — fixture paths, the fault-injecting allocator and the
+ * testutil.c — fixture paths, running a file's tests in parts
+ * (SS_TEST_ONLY, SS_TEST_SKIP), the fault-injecting allocator and the
  * kernel-test helpers (testutil.h).
  */
 #include "testutil.h"
@@ -17,6 +18,68 @@ const char *ss_test_path(const char *rel)
     const char *root = getenv("SS_SOURCE_DIR");
     snprintf(buf, sizeof buf, "%s/%s", root ? root : ".", rel);
     return buf;
+}
+
+/* Whether name is one of the comma-separated names of list. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len + (end != NULL);
+    }
+    return false;
+}
+
+/* Exit 1, naming it, when a name of list (from variable var) is no test. */
+static void check_list(const char *var, const char *list, const struct CMUnitTest *tests,
+                       size_t n)
+{
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++)
+            found = strlen(tests[i].name) == len && strncmp(tests[i].name, p, len) == 0;
+        if (!found) {
+            fprintf(stderr, "%s: \"%.*s\" is no test of this file\n", var, (int)len, p);
+            exit(1);
+        }
+        p += len + (end != NULL);
+    }
+}
+
+int ss_test_run_group(const char *group, const struct CMUnitTest *tests, size_t n,
+                      CMFixtureFunction setup, CMFixtureFunction teardown)
+{
+    const char *only = getenv("SS_TEST_ONLY");
+    const char *skip = getenv("SS_TEST_SKIP");
+    if (only && !*only)
+        only = NULL;
+    if (skip && !*skip)
+        skip = NULL;
+    if (!only && !skip)
+        return _cmocka_run_group_tests(group, tests, n, setup, teardown);
+    if (only && skip) {
+        fprintf(stderr, "SS_TEST_ONLY and SS_TEST_SKIP are both set: set one\n");
+        exit(1);
+    }
+    check_list(only ? "SS_TEST_ONLY" : "SS_TEST_SKIP", only ? only : skip, tests, n);
+    struct CMUnitTest *sel = malloc((n ? n : 1) * sizeof *sel);
+    if (!sel) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (only ? in_list(only, tests[i].name) : !in_list(skip, tests[i].name))
+            sel[k++] = tests[i];
+    int rc = _cmocka_run_group_tests(group, sel, k, setup, teardown);
+    free(sel);
+    return rc;
 }
 
 static long fail_at = -1;

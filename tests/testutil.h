@@ -1,6 +1,7 @@
 /*
  * testutil.h — helpers shared by the unit tests: paths to fixtures, a
- * double comparison, a failing allocator for fault-injection tests, and the
+ * double comparison, the running of a file's tests in parts, a failing
+ * allocator for fault-injection tests, and the
  * graph, operand and gradient-check helpers of the kernel tests
  * (tests/kernels/).
  */
@@ -19,6 +20,20 @@
 /* Absolute path of a file in the source tree (SS_SOURCE_DIR set by ctest).
  * Returns a static buffer (overwritten by the next call). */
 const char *ss_test_path(const char *rel);
+
+/* Parts of a test file as ctest entries of their own (CMakeLists.txt's
+ * ss_test_parts, so that ctest -j runs a long file's tests side by side):
+ * every test file's cmocka_run_group_tests goes through ss_test_run_group,
+ * which runs only the tests named in SS_TEST_ONLY, or all but those named
+ * in SS_TEST_SKIP (comma-separated cmocka test names), all when neither is
+ * set. A name that is no test of the file is an error (exit 1, saying
+ * which), so a renamed test cannot drop out of the suite unseen. */
+int ss_test_run_group(const char *group, const struct CMUnitTest *tests, size_t n,
+                      CMFixtureFunction setup, CMFixtureFunction teardown);
+#undef cmocka_run_group_tests
+#define cmocka_run_group_tests(group_tests, group_setup, group_teardown)                   \
+    ss_test_run_group(#group_tests, group_tests, sizeof(group_tests) / sizeof((group_tests)[0]), \
+                      group_setup, group_teardown)
 
 /* cmocka 1.1.5 has no double comparison: fail unless |a - b| <= eps, with
  * the values printed on failure. */

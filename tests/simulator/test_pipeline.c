@@ -50,7 +50,7 @@ static void pipeline(fix *f, int p, int v, int m, ss_pipe_schedule sched)
     s->schedule = sched;
     int devs[64];
     for (int i = 0; i <= 8; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, i ? "fc%d" : "x", i);
         int op = ss_graph_find_op(f->g, name);
         assert_true(op >= 0);
