@@ -758,6 +758,29 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
     }
     f->comp_upd += dropped;
+    if (set->distopt == SS_ZERO3) {
+        /* the data-parallel collectives at d0: every one of them repeats per
+         * micro-batch (build_weights.c, zero3_gathers and close_bucket) */
+        double lend = bwd_end;
+        for (int t = 0; t < tg->n_tasks; t++) {
+            if (tg->kind[t] != SS_TASK_COLLECTIVE || ext_of(h, tg, t, ns, s) ||
+                (tg->aux[t] != SS_BUILD_COLL_PARAM && tg->aux[t] != SS_BUILD_COLL_GRAD) ||
+                !uses_dev(tg, t, d0))
+                continue;
+            double du = er->end[t] - er->start[t];
+            if (er->end[t] <= fwd_end)
+                f->lf += du;
+            else if (er->end[t] <= bwd_end)
+                f->lb += du;
+            else {
+                f->lr += du;
+                lend = er->end[t] > lend ? er->end[t] : lend;
+            }
+        }
+        f->lpost = last - lend;
+        f->comm_mb += f->comm_once;
+        f->comm_once = 0;
+    }
     /* the all-gathers after the distributed optimizer's updates at d0 */
     if (set->distopt) {
         unsigned char *seen = ss_calloc((size_t)tg->n_tasks + 1, 1);
@@ -781,7 +804,12 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     f->weights = ss_memory_weight_bytes(h->mm, d0);
     f->peak1 = h->peak[d0];
     if (!h->cfg.skip_memory) {
-        int niv = ss_memory_n_intervals(h->mm);
+        int niv = ss_memory_n_intervals(h->mm), z3 = set->distopt == SS_ZERO3;
+        double bwd0 = HUGE_VAL; /* ZeRO-3: the first backward's start at d0 */
+        for (int t = 0; z3 && t < tg->n_tasks; t++)
+            if (tg->kind[t] == SS_TASK_BWD && !ext_of(h, tg, t, ns, s) &&
+                ss_taskgraph_res(tg, t)[0] == d0 && er->start[t] < bwd0)
+                bwd0 = er->start[t];
         for (int i = 0; i < niv; i++) {
             const ss_mem_interval *iv = ss_memory_interval(h->mm, i);
             if (iv->device != d0 || iv->kind == SS_MEM_WORKSPACE)
@@ -789,7 +817,19 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             double a = iv->alloc.at_end ? er->end[iv->alloc.task] : er->start[iv->alloc.task];
             double r = iv->release.at_end ? er->end[iv->release.task]
                                           : er->start[iv->release.task];
-            if (a <= fwd_end && r > fwd_end)
+            int gath = z3 && tg->kind[iv->alloc.task] == SS_TASK_COLLECTIVE &&
+                       tg->aux[iv->alloc.task] == SS_BUILD_COLL_PARAM;
+            /* ZeRO-3: the backward's gathers that wait only for their own
+             * forward (the last two units) are held with the pass in
+             * flight; the forward's first two, gated by nothing here, are
+             * in the full simulation prefetched after the previous
+             * micro-batch's forward and held until this one's */
+            if (gath && tg->kind[iv->release.task] == SS_TASK_BWD && a < bwd0 && r > fwd_end)
+                f->held += iv->bytes;
+            else if (gath && tg->kind[iv->release.task] == SS_TASK_FWD &&
+                     er->ready[iv->alloc.task] == 0)
+                f->pre += iv->bytes;
+            else if (a <= fwd_end && r > fwd_end)
                 f->held += iv->bytes;
         }
     }
@@ -811,6 +851,8 @@ ss_status ss_hier_sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
                           figs *f, ss_diag *d)
 {
     ss_plan_settings set;
+    if (ss_plan_settings_get(p)->distopt == SS_ZERO3)
+        bulk = 0; /* ZeRO-3 synchronises per micro-batch, overlapped: one kind of sub-problem */
     sub_settings(p, bulk, &set);
     uint64_t key = mixd(mix(sub_key(h, &set, s, kk), (uint64_t)bulk + 1), jdelay);
     const figs *hit = memo_get(h, key);
