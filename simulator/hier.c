@@ -420,8 +420,7 @@ static ss_status analyse(ss_hier *h, const ss_plan_view *v, const ss_plan *p, ss
                     return UNSUP("distopt 3 (ZeRO-3): weight \"%s\" is read by \"%s\" and "
                                  "\"%s\" (a tied embedding): its per-micro-batch all-gathers, "
                                  "one per reader, and reduce-scatters (across stages: "
-                                 "rendezvous of the stages) are not modelled (+0.9%% on a "
-                                 "data-parallel GPT)",
+                                 "rendezvous of the stages) are not modelled",
                                  ss_graph_tensor(g, op->weights[w])->name, op->name,
                                  ss_graph_op(g, q)->name);
                 if (h->stage[q] != s)
@@ -582,11 +581,14 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
     for (int c = 0; c < C; c++) {
         int s = c % P, prev = (c - 1 + P) % P;
         const figs *f = &h->stg[c].f, *fin = f;
-        double fw = f->fwd, bw = f->bwd, bwl = f->bwd_last;
+        double bw = f->bwd, bwl = f->bwd_last;
         for (int k = 0; k < M; k++) {
             int64_t i = (int64_t)c * M + k;
             int lastk = k == M - 1;
             double bwk = lastk ? bwl : bw;
+            /* ZeRO-3: a forward's first gathers after the first micro-batch's
+             * were prefetched during earlier passes */
+            double fw = k && z3 ? f->fwd - f->fpre : f->fwd;
             /* GPipe and interleaved 1F1B: a pass holds its device for its
              * kernels only; its waits for tensor-parallel collectives
              * follow, and other passes fill them (the full simulation
@@ -823,7 +825,7 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p)
         k = mixd(mixd(mix(k, (uint64_t)S->reps), f->comp_fb), f->comp_f);
         k = mix(k, (uint64_t)(ss_plan_stage_recompute(set, s) == SS_RECOMPUTE_FULL));
         if (set->distopt == SS_ZERO3)
-            k = mixd(mixd(mixd(mix(k, 0x23), f->lf), f->lb), f->lr);
+            k = mixd(mixd(mixd(mixd(mix(k, 0x23), f->lf), f->lb), f->lr), f->fpre);
     }
     return k ? k : 1;
 }
@@ -1002,18 +1004,18 @@ static ss_status joint_sync(const ss_hier *h, const ss_plan *p, const double *en
 }
 
 /* ZeRO-3: every stage's data-parallel collectives of one micro-batch (its
- * weight all-gathers and gradient reduce-scatters at its first device) take
+ * weight all-gathers and gradient reduce-scatters at its first device) run
  * at most Z3_LINK of its forward and backward spans. The stage-level
  * pipeline puts them on a link resource per rank (a pass ends when its
  * kernels and its collectives are done; a micro-batch's reduce-scatters
  * after its backward queue behind later passes' gathers), which holds
- * within 0.1% of the full simulation on lightly loaded links (intra-node
- * data parallelism: 0.07-0.13 of the spans) but not on loaded ones: the
- * full simulation's one-ahead prefetch puts each gather on its pass's
- * critical path, so a reduce-scatter still running delays the pass rather
- * than filling its gaps (-0.55% at 0.23, -3% to -7.5% at 0.73-1.29 with
- * inter-node data parallelism; docs/simulator.md, "Hierarchical
- * evaluator"). SS_ERR_UNSUPPORTED past it. */
+ * within 0.25% of the full simulation where the links are light (12 GPT
+ * plans with data parallelism inside a node, links 8-19% of the spans) but
+ * not where they are loaded: the full simulation's one-ahead prefetch puts
+ * each gather on its pass's critical path, so a reduce-scatter still
+ * running delays the pass rather than filling its gaps (22-23%: -0.38% and
+ * -0.55%; inter-node data parallelism, 73-129%: -3.4% to -7.5%;
+ * docs/simulator.md, "Hierarchical evaluator"). SS_ERR_UNSUPPORTED past it. */
 #define Z3_LINK 0.2
 static ss_status zero3_light(const ss_hier *h, const ss_plan *p, ss_diag *d)
 {

@@ -390,6 +390,62 @@ static int add_peers(ss_hier *h, subctx *x, int s, int o, int lower, ss_diag *d)
     return 0;
 }
 
+static int cmp_span(const void *pa, const void *pb)
+{
+    const double *a = pa, *b = pb;
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* ZeRO-3's figures of a sub-problem (figs: lf, lb, lr, lpost, fpre): the
+ * union of d0's data-parallel collective intervals (every one repeats per
+ * micro-batch: build_weights.c, zero3_gathers and close_bucket; on
+ * full-duplex links two can run at once) cut at the forward's and the
+ * backward's ends; the forward's wait for its first gathers (from t0, its
+ * input's arrival, to its first kernel at d0). The collectives' time at d0
+ * is per micro-batch. */
+static ss_status zero3_figs(ss_hier *h, const ss_taskgraph *tg, const ss_engine_result *er,
+                            int ns, int s, int d0, double t0, double fwd_end, double bwd_end,
+                            double last, figs *f, ss_diag *d)
+{
+    double *iv = ss_malloc((size_t)(2 * tg->n_tasks + 2) * sizeof *iv), lend = bwd_end;
+    double first = HUGE_VAL;
+    int n = 0;
+    if (!iv)
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    for (int t = 0; t < tg->n_tasks; t++) {
+        if (tg->kind[t] == SS_TASK_FWD && tg->dur[t] > 0 && !ext_of(h, tg, t, ns, s) &&
+            ss_taskgraph_res(tg, t)[0] == d0 && er->start[t] < first)
+            first = er->start[t];
+        if (tg->kind[t] != SS_TASK_COLLECTIVE || ext_of(h, tg, t, ns, s) ||
+            (tg->aux[t] != SS_BUILD_COLL_PARAM && tg->aux[t] != SS_BUILD_COLL_GRAD) ||
+            !uses_dev(tg, t, d0) || !(er->end[t] > er->start[t]))
+            continue;
+        iv[2 * n] = er->start[t];
+        iv[2 * n + 1] = er->end[t];
+        n++;
+    }
+    qsort(iv, (size_t)n, 2 * sizeof *iv, cmp_span);
+    const double cut[3] = {fwd_end, bwd_end, HUGE_VAL};
+    double *part[3] = {&f->lf, &f->lb, &f->lr};
+    for (int i = 0; i < n;) {
+        double a = iv[2 * i], b = iv[2 * i + 1];
+        for (i++; i < n && iv[2 * i] <= b; i++)
+            b = iv[2 * i + 1] > b ? iv[2 * i + 1] : b;
+        for (int k = 0; k < 3; k++) {
+            double x = fmax(a, k ? cut[k - 1] : -HUGE_VAL), y = fmin(b, cut[k]);
+            if (y > x)
+                *part[k] += y - x;
+        }
+        lend = b > lend ? b : lend;
+    }
+    ss_free(iv);
+    f->lpost = last - lend;
+    f->fpre = first < HUGE_VAL && first > t0 ? first - t0 : 0;
+    f->comm_mb += f->comm_once;
+    f->comm_once = 0;
+    return SS_OK;
+}
+
 /* Build the sub-problem (sg, sp) into h->tg and h->mm with a new builder
  * *b: reduced to its first data-parallel block (symmetry.h, sub-problems)
  * where that applies and verifies, else whole. *d0: the device whose
@@ -758,29 +814,9 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
     }
     f->comp_upd += dropped;
-    if (set->distopt == SS_ZERO3) {
-        /* the data-parallel collectives at d0: every one of them repeats per
-         * micro-batch (build_weights.c, zero3_gathers and close_bucket) */
-        double lend = bwd_end;
-        for (int t = 0; t < tg->n_tasks; t++) {
-            if (tg->kind[t] != SS_TASK_COLLECTIVE || ext_of(h, tg, t, ns, s) ||
-                (tg->aux[t] != SS_BUILD_COLL_PARAM && tg->aux[t] != SS_BUILD_COLL_GRAD) ||
-                !uses_dev(tg, t, d0))
-                continue;
-            double du = er->end[t] - er->start[t];
-            if (er->end[t] <= fwd_end)
-                f->lf += du;
-            else if (er->end[t] <= bwd_end)
-                f->lb += du;
-            else {
-                f->lr += du;
-                lend = er->end[t] > lend ? er->end[t] : lend;
-            }
-        }
-        f->lpost = last - lend;
-        f->comm_mb += f->comm_once;
-        f->comm_once = 0;
-    }
+    if (set->distopt == SS_ZERO3 && (st = zero3_figs(h, tg, er, ns, s, d0, t0, fwd_end, bwd_end,
+                                                     last, f, d)) != SS_OK)
+        goto out;
     /* the all-gathers after the distributed optimizer's updates at d0 */
     if (set->distopt) {
         unsigned char *seen = ss_calloc((size_t)tg->n_tasks + 1, 1);
@@ -970,6 +1006,17 @@ ss_status ss_hier_stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     memcpy(S->f.ja, w.ja, sizeof w.ja);
     memcpy(S->f.jd, w.jd, sizeof w.jd);
     S->f.jb = w.jb;
+    if (set->distopt == SS_ZERO3) {
+        /* every micro-batch reduce-scatters as the last does: its backward
+         * and link figures from the same sub-problem as the tail (the
+         * whole stage with fused buckets) */
+        S->f.bwd = w.bwd;
+        S->f.lf = w.lf;
+        S->f.lb = w.lb;
+        S->f.lr = w.lr;
+        S->f.lpost = w.lpost;
+        S->f.fpre = w.fpre;
+    }
     if (s >= h->R) {
         /* a rank's later chunks: the framework's per-micro-batch overhead
          * (the device type's mb_overhead_us, build_host.c) is paid once
