@@ -232,7 +232,8 @@ struct ss_builder {
     int cap_unkept;
     int *gsync;  /* [n_dev] pass 7: per device the last gradient reduction (all-reduce
                   * or reduce-scatter) issued on its sync stream, -1 none
-                  * (build_weights.c, sync_chain) */
+                  * (build_weights.c, sync_chain); ZeRO-3: [micro-batches x
+                  * n_dev], one stream order per micro-batch */
     int cap_gsync;
     /* pass 7, issue 31 (build_weights.c): per tile, the weight-gradient step
      * split off its backward by reorder_backward (wgt, -1 none; n_wgt = 0

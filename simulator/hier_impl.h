@@ -59,6 +59,13 @@ typedef struct figs {
     double jd[JMAX];    /* its duration (the first passes: 0 where a lower stage owns it,
                            drop_joint_sync) */
     double jb;          /* from the last one's end to the sub-problem's end */
+    /* ZeRO-3 (distopt 3): how long d0's data-parallel collectives of one
+     * micro-batch (weight all-gathers, gradient reduce-scatters) run (the
+     * union of their intervals) within the forward, within the backward and
+     * after it; from the last one's end to the sub-problem's end (updates) */
+    double lf, lb, lr, lpost;
+    double pre;  /* ZeRO-3: bytes d0 prefetches for the next micro-batch's forward */
+    double fpre; /* ZeRO-3: the forward's wait for those gathers (none after the first) */
 } figs;
 #define NFIG ((int)(sizeof(figs) / sizeof(double)))
 

@@ -390,6 +390,62 @@ static int add_peers(ss_hier *h, subctx *x, int s, int o, int lower, ss_diag *d)
     return 0;
 }
 
+static int cmp_span(const void *pa, const void *pb)
+{
+    const double *a = pa, *b = pb;
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* ZeRO-3's figures of a sub-problem (figs: lf, lb, lr, lpost, fpre): the
+ * union of d0's data-parallel collective intervals (every one repeats per
+ * micro-batch: build_weights.c, zero3_gathers and close_bucket; on
+ * full-duplex links two can run at once) cut at the forward's and the
+ * backward's ends; the forward's wait for its first gathers (from t0, its
+ * input's arrival, to its first kernel at d0). The collectives' time at d0
+ * is per micro-batch. */
+static ss_status zero3_figs(ss_hier *h, const ss_taskgraph *tg, const ss_engine_result *er,
+                            int ns, int s, int d0, double t0, double fwd_end, double bwd_end,
+                            double last, figs *f, ss_diag *d)
+{
+    double *iv = ss_malloc((size_t)(2 * tg->n_tasks + 2) * sizeof *iv), lend = bwd_end;
+    double first = HUGE_VAL;
+    int n = 0;
+    if (!iv)
+        return ss_diag_set(d, SS_ERR_NOMEM, "hierarchical evaluator: out of memory");
+    for (int t = 0; t < tg->n_tasks; t++) {
+        if (tg->kind[t] == SS_TASK_FWD && tg->dur[t] > 0 && !ext_of(h, tg, t, ns, s) &&
+            ss_taskgraph_res(tg, t)[0] == d0 && er->start[t] < first)
+            first = er->start[t];
+        if (tg->kind[t] != SS_TASK_COLLECTIVE || ext_of(h, tg, t, ns, s) ||
+            (tg->aux[t] != SS_BUILD_COLL_PARAM && tg->aux[t] != SS_BUILD_COLL_GRAD) ||
+            !uses_dev(tg, t, d0) || !(er->end[t] > er->start[t]))
+            continue;
+        iv[2 * n] = er->start[t];
+        iv[2 * n + 1] = er->end[t];
+        n++;
+    }
+    qsort(iv, (size_t)n, 2 * sizeof *iv, cmp_span);
+    const double cut[3] = {fwd_end, bwd_end, HUGE_VAL};
+    double *part[3] = {&f->lf, &f->lb, &f->lr};
+    for (int i = 0; i < n;) {
+        double a = iv[2 * i], b = iv[2 * i + 1];
+        for (i++; i < n && iv[2 * i] <= b; i++)
+            b = iv[2 * i + 1] > b ? iv[2 * i + 1] : b;
+        for (int k = 0; k < 3; k++) {
+            double x = fmax(a, k ? cut[k - 1] : -HUGE_VAL), y = fmin(b, cut[k]);
+            if (y > x)
+                *part[k] += y - x;
+        }
+        lend = b > lend ? b : lend;
+    }
+    ss_free(iv);
+    f->lpost = last - lend;
+    f->fpre = first < HUGE_VAL && first > t0 ? first - t0 : 0;
+    f->comm_mb += f->comm_once;
+    f->comm_once = 0;
+    return SS_OK;
+}
+
 /* Build the sub-problem (sg, sp) into h->tg and h->mm with a new builder
  * *b: reduced to its first data-parallel block (symmetry.h, sub-problems)
  * where that applies and verifies, else whole. *d0: the device whose
@@ -758,6 +814,9 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
         }
     }
     f->comp_upd += dropped;
+    if (set->distopt == SS_ZERO3 && (st = zero3_figs(h, tg, er, ns, s, d0, t0, fwd_end, bwd_end,
+                                                     last, f, d)) != SS_OK)
+        goto out;
     /* the all-gathers after the distributed optimizer's updates at d0 */
     if (set->distopt) {
         unsigned char *seen = ss_calloc((size_t)tg->n_tasks + 1, 1);
@@ -781,7 +840,12 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
     f->weights = ss_memory_weight_bytes(h->mm, d0);
     f->peak1 = h->peak[d0];
     if (!h->cfg.skip_memory) {
-        int niv = ss_memory_n_intervals(h->mm);
+        int niv = ss_memory_n_intervals(h->mm), z3 = set->distopt == SS_ZERO3;
+        double bwd0 = HUGE_VAL; /* ZeRO-3: the first backward's start at d0 */
+        for (int t = 0; z3 && t < tg->n_tasks; t++)
+            if (tg->kind[t] == SS_TASK_BWD && !ext_of(h, tg, t, ns, s) &&
+                ss_taskgraph_res(tg, t)[0] == d0 && er->start[t] < bwd0)
+                bwd0 = er->start[t];
         for (int i = 0; i < niv; i++) {
             const ss_mem_interval *iv = ss_memory_interval(h->mm, i);
             if (iv->device != d0 || iv->kind == SS_MEM_WORKSPACE)
@@ -789,7 +853,19 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             double a = iv->alloc.at_end ? er->end[iv->alloc.task] : er->start[iv->alloc.task];
             double r = iv->release.at_end ? er->end[iv->release.task]
                                           : er->start[iv->release.task];
-            if (a <= fwd_end && r > fwd_end)
+            int gath = z3 && tg->kind[iv->alloc.task] == SS_TASK_COLLECTIVE &&
+                       tg->aux[iv->alloc.task] == SS_BUILD_COLL_PARAM;
+            /* ZeRO-3: the backward's gathers that wait only for their own
+             * forward (the last two units) are held with the pass in
+             * flight; the forward's first two, gated by nothing here, are
+             * in the full simulation prefetched after the previous
+             * micro-batch's forward and held until this one's */
+            if (gath && tg->kind[iv->release.task] == SS_TASK_BWD && a < bwd0 && r > fwd_end)
+                f->held += iv->bytes;
+            else if (gath && tg->kind[iv->release.task] == SS_TASK_FWD &&
+                     er->ready[iv->alloc.task] == 0)
+                f->pre += iv->bytes;
+            else if (a <= fwd_end && r > fwd_end)
                 f->held += iv->bytes;
         }
     }
@@ -811,6 +887,8 @@ ss_status ss_hier_sub_one(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
                           figs *f, ss_diag *d)
 {
     ss_plan_settings set;
+    if (ss_plan_settings_get(p)->distopt == SS_ZERO3)
+        bulk = 0; /* ZeRO-3 synchronises per micro-batch, overlapped: one kind of sub-problem */
     sub_settings(p, bulk, &set);
     uint64_t key = mixd(mix(sub_key(h, &set, s, kk), (uint64_t)bulk + 1), jdelay);
     const figs *hit = memo_get(h, key);
@@ -928,6 +1006,17 @@ ss_status ss_hier_stage_figs(ss_hier *h, const ss_plan *p, int s, ss_diag *d)
     memcpy(S->f.ja, w.ja, sizeof w.ja);
     memcpy(S->f.jd, w.jd, sizeof w.jd);
     S->f.jb = w.jb;
+    if (set->distopt == SS_ZERO3) {
+        /* every micro-batch reduce-scatters as the last does: its backward
+         * and link figures from the same sub-problem as the tail (the
+         * whole stage with fused buckets) */
+        S->f.bwd = w.bwd;
+        S->f.lf = w.lf;
+        S->f.lb = w.lb;
+        S->f.lr = w.lr;
+        S->f.lpost = w.lpost;
+        S->f.fpre = w.fpre;
+    }
     if (s >= h->R) {
         /* a rank's later chunks: the framework's per-micro-batch overhead
          * (the device type's mb_overhead_us, build_host.c) is paid once
