@@ -7,7 +7,8 @@
  * (exec_int.h: runtime/exec_cpu.c, runtime/cuda/exec_cuda.c).
  *
  * Invariant: every rank's task list is its subsequence of one global order
- * (simulated start, end, task id), so blocking or stream-ordered sends,
+ * (simulated start, end, depth in the graph, task id) that respects every
+ * dependency, so blocking or stream-ordered sends,
  * receives and group collectives meet in the same order on every rank.
  */
 #include "runtime/exec_int.h"
@@ -349,9 +350,13 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
 
 typedef struct okey {
     double start, end;
-    int task;
+    int depth, task;
 } okey;
 
+/* Simulated start, then end, then depth: a chain of zero-duration tasks
+ * (views' backwards) shares one start and end, and its dependencies run
+ * from higher task ids to lower ones in the backward, so the task id alone
+ * would run a consumer before its producer. */
 static int cmp_okey(const void *pa, const void *pb)
 {
     const okey *a = pa, *b = pb;
@@ -359,7 +364,38 @@ static int cmp_okey(const void *pa, const void *pb)
         return a->start < b->start ? -1 : 1;
     if (a->end != b->end)
         return a->end < b->end ? -1 : 1;
+    if (a->depth != b->depth)
+        return a->depth < b->depth ? -1 : 1;
     return (a->task > b->task) - (a->task < b->task);
+}
+
+/* depth[t]: the most edges on a path from a source to task t (Kahn's order
+ * over the finalized successor lists; work: n + 1 ints). */
+static ss_status task_depths(const ss_taskgraph *tg, int *depth, int *work, ss_diag *d)
+{
+    int n = tg->n_tasks, *indeg = work, head = 0, tail = 0;
+    int *queue = malloc((size_t)(n + 1) * sizeof *queue);
+    if (!queue)
+        return ss_rt_nomem(d);
+    memset(indeg, 0, (size_t)n * sizeof *indeg);
+    for (int e = 0; e < tg->succ_off[n]; e++)
+        indeg[tg->succ[e]]++;
+    for (int t = 0; t < n; t++) {
+        depth[t] = 0;
+        if (!indeg[t])
+            queue[tail++] = t;
+    }
+    while (head < tail) {
+        int t = queue[head++];
+        for (int e = tg->succ_off[t]; e < tg->succ_off[t + 1]; e++) {
+            int v = tg->succ[e];
+            depth[v] = depth[v] > depth[t] + 1 ? depth[v] : depth[t] + 1;
+            if (!--indeg[v])
+                queue[tail++] = v;
+        }
+    }
+    free(queue);
+    return SS_OK;
 }
 
 static int in_group(const ss_build_descs *x, const ss_build_desc *e, int dev)
@@ -413,6 +449,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     s->tg = ss_taskgraph_new(0, 0);
     ss_status st = SS_OK;
     okey *keys = NULL;
+    int *depth = NULL;
     if (!mm || !e || !s->b || !s->tg) {
         st = ss_rt_nomem(d);
         goto out;
@@ -437,16 +474,19 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
             r->predicted_compute_ms += tg->dur[t] / 1e3;
     r->predicted_comm_ms = me < er->n_devices ? er->comm_us[me] / 1e3 : 0;
     keys = malloc((size_t)(n + 1) * sizeof *keys);
+    depth = malloc((size_t)(2 * n + 2) * sizeof *depth);
     s->mine = malloc((size_t)(n + 1) * sizeof *s->mine);
     s->task_tile = malloc((size_t)(n + 1) * sizeof *s->task_tile);
     s->combine_after = calloc((size_t)n + 1, 1);
     s->sim_start = malloc((size_t)(n + 1) * sizeof *s->sim_start);
     s->sim_dur = malloc((size_t)(n + 1) * sizeof *s->sim_dur);
-    if (!keys || !s->mine || !s->task_tile || !s->combine_after || !s->sim_start ||
+    if (!keys || !depth || !s->mine || !s->task_tile || !s->combine_after || !s->sim_start ||
         !s->sim_dur) {
         st = ss_rt_nomem(d);
         goto out;
     }
+    if ((st = task_depths(tg, depth, depth + n + 1, d)) != SS_OK)
+        goto out;
     for (int t = 0; t < n; t++) {
         s->sim_start[t] = er->start[t];
         s->sim_dur[t] = er->end[t] - er->start[t];
@@ -477,7 +517,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
             take = in_group(&s->ds, x, me);
         }
         if (take)
-            keys[nk++] = (okey){er->start[t], er->end[t], t};
+            keys[nk++] = (okey){er->start[t], er->end[t], depth[t], t};
     }
     qsort(keys, (size_t)nk, sizeof *keys, cmp_okey);
     for (int i = 0; i < nk; i++)
@@ -503,6 +543,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     }
 out:
     free(keys);
+    free(depth);
     ss_engine_free(e);
     ss_memory_free(mm);
     return st;
