@@ -438,6 +438,50 @@ static ss_status loss_deps(ss_rt_state *s, ss_diag *d)
     return added ? ss_taskgraph_finalize(tg, d) : SS_OK;
 }
 
+/* Which input gradients of this rank's replica tiles are copies: a
+ * replica q > 0 computes the input gradient replica 0 does, and where a
+ * collective sums that gradient over a group holding a lower replica of the
+ * tile (an op's replicas' output gradients, REPSUM; a partial-sum unit's,
+ * GRADSUM) every copy would be counted. Megatron counts a replicated
+ * consumer's whole gradient once and all-reduces only the split consumers'
+ * partial ones (q_lora = 0: kv_a beside the column-parallel q). */
+static ss_status dup_grads(ss_rt_state *s, ss_diag *d)
+{
+    const ss_taskgraph *tg = s->tg;
+    int *sums = malloc((size_t)(tg->n_tasks + 1) * sizeof *sums), n = 0;
+    if (!sums)
+        return ss_rt_nomem(d);
+    for (int task = 0; task < tg->n_tasks; task++) {
+        const ss_build_desc *e = &s->ds.t[task];
+        if (tg->kind[task] == SS_TASK_COLLECTIVE &&
+            (e->coll == SS_BUILD_COLL_REPSUM || e->coll == SS_BUILD_COLL_GRADSUM) &&
+            in_group(&s->ds, e, s->rank))
+            sums[n++] = task;
+    }
+    for (int i = 0; i < s->n_tiles; i++) {
+        rt_tile *tl = &s->tiles[i];
+        const ss_op *op = ss_graph_op(s->g, tl->op);
+        const ss_pconfig *c = ss_plan_config(s->p, tl->op);
+        for (int xi = 0; xi < op->n_in && xi < 32 && tl->q > 0; xi++)
+            for (int k = 0; k < n && !(tl->dupdx >> xi & 1); k++) {
+                const ss_build_desc *e = &s->ds.t[sums[k]];
+                int lower = 0, hit = 0;
+                for (int q = 0; q < tl->q && !lower; q++)
+                    lower = in_group(&s->ds, e, c->devices[tl->idx - (tl->q - q) * c->red]);
+                for (int m = 0; m < e->n_item && lower && !hit; m++) {
+                    const ss_build_item *it = &s->ds.items[e->item_off + m];
+                    ss_region ov;
+                    hit = it->tensor == op->inputs[xi] &&
+                          ss_region_intersect(&it->reg, &tl->a.xr[xi], &ov) > 0;
+                }
+                if (hit)
+                    tl->dupdx |= 1u << xi;
+            }
+    }
+    free(sums);
+    return SS_OK;
+}
+
 /* Build the plan's task graph with the simulator's builder, simulate it,
  * and keep this rank's tasks in simulated order. */
 static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm, ss_rt_result *r,
@@ -653,6 +697,8 @@ ss_status ss_rt_plan_only(const ss_graph *g, const ss_machine *m, ss_costmodel *
     ss_status st = setup(s, cfg->seed, cfg->adam, d);
     if (st == SS_OK)
         st = schedule(s, m, cm, r, d);
+    if (st == SS_OK)
+        st = dup_grads(s, d);
     if (st != SS_OK) {
         ss_rt_free(s);
         return st;
