@@ -7,7 +7,8 @@
  * (exec_int.h: runtime/exec_cpu.c, runtime/cuda/exec_cuda.c).
  *
  * Invariant: every rank's task list is its subsequence of one global order
- * (simulated start, end, task id), so blocking or stream-ordered sends,
+ * (simulated start, end, depth in the graph, task id) that respects every
+ * dependency, so blocking or stream-ordered sends,
  * receives and group collectives meet in the same order on every rank.
  */
 #include "runtime/exec_int.h"
@@ -374,9 +375,13 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
 
 typedef struct okey {
     double start, end;
-    int task;
+    int depth, task;
 } okey;
 
+/* Simulated start, then end, then depth: a chain of zero-duration tasks
+ * (views' backwards) shares one start and end, and its dependencies run
+ * from higher task ids to lower ones in the backward, so the task id alone
+ * would run a consumer before its producer. */
 static int cmp_okey(const void *pa, const void *pb)
 {
     const okey *a = pa, *b = pb;
@@ -384,7 +389,38 @@ static int cmp_okey(const void *pa, const void *pb)
         return a->start < b->start ? -1 : 1;
     if (a->end != b->end)
         return a->end < b->end ? -1 : 1;
+    if (a->depth != b->depth)
+        return a->depth < b->depth ? -1 : 1;
     return (a->task > b->task) - (a->task < b->task);
+}
+
+/* depth[t]: the most edges on a path from a source to task t (Kahn's order
+ * over the finalized successor lists; work: n + 1 ints). */
+static ss_status task_depths(const ss_taskgraph *tg, int *depth, int *work, ss_diag *d)
+{
+    int n = tg->n_tasks, *indeg = work, head = 0, tail = 0;
+    int *queue = malloc((size_t)(n + 1) * sizeof *queue);
+    if (!queue)
+        return ss_rt_nomem(d);
+    memset(indeg, 0, (size_t)n * sizeof *indeg);
+    for (int e = 0; e < tg->succ_off[n]; e++)
+        indeg[tg->succ[e]]++;
+    for (int t = 0; t < n; t++) {
+        depth[t] = 0;
+        if (!indeg[t])
+            queue[tail++] = t;
+    }
+    while (head < tail) {
+        int t = queue[head++];
+        for (int e = tg->succ_off[t]; e < tg->succ_off[t + 1]; e++) {
+            int v = tg->succ[e];
+            depth[v] = depth[v] > depth[t] + 1 ? depth[v] : depth[t] + 1;
+            if (!--indeg[v])
+                queue[tail++] = v;
+        }
+    }
+    free(queue);
+    return SS_OK;
 }
 
 static int in_group(const ss_build_descs *x, const ss_build_desc *e, int dev)
@@ -513,6 +549,50 @@ static ss_status loss_deps(ss_rt_state *s, ss_diag *d)
     return added ? ss_taskgraph_finalize(tg, d) : SS_OK;
 }
 
+/* Which input gradients of this rank's replica tiles are copies: a
+ * replica q > 0 computes the input gradient replica 0 does, and where a
+ * collective sums that gradient over a group holding a lower replica of the
+ * tile (an op's replicas' output gradients, REPSUM; a partial-sum unit's,
+ * GRADSUM) every copy would be counted. Megatron counts a replicated
+ * consumer's whole gradient once and all-reduces only the split consumers'
+ * partial ones (q_lora = 0: kv_a beside the column-parallel q). */
+static ss_status dup_grads(ss_rt_state *s, ss_diag *d)
+{
+    const ss_taskgraph *tg = s->tg;
+    int *sums = malloc((size_t)(tg->n_tasks + 1) * sizeof *sums), n = 0;
+    if (!sums)
+        return ss_rt_nomem(d);
+    for (int task = 0; task < tg->n_tasks; task++) {
+        const ss_build_desc *e = &s->ds.t[task];
+        if (tg->kind[task] == SS_TASK_COLLECTIVE &&
+            (e->coll == SS_BUILD_COLL_REPSUM || e->coll == SS_BUILD_COLL_GRADSUM) &&
+            in_group(&s->ds, e, s->rank))
+            sums[n++] = task;
+    }
+    for (int i = 0; i < s->n_tiles; i++) {
+        rt_tile *tl = &s->tiles[i];
+        const ss_op *op = ss_graph_op(s->g, tl->op);
+        const ss_pconfig *c = ss_plan_config(s->p, tl->op);
+        for (int xi = 0; xi < op->n_in && xi < 32 && tl->q > 0; xi++)
+            for (int k = 0; k < n && !(tl->dupdx >> xi & 1); k++) {
+                const ss_build_desc *e = &s->ds.t[sums[k]];
+                int lower = 0, hit = 0;
+                for (int q = 0; q < tl->q && !lower; q++)
+                    lower = in_group(&s->ds, e, c->devices[tl->idx - (tl->q - q) * c->red]);
+                for (int m = 0; m < e->n_item && lower && !hit; m++) {
+                    const ss_build_item *it = &s->ds.items[e->item_off + m];
+                    ss_region ov;
+                    hit = it->tensor == op->inputs[xi] &&
+                          ss_region_intersect(&it->reg, &tl->a.xr[xi], &ov) > 0;
+                }
+                if (hit)
+                    tl->dupdx |= 1u << xi;
+            }
+    }
+    free(sums);
+    return SS_OK;
+}
+
 /* Build the plan's task graph with the simulator's builder, simulate it,
  * and keep this rank's tasks in simulated order. */
 static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm, ss_rt_result *r,
@@ -524,6 +604,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     s->tg = ss_taskgraph_new(0, 0);
     ss_status st = SS_OK;
     okey *keys = NULL;
+    int *depth = NULL;
     if (!mm || !e || !s->b || !s->tg) {
         st = ss_rt_nomem(d);
         goto out;
@@ -548,16 +629,19 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
             r->predicted_compute_ms += tg->dur[t] / 1e3;
     r->predicted_comm_ms = me < er->n_devices ? er->comm_us[me] / 1e3 : 0;
     keys = malloc((size_t)(n + 1) * sizeof *keys);
+    depth = malloc((size_t)(2 * n + 2) * sizeof *depth);
     s->mine = malloc((size_t)(n + 1) * sizeof *s->mine);
     s->task_tile = malloc((size_t)(n + 1) * sizeof *s->task_tile);
     s->combine_after = calloc((size_t)n + 1, 1);
     s->sim_start = malloc((size_t)(n + 1) * sizeof *s->sim_start);
     s->sim_dur = malloc((size_t)(n + 1) * sizeof *s->sim_dur);
-    if (!keys || !s->mine || !s->task_tile || !s->combine_after || !s->sim_start ||
+    if (!keys || !depth || !s->mine || !s->task_tile || !s->combine_after || !s->sim_start ||
         !s->sim_dur) {
         st = ss_rt_nomem(d);
         goto out;
     }
+    if ((st = task_depths(tg, depth, depth + n + 1, d)) != SS_OK)
+        goto out;
     for (int t = 0; t < n; t++) {
         s->sim_start[t] = er->start[t];
         s->sim_dur[t] = er->end[t] - er->start[t];
@@ -589,7 +673,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
                                                          : in_group(&s->ds, x, me);
         }
         if (take)
-            keys[nk++] = (okey){er->start[t], er->end[t], t};
+            keys[nk++] = (okey){er->start[t], er->end[t], depth[t], t};
     }
     qsort(keys, (size_t)nk, sizeof *keys, cmp_okey);
     for (int i = 0; i < nk; i++)
@@ -615,6 +699,7 @@ static ss_status schedule(ss_rt_state *s, const ss_machine *m, ss_costmodel *cm,
     }
 out:
     free(keys);
+    free(depth);
     ss_engine_free(e);
     ss_memory_free(mm);
     return st;
@@ -724,6 +809,8 @@ ss_status ss_rt_plan_only(const ss_graph *g, const ss_machine *m, ss_costmodel *
     ss_status st = setup(s, cfg->seed, cfg->adam, d);
     if (st == SS_OK)
         st = schedule(s, m, cm, r, d);
+    if (st == SS_OK)
+        st = dup_grads(s, d);
     if (st != SS_OK) {
         ss_rt_free(s);
         return st;

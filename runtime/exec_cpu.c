@@ -417,8 +417,9 @@ static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
             return st;
         for (int xi = 0; xi < a->n_x; xi++) {
             int t = ss_rt_operand_tensor(op, xi);
-            if (!a->dx[xi] || !s->grad[t] || (xi >= op->n_in && tl->q > 0))
-                continue; /* a weight's gradient counts replica 0 only */
+            if (!a->dx[xi] || !s->grad[t] || (xi >= op->n_in && tl->q > 0) ||
+                (xi < 32 && tl->dupdx >> xi & 1))
+                continue; /* a weight's gradient, a summed copy: replica 0's only */
             if (tl->late && (xi >= op->n_in) != late)
                 continue;
             ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->xr[xi], a->dx[xi], 1);

@@ -34,6 +34,8 @@ typedef struct rt_tile {
                           back the weight gradients its backward task computed */
     int fwd;           /* its forward task is taken (a second one is synced flags' next
                           iteration's forward, which runs in the next iteration) */
+    unsigned dupdx;    /* bit i: input i's gradient is a copy of a lower replica's that a
+                          summing collective already counts (ss_rt_dup_grads): not laid */
     ss_kargs a;        /* regions (exec.c); buffers where the backend computes */
 } rt_tile;
 

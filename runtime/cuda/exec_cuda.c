@@ -563,8 +563,9 @@ static ss_status compute_step(rt_iter *it, int i, ss_diag *d)
             st = ss_kernel_backward(SS_BACKEND_CUDA, a, d);
         for (int xi = 0; xi < a->n_x && st == SS_OK; xi++) {
             int t = ss_rt_operand_tensor(op, xi);
-            if (!a->dx[xi] || !cs->dgrad[t] || (xi >= op->n_in && tl->q > 0))
-                continue; /* a weight's gradient counts replica 0 only */
+            if (!a->dx[xi] || !cs->dgrad[t] || (xi >= op->n_in && tl->q > 0) ||
+                (xi < 32 && tl->dupdx >> xi & 1))
+                continue; /* a weight's gradient, a summed copy: replica 0's only */
             if (tl->late && (xi >= op->n_in) != late)
                 continue;
             st = reg_all(s, t, 1, &a->xr[xi], a->dx[xi], SS_RTC_ADD, 0, d);

@@ -781,6 +781,67 @@ static void layer_volume(fix *f, const char *spec, double *fwd, double *bwd)
     }
 }
 
+/* The REPSUM collectives (summed output gradients of a tp-replicated op) of
+ * a one-layer MLA GPT under megatron:tp=2, and the bytes of each. */
+static int repsum_of(const fix *f, const char *op, double *bytes)
+{
+    int id = ss_graph_find_op(f->g, op), n = 0;
+    assert_true(id >= 0);
+    for (int t = 0; t < f->tg->n_tasks; t++)
+        if (f->tg->kind[t] == SS_TASK_COLLECTIVE && f->tg->op[t] == id &&
+            f->tg->aux[t] == SS_BUILD_COLL_REPSUM) {
+            *bytes = f->tg->bytes[t];
+            n++;
+        }
+    return n;
+}
+
+/*
+ * Multi-head latent attention under tp = 2 (Megatron-Core's layout: q_a,
+ * kv_a, the norms and the shared rotary key replicated, q_b / q and kv_b
+ * column-parallel, the heads split). A replicated op whose consumers differ
+ * per replica has its output gradient all-reduced over the replicas once:
+ * the expanded rotary key (each rank's k_cat reads its heads' share: the
+ * per-rank shares sum to the whole, N S H dr 2 B = 4*16*4*8*2 = 4096 B),
+ * the latent norms (read by column-parallel linears: partial sums) and, with
+ * q_lora = 0, ln1 (the column-parallel q's partial input gradient beside
+ * the replicated kv_a's whole one: the runtime counts kv_a's once,
+ * runtime/exec.c's dup_grads; the collective and its bytes, N S E 2 B =
+ * 8192 B, are what Megatron's all-reduce of q's input gradient moves).
+ * With q_lora > 0 ln1 feeds only replicated q_a and kv_a: no collective.
+ */
+static void test_mla_tp_replica_sums(void **state)
+{
+    (void)state;
+    for (int ql = 0; ql <= 32; ql += 32) {
+        fix f;
+        char spec[256];
+        snprintf(spec, sizeof spec,
+                 "gpt:layers=1,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,"
+                 "rotary=1,q_lora=%d,kv_lora=16,qk_nope=8,qk_rope=8,v_head=16", ql);
+        setup_zoo(&f, spec, 4, "topologies/local-cpu.json");
+        ss_diag d;
+        ss_diag_init(&d);
+        ss_plan_free(f.p);
+        f.p = NULL;
+        assert_int_equal(ss_plan_from_spec("megatron:tp=2", f.g, f.m, &f.p, &d), SS_OK);
+        run(&f);
+        double b = 0;
+        assert_int_equal(repsum_of(&f, "l0.attn.k_pe_expand", &b), 1);
+        NEAR(b, 4 * 16 * 4 * 8 * 2);
+        assert_int_equal(repsum_of(&f, "l0.attn.kv_norm", &b), 1);
+        NEAR(b, 4 * 16 * 16 * 2);
+        assert_int_equal(repsum_of(&f, "l0.attn.k_rope", &b), 0);
+        assert_int_equal(repsum_of(&f, "l0.attn.kv_split", &b), 0);
+        assert_int_equal(repsum_of(&f, "l0.ln1", &b), ql == 0);
+        if (ql == 0)
+            NEAR(b, 4 * 16 * 64 * 2);
+        else
+            assert_int_equal(repsum_of(&f, "l0.attn.q_norm", &b), 1);
+        teardown(&f);
+    }
+}
+
 static void test_sequence_parallel_volume(void **state)
 {
     (void)state;
@@ -1200,6 +1261,7 @@ int main(void)
         cmocka_unit_test(test_megatron_tp8_no_fanout),
         cmocka_unit_test(test_shared_costs),
         cmocka_unit_test(test_dataflow_invariants),
+        cmocka_unit_test(test_mla_tp_replica_sums),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
