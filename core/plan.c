@@ -370,6 +370,12 @@ static ss_status check_settings(const ss_plan_settings *s, const char *prefix, s
                            "(ZeRO-3 reduce-scatters each micro-batch's gradients as the backward "
                            "makes them, as FSDP and DeepSpeed do: use sync \"wait_free\")",
                            prefix);
+    if (s->distopt == SS_ZERO3 && s->virtual_stages > 1)
+        return ss_diag_set(d, SS_ERR_INVALID,
+                           "%s: settings: distopt 3 (ZeRO-3) with virtual_stages %d is not modelled "
+                           "(the one-ahead weight prefetch follows layer order, which the "
+                           "interleaved schedule does not run in; use virtual_stages 1 or distopt 1)",
+                           prefix, s->virtual_stages);
     if (s->distopt == SS_ZERO3 && s->synced_flags)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "%s: settings: distopt 3 (ZeRO-3) with synced_flags is not modelled "

@@ -386,6 +386,8 @@ static int neighbour(const ss_llm_shape *S, const ss_megatron_config *c, int mv,
         return 0;
     if (o->vp > 1 && (mb % o->pp || S->layers % (o->pp * o->vp)))
         return 0;
+    if (o->vp > 1 && o->distopt == SS_ZERO3) /* not modelled (core/plan.c) */
+        return 0;
     if (o->vp > 1)
         o->first = o->last = 0;
     if (o->recompute_rank[0] && !rank_modes_fit(o))
