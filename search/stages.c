@@ -38,6 +38,18 @@ static double stage_time(const pre *P, int r, int s, int j, int i)
     return t;
 }
 
+/* The least time over the K modes of stage s holding layers [j, i). */
+static double least_time(const pre *P, int K, int s, int j, int i)
+{
+    double t = stage_time(P, 0, s, j, i);
+    for (int r = 1; r < K; r++) {
+        double u = stage_time(P, r, s, j, i);
+        if (u < t)
+            t = u;
+    }
+    return t;
+}
+
 static int fits(const pre *P, int r, int s, int j, int i)
 {
     double lim = P->p->mem_limit;
@@ -151,7 +163,19 @@ ss_status ss_stage_solve(const ss_stage_problem *p, int *first, int *mode, doubl
         for (int s = 0; s < S; s++)
             for (int i = s + 1; i <= n - (S - 1 - s); i++) {
                 size_t q = (size_t)(s + 1) * nn + (size_t)i;
-                for (int j = s; j < i; j++) {
+                /* A stage's time only grows as it starts earlier (times are
+                 * not negative), so the starts j whose least time over the
+                 * modes is within B are a suffix [lo, i): skip the rest,
+                 * which the loop below would skip one by one. */
+                int lo = s, hi = i - 1;
+                while (lo < hi) {
+                    int mid = lo + (hi - lo) / 2;
+                    if (least_time(&P, K, s, mid, i) > B)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                for (int j = lo; j < i; j++) {
                     double prev = f[(size_t)s * nn + (size_t)j];
                     if (prev == HUGE_VAL)
                         continue;
