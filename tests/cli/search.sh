@@ -22,22 +22,9 @@ caught() {
   done
   return 1
 }
-check() { # check DESCRIPTION EXPECTED_RC COMMAND...
-  local what=$1 want=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    echo "FAIL $what: exit $rc, expected $want"
-    head -5 "$tmp/out" "$tmp/err"
-    fail=$((fail + 1))
-    return 1
-  fi
-  return 0
-}
 
 # 1. --json, no subcommand: the fields the issue asks for.
-if check "search --json" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 400 \
+if check_rc "search --json" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 400 \
     --time-limit 0 --seed 7 --out "$tmp/a.json" --json; then
   cp "$tmp/out" "$tmp/search.json"
   python3 - "$tmp/search.json" <<'PY' || { echo "FAIL search --json fields"; fail=$((fail + 1)); }
@@ -62,7 +49,7 @@ PY
 fi
 
 # 2. Determinism: the `search` subcommand, same seed => the same plan file.
-check "search subcommand" 0 "$bin" search --topology $topo --nodes 1 --model mlp --budget 400 \
+check_rc "search subcommand" 0 "$bin" search --topology $topo --nodes 1 --model mlp --budget 400 \
   --time-limit 0 --seed 7 --out "$tmp/b.json"
 if ! cmp -s "$tmp/a.json" "$tmp/b.json"; then
   echo "FAIL determinism: same seed, different plan files"
@@ -74,7 +61,7 @@ for want in "data parallel" "expert" "best found" "plan written to $tmp/b.json" 
 done
 
 # --no-eval-cache: every revisited plan simulated again, the same chain and plan.
-check "search --no-eval-cache" 0 "$bin" search --topology $topo --nodes 1 --model mlp \
+check_rc "search --no-eval-cache" 0 "$bin" search --topology $topo --nodes 1 --model mlp \
   --budget 400 --time-limit 0 --seed 7 --out "$tmp/nc.json" --no-eval-cache --json
 if ! cmp -s "$tmp/a.json" "$tmp/nc.json"; then
   echo "FAIL --no-eval-cache: a different plan"
@@ -89,7 +76,7 @@ assert a["evaluations"] + a["cut"] + a["cached"] == b["evaluations"] + b["cut"],
 PY
 
 # 3. The written plan loads into simulate and gives the same prediction.
-if check "simulate the plan" 0 "$bin" simulate --topology $topo --nodes 1 --model mlp \
+if check_rc "simulate the plan" 0 "$bin" simulate --topology $topo --nodes 1 --model mlp \
     --plan "$tmp/a.json" --json; then
   python3 - "$tmp/search.json" "$tmp/out" <<'PY' || { echo "FAIL simulate != search"; fail=$((fail + 1)); }
 import json, sys
@@ -101,12 +88,12 @@ PY
 fi
 
 # 4. --trace; --delta (removed) is refused with a message that says so.
-check "search --trace" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 200 \
+check_rc "search --trace" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 200 \
   --time-limit 0 --seed 3 --out "$tmp/c.json" --trace "$tmp/trace.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 0' \
   "$tmp/trace.json" || { echo "FAIL trace is not Chrome Trace JSON"; fail=$((fail + 1)); }
 grep -q "judged by the auto evaluator (the best plan: full)" "$tmp/out" || { echo "FAIL evaluator not reported"; fail=$((fail + 1)); }
-if check "search --delta (removed)" 2 "$bin" --topology $topo --nodes 1 --model mlp --budget 20 \
+if check_rc "search --delta (removed)" 2 "$bin" --topology $topo --nodes 1 --model mlp --budget 20 \
   --time-limit 0 --out "$tmp/d.json" --delta; then
   grep -q -- "--delta was removed" "$tmp/err" || { echo "FAIL --delta: no 'removed' message"; cat "$tmp/err"; fail=$((fail + 1)); }
   [ ! -e "$tmp/d.json" ] || { echo "FAIL --delta wrote a plan"; fail=$((fail + 1)); }
@@ -128,7 +115,7 @@ if [ "$rc" -ne 0 ]; then
 fi
 grep -q "interrupted" "$tmp/int.out" || { echo "FAIL SIGINT: report does not say interrupted"; fail=$((fail + 1)); }
 grep -q "best found" "$tmp/int.out" || { echo "FAIL SIGINT: no report"; fail=$((fail + 1)); }
-check "SIGINT plan loads in simulate" 0 "$bin" simulate --topology $topo --model alexnet \
+check_rc "SIGINT plan loads in simulate" 0 "$bin" simulate --topology $topo --model alexnet \
   --plan "$tmp/int.json"
 
 # 6. "still improving": the human report has the line exactly when --json's
@@ -141,11 +128,11 @@ check "SIGINT plan loads in simulate" 0 "$bin" simulate --topology $topo --model
 improving_seen=""
 for args in "--budget 400" "--budget 2000"; do
   # shellcheck disable=SC2086
-  check "gain $args" 0 "$bin" --topology $topo --nodes 1 --model mlp $args --time-limit 0 \
+  check_rc "gain $args" 0 "$bin" --topology $topo --nodes 1 --model mlp $args --time-limit 0 \
     --seed 4 --out "$tmp/g.json" --json || continue
   cp "$tmp/out" "$tmp/g.out"
   # shellcheck disable=SC2086
-  check "gain $args (human)" 0 "$bin" --topology $topo --nodes 1 --model mlp $args \
+  check_rc "gain $args (human)" 0 "$bin" --topology $topo --nodes 1 --model mlp $args \
     --time-limit 0 --seed 4 --out "$tmp/g.json" || continue
   want=$(python3 -c '
 import json, sys
@@ -161,14 +148,14 @@ done
 [ "$improving_seen" = "yesno" ] || { echo "FAIL still improving: expected yes, no; got $improving_seen"; fail=$((fail + 1)); }
 
 # 7. Bad usage and bad input exit 2 with a message.
-check "no topology" 2 "$bin" search --model mlp
-check "unknown option" 2 "$bin" --topology $topo --frobnicate
-check "zero budget" 2 "$bin" --topology $topo --budget 0
-check "negative time limit" 2 "$bin" --topology $topo --time-limit -1
-check "unknown model" 2 "$bin" --topology $topo --model nosuchmodel
-check "missing topology file" 2 "$bin" --topology "$tmp/none.json" --model mlp
+check_rc "no topology" 2 "$bin" search --model mlp
+check_rc "unknown option" 2 "$bin" --topology $topo --frobnicate
+check_rc "zero budget" 2 "$bin" --topology $topo --budget 0
+check_rc "negative time limit" 2 "$bin" --topology $topo --time-limit -1
+check_rc "unknown model" 2 "$bin" --topology $topo --model nosuchmodel
+check_rc "missing topology file" 2 "$bin" --topology "$tmp/none.json" --model mlp
 grep -q "none.json" "$tmp/err" || { echo "FAIL missing topology: message does not name the file"; fail=$((fail + 1)); }
-check "help" 0 "$bin" search --help
+check_rc "help" 0 "$bin" search --help
 grep -q -- "--time-limit" "$tmp/out" || { echo "FAIL help lacks --time-limit"; fail=$((fail + 1)); }
 
 # 8. Only --time-limit makes the result depend on the clock: --budget alone
@@ -177,7 +164,7 @@ grep -q -- "--time-limit" "$tmp/out" || { echo "FAIL help lacks --time-limit"; f
 ( while :; do :; done ) &
 hog=$!
 for k in 1 2; do
-  check "budget-only search $k" 0 "$bin" --topology $topo --model rnntc --budget 1200 --seed 3 \
+  check_rc "budget-only search $k" 0 "$bin" --topology $topo --model rnntc --budget 1200 --seed 3 \
     --out "$tmp/det$k.json" --json && cp "$tmp/out" "$tmp/det$k.out"
 done
 kill $hog
@@ -189,7 +176,7 @@ s = json.load(open(sys.argv[1]))["search"]
 assert s["time_limit_s"] == 0 and s["time_dependent"] is False, s
 assert s["stopped_by"] in ("budget", "no improvement"), s
 PY
-if check "time-limited search" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 100000000 \
+if check_rc "time-limited search" 0 "$bin" --topology $topo --nodes 1 --model mlp --budget 100000000 \
     --time-limit 0.3 --out "$tmp/tl.json"; then
   grep -q "the time limit decided" "$tmp/out" || { echo "FAIL no time-dependence line"; fail=$((fail + 1)); }
 fi
@@ -239,27 +226,27 @@ cat >"$tmp/fw.json" <<'JSON'
  {"name": "b", "type": "RTX3090", "up_mbps": 40, "down_mbps": 400, "latency_ms": 20, "accepts_connections": false},
  {"name": "c", "type": "T4", "up_mbps": 40, "down_mbps": 400, "latency_ms": 20, "accepts_connections": false}]}
 JSON
-if check "simulate on unreachable peers" 2 "$bin" simulate --model mlp --topology "$tmp/fw.json" \
+if check_rc "simulate on unreachable peers" 2 "$bin" simulate --model mlp --topology "$tmp/fw.json" \
     --plan data-parallel; then
   grep -q 'devices 0 (a) and 1 (b) cannot reach each other.*plan data-parallel, topology' \
     "$tmp/err" || { echo "FAIL unreachable: message"; cat "$tmp/err"; fail=$((fail + 1)); }
 fi
-if check "search on unreachable peers" 0 "$bin" --model mlp --topology "$tmp/fw.json" --budget 60 \
+if check_rc "search on unreachable peers" 0 "$bin" --model mlp --topology "$tmp/fw.json" --budget 60 \
     --out "$tmp/fw-plan.json"; then
   grep -q "plans use device 0 alone" "$tmp/out" || { echo "FAIL unreachable: no note"; fail=$((fail + 1)); }
-  check "the one-device plan simulates" 0 "$bin" simulate --model mlp --topology "$tmp/fw.json" \
+  check_rc "the one-device plan simulates" 0 "$bin" simulate --model mlp --topology "$tmp/fw.json" \
     --plan "$tmp/fw-plan.json"
 fi
 
 # 11. No plan fits: exit 2, no plan written, the overflow named; --least-bad
 # writes it (exit 0) and the report says it does not fit.
 huge=(--model gpt:layers=48,hidden=4096 --topology $topo --nodes 1 --budget 30)
-if check "nothing fits" 2 "$bin" "${huge[@]}" --out "$tmp/huge.json"; then
+if check_rc "nothing fits" 2 "$bin" "${huge[@]}" --out "$tmp/huge.json"; then
   [ -e "$tmp/huge.json" ] && { echo "FAIL nothing fits: a plan was written"; fail=$((fail + 1)); }
   grep -q "no plan found fits in memory (the least bad overflows device" "$tmp/err" ||
     { echo "FAIL nothing fits: message"; fail=$((fail + 1)); }
 fi
-if check "nothing fits --least-bad" 0 "$bin" "${huge[@]}" --out "$tmp/huge.json" --least-bad; then
+if check_rc "nothing fits --least-bad" 0 "$bin" "${huge[@]}" --out "$tmp/huge.json" --least-bad; then
   [ -s "$tmp/huge.json" ] || { echo "FAIL --least-bad wrote no plan"; fail=$((fail + 1)); }
   grep -q "does NOT fit" "$tmp/out" || { echo "FAIL --least-bad: no warning"; fail=$((fail + 1)); }
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The LLM planner end to end (`simsearch search` on GPT models; split from
-# tests/cli/search.sh, with its check(), so that ctest -j runs the two
+# tests/cli/search.sh, both with common.sh's check_rc, so that ctest -j runs the two
 # side by side): bad --level/--threads/--baseline values and LLM-only
 # options on a CNN exit 2 naming the option; --level 0 and --time-limit 5 on
 # GPT-3 175B / 1,024 give a plan that fits; level 0's plan is on disk before
@@ -8,19 +8,6 @@
 # has the LLM keys and the level-2 answer reloads to the same prediction.
 . "$(dirname "$0")/lib/common.sh"
 topo=topologies/p100x16.json
-check() { # check DESCRIPTION EXPECTED_RC COMMAND...
-  local what=$1 want=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    echo "FAIL $what: exit $rc, expected $want"
-    head -5 "$tmp/out" "$tmp/err"
-    fail=$((fail + 1))
-    return 1
-  fi
-  return 0
-}
 
 # The LLM planner's options: bad values refused (exit 2, the option
 # named); LLM-only options refused on other models; --level 0 on GPT-3 175B
@@ -33,18 +20,18 @@ small=(--model gpt:layers=4,hidden=512,heads=8,seq=512 --batch 16
 for bad in "--level 4" "--level -1" "--level x" "--threads 0" "--threads 65" \
            "--baseline grid" "--baseline"; do
   # shellcheck disable=SC2086
-  if check "bad $bad" 2 "$bin" "${small[@]}" --out "$tmp/bad.json" $bad; then
+  if check_rc "bad $bad" 2 "$bin" "${small[@]}" --out "$tmp/bad.json" $bad; then
     opt=${bad%% *}
     grep -q -- "$opt" "$tmp/err" || { echo "FAIL bad $bad: message does not name $opt"; fail=$((fail + 1)); }
   fi
 done
-if check "--level on a CNN" 2 "$bin" --topology $topo --nodes 1 --model mlp --budget 10 \
+if check_rc "--level on a CNN" 2 "$bin" --topology $topo --nodes 1 --model mlp --budget 10 \
     --level 1 --out "$tmp/cnn.json"; then
   grep -q "LLM planner only" "$tmp/err" || { echo "FAIL --level on a CNN: message"; fail=$((fail + 1)); }
 fi
 gpt175=(--model gpt:layers=96,hidden=12288,heads=96,seq=2048 --batch 1536
         --topology topologies/dgx-a100.json --nodes 128)
-if check "--level 0 175B" 0 "$bin" "${gpt175[@]}" --level 0 --out "$tmp/l0.json"; then
+if check_rc "--level 0 175B" 0 "$bin" "${gpt175[@]}" --level 0 --out "$tmp/l0.json"; then
   grep -q "LLM planner: level 0" "$tmp/out" || { echo "FAIL --level 0: level line"; fail=$((fail + 1)); }
   grep -q "Megatron-LM flags: --tensor-model-parallel-size" "$tmp/out" ||
     { echo "FAIL --level 0: Megatron-LM flags"; fail=$((fail + 1)); }
@@ -58,7 +45,7 @@ fi
 # the final simulations). On a machine loaded past twice its cores, and in
 # the sanitizer build (3-5x slower code), the wall check is skipped, visibly.
 t0=$(date +%s.%N)
-if check "--time-limit 5 175B" 0 "$bin" search "${gpt175[@]}" --time-limit 5 --out "$tmp/tl5.json"; then
+if check_rc "--time-limit 5 175B" 0 "$bin" search "${gpt175[@]}" --time-limit 5 --out "$tmp/tl5.json"; then
   took=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$t0" "$(date +%s.%N)")
   loaded=$(python3 -c "import os; print(int(os.getloadavg()[0] > 2 * os.cpu_count()))")
   if [ "${SS_SANITIZED:-0}" = 1 ]; then
@@ -69,7 +56,7 @@ if check "--time-limit 5 175B" 0 "$bin" search "${gpt175[@]}" --time-limit 5 --o
     python3 -c "import sys; sys.exit(float(sys.argv[1]) > 7)" "$took" ||
       { echo "FAIL --time-limit 5 175B: $took s wall"; fail=$((fail + 1)); }
   fi
-  if check "--time-limit 5 175B plan fits" 0 "$bin" simulate "${gpt175[@]}" --plan "$tmp/tl5.json" --json; then
+  if check_rc "--time-limit 5 175B plan fits" 0 "$bin" simulate "${gpt175[@]}" --plan "$tmp/tl5.json" --json; then
     python3 -c "import json, sys; assert json.load(open(sys.argv[1]))['fits']" "$tmp/out" ||
       { echo "FAIL --time-limit 5 175B: the plan written does not fit"; fail=$((fail + 1)); }
   fi
@@ -83,14 +70,14 @@ for _ in $(seq 1 600); do [ -s "$tmp/early.json" ] && break; kill -0 $pid 2>/dev
 kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null
 if [ -s "$tmp/early.json" ]; then
-  if check "early plan fits" 0 "$bin" simulate "${gpt175[@]}" --plan "$tmp/early.json" --json; then
+  if check_rc "early plan fits" 0 "$bin" simulate "${gpt175[@]}" --plan "$tmp/early.json" --json; then
     python3 -c "import json, sys; assert json.load(open(sys.argv[1]))['fits']" "$tmp/out" ||
       { echo "FAIL early plan: does not fit"; fail=$((fail + 1)); }
   fi
 else
   echo "FAIL early plan: no plan file within 60 s"; fail=$((fail + 1))
 fi
-if check "--baseline megatron-grid" 0 "$bin" "${small[@]}" --level 1 --threads 1 \
+if check_rc "--baseline megatron-grid" 0 "$bin" "${small[@]}" --level 1 --threads 1 \
     --baseline megatron-grid --out "$tmp/grid.json"; then
   grep -Eq "Megatron grid best: [0-9.]+ ms, megatron:tp=" "$tmp/out" ||
     { echo "FAIL --baseline megatron-grid: no grid row"; fail=$((fail + 1)); }
@@ -98,10 +85,10 @@ if check "--baseline megatron-grid" 0 "$bin" "${small[@]}" --level 1 --threads 1
   grep -q "LLM planner: level 1, 1 threads" "$tmp/out" || { echo "FAIL --level/--threads line"; fail=$((fail + 1)); }
   grep -q "^simsearch: .*proposals" "$tmp/err" || { echo "FAIL no progress line on stderr"; fail=$((fail + 1)); }
 fi
-if check "--baseline none" 0 "$bin" "${small[@]}" --level 1 --baseline none --out "$tmp/nogrid.json"; then
+if check_rc "--baseline none" 0 "$bin" "${small[@]}" --level 1 --baseline none --out "$tmp/nogrid.json"; then
   grep -q "Megatron grid" "$tmp/out" && { echo "FAIL --baseline none: a grid row"; fail=$((fail + 1)); }
 fi
-if check "LLM --json" 0 "$bin" "${small[@]}" --level 2 --threads 2 --baseline megatron-grid \
+if check_rc "LLM --json" 0 "$bin" "${small[@]}" --level 2 --threads 2 --baseline megatron-grid \
     --out "$tmp/l2.json" --json; then
   cp "$tmp/out" "$tmp/l2.out"
   python3 - "$tmp/l2.out" <<'PY' || { echo "FAIL LLM --json keys"; fail=$((fail + 1)); }
@@ -122,7 +109,7 @@ if d["plan_spec"].startswith("level 2: "):
     assert d["megatron_args"] is None
 PY
   # the level-2 answer reloads in simulate to the same prediction
-  if check "simulate the level-2 answer" 0 "$bin" simulate --model gpt:layers=4,hidden=512,heads=8,seq=512 \
+  if check_rc "simulate the level-2 answer" 0 "$bin" simulate --model gpt:layers=4,hidden=512,heads=8,seq=512 \
       --batch 16 --topology topologies/dgx-a100.json --nodes 1 --plan "$tmp/l2.json" --json; then
     python3 - "$tmp/l2.out" "$tmp/out" <<'PY' || { echo "FAIL level-2 plan reload"; fail=$((fail + 1)); }
 import json, sys
