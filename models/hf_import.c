@@ -52,13 +52,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Keys with no effect on the training graph or its cost, any architecture. */
-static const char *const inert[] = {
-    "architectures", "model_type", "bos_token_id", "eos_token_id", "pad_token_id",
-    "initializer_range", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta",
-    "rope_scaling", "torch_dtype", "use_cache", "transformers_version", "pretraining_tp",
-    "_name_or_path", NULL};
-
 typedef enum {
     ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_QWEN2MOE, ARCH_DSV3
 } arch;
@@ -67,45 +60,116 @@ static const char *const arch_names[] = {"LlamaForCausalLM", "MistralForCausalLM
                                          "GPT2LMHeadModel", "Qwen2MoeForCausalLM",
                                          "DeepseekV3ForCausalLM", NULL};
 
-/* Keys each architecture reads (besides the inert ones). */
-#define LLAMA_KEYS                                                                            \
-    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",           \
-        "num_key_value_heads", "vocab_size", "max_position_embeddings", "hidden_act",         \
-        "tie_word_embeddings", "attention_dropout", "head_dim"
-static const char *const llama_keys[] = {LLAMA_KEYS, "attention_bias", "mlp_bias", NULL};
-static const char *const mistral_keys[] = {LLAMA_KEYS, "sliding_window", NULL};
-static const char *const qwen2_keys[] = {LLAMA_KEYS, "sliding_window", "use_sliding_window",
-                                         "max_window_layers", NULL};
-static const char *const mixtral_keys[] = {LLAMA_KEYS, "sliding_window", "num_local_experts",
-                                           "num_experts_per_tok", "router_aux_loss_coef",
-                                           "output_router_logits", "router_jitter_noise", NULL};
-static const char *const gpt2_keys[] = {
-    "n_embd", "n_layer", "n_head", "vocab_size", "n_positions", "n_ctx", "n_inner",
-    "activation_function", "resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_type",
-    "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
-    "scale_attn_weights", "task_specific_params", "reorder_and_upcast_attn",
-    "scale_attn_by_inverse_layer_idx", NULL};
-static const char *const qwen2moe_keys[] = {
-    LLAMA_KEYS, "sliding_window", "use_sliding_window", "max_window_layers", "num_experts",
-    "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob", "output_router_logits",
-    "router_aux_loss_coef", NULL};
-/* DeepSeek-V3: auto_map names its modelling code, quantization_config the
- * checkpoint's FP8 storage (the training precision is precision=), ep_size
- * the inference code's expert parallelism (the plan's ep sets it),
- * rope_interleave a layout; the routing keys change values, not the cost. */
-static const char *const dsv3_keys[] = {
-    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "vocab_size", "max_position_embeddings", "hidden_act",
-    "tie_word_embeddings", "attention_dropout", "attention_bias", "q_lora_rank", "kv_lora_rank",
-    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts", "n_shared_experts",
-    "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
-    "num_nextn_predict_layers", "n_group", "topk_group", "topk_method", "scoring_func",
-    "norm_topk_prob", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "ep_size",
-    "auto_map", "quantization_config", "rope_interleave", NULL};
-static const char *const *const arch_keys[] = {llama_keys,    mistral_keys, qwen2_keys,
-                                               mixtral_keys,  gpt2_keys,    qwen2moe_keys,
-                                               dsv3_keys};
+/* Sets of architectures (1 << arch). */
+#define A(x) (1u << ARCH_##x)
+#define LLAMA_LIKE (A(LLAMA) | A(MISTRAL) | A(QWEN2) | A(MIXTRAL) | A(QWEN2MOE))
+#define SWIGLU (LLAMA_LIKE | A(DSV3)) /* SwiGLU, RMSNorm, rotary: the llama spec keys */
+#define WINDOWED (A(MISTRAL) | A(QWEN2) | A(MIXTRAL) | A(QWEN2MOE))
+#define QWEN (A(QWEN2) | A(QWEN2MOE))
+#define ANY (~0u)
+
+/* Every key a config may hold: the architectures that accept it, and, for
+ * an integer that goes into the spec as it is, the spec key and whether the
+ * config must give it (else absent or null is 0). Copied integers come
+ * first, in the spec's order; a key no architecture's code reads changes
+ * no cost (ANY: token ids, epsilons, initialisation, rope values, the
+ * checkpoint's storage dtype, cache and version fields; DeepSeek-V3's
+ * auto_map names its modelling code, quantization_config the checkpoint's
+ * FP8 storage (the training precision is precision=), ep_size the inference
+ * code's expert parallelism (the plan's ep sets it), rope_interleave a
+ * layout; its routing keys change values, not the cost). */
+typedef struct hf_key {
+    const char *key;
+    unsigned archs;
+    const char *spec;
+    int required;
+} hf_key;
+static const hf_key keys[] = {
+    {"num_hidden_layers", SWIGLU, "layers", 1},
+    {"n_layer", A(GPT2), "layers", 1},
+    {"hidden_size", SWIGLU, "hidden", 1},
+    {"n_embd", A(GPT2), "hidden", 1},
+    {"num_attention_heads", SWIGLU, "heads", 1},
+    {"n_head", A(GPT2), "heads", 1},
+    {"intermediate_size", SWIGLU, "ffn", 1},
+    {"n_inner", A(GPT2), "ffn", 0},
+    {"vocab_size", ANY, "vocab", 1},
+    {"max_position_embeddings", SWIGLU, "seq", 1},
+    {"n_positions", A(GPT2), "seq", 1},
+    {"num_local_experts", A(MIXTRAL), "experts", 1},
+    {"num_experts", A(QWEN2MOE), "experts", 1},
+    {"n_routed_experts", A(DSV3), "experts", 1},
+    {"num_experts_per_tok", A(MIXTRAL) | A(QWEN2MOE) | A(DSV3), "topk", 1},
+    {"moe_intermediate_size", A(QWEN2MOE) | A(DSV3), "moe_ffn", 1},
+    {"q_lora_rank", A(DSV3), "q_lora", 0},
+    {"kv_lora_rank", A(DSV3), "kv_lora", 1},
+    {"qk_nope_head_dim", A(DSV3), "qk_nope", 1},
+    {"qk_rope_head_dim", A(DSV3), "qk_rope", 1},
+    {"v_head_dim", A(DSV3), "v_head", 1},
+    {"num_key_value_heads", SWIGLU, NULL, 0},
+    {"hidden_act", SWIGLU, NULL, 0},
+    {"tie_word_embeddings", SWIGLU, NULL, 0},
+    {"attention_dropout", SWIGLU, NULL, 0},
+    {"head_dim", LLAMA_LIKE, NULL, 0},
+    {"attention_bias", A(LLAMA) | A(DSV3), NULL, 0},
+    {"mlp_bias", A(LLAMA), NULL, 0},
+    {"sliding_window", WINDOWED, NULL, 0},
+    {"use_sliding_window", QWEN, NULL, 0},
+    {"max_window_layers", QWEN, NULL, 0},
+    {"router_aux_loss_coef", A(MIXTRAL) | A(QWEN2MOE), NULL, 0},
+    {"output_router_logits", A(MIXTRAL) | A(QWEN2MOE), NULL, 0},
+    {"router_jitter_noise", A(MIXTRAL), NULL, 0},
+    {"shared_expert_intermediate_size", A(QWEN2MOE), NULL, 0},
+    {"decoder_sparse_step", A(QWEN2MOE), NULL, 0},
+    {"mlp_only_layers", A(QWEN2MOE), NULL, 0},
+    {"norm_topk_prob", A(QWEN2MOE) | A(DSV3), NULL, 0},
+    {"n_shared_experts", A(DSV3), NULL, 0},
+    {"first_k_dense_replace", A(DSV3), NULL, 0},
+    {"moe_layer_freq", A(DSV3), NULL, 0},
+    {"num_nextn_predict_layers", A(DSV3), NULL, 0},
+    {"n_group", A(DSV3), NULL, 0},
+    {"topk_group", A(DSV3), NULL, 0},
+    {"topk_method", A(DSV3), NULL, 0},
+    {"scoring_func", A(DSV3), NULL, 0},
+    {"routed_scaling_factor", A(DSV3), NULL, 0},
+    {"aux_loss_alpha", A(DSV3), NULL, 0},
+    {"seq_aux", A(DSV3), NULL, 0},
+    {"ep_size", A(DSV3), NULL, 0},
+    {"auto_map", A(DSV3), NULL, 0},
+    {"quantization_config", A(DSV3), NULL, 0},
+    {"rope_interleave", A(DSV3), NULL, 0},
+    {"n_ctx", A(GPT2), NULL, 0},
+    {"activation_function", A(GPT2), NULL, 0},
+    {"resid_pdrop", A(GPT2), NULL, 0},
+    {"embd_pdrop", A(GPT2), NULL, 0},
+    {"attn_pdrop", A(GPT2), NULL, 0},
+    {"summary_type", A(GPT2), NULL, 0},
+    {"summary_use_proj", A(GPT2), NULL, 0},
+    {"summary_activation", A(GPT2), NULL, 0},
+    {"summary_proj_to_labels", A(GPT2), NULL, 0},
+    {"summary_first_dropout", A(GPT2), NULL, 0},
+    {"scale_attn_weights", A(GPT2), NULL, 0},
+    {"task_specific_params", A(GPT2), NULL, 0},
+    {"reorder_and_upcast_attn", A(GPT2), NULL, 0},
+    {"scale_attn_by_inverse_layer_idx", A(GPT2), NULL, 0},
+    {"architectures", ANY, NULL, 0},
+    {"model_type", ANY, NULL, 0},
+    {"bos_token_id", ANY, NULL, 0},
+    {"eos_token_id", ANY, NULL, 0},
+    {"pad_token_id", ANY, NULL, 0},
+    {"initializer_range", ANY, NULL, 0},
+    {"rms_norm_eps", ANY, NULL, 0},
+    {"layer_norm_eps", ANY, NULL, 0},
+    {"layer_norm_epsilon", ANY, NULL, 0},
+    {"rope_theta", ANY, NULL, 0},
+    {"rope_scaling", ANY, NULL, 0},
+    {"torch_dtype", ANY, NULL, 0},
+    {"use_cache", ANY, NULL, 0},
+    {"transformers_version", ANY, NULL, 0},
+    {"pretraining_tp", ANY, NULL, 0},
+    {"_name_or_path", ANY, NULL, 0},
+};
+#define N_KEYS ((int)(sizeof keys / sizeof keys[0]))
 
 typedef struct hf {
     const char *file;
@@ -113,14 +177,16 @@ typedef struct hf {
     ss_diag *d;
     char *out;
     size_t n, used;
+    int64_t v[N_KEYS]; /* the copied integers, by row of keys[] */
 } hf;
 
-static int listed(const char *const *list, const char *k)
+/* The row of key in keys[] that architecture a accepts; -1 if none. */
+static int row(arch a, const char *key)
 {
-    for (int i = 0; list[i]; i++)
-        if (!strcmp(list[i], k))
-            return 1;
-    return 0;
+    for (int i = 0; i < N_KEYS; i++)
+        if ((keys[i].archs & (1u << a)) && !strcmp(keys[i].key, key))
+            return i;
+    return -1;
 }
 
 static void put(hf *h, const char *key, long long v)
@@ -139,6 +205,27 @@ static ss_status get_int(hf *h, const char *key, int required, int64_t *v)
 {
     return ss_json_get_int(h->file, "$", h->root, key, required, 1, INT64_C(1) << 40, v, h->d);
 }
+
+/* Reads the integers of keys[] that architecture a copies into the spec
+ * (h->v) and copies them, in the table's order. */
+static ss_status copy_ints(hf *h, arch a)
+{
+    for (int i = 0; i < N_KEYS; i++) {
+        if (!keys[i].spec || !(keys[i].archs & (1u << a)))
+            continue;
+        const json_t *j = json_object_get(h->root, keys[i].key);
+        h->v[i] = 0;
+        ss_status st;
+        if ((keys[i].required || (j && !json_is_null(j))) &&
+            (st = get_int(h, keys[i].key, keys[i].required, &h->v[i])))
+            return st;
+        put(h, keys[i].spec, h->v[i]);
+    }
+    return SS_OK;
+}
+
+/* The copied integer key of architecture a (after copy_ints). */
+static int64_t val(const hf *h, arch a, const char *key) { return h->v[row(a, key)]; }
 
 static ss_status get_bool(hf *h, const char *key, int *v)
 {
@@ -162,33 +249,55 @@ static ss_status zero_num(hf *h, const char *key)
     return st;
 }
 
-static ss_status llama_like(hf *h, arch a, int64_t seq_override)
+/* An integer key that must be absent or equal to want (what the graph
+ * expresses); why says what it would need. */
+static ss_status only(hf *h, const char *key, int64_t want, const char *why)
 {
-    int64_t hid, ffn, layers, heads, kv, vocab, seq, hd = 0;
-    ss_status st;
-    if ((st = get_int(h, "hidden_size", 1, &hid)) ||
-        (st = get_int(h, "intermediate_size", 1, &ffn)) ||
-        (st = get_int(h, "num_hidden_layers", 1, &layers)) ||
-        (st = get_int(h, "num_attention_heads", 1, &heads)) ||
-        (st = get_int(h, "vocab_size", 1, &vocab)) ||
-        (st = get_int(h, "max_position_embeddings", 1, &seq)))
-        return st;
-    kv = heads;
-    if ((st = get_int(h, "num_key_value_heads", 0, &kv)) || (st = get_int(h, "head_dim", 0, &hd)))
-        return st;
-    if (hd && hd * heads != hid)
-        return bad(h, "head_dim", "%s", "head_dim * num_attention_heads must equal hidden_size");
+    int64_t v = want;
+    ss_status st = ss_json_get_int(h->file, "$", h->root, key, 0, 0, INT64_C(1) << 40, &v, h->d);
+    if (!st && v != want)
+        return bad(h, key, "%s", why);
+    return st;
+}
+
+/* What the Llama-like and DeepSeek layers share: SwiGLU (hidden_act silu),
+ * RMSNorm, rotary positions, no dropout, no biases but qkv_bias, flash
+ * attention, the head tied or not. */
+static ss_status swiglu_layers(hf *h, int qkv_bias)
+{
     const char *act = "silu";
+    int tie = 0;
+    ss_status st;
     if ((st = ss_json_get_str(h->file, "$", h->root, "hidden_act", 0, 32, &act, h->d)))
         return st;
     if (strcmp(act, "silu"))
         return bad(h, "hidden_act", "\"%s\": only silu (SwiGLU) is modelled for this "
                    "architecture", act);
+    if ((st = get_bool(h, "tie_word_embeddings", &tie)) || (st = zero_num(h, "attention_dropout")))
+        return st;
+    put_name(h, "norm", "rmsnorm");
+    put_name(h, "act", "swiglu");
+    put(h, "rotary", 1);
+    put(h, "tied", tie);
+    put(h, "bias", 0);
+    put(h, "qkv_bias", qkv_bias);
+    put(h, "dropout", 0);
+    put_name(h, "attn", "flash");
+    return SS_OK;
+}
+
+static ss_status llama_like(hf *h, arch a, int64_t seq_override)
+{
+    int64_t hid = val(h, a, "hidden_size"), heads = val(h, a, "num_attention_heads");
+    int64_t kv = heads, hd = 0;
+    ss_status st;
+    if ((st = get_int(h, "num_key_value_heads", 0, &kv)) || (st = get_int(h, "head_dim", 0, &hd)))
+        return st;
+    if (hd && hd * heads != hid)
+        return bad(h, "head_dim", "%s", "head_dim * num_attention_heads must equal hidden_size");
     int qwen = a == ARCH_QWEN2 || a == ARCH_QWEN2MOE;
-    int tie = 0, abias = qwen, mbias = 0;
-    if ((st = get_bool(h, "tie_word_embeddings", &tie)) ||
-        (st = get_bool(h, "attention_bias", &abias)) || (st = get_bool(h, "mlp_bias", &mbias)) ||
-        (st = zero_num(h, "attention_dropout")))
+    int abias = qwen, mbias = 0;
+    if ((st = get_bool(h, "attention_bias", &abias)) || (st = get_bool(h, "mlp_bias", &mbias)))
         return st;
     if (mbias)
         return bad(h, "mlp_bias", "%s", "MLP biases are not modelled (expected false)");
@@ -202,93 +311,39 @@ static ss_status llama_like(hf *h, arch a, int64_t seq_override)
         return st;
     if (sw && !json_is_null(sw) && (st = get_int(h, "sliding_window", 0, &window)))
         return st;
-    int64_t s = seq_override > 0 ? seq_override : seq;
+    int64_t s = seq_override > 0 ? seq_override : val(h, a, "max_position_embeddings");
     if (use_sw && window > 0 && s > window)
         return ss_diag_set(h->d, SS_ERR_INVALID,
                            "%s: $.sliding_window: sliding-window attention (%lld) is not "
                            "modelled; give a sequence within the window (:seq=%lld)",
                            h->file, (long long)window, (long long)window);
-    put(h, "layers", layers);
-    put(h, "hidden", hid);
-    put(h, "heads", heads);
+    if ((st = swiglu_layers(h, abias)))
+        return st;
     put(h, "kv_heads", kv);
-    put(h, "ffn", ffn);
-    put(h, "vocab", vocab);
-    put(h, "seq", seq);
-    put_name(h, "norm", "rmsnorm");
-    put_name(h, "act", "swiglu");
-    put(h, "rotary", 1);
-    put(h, "tied", tie);
-    put(h, "bias", 0);
-    put(h, "qkv_bias", abias);
-    put(h, "dropout", 0);
-    put_name(h, "attn", "flash");
-    if (a == ARCH_MIXTRAL) {
-        int64_t x, k;
-        if ((st = get_int(h, "num_local_experts", 1, &x)) ||
-            (st = get_int(h, "num_experts_per_tok", 1, &k)))
-            return st;
-        put(h, "experts", x);
-        put(h, "topk", k);
-    }
     if (a == ARCH_QWEN2MOE) {
-        int64_t x, k, mf, sf = 0, step = 1;
-        if ((st = get_int(h, "num_experts", 1, &x)) ||
-            (st = get_int(h, "num_experts_per_tok", 1, &k)) ||
-            (st = get_int(h, "moe_intermediate_size", 1, &mf)) ||
-            (st = get_int(h, "shared_expert_intermediate_size", 0, &sf)) ||
+        int64_t mf = val(h, a, "moe_intermediate_size"), sf = 0, step = 1;
+        if ((st = get_int(h, "shared_expert_intermediate_size", 0, &sf)) ||
             (st = get_int(h, "decoder_sparse_step", 0, &step)))
             return st;
-        const json_t *only = json_object_get(h->root, "mlp_only_layers");
+        const json_t *mlp_only = json_object_get(h->root, "mlp_only_layers");
         if (step != 1)
             return bad(h, "decoder_sparse_step", "%s", "only every layer MoE (1) is modelled");
-        if (only && !(json_is_array(only) && json_array_size(only) == 0))
+        if (mlp_only && !(json_is_array(mlp_only) && json_array_size(mlp_only) == 0))
             return bad(h, "mlp_only_layers", "%s", "dense layers among MoE ones are not "
                        "modelled (expected [])");
         if (sf % mf)
             return bad(h, "shared_expert_intermediate_size", "%s", "must be a multiple of "
                        "moe_intermediate_size (shared experts of the experts' width)");
-        put(h, "experts", x);
-        put(h, "topk", k);
-        put(h, "moe_ffn", mf);
         put(h, "shared", sf / mf);
     }
     return SS_OK;
 }
 
-/* An integer key that must be absent or equal to want (what the graph
- * expresses); why says what it would need. */
-static ss_status only(hf *h, const char *key, int64_t want, const char *why)
-{
-    int64_t v = want;
-    ss_status st = ss_json_get_int(h->file, "$", h->root, key, 0, 0, INT64_C(1) << 40, &v, h->d);
-    if (!st && v != want)
-        return bad(h, key, "%s", why);
-    return st;
-}
-
 static ss_status deepseek_v3(hf *h)
 {
-    int64_t hid, ffn, layers, heads, kv, vocab, seq, ql = 0, kl, dn, dr, dv, x, k, mf;
-    int64_t shared = 0, dense = 0;
+    int64_t layers = val(h, ARCH_DSV3, "num_hidden_layers");
+    int64_t heads = val(h, ARCH_DSV3, "num_attention_heads"), kv = heads, shared = 0, dense = 0;
     ss_status st;
-    if ((st = get_int(h, "hidden_size", 1, &hid)) ||
-        (st = get_int(h, "intermediate_size", 1, &ffn)) ||
-        (st = get_int(h, "num_hidden_layers", 1, &layers)) ||
-        (st = get_int(h, "num_attention_heads", 1, &heads)) ||
-        (st = get_int(h, "vocab_size", 1, &vocab)) ||
-        (st = get_int(h, "max_position_embeddings", 1, &seq)) ||
-        (st = get_int(h, "kv_lora_rank", 1, &kl)) ||
-        (st = get_int(h, "qk_nope_head_dim", 1, &dn)) ||
-        (st = get_int(h, "qk_rope_head_dim", 1, &dr)) ||
-        (st = get_int(h, "v_head_dim", 1, &dv)) ||
-        (st = get_int(h, "n_routed_experts", 1, &x)) ||
-        (st = get_int(h, "num_experts_per_tok", 1, &k)) ||
-        (st = get_int(h, "moe_intermediate_size", 1, &mf)))
-        return st;
-    const json_t *q = json_object_get(h->root, "q_lora_rank");
-    if (q && !json_is_null(q) && (st = get_int(h, "q_lora_rank", 0, &ql)))
-        return st;
     const json_t *ns = json_object_get(h->root, "n_shared_experts");
     if (ns && !json_is_null(ns) &&
         (st = ss_json_get_int(h->file, "$", h->root, "n_shared_experts", 0, 0, 64, &shared,
@@ -297,21 +352,13 @@ static ss_status deepseek_v3(hf *h)
     if ((st = ss_json_get_int(h->file, "$", h->root, "first_k_dense_replace", 0, 0, layers,
                               &dense, h->d)))
         return st;
-    kv = heads;
     if ((st = get_int(h, "num_key_value_heads", 0, &kv)))
         return st;
     if (kv != heads)
         return bad(h, "num_key_value_heads", "%s", "multi-head latent attention has one kv "
                    "head per query head (expected num_attention_heads)");
-    const char *act = "silu";
-    if ((st = ss_json_get_str(h->file, "$", h->root, "hidden_act", 0, 32, &act, h->d)))
-        return st;
-    if (strcmp(act, "silu"))
-        return bad(h, "hidden_act", "\"%s\": only silu (SwiGLU) is modelled for this "
-                   "architecture", act);
-    int tie = 0, abias = 0;
-    if ((st = get_bool(h, "tie_word_embeddings", &tie)) ||
-        (st = get_bool(h, "attention_bias", &abias)) || (st = zero_num(h, "attention_dropout")))
+    int abias = 0;
+    if ((st = get_bool(h, "attention_bias", &abias)))
         return st;
     if (abias)
         return bad(h, "attention_bias", "%s", "attention biases are not modelled (expected "
@@ -319,46 +366,18 @@ static ss_status deepseek_v3(hf *h)
     if ((st = only(h, "moe_layer_freq", 1, "only every layer after the dense ones MoE (1) is "
                    "modelled")) ||
         (st = only(h, "num_nextn_predict_layers", 0, "multi-token prediction modules are not "
-                   "modelled (expected 0: the main model, DeepSeek-V3's 671B)")))
+                   "modelled (expected 0: the main model, DeepSeek-V3's 671B)")) ||
+        (st = swiglu_layers(h, 0)))
         return st;
-    put(h, "layers", layers);
-    put(h, "hidden", hid);
-    put(h, "heads", heads);
-    put(h, "ffn", ffn);
-    put(h, "vocab", vocab);
-    put(h, "seq", seq);
-    put_name(h, "norm", "rmsnorm");
-    put_name(h, "act", "swiglu");
-    put(h, "rotary", 1);
-    put(h, "tied", tie);
-    put(h, "bias", 0);
-    put(h, "dropout", 0);
-    put_name(h, "attn", "flash");
-    put(h, "experts", x);
-    put(h, "topk", k);
-    put(h, "moe_ffn", mf);
     put(h, "shared", shared);
     put(h, "dense", dense);
-    put(h, "q_lora", ql);
-    put(h, "kv_lora", kl);
-    put(h, "qk_nope", dn);
-    put(h, "qk_rope", dr);
-    put(h, "v_head", dv);
     return SS_OK;
 }
 
 static ss_status gpt2(hf *h)
 {
-    int64_t hid, layers, heads, vocab, seq, inner = 0;
-    ss_status st;
-    if ((st = get_int(h, "n_embd", 1, &hid)) || (st = get_int(h, "n_layer", 1, &layers)) ||
-        (st = get_int(h, "n_head", 1, &heads)) || (st = get_int(h, "vocab_size", 1, &vocab)) ||
-        (st = get_int(h, "n_positions", 1, &seq)))
-        return st;
-    const json_t *ni = json_object_get(h->root, "n_inner");
-    if (ni && !json_is_null(ni) && (st = get_int(h, "n_inner", 0, &inner)))
-        return st;
     const char *act = "gelu_new";
+    ss_status st;
     if ((st = ss_json_get_str(h->file, "$", h->root, "activation_function", 0, 32, &act, h->d)))
         return st;
     if (strcmp(act, "gelu_new") && strcmp(act, "gelu"))
@@ -368,12 +387,6 @@ static ss_status gpt2(hf *h)
     for (int i = 0; i < 3; i++)
         if ((st = ss_json_get_num(h->file, "$", h->root, drops[i], 0, 0, 1, &pd[i], h->d)))
             return st;
-    put(h, "layers", layers);
-    put(h, "hidden", hid);
-    put(h, "heads", heads);
-    put(h, "ffn", inner);
-    put(h, "vocab", vocab);
-    put(h, "seq", seq);
     put(h, "dropout", pd[0] > 0 || pd[1] > 0 || pd[2] > 0);
     return SS_OK;
 }
@@ -398,7 +411,7 @@ ss_status ss_hf_spec(const char *path, int64_t seq_override, char *spec, size_t 
     ss_status st = ss_json_parse_file(file, &root, d);
     if (st)
         return st;
-    hf h = {file, root, d, spec, n, 0};
+    hf h = {file, root, d, spec, n, 0, {0}};
     if (!json_is_object(root)) {
         json_decref(root);
         return ss_diag_set(d, SS_ERR_PARSE, "%s: expected a JSON object (a config.json)", file);
@@ -422,14 +435,13 @@ ss_status ss_hf_spec(const char *path, int64_t seq_override, char *spec, size_t 
                              "DeepseekV3ForCausalLM)",
                              file, json_string_value(a0));
     }
-    const char *const *keys = ai >= 0 ? arch_keys[ai] : inert;
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v)
     {
         if (st)
             break;
-        if (!listed(keys, k) && !listed(inert, k))
+        if (row((arch)ai, k) < 0)
             st = ss_diag_set(d, SS_ERR_INVALID,
                              "%s: $.%s: unknown key for %s (not imported; the graph would "
                              "miss what it sets)", file, k, arch_names[ai]);
@@ -437,10 +449,12 @@ ss_status ss_hf_spec(const char *path, int64_t seq_override, char *spec, size_t 
     if (!st) {
         snprintf(spec, n, "gpt:vocab_pad=128");
         h.used = strlen(spec);
+        st = copy_ints(&h, (arch)ai);
+    }
+    if (!st)
         st = ai == ARCH_GPT2   ? gpt2(&h)
              : ai == ARCH_DSV3 ? deepseek_v3(&h)
                                : llama_like(&h, (arch)ai, seq_override);
-    }
     if (!st && h.used >= n)
         st = ss_diag_set(d, SS_ERR_INVALID, "%s: the imported spec is too long", file);
     if (!st)

@@ -108,32 +108,34 @@ static ss_status ar_f64(void *ctx, double *buf, int64_t n, int op, ss_diag *d)
     return reduce(MPI_COMM_WORLD, buf, n, MPI_DOUBLE, op, d);
 }
 
-static ss_status send_f32(void *ctx, int peer, const float *buf, int64_t n, ss_diag *d)
+/* A blocking send of send[0..n) (receive 0) or receive into recv[0..n)
+ * (receive 1) with peer, in pieces of at most 2^30 elements. */
+static ss_status p2p(int peer, const float *send, float *recv, int64_t n, int receive,
+                     ss_diag *d)
 {
-    (void)ctx;
     int64_t at = 0;
     do { /* MPI counts are int; an empty region is one empty message */
         int c = n - at > (1 << 30) ? (1 << 30) : (int)(n - at);
-        int rc = MPI_Send(buf + at, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD);
+        int rc = receive ? MPI_Recv(recv + at, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD,
+                                    MPI_STATUS_IGNORE)
+                         : MPI_Send(send + at, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD);
         if (rc != MPI_SUCCESS)
-            return fail(rc, "MPI_Send", d);
+            return fail(rc, receive ? "MPI_Recv" : "MPI_Send", d);
         at += c;
     } while (at < n);
     return SS_OK;
 }
 
+static ss_status send_f32(void *ctx, int peer, const float *buf, int64_t n, ss_diag *d)
+{
+    (void)ctx;
+    return p2p(peer, buf, NULL, n, 0, d);
+}
+
 static ss_status recv_f32(void *ctx, int peer, float *buf, int64_t n, ss_diag *d)
 {
     (void)ctx;
-    int64_t at = 0;
-    do { /* MPI counts are int; an empty region is one empty message */
-        int c = n - at > (1 << 30) ? (1 << 30) : (int)(n - at);
-        int rc = MPI_Recv(buf + at, c, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS)
-            return fail(rc, "MPI_Recv", d);
-        at += c;
-    } while (at < n);
-    return SS_OK;
+    return p2p(peer, NULL, buf, n, 1, d);
 }
 
 static ss_status bcast(void *ctx, const int *ranks, int n, void *buf, size_t bytes, ss_diag *d)
@@ -180,36 +182,37 @@ static ss_status group_of(const int *ranks, int n, MPI_Comm *c, int *me, int **i
     return SS_OK;
 }
 
-static ss_status rs_f32(void *ctx, const int *ranks, int n, const float *send, float *recv,
-                        const int64_t *counts, ss_diag *d)
+/* Reduce-scatter (gather 0: MPI_Reduce_scatter, this rank keeps counts[me]
+ * summed elements) or all-gather (gather 1: MPI_Allgatherv of this rank's
+ * counts[me] elements) of floats over the group, counts[k] per member. */
+static ss_status scatter_gather(const int *ranks, int n, const float *send, float *recv,
+                                const int64_t *counts, int gather, ss_diag *d)
 {
-    (void)ctx;
     MPI_Comm c;
     int me, *ib = NULL;
     ss_status st = group_of(ranks, n, &c, &me, &ib, d);
     if (st == SS_OK && (st = int_counts(counts, n, ib, ib + n, d)) == SS_OK) {
-        int rc = MPI_Reduce_scatter(send, recv, ib, MPI_FLOAT, MPI_SUM, c);
+        int rc = gather ? MPI_Allgatherv(send, ib[me], MPI_FLOAT, recv, ib, ib + n, MPI_FLOAT, c)
+                        : MPI_Reduce_scatter(send, recv, ib, MPI_FLOAT, MPI_SUM, c);
         if (rc != MPI_SUCCESS)
-            st = fail(rc, "MPI_Reduce_scatter", d);
+            st = fail(rc, gather ? "MPI_Allgatherv" : "MPI_Reduce_scatter", d);
     }
     free(ib);
     return st;
+}
+
+static ss_status rs_f32(void *ctx, const int *ranks, int n, const float *send, float *recv,
+                        const int64_t *counts, ss_diag *d)
+{
+    (void)ctx;
+    return scatter_gather(ranks, n, send, recv, counts, 0, d);
 }
 
 static ss_status ag_f32(void *ctx, const int *ranks, int n, const float *send, float *recv,
                         const int64_t *counts, ss_diag *d)
 {
     (void)ctx;
-    MPI_Comm c;
-    int me, *ib = NULL;
-    ss_status st = group_of(ranks, n, &c, &me, &ib, d);
-    if (st == SS_OK && (st = int_counts(counts, n, ib, ib + n, d)) == SS_OK) {
-        int rc = MPI_Allgatherv(send, ib[me], MPI_FLOAT, recv, ib, ib + n, MPI_FLOAT, c);
-        if (rc != MPI_SUCCESS)
-            st = fail(rc, "MPI_Allgatherv", d);
-    }
-    free(ib);
-    return st;
+    return scatter_gather(ranks, n, send, recv, counts, 1, d);
 }
 
 static ss_status a2a_f32(void *ctx, const int *ranks, int n, const float *send,
