@@ -4,18 +4,6 @@
 # gives its hand-derived 0.8412 ms, --trace writes valid Chrome Trace JSON,
 # a plan that does not fit says so and exits 0, bad plans and usage exit 2.
 . "$(dirname "$0")/lib/common.sh"
-check() { # check DESCRIPTION EXPECTED_RC COMMAND...
-  local what=$1 want=$2
-  shift 2
-  out=$("$@" 2>"$tmp/err")
-  rc=$?
-  err=$(cat "$tmp/err")
-  if [ "$rc" -ne "$want" ]; then
-    echo "FAIL $what: exit $rc, expected $want"
-    printf '%s\n%s\n' "$out" "$err" | head -5
-    fail=$((fail + 1))
-  fi
-}
 # validate_json FILE DEVICES: every required field, arrays per device
 validate_json() {
   python3 - "$1" "$2" <<'PY' || return 1
@@ -45,55 +33,55 @@ for e in d["critical_path"]:
 PY
 }
 
-check "simulate --help" 0 "$bin" simulate --help
-grep -q "usage: simsearch simulate" <<<"$out" || { echo "FAIL --help text"; fail=$((fail + 1)); }
+check_rc "simulate --help" 0 "$bin" simulate --help
+grep -q "usage: simsearch simulate" "$tmp/out" || { echo "FAIL --help text"; fail=$((fail + 1)); }
 
-check "data-parallel --json" 0 "$bin" simulate --model mlp --topology topologies/p100x16.json \
+check_rc "data-parallel --json" 0 "$bin" simulate --model mlp --topology topologies/p100x16.json \
   --plan data-parallel --json
-echo "$out" >"$tmp/dp.json"
+cp "$tmp/out" "$tmp/dp.json"
 validate_json "$tmp/dp.json" 16 || { echo "FAIL data-parallel json"; fail=$((fail + 1)); }
 
-check "megatron --json" 0 "$bin" simulate \
+check_rc "megatron --json" 0 "$bin" simulate \
   --model gpt:layers=2,hidden=256,heads=4,seq=128,vocab=1024 --topology topologies/p100x16.json \
   --batch 32 --plan megatron:tp=2,pp=2,dp=4,mb=4 --json
-echo "$out" >"$tmp/mt.json"
+cp "$tmp/out" "$tmp/mt.json"
 validate_json "$tmp/mt.json" 16 || { echo "FAIL megatron json"; fail=$((fail + 1)); }
 
 # golden: chain2 (two 1000x1000 linears, batch 64) data parallel on "pair"
 # (unit-gpu: 1 TFLOP/s, launch 0; one 10 GB/s, 5 us link)
-check "golden chain2 on pair" 0 "$bin" simulate --model tests/data/sim/chain2.json \
+check_rc "golden chain2 on pair" 0 "$bin" simulate --model tests/data/sim/chain2.json \
   --topology tests/data/sim/pair.json --plan data-parallel --json
 python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["iteration_time_ms"]
 # data parallel over 2: 32 samples each: fwd 64+64, bwd 128+128 us; each
 # weight all-reduced over n = 2 (ring: 6 + 2*5 + 4e6/1e4 = 416 us), fc2s from
 # 256 us [256, 672], fc1s [672, 1088], update fc1 12 us -> 1.1 ms
-assert abs(t - 1.1) < 1e-9, t' <<<"$out" || { echo "FAIL golden data-parallel chain2: $out" | head -3; fail=$((fail + 1)); }
+assert abs(t - 1.1) < 1e-9, t' <"$tmp/out" || { echo "FAIL golden data-parallel chain2: $(cat "$tmp/out")" | head -3; fail=$((fail + 1)); }
 
-check "human report" 0 "$bin" simulate --model mlp --topology topologies/p100x16.json --plan data-parallel
+check_rc "human report" 0 "$bin" simulate --model mlp --topology topologies/p100x16.json --plan data-parallel
 for w in "iteration" "throughput" "peak memory" "fits" "critical path"; do
-  grep -q "$w" <<<"$out" || { echo "FAIL human report lacks '$w'"; fail=$((fail + 1)); }
+  grep -q "$w" "$tmp/out" || { echo "FAIL human report lacks '$w'"; fail=$((fail + 1)); }
 done
 
-check "trace" 0 "$bin" simulate --model mlp --topology topologies/p100x16.json --plan data-parallel \
+check_rc "trace" 0 "$bin" simulate --model mlp --topology topologies/p100x16.json --plan data-parallel \
   --trace "$tmp/trace.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]
 assert any(e.get("ph") == "X" for e in ev), "no complete events"' "$tmp/trace.json" \
   || { echo "FAIL trace is not valid Chrome Trace JSON"; fail=$((fail + 1)); }
 
 # a plan that does not fit: 64 GPT-medium samples of 1024 tokens on one P100
-check "does not fit" 0 "$bin" simulate --model gpt --topology topologies/p100x16.json --batch 64 \
+check_rc "does not fit" 0 "$bin" simulate --model gpt --topology topologies/p100x16.json --batch 64 \
   --plan megatron:tp=1,pp=1,dp=16
-grep -q "DOES NOT FIT" <<<"$out" || { echo "FAIL no DOES NOT FIT line: $out" | head -3; fail=$((fail + 1)); }
+grep -q "DOES NOT FIT" "$tmp/out" || { echo "FAIL no DOES NOT FIT line: $(cat "$tmp/out")" | head -3; fail=$((fail + 1)); }
 
-check "bad plan file" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json \
+check_rc "bad plan file" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json \
   --plan "$tmp/nonexistent-plan.json"
-grep -q "nonexistent-plan.json" <<<"$err" || { echo "FAIL bad plan message: $err"; fail=$((fail + 1)); }
-check "bad megatron spec" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json \
+grep -q "nonexistent-plan.json" "$tmp/err" || { echo "FAIL bad plan message: $(cat "$tmp/err")"; fail=$((fail + 1)); }
+check_rc "bad megatron spec" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json \
   --plan megatron:tp=3,pp=1,dp=1
-check "missing --plan" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json
-check "unknown option" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json \
+check_rc "missing --plan" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json
+check_rc "unknown option" 2 "$bin" simulate --model mlp --topology topologies/p100x16.json \
   --plan data-parallel --bogus
-check "bad topology" 2 "$bin" simulate --model mlp --topology "$tmp/none.json" --plan data-parallel
+check_rc "bad topology" 2 "$bin" simulate --model mlp --topology "$tmp/none.json" --plan data-parallel
 
 echo "simulate: $fail failure(s)"
 [ "$fail" -eq 0 ]

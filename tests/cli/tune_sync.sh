@@ -6,24 +6,13 @@
 # a pipelined plan tunes without synced flags (refused: its forward crosses
 # devices), usage errors exit 2.
 . "$(dirname "$0")/lib/common.sh"
-check() { # check DESCRIPTION EXPECTED_RC COMMAND...
-  local what=$1 want=$2
-  shift 2
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    echo "FAIL $what: exit $rc, expected $want"
-    echo "$out" | head -5
-    fail=$((fail + 1))
-  fi
-}
 args=(--model alexnet --topology topologies/p100x16.json --plan data-parallel)
-check "text" 0 "$bin" tune-sync "${args[@]}"
-grep -q "^best " <<<"$out" || { echo "FAIL text: no best line"; fail=$((fail + 1)); }
-check "json" 0 "$bin" tune-sync "${args[@]}" --json --out "$tmp/tuned.json"
-python3 - "$out" <<'PY' || fail=$((fail + 1))
+check_rc "text" 0 "$bin" tune-sync "${args[@]}"
+grep -q "^best " "$tmp/out" || { echo "FAIL text: no best line"; fail=$((fail + 1)); }
+check_rc "json" 0 "$bin" tune-sync "${args[@]}" --json --out "$tmp/tuned.json"
+python3 - "$tmp/out" <<'PY' || fail=$((fail + 1))
 import json, sys
-r = json.loads(sys.argv[1])
+r = json.load(open(sys.argv[1]))
 b = r["best"]["iteration_time_ms"]
 others = [r["plan"]] + [r["defaults"][k] for k in ("ddp_25mb", "horovod_64mb", "none")]
 assert all(b <= o["iteration_time_ms"] for o in others), r
@@ -35,17 +24,17 @@ for k in ("ddp_25mb", "horovod_64mb", "none"):  # the defaults: a barrier, no re
 # alexnet: the best threshold (1 MB) beats DDP's 25 MB (147.5 against 149.2 ms)
 assert b < r["defaults"]["ddp_25mb"]["iteration_time_ms"], r
 PY
-best=$(python3 -c 'import json,sys; print("%.3f" % json.loads(sys.argv[1])["best"]["iteration_time_ms"])' "$out")
-check "tuned plan" 0 "$bin" simulate --model alexnet --topology topologies/p100x16.json --plan "$tmp/tuned.json"
-grep -q "iteration  $best ms" <<<"$out" || { echo "FAIL tuned plan: not $best ms: $out" | head -4; fail=$((fail + 1)); }
-check "pipeline" 0 "$bin" tune-sync --model gpt:layers=4,hidden=256,heads=4,seq=128 \
+best=$(python3 -c 'import json,sys; print("%.3f" % json.load(open(sys.argv[1]))["best"]["iteration_time_ms"])' "$tmp/out")
+check_rc "tuned plan" 0 "$bin" simulate --model alexnet --topology topologies/p100x16.json --plan "$tmp/tuned.json"
+grep -q "iteration  $best ms" "$tmp/out" || { echo "FAIL tuned plan: not $best ms: $(cat "$tmp/out")" | head -4; fail=$((fail + 1)); }
+check_rc "pipeline" 0 "$bin" tune-sync --model gpt:layers=4,hidden=256,heads=4,seq=128 \
   --topology topologies/dgx-a100.json --nodes 1 --plan megatron:tp=2,pp=2,dp=2,mb=4 --json
-python3 - "$out" <<'PY' || fail=$((fail + 1))
+python3 - "$tmp/out" <<'PY' || fail=$((fail + 1))
 import json, sys
-r = json.loads(sys.argv[1])
+r = json.load(open(sys.argv[1]))
 assert r["synced_flags_apply"] is False and r["best"]["synced_flags"] is False, r
 PY
-check "no plan" 2 "$bin" tune-sync --model alexnet --topology topologies/p100x16.json
-check "bad plan" 2 "$bin" tune-sync --model alexnet --topology topologies/p100x16.json --plan nonsense
+check_rc "no plan" 2 "$bin" tune-sync --model alexnet --topology topologies/p100x16.json
+check_rc "bad plan" 2 "$bin" tune-sync --model alexnet --topology topologies/p100x16.json --plan nonsense
 [ "$fail" -eq 0 ] || exit 1
 echo "tune_sync: ok"
