@@ -2,7 +2,8 @@
  * cuda_none.c — the CUDA backend of a build without the CUDA toolkit: no
  * devices, no kernel table, and every call that would need CUDA reports
  * SS_ERR_UNSUPPORTED ("built without CUDA"). When CMake builds the CUDA
- * kernels (SS_CUDA_KERNELS) this file is empty and kernels/cuda/ provides them.
+ * kernels (SS_CUDA_KERNELS) this file is empty and kernels/cuda_load.c
+ * provides them (from the CUDA module, kernels/cuda/module.h).
  */
 #include "kernels/kernels.h"
 #include "kernels/cuda/cuda_backend.h"

@@ -2,7 +2,8 @@
  * cuda_backend.h — what the kernel layer needs from the CUDA runtime:
  * device count, memory, a per-device context (stream, cuBLAS and cuDNN
  * handles), error checks and event timing. Implemented by
- * kernels/cuda/runtime.c when the CUDA kernels are built (SS_CUDA_KERNELS) and by
+ * kernels/cuda/runtime.c in the CUDA module when the CUDA kernels are built
+ * (SS_CUDA_KERNELS; the library forwards to it: kernels/cuda_load.c) and by
  * kernels/cuda_none.c otherwise, where every call reports that CUDA is not
  * built in. A failing cudaGetDeviceCount (no driver, no GPU) counts as 0
  * devices, never as an error.

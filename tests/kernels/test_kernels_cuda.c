@@ -5,11 +5,16 @@
  * output gradients, forward outputs and backward gradients must agree.
  * Flash attention included (kernels/cuda/kernels_flash.cu).
  * Without a CUDA device (or a build without the CUDA kernels) it prints a
- * SKIP line and exits 77, which ctest reports as skipped.
+ * SKIP line and exits 77, which ctest reports as skipped; a build with the
+ * CUDA kernels must first open its CUDA module (kernels/cuda/module.h) and
+ * find its kernels there, GPU or not.
  */
 #include "testutil.h"
 #include "kernels/kernels.h"
 #include "kernels/cuda/cuda_backend.h"
+#ifdef SS_CUDA_KERNELS
+#include "kernels/cuda/module.h"
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -174,6 +179,14 @@ static void test_flash_attention(void **state)
 
 int main(void)
 {
+#ifdef SS_CUDA_KERNELS
+    ss_diag d;
+    ss_diag_init(&d);
+    if (!ss_cuda_module_get(&d) || !ss_kernels_cuda(SS_OP_LINEAR)) {
+        printf("FAIL: the CUDA module: %s\n", d.msg[0] ? d.msg : "no linear kernel in it");
+        return 1;
+    }
+#endif
     int n = ss_kernel_device_count(SS_BACKEND_CUDA);
     if (!ss_cuda_built() || n == 0) {
         printf("SKIP: %s; the CUDA kernel tests need a GPU\n",
