@@ -178,7 +178,9 @@ static ss_status coll_prepare(ss_rt_state *s, int i, ss_diag *d)
     ss_status st = SS_OK;
     switch (e->coll) {
     case SS_BUILD_COLL_GRAD:
-        cs->ck[i] = e->gather ? CK_ALLGATHER : dist ? CK_RSCATTER : CK_ALLREDUCE;
+        /* op -1: the tensor-parallel all-reduce of sequence-split
+         * gradients (build_weights.c, split_tp), an all-reduce anyway */
+        cs->ck[i] = e->gather ? CK_ALLGATHER : dist && s->tg->op[t] >= 0 ? CK_RSCATTER : CK_ALLREDUCE;
         break;
     case SS_BUILD_COLL_SENDGATHER:
         cs->ck[i] = CK_ALLGATHER;

@@ -111,6 +111,13 @@ static void release_scratch(ss_builder *b)
     DROP(b, res, cap_res);
     DROP(b, gate, cap_gate);
     DROP(b, gsync, cap_gsync);
+    DROP(b, tpar, cap_tpar);
+    DROP(b, tpd, cap_tpd);
+    DROP(b, tpgr, cap_tpgr);
+    DROP(b, tpgb, cap_tpgb);
+    DROP(b, bhost, cap_bhost);
+    DROP(b, bmem, cap_bmem);
+    DROP(b, bcum, cap_bcum);
     DROP(b, wgt, cap_wgt);
     DROP(b, nfw, cap_nfw);
     DROP(b, t2j, cap_t2j);
@@ -176,6 +183,13 @@ void ss_build_free(ss_builder *b)
     ss_free(b->res);
     ss_free(b->gate);
     ss_free(b->gsync);
+    ss_free(b->tpar);
+    ss_free(b->tpd);
+    ss_free(b->tpgr);
+    ss_free(b->tpgb);
+    ss_free(b->bhost);
+    ss_free(b->bmem);
+    ss_free(b->bcum);
     ss_free(b->wgt);
     ss_free(b->nfw);
     ss_free(b->t2j);
@@ -1245,7 +1259,10 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
         snprintf(buf, n, "%s %s", tg->aux[task] ? "grad xfer" : "xfer", name);
         break;
     case SS_TASK_COLLECTIVE:
-        if (tg->aux[task] == SS_BUILD_COLL_GRAD)
+        if (tg->aux[task] == SS_BUILD_COLL_GRAD && op < 0) /* build_weights.c, split_tp */
+            snprintf(buf, n, "allreduce split grads over tensor-parallel group %d",
+                     tg->tile[task]);
+        else if (tg->aux[task] == SS_BUILD_COLL_GRAD)
             snprintf(buf, n, "allreduce grads bucket %d (%s ...)", tg->tile[task], name);
         else if (tg->aux[task] == SS_BUILD_COLL_PARTIAL)
             snprintf(buf, n, "allreduce partial sums %s", name);

@@ -136,7 +136,8 @@
 
 /* Collective task tags (ss_taskgraph.aux of SS_TASK_COLLECTIVE tasks). */
 enum {
-    SS_BUILD_COLL_GRAD = 0,    /* gradient all-reduce of a bucket (tile = bucket index) */
+    SS_BUILD_COLL_GRAD = 0,    /* gradient all-reduce of a bucket (tile = bucket index); op -1: the
+                                * tensor-parallel all-reduce of split_tp (tile = its group) */
     SS_BUILD_COLL_PARTIAL = 1, /* all-reduce of partial sums (op = producer, tile = unit) */
     SS_BUILD_COLL_BCAST = 2,   /* output gradient broadcast to a partial-sum unit's devices */
     SS_BUILD_COLL_SCATTER = 3, /* reduce-scatter of partial sums */

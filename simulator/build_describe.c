@@ -220,8 +220,12 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
             return ss_build_descs_clear(x), ss_free(sh_of), ss_free(join_of),
                    ss_diag_set(d, SS_ERR_INVALID, "runtime: bucket task %d updates nothing", t);
         const shard *s0 = &b->sh[sh_of[first_upd]];
-        for (int i = 0; i < s0->n_dev; i++)
-            if (put_dev(x, b->ipool[s0->dev_off + i]))
+        /* a tensor-parallel all-reduce of split_tp (op -1): its group's
+         * devices; a bucket: its shards' */
+        const int *gd = op < 0 ? b->ipool + b->tpgr[3 * tg->tile[t]] : b->ipool + s0->dev_off;
+        int gn = op < 0 ? b->tpgr[3 * tg->tile[t] + 1] : s0->n_dev;
+        for (int i = 0; i < gn; i++)
+            if (put_dev(x, gd[i]))
                 goto nomem;
         e->n_dev = x->n_devs - e->dev_off;
         /* the bucket's shards: every update that waits on this collective

@@ -110,7 +110,19 @@ typedef struct shard {
     double bytes;
     int dev_off, n_dev; /* distinct devices in b->ipool */
     int minop, maxop;
+    int tp; /* 1: one data-parallel group of a weight split by split_tp
+             * (build_weights.c); its updates also wait for the device's
+             * tensor-parallel all-reduce (b->tpar) */
 } shard;
+
+/* A device holding a weight replicated over tensor- and data-parallel
+ * ranks (build_weights.c, split_tp): its smallest sample offset and the
+ * region of that tile off the sample dim. */
+typedef struct tpdev {
+    int dev;
+    int64_t slo;
+    ss_region pkey;
+} tpdev;
 
 /* ---- memoization (see "Reuse across runs" in build.h) ------------------- */
 
@@ -235,6 +247,27 @@ struct ss_builder {
                   * (build_weights.c, sync_chain); ZeRO-3: [micro-batches x
                   * n_dev], one stream order per micro-batch */
     int cap_gsync;
+    int *tpar; /* [n_dev x tp_nst] pass 7 (build_weights.c, split_tp): per
+                * device and pipeline stage the all-reduce of its
+                * tensor-parallel group's split gradients, -1 none (a group
+                * id while building) */
+    int cap_tpar, tp_nst;
+    tpdev *tpd; /* split_tp's scratch: the devices of one shard */
+    int cap_tpd;
+    int *tpgr; /* split_tp: per tensor-parallel group, its devices (dev_off,
+                * n in ipool) */
+    int cap_tpgr;
+    double *tpgb; /* split_tp: per tensor-parallel group, its gradient bytes */
+    int cap_tpgb;
+    int *bhost; /* pass 7: per position in order[], for a split shard the
+                 * position of the shard whose bucket it joins (-1: its own;
+                 * build_weights.c, host_split) */
+    int cap_bhost;
+    int *bmem; /* pass 7: the shards of the bucket being closed */
+    int cap_bmem;
+    double *bcum; /* host_split's scratch: per position, its bucket's bytes
+                   * up to it (-1: a shard in parts, or not in a bucket) */
+    int cap_bcum;
     /* pass 7, issue 31 (build_weights.c): per tile, the weight-gradient step
      * split off its backward by reorder_backward (wgt, -1 none; n_wgt = 0
      * when not reordering) and the next iteration's forward under

@@ -10,6 +10,7 @@
  */
 #include "simulator/build_impl.h"
 #include "simulator/engine.h"
+#include "simulator/plan_view.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -330,6 +331,7 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
         s->bytes = (double)s->params * gb;
         s->minop = v[2];
         s->maxop = v[3];
+        s->tp = 0;
         s->n_dev = v[4];
         v += 5;
         int nx = b->sym ? b->sym->D : 1; /* a reduced build: the shard in every block */
@@ -415,6 +417,20 @@ static int same_devs(const ss_builder *b, const shard *x, const shard *y)
            !memcmp(b->ipool + x->dev_off, b->ipool + y->dev_off, (size_t)x->n_dev * sizeof(int));
 }
 
+/* Op o's pipeline stage (0 without stages). */
+static int op_stage(const ss_builder *b, int o)
+{
+    int st = ss_plan_config(b->plan, o)->stage;
+    return st > 0 ? st : 0;
+}
+
+/* The all-reduce (or, while split_tp builds, the group id) of device dev's
+ * tensor-parallel group for the split shards of stage st: -1 none. */
+static int *tpar_at(const ss_builder *b, int dev, int st)
+{
+    return &b->tpar[(int64_t)dev * b->tp_nst + st];
+}
+
 /* Updates of shard s on each of its devices, after `after` (a collective) or,
  * when after < 0, after the shard's own backward tasks on that device, and
  * under 1F1B after the device's last backward step (b->flush); with
@@ -448,6 +464,9 @@ static ss_status add_updates(ss_builder *b, ss_taskgraph *tg, const shard *s, in
                 return d->status;
         if (dev < b->n_flush && b->flush[dev] >= 0 &&
             ss_taskgraph_add_dep(tg, b->flush[dev], u, d) != SS_OK)
+            return d->status;
+        int tpx = s->tp ? *tpar_at(b, dev, op_stage(b, s->minop)) : -1;
+        if (tpx >= 0 && ss_taskgraph_add_dep(tg, tpx, u, d) != SS_OK)
             return d->status;
         if (after >= 0) {
             if (ss_taskgraph_add_dep(tg, after, u, d) != SS_OK)
@@ -507,16 +526,262 @@ static ss_status sync_chain(ss_builder *b, ss_taskgraph *tg, int c, const int *d
     return SS_OK;
 }
 
-/* Close bucket order[lo..hi): one all-reduce over the (common) device set
- * after the shards' backward tasks (or the bulk barrier), then updates. */
-static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, int barrier,
-                              int parts, ss_diag *d)
+static int cmp_tpdev(const void *pa, const void *pb)
 {
-    const shard *s0 = &b->sh[b->order[lo]];
+    const tpdev *a = pa, *x = pb;
+    if (a->slo != x->slo)
+        return a->slo < x->slo ? -1 : 1;
+    int c = region_cmp(&a->pkey, &x->pkey);
+    if (c)
+        return c;
+    return a->dev < x->dev ? -1 : a->dev > x->dev;
+}
+
+/* Shard i (held by n devices of block 0, nd of them per tensor-parallel
+ * group, already in tensor-parallel group order in b->tpd) becomes nd
+ * shards, one per position p in the groups: the devices at p in every
+ * group (and their images in the other blocks of a reduced build) with
+ * their entries. */
+static ss_status split_shard(ss_builder *b, int i, int n, int nd, ss_diag *d)
+{
+    int ng = n / nd, nx = b->sym ? b->sym->D : 1, first = b->sh[i].first,
+        count = b->sh[i].count;
+    for (int p = 0; p < nd; p++) {
+        int k = p == 0 ? i : b->n_sh;
+        if (p > 0) {
+            GROW(b, sh, cap_sh, b->n_sh + 1, d);
+            b->sh[b->n_sh++] = b->sh[i];
+        }
+        GROW(b, ipool, cap_ipool, b->n_ipool + ng * nx, d);
+        int *devs = b->ipool + b->n_ipool;
+        for (int g = 0; g < ng; g++)
+            devs[g] = b->tpd[g * nd + p].dev;
+        qsort(devs, (size_t)ng, sizeof(int), cmp_int);
+        if (nx > 1)
+            expand_devices(b->sym, devs, ng);
+        shard *s = &b->sh[k];
+        s->dev_off = b->n_ipool;
+        s->n_dev = ng * nx;
+        s->tp = 1;
+        b->n_ipool += ng * nx;
+        GROW(b, wr, cap_wr, b->n_wr + count, d);
+        s = &b->sh[k];
+        s->first = b->n_wr;
+        s->count = 0;
+        for (int e = first; e < first + count; e++)
+            if (bsearch(&b->wr[e].dev, devs, (size_t)(ng * nx), sizeof(int), cmp_int)) {
+                b->wr[b->n_wr++] = b->wr[e];
+                s->count++;
+            }
+    }
+    return SS_OK;
+}
+
+/* Megatron's synchronisation of a weight replicated over tensor- and
+ * data-parallel ranks whose tiles split the sequence (sequence
+ * parallelism: the layer norms; each rank's gradient is a partial sum).
+ * finalize_model_grads first runs finish_grad_sync, the data-parallel
+ * buckets of all the rank's parameters, layer norms included (collectives
+ * over the devices at one tensor-parallel position), then
+ * _allreduce_layernorm_grads: one coalesced all-reduce of those gradients
+ * over the tensor-parallel group, before the optimizer step. So the shard
+ * becomes one shard per tensor-parallel position (the data-parallel group;
+ * host_split puts it into a bucket of the layer's other weights), and each
+ * tensor-parallel group gets one all-reduce per pipeline stage (model
+ * chunk) of the bytes of its stage's split shards, which waits for the
+ * buckets holding them (close_bucket) and which their updates wait for
+ * (add_updates) -- instead of one collective over all tp x dp holders, a
+ * ring of tp x dp latency-bound steps on the channels the backward's
+ * tensor-parallel collectives use (docs/simulator.md, "Overlap on
+ * interleaved deep pipelines"). A tensor-parallel group is the devices
+ * whose tiles have the same smallest sample offset, its positions ordered
+ * by the tiles' region off the sample dim, then device. Applies to a shard
+ * read by one op, with n > 1 groups (in all blocks) of nd > 1 devices each
+ * whose tiles differ off the sample dim; not to replicas (without sequence
+ * parallelism the tensor-parallel ranks' gradients are the same: their
+ * collective over tp x dp stays), nor under ZeRO-3 (its own gathers).
+ * b->tp_nst = 0 when nothing was split. */
+static ss_status split_tp(ss_builder *b, ss_taskgraph *tg, ss_diag *d)
+{
+    b->tp_nst = 0;
+    if (b->set.distopt == SS_ZERO3)
+        return SS_OK;
+    int ngr = 0, nsh0 = b->n_sh, nx = b->sym ? b->sym->D : 1;
+    for (int i = 0; i < nsh0; i++) {
+        const shard *s = &b->sh[i];
+        if (s->n_dev < 3 || s->minop != s->maxop || s->count < 2)
+            continue;
+        int sd = ss_plan_view_sample_dim(b->g, s->minop);
+        if (sd < 0)
+            continue;
+        GROW(b, tpd, cap_tpd, s->n_dev, d);
+        int n = 0;
+        for (int e = s->first; e < s->first + s->count; e++) {
+            const wref *r = &b->wr[e];
+            ss_tile tb;
+            const ss_tile *t = tshape(b, r->j, &tb);
+            int at = n > 0 && b->tpd[n - 1].dev == r->dev ? n - 1 : n; /* by device */
+            if (at == n) {
+                if (n == s->n_dev)
+                    break;
+                b->tpd[n].dev = r->dev;
+                b->tpd[n].slo = INT64_MAX;
+                n++;
+            }
+            if (t->out.r[sd].lo < b->tpd[at].slo) {
+                b->tpd[at].slo = t->out.r[sd].lo;
+                b->tpd[at].pkey = t->out;
+                b->tpd[at].pkey.r[sd] = (ss_range){0, 0};
+            }
+        }
+        if (n * nx != s->n_dev)
+            continue;
+        qsort(b->tpd, (size_t)n, sizeof(tpdev), cmp_tpdev);
+        int nd = 1;
+        while (nd < n && b->tpd[nd].slo == b->tpd[0].slo)
+            nd++;
+        int ok = nd > 1 && n % nd == 0 && n / nd * nx > 1, seq = 0; /* seq: not replicas */
+        for (int g = 0; ok && g < n / nd; g++)
+            for (int p = 0; ok && p < nd; p++) {
+                const tpdev *x = &b->tpd[g * nd + p];
+                ok = x->slo == b->tpd[g * nd].slo &&
+                     (p > 0 || g == 0 || x->slo != b->tpd[(g - 1) * nd].slo);
+                seq |= p > 0 && region_cmp(&x->pkey, &b->tpd[g * nd].pkey) != 0;
+            }
+        if (!ok || !seq)
+            continue;
+        if (b->tp_nst == 0) { /* the first split: per device and stage, no group */
+            int nst = 1;
+            for (int o = 0; o < b->n_ops; o++)
+                nst = op_stage(b, o) + 1 > nst ? op_stage(b, o) + 1 : nst;
+            if ((int64_t)b->n_dev * nst > INT32_MAX / 2)
+                return ss_diag_set(d, SS_ERR_INVALID,
+                                   "simulate: %d devices x %d pipeline stages is too many",
+                                   b->n_dev, nst);
+            GROW(b, tpar, cap_tpar, b->n_dev * nst, d);
+            for (int k = 0; k < b->n_dev * nst; k++)
+                b->tpar[k] = -1;
+            b->tp_nst = nst;
+        }
+        /* the tensor-parallel groups of the shard's stage and their bytes
+         * (this shard's devices are sorted by group) */
+        int stg = op_stage(b, s->minop);
+        for (int g = 0; g < n / nd; g++) {
+            int d0 = b->tpd[g * nd].dev, gid = *tpar_at(b, d0, stg);
+            if (gid < 0) {
+                gid = ngr++;
+                GROW(b, tpgr, cap_tpgr, 3 * ngr, d);
+                GROW(b, tpgb, cap_tpgb, ngr, d);
+                GROW(b, ipool, cap_ipool, b->n_ipool + nd, d);
+                b->tpgr[3 * gid] = b->n_ipool;
+                b->tpgr[3 * gid + 1] = nd;
+                b->tpgr[3 * gid + 2] = stg;
+                b->tpgb[gid] = 0;
+                for (int p = 0; p < nd; p++) {
+                    b->ipool[b->n_ipool++] = b->tpd[g * nd + p].dev;
+                    *tpar_at(b, b->tpd[g * nd + p].dev, stg) = gid;
+                }
+                qsort(b->ipool + b->tpgr[3 * gid], (size_t)nd, sizeof(int), cmp_int);
+            }
+            b->tpgb[gid] += b->sh[i].bytes;
+        }
+        ss_status st = split_shard(b, i, n, nd, d);
+        if (st != SS_OK)
+            return st;
+    }
+    /* one all-reduce per tensor-parallel group and stage (its readiness:
+     * close_bucket) */
+    int prio = 2 * b->n_ops * (MB_CLAMP + 1);
+    for (int gid = 0; gid < ngr; gid++) {
+        const int *devs = b->ipool + b->tpgr[3 * gid];
+        int nd = b->tpgr[3 * gid + 1], cross = b->sym_cross;
+        b->sym_cross = 0; /* a reduced build: block 0's own, as its other traffic */
+        int c = ss_build_add_collective(b, tg, SS_COLL_ALLREDUCE, devs, nd, b->tpgb[gid],
+                                        b->tpgb[gid], -1, gid, SS_BUILD_COLL_GRAD, prio, d);
+        b->sym_cross = cross;
+        if (c < 0)
+            return d->status;
+        b->st.coll_grad++;
+        for (int p = 0; p < nd; p++)
+            *tpar_at(b, devs[p], b->tpgr[3 * gid + 2]) = c;
+    }
+    return SS_OK;
+}
+
+#define HOST_SCAN 64 /* positions host_split looks either way */
+
+/* Which bucket each split shard (split_tp) joins: Megatron's buckets take
+ * a rank's parameters in backward order, layer norms included, until one
+ * reaches the bucket size. Here: the bucket of the nearest earlier shard
+ * in order[] with the same devices (the layer's weight whose gradient the
+ * backward made just before) while that bucket is below bucket_bytes, else
+ * that of the nearest later one (the previous layer's), never a gradient
+ * synchronised in parts; none within HOST_SCAN positions, or no fusion
+ * (bucket_bytes 0): a bucket of its own. b->bhost[k] for position k (-1:
+ * its own); the other shards' buckets are those build_weights makes
+ * without the split shards (which neither join nor close them), emulated
+ * here: b->bcum[k], a bucket's bytes up to position k (-1: in parts or
+ * alone on its device). */
+static ss_status host_split(ss_builder *b, ss_diag *d)
+{
+    int n = b->n_sh, open = -1;
+    double cap = b->set.bucket_bytes, open_bytes = 0;
+    GROW(b, bhost, cap_bhost, n, d);
+    GROW(b, bcum, cap_bcum, n, d);
+    for (int k = 0; k < n; k++) {
+        const shard *s = &b->sh[b->order[k]];
+        b->bhost[k] = -1;
+        b->bcum[k] = -1;
+        if (s->tp)
+            continue;
+        int split = s->n_dev > 1 && cap > 0 && s->bytes > cap;
+        if (open >= 0 && (split || !same_devs(b, &b->sh[b->order[open]], s) || !(cap > 0) ||
+                          open_bytes >= cap))
+            open = -1;
+        if (s->n_dev == 1 || split)
+            continue;
+        if (open < 0) {
+            open = k;
+            open_bytes = 0;
+        }
+        open_bytes += s->bytes;
+        b->bcum[k] = open_bytes;
+    }
+    for (int k = 0; cap > 0 && k < n; k++) {
+        const shard *s = &b->sh[b->order[k]];
+        if (!s->tp)
+            continue;
+        for (int x = k - 1; x >= 0 && x >= k - HOST_SCAN; x--) {
+            const shard *t = &b->sh[b->order[x]];
+            if (t->tp || !same_devs(b, t, s))
+                continue;
+            if (b->bcum[x] >= 0 && b->bcum[x] < cap)
+                b->bhost[k] = x;
+            break;
+        }
+        for (int x = k + 1; b->bhost[k] < 0 && x < n && x <= k + HOST_SCAN; x++) {
+            const shard *t = &b->sh[b->order[x]];
+            if (t->tp || !same_devs(b, t, s))
+                continue;
+            if (b->bcum[x] >= 0)
+                b->bhost[k] = x;
+            break;
+        }
+    }
+    return SS_OK;
+}
+
+/* Close the bucket of shards mem[0..nm) (b->order or b->bmem, which
+ * this does not change): one all-reduce over the (common) device set after
+ * the shards' backward tasks (or the bulk barrier), then updates. */
+static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, const int *mem, int nm,
+                              int barrier, int parts, ss_diag *d)
+{
+    const shard *s0 = &b->sh[mem[0]];
     double bytes = 0;
     int minop = s0->minop, maxop = s0->maxop, shared = 0;
-    for (int k = lo; k < hi; k++) {
-        const shard *s = &b->sh[b->order[k]];
+    for (int k = 0; k < nm; k++) {
+        const shard *s = &b->sh[mem[k]];
         bytes += s->bytes;
         shared |= s->minop != s->maxop;
         if (s->minop < minop)
@@ -536,8 +801,8 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
     /* ZeRO-3 reduce-scatters each micro-batch's gradient as its backward
      * makes it (FSDP and DeepSpeed ZeRO-3 under gradient accumulation: the
      * gradient stays sharded): one collective per micro-batch */
-    for (int k = lo; zero3 && k < hi; k++) {
-        const shard *s = &b->sh[b->order[k]];
+    for (int k = 0; zero3 && k < nm; k++) {
+        const shard *s = &b->sh[mem[k]];
         for (int e = s->first; e < s->first + s->count; e++)
             M = b->tiles[b->wr[e].j].mb + 1 > M ? b->tiles[b->wr[e].j].mb + 1 : M;
     }
@@ -566,12 +831,26 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
             if (ss_taskgraph_add_dep(tg, barrier, cq, d) != SS_OK)
                 return d->status;
         } else {
-            for (int k = lo; k < hi; k++) {
-                const shard *s = &b->sh[b->order[k]];
+            for (int k = 0; k < nm; k++) {
+                const shard *s = &b->sh[mem[k]];
                 for (int e = s->first; e < s->first + s->count; e++)
                     if ((M == 1 || b->tiles[b->wr[e].j].mb == m) &&
                         ss_taskgraph_add_dep(tg, b->wr[e].task, cq, d) != SS_OK)
                         return d->status;
+            }
+        }
+        /* a split gradient's tensor-parallel all-reduce follows its
+         * data-parallel reduction (finalize_model_grads: finish_grad_sync
+         * first); once per stage of the bucket's split shards */
+        for (int k = 0; k < nm; k++) {
+            const shard *s = &b->sh[mem[k]];
+            int stg = s->tp ? op_stage(b, s->minop) : -1, seen = 0;
+            for (int x = 0; s->tp && x < k; x++)
+                seen |= b->sh[mem[x]].tp && op_stage(b, b->sh[mem[x]].minop) == stg;
+            for (int e = 0; s->tp && !seen && e < s->n_dev; e++) {
+                int x = *tpar_at(b, b->ipool[s->dev_off + e], stg);
+                if (x >= 0 && ss_taskgraph_add_dep(tg, cq, x, d) != SS_OK)
+                    return d->status;
             }
         }
         if (parts * M == 1)
@@ -582,8 +861,8 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
     int gather = -1;
     if (dist && !zero3) {
         double wb, pbytes = 0;
-        for (int k = lo; k < hi; k++) {
-            const shard *s = &b->sh[b->order[k]];
+        for (int k = 0; k < nm; k++) {
+            const shard *s = &b->sh[mem[k]];
             ss_memory_param_bytes(ss_graph_tensor(b->g, s->w)->dtype, SS_OPT_SGD,
                                   ss_graph_precision(b->g), &wb, NULL, NULL);
             pbytes += (double)s->params * wb;
@@ -595,12 +874,33 @@ static ss_status close_bucket(ss_builder *b, ss_taskgraph *tg, int lo, int hi, i
             return d->status;
         b->st.coll_grad++;
     }
-    for (int k = lo; k < hi; k++)
-        if ((st = add_updates(b, tg, &b->sh[b->order[k]], c, dist, gather, d)) != SS_OK)
+    for (int k = 0; k < nm; k++)
+        if ((st = add_updates(b, tg, &b->sh[mem[k]], c, dist, gather, d)) != SS_OK)
             return st;
     return SS_OK;
 }
 
+
+/* Close the bucket of order[lo..hi) (positions; split shards there are
+ * not its own): its shards and the split shards that join it
+ * (host_split), with the threshold's parts. */
+static ss_status close_range(ss_builder *b, ss_taskgraph *tg, int lo, int hi, int barrier,
+                             int parts, ss_diag *d)
+{
+    if (b->tp_nst == 0)
+        return close_bucket(b, tg, b->order + lo, hi - lo, barrier, parts, d);
+    int a = lo > HOST_SCAN ? lo - HOST_SCAN : 0, z = hi + HOST_SCAN < b->n_sh ? hi + HOST_SCAN
+                                                                              : b->n_sh;
+    GROW(b, bmem, cap_bmem, z - a, d);
+    int n = 0;
+    for (int k = lo; k < hi; k++)
+        if (!b->sh[b->order[k]].tp)
+            b->bmem[n++] = b->order[k];
+    for (int k = a; k < z; k++)
+        if (b->sh[b->order[k]].tp && b->bhost[k] >= lo && b->bhost[k] < hi)
+            b->bmem[n++] = b->order[k];
+    return close_bucket(b, tg, b->bmem, n, barrier, parts, d);
+}
 
 /* ---- ZeRO-3 / FSDP parameter sharding (settings.distopt == SS_ZERO3) ---- */
 
@@ -957,6 +1257,8 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         return st;
     if ((st = weight_shards(b, mm, d)) != SS_OK)
         return st;
+    if ((st = split_tp(b, tg, d)) != SS_OK)
+        return st;
     GROW(b, order, cap_order, b->n_sh, d);
     GROW(b, okeys, cap_okeys, b->n_sh, d);
     int zm = b->set.distopt == SS_ZERO3 && b->set.microbatches > 1 ? b->set.microbatches : 1;
@@ -974,6 +1276,8 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         qsort(b->okeys, (size_t)b->n_sh, sizeof(okey), cmp_okey);
     for (int k = 0; k < b->n_sh; k++)
         b->order[k] = b->okeys[k].idx;
+    if (b->tp_nst > 0 && (st = host_split(b, d)) != SS_OK)
+        return st;
     /* Overlapped sync: the buckets' collectives (keys from 2 n_ops slots
      * on; nothing else on a channel has such keys) are class 2 on the
      * channels (engine.h, rule 2): any other transfer or collective ready
@@ -1006,10 +1310,15 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
     double open_bytes = 0;
     for (int k = 0; k < b->n_sh; k++) {
         const shard *s = &b->sh[b->order[k]];
+        if (s->tp) { /* a split shard: in another's bucket (host_split) or alone */
+            if (b->bhost[k] < 0 && (st = close_bucket(b, tg, b->order + k, 1, barrier, 1, d)) != SS_OK)
+                return st;
+            continue;
+        }
         int split = s->n_dev > 1 && b->set.bucket_bytes > 0 && s->bytes > b->set.bucket_bytes;
         if (open >= 0 && (split || !same_devs(b, &b->sh[b->order[open]], s) ||
                           !(b->set.bucket_bytes > 0) || open_bytes >= b->set.bucket_bytes)) {
-            if ((st = close_bucket(b, tg, open, k, barrier, 1, d)) != SS_OK)
+            if ((st = close_range(b, tg, open, k, barrier, 1, d)) != SS_OK)
                 return st;
             open = -1;
         }
@@ -1020,7 +1329,7 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         }
         if (split) { /* a gradient above the threshold: its own bucket, in parts */
             double np = ceil(s->bytes / b->set.bucket_bytes);
-            if ((st = close_bucket(b, tg, k, k + 1, barrier, np < 65536 ? (int)np : 65536, d)) !=
+            if ((st = close_range(b, tg, k, k + 1, barrier, np < 65536 ? (int)np : 65536, d)) !=
                 SS_OK)
                 return st;
             continue;
@@ -1031,7 +1340,7 @@ static ss_status build_weights(ss_builder *b, ss_taskgraph *tg, ss_memory *mm, s
         }
         open_bytes += s->bytes;
     }
-    if (open >= 0 && (st = close_bucket(b, tg, open, b->n_sh, barrier, 1, d)) != SS_OK)
+    if (open >= 0 && (st = close_range(b, tg, open, b->n_sh, barrier, 1, d)) != SS_OK)
         return st;
     if (b->set.distopt == SS_ZERO3 && (st = zero3_gathers(b, tg, mm, d)) != SS_OK)
         return st;

@@ -645,11 +645,17 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
                 return d->status;
             /* a blocking send heads the receiver's queue from the sender's
              * pass end: the receiver is held through the wait too (its
-             * pass resumes after the transfer), not counted as busy */
-            if (q > 0 && block) {
-                if ((id.QR[i] = add(tg, SS_TASK_OTHER, q, pb, 1, rp, c, k, d)) < 0)
+             * pass resumes after the transfer), not counted as busy, from
+             * its next operator boundary on: a receiver running its
+             * backward reaches one bop2 / (2 bop1) later on average (the
+             * full simulation's receiver computes meanwhile), an idle one
+             * waits for the network (QB) all the same */
+            const figs *fr = &h->stg[c - 1].f;
+            double held = q - (fr->bop1 > 0 ? fr->bop2 / (2 * fr->bop1) : 0);
+            if (held > 0 && block) {
+                if ((id.QR[i] = add(tg, SS_TASK_OTHER, held, pb, 1, rp, c, k, d)) < 0)
                     return d->status;
-                kern[prev] += q;
+                kern[prev] += held;
             }
             if (fin->gather > 0 &&
                 ((id.GF[i] = add(tg, SS_TASK_COLLECTIVE, fin->gather, pf, 1, rg, c, k, d)) < 0 ||
@@ -682,7 +688,8 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
                 DEP(id.SB[i], id.GB[i]);
                 DEP(rb, id.B[ip]);
                 DEP(id.BE[i], id.QR[i]);
-                DEP(id.QR[i] >= 0 ? id.QR[i] : bq, id.CB[i]);
+                DEP(id.QR[i], id.CB[i]);
+                DEP(bq, id.CB[i]);
                 DEP(id.CB[i], id.B[ip]);
             }
         }
@@ -822,6 +829,7 @@ static uint64_t pipe_key(const ss_hier *h, const ss_plan *p)
         k = mixd(mixd(mixd(k, f->fwd), f->bwd), f->bwd_last);
         k = mixd(mixd(mixd(k, f->send), f->send_last), f->gather);
         k = mixd(mixd(k, f->held), f->recv);
+        k = mixd(mixd(k, f->bop1), f->bop2);
         k = mixd(mixd(mix(k, (uint64_t)S->reps), f->comp_fb), f->comp_f);
         k = mix(k, (uint64_t)(ss_plan_stage_recompute(set, s) == SS_RECOMPUTE_FULL));
         if (set->distopt == SS_ZERO3)

@@ -47,6 +47,10 @@ typedef struct figs {
     double recv;      /* bytes d0 receives from the previous stage per micro-batch */
     double ag;        /* distributed optimizer: d0's all-gathers of updated parameters */
     double tasks;     /* tasks simulated */
+    double bop1, bop2; /* d0's operators in the backward (compute tasks after the forward's
+                          end): the sum of their durations and of their squares; a send
+                          arriving while d0 runs its backward finds it busy bop2 / (2 bop1)
+                          longer on average (the length-biased residual of an operator) */
     /* A weight shared with other stages (a tied embedding) is synchronised
      * by collectives over all their devices (joint: at d0, in the order
      * they start; sync mode): each starts when every stage holding the

@@ -802,6 +802,10 @@ static ss_status sub_figs(ss_hier *h, const ss_plan *p, int s, int kk, int bulk,
             continue;
         if (kind == SS_TASK_FWD || kind == SS_TASK_BWD)
             f->comp_fb += tg->dur[t];
+        if ((kind == SS_TASK_FWD || kind == SS_TASK_BWD) && er->start[t] >= fwd_end) {
+            f->bop1 += tg->dur[t];
+            f->bop2 += tg->dur[t] * tg->dur[t];
+        }
         if (kind == SS_TASK_FWD)
             f->comp_f += tg->dur[t];
         else if (kind == SS_TASK_UPDATE)

@@ -1150,9 +1150,12 @@ ss_status ss_sym_run(ss_symmetry *y, ss_plan_view *v, const ss_plan *p, double c
         y->classes += y->blk[i] <= 0;
     if (cutoff_us < HUGE_VAL && load > cutoff_us)
         return SS_OK; /* cut: no result, as ss_sim_run_within */
-    int64_t fixed = 0; /* tasks that span every block: gradient collectives, the bulk barrier */
+    int64_t fixed = 0; /* tasks that span every block: gradient collectives (not the
+                        * tensor-parallel all-reduces of split gradients, op -1: one
+                        * per block), the bulk barrier */
     for (int t = 0; t < tg->n_tasks; t++)
-        fixed += (tg->kind[t] == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD) ||
+        fixed += (tg->kind[t] == SS_TASK_COLLECTIVE && tg->aux[t] == SS_BUILD_COLL_GRAD &&
+                  tg->op[t] >= 0) ||
                  (tg->kind[t] == SS_TASK_OTHER && tg->op[t] < 0);
     if ((st = ss_sim_result_copy(r, &y->rr, d)) != SS_OK)
         return st;

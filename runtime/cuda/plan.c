@@ -309,8 +309,8 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
             return SS_OK;
         }
     }
-    if (e->coll == SS_BUILD_COLL_GRAD && !e->gather && e->n_parts <= 1 &&
-        ss_plan_settings_get(s->p)->distopt == 1) {
+    if (e->coll == SS_BUILD_COLL_GRAD && !e->gather && e->n_parts <= 1 && s->tg->op[t] >= 0 &&
+        ss_plan_settings_get(s->p)->distopt == 1) { /* op -1: split_tp's all-reduce */
         /* the distributed optimizer's gradients: member k keeps slice k */
         st->call = SS_RT_CALL_REDUCESCATTER;
         st->count = ss_rt_gather_chunk(s, e);

@@ -158,6 +158,14 @@ mpi -np 4 "$bin" run --model "$gpt" --topology "$tmp/cpu4.json" --plan megatron:
 check "4 ranks: gpt megatron:tp=2,dp=2 exits 0" $?
 python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 else 1)' "$tmp/j"
 check "... numerics match one process" $?
+# sequence parallel x data parallel (issue 31): the layer norms' gradients in
+# the data-parallel reduce-scatters, then one all-reduce per tensor-parallel pair
+mpi -np 4 "$bin" run --model "$gpt" --topology "$tmp/cpu4.json" \
+  --plan megatron:tp=2,dp=2,sp=1,distopt=1 --optimizer adam --batch 4 --iterations 2 --warmup 1 \
+  --json >"$tmp/j" 2>"$tmp/e"
+check "4 ranks: gpt megatron:tp=2,dp=2,sp=1,distopt=1 exits 0" $?
+python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 else 1)' "$tmp/j"
+check "... numerics match one process" $?
 mpi -np 4 "$bin" run --model "$gpt" --topology "$tmp/cpu4.json" --plan megatron:tp=2,pp=2,mb=2 \
   --batch 4 --iterations 1 --warmup 1 --json --trace "$tmp/sg.json" >"$tmp/j" 2>"$tmp/e"
 check "4 ranks: gpt megatron:tp=2,pp=2 (scatter-gather sends) exits 0" $?

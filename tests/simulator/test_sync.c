@@ -19,6 +19,7 @@
 #include "simulator/build.h"
 #include "simulator/engine.h"
 #include "simulator/evaluator.h"
+#include "simulator/memory.h"
 #include "simulator/taskgraph.h"
 
 #include <math.h>
@@ -456,12 +457,148 @@ static void test_grad_behind_traffic(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* Megatron's layer-norm gradient sync under sequence parallelism
+ * (build_weights.c, split_tp and host_split; docs/simulator.md, "Overlap on
+ * interleaved deep pipelines", cause 2): GPT 2 x 1024, tp 4 x dp 4 on 16
+ * H100 (two nodes), sequence parallel, distributed optimizer, in both sync
+ * modes. The layer norms' tiles split the sequence over the
+ * tensor-parallel ranks and are replicated over the data-parallel ones.
+ * Their gradients go into the data-parallel buckets of the layer's other
+ * weights (finish_grad_sync: reduce-scatters over the 4 devices at one
+ * tensor-parallel position, never a bucket of layer norms alone), then
+ * one coalesced all-reduce per tensor-parallel group (the 4 GPUs of a
+ * node half) of all 5 x 2 x 1024 layer-norm parameters' gradients, after
+ * the buckets holding them and before their updates
+ * (_allreduce_layernorm_grads). On main each layer-norm weight had a
+ * bucket of its own spanning all 16 devices (a reduce-scatter and an
+ * all-gather over tp x dp) and no tensor-parallel all-reduce. The
+ * symmetric evaluator agrees with the full simulation. */
+static void test_layernorm_split(void **state)
+{
+    (void)state;
+    for (int bulk = 0; bulk < 2; bulk++) {
+        ss_diag d;
+        ss_diag_init(&d);
+        ss_machine *m = NULL;
+        ss_graph *g = NULL;
+        ss_plan *p = NULL;
+        assert_int_equal(
+            ss_machine_load_nodes(ss_test_path("topologies/dgx-h100.json"), 2, &m, &d), SS_OK);
+        assert_int_equal(ss_model_build("gpt:layers=2,hidden=1024,heads=8,seq=512", 16,
+                                        ss_machine_n_devices(m), &g, &d),
+                         SS_OK);
+        assert_int_equal(ss_plan_from_spec(bulk ? "megatron:tp=4,pp=1,dp=4,mbs=1,sp=1,"
+                                                  "distopt=1,sync=bulk"
+                                                : "megatron:tp=4,pp=1,dp=4,mbs=1,sp=1,distopt=1",
+                                           g, m, &p, &d),
+                         SS_OK);
+        ss_costmodel *cm = ss_cost_new(m);
+        assert_non_null(cm);
+        double ms[2];
+        for (int ev = 0; ev < 2; ev++) {
+            ss_sim_config cfg = {.evaluator = ev ? SS_EVAL_SYMMETRY : SS_EVAL_FULL};
+            ss_sim *s = NULL;
+            assert_int_equal(ss_sim_new(g, m, cm, &cfg, &s, &d), SS_OK);
+            ss_sim_result r = {0};
+            if (ss_sim_run(s, p, &r, &d) != SS_OK)
+                fail_msg("%s", d.msg);
+            ms[ev] = r.iteration_us / 1e3;
+            const ss_taskgraph *tg = s->tg;
+            /* per gradient collective: its GPUs, and the layer-norm and
+             * other updates after it */
+            int widest = 0, tpar = 0, ln_buckets = 0, ln_alone = 0, buckets = 0;
+            int per_dev[16] = {0};
+            char *after_coll = calloc((size_t)tg->n_tasks, 1);
+            assert_non_null(after_coll);
+            for (int t = 0; t < tg->n_tasks; t++)
+                for (int k = tg->succ_off[t];
+                     tg->kind[t] == SS_TASK_COLLECTIVE && k < tg->succ_off[t + 1]; k++)
+                    after_coll[tg->succ[k]] = 1;
+            for (int t = 0; ev == 0 && t < tg->n_tasks; t++) {
+                if (tg->kind[t] != SS_TASK_COLLECTIVE || tg->aux[t] != SS_BUILD_COLL_GRAD)
+                    continue;
+                int seen[16] = {0}, n = 0, node = -1, one_node = 1;
+                for (int k = 0; k < ss_taskgraph_n_res(tg, t); k++) {
+                    int r0 = ss_taskgraph_res(tg, t)[k];
+                    if (ss_taskgraph_is_device(tg, r0))
+                        continue;
+                    for (int e = 0; e < 2; e++) {
+                        int dv = tg->chan_dev[2 * (r0 - tg->n_devices) + e];
+                        if (dv < 0 || dv >= 16 || seen[dv])
+                            continue;
+                        seen[dv] = 1;
+                        n++;
+                        one_node &= node < 0 || dv / 8 == node;
+                        node = dv / 8;
+                    }
+                }
+                int ln = 0, other = 0;
+                double gb = 0;
+                for (int k = tg->succ_off[t]; k < tg->succ_off[t + 1]; k++) {
+                    int u = tg->succ[k];
+                    if (tg->kind[u] != SS_TASK_UPDATE)
+                        continue;
+                    const ss_tensor *w = ss_graph_tensor(g, tg->aux[u]);
+                    if (strstr(w->name, "ln")) {
+                        ln++;
+                        ss_memory_param_bytes(w->dtype, ss_graph_optimizer(g),
+                                              ss_graph_precision(g), NULL, &gb, NULL);
+                    } else {
+                        other++;
+                    }
+                }
+                if (tg->op[t] < 0) { /* the tensor-parallel all-reduce */
+                    tpar++;
+                    assert_int_equal(n, 4);
+                    assert_true(one_node);
+                    assert_int_equal(other, 0);
+                    assert_true(ln > 0);
+                    assert_true(after_coll[t]); /* after the buckets holding them */
+                    assert_true(fabs(tg->bytes[t] - 5 * 2 * 1024 * gb) < 1e-6);
+                    for (int k = 0; k < 16; k++)
+                        per_dev[k] += seen[k];
+                    continue;
+                }
+                if (ln + other > 0)
+                    buckets++;
+                if (ln > 0) {
+                    ln_buckets++;
+                    ln_alone += other == 0;
+                    widest = n > widest ? n : widest;
+                }
+            }
+            free(after_coll);
+            if (ev == 0) {
+                printf("layer-norm sync (%s): %d buckets, %d with layer norms (%d of layer "
+                       "norms alone), widest %d GPUs; %d tensor-parallel all-reduces\n",
+                       bulk ? "bulk" : "overlap", buckets, ln_buckets, ln_alone, widest, tpar);
+                assert_int_equal(ln_buckets, 20); /* 5 layer norms x 4 positions */
+                assert_int_equal(ln_alone, 0);
+                assert_int_equal(widest, 4);
+                assert_int_equal(tpar, 4);
+                for (int k = 0; k < 16; k++)
+                    assert_int_equal(per_dev[k], 1);
+            }
+            ss_sim_result_clear(&r);
+            ss_sim_free(s);
+        }
+        printf("layer-norm sync (%s): full %.3f ms, symmetric %.3f ms\n",
+               bulk ? "bulk" : "overlap", ms[0], ms[1]);
+        assert_true(fabs(ms[0] - ms[1]) <= 0.005 * ms[0]);
+        ss_cost_free(cm);
+        ss_plan_free(p);
+        ss_graph_free(g);
+        ss_machine_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_beats_bulk),
         cmocka_unit_test(test_interleaved_overlap),
         cmocka_unit_test(test_grad_behind_traffic),
+        cmocka_unit_test(test_layernorm_split),
         cmocka_unit_test(test_reorder_golden),
         cmocka_unit_test(test_synced_flags),
         cmocka_unit_test(test_refusals_and_file),
