@@ -6,7 +6,9 @@
  * micro-batches, the ILPs' recompute; the DP's cut and mode per stage) whose
  * DP estimate is the least found, every op on the devices of its stage, and
  * passes ss_plan_validate; its per-stage memory estimate, under the stage's
- * mode, fits the limit.
+ * mode, fits the limit. With several threads, each prices its share of the
+ * configurations in a ctx of its own; what they share (the finalists, the
+ * halt flag) is under the pool's lock, and the cost model under cost_lock.
  */
 #include "search/level2.h"
 #include "core/hash.h"
@@ -18,6 +20,7 @@
 #include "simulator/memory.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -190,6 +193,9 @@ typedef struct ctx {
     ss_diag *d;
 } ctx;
 
+/* The caller's cost model caches: one thread at a time asks it. */
+static pthread_mutex_t cost_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int is_score(const ss_graph *g, const ss_op *op)
 {
     if (op->n_out < 1)
@@ -259,7 +265,9 @@ static ss_status fill_cand(ctx *C, const ss_op *op, cand *c)
     c->cost = c->stat = c->act = 0;
     if (op->type != SS_OP_INPUT) {
         ss_cost k;
+        pthread_mutex_lock(&cost_lock);
         ss_status st = ss_cost_tile(C->cm, g, op, &t0, C->devtype, &k);
+        pthread_mutex_unlock(&cost_lock);
         if (st)
             return ss_diag_set(C->d, st, "level 2: no cost for a tile of \"%s\"", op->name);
         int score = c->score = is_score(g, op);
@@ -520,9 +528,10 @@ static ss_status solve_unit(ctx *C, int unit, double budget, double ilp_limit,
     ss_ilp_stats stats = {0};
     st = ss_ilp_solve_bounded(&P, ilp_limit, ILP_MAX_NODES, pick, NULL, &stats, C->d);
     rep->ilp_solves++;
-    rep->ilp_s += stats.solve_s;
-    if (stats.solve_s > rep->ilp_max_s)
-        rep->ilp_max_s = stats.solve_s;
+    double solve_s = stats.solve_s - stats.wait_s; /* not the wait for another's solve */
+    rep->ilp_s += solve_s;
+    if (solve_s > rep->ilp_max_s)
+        rep->ilp_max_s = solve_s;
     rep->ilp_time_limited += stats.time_limited;
     rep->ilp_node_limited += stats.node_limited;
     if (st)
@@ -651,7 +660,12 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
     }
     lb /= C->mb;
     lb += C->mb_overhead_us;
-    if (lb + (C->mb - 1) * lb / C->pp >= best) {
+    /* the DP's T = sum_s t_s + (M - 1) max_s t_s >= lb + (M - 1) lb / S (t_s
+     * sums to at least lb; every choice and mode costs at least the least
+     * candidate without recomputation; edges cost >= 0): skipped only when
+     * strictly over the bar, a configuration could not have been a finalist
+     * (ties of estimate go to the lower configuration index) */
+    if (lb + (C->mb - 1) * lb / C->pp > best) {
         rep->skipped++;
         return SS_OK;
     }
@@ -846,6 +860,7 @@ typedef struct finalist {
     ss_recompute rc;
     int *choice;    /* per op: the ILPs' choices (owned) */
     evalres cut;    /* the DP's stages */
+    int grp;        /* its configuration's index (ties of est: the lower first) */
 } finalist;
 
 /* Simulate p (the simulators made on first use); *t_us = its iteration
@@ -922,6 +937,282 @@ static int mb_candidates(int64_t batch, int pp, const ss_dmesh *M, int *out)
     return n;
 }
 
+/* The scratch of a ctx whose g, m and L are set; nonzero when out of
+ * memory (ctx_free then frees what was made). */
+static int ctx_alloc(ctx *C)
+{
+    size_t n = (size_t)C->L->n_ops + 1;
+    C->cands = ss_calloc(n, sizeof *C->cands);
+    C->n_cands = ss_calloc(n, sizeof *C->n_cands);
+    C->choice = ss_calloc(n, sizeof *C->choice);
+    C->coll = ss_calloc(COLL_CACHE, sizeof *C->coll);
+    C->devs = ss_calloc((size_t)ss_machine_n_devices(C->m) + 1, sizeof *C->devs);
+    return !C->cands || !C->n_cands || !C->choice || !C->coll || !C->devs;
+}
+
+static void ctx_free(ctx *C)
+{
+    if (C->cands && C->n_cands && C->choice)
+        reset_config(C);
+    ss_free(C->cands);
+    ss_free(C->n_cands);
+    ss_free(C->choice);
+    ss_free(C->coll);
+    ss_free(C->devs);
+    ss_coll_result_clear(&C->cres);
+    C->cands = NULL;
+    C->n_cands = NULL;
+    C->choice = NULL;
+    C->coll = NULL;
+    C->devs = NULL;
+}
+
+/* ------------------------------------------------------------- threads */
+
+/* A configuration before its recompute mode: the unit a thread takes. */
+typedef struct group {
+    ss_dmesh mesh;
+    int pp, mb;
+} group;
+
+/* The configurations in the order the sequential search visits them:
+ * pipeline depths (pipeline_order), meshes (mesh_order), micro-batch
+ * counts (mb_candidates), filtered by c's pp, mesh and microbatches. */
+static ss_status groups(const ss_graph *g, const ss_level2_config *c, int N, int per_node,
+                        int layers, group **out, int *n_out, ss_diag *d)
+{
+    ss_dmesh meshes[MAX_MESHES];
+    int mbs[MB_CANDS], pps[64], cap = 0, n = 0;
+    group *G = NULL;
+    int npp = pipeline_order(N, per_node, layers, c->pp, pps);
+    for (int pi = 0; pi < npp; pi++) {
+        int pp = pps[pi];
+        int nm = ss_dmesh_enumerate(N / pp, per_node, c->max_axes, meshes, MAX_MESHES);
+        if (nm > MAX_MESHES)
+            nm = MAX_MESHES;
+        mesh_order(meshes, nm, per_node);
+        for (int k = 0; k < nm; k++) {
+            char name[32];
+            ss_dmesh_name(&meshes[k], name, sizeof name);
+            if (c->mesh && strcmp(c->mesh, name))
+                continue;
+            int nmb = c->microbatches > 0 ? 1
+                                          : mb_candidates(ss_graph_batch(g), pp, &meshes[k], mbs);
+            if (c->microbatches > 0)
+                mbs[0] = c->microbatches;
+            for (int b = 0; b < nmb; b++) {
+                if (ss_grow((void **)&G, &cap, n + 1, sizeof *G)) {
+                    ss_free(G);
+                    return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+                }
+                G[n++] = (group){meshes[k], pp, mbs[b]};
+            }
+        }
+    }
+    *out = G;
+    *n_out = n;
+    return SS_OK;
+}
+
+/* What the threads share. */
+typedef struct pool {
+    const ss_level2_config *c;
+    const group *grp;
+    int n_grp, threads, nfin;
+    double t0;
+    pthread_mutex_t lock;     /* guards what follows */
+    finalist fin[MAX_FINALISTS]; /* sorted by (est, grp) */
+    int n_fin;
+    int halt;                 /* no configuration is started any more */
+    int time_limited, stopped;
+} pool;
+
+typedef struct worker {
+    pool *P;
+    int index;
+    ctx C;
+    ss_machine *own_m;        /* this thread's copy of a large machine (NULL: shared) */
+    ss_level2_report rep;     /* this thread's counters */
+    ss_diag d;
+    ss_status st;
+    int err_grp;              /* the configuration that failed */
+} worker;
+
+/* The estimate a configuration must beat to become a finalist. */
+static double bar_of(pool *P)
+{
+    pthread_mutex_lock(&P->lock);
+    double bar = P->n_fin < P->nfin ? HUGE_VAL : P->fin[P->n_fin - 1].est;
+    pthread_mutex_unlock(&P->lock);
+    return bar;
+}
+
+/* Offer configuration gi's result (C's choices, R's cut) to the finalists:
+ * kept when among the nfin least (est, gi); nonzero when out of memory. */
+static int offer(pool *P, const ctx *C, const evalres *R, int gi)
+{
+    int n = C->L->n_ops;
+    int *keep = ss_malloc((size_t)n * sizeof *keep);
+    if (!keep)
+        return 1;
+    memcpy(keep, C->choice, (size_t)n * sizeof *keep);
+    pthread_mutex_lock(&P->lock);
+    finalist *last = P->n_fin ? &P->fin[P->n_fin - 1] : NULL;
+    if (P->n_fin < P->nfin || R->est < last->est || (R->est == last->est && gi < last->grp)) {
+        int q = P->n_fin < P->nfin ? P->n_fin++ : P->n_fin - 1;
+        ss_free(P->fin[q].choice); /* the evicted last finalist, or NULL */
+        P->fin[q].choice = NULL;
+        while (q > 0 && (P->fin[q - 1].est > R->est ||
+                         (P->fin[q - 1].est == R->est && P->fin[q - 1].grp > gi))) {
+            P->fin[q] = P->fin[q - 1];
+            q--;
+        }
+        P->fin[q] = (finalist){R->est, C->mesh, C->pp, C->mb, C->rc, keep, *R, gi};
+        keep = NULL;
+    }
+    pthread_mutex_unlock(&P->lock);
+    ss_free(keep);
+    return 0;
+}
+
+/* 1 when no configuration may start: another thread halted the pool, the
+ * time limit passed or the stop callback asks (both then recorded). */
+static int halted(pool *P)
+{
+    const ss_level2_config *c = P->c;
+    int late = c->time_limit_s > 0 && now_s() - P->t0 >= c->time_limit_s;
+    int stop = !late && c->stop && c->stop(c->stop_ctx);
+    pthread_mutex_lock(&P->lock);
+    P->time_limited |= late;
+    P->stopped |= stop;
+    P->halt |= late || stop;
+    int h = P->halt;
+    pthread_mutex_unlock(&P->lock);
+    return h;
+}
+
+/* Thread w's share: configurations w, w + threads, ...; each tried with
+ * the ILPs' recompute none, then selective, then full, until one fits. */
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    pool *P = w->P;
+    ctx *C = &w->C;
+    static const ss_recompute order[3] = {SS_RECOMPUTE_NONE, SS_RECOMPUTE_SELECTIVE,
+                                          SS_RECOMPUTE_FULL};
+    for (int gi = w->index; gi < P->n_grp && !w->st; gi += P->threads)
+        for (int rc = 0; rc < 3; rc++) {
+            if (halted(P))
+                return NULL;
+            double left = P->c->time_limit_s > 0 ? P->c->time_limit_s - (now_s() - P->t0)
+                                                 : HUGE_VAL;
+            double ilp = left < P->c->ilp_time_limit_s ? left : P->c->ilp_time_limit_s;
+            C->mesh = P->grp[gi].mesh;
+            C->pp = P->grp[gi].pp;
+            C->mb = P->grp[gi].mb;
+            C->rc = order[rc];
+            evalres R;
+            w->st = eval_config(C, bar_of(P), &R, &w->rep, ilp);
+            if (!w->st && R.feasible && offer(P, C, &R, gi))
+                w->st = ss_diag_set(C->d, SS_ERR_NOMEM, "out of memory");
+            if (w->st) {
+                w->err_grp = gi;
+                pthread_mutex_lock(&P->lock);
+                P->halt = 1;
+                pthread_mutex_unlock(&P->lock);
+                return NULL;
+            }
+            if (R.feasible)
+                break; /* fits: more recomputation only costs time */
+        }
+    return NULL;
+}
+
+/* Price every configuration of P on P->threads threads, worker 0 on the
+ * caller's thread with C0 (the others with ctxs like it); the finalists
+ * into P->fin, the counters into rep. On error, the error of the lowest
+ * configuration that failed is set in d (the finalists found are kept in
+ * P->fin for the caller to free). */
+static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
+{
+    int T = P->threads;
+    worker *ws = ss_calloc((size_t)T, sizeof *ws);
+    pthread_t th[SS_LEVEL2_MAX_THREADS];
+    int started[SS_LEVEL2_MAX_THREADS] = {0};
+    if (!ws)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&P->lock, NULL);
+    ss_status st = SS_OK;
+    for (int i = 0; i < T && !st; i++) {
+        worker *w = &ws[i];
+        w->P = P;
+        w->index = i;
+        ss_diag_init(&w->d);
+        w->C = *C0;
+        w->C.d = &w->d;
+        if (i == 0)
+            continue;
+        /* a large machine fills its route cache on demand, one thread at a
+         * time: the others get a copy (the same topology) */
+        if (ss_machine_n_devices(C0->m) > 256) {
+            char *txt = NULL;
+            st = ss_machine_to_string(C0->m, &txt, d);
+            if (!st)
+                st = ss_machine_load_string(txt, ss_machine_name(C0->m), &w->own_m, d);
+            ss_free(txt);
+            if (!st)
+                w->C.m = w->own_m;
+        }
+        w->C.cands = NULL;
+        w->C.n_cands = NULL;
+        w->C.choice = NULL;
+        w->C.coll = NULL;
+        w->C.devs = NULL;
+        memset(&w->C.cres, 0, sizeof w->C.cres);
+        if (!st && ctx_alloc(&w->C))
+            st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 1; i < T && !st; i++)
+        started[i] = pthread_create(&th[i], NULL, worker_main, &ws[i]) == 0;
+    if (!st) {
+        worker_main(&ws[0]);
+        for (int i = 1; i < T; i++)
+            if (started[i])
+                pthread_join(th[i], NULL);
+            else /* no thread: its share here */
+                worker_main(&ws[i]);
+    }
+    int err = -1;
+    for (int i = 0; i < T; i++) {
+        worker *w = &ws[i];
+        rep->configs += w->rep.configs;
+        rep->skipped += w->rep.skipped;
+        rep->ilp_solves += w->rep.ilp_solves;
+        rep->ilp_s += w->rep.ilp_s;
+        if (w->rep.ilp_max_s > rep->ilp_max_s)
+            rep->ilp_max_s = w->rep.ilp_max_s;
+        rep->ilp_time_limited += w->rep.ilp_time_limited;
+        rep->ilp_node_limited += w->rep.ilp_node_limited;
+        rep->thread_configs[i] = w->rep.configs;
+        if (w->st && (err < 0 || w->err_grp < ws[err].err_grp))
+            err = i;
+    }
+    rep->threads = T;
+    rep->time_limited = P->time_limited;
+    rep->stopped = P->stopped;
+    if (!st && err >= 0)
+        st = ss_diag_set(d, ws[err].st, "%s", ws[err].d.msg);
+    ws[0].C.d = C0->d; /* worker 0 worked on C0's arrays: C0 takes its state back */
+    *C0 = ws[0].C;
+    for (int i = 1; i < T; i++) {
+        ctx_free(&ws[i].C);
+        ss_machine_free(ws[i].own_m);
+    }
+    pthread_mutex_destroy(&P->lock);
+    ss_free(ws);
+    return st;
+}
+
 ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                          const ss_level2_config *cfg, ss_plan **out, ss_level2_report *report,
                          ss_diag *d)
@@ -970,77 +1261,33 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     C.devtype = ss_machine_device(m, 0)->type;
     C.cap = ss_machine_type(m, C.devtype)->mem_gib * 1073741824.0 * c.mem_fraction;
     C.mb_overhead_us = ss_machine_type(m, C.devtype)->mb_overhead_us;
-    C.cands = ss_calloc((size_t)L.n_ops, sizeof *C.cands);
-    C.n_cands = ss_calloc((size_t)L.n_ops, sizeof *C.n_cands);
-    C.choice = ss_calloc((size_t)L.n_ops, sizeof *C.choice);
-    C.coll = ss_calloc(COLL_CACHE, sizeof *C.coll);
-    C.devs = ss_calloc((size_t)N + 1, sizeof *C.devs);
-    if (!C.cands || !C.n_cands || !C.choice || !C.coll || !C.devs) {
+    if (ctx_alloc(&C)) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    ss_dmesh meshes[MAX_MESHES];
-    int mbs[MB_CANDS];
     int nfin = c.finalists > 0 ? c.finalists : c.finalists < 0 ? 1 : 4;
     if (nfin > MAX_FINALISTS)
         nfin = MAX_FINALISTS;
     evalres R;
-    int pps[64], npp = pipeline_order(N, per_node, L.n_layers, c.pp, pps);
-    for (int pi = 0; pi < npp && !st; pi++) {
-        int pp = pps[pi];
-        int nm = ss_dmesh_enumerate(N / pp, per_node, c.max_axes, meshes, MAX_MESHES);
-        if (nm > MAX_MESHES)
-            nm = MAX_MESHES;
-        mesh_order(meshes, nm, per_node);
-        for (int k = 0; k < nm && !st; k++) {
-            char name[32];
-            ss_dmesh_name(&meshes[k], name, sizeof name);
-            if (c.mesh && strcmp(c.mesh, name))
-                continue;
-            int nmb = c.microbatches > 0 ? 1
-                                         : mb_candidates(ss_graph_batch(g), pp, &meshes[k], mbs);
-            if (c.microbatches > 0)
-                mbs[0] = c.microbatches;
-            for (int b = 0; b < nmb && !st; b++)
-                for (int rc = 0; rc < 3 && !st; rc++) {
-                    static const ss_recompute order[3] = {SS_RECOMPUTE_NONE,
-                                                          SS_RECOMPUTE_SELECTIVE,
-                                                          SS_RECOMPUTE_FULL};
-                    double left = c.time_limit_s > 0 ? c.time_limit_s - (now_s() - t0) : HUGE_VAL;
-                    if (left <= 0) {
-                        rep.time_limited = 1;
-                        goto done;
-                    }
-                    C.mesh = meshes[k];
-                    C.pp = pp;
-                    C.mb = mbs[b];
-                    C.rc = order[rc];
-                    double bar = n_fin < nfin ? HUGE_VAL : fin[n_fin - 1].est;
-                    st = eval_config(&C, bar, &R, &rep,
-                                     left < c.ilp_time_limit_s ? left : c.ilp_time_limit_s);
-                    if (st || !R.feasible)
-                        continue;
-                    if (R.est < bar) { /* insert, sorted by estimate */
-                        int *keep = ss_malloc((size_t)L.n_ops * sizeof *keep);
-                        if (!keep) {
-                            st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
-                            break;
-                        }
-                        memcpy(keep, C.choice, (size_t)L.n_ops * sizeof *keep);
-                        int q = n_fin < nfin ? n_fin++ : n_fin - 1;
-                        ss_free(fin[q].choice); /* the evicted last finalist, or NULL */
-                        fin[q].choice = NULL;
-                        while (q > 0 && fin[q - 1].est > R.est) {
-                            fin[q] = fin[q - 1];
-                            q--;
-                        }
-                        fin[q] = (finalist){R.est, C.mesh, pp, C.mb, C.rc, keep, R};
-                    }
-                    break; /* fits: more recomputation only costs time */
-                }
-        }
-    }
-done:
+    group *grp = NULL;
+    int n_grp = 0;
+    if ((st = groups(g, &c, N, per_node, L.n_layers, &grp, &n_grp, d)))
+        goto out;
+    pool P;
+    memset(&P, 0, sizeof P);
+    P.c = &c;
+    P.grp = grp;
+    P.n_grp = n_grp;
+    P.nfin = nfin;
+    P.t0 = t0;
+    P.threads = c.threads < 1 ? 1 : c.threads > SS_LEVEL2_MAX_THREADS ? SS_LEVEL2_MAX_THREADS
+                                                                      : c.threads;
+    if (P.threads > n_grp)
+        P.threads = n_grp > 0 ? n_grp : 1;
+    st = run_pool(&P, &C, &rep, d);
+    ss_free(grp);
+    n_fin = P.n_fin;
+    memcpy(fin, P.fin, sizeof fin);
     if (st)
         goto out;
     if (n_fin == 0) {
@@ -1048,7 +1295,9 @@ done:
                          "level 2: no configuration of model \"%s\" fits %.3g GiB per device on "
                          "%d devices (%d configurations priced, %d skipped%s)",
                          ss_graph_name(g), C.cap / 1073741824.0, N, rep.configs, rep.skipped,
-                         rep.time_limited ? ", time limit reached" : "");
+                         rep.time_limited ? ", time limit reached"
+                         : rep.stopped    ? ", stopped"
+                                          : "");
         goto out;
     }
     /* Finalists, best estimate first: rebuilt from their kept choices,
@@ -1117,14 +1366,7 @@ done:
         *out = NULL;
     }
 out:
-    if (C.cands && C.n_cands && C.choice)
-        reset_config(&C);
-    ss_free(C.cands);
-    ss_free(C.n_cands);
-    ss_free(C.choice);
-    ss_free(C.coll);
-    ss_free(C.devs);
-    ss_coll_result_clear(&C.cres);
+    ctx_free(&C);
     ss_sim_free(sim);
     for (int f = 0; f < n_fin; f++)
         ss_free(fin[f].choice);
