@@ -121,9 +121,10 @@ int main(int argc, char **argv)
     printf("model %s (%d ops), %d devices, batch %lld\n", model, ss_graph_n_ops(g),
            ss_machine_n_devices(m), (long long)ss_graph_batch(g));
     printf("level 2: %.2f s wall, %.2f s CPU; %d configurations priced, %d skipped by the bound; "
-           "%d ILPs, %.2f s in CBC (largest %.3f s, %d time-limited, %d node-limited)%s\n",
+           "%d ILPs, %.2f s in ILPs, %.2f s of it in CBC's solves (largest ILP %.3f s, %d "
+           "time-limited, %d node-limited)%s\n",
            rep.time_s, plan_cpu, rep.configs, rep.skipped, rep.ilp_solves, rep.ilp_s,
-           rep.ilp_max_s, rep.ilp_time_limited, rep.ilp_node_limited,
+           rep.ilp_cbc_s, rep.ilp_max_s, rep.ilp_time_limited, rep.ilp_node_limited,
            rep.time_limited ? "; time limit reached" : "");
     printf("level 2 threads: %d, configurations priced per thread:", rep.threads);
     for (int t = 0; t < rep.threads; t++)

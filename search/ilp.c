@@ -365,7 +365,7 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
     double *coefs = ss_calloc((size_t)maxc * maxc + 1, sizeof *coefs);
     model M = {0};
     int time_limited = 0, node_limited = 0, optimal = 1, n_free = 0;
-    double wait_s = 0;
+    double wait_s = 0, cbc_s = 0;
     if (!W.cost || !W.off || !W.alive || !col0 || !pick || !cols || !coefs || !xcol || !ycol ||
         !dead) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
@@ -499,6 +499,7 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
         pthread_mutex_lock(&solve_lock);
         wait_s = now_s() - w0;
         M.api->Cbc_solve(M.cbc);
+        cbc_s = now_s() - w0 - wait_s;
         pthread_mutex_unlock(&solve_lock);
         const double *x = M.api->Cbc_getColSolution(M.cbc);
         int sec = M.api->Cbc_secondaryStatus(M.cbc);
@@ -565,6 +566,7 @@ out:
     if (stats) {
         stats->solve_s = now_s() - t0;
         stats->wait_s = wait_s;
+        stats->cbc_s = cbc_s;
     }
     return st;
 }

@@ -46,6 +46,7 @@ typedef struct ss_ilp_stats {
     int n_vars, n_rows;              /* of the model given to CBC (0: none was needed) */
     double solve_s;                  /* wall time of the whole call */
     double wait_s;                   /* of it, waiting for another thread's CBC solve */
+    double cbc_s;                    /* of it, in CBC's solve (one thread at a time) */
     int optimal;                     /* 1: CBC proved the choice optimal (or no ILP needed) */
     int time_limited;                /* 1: the time limit stopped CBC (the choice is its best) */
     int node_limited;                /* 1: the node bound stopped CBC (its best, deterministic) */

@@ -530,6 +530,7 @@ static ss_status solve_unit(ctx *C, int unit, double budget, double ilp_limit,
     rep->ilp_solves++;
     double solve_s = stats.solve_s - stats.wait_s; /* not the wait for another's solve */
     rep->ilp_s += solve_s;
+    rep->ilp_cbc_s += stats.cbc_s;
     if (solve_s > rep->ilp_max_s)
         rep->ilp_max_s = solve_s;
     rep->ilp_time_limited += stats.time_limited;
@@ -1189,6 +1190,7 @@ static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
         rep->skipped += w->rep.skipped;
         rep->ilp_solves += w->rep.ilp_solves;
         rep->ilp_s += w->rep.ilp_s;
+        rep->ilp_cbc_s += w->rep.ilp_cbc_s;
         if (w->rep.ilp_max_s > rep->ilp_max_s)
             rep->ilp_max_s = w->rep.ilp_max_s;
         rep->ilp_time_limited += w->rep.ilp_time_limited;

@@ -99,7 +99,10 @@ typedef struct ss_level2_report {
     int n_layers;            /* DP layers */
     int configs, skipped;    /* configurations priced; skipped by the bound */
     int ilp_solves;
-    double ilp_s, ilp_max_s; /* total and largest CBC time */
+    double ilp_s, ilp_max_s; /* total and largest ILP time (model, presolve, CBC; not the
+                                wait for another thread's CBC solve) */
+    double ilp_cbc_s;        /* of ilp_s, in CBC's solves: they run one at a time, so this
+                                bounds the wall time of level 2 on any number of threads */
     int ilp_time_limited;    /* ILPs the per-ILP time limit stopped (time-dependent) */
     int ilp_node_limited;    /* ILPs stopped at their node bound (deterministic) */
     double time_s;
