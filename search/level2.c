@@ -174,7 +174,8 @@ typedef struct collent {
 
 typedef struct ctx {
     const ss_graph *g;
-    const ss_machine *m;
+    const ss_machine *m;        /* for routes and collectives (a thread's copy, or m0) */
+    const ss_machine *m0;       /* the caller's: the plans' machine (read-only use) */
     ss_costmodel *cm;
     const layout *L;
     int devtype;
@@ -732,7 +733,7 @@ static ss_status build_plan(ctx *C, const int *first, const int *mode, ss_plan *
 {
     const layout *L = C->L;
     const ss_graph *g = C->g;
-    ss_plan *p = ss_plan_new(g, C->m);
+    ss_plan *p = ss_plan_new(g, C->m0);
     int *stage_of = ss_calloc((size_t)L->n_layers + 1, sizeof(int));
     int *devs = ss_calloc((size_t)C->mesh.n * (size_t)C->mb + 1, sizeof(int));
     ss_status st = SS_OK;
@@ -766,7 +767,7 @@ static ss_status build_plan(ctx *C, const int *first, const int *mode, ss_plan *
         modes[s] = (ss_recompute)mode[s];
     st = ss_plan_set_recompute(ps, modes, C->pp, "level 2", C->d);
     if (!st)
-        st = ss_plan_validate(p, g, C->m, C->d);
+        st = ss_plan_validate(p, g, C->m0, C->d);
 out:
     ss_free(stage_of);
     ss_free(devs);
@@ -1026,6 +1027,7 @@ typedef struct pool {
     int n_fin;
     int halt;                 /* no configuration is started any more */
     int time_limited, stopped;
+    ss_plan *plans[MAX_FINALISTS]; /* the finalists' plans (built after the pricing) */
 } pool;
 
 typedef struct worker {
@@ -1036,7 +1038,7 @@ typedef struct worker {
     ss_level2_report rep;     /* this thread's counters */
     ss_diag d;
     ss_status st;
-    int err_grp;              /* the configuration that failed */
+    int err_grp;              /* the configuration (or finalist) that failed */
 } worker;
 
 /* The estimate a configuration must beat to become a finalist. */
@@ -1129,17 +1131,71 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The plan of finalist F (its candidates again, cheap, no ILP; its kept
+ * choices and cut) into *out. */
+static ss_status build_finalist(ctx *C, const finalist *F, ss_plan **out)
+{
+    C->mesh = F->mesh;
+    C->pp = F->pp;
+    C->mb = F->mb;
+    C->rc = F->rc;
+    reset_config(C);
+    ss_status st = SS_OK;
+    for (int i = 0; i < C->L->n_ops && !st; i++)
+        st = op_cands(C, C->L->alias[i]);
+    if (st)
+        return st;
+    memcpy(C->choice, F->choice, (size_t)C->L->n_ops * sizeof *C->choice);
+    return build_plan(C, F->cut.first, F->cut.mode, out);
+}
+
+/* Thread w's finalists: w, w + threads, ... (plans into P->plans). */
+static void *finalist_main(void *arg)
+{
+    worker *w = arg;
+    pool *P = w->P;
+    for (int f = w->index; f < P->n_fin && !w->st; f += P->threads)
+        if ((w->st = build_finalist(&w->C, &P->fin[f], &P->plans[f])))
+            w->err_grp = f;
+    return NULL;
+}
+
+/* fn on ws[1..T-1] as threads and ws[0] here; a thread that cannot start
+ * runs its share here after the others. */
+static void run_threads(worker *ws, int T, void *(*fn)(void *))
+{
+    pthread_t th[SS_LEVEL2_MAX_THREADS];
+    int started[SS_LEVEL2_MAX_THREADS] = {0};
+    for (int i = 1; i < T; i++)
+        started[i] = pthread_create(&th[i], NULL, fn, &ws[i]) == 0;
+    fn(&ws[0]);
+    for (int i = 1; i < T; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            fn(&ws[i]);
+}
+
+/* The worker whose error is of the lowest configuration (or finalist), or -1. */
+static int first_error(const worker *ws, int T)
+{
+    int err = -1;
+    for (int i = 0; i < T; i++)
+        if (ws[i].st && (err < 0 || ws[i].err_grp < ws[err].err_grp))
+            err = i;
+    return err;
+}
+
 /* Price every configuration of P on P->threads threads, worker 0 on the
  * caller's thread with C0 (the others with ctxs like it); the finalists
- * into P->fin, the counters into rep. On error, the error of the lowest
- * configuration that failed is set in d (the finalists found are kept in
- * P->fin for the caller to free). */
+ * into P->fin, the counters into rep; then the finalists' plans, built on
+ * the same threads, into P->plans. On error, the error of the lowest
+ * configuration (or finalist) that failed is set in d (the finalists and
+ * plans made are kept in P for the caller to free). */
 static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
 {
     int T = P->threads;
     worker *ws = ss_calloc((size_t)T, sizeof *ws);
-    pthread_t th[SS_LEVEL2_MAX_THREADS];
-    int started[SS_LEVEL2_MAX_THREADS] = {0};
     if (!ws)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&P->lock, NULL);
@@ -1173,17 +1229,8 @@ static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
         if (!st && ctx_alloc(&w->C))
             st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     }
-    for (int i = 1; i < T && !st; i++)
-        started[i] = pthread_create(&th[i], NULL, worker_main, &ws[i]) == 0;
-    if (!st) {
-        worker_main(&ws[0]);
-        for (int i = 1; i < T; i++)
-            if (started[i])
-                pthread_join(th[i], NULL);
-            else /* no thread: its share here */
-                worker_main(&ws[i]);
-    }
-    int err = -1;
+    if (!st)
+        run_threads(ws, T, worker_main);
     for (int i = 0; i < T; i++) {
         worker *w = &ws[i];
         rep->configs += w->rep.configs;
@@ -1196,14 +1243,18 @@ static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
         rep->ilp_time_limited += w->rep.ilp_time_limited;
         rep->ilp_node_limited += w->rep.ilp_node_limited;
         rep->thread_configs[i] = w->rep.configs;
-        if (w->st && (err < 0 || w->err_grp < ws[err].err_grp))
-            err = i;
     }
     rep->threads = T;
     rep->time_limited = P->time_limited;
     rep->stopped = P->stopped;
+    int err = first_error(ws, T);
     if (!st && err >= 0)
         st = ss_diag_set(d, ws[err].st, "%s", ws[err].d.msg);
+    if (!st && P->n_fin > 0) {
+        run_threads(ws, T < P->n_fin ? T : P->n_fin, finalist_main);
+        if ((err = first_error(ws, T)) >= 0)
+            st = ss_diag_set(d, ws[err].st, "%s", ws[err].d.msg);
+    }
     ws[0].C.d = C0->d; /* worker 0 worked on C0's arrays: C0 takes its state back */
     *C0 = ws[0].C;
     for (int i = 1; i < T; i++) {
@@ -1248,6 +1299,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     layout L;
     ss_sim *sim = NULL;
     finalist fin[MAX_FINALISTS];
+    ss_plan *plans[MAX_FINALISTS] = {NULL};
     memset(fin, 0, sizeof fin);
     int n_fin = 0;
     ss_status st = layout_build(g, &L, d);
@@ -1257,6 +1309,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     memset(&C, 0, sizeof C);
     C.g = g;
     C.m = m;
+    C.m0 = m;
     C.cm = cm;
     C.L = &L;
     C.d = d;
@@ -1270,7 +1323,6 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     int nfin = c.finalists > 0 ? c.finalists : c.finalists < 0 ? 1 : 4;
     if (nfin > MAX_FINALISTS)
         nfin = MAX_FINALISTS;
-    evalres R;
     group *grp = NULL;
     int n_grp = 0;
     if ((st = groups(g, &c, N, per_node, L.n_layers, &grp, &n_grp, d)))
@@ -1290,6 +1342,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     ss_free(grp);
     n_fin = P.n_fin;
     memcpy(fin, P.fin, sizeof fin);
+    memcpy(plans, P.plans, sizeof plans);
     if (st)
         goto out;
     if (n_fin == 0) {
@@ -1302,29 +1355,16 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
                                           : "");
         goto out;
     }
-    /* Finalists, best estimate first: rebuilt from their kept choices,
+    /* Finalists, best estimate first (their plans built by run_pool):
      * simulated when asked, the fastest that fits kept (by estimate when
      * not). */
     double best_sim = HUGE_VAL;
     int unjudged = 0;
     for (int f = 0; f < n_fin && !st; f++) {
-        C.mesh = fin[f].mesh;
-        C.pp = fin[f].pp;
-        C.mb = fin[f].mb;
-        C.rc = fin[f].rc;
-        ss_plan *p = NULL;
-        /* the candidates again (cheap, no ILP), the kept choices and cut */
-        reset_config(&C);
-        for (int i = 0; i < L.n_ops && !st; i++)
-            st = op_cands(&C, L.alias[i]);
-        if (st)
-            break;
-        memcpy(C.choice, fin[f].choice, (size_t)L.n_ops * sizeof *C.choice);
-        R = fin[f].cut;
-        st = build_plan(&C, R.first, R.mode, &p);
-        if (st)
-            break;
-        double t_sim = R.est;
+        ss_plan *p = plans[f];
+        plans[f] = NULL;
+        const evalres *R = &fin[f].cut;
+        double t_sim = R->est;
         if (c.finalists >= 0) {
             st = judge(g, m, cm, &c, p, &sim, &t_sim, d);
             if (st) {
@@ -1332,7 +1372,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
                 break;
             }
             if (isnan(t_sim)) { /* not judged: kept only while no finalist was */
-                t_sim = rep.simulated || unjudged ? HUGE_VAL : R.est;
+                t_sim = rep.simulated || unjudged ? HUGE_VAL : R->est;
                 unjudged++;
             } else {
                 rep.simulated++;
@@ -1345,16 +1385,16 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
             ss_plan_free(*out);
             *out = p;
             p = NULL;
-            ss_dmesh_name(&C.mesh, rep.mesh, sizeof rep.mesh);
-            rep.pp = C.pp;
-            rep.microbatches = C.mb;
-            recompute_words(&rep, R.mode, C.pp);
-            rep.ilp_recompute = C.rc;
-            rep.estimate_us = R.est;
+            ss_dmesh_name(&fin[f].mesh, rep.mesh, sizeof rep.mesh);
+            rep.pp = fin[f].pp;
+            rep.microbatches = fin[f].mb;
+            recompute_words(&rep, R->mode, fin[f].pp);
+            rep.ilp_recompute = fin[f].rc;
+            rep.estimate_us = R->est;
             rep.simulated_us = c.finalists >= 0 && rep.simulated ? t_sim : 0;
             rep.n_layers = L.n_layers;
-            for (int s2 = 0; s2 <= C.pp && s2 <= 64; s2++)
-                rep.stage_first[s2] = R.first[s2];
+            for (int s2 = 0; s2 <= fin[f].pp && s2 <= 64; s2++)
+                rep.stage_first[s2] = R->first[s2];
         }
         ss_plan_free(p);
     }
@@ -1370,8 +1410,10 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
 out:
     ctx_free(&C);
     ss_sim_free(sim);
-    for (int f = 0; f < n_fin; f++)
+    for (int f = 0; f < n_fin; f++) {
         ss_free(fin[f].choice);
+        ss_plan_free(plans[f]);
+    }
     layout_free(&L);
     rep.time_s = now_s() - t0;
     if (report)

@@ -55,7 +55,9 @@
  * estimate of the last finalist known, and the estimate of a configuration
  * is never below its bound, so a skipped one could not have been a
  * finalist. The plan is therefore the same for every thread count (only the
- * counts of configurations priced and skipped depend on timing).
+ * counts of configurations priced and skipped depend on timing). The
+ * finalists' plans are then built on the same threads (all of them held
+ * until judged) and simulated on the caller's, best estimate first.
  */
 #ifndef SS_SEARCH_LEVEL2_H
 #define SS_SEARCH_LEVEL2_H
