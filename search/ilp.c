@@ -495,6 +495,9 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
                 add_row(&M, nz, cols, coefs, 'E', 0.0);
             }
         }
+        /* a getter flushes the columns and rows added into the model's
+         * matrix (Cbc_solve would first): built here, outside the lock */
+        M.api->Cbc_getNumElements(M.cbc);
         double w0 = now_s();
         pthread_mutex_lock(&solve_lock);
         wait_s = now_s() - w0;
