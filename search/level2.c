@@ -665,9 +665,10 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
     /* the DP's T = sum_s t_s + (M - 1) max_s t_s >= lb + (M - 1) lb / S (t_s
      * sums to at least lb; every choice and mode costs at least the least
      * candidate without recomputation; edges cost >= 0): skipped only when
-     * strictly over the bar, a configuration could not have been a finalist
-     * (ties of estimate go to the lower configuration index) */
-    if (lb + (C->mb - 1) * lb / C->pp > best) {
+     * strictly over the bar (by more than the sums' rounding), a
+     * configuration could not have been a finalist (ties of estimate go to
+     * the lower configuration index) */
+    if (lb + (C->mb - 1) * lb / C->pp > best * (1 + 1e-9)) {
         rep->skipped++;
         return SS_OK;
     }
