@@ -1095,6 +1095,28 @@ static int halted(pool *P)
     return h;
 }
 
+/* A worker's ctx scratch and, on a large machine (which fills its route
+ * cache on demand, one thread at a time), its own copy of the machine (the
+ * same topology); made on the worker's thread. */
+static ss_status worker_setup(worker *w)
+{
+    ctx *C = &w->C;
+    ss_status st = SS_OK;
+    if (ss_machine_n_devices(C->m) > 256) {
+        char *txt = NULL;
+        st = ss_machine_to_string(C->m, &txt, C->d);
+        if (!st)
+            st = ss_machine_load_string(txt, ss_machine_name(C->m), &w->own_m, C->d);
+        ss_free(txt);
+        if (st)
+            return st;
+        C->m = w->own_m;
+    }
+    if (ctx_alloc(C))
+        return ss_diag_set(C->d, SS_ERR_NOMEM, "out of memory");
+    return SS_OK;
+}
+
 /* Thread w's share: configurations w, w + threads, ...; each tried with
  * the ILPs' recompute none, then selective, then full, until one fits. */
 static void *worker_main(void *arg)
@@ -1104,6 +1126,13 @@ static void *worker_main(void *arg)
     ctx *C = &w->C;
     static const ss_recompute order[3] = {SS_RECOMPUTE_NONE, SS_RECOMPUTE_SELECTIVE,
                                           SS_RECOMPUTE_FULL};
+    if (w->index > 0 && (w->st = worker_setup(w))) {
+        w->err_grp = -1;
+        pthread_mutex_lock(&P->lock);
+        P->halt = 1;
+        pthread_mutex_unlock(&P->lock);
+        return NULL;
+    }
     for (int gi = w->index; gi < P->n_grp && !w->st; gi += P->threads)
         for (int rc = 0; rc < 3; rc++) {
             if (halted(P))
@@ -1201,7 +1230,7 @@ static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&P->lock, NULL);
     ss_status st = SS_OK;
-    for (int i = 0; i < T && !st; i++) {
+    for (int i = 0; i < T; i++) {
         worker *w = &ws[i];
         w->P = P;
         w->index = i;
@@ -1210,28 +1239,14 @@ static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
         w->C.d = &w->d;
         if (i == 0)
             continue;
-        /* a large machine fills its route cache on demand, one thread at a
-         * time: the others get a copy (the same topology) */
-        if (ss_machine_n_devices(C0->m) > 256) {
-            char *txt = NULL;
-            st = ss_machine_to_string(C0->m, &txt, d);
-            if (!st)
-                st = ss_machine_load_string(txt, ss_machine_name(C0->m), &w->own_m, d);
-            ss_free(txt);
-            if (!st)
-                w->C.m = w->own_m;
-        }
-        w->C.cands = NULL;
+        w->C.cands = NULL; /* made by worker_setup on the worker's thread */
         w->C.n_cands = NULL;
         w->C.choice = NULL;
         w->C.coll = NULL;
         w->C.devs = NULL;
         memset(&w->C.cres, 0, sizeof w->C.cres);
-        if (!st && ctx_alloc(&w->C))
-            st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     }
-    if (!st)
-        run_threads(ws, T, worker_main);
+    run_threads(ws, T, worker_main);
     for (int i = 0; i < T; i++) {
         worker *w = &ws[i];
         rep->configs += w->rep.configs;
@@ -1249,7 +1264,7 @@ static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
     rep->time_limited = P->time_limited;
     rep->stopped = P->stopped;
     int err = first_error(ws, T);
-    if (!st && err >= 0)
+    if (err >= 0)
         st = ss_diag_set(d, ws[err].st, "%s", ws[err].d.msg);
     if (!st && P->n_fin > 0) {
         run_threads(ws, T < P->n_fin ? T : P->n_fin, finalist_main);
