@@ -7,10 +7,12 @@
  *                     [--tp T] [--baseline SPEC] [--time-limit S]
  *                     [--max-axes K] [--pp P] [--mb M]
  *                     [--mesh AxB] [--show 1] [--finalists K]
- *                     [--save PLAN.json]
+ *                     [--save PLAN.json] [--threads T]
  * --tp: the tensor-parallel degree the model's vocabulary is padded for
- * (ss_model_build_tp), the same graph for both plans. Exit 0 when the level-2
- * plan is valid and fits memory when simulated, 1 otherwise.
+ * (ss_model_build_tp), the same graph for both plans. --threads: level 2's
+ * threads (default 1; its CPU seconds are the process's, all threads). Exit
+ * 0 when the level-2 plan is valid and fits memory when simulated, 1
+ * otherwise.
  */
 #include "bench_common.h"
 #include "search/level2.h"
@@ -88,6 +90,8 @@ int main(int argc, char **argv)
             show = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--mb"))
             cfg.microbatches = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads"))
+            cfg.threads = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "bench_level2: unknown option %s\n", argv[i]);
             return 2;
@@ -96,7 +100,7 @@ int main(int argc, char **argv)
     if (!model || !topo) {
         fprintf(stderr, "usage: bench_level2 --model SPEC [--batch N] --topology FILE "
                         "[--nodes N] [--tp T] [--baseline SPEC] [--time-limit S] "
-                        "[--max-axes K] [--pp P] [--mb M]\n");
+                        "[--max-axes K] [--pp P] [--mb M] [--threads T]\n");
         return 2;
     }
     ss_diag d;
@@ -117,10 +121,15 @@ int main(int argc, char **argv)
     printf("model %s (%d ops), %d devices, batch %lld\n", model, ss_graph_n_ops(g),
            ss_machine_n_devices(m), (long long)ss_graph_batch(g));
     printf("level 2: %.2f s wall, %.2f s CPU; %d configurations priced, %d skipped by the bound; "
-           "%d ILPs, %.2f s in CBC (largest %.3f s, %d time-limited, %d node-limited)%s\n",
+           "%d ILPs, %.2f s in ILPs, %.2f s of it in CBC's solves (largest ILP %.3f s, %d "
+           "time-limited, %d node-limited)%s\n",
            rep.time_s, plan_cpu, rep.configs, rep.skipped, rep.ilp_solves, rep.ilp_s,
-           rep.ilp_max_s, rep.ilp_time_limited, rep.ilp_node_limited,
+           rep.ilp_cbc_s, rep.ilp_max_s, rep.ilp_time_limited, rep.ilp_node_limited,
            rep.time_limited ? "; time limit reached" : "");
+    printf("level 2 threads: %d, configurations priced per thread:", rep.threads);
+    for (int t = 0; t < rep.threads; t++)
+        printf(" %d", rep.thread_configs[t]);
+    printf("\n");
     int rc = 1;
     if (st) {
         printf("level 2: %s\n", d.msg);

@@ -29,7 +29,7 @@
     X(Cbc_setMaximumSeconds) X(Cbc_setMaximumNodes) X(Cbc_setAllowableGap)                    \
     X(Cbc_setAllowableFractionGap) X(Cbc_addCol) X(Cbc_addRow) X(Cbc_solve)                   \
     X(Cbc_getColSolution) X(Cbc_secondaryStatus) X(Cbc_isProvenOptimal)                       \
-    X(Cbc_numberSavedSolutions) X(Cbc_status)
+    X(Cbc_numberSavedSolutions) X(Cbc_status) X(Cbc_getNumElements)
 
 #define SS_COIN_CLP_FUNCS(X)                                                                  \
     X(Clp_newModel) X(Clp_deleteModel) X(Clp_setLogLevel) X(Clp_loadProblem) X(Clp_dual)     \

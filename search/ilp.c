@@ -13,8 +13,12 @@
 #include "search/coin.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
+
+/* One CBC solve at a time in the process (search/ilp.h, "Threads"). */
+static pthread_mutex_t solve_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double now_s(void)
 {
@@ -361,6 +365,7 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
     double *coefs = ss_calloc((size_t)maxc * maxc + 1, sizeof *coefs);
     model M = {0};
     int time_limited = 0, node_limited = 0, optimal = 1, n_free = 0;
+    double wait_s = 0, cbc_s = 0;
     if (!W.cost || !W.off || !W.alive || !col0 || !pick || !cols || !coefs || !xcol || !ycol ||
         !dead) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
@@ -490,7 +495,15 @@ ss_status ss_ilp_solve_bounded(const ss_ilp_problem *p, double time_limit_s, int
                 add_row(&M, nz, cols, coefs, 'E', 0.0);
             }
         }
+        /* a getter flushes the columns and rows added into the model's
+         * matrix (Cbc_solve would first): built here, outside the lock */
+        M.api->Cbc_getNumElements(M.cbc);
+        double w0 = now_s();
+        pthread_mutex_lock(&solve_lock);
+        wait_s = now_s() - w0;
         M.api->Cbc_solve(M.cbc);
+        cbc_s = now_s() - w0 - wait_s;
+        pthread_mutex_unlock(&solve_lock);
         const double *x = M.api->Cbc_getColSolution(M.cbc);
         int sec = M.api->Cbc_secondaryStatus(M.cbc);
         time_limited = sec == 4;
@@ -553,7 +566,10 @@ out:
     ss_free(xcol);
     ss_free(ycol);
     ss_free(dead);
-    if (stats)
+    if (stats) {
         stats->solve_s = now_s() - t0;
+        stats->wait_s = wait_s;
+        stats->cbc_s = cbc_s;
+    }
     return st;
 }

@@ -18,6 +18,13 @@
  * objective's constant; an edge with one fixed end becomes node costs of the
  * other. CBC runs single-threaded with an elapsed-time limit, so a solve is
  * deterministic unless the limit stops it (ss_ilp_stats.time_limited).
+ *
+ * Threads: the functions may be called from several threads at once; the
+ * model is built and read in parallel, but CBC's solve runs one at a time
+ * in the process (Cbc_solve runs CbcMain1, which reads its arguments
+ * through globals of libCbcSolver 2.10, CbcOrClpRead_mode among them, so two
+ * solves at once could read each other's). The elapsed-time limit starts
+ * when the solve does, after the wait (ss_ilp_stats.wait_s).
  */
 #ifndef SS_SEARCH_ILP_H
 #define SS_SEARCH_ILP_H
@@ -38,6 +45,8 @@ typedef struct ss_ilp_problem {
 typedef struct ss_ilp_stats {
     int n_vars, n_rows;              /* of the model given to CBC (0: none was needed) */
     double solve_s;                  /* wall time of the whole call */
+    double wait_s;                   /* of it, waiting for another thread's CBC solve */
+    double cbc_s;                    /* of it, in CBC's solve (one thread at a time) */
     int optimal;                     /* 1: CBC proved the choice optimal (or no ILP needed) */
     int time_limited;                /* 1: the time limit stopped CBC (the choice is its best) */
     int node_limited;                /* 1: the node bound stopped CBC (its best, deterministic) */

@@ -6,7 +6,9 @@
  * micro-batches, the ILPs' recompute; the DP's cut and mode per stage) whose
  * DP estimate is the least found, every op on the devices of its stage, and
  * passes ss_plan_validate; its per-stage memory estimate, under the stage's
- * mode, fits the limit.
+ * mode, fits the limit. With several threads, each prices its share of the
+ * configurations in a ctx of its own; what they share (the finalists, the
+ * halt flag) is under the pool's lock, and the cost model under cost_lock.
  */
 #include "search/level2.h"
 #include "core/hash.h"
@@ -18,6 +20,7 @@
 #include "simulator/memory.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -171,7 +174,8 @@ typedef struct collent {
 
 typedef struct ctx {
     const ss_graph *g;
-    const ss_machine *m;
+    const ss_machine *m;        /* for routes and collectives (a thread's copy, or m0) */
+    const ss_machine *m0;       /* the caller's: the plans' machine (read-only use) */
     ss_costmodel *cm;
     const layout *L;
     int devtype;
@@ -189,6 +193,9 @@ typedef struct ctx {
     int *devs;                  /* scratch, mesh.n entries */
     ss_diag *d;
 } ctx;
+
+/* The caller's cost model caches: one thread at a time asks it. */
+static pthread_mutex_t cost_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int is_score(const ss_graph *g, const ss_op *op)
 {
@@ -259,7 +266,9 @@ static ss_status fill_cand(ctx *C, const ss_op *op, cand *c)
     c->cost = c->stat = c->act = 0;
     if (op->type != SS_OP_INPUT) {
         ss_cost k;
+        pthread_mutex_lock(&cost_lock);
         ss_status st = ss_cost_tile(C->cm, g, op, &t0, C->devtype, &k);
+        pthread_mutex_unlock(&cost_lock);
         if (st)
             return ss_diag_set(C->d, st, "level 2: no cost for a tile of \"%s\"", op->name);
         int score = c->score = is_score(g, op);
@@ -520,9 +529,11 @@ static ss_status solve_unit(ctx *C, int unit, double budget, double ilp_limit,
     ss_ilp_stats stats = {0};
     st = ss_ilp_solve_bounded(&P, ilp_limit, ILP_MAX_NODES, pick, NULL, &stats, C->d);
     rep->ilp_solves++;
-    rep->ilp_s += stats.solve_s;
-    if (stats.solve_s > rep->ilp_max_s)
-        rep->ilp_max_s = stats.solve_s;
+    double solve_s = stats.solve_s - stats.wait_s; /* not the wait for another's solve */
+    rep->ilp_s += solve_s;
+    rep->ilp_cbc_s += stats.cbc_s;
+    if (solve_s > rep->ilp_max_s)
+        rep->ilp_max_s = solve_s;
     rep->ilp_time_limited += stats.time_limited;
     rep->ilp_node_limited += stats.node_limited;
     if (st)
@@ -651,7 +662,13 @@ static ss_status eval_config(ctx *C, double best, evalres *R, ss_level2_report *
     }
     lb /= C->mb;
     lb += C->mb_overhead_us;
-    if (lb + (C->mb - 1) * lb / C->pp >= best) {
+    /* the DP's T = sum_s t_s + (M - 1) max_s t_s >= lb + (M - 1) lb / S (t_s
+     * sums to at least lb; every choice and mode costs at least the least
+     * candidate without recomputation; edges cost >= 0): skipped only when
+     * strictly over the bar (by more than the sums' rounding), a
+     * configuration could not have been a finalist (ties of estimate go to
+     * the lower configuration index) */
+    if (lb + (C->mb - 1) * lb / C->pp > best * (1 + 1e-9)) {
         rep->skipped++;
         return SS_OK;
     }
@@ -717,7 +734,7 @@ static ss_status build_plan(ctx *C, const int *first, const int *mode, ss_plan *
 {
     const layout *L = C->L;
     const ss_graph *g = C->g;
-    ss_plan *p = ss_plan_new(g, C->m);
+    ss_plan *p = ss_plan_new(g, C->m0);
     int *stage_of = ss_calloc((size_t)L->n_layers + 1, sizeof(int));
     int *devs = ss_calloc((size_t)C->mesh.n * (size_t)C->mb + 1, sizeof(int));
     ss_status st = SS_OK;
@@ -751,7 +768,7 @@ static ss_status build_plan(ctx *C, const int *first, const int *mode, ss_plan *
         modes[s] = (ss_recompute)mode[s];
     st = ss_plan_set_recompute(ps, modes, C->pp, "level 2", C->d);
     if (!st)
-        st = ss_plan_validate(p, g, C->m, C->d);
+        st = ss_plan_validate(p, g, C->m0, C->d);
 out:
     ss_free(stage_of);
     ss_free(devs);
@@ -846,6 +863,7 @@ typedef struct finalist {
     ss_recompute rc;
     int *choice;    /* per op: the ILPs' choices (owned) */
     evalres cut;    /* the DP's stages */
+    int grp;        /* its configuration's index (ties of est: the lower first) */
 } finalist;
 
 /* Simulate p (the simulators made on first use); *t_us = its iteration
@@ -922,6 +940,348 @@ static int mb_candidates(int64_t batch, int pp, const ss_dmesh *M, int *out)
     return n;
 }
 
+/* The scratch of a ctx whose g, m and L are set; nonzero when out of
+ * memory (ctx_free then frees what was made). */
+static int ctx_alloc(ctx *C)
+{
+    size_t n = (size_t)C->L->n_ops + 1;
+    C->cands = ss_calloc(n, sizeof *C->cands);
+    C->n_cands = ss_calloc(n, sizeof *C->n_cands);
+    C->choice = ss_calloc(n, sizeof *C->choice);
+    C->coll = ss_calloc(COLL_CACHE, sizeof *C->coll);
+    C->devs = ss_calloc((size_t)ss_machine_n_devices(C->m) + 1, sizeof *C->devs);
+    return !C->cands || !C->n_cands || !C->choice || !C->coll || !C->devs;
+}
+
+static void ctx_free(ctx *C)
+{
+    if (C->cands && C->n_cands && C->choice)
+        reset_config(C);
+    ss_free(C->cands);
+    ss_free(C->n_cands);
+    ss_free(C->choice);
+    ss_free(C->coll);
+    ss_free(C->devs);
+    ss_coll_result_clear(&C->cres);
+    C->cands = NULL;
+    C->n_cands = NULL;
+    C->choice = NULL;
+    C->coll = NULL;
+    C->devs = NULL;
+}
+
+/* ------------------------------------------------------------- threads */
+
+/* A configuration before its recompute mode: the unit a thread takes. */
+typedef struct group {
+    ss_dmesh mesh;
+    int pp, mb;
+} group;
+
+/* The configurations in the order the sequential search visits them:
+ * pipeline depths (pipeline_order), meshes (mesh_order), micro-batch
+ * counts (mb_candidates), filtered by c's pp, mesh and microbatches. */
+static ss_status groups(const ss_graph *g, const ss_level2_config *c, int N, int per_node,
+                        int layers, group **out, int *n_out, ss_diag *d)
+{
+    ss_dmesh meshes[MAX_MESHES];
+    int mbs[MB_CANDS], pps[64], cap = 0, n = 0;
+    group *G = NULL;
+    int npp = pipeline_order(N, per_node, layers, c->pp, pps);
+    for (int pi = 0; pi < npp; pi++) {
+        int pp = pps[pi];
+        int nm = ss_dmesh_enumerate(N / pp, per_node, c->max_axes, meshes, MAX_MESHES);
+        if (nm > MAX_MESHES)
+            nm = MAX_MESHES;
+        mesh_order(meshes, nm, per_node);
+        for (int k = 0; k < nm; k++) {
+            char name[32];
+            ss_dmesh_name(&meshes[k], name, sizeof name);
+            if (c->mesh && strcmp(c->mesh, name))
+                continue;
+            int nmb = c->microbatches > 0 ? 1
+                                          : mb_candidates(ss_graph_batch(g), pp, &meshes[k], mbs);
+            if (c->microbatches > 0)
+                mbs[0] = c->microbatches;
+            for (int b = 0; b < nmb; b++) {
+                if (ss_grow((void **)&G, &cap, n + 1, sizeof *G)) {
+                    ss_free(G);
+                    return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+                }
+                G[n++] = (group){meshes[k], pp, mbs[b]};
+            }
+        }
+    }
+    *out = G;
+    *n_out = n;
+    return SS_OK;
+}
+
+/* What the threads share. */
+typedef struct pool {
+    const ss_level2_config *c;
+    const group *grp;
+    int n_grp, threads, nfin;
+    double t0;
+    pthread_mutex_t lock;     /* guards what follows */
+    finalist fin[MAX_FINALISTS]; /* sorted by (est, grp) */
+    int n_fin;
+    int halt;                 /* no configuration is started any more */
+    int time_limited, stopped;
+    ss_plan *plans[MAX_FINALISTS]; /* the finalists' plans (built after the pricing) */
+} pool;
+
+typedef struct worker {
+    pool *P;
+    int index;
+    ctx C;
+    ss_machine *own_m;        /* this thread's copy of a large machine (NULL: shared) */
+    ss_level2_report rep;     /* this thread's counters */
+    ss_diag d;
+    ss_status st;
+    int err_grp;              /* the configuration (or finalist) that failed */
+} worker;
+
+/* The estimate a configuration must beat to become a finalist. */
+static double bar_of(pool *P)
+{
+    pthread_mutex_lock(&P->lock);
+    double bar = P->n_fin < P->nfin ? HUGE_VAL : P->fin[P->n_fin - 1].est;
+    pthread_mutex_unlock(&P->lock);
+    return bar;
+}
+
+/* Offer configuration gi's result (C's choices, R's cut) to the finalists:
+ * kept when among the nfin least (est, gi); nonzero when out of memory. */
+static int offer(pool *P, const ctx *C, const evalres *R, int gi)
+{
+    int n = C->L->n_ops;
+    int *keep = ss_malloc((size_t)n * sizeof *keep);
+    if (!keep)
+        return 1;
+    memcpy(keep, C->choice, (size_t)n * sizeof *keep);
+    pthread_mutex_lock(&P->lock);
+    finalist *last = P->n_fin ? &P->fin[P->n_fin - 1] : NULL;
+    if (P->n_fin < P->nfin || R->est < last->est || (R->est == last->est && gi < last->grp)) {
+        int q = P->n_fin < P->nfin ? P->n_fin++ : P->n_fin - 1;
+        ss_free(P->fin[q].choice); /* the evicted last finalist, or NULL */
+        P->fin[q].choice = NULL;
+        while (q > 0 && (P->fin[q - 1].est > R->est ||
+                         (P->fin[q - 1].est == R->est && P->fin[q - 1].grp > gi))) {
+            P->fin[q] = P->fin[q - 1];
+            q--;
+        }
+        P->fin[q] = (finalist){R->est, C->mesh, C->pp, C->mb, C->rc, keep, *R, gi};
+        keep = NULL;
+    }
+    pthread_mutex_unlock(&P->lock);
+    ss_free(keep);
+    return 0;
+}
+
+/* 1 when no configuration may start: another thread halted the pool, the
+ * time limit passed or the stop callback asks (both then recorded). */
+static int halted(pool *P)
+{
+    const ss_level2_config *c = P->c;
+    int late = c->time_limit_s > 0 && now_s() - P->t0 >= c->time_limit_s;
+    int stop = !late && c->stop && c->stop(c->stop_ctx);
+    pthread_mutex_lock(&P->lock);
+    P->time_limited |= late;
+    P->stopped |= stop;
+    P->halt |= late || stop;
+    int h = P->halt;
+    pthread_mutex_unlock(&P->lock);
+    return h;
+}
+
+/* A worker's ctx scratch and, on a large machine (which fills its route
+ * cache on demand, one thread at a time), its own copy of the machine (the
+ * same topology); made on the worker's thread. */
+static ss_status worker_setup(worker *w)
+{
+    ctx *C = &w->C;
+    ss_status st = SS_OK;
+    if (ss_machine_n_devices(C->m) > 256) {
+        char *txt = NULL;
+        st = ss_machine_to_string(C->m, &txt, C->d);
+        if (!st)
+            st = ss_machine_load_string(txt, ss_machine_name(C->m), &w->own_m, C->d);
+        ss_free(txt);
+        if (st)
+            return st;
+        C->m = w->own_m;
+    }
+    if (ctx_alloc(C))
+        return ss_diag_set(C->d, SS_ERR_NOMEM, "out of memory");
+    return SS_OK;
+}
+
+/* Thread w's share: configurations w, w + threads, ...; each tried with
+ * the ILPs' recompute none, then selective, then full, until one fits. */
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    pool *P = w->P;
+    ctx *C = &w->C;
+    static const ss_recompute order[3] = {SS_RECOMPUTE_NONE, SS_RECOMPUTE_SELECTIVE,
+                                          SS_RECOMPUTE_FULL};
+    if (w->index > 0 && (w->st = worker_setup(w))) {
+        w->err_grp = -1;
+        pthread_mutex_lock(&P->lock);
+        P->halt = 1;
+        pthread_mutex_unlock(&P->lock);
+        return NULL;
+    }
+    for (int gi = w->index; gi < P->n_grp && !w->st; gi += P->threads)
+        for (int rc = 0; rc < 3; rc++) {
+            if (halted(P))
+                return NULL;
+            double left = P->c->time_limit_s > 0 ? P->c->time_limit_s - (now_s() - P->t0)
+                                                 : HUGE_VAL;
+            double ilp = left < P->c->ilp_time_limit_s ? left : P->c->ilp_time_limit_s;
+            C->mesh = P->grp[gi].mesh;
+            C->pp = P->grp[gi].pp;
+            C->mb = P->grp[gi].mb;
+            C->rc = order[rc];
+            evalres R;
+            w->st = eval_config(C, bar_of(P), &R, &w->rep, ilp);
+            if (!w->st && R.feasible && offer(P, C, &R, gi))
+                w->st = ss_diag_set(C->d, SS_ERR_NOMEM, "out of memory");
+            if (w->st) {
+                w->err_grp = gi;
+                pthread_mutex_lock(&P->lock);
+                P->halt = 1;
+                pthread_mutex_unlock(&P->lock);
+                return NULL;
+            }
+            if (R.feasible)
+                break; /* fits: more recomputation only costs time */
+        }
+    return NULL;
+}
+
+/* The plan of finalist F (its candidates again, cheap, no ILP; its kept
+ * choices and cut) into *out. */
+static ss_status build_finalist(ctx *C, const finalist *F, ss_plan **out)
+{
+    C->mesh = F->mesh;
+    C->pp = F->pp;
+    C->mb = F->mb;
+    C->rc = F->rc;
+    reset_config(C);
+    ss_status st = SS_OK;
+    for (int i = 0; i < C->L->n_ops && !st; i++)
+        st = op_cands(C, C->L->alias[i]);
+    if (st)
+        return st;
+    memcpy(C->choice, F->choice, (size_t)C->L->n_ops * sizeof *C->choice);
+    return build_plan(C, F->cut.first, F->cut.mode, out);
+}
+
+/* Thread w's finalists: w, w + threads, ... (plans into P->plans). */
+static void *finalist_main(void *arg)
+{
+    worker *w = arg;
+    pool *P = w->P;
+    for (int f = w->index; f < P->n_fin && !w->st; f += P->threads)
+        if ((w->st = build_finalist(&w->C, &P->fin[f], &P->plans[f])))
+            w->err_grp = f;
+    return NULL;
+}
+
+/* fn on ws[1..T-1] as threads and ws[0] here; a thread that cannot start
+ * runs its share here after the others. */
+static void run_threads(worker *ws, int T, void *(*fn)(void *))
+{
+    pthread_t th[SS_LEVEL2_MAX_THREADS];
+    int started[SS_LEVEL2_MAX_THREADS] = {0};
+    for (int i = 1; i < T; i++)
+        started[i] = pthread_create(&th[i], NULL, fn, &ws[i]) == 0;
+    fn(&ws[0]);
+    for (int i = 1; i < T; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            fn(&ws[i]);
+}
+
+/* The worker whose error is of the lowest configuration (or finalist), or -1. */
+static int first_error(const worker *ws, int T)
+{
+    int err = -1;
+    for (int i = 0; i < T; i++)
+        if (ws[i].st && (err < 0 || ws[i].err_grp < ws[err].err_grp))
+            err = i;
+    return err;
+}
+
+/* Price every configuration of P on P->threads threads, worker 0 on the
+ * caller's thread with C0 (the others with ctxs like it); the finalists
+ * into P->fin, the counters into rep; then the finalists' plans, built on
+ * the same threads, into P->plans. On error, the error of the lowest
+ * configuration (or finalist) that failed is set in d (the finalists and
+ * plans made are kept in P for the caller to free). */
+static ss_status run_pool(pool *P, ctx *C0, ss_level2_report *rep, ss_diag *d)
+{
+    int T = P->threads;
+    worker *ws = ss_calloc((size_t)T, sizeof *ws);
+    if (!ws)
+        return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&P->lock, NULL);
+    ss_status st = SS_OK;
+    for (int i = 0; i < T; i++) {
+        worker *w = &ws[i];
+        w->P = P;
+        w->index = i;
+        ss_diag_init(&w->d);
+        w->C = *C0;
+        w->C.d = &w->d;
+        if (i == 0)
+            continue;
+        w->C.cands = NULL; /* made by worker_setup on the worker's thread */
+        w->C.n_cands = NULL;
+        w->C.choice = NULL;
+        w->C.coll = NULL;
+        w->C.devs = NULL;
+        memset(&w->C.cres, 0, sizeof w->C.cres);
+    }
+    run_threads(ws, T, worker_main);
+    for (int i = 0; i < T; i++) {
+        worker *w = &ws[i];
+        rep->configs += w->rep.configs;
+        rep->skipped += w->rep.skipped;
+        rep->ilp_solves += w->rep.ilp_solves;
+        rep->ilp_s += w->rep.ilp_s;
+        rep->ilp_cbc_s += w->rep.ilp_cbc_s;
+        if (w->rep.ilp_max_s > rep->ilp_max_s)
+            rep->ilp_max_s = w->rep.ilp_max_s;
+        rep->ilp_time_limited += w->rep.ilp_time_limited;
+        rep->ilp_node_limited += w->rep.ilp_node_limited;
+        rep->thread_configs[i] = w->rep.configs;
+    }
+    rep->threads = T;
+    rep->time_limited = P->time_limited;
+    rep->stopped = P->stopped;
+    int err = first_error(ws, T);
+    if (err >= 0)
+        st = ss_diag_set(d, ws[err].st, "%s", ws[err].d.msg);
+    if (!st && P->n_fin > 0) {
+        run_threads(ws, T < P->n_fin ? T : P->n_fin, finalist_main);
+        if ((err = first_error(ws, T)) >= 0)
+            st = ss_diag_set(d, ws[err].st, "%s", ws[err].d.msg);
+    }
+    ws[0].C.d = C0->d; /* worker 0 worked on C0's arrays: C0 takes its state back */
+    *C0 = ws[0].C;
+    for (int i = 1; i < T; i++) {
+        ctx_free(&ws[i].C);
+        ss_machine_free(ws[i].own_m);
+    }
+    pthread_mutex_destroy(&P->lock);
+    ss_free(ws);
+    return st;
+}
+
 ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
                          const ss_level2_config *cfg, ss_plan **out, ss_level2_report *report,
                          ss_diag *d)
@@ -955,6 +1315,7 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     layout L;
     ss_sim *sim = NULL;
     finalist fin[MAX_FINALISTS];
+    ss_plan *plans[MAX_FINALISTS] = {NULL};
     memset(fin, 0, sizeof fin);
     int n_fin = 0;
     ss_status st = layout_build(g, &L, d);
@@ -964,83 +1325,40 @@ ss_status ss_level2_plan(const ss_graph *g, const ss_machine *m, ss_costmodel *c
     memset(&C, 0, sizeof C);
     C.g = g;
     C.m = m;
+    C.m0 = m;
     C.cm = cm;
     C.L = &L;
     C.d = d;
     C.devtype = ss_machine_device(m, 0)->type;
     C.cap = ss_machine_type(m, C.devtype)->mem_gib * 1073741824.0 * c.mem_fraction;
     C.mb_overhead_us = ss_machine_type(m, C.devtype)->mb_overhead_us;
-    C.cands = ss_calloc((size_t)L.n_ops, sizeof *C.cands);
-    C.n_cands = ss_calloc((size_t)L.n_ops, sizeof *C.n_cands);
-    C.choice = ss_calloc((size_t)L.n_ops, sizeof *C.choice);
-    C.coll = ss_calloc(COLL_CACHE, sizeof *C.coll);
-    C.devs = ss_calloc((size_t)N + 1, sizeof *C.devs);
-    if (!C.cands || !C.n_cands || !C.choice || !C.coll || !C.devs) {
+    if (ctx_alloc(&C)) {
         st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    ss_dmesh meshes[MAX_MESHES];
-    int mbs[MB_CANDS];
     int nfin = c.finalists > 0 ? c.finalists : c.finalists < 0 ? 1 : 4;
     if (nfin > MAX_FINALISTS)
         nfin = MAX_FINALISTS;
-    evalres R;
-    int pps[64], npp = pipeline_order(N, per_node, L.n_layers, c.pp, pps);
-    for (int pi = 0; pi < npp && !st; pi++) {
-        int pp = pps[pi];
-        int nm = ss_dmesh_enumerate(N / pp, per_node, c.max_axes, meshes, MAX_MESHES);
-        if (nm > MAX_MESHES)
-            nm = MAX_MESHES;
-        mesh_order(meshes, nm, per_node);
-        for (int k = 0; k < nm && !st; k++) {
-            char name[32];
-            ss_dmesh_name(&meshes[k], name, sizeof name);
-            if (c.mesh && strcmp(c.mesh, name))
-                continue;
-            int nmb = c.microbatches > 0 ? 1
-                                         : mb_candidates(ss_graph_batch(g), pp, &meshes[k], mbs);
-            if (c.microbatches > 0)
-                mbs[0] = c.microbatches;
-            for (int b = 0; b < nmb && !st; b++)
-                for (int rc = 0; rc < 3 && !st; rc++) {
-                    static const ss_recompute order[3] = {SS_RECOMPUTE_NONE,
-                                                          SS_RECOMPUTE_SELECTIVE,
-                                                          SS_RECOMPUTE_FULL};
-                    double left = c.time_limit_s > 0 ? c.time_limit_s - (now_s() - t0) : HUGE_VAL;
-                    if (left <= 0) {
-                        rep.time_limited = 1;
-                        goto done;
-                    }
-                    C.mesh = meshes[k];
-                    C.pp = pp;
-                    C.mb = mbs[b];
-                    C.rc = order[rc];
-                    double bar = n_fin < nfin ? HUGE_VAL : fin[n_fin - 1].est;
-                    st = eval_config(&C, bar, &R, &rep,
-                                     left < c.ilp_time_limit_s ? left : c.ilp_time_limit_s);
-                    if (st || !R.feasible)
-                        continue;
-                    if (R.est < bar) { /* insert, sorted by estimate */
-                        int *keep = ss_malloc((size_t)L.n_ops * sizeof *keep);
-                        if (!keep) {
-                            st = ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
-                            break;
-                        }
-                        memcpy(keep, C.choice, (size_t)L.n_ops * sizeof *keep);
-                        int q = n_fin < nfin ? n_fin++ : n_fin - 1;
-                        ss_free(fin[q].choice); /* the evicted last finalist, or NULL */
-                        fin[q].choice = NULL;
-                        while (q > 0 && fin[q - 1].est > R.est) {
-                            fin[q] = fin[q - 1];
-                            q--;
-                        }
-                        fin[q] = (finalist){R.est, C.mesh, pp, C.mb, C.rc, keep, R};
-                    }
-                    break; /* fits: more recomputation only costs time */
-                }
-        }
-    }
-done:
+    group *grp = NULL;
+    int n_grp = 0;
+    if ((st = groups(g, &c, N, per_node, L.n_layers, &grp, &n_grp, d)))
+        goto out;
+    pool P;
+    memset(&P, 0, sizeof P);
+    P.c = &c;
+    P.grp = grp;
+    P.n_grp = n_grp;
+    P.nfin = nfin;
+    P.t0 = t0;
+    P.threads = c.threads < 1 ? 1 : c.threads > SS_LEVEL2_MAX_THREADS ? SS_LEVEL2_MAX_THREADS
+                                                                      : c.threads;
+    if (P.threads > n_grp)
+        P.threads = n_grp > 0 ? n_grp : 1;
+    st = run_pool(&P, &C, &rep, d);
+    ss_free(grp);
+    n_fin = P.n_fin;
+    memcpy(fin, P.fin, sizeof fin);
+    memcpy(plans, P.plans, sizeof plans);
     if (st)
         goto out;
     if (n_fin == 0) {
@@ -1048,32 +1366,21 @@ done:
                          "level 2: no configuration of model \"%s\" fits %.3g GiB per device on "
                          "%d devices (%d configurations priced, %d skipped%s)",
                          ss_graph_name(g), C.cap / 1073741824.0, N, rep.configs, rep.skipped,
-                         rep.time_limited ? ", time limit reached" : "");
+                         rep.time_limited ? ", time limit reached"
+                         : rep.stopped    ? ", stopped"
+                                          : "");
         goto out;
     }
-    /* Finalists, best estimate first: rebuilt from their kept choices,
+    /* Finalists, best estimate first (their plans built by run_pool):
      * simulated when asked, the fastest that fits kept (by estimate when
      * not). */
     double best_sim = HUGE_VAL;
     int unjudged = 0;
     for (int f = 0; f < n_fin && !st; f++) {
-        C.mesh = fin[f].mesh;
-        C.pp = fin[f].pp;
-        C.mb = fin[f].mb;
-        C.rc = fin[f].rc;
-        ss_plan *p = NULL;
-        /* the candidates again (cheap, no ILP), the kept choices and cut */
-        reset_config(&C);
-        for (int i = 0; i < L.n_ops && !st; i++)
-            st = op_cands(&C, L.alias[i]);
-        if (st)
-            break;
-        memcpy(C.choice, fin[f].choice, (size_t)L.n_ops * sizeof *C.choice);
-        R = fin[f].cut;
-        st = build_plan(&C, R.first, R.mode, &p);
-        if (st)
-            break;
-        double t_sim = R.est;
+        ss_plan *p = plans[f];
+        plans[f] = NULL;
+        const evalres *R = &fin[f].cut;
+        double t_sim = R->est;
         if (c.finalists >= 0) {
             st = judge(g, m, cm, &c, p, &sim, &t_sim, d);
             if (st) {
@@ -1081,7 +1388,7 @@ done:
                 break;
             }
             if (isnan(t_sim)) { /* not judged: kept only while no finalist was */
-                t_sim = rep.simulated || unjudged ? HUGE_VAL : R.est;
+                t_sim = rep.simulated || unjudged ? HUGE_VAL : R->est;
                 unjudged++;
             } else {
                 rep.simulated++;
@@ -1094,16 +1401,16 @@ done:
             ss_plan_free(*out);
             *out = p;
             p = NULL;
-            ss_dmesh_name(&C.mesh, rep.mesh, sizeof rep.mesh);
-            rep.pp = C.pp;
-            rep.microbatches = C.mb;
-            recompute_words(&rep, R.mode, C.pp);
-            rep.ilp_recompute = C.rc;
-            rep.estimate_us = R.est;
+            ss_dmesh_name(&fin[f].mesh, rep.mesh, sizeof rep.mesh);
+            rep.pp = fin[f].pp;
+            rep.microbatches = fin[f].mb;
+            recompute_words(&rep, R->mode, fin[f].pp);
+            rep.ilp_recompute = fin[f].rc;
+            rep.estimate_us = R->est;
             rep.simulated_us = c.finalists >= 0 && rep.simulated ? t_sim : 0;
             rep.n_layers = L.n_layers;
-            for (int s2 = 0; s2 <= C.pp && s2 <= 64; s2++)
-                rep.stage_first[s2] = R.first[s2];
+            for (int s2 = 0; s2 <= fin[f].pp && s2 <= 64; s2++)
+                rep.stage_first[s2] = R->first[s2];
         }
         ss_plan_free(p);
     }
@@ -1117,17 +1424,12 @@ done:
         *out = NULL;
     }
 out:
-    if (C.cands && C.n_cands && C.choice)
-        reset_config(&C);
-    ss_free(C.cands);
-    ss_free(C.n_cands);
-    ss_free(C.choice);
-    ss_free(C.coll);
-    ss_free(C.devs);
-    ss_coll_result_clear(&C.cres);
+    ctx_free(&C);
     ss_sim_free(sim);
-    for (int f = 0; f < n_fin; f++)
+    for (int f = 0; f < n_fin; f++) {
         ss_free(fin[f].choice);
+        ss_plan_free(plans[f]);
+    }
     layout_free(&L);
     rep.time_s = now_s() - t0;
     if (report)

@@ -40,8 +40,24 @@
  * per-operator configs (stage s on devices [s N/pp, (s+1) N/pp)), 1F1B,
  * backward-first queues when pp > 1, the distributed optimizer, bucketed
  * overlapped gradient sync (Megatron's 40M parameter buckets).
- * Deterministic for given inputs unless the time limit cut the search
- * (report.time_limited) or an ILP's limit stopped CBC (ilp_time_limited).
+ * Deterministic for given inputs unless the time limit or the stop
+ * callback cut the search (report.time_limited, report.stopped) or an
+ * ILP's limit stopped CBC (ilp_time_limited).
+ *
+ * Threads (config.threads): the configurations (pp, mesh, micro-batches;
+ * the recompute modes of one are tried in order by one thread) are dealt
+ * round-robin in the order above; each thread prices its own with its own
+ * candidates, collective cache and, past 256 devices, its own copy of the
+ * machine (whose route cache fills on demand); cost-model lookups and CBC
+ * solves are serialised (search/ilp.h). The finalists are the configurations
+ * of least (estimate, configuration index), whatever thread found them and
+ * when: a configuration is skipped only when its lower bound exceeds the
+ * estimate of the last finalist known, and the estimate of a configuration
+ * is never below its bound, so a skipped one could not have been a
+ * finalist. The plan is therefore the same for every thread count (only the
+ * counts of configurations priced and skipped depend on timing). The
+ * finalists' plans are then built on the same threads (all of them held
+ * until judged) and simulated on the caller's, best estimate first.
  */
 #ifndef SS_SEARCH_LEVEL2_H
 #define SS_SEARCH_LEVEL2_H
@@ -59,7 +75,14 @@ typedef struct ss_level2_config {
     int finalists;           /* configurations with the best estimates that are built and
                                 simulated, the fastest that fits returned (0: 4, at most 16;
                                 < 0: none simulated, the best estimate returned) */
+    int threads;             /* threads pricing configurations (<= 1: the caller's alone;
+                                at most SS_LEVEL2_MAX_THREADS, and the configurations) */
+    int (*stop)(void *ctx);  /* polled before each configuration (NULL: never); nonzero:
+                                the configurations left are skipped, as by the time limit */
+    void *stop_ctx;
 } ss_level2_config;
+
+#define SS_LEVEL2_MAX_THREADS 64
 
 typedef struct ss_level2_report {
     char mesh[32];           /* the stage mesh, "8x8" (outer axis first) */
@@ -78,11 +101,18 @@ typedef struct ss_level2_report {
     int n_layers;            /* DP layers */
     int configs, skipped;    /* configurations priced; skipped by the bound */
     int ilp_solves;
-    double ilp_s, ilp_max_s; /* total and largest CBC time */
+    double ilp_s, ilp_max_s; /* total and largest ILP time (model, presolve, CBC; not the
+                                wait for another thread's CBC solve) */
+    double ilp_cbc_s;        /* of ilp_s, in CBC's solves: they run one at a time, so this
+                                bounds the wall time of level 2 on any number of threads */
     int ilp_time_limited;    /* ILPs the per-ILP time limit stopped (time-dependent) */
     int ilp_node_limited;    /* ILPs stopped at their node bound (deterministic) */
     double time_s;
     int time_limited;        /* 1: the time limit left configurations unpriced */
+    int stopped;             /* 1: the stop callback left configurations unpriced */
+    int threads;             /* threads that priced configurations */
+    int thread_configs[SS_LEVEL2_MAX_THREADS]; /* configurations each priced (their sum:
+                                                  configs; timing-dependent as configs) */
 } ss_level2_report;
 
 /* Plan g on m priced by cm (borrowed). cfg may be NULL (defaults), report

@@ -710,11 +710,15 @@ static ss_status level2(run *R, ss_llm_result *r, ss_diag *d)
             return SS_OK;
         }
     }
+    lc.threads = ss_llm_threads(cfg->threads);
+    lc.stop = run_stop;
+    lc.stop_ctx = R;
     r->level2_run = 1;
     ss_diag dl;
     ss_diag_init(&dl);
     ss_status st = ss_level2_plan(R->g, R->m, R->cm, &lc, &r->level2_plan, &r->level2, &dl);
-    r->level2_time_dependent = r->level2.time_limited || r->level2.ilp_time_limited > 0;
+    r->level2_time_dependent =
+        r->level2.time_limited || r->level2.stopped || r->level2.ilp_time_limited > 0;
     if (st == SS_ERR_NOMEM)
         return ss_diag_set(d, st, "%s", dl.msg);
     if (st) {
@@ -832,7 +836,7 @@ ss_status ss_llm_search(const ss_graph *g, const ss_machine *m, ss_costmodel *cm
      * 23,074.4 ms) */
     if (!st && c0 && found >= 0 && cfg->level >= 2 && !R.stopped) {
         st = level2(&R, r, d);
-        run_stop(&R); /* a stop asked during level 2 (which does not poll it) is recorded */
+        run_stop(&R); /* a stop asked during level 2's finalists is recorded */
         progress(c0, 0);
     } else if (!st && c0 && cfg->level >= 2) {
         snprintf(r->level2_note, sizeof r->level2_note, "not run: the search was %s before it",
