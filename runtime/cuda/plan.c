@@ -225,7 +225,7 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
 {
     const ss_build_desc *e = &s->ds.t[t];
     if (s->tg->kind[t] == SS_TASK_XFER) {
-        if (ss_graph_tensor(s->g, e->tensor)->dtype != SS_F32)
+        if (!ss_rt_xfer_movable(ss_graph_tensor(s->g, e->tensor), e->grad))
             return not_f32(s, e->tensor, d);
         if (e->src == e->dst || a2a_xfer(s, t))
             return SS_OK;
