@@ -110,6 +110,7 @@ typedef struct shard {
     double bytes;
     int dev_off, n_dev; /* distinct devices in b->ipool */
     int minop, maxop;
+    ss_region reg; /* its region of w */
 } shard;
 
 /* ---- memoization (see "Reuse across runs" in build.h) ------------------- */
