@@ -160,6 +160,12 @@ void ss_rt_region_io(const ss_tensor *T, void *tbuf, const ss_region *r, void *d
     copy_ctx c = {tbuf, dense, ss_dtype_size(T->dtype), mode};
     ss_rt_walk(T->shape, T->ndim, r, copy_row, &c);
 }
+
+int ss_rt_xfer_movable(const ss_tensor *T, int grad)
+{
+    return T->dtype == SS_F32 || (!grad && ss_dtype_size(T->dtype) == sizeof(float));
+}
+
 /* ------------------------------------------------------------ setup */
 
 static int64_t tvol(const ss_tensor *t)

@@ -507,7 +507,7 @@ static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
     const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
     void *src = e->grad ? (void *)s->grad[e->tensor] : s->buf[e->tensor];
     int64_t n = ss_region_volume(&e->reg), lo = 0, hi = n;
-    if (!src || T->dtype != SS_F32)
+    if (!src || !ss_rt_xfer_movable(T, e->grad))
         return ss_diag_set(d, SS_ERR_UNSUPPORTED, "runtime: a transfer of %s (%s) is not f32",
                            T->name, ss_dtype_name(T->dtype)),
                SS_ERR_UNSUPPORTED;

@@ -115,6 +115,11 @@ void ss_rt_walk(const int64_t *sh, int nd, const ss_region *r, ss_rt_row_fn fn, 
 /* Copy between region r of tensor T's buffer tbuf and a dense buffer:
  * mode 0 gather, 1 scatter-add f32, 2 scatter-max f32, 3 scatter, 4 zero. */
 void ss_rt_region_io(const ss_tensor *T, void *tbuf, const ss_region *r, void *dense, int mode);
+/* Whether a point-to-point transfer can move T's values: f32 always; a
+ * forward value of another 4-byte type (i32 token ids and labels) too, its
+ * bits packed and laid back as is (modes 0 and 3 above copy bytes), since
+ * the transport moves 4-byte words and nothing adds them. */
+int ss_rt_xfer_movable(const ss_tensor *T, int grad);
 /* Slice k of n of vol elements (the distributed optimizer's). */
 void ss_rt_slice_of(int64_t vol, int k, int n, int64_t *lo, int64_t *hi);
 /* Operand i of op (inputs, then weights): its tensor. */

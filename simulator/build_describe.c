@@ -30,19 +30,6 @@ static int put_item(ss_build_descs *x, int tensor, const ss_region *reg)
     return 0;
 }
 
-/* The region of weight w that backward task `task` (a tile) reads. */
-static void task_weight_region(const ss_builder *b, const ss_taskgraph *tg, int task, int w,
-                               ss_region *reg)
-{
-    const ss_op *op = ss_graph_op(b->g, tg->op[task]);
-    ss_tile t;
-    ss_pconfig_tile(b->g, op, ss_plan_config(b->plan, op->id), tg->tile[task], &t);
-    int i = 0;
-    while (i < op->n_w - 1 && op->weights[i] != w)
-        i++;
-    ss_op_input_region(b->g, op, &t, op->n_in + i, reg);
-}
-
 /* A unit collective: the unit's distinct devices (replica group: every
  * replica's; tile order) and its op's output regions (its first tile's). */
 static int describe_unit(const ss_builder *b, ss_build_descs *x, ss_build_desc *e, int op, int k,
@@ -149,7 +136,7 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
                 continue;
             sh_of[t] = b->order[k];
             x->t[t].tensor = w;
-            task_weight_region(b, tg, b->wr[s->first].task, w, &x->t[t].reg);
+            x->t[t].reg = s->reg;
             if (dist && s->n_dev > 1) {
                 x->t[t].split_k = at;
                 x->t[t].split_n = s->n_dev;

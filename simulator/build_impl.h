@@ -110,6 +110,7 @@ typedef struct shard {
     double bytes;
     int dev_off, n_dev; /* distinct devices in b->ipool */
     int minop, maxop;
+    ss_region reg; /* its region of w */
     int tp; /* 1: one data-parallel group of a weight split by split_tp
              * (build_weights.c); its updates also wait for the device's
              * tensor-parallel all-reduce (b->tpar) */

@@ -118,8 +118,109 @@ static ss_status weight_users(ss_builder *b, ss_diag *d)
     return SS_OK;
 }
 
+/* The index of x in the sorted bounds bd[0..n). */
+static int bound_at(const int64_t *bd, int n, int64_t x)
+{
+    int k = 0;
+    while (k < n - 1 && bd[k] < x)
+        k++;
+    return k;
+}
+
+/* Shards are the distinct regions of a weight's entries, so the regions
+ * must be equal or disjoint. Users tiled differently can read overlapping
+ * unequal regions (a tied embedding table split by hidden under a head split
+ * by vocabulary): then a device would update the overlap once per region,
+ * and devices reading one piece through different regions would never sum
+ * their gradients. So when two distinct regions overlap, every entry is cut
+ * into the cells of the grid of all the regions' bounds it covers (each
+ * cell then one shard, summed over the devices whose tiles read it); else
+ * the entries stay as they are. */
+static ss_status cut_overlaps(ss_builder *b, ss_diag *d)
+{
+    int n = b->n_we, nr = 0, cut = 0;
+    GROW(b, regs, cap_regs, n, d);
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < nr && region_cmp(&b->regs[k], &b->we[i].reg))
+            k++;
+        if (k == nr)
+            b->regs[nr++] = b->we[i].reg;
+    }
+    for (int i = 0; i < nr && !cut; i++)
+        for (int k = i + 1; k < nr && !cut; k++) {
+            ss_region ov;
+            cut = ss_region_intersect(&b->regs[i], &b->regs[k], &ov) > 0;
+        }
+    if (!cut)
+        return SS_OK;
+    int nd = b->regs[0].ndim, nb[SS_MAX_DIMS];
+    int64_t *bd = ss_malloc((size_t)nd * 2 * (size_t)nr * sizeof *bd);
+    if (!bd)
+        return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+    for (int k = 0; k < nd; k++) { /* dim k's bounds, sorted, distinct */
+        int64_t *x = bd + (size_t)k * 2 * nr;
+        nb[k] = 0;
+        for (int i = 0; i < 2 * nr; i++) {
+            int64_t v = i < nr ? b->regs[i].r[k].lo : b->regs[i - nr].r[k].hi;
+            int at = nb[k];
+            while (at > 0 && x[at - 1] > v)
+                at--;
+            if (at > 0 && x[at - 1] == v)
+                continue;
+            memmove(x + at + 1, x + at, (size_t)(nb[k]++ - at) * sizeof *x);
+            x[at] = v;
+        }
+    }
+    int total = 0, lo[SS_MAX_DIMS], hi[SS_MAX_DIMS], at[SS_MAX_DIMS];
+    for (int pass = 0; pass < 2; pass++) { /* count the cells, then write them */
+        for (int i = 0; i < n; i++) {
+            const wentry *e = &b->we[i];
+            int cells = 1;
+            for (int k = 0; k < nd; k++) {
+                const int64_t *x = bd + (size_t)k * 2 * nr;
+                lo[k] = at[k] = bound_at(x, nb[k], e->reg.r[k].lo);
+                hi[k] = bound_at(x, nb[k], e->reg.r[k].hi);
+                cells *= hi[k] - lo[k];
+            }
+            if (!pass) {
+                total += cells;
+                continue;
+            }
+            for (int c = 0; c < cells; c++) {
+                wentry *o = &b->we2[total++];
+                *o = *e;
+                for (int k = 0; k < nd; k++) {
+                    const int64_t *x = bd + (size_t)k * 2 * nr;
+                    o->reg.r[k].lo = x[at[k]];
+                    o->reg.r[k].hi = x[at[k] + 1];
+                }
+                for (int k = nd - 1; k >= 0 && ++at[k] == hi[k]; k--)
+                    at[k] = lo[k];
+            }
+        }
+        if (!pass) {
+            if (ss_grow((void **)&b->we2, &b->cap_we2, total, sizeof *b->we2)) {
+                ss_free(bd);
+                return ss_diag_set(d, SS_ERR_NOMEM, "simulate: out of memory building tasks");
+            }
+            total = 0;
+        }
+    }
+    ss_free(bd);
+    wentry *x = b->we;
+    int c = b->cap_we;
+    b->we = b->we2;
+    b->cap_we = b->cap_we2;
+    b->we2 = x;
+    b->cap_we2 = c;
+    b->n_we = total;
+    return SS_OK;
+}
+
 /* The entries of weight w: one per tile of a user op and weight slot
- * reading a non-empty region of w, in b->we[0 .. n_we). */
+ * reading a non-empty region of w (cut where users' regions overlap:
+ * cut_overlaps), in b->we[0 .. n_we). */
 static ss_status collect_weight(ss_builder *b, int w, ss_diag *d)
 {
     const ss_graph *g = b->g;
@@ -143,7 +244,7 @@ static ss_status collect_weight(ss_builder *b, int w, ss_diag *d)
             e->reg = reg;
         }
     }
-    return SS_OK;
+    return b->wu_off[w + 1] - b->wu_off[w] > 1 ? cut_overlaps(b, d) : SS_OK;
 }
 
 typedef int (*we_cmp)(const wentry *, const wentry *);
@@ -218,7 +319,8 @@ static int64_t get_i64(const int32_t *w)
  *   n_mem, then per device holding w (ascending): dev, params (2 words:
  *     the union of the regions it reads)
  *   n_shards, then per distinct region (in region order): params (2),
- *     minop, maxop, n_dev, the devices (ascending), count, then per entry
+ *     minop, maxop, n_dev, the region (ndim, then lo and hi per dim: 2 words
+ *     each), the devices (ascending), count, then per entry
  *     (in device, then backward task order) its op and tile within the op.
  * Computed from the entries sorted by (device, region, task) and by
  * (region, device, task), as the comparison orders define it. */
@@ -228,7 +330,7 @@ static ss_status encode_weight(ss_builder *b, int w, int *len, ss_diag *d)
     if ((st = collect_weight(b, w, d)) != SS_OK)
         return st;
     int n = b->n_we;
-    GROW(b, wval, cap_wval, 2 + 6 * n + 8 * n + 2, d);
+    GROW(b, wval, cap_wval, 2 + 6 * n + (8 + 1 + 4 * SS_MAX_DIMS) * n + 2, d);
     int32_t *v = b->wval;
     int at = 1;
     v[0] = 0;
@@ -272,6 +374,11 @@ static ss_status encode_weight(ss_builder *b, int w, int *len, ss_diag *d)
         v[at + 3] = maxop;
         int ndev_at = at + 4;
         at += 5;
+        v[at++] = b->we[a].reg.ndim;
+        for (int k = 0; k < b->we[a].reg.ndim; k++, at += 4) {
+            put_i64(v + at, b->we[a].reg.r[k].lo);
+            put_i64(v + at + 2, b->we[a].reg.r[k].hi);
+        }
         v[ndev_at] = 0;
         for (int k = a; k < e; k++)
             if (k == a || b->we[k].dev != b->we[k - 1].dev) { /* sorted by dev within a shard */
@@ -334,6 +441,11 @@ static ss_status apply_weight(ss_builder *b, int w, const int32_t *v, ss_memory 
         s->tp = 0;
         s->n_dev = v[4];
         v += 5;
+        s->reg.ndim = *v++;
+        for (int k = 0; k < s->reg.ndim; k++, v += 4) {
+            s->reg.r[k].lo = get_i64(v);
+            s->reg.r[k].hi = get_i64(v + 2);
+        }
         int nx = b->sym ? b->sym->D : 1; /* a reduced build: the shard in every block */
         GROW(b, ipool, cap_ipool, b->n_ipool + s->n_dev * nx, d);
         s->dev_off = b->n_ipool;

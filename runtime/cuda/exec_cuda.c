@@ -434,6 +434,12 @@ static ss_status lay_back(ss_rt_state *s, int j, ss_diag *d)
     return pack_coll(s, x, e, 1, d);
 }
 
+/* A send's or receive's NCCL type: token ids (i32) move as themselves. */
+static ncclDataType_t nc_type(const ss_rt_step *x)
+{
+    return x->dtype == SS_I32 ? ncclInt32 : ncclFloat32;
+}
+
 static ncclComm_t comm_of(const cstate *cs, const ss_rt_step *x)
 {
     return x->group >= 0 ? cs->gc[x->group] : cs->world;
@@ -519,12 +525,12 @@ static ss_status comm_step(rt_iter *it, int i, ss_diag *d)
         break;
     case SS_RT_CALL_SEND:
         NC("ncclGroupStart", ncclGroupStart());
-        NC("ncclSend", ncclSend(buf, n, ncclFloat32, x->peer, cs->world, q));
+        NC("ncclSend", ncclSend(buf, n, nc_type(x), x->peer, cs->world, q));
         NC("ncclGroupEnd", ncclGroupEnd());
         break;
     default:
         NC("ncclGroupStart", ncclGroupStart());
-        NC("ncclRecv", ncclRecv(buf, n, ncclFloat32, x->peer, cs->world, q));
+        NC("ncclRecv", ncclRecv(buf, n, nc_type(x), x->peer, cs->world, q));
         NC("ncclGroupEnd", ncclGroupEnd());
         break;
     }

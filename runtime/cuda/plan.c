@@ -225,8 +225,10 @@ static ss_status call_of(const ss_rt_state *s, ss_rt_devplan *p, int t, ss_rt_st
 {
     const ss_build_desc *e = &s->ds.t[t];
     if (s->tg->kind[t] == SS_TASK_XFER) {
-        if (ss_graph_tensor(s->g, e->tensor)->dtype != SS_F32)
+        const ss_tensor *T = ss_graph_tensor(s->g, e->tensor);
+        if (!ss_rt_xfer_movable(T, e->grad))
             return not_f32(s, e->tensor, d);
+        st->dtype = T->dtype;
         if (e->src == e->dst || a2a_xfer(s, t))
             return SS_OK;
         st->call = e->src == s->rank ? SS_RT_CALL_SEND : SS_RT_CALL_RECV;
@@ -440,7 +442,7 @@ ss_status ss_rt_devplan_make(const ss_rt_state *s, ss_rt_devplan *p, ss_diag *d)
     for (int i = 0; i < n && st == SS_OK; i++) {
         int t = s->mine[i], k = tg->kind[t];
         ss_rt_step *x = &p->steps[i];
-        *x = (ss_rt_step){.task = t, .group = -1, .peer = -1, .box_off = -1};
+        *x = (ss_rt_step){.task = t, .group = -1, .peer = -1, .dtype = SS_F32, .box_off = -1};
         if (k == SS_TASK_XFER || k == SS_TASK_COLLECTIVE) {
             if ((st = call_of(s, p, t, x, d)) != SS_OK)
                 break;

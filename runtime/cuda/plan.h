@@ -70,6 +70,8 @@ typedef struct ss_rt_step {
     int call;           /* SS_RT_CALL_* */
     int group;          /* collectives with a call: index of its group; -1 */
     int peer;           /* send / receive: the other rank; -1 */
+    int dtype;          /* the elements' type: SS_F32, or SS_I32 for a send / receive of
+                         * token ids or labels (their bits: ncclInt32, nothing adds them) */
     int64_t lo, hi;     /* all-reduce: elements [lo, hi) of its items laid end to end;
                          * send / receive: of its region (a scatter-gather slice);
                          * all-to-all: lo elements sent, hi received (its scratch: the
@@ -102,7 +104,8 @@ typedef struct ss_rt_devplan {
 } ss_rt_devplan;
 
 /* The device plan of s's rank (after its schedule). SS_ERR_UNSUPPORTED when
- * a transfer or collective moves a tensor that is not f32 (naming it);
+ * a collective, or a transfer other than a forward value of 4-byte elements
+ * (ss_rt_xfer_movable), moves a tensor that is not f32 (naming it);
  * NOMEM. On error p is empty. Free with ss_rt_devplan_clear. */
 ss_status ss_rt_devplan_make(const ss_rt_state *s, ss_rt_devplan *p, ss_diag *d);
 void ss_rt_devplan_clear(ss_rt_devplan *p);

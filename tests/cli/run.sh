@@ -10,8 +10,9 @@
 # another model fails naming it; killing one
 # rank mid-run makes the run exit non-zero within 30 s, naming the rank.
 # The runs cover DP (also with split buckets, priority, reordering and synced
-# flags), TP, PP (GPipe, 1F1B, interleaved) and a searched mixed
-# plan; every rank executes its device's tasks of the simulated task graph.
+# flags), TP, PP (GPipe, 1F1B, interleaved), searched plans of the MLP and
+# the GPT and the mixed GPT plan bench_runtime.sh's search found (i32 token
+# ids sent, a tied table read through overlapping regions); every rank executes its device's tasks of the simulated task graph.
 # Without the MPI helper or mpirun it prints a SKIP line and exits 77.
 . "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
 "$bin" run --help >"$tmp/h" 2>&1; check "run --help exits 0" $?
@@ -95,6 +96,41 @@ gpt4="gpt:layers=4,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,prec
 moe="$gpt,experts=2,topk=1"
 "$bin" search --model "$mlp" --batch 32 --topology $topo --budget 200 --seed 3 \
   --out "$tmp/searched.json" >/dev/null 2>&1; check "search finds a plan of the MLP" $?
+"$bin" search --model "$gpt" --batch 4 --topology $topo --budget 200 --seed 1 \
+  --out "$tmp/searched-gpt.json" >/dev/null 2>&1; check "search finds a plan of the GPT" $?
+# the shape of the GPT plan bench_runtime.sh's search found (tests/runtime/mixed_gpt.h):
+# token ids (i32) split by sample under an embedding split by hidden, whose tied table
+# lm_head reads split by vocabulary; sums and norms by sequence, attention by heads
+"$bin" plan --model "$gpt" --batch 4 --topology $topo --plan data-parallel --out "$tmp/gdp.json" \
+  >/dev/null
+python3 - "$tmp/gdp.json" "$tmp/mixed-gpt.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+seq = ["positions", "embed.positions", "embed.add", "ln1", "ln2", "attn.residual",
+       "mlp.residual", "final_ln"]
+heads = ["attn.q_t", "attn.k_t", "attn.v_t", "attn.scores", "attn.softmax", "attn.context"]
+last = ["embed.tokens", "attn.qkv", "attn.merge", "mlp.fc1", "mlp.gelu", "lm_head"]
+for name, o in p["operators"].items():
+    n = name.split(".", 1)[1] if name[:1] == "l" and name[1:2].isdigit() else name
+    d = [1] * len(o["degrees"])
+    red = 1
+    if n in ("tokens", "labels"):
+        d[0] = 2
+    elif n in seq or n in heads:
+        d[1] = 2
+    elif n in last:
+        d[-1] = 2
+    elif n in ("attn.qkv_reshape", "attn.split", "attn.context_t"):
+        d[2] = 2
+    elif n in ("attn.proj", "mlp.fc2", "loss"):
+        red = 2
+    else:
+        sys.exit("unknown op " + name)
+    o.update(degrees=d, reduction=red, devices=[0, 1])
+p["settings"].update(distopt=True, reorder_backward=True)
+json.dump(p, open(sys.argv[2], "w"))
+PY
+check "... the mixed GPT plan written" $?
 # GPipe: the 1F1B plan's settings with the GPipe schedule and FIFO queues
 "$bin" plan --model "$mlp" --batch 32 --topology $topo --plan megatron:pp=2,mb=4 \
   --out "$tmp/pp.json" >/dev/null
@@ -119,7 +155,8 @@ json.dump(p, open(sys.argv[2], "w"))
 PY
 for c in "$mlp data-parallel 32 sgd" "$mlp $tmp/dpsync.json 32 sgd" "$mlp megatron:tp=2 32 sgd" "$mlp megatron:tp=2 32 adam" \
          "$mlp megatron:pp=2,mb=2 32 sgd" "$mlp megatron:pp=2,mb=4 32 sgd" "$mlp $tmp/gpipe.json 32 sgd" \
-         "$mlp $tmp/searched.json 32 sgd" "$gpt data-parallel 4 sgd" \
+         "$mlp $tmp/searched.json 32 sgd" "$gpt $tmp/searched-gpt.json 4 sgd" \
+         "$gpt $tmp/mixed-gpt.json 4 sgd" "$gpt data-parallel 4 sgd" \
          "$gpt megatron:tp=2 4 adam" "$gpt megatron:pp=2,mb=2 4 sgd" \
          "$gpt4 megatron:pp=2,vp=2,mb=2 4 sgd" "$gpt megatron:dp=2,distopt=1 4 adam" \
          "$gpt megatron:tp=2,sp=1 4 sgd" "$moe megatron:dp=2,ep=2 4 sgd"; do

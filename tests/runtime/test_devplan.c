@@ -4,12 +4,14 @@
  * NCCL call, group, peer and counts of every transfer and collective, the
  * communicators, and where each deferred result is laid back, for data-,
  * pipeline-parallel and distributed-optimizer plans of a small MLP (and an
- * expert-parallel MoE GPT's all-to-alls) on a
+ * expert-parallel MoE GPT's all-to-alls, a mixed GPT plan's i32 token-id
+ * sends) on a
  * two-GPU topology, and on the CPU topology whose communication occupies
  * the compute stream.
  */
 #include "testutil.h"
 #include "runtime/cuda/plan.h"
+#include "mixed_gpt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +46,7 @@ typedef struct fx {
 static const char *model2;
 
 /* The device plan of `rank` (of 2, or 4 on "h100x4") for plan spec on
- * topology (NULL: h100x2). */
+ * topology (NULL: h100x2); spec "mixed": mixed_gpt.h's plan (model2 the GPT). */
 static void make(fx *f, const char *topo, const char *spec, int rank)
 {
     ss_diag d;
@@ -68,7 +70,10 @@ static void make(fx *f, const char *topo, const char *spec, int rank)
     } else {
         assert_int_equal(ss_model_build("mlp:layers=2,hidden=64,in=32", 16, 2, &f->g, &d), SS_OK);
     }
-    assert_int_equal(ss_plan_from_spec(spec, f->g, f->m, &f->p, &d), SS_OK);
+    if (!strcmp(spec, "mixed"))
+        f->p = mixed_gpt_plan(f->g, f->m);
+    else
+        assert_int_equal(ss_plan_from_spec(spec, f->g, f->m, &f->p, &d), SS_OK);
     ss_rt_config c = {1, 0, 0.05, 1, 0, 0, 0, -1};
     if (ss_rt_plan_only(f->g, f->m, f->cm, f->p, &c, rank, size, &f->s, &f->r, &d) != SS_OK)
         fail_msg("%s", d.msg);
@@ -406,6 +411,45 @@ static void test_comm_on_compute_stream(void **state)
     done(&f);
 }
 
+/* The mixed GPT plan moves the token ids (i32) between the ranks: each such
+ * step is a send or receive of ncclInt32 elements, the forward value of its
+ * region, matched by the peer's; every other call moves f32. */
+static void test_token_ids(void **state)
+{
+    (void)state;
+    model2 = "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,"
+             "precision=fp32";
+    fx f[2];
+    int64_t sent[2] = {0, 0}, recvd[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        make(&f[r], NULL, "mixed", r);
+        for (int i = 0; i < f[r].dp.n_steps; i++) {
+            const ss_rt_step *x = &f[r].dp.steps[i];
+            const ss_build_desc *e = &f[r].s->ds.t[x->task];
+            if (x->dtype != SS_I32) {
+                assert_int_equal(x->dtype, SS_F32);
+                continue;
+            }
+            assert_int_equal(kind(&f[r], i), SS_TASK_XFER);
+            assert_int_equal(ss_graph_tensor(f[r].g, e->tensor)->dtype, SS_I32);
+            assert_int_equal(e->grad, 0);
+            assert_true(x->call == SS_RT_CALL_SEND || x->call == SS_RT_CALL_RECV);
+            assert_int_equal(x->count, ss_region_volume(&e->reg));
+            assert_int_equal(x->peer, 1 - r);
+            assert_int_equal(x->lays_back, x->call == SS_RT_CALL_RECV);
+            *(x->call == SS_RT_CALL_SEND ? &sent[r] : &recvd[r]) += x->count;
+        }
+    }
+    printf("token ids: rank 0 sends %lld, receives %lld elements (i32)\n", (long long)sent[0],
+           (long long)recvd[0]);
+    assert_true(sent[0] > 0 && recvd[0] > 0);
+    assert_int_equal(sent[0], recvd[1]);
+    assert_int_equal(sent[1], recvd[0]);
+    done(&f[0]);
+    done(&f[1]);
+    model2 = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_sequence_parallel),
         cmocka_unit_test(test_scatter_gather),
         cmocka_unit_test(test_comm_on_compute_stream),
+        cmocka_unit_test(test_token_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
