@@ -120,6 +120,11 @@ typedef struct ss_rt_result {
     double comm_bytes;    /* bytes this rank reduced, sent or received per iteration */
     int my_tasks;         /* tasks of this rank per iteration */
     int my_tiles;         /* tiles of this rank */
+    int64_t param_peak_bytes; /* CPU backend: the peak bytes of the weights this rank's tiles
+                               * read, held as values, gradients, Adam moments and kernel
+                               * operand copies (ZeRO-3: measured as they are made and
+                               * freed, runtime/zero3.h; otherwise held all the run); 0 on
+                               * the CUDA backend */
     /* the simulation of the graph that ran (ms): its iteration, and this
      * rank's device's compute and communication busy time */
     double predicted_ms, predicted_compute_ms, predicted_comm_ms;
