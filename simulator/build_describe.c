@@ -76,11 +76,37 @@ static int describe_unit(const ss_builder *b, ss_build_descs *x, ss_build_desc *
     return 0;
 }
 
+/* Whether every device of shard s runs a forward or backward task that
+ * waits on task t, and no other device does (the gather's readers are the
+ * op's tiles on its unit's devices: build_weights.c zero3_gathers). */
+static int same_readers(const ss_builder *b, const ss_taskgraph *tg, const ss_build_descs *x,
+                        const shard *s, int t)
+{
+    for (int q = tg->succ_off[t]; q < tg->succ_off[t + 1]; q++) {
+        int r = tg->succ[q], in = 0;
+        if (tg->kind[r] != SS_TASK_FWD && tg->kind[r] != SS_TASK_BWD)
+            continue;
+        for (int i = 0; i < s->n_dev && !in; i++)
+            in = b->ipool[s->dev_off + i] == x->t[r].dev;
+        if (!in)
+            return 0;
+    }
+    for (int i = 0; i < s->n_dev; i++) {
+        int in = 0;
+        for (int q = tg->succ_off[t]; q < tg->succ_off[t + 1] && !in; q++)
+            in = x->t[tg->succ[q]].dev == b->ipool[s->dev_off + i];
+        if (!in)
+            return 0;
+    }
+    return 1;
+}
+
 /* A ZeRO-3 parameter all-gather (SS_BUILD_COLL_PARAM: op o, tile = its
  * micro-batch): the unit it gathers — the replicated shards of o's weights
- * with a writer tile of o whose forward or backward waits on task t — in
- * shard order (b->sh), each shard's weight region; the group: the first
- * shard's devices (the unit's shards share them). */
+ * with a writer tile of o whose forward or backward waits on task t, held
+ * by exactly the devices of those readers — in shard order (b->sh), each
+ * shard's weight region; the group: the first shard's devices (the unit's
+ * shards share them). */
 static int describe_param(const ss_builder *b, const ss_taskgraph *tg, ss_build_descs *x,
                           ss_build_desc *e, int t)
 {
@@ -95,7 +121,7 @@ static int describe_param(const ss_builder *b, const ss_taskgraph *tg, ss_build_
                  q++)
                 in = tg->succ[q] == ti->fwd || tg->succ[q] == ti->bwd;
         }
-        if (!in)
+        if (!in || !same_readers(b, tg, x, s, t))
             continue;
         int first = x->n_devs == e->dev_off;
         for (int i = 0; first && i < s->n_dev; i++)
