@@ -196,6 +196,12 @@ ss_status ss_rt_z3_prepare(ss_rt_state *s, const ss_rt_comm *c, rt_z3 **out, ss_
                              s->ds.items[e->item_off].tensor);
             goto fail;
         }
+        if (tg->kind[t] == SS_TASK_UPDATE && z->of[e->tensor] < 0 && e->split_n > 1) {
+            /* a sharded update with no gather: its slice would never reach
+             * the other members */
+            st = unsupported(d, "updates a slice, but gathers no copy, of", s, e->tensor);
+            goto fail;
+        }
         if (tg->kind[t] != SS_TASK_UPDATE || z->of[e->tensor] < 0)
             continue;
         const z3w *x = &z->ws[z->of[e->tensor]];
@@ -398,6 +404,15 @@ void ss_rt_z3_after(rt_z3 *z, ss_rt_state *s, int step)
     const ss_build_desc *e = &s->ds.t[t];
     if (k == SS_TASK_COLLECTIVE && e->coll == SS_BUILD_COLL_GRAD) {
         drain(z, s, e);
+        return;
+    }
+    if (k == SS_TASK_COLLECTIVE && e->coll == SS_BUILD_COLL_PARAM) {
+        /* a member with no reader of it (a tied weight's other stage) */
+        for (int j = 0; j < e->n_item; j++) {
+            int w = s->ds.items[e->item_off + j].tensor;
+            if (z->ws[z->of[w]].refs == 0)
+                drop_full(z, s, &s->buf[w], w);
+        }
         return;
     }
     if ((k != SS_TASK_FWD && k != SS_TASK_BWD) || s->task_tile[t] < 0)

@@ -45,7 +45,8 @@ typedef struct rt_z3 rt_z3;
  * then freed), the readers of each gather. *out NULL (and nothing changed)
  * when the plan is not ZeRO-3. SS_ERR_UNSUPPORTED (nothing freed) when a
  * rank holds two shards of one weight, its update writes another slice than
- * its place in the gather's group, or a gradient bucket is split in parts;
+ * its place in the gather's group (or a slice of a weight no gather holds),
+ * or a gradient bucket is split in parts;
  * NOMEM. c is borrowed until ss_rt_z3_free (readback gathers through it). */
 ss_status ss_rt_z3_prepare(ss_rt_state *s, const ss_rt_comm *c, rt_z3 **out, ss_diag *d);
 /* Whether task is a collective whose buffers ZeRO-3 manages (a parameter

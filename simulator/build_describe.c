@@ -76,9 +76,11 @@ static int describe_unit(const ss_builder *b, ss_build_descs *x, ss_build_desc *
     return 0;
 }
 
-/* Whether every device of shard s runs a forward or backward task that
- * waits on task t, and no other device does (the gather's readers are the
- * op's tiles on its unit's devices: build_weights.c zero3_gathers). */
+/* Whether the readers of gather t (the forward or backward tasks waiting
+ * on it) run on exactly the devices of shard s that hold a tile of t's op:
+ * the builder's unit of s gathers over s's devices before the op's tiles
+ * there (build_weights.c zero3_gathers; a tied weight's shard also holds
+ * the devices of its other reader, which then gather without reading). */
 static int same_readers(const ss_builder *b, const ss_taskgraph *tg, const ss_build_descs *x,
                         const shard *s, int t)
 {
@@ -91,11 +93,15 @@ static int same_readers(const ss_builder *b, const ss_taskgraph *tg, const ss_bu
         if (!in)
             return 0;
     }
+    int o = tg->op[t];
     for (int i = 0; i < s->n_dev; i++) {
-        int in = 0;
+        int dv = b->ipool[s->dev_off + i], tile = 0, in = 0;
+        for (int j = b->tile_base[o]; j < b->tile_base[o + 1] && !tile; j++)
+            tile = b->tiles[j].dev == dv;
         for (int q = tg->succ_off[t]; q < tg->succ_off[t + 1] && !in; q++)
-            in = x->t[tg->succ[q]].dev == b->ipool[s->dev_off + i];
-        if (!in)
+            in = (tg->kind[tg->succ[q]] == SS_TASK_FWD || tg->kind[tg->succ[q]] == SS_TASK_BWD) &&
+                 x->t[tg->succ[q]].dev == dv;
+        if (tile != in)
             return 0;
     }
     return 1;
@@ -103,8 +109,8 @@ static int same_readers(const ss_builder *b, const ss_taskgraph *tg, const ss_bu
 
 /* A ZeRO-3 parameter all-gather (SS_BUILD_COLL_PARAM: op o, tile = its
  * micro-batch): the unit it gathers — the replicated shards of o's weights
- * with a writer tile of o whose forward or backward waits on task t, held
- * by exactly the devices of those readers — in shard order (b->sh), each
+ * with a writer tile of o whose forward or backward waits on task t, whose
+ * devices holding a tile of o are exactly those readers' — in shard order (b->sh), each
  * shard's weight region; the group: the first shard's devices (the unit's
  * shards share them). */
 static int describe_param(const ss_builder *b, const ss_taskgraph *tg, ss_build_descs *x,

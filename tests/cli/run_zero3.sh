@@ -4,8 +4,8 @@
 # GPT sharded over dp 2 (one and two micro-batches, SGD and Adam) match the
 # one-process run, and each rank's peak parameter bytes (--json
 # param_peak_bytes) are below the distributed optimizer's (distopt=1) on the
-# same plan; 4 ranks run tp 2 x dp 2 with zero=3 (parameter gathers over the
-# data-parallel pairs); the trace shows the task graph's parameter
+# same plan; 4 ranks run tp 2 x dp 2 (parameter gathers over the
+# data-parallel pairs) and pp 2 x dp 2 with zero=3; the trace shows the task graph's parameter
 # all-gathers and its one gradient bucket per rank and nothing else;
 # --backend cuda refuses the plan (exit 2, naming ZeRO-3).
 # Without the MPI helper or mpirun it prints a SKIP line and exits 77.
@@ -68,10 +68,14 @@ t["devices"] = [{"name": "core%d" % i, "type": "CPU-core", "host": "localhost"} 
 t["links"] = [dict(t["links"][0], a="core%d" % i) for i in range(4)]
 json.dump(t, open(sys.argv[2], "w"))
 PY
-for opt in sgd adam; do
-  mpi -np 4 "$bin" run --model "$gpt" --topology "$tmp/cpu4.json" --plan megatron:tp=2,dp=2,zero=3 \
+# and pp 2 x dp 2 (the tied embedding's shard spans both stages: each stage's
+# op gathers it over the 4 ranks)
+for c in "tp=2,dp=2 sgd" "tp=2,dp=2 adam" "pp=2,dp=2,mb=2 sgd"; do
+  set -- $c
+  opt=$2
+  mpi -np 4 "$bin" run --model "$gpt" --topology "$tmp/cpu4.json" --plan megatron:$1,zero=3 \
     --batch 4 --iterations 2 --warmup 1 --optimizer $opt --json >"$tmp/j" 2>"$tmp/e"
-  check "4 ranks: gpt megatron:tp=2,dp=2,zero=3 $opt exits 0" $?
+  check "4 ranks: gpt megatron:$1,zero=3 $opt exits 0" $?
   python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(r["plan"], r["numerics"]); sys.exit(0 if r["numerics"]["ok"] and r["ranks"] == 4 else 1)' "$tmp/j"
   check "... numerics match one process" $?
 done
