@@ -23,6 +23,7 @@ typedef struct z3w {
     int64_t lo, hi;     /* the slice of reg's elements held here */
     float *w, *g, *m, *v; /* [hi - lo]: value, gradient, Adam moments */
     int refs;           /* readers of the live gathered copy still to run */
+    int drains, left;   /* gradient reduce-scatters holding it per iteration, still to run */
 } z3w;
 
 struct rt_z3 {
@@ -187,15 +188,15 @@ ss_status ss_rt_z3_prepare(ss_rt_state *s, const ss_rt_comm *c, rt_z3 **out, ss_
             (st = add_gather(z, s, i, d)) != SS_OK)
             goto fail;
     }
-    /* the updates write the slices held; buckets are not split in parts */
+    /* the updates write the slices held; the reduce-scatters per weight */
     for (int i = 0; i < s->n_mine; i++) {
         int t = s->mine[i];
         const ss_build_desc *e = &s->ds.t[t];
-        if (tg->kind[t] == SS_TASK_COLLECTIVE && e->coll == SS_BUILD_COLL_GRAD && e->n_parts > 1) {
-            st = unsupported(d, "a gradient bucket split in parts holds", s,
-                             s->ds.items[e->item_off].tensor);
-            goto fail;
-        }
+        for (int j = 0; tg->kind[t] == SS_TASK_COLLECTIVE && e->coll == SS_BUILD_COLL_GRAD &&
+                        j < e->n_item;
+             j++)
+            if (z->of[s->ds.items[e->item_off + j].tensor] >= 0)
+                z->ws[z->of[s->ds.items[e->item_off + j].tensor]].drains++;
         if (tg->kind[t] == SS_TASK_UPDATE && z->of[e->tensor] < 0 && e->split_n > 1) {
             /* a sharded update with no gather: its slice would never reach
              * the other members */
@@ -268,6 +269,7 @@ ss_status ss_rt_z3_start(rt_z3 *z, ss_rt_state *s, ss_diag *d)
                                s->rank, ss_graph_tensor(s->g, x->t)->name),
                    SS_ERR_INVALID;
         memset(x->g, 0, (size_t)(x->hi - x->lo) * sizeof *x->g);
+        x->left = x->drains;
     }
     return SS_OK;
 }
@@ -378,23 +380,38 @@ ss_status ss_rt_z3_before(rt_z3 *z, ss_rt_state *s, int step, ss_diag *d)
 }
 
 /* A reduce-scatter's result: this member's slice of each sharded weight's
- * gradient added into its slice; the full gradient freed. */
+ * gradient, within the collective's part of its items laid end to end (a
+ * split bucket's part; else all), added into its gradient slice, and that
+ * part of the full gradient zeroed (what every member added there is now
+ * counted); the full gradient freed when the bucket is not split, or after
+ * the weight's last reduce-scatter of the iteration. */
 static void drain(rt_z3 *z, ss_rt_state *s, const ss_build_desc *e)
 {
+    int64_t total = 0, at = 0, plo, phi;
+    for (int j = 0; j < e->n_item; j++)
+        total += ss_region_volume(&s->ds.items[e->item_off + j].reg);
+    ss_rt_slice_of(total, e->part, e->n_parts, &plo, &phi);
     for (int j = 0; j < e->n_item; j++) {
         int w = s->ds.items[e->item_off + j].tensor;
+        int64_t v = ss_region_volume(&s->ds.items[e->item_off + j].reg), o = at;
+        at += v;
         if (z->of[w] < 0 || !s->grad[w])
             continue;
         z3w *x = &z->ws[z->of[w]];
-        int64_t v = ss_region_volume(&x->reg);
+        int64_t a = plo - o > 0 ? plo - o : 0, b = phi - o < v ? phi - o : v;
         float *tmp = malloc((size_t)(v > 0 ? v : 1) * sizeof *tmp);
-        if (tmp) { /* (no memory: the gradient stays, and the next iteration says so) */
-            ss_rt_region_io(ss_graph_tensor(s->g, w), s->grad[w], &x->reg, tmp, 0);
-            for (int64_t i = x->lo; i < x->hi; i++)
-                x->g[i - x->lo] += tmp[i];
-            free(tmp);
+        if (!tmp) /* (the gradient stays, and the next iteration says so) */
+            continue;
+        const ss_tensor *T = ss_graph_tensor(s->g, w);
+        ss_rt_region_io(T, s->grad[w], &x->reg, tmp, 0);
+        for (int64_t i = x->lo > a ? x->lo : a; i < x->hi && i < b; i++)
+            x->g[i - x->lo] += tmp[i];
+        if (a < b)
+            memset(tmp + a, 0, (size_t)(b - a) * sizeof *tmp);
+        ss_rt_region_io(T, s->grad[w], &x->reg, tmp, 3);
+        free(tmp);
+        if (e->n_parts == 1 || --x->left <= 0)
             drop_full(z, s, (void **)&s->grad[w], w);
-        }
     }
 }
 

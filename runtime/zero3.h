@@ -21,9 +21,11 @@
  *     kernel buffers) live from the reader's start to its end;
  *   - a backward that adds into such a weight's gradient allocates
  *     s->grad[w] (zeros) when it is not there; each gradient reduce-scatter
- *     (one per micro-batch) adds this member's slice of the sum into the
- *     persistent gradient slice and frees s->grad[w] (what a rank added is
- *     counted by exactly one reduce-scatter: the sum is the one process's);
+ *     (one per micro-batch and part of a split bucket) adds this member's
+ *     slice of the sum, within its part, into the persistent gradient slice
+ *     and zeroes that part of s->grad[w] (what a rank added is counted by
+ *     exactly one reduce-scatter: the sum is the one process's), freeing it
+ *     after an unsplit bucket's reduce-scatter or the weight's last one;
  *   - the update (SGD or Adam) writes the slices only.
  * The bytes held (slices, gathered copies, full gradients, operand copies)
  * are counted as they are allocated and freed; their peak is the run's
@@ -45,8 +47,7 @@ typedef struct rt_z3 rt_z3;
  * then freed), the readers of each gather. *out NULL (and nothing changed)
  * when the plan is not ZeRO-3. SS_ERR_UNSUPPORTED (nothing freed) when a
  * rank holds two shards of one weight, its update writes another slice than
- * its place in the gather's group (or a slice of a weight no gather holds),
- * or a gradient bucket is split in parts;
+ * its place in the gather's group (or a slice of a weight no gather holds);
  * NOMEM. c is borrowed until ss_rt_z3_free (readback gathers through it). */
 ss_status ss_rt_z3_prepare(ss_rt_state *s, const ss_rt_comm *c, rt_z3 **out, ss_diag *d);
 /* Whether task is a collective whose buffers ZeRO-3 manages (a parameter

@@ -6,7 +6,8 @@
 # param_peak_bytes) are below the distributed optimizer's (distopt=1) on the
 # same plan; 4 ranks run tp 2 x dp 2 (parameter gathers over the
 # data-parallel pairs) and pp 2 x dp 2 with zero=3; the trace shows the task graph's parameter
-# all-gathers and its one gradient bucket per rank and nothing else;
+# all-gathers and its one gradient bucket per rank and nothing else; split
+# buckets and backward reordering with priority match one process too;
 # --backend cuda refuses the plan (exit 2, naming ZeRO-3).
 # Without the MPI helper or mpirun it prints a SKIP line and exits 77.
 . "${SS_SOURCE_DIR:?}/tests/cli/lib/common.sh"
@@ -44,6 +45,25 @@ print(r["plan"], r["optimizer"], "max_rel_diff", n["max_rel_diff"], "param_peak_
 sys.exit(0 if ok else 1)
 PY
   done
+done
+# issue 31's sync settings under zero=3: a bucket threshold that splits fc2's
+# gradient (64 KiB) in four (each part reduce-scattered per micro-batch),
+# and priority with backward reordering K = 2 (deferred weight-gradient tasks)
+"$bin" plan --model "$mlp" --batch 32 --topology $topo --plan megatron:dp=2,mb=2,zero=3 \
+  --out "$tmp/z.json" >/dev/null
+python3 - "$tmp/z.json" "$tmp/zsplit.json" "$tmp/zreorder.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["settings"].update(bucket_bytes=16384)
+json.dump(p, open(sys.argv[2], "w"))
+p["settings"].update(bucket_bytes=80000000, priority=True, reorder_backward=2)
+json.dump(p, open(sys.argv[3], "w"))
+PY
+for f in zsplit zreorder; do
+  run2 "$mlp" "$tmp/$f.json" 32 adam
+  check "2 ranks: mlp zero=3 $f exits 0" $?
+  python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(sys.argv[2], r["numerics"], r["collectives_per_iteration"], "collectives"); sys.exit(0 if r["numerics"]["ok"] and r["numerics"]["max_rel_diff"] < 1e-4 else 1)' "$tmp/j" $f
+  check "... numerics match one process" $?
 done
 mpi -np 2 "$bin" run --model "$mlp" --topology $topo --plan megatron:dp=2,zero=3 --batch 32 \
   --iterations 1 --warmup 0 --trace "$tmp/t.json" >/dev/null 2>&1; check "run --trace of zero=3 exits 0" $?

@@ -6,7 +6,7 @@
  * are the task graph's (its parameter all-gathers and per-micro-batch
  * gradient reduce-scatters, no all-reduce of the gradients); the parameter
  * bytes a rank holds at its peak are below the distributed optimizer's
- * (distopt 1); all-gathers that lay the members' shards in the wrong order
+ * (distopt 1); also on a GPU topology (deferred lay-backs elsewhere); all-gathers that lay the members' shards in the wrong order
  * break the numerics; the CUDA backend refuses ZeRO-3 before any work.
  */
 #include "testutil.h"
@@ -73,19 +73,38 @@ static void optimizer(int adam)
     cfg.lr = adam ? 1e-3 : 0.05;
 }
 
+/* A two-GPU topology: the device plan defers other collectives' results
+ * there (the CPU backend follows it), never ZeRO-3's. */
+static const char *h100x2 =
+    "{\"format\": \"simsearch-topology\", \"version\": 1, \"name\": \"h100x2\", \"compact\": "
+    "{\"nodes\": 1, \"devices_per_node\": 2, \"device_type\": \"H100-SXM\", \"intra\": "
+    "{\"kind\": \"nvswitch\", \"gbps\": 450.0, \"latency_us\": 1.0}, \"inter\": {\"kind\": "
+    "\"infiniband\", \"gbps\": 50.0, \"latency_us\": 1.0, \"nics_per_node\": 2, \"pcie_gbps\": "
+    "63.0, \"pcie_latency_us\": 2.0}}}";
+static int gpu_topology; /* 1: run on h100x2 */
+static double bucket_bytes; /* > 0: the plan's gradient bucket threshold */
+
 /* Run spec of model (batch) on two thread ranks and one process. */
 static void run_model(const char *model, int batch, const char *spec, outcome *o)
 {
     ss_diag d;
     ss_diag_init(&d);
     ss_machine *m = NULL;
-    assert_int_equal(ss_machine_load(ss_test_path("topologies/local-cpu.json"), &m, &d), SS_OK);
+    if (gpu_topology)
+        assert_int_equal(ss_machine_load_string(h100x2, "h100x2", &m, &d), SS_OK);
+    else
+        assert_int_equal(ss_machine_load(ss_test_path("topologies/local-cpu.json"), &m, &d),
+                         SS_OK);
     ss_costmodel *cm = ss_cost_new(m);
     ss_graph *g = NULL;
     assert_int_equal(ss_model_build(model, batch, 2, &g, &d), SS_OK);
     ss_plan *p = NULL, *ref = ss_plan_new(g, m);
     if (ss_plan_from_spec(spec, g, m, &p, &d) != SS_OK)
         fail_msg("%s: %s", spec, d.msg);
+    if (bucket_bytes > 0) {
+        ss_plan_settings_of(p)->bucket_bytes = bucket_bytes;
+        assert_int_equal(ss_plan_validate(p, g, m, &d), SS_OK);
+    }
     ss_rt_comm self;
     ss_rt_comm_self(&self);
     ss_rt_state *rs = NULL;
@@ -211,6 +230,43 @@ static void test_gpt_adam(void **state)
     assert_true(a.peak < b.peak);
 }
 
+/* On a GPU topology (communication off the compute stream: the device plan
+ * defers lay-backs, and the builder overlaps the gathers with compute) the
+ * GPT under dp=2, 2 micro-batches, still matches one process. */
+static void test_gpu_topology(void **state)
+{
+    (void)state;
+    optimizer(0);
+    outcome a;
+    gpu_topology = 1;
+    run_model(GPT, 4, "megatron:dp=2,mb=2,zero=3", &a);
+    gpu_topology = 0;
+    report(GPT, "megatron:dp=2,mb=2,zero=3 on h100x2", &a);
+    assert_true(a.wdiff < 1e-5);
+    assert_true(a.ldiff < 1e-6);
+    assert_int_equal(a.calls[TC_ALLREDUCE], 0);
+}
+
+/* A bucket threshold (4 KiB) below fc1's and fc2's gradients (8 and 16
+ * KiB): split buckets, each part reduce-scattered per
+ * micro-batch (each drains its part of the full gradient), match one
+ * process. */
+static void test_split_buckets(void **state)
+{
+    (void)state;
+    optimizer(1);
+    outcome a, b;
+    run_model(MLP, 16, "megatron:dp=2,mb=2,zero=3", &b);
+    bucket_bytes = 4096;
+    run_model(MLP, 16, "megatron:dp=2,mb=2,zero=3", &a);
+    bucket_bytes = 0;
+    report(MLP, "megatron:dp=2,mb=2,zero=3, 4 KiB buckets", &a);
+    assert_true(a.wdiff < 1e-4);
+    assert_true(a.ldiff < 1e-6);
+    assert_int_equal(a.calls[TC_ALLREDUCE], 0);
+    assert_true(a.calls[TC_REDUCE_SCATTER] > b.calls[TC_REDUCE_SCATTER]);
+}
+
 /* All-gathers that lay each member's shard in the other's place: the
  * forward reads wrong weights (the loss moves) and the trained weights
  * differ from one process. */
@@ -263,6 +319,8 @@ int main(void)
         cmocka_unit_test(test_mlp_adam),
         cmocka_unit_test(test_gpt_sgd),
         cmocka_unit_test(test_gpt_adam),
+        cmocka_unit_test(test_gpu_topology),
+        cmocka_unit_test(test_split_buckets),
         cmocka_unit_test(test_wrong_shard_order_detected),
         cmocka_unit_test(test_cuda_refuses),
     };
