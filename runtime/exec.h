@@ -21,7 +21,9 @@
  *     cycle; dependencies are kept because a task starts after its
  *     predecessors end in the simulation (zero-length joins are skipped);
  *   - every rank holds a full-size buffer of every tensor and of every float
- *     tensor's gradient; a tile reads its operand regions
+ *     tensor's gradient (but for a ZeRO-3 plan's sharded weights on the CPU
+ *     backend: slices, and full copies only from the task graph's gather
+ *     to its last reader: runtime/zero3.h); a tile reads its operand regions
  *     (ss_op_input_region) from them and writes its outputs into them
  *     (adds them when the op's contraction is split: partial sums); at the
  *     start of an iteration the regions its tiles write (values of split
