@@ -198,7 +198,8 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                "\"reference_predicted_ms\": %.4f, "
                "\"loss_first\": %.8g, \"loss_last\": %.8g, \"tasks_per_iteration\": %d, "
                "\"collectives_per_iteration\": %lld, \"transfers_per_iteration\": %lld, "
-               "\"comm_bytes_per_iteration\": %.0f, \"numerics\": {\"max_rel_diff\": %.3g, "
+               "\"comm_bytes_per_iteration\": %.0f, \"param_peak_bytes\": %lld, "
+               "\"numerics\": {\"max_rel_diff\": %.3g, "
                "\"loss_rel_diff\": %.3g, \"weight_rel_diff\": %.3g, \"worst_weight\": \"%s\", "
                "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
                "\"measured_cpu_ms\": %.4f, \"predicted_ms\": %.4f, \"error\": %.4f}, "
@@ -208,7 +209,8 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                pr->measured_ms, pred, err, pr->measured_cpu_ms, ecpu, rr->measured_ms,
                rr->predicted_ms, pr->loss[0],
                pr->loss[n - 1], pr->my_tasks, (long long)pr->collectives,
-               (long long)pr->transfers, pr->comm_bytes, md, loss_diff, w_diff,
+               (long long)pr->transfers, pr->comm_bytes, (long long)pr->param_peak_bytes, md,
+               loss_diff, w_diff,
                worst ? worst : "", o->tolerance, ok ? "true" : "false", parts[0], parts[1],
                parts[3], cerr, parts[2], parts[4]);
         for (int c = 0, k = 0; c < SS_RT_CLASSES; c++) {

@@ -291,6 +291,11 @@ ss_status ss_rt_nomem(ss_diag *d)
 static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
 {
     const ss_graph *g = s->g;
+    if (s->cuda && ss_plan_settings_get(s->p)->distopt == SS_ZERO3)
+        return ss_diag_set(d, SS_ERR_UNSUPPORTED,
+                           "runtime: the plan shards its weights (ZeRO-3, distopt 3); the CUDA "
+                           "backend does not gather them yet: run it with --backend cpu"),
+               SS_ERR_UNSUPPORTED;
     ss_status st0 = ss_rt_backend_check(s->cuda, s->rank, d);
     if (st0 != SS_OK)
         return st0;
@@ -915,6 +920,7 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     r->comm_bytes = x.bytes;
     r->my_tasks = s->n_mine;
     r->my_tiles = s->n_tiles;
+    r->param_peak_bytes = s->param_peak;
     *out = s;
     return SS_OK;
 }

@@ -21,7 +21,9 @@
  *     cycle; dependencies are kept because a task starts after its
  *     predecessors end in the simulation (zero-length joins are skipped);
  *   - every rank holds a full-size buffer of every tensor and of every float
- *     tensor's gradient; a tile reads its operand regions
+ *     tensor's gradient (but for a ZeRO-3 plan's sharded weights on the CPU
+ *     backend: slices, and full copies only from the task graph's gather
+ *     to its last reader: runtime/zero3.h); a tile reads its operand regions
  *     (ss_op_input_region) from them and writes its outputs into them
  *     (adds them when the op's contraction is split: partial sums); at the
  *     start of an iteration the regions its tiles write (values of split
@@ -120,6 +122,11 @@ typedef struct ss_rt_result {
     double comm_bytes;    /* bytes this rank reduced, sent or received per iteration */
     int my_tasks;         /* tasks of this rank per iteration */
     int my_tiles;         /* tiles of this rank */
+    int64_t param_peak_bytes; /* CPU backend: the peak bytes of the weights this rank's tiles
+                               * read, held as values, gradients, Adam moments and kernel
+                               * operand copies (ZeRO-3: measured as they are made and
+                               * freed, runtime/zero3.h; otherwise held all the run); 0 on
+                               * the CUDA backend */
     /* the simulation of the graph that ran (ms): its iteration, and this
      * rank's device's compute and communication busy time */
     double predicted_ms, predicted_compute_ms, predicted_comm_ms;

@@ -23,6 +23,7 @@
  */
 
 #include "runtime/cuda/plan.h"
+#include "runtime/zero3.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@ typedef struct cpu_state {
     char *in_a2a;     /* [n_tasks] a transfer an all-to-all runs */
     float *pack;      /* packing buffer of reduce-scatters, all-gathers, all-to-alls */
     int64_t cap_pack;
+    rt_z3 *z3;        /* ZeRO-3's sharded weights (runtime/zero3.h); NULL otherwise */
 } cpu_state;
 
 static ss_status hold(ss_rt_state *s, int i, int64_t n, float **out, ss_diag *d)
@@ -87,6 +89,7 @@ static void cpu_release(ss_rt_state *s)
         free(cs->a2a);
         free(cs->in_a2a);
         free(cs->pack);
+        ss_rt_z3_free(cs->z3);
         ss_rt_devplan_clear(&cs->plan);
         free(cs);
         s->bs = NULL;
@@ -174,7 +177,7 @@ static ss_status coll_prepare(ss_rt_state *s, int i, ss_diag *d)
     cpu_state *cs = s->bs;
     int t = s->mine[i];
     const ss_build_desc *e = &s->ds.t[t];
-    int dist = ss_plan_settings_get(s->p)->distopt == 1, ok = 0;
+    int dist = ss_plan_settings_get(s->p)->distopt != 0, ok = 0;
     ss_status st = SS_OK;
     switch (e->coll) {
     case SS_BUILD_COLL_GRAD:
@@ -183,6 +186,7 @@ static ss_status coll_prepare(ss_rt_state *s, int i, ss_diag *d)
         cs->ck[i] = e->gather ? CK_ALLGATHER : dist && s->tg->op[t] >= 0 ? CK_RSCATTER : CK_ALLREDUCE;
         break;
     case SS_BUILD_COLL_SENDGATHER:
+    case SS_BUILD_COLL_PARAM:
         cs->ck[i] = CK_ALLGATHER;
         break;
     case SS_BUILD_COLL_SCATTER:
@@ -226,7 +230,6 @@ static ss_status coll_prepare(ss_rt_state *s, int i, ss_diag *d)
 /* The host buffers of this rank's tiles. */
 static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
 {
-    (void)c;
     cpu_state *cs = calloc(1, sizeof *cs);
     if (!cs)
         return ss_rt_nomem(d);
@@ -256,7 +259,8 @@ static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
                  s->tg->kind[x->task] == SS_TASK_COLLECTIVE;
         /* an all-to-all and its transfers run at the all-to-all's turn */
         int a2a = cs->ck[i] == CK_ALLTOALL || cs->in_a2a[x->task];
-        cs->defer[i] = (char)(x->stream != 0 && x->lays_back && !ce && !a2a);
+        cs->defer[i] = (char)(x->stream != 0 && x->lays_back && !ce && !a2a &&
+                              !ss_rt_z3_coll(s, x->task));
     }
     for (int i = 0; i < s->n_tiles; i++) {
         ss_kargs *a = &s->tiles[i].a;
@@ -273,7 +277,7 @@ static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
         if (!(a->saved = zalloc(a->saved_bytes)) || !(a->work = zalloc(a->work_bytes)))
             return ss_rt_nomem(d);
     }
-    return SS_OK;
+    return ss_rt_z3_prepare(s, c, &cs->z3, d);
 }
 
 static ss_status grow_scratch(ss_rt_state *s, int64_t n, ss_diag *d)
@@ -899,21 +903,27 @@ static void iteration_start(ss_rt_state *s)
 static ss_status iteration(rt_iter *x, ss_diag *d)
 {
     ss_rt_state *s = x->s;
+    rt_z3 *z3 = ((cpu_state *)s->bs)->z3;
     iteration_start(s);
     s->step++;
+    if (z3 && ss_rt_z3_start(z3, s, d) != SS_OK)
+        return d->status;
     const ss_rt_devplan *p = &((cpu_state *)s->bs)->plan;
     for (int i = 0; i < s->n_mine; i++) {
         int t = s->mine[i];
         ss_status st = SS_OK;
         for (int k = 0; k < p->steps[i].n_flush; k++)
             lay_back(s, p->flush[p->steps[i].flush_off + k]);
+        if (z3 && (st = ss_rt_z3_before(z3, s, i, d)) != SS_OK)
+            return st;
         switch ((ss_task_kind)s->tg->kind[t]) {
         case SS_TASK_FWD:
         case SS_TASK_BWD:
             st = run_compute(x, t, d);
             break;
         case SS_TASK_UPDATE:
-            run_update(x, t);
+            if (!z3 || !ss_rt_z3_update(z3, x, t))
+                run_update(x, t);
             break;
         case SS_TASK_XFER:
             st = run_xfer(x, i, d);
@@ -926,6 +936,8 @@ static ss_status iteration(rt_iter *x, ss_diag *d)
         }
         if (st != SS_OK)
             return st;
+        if (z3)
+            ss_rt_z3_after(z3, s, i);
     }
     for (int k = 0; k < p->n_end; k++)
         lay_back(s, p->flush[p->end_off + k]);
@@ -958,8 +970,10 @@ static ss_status cpu_loss(rt_iter *x, double *sum, ss_diag *d)
 
 static ss_status cpu_readback(ss_rt_state *s, ss_diag *d)
 {
-    (void)s, (void)d; /* the host buffers are the tensors */
-    return SS_OK;
+    /* the host buffers are the tensors, but for ZeRO-3's sharded weights */
+    cpu_state *cs = s->bs;
+    s->param_peak = ss_rt_z3_peak(cs->z3, s);
+    return cs->z3 ? ss_rt_z3_readback(cs->z3, s, d) : SS_OK;
 }
 
 const rt_backend ss_rt_cpu_backend = {"cpu", cpu_prepare, iteration, cpu_loss, cpu_readback,

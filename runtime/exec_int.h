@@ -68,6 +68,7 @@ struct ss_rt_state {
     int n_ev, cap_ev;
     int step;            /* updates done (Adam's bias correction) */
     int cuda, device;    /* CUDA backend on GPU `device` */
+    int64_t param_peak;  /* CPU: peak bytes of weights held (runtime/zero3.h), after readback */
     const rt_backend *be;
     void *bs;            /* the backend's own state */
 };

@@ -308,7 +308,11 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
  *                  slice of its items laid end to end), gather = 1 for the
  *                  distributed optimizer's weight all-gather; a
  *                  scatter-gather send's all-gather: its receivers
- *                  (forward) or senders (backward, grad) and the region sent
+ *                  (forward) or senders (backward, grad) and the region sent;
+ *                  a ZeRO-3 parameter all-gather (SS_BUILD_COLL_PARAM): its
+ *                  unit's weight shards (regions) and their devices; ZeRO-3
+ *                  buckets: part of n_parts counts the bucket's parts, not
+ *                  its per-micro-batch reduce-scatters
  *   OTHER          nothing (joins)
  * Filled for the builder's last successful run on graph tg (not in lean
  * mode, which frees what this reads; implemented in build_describe.c).

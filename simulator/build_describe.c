@@ -63,6 +63,73 @@ static int describe_unit(const ss_builder *b, ss_build_descs *x, ss_build_desc *
     return 0;
 }
 
+/* Whether the readers of gather t (the forward or backward tasks waiting
+ * on it) run on exactly the devices of shard s that hold a tile of t's op:
+ * the builder's unit of s gathers over s's devices before the op's tiles
+ * there (build_weights.c zero3_gathers; a tied weight's shard also holds
+ * the devices of its other reader, which then gather without reading). */
+static int same_readers(const ss_builder *b, const ss_taskgraph *tg, const ss_build_descs *x,
+                        const shard *s, int t)
+{
+    for (int q = tg->succ_off[t]; q < tg->succ_off[t + 1]; q++) {
+        int r = tg->succ[q], in = 0;
+        if (tg->kind[r] != SS_TASK_FWD && tg->kind[r] != SS_TASK_BWD)
+            continue;
+        for (int i = 0; i < s->n_dev && !in; i++)
+            in = b->ipool[s->dev_off + i] == x->t[r].dev;
+        if (!in)
+            return 0;
+    }
+    int o = tg->op[t];
+    for (int i = 0; i < s->n_dev; i++) {
+        int dv = b->ipool[s->dev_off + i], tile = 0, in = 0;
+        for (int j = b->tile_base[o]; j < b->tile_base[o + 1] && !tile; j++)
+            tile = b->tiles[j].dev == dv;
+        for (int q = tg->succ_off[t]; q < tg->succ_off[t + 1] && !in; q++)
+            in = (tg->kind[tg->succ[q]] == SS_TASK_FWD || tg->kind[tg->succ[q]] == SS_TASK_BWD) &&
+                 x->t[tg->succ[q]].dev == dv;
+        if (tile != in)
+            return 0;
+    }
+    return 1;
+}
+
+/* A ZeRO-3 parameter all-gather (SS_BUILD_COLL_PARAM: op o, tile = its
+ * micro-batch): the unit it gathers — the replicated shards of o's weights
+ * with a writer tile of o whose forward or backward waits on task t, whose
+ * devices holding a tile of o are exactly those readers' — in shard order (b->sh), each
+ * shard's weight region; the group: the first shard's devices (the unit's
+ * shards share them). */
+static int describe_param(const ss_builder *b, const ss_taskgraph *tg, ss_build_descs *x,
+                          ss_build_desc *e, int t)
+{
+    e->dev_off = x->n_devs;
+    e->item_off = x->n_items;
+    for (int k = 0; k < b->n_sh; k++) {
+        const shard *s = &b->sh[k];
+        int in = 0;
+        for (int i = s->first; s->n_dev > 1 && i < s->first + s->count && !in; i++) {
+            const tileinfo *ti = &b->tiles[b->wr[i].j];
+            for (int q = tg->succ_off[t]; ti->op == tg->op[t] && q < tg->succ_off[t + 1] && !in;
+                 q++)
+                in = tg->succ[q] == ti->fwd || tg->succ[q] == ti->bwd;
+        }
+        if (!in || !same_readers(b, tg, x, s, t))
+            continue;
+        int first = x->n_devs == e->dev_off;
+        for (int i = 0; first && i < s->n_dev; i++)
+            if (put_dev(x, b->ipool[s->dev_off + i]))
+                return -1;
+        ss_region reg;
+        task_weight_region(b, tg, b->wr[s->first].task, s->w, &reg);
+        if (put_item(x, s->w, &reg))
+            return -1;
+    }
+    e->n_dev = x->n_devs - e->dev_off;
+    e->n_item = x->n_items - e->item_off;
+    return 0;
+}
+
 void ss_build_descs_clear(ss_build_descs *x)
 {
     ss_free(x->t);
@@ -78,12 +145,6 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
     if (!b->plan || b->lean || !tg->finalized || !b->tiles)
         return ss_diag_set(d, SS_ERR_INVALID,
                            "runtime: no task graph built to describe (or a lean build)");
-    if (b->set.distopt == SS_ZERO3)
-        return ss_diag_set(d, SS_ERR_UNSUPPORTED,
-                           "runtime: the plan shards its weights (distopt 3, ZeRO-3 / FSDP); the "
-                           "runtime executes the distributed optimizer (distopt 1) but not "
-                           "ZeRO-3's weight all-gathers: simulate the plan, or run it with "
-                           "distopt 1");
     int n = tg->n_tasks, *sh_of = NULL, *join_of = NULL;
     if (!(x->t = ss_malloc((size_t)(n > 0 ? n : 1) * sizeof *x->t)) ||
         !(sh_of = ss_malloc((size_t)(n > 0 ? n : 1) * sizeof *sh_of)) ||
@@ -170,6 +231,11 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
             e->n_item = x->n_items - e->item_off;
             continue;
         }
+        if (tag == SS_BUILD_COLL_PARAM) {
+            if (describe_param(b, tg, x, e, t))
+                goto nomem;
+            continue;
+        }
         if (tag != SS_BUILD_COLL_GRAD) {
             e->grad = tag == SS_BUILD_COLL_GATHER || tag == SS_BUILD_COLL_GRADSUM ||
                       tag == SS_BUILD_COLL_REPSUM || tag == SS_BUILD_COLL_BCAST;
@@ -238,18 +304,28 @@ ss_status ss_build_describe(const ss_builder *b, const ss_taskgraph *tg, ss_buil
         }
         e->n_item = x->n_items - e->item_off;
     }
-    /* a split bucket's parts: the collectives sharing its join, by id */
+    /* a split bucket's parts: the collectives sharing its join, by id;
+     * under ZeRO-3 they are parts x micro-batches (build_weights.c
+     * close_bucket: collective q reduces part q / M of micro-batch q % M,
+     * M the micro-batches of the bucket's first shard's writers) */
     for (int t = 0; t < n; t++) {
         if (join_of[t] < 0)
             continue;
-        int part = 0, parts = 0;
+        int part = 0, parts = 0, M = 1;
         for (int s = 0; s < n; s++)
             if (join_of[s] == join_of[t]) {
                 part += s < t;
                 parts++;
             }
-        x->t[t].part = part;
-        x->t[t].n_parts = parts;
+        for (int u = 0; dist == SS_ZERO3 && u < n && M == 1; u++)
+            if (tg->kind[u] == SS_TASK_UPDATE && sh_of[u] >= 0 &&
+                x->t[u].tensor == x->items[x->t[t].item_off].tensor) {
+                const shard *s = &b->sh[sh_of[u]];
+                for (int i = s->first; i < s->first + s->count; i++)
+                    M = b->tiles[b->wr[i].j].mb + 1 > M ? b->tiles[b->wr[i].j].mb + 1 : M;
+            }
+        x->t[t].part = part / M;
+        x->t[t].n_parts = parts / M;
     }
     ss_free(sh_of);
     ss_free(join_of);
