@@ -120,9 +120,7 @@ static int describe_param(const ss_builder *b, const ss_taskgraph *tg, ss_build_
         for (int i = 0; first && i < s->n_dev; i++)
             if (put_dev(x, b->ipool[s->dev_off + i]))
                 return -1;
-        ss_region reg;
-        task_weight_region(b, tg, b->wr[s->first].task, s->w, &reg);
-        if (put_item(x, s->w, &reg))
+        if (put_item(x, s->w, &s->reg))
             return -1;
     }
     e->n_dev = x->n_devs - e->dev_off;
