@@ -1263,7 +1263,8 @@ void ss_build_task_name(void *ctx, const ss_taskgraph *tg, int task, char *buf, 
             snprintf(buf, n, "allreduce split grads over tensor-parallel group %d",
                      tg->tile[task]);
         else if (tg->aux[task] == SS_BUILD_COLL_GRAD)
-            snprintf(buf, n, "allreduce grads bucket %d (%s ...)", tg->tile[task], name);
+            snprintf(buf, n, "%s grads bucket %d (%s ...)",
+                     b->set.distopt ? "reduce-scatter" : "allreduce", tg->tile[task], name);
         else if (tg->aux[task] == SS_BUILD_COLL_PARTIAL)
             snprintf(buf, n, "allreduce partial sums %s", name);
         else if (tg->aux[task] == SS_BUILD_COLL_SCATTER)
