@@ -2,7 +2,8 @@
 # bench_runtime.sh — measured vs predicted iteration time of `simsearch run`
 # on this machine: 2 MPI ranks, BLAS pinned to one thread per rank, costs
 # from a profile database measured here by `simsearch profile` (CPU time,
-# one BLAS thread) for exactly the tiles each plan runs. Plans: DP, TP, PP
+# one BLAS thread, each tile the median of 15 cold-cache passes) for
+# exactly the tiles each plan runs. Plans: DP, TP, PP
 # and a searched plan, of an MLP and a small fp32 GPT. Prints one line per
 # run (predicted ms; measured wall ms and error; measured iteration CPU
 # time, max over ranks, and its error: MPI waits spin, so it is what the
@@ -75,7 +76,7 @@ for m in "$mlp 64" "$out/gpt.json 8"; do
   searched=$out/searched-$(basename "$model" | tr ':,=' '___').json
   for plan in data-parallel megatron:tp=2 megatron:pp=2,mb=4 "$searched"; do
     "$bin" profile --model "$model" --batch "$batch" --topology "$topo" --plan "$plan" \
-      --db "$db" --reps 5 --warmup 1 --cpu-time >/dev/null 2>&1 || { echo "profile failed"; exit 1; }
+      --db "$db" --reps 15 --warmup 1 --cpu-time >/dev/null 2>&1 || { echo "profile failed"; exit 1; }
     nice -n "${NICE:-0}" mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 -np 2 "$bin" run \
       --model "$model" --batch "$batch" --topology "$topo" --plan "$plan" --db "$db" \
       --iterations 10 --warmup 2 --json >"$out/run.json" 2>"$out/run.err" ||
