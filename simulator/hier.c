@@ -745,8 +745,10 @@ static ss_status pipeline(ss_hier *h, const ss_plan *p, double *end_b, double *b
         lend[s] = 0;
     }
     for (int t = 0; z3 && t < tg->n_tasks; t++) {
+        if (ss_taskgraph_n_res(tg, t) != 1)
+            continue; /* a join holds no resource: nothing to read */
         int r = ss_taskgraph_res(tg, t)[0] - P - 3 * C;
-        if (ss_taskgraph_n_res(tg, t) == 1 && r >= 0 && er->end[t] > lend[r])
+        if (r >= 0 && er->end[t] > lend[r])
             lend[r] = er->end[t];
     }
     for (int c = 0; c < C; c++) {
