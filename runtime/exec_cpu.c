@@ -589,6 +589,11 @@ static void run_update(rt_iter *x, int task)
     ss_rt_record(x, task, 0, w0, w1, 0, 0);
 }
 
+static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r);
+
+/* A transfer: the sender packs its region, the receiver lays it back (a
+ * value overwrites, a gradient adds). A region contiguous in its tensor is
+ * sent from it and a value received into it: no packing copies. */
 static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
 {
     ss_rt_state *s = x->s;
@@ -616,10 +621,15 @@ static ss_status run_xfer(rt_iter *x, int step, ss_diag *d)
     ss_status st = grow_scratch(s, n, d);
     if (st != SS_OK)
         return st;
+    int64_t at = e->parts > 1 ? -1 : contiguous_at(T->shape, T->ndim, &e->reg);
+    float *in_place = at >= 0 ? (float *)((char *)src + (size_t)at * ss_dtype_size(T->dtype)) : NULL;
     double w0 = ss_rt_now_ms();
     if (e->src == s->rank) {
-        ss_rt_region_io(T, src, &e->reg, s->scratch, 0);
-        st = x->c->send_f32(x->c->ctx, e->dst, s->scratch + lo, hi - lo, d);
+        if (!in_place)
+            ss_rt_region_io(T, src, &e->reg, s->scratch, 0);
+        st = x->c->send_f32(x->c->ctx, e->dst, (in_place ? in_place : s->scratch) + lo, hi - lo, d);
+    } else if (in_place && !defer && !e->grad) {
+        st = x->c->recv_f32(x->c->ctx, e->src, in_place, n, d);
     } else {
         /* the whole region goes back: the received part (a slice of it for a
          * scatter-gather send), around it the value held, or no gradient */
