@@ -107,13 +107,20 @@ void ss_rt_walk(const int64_t *sh, int nd, const ss_region *r, ss_rt_row_fn fn, 
         if (r->r[k].hi <= r->r[k].lo)
             return;
     }
+    /* a row spans dim j and every later dim, which the region covers whole
+     * (one call per contiguous run, not per innermost row) */
+    int j = nd - 1;
+    while (j > 0 && r->r[j].lo == 0 && r->r[j].hi == sh[j]) {
+        j--;
+        len *= r->r[j].hi - r->r[j].lo;
+    }
     for (;;) {
         int64_t toff = 0;
         for (int k = 0; k < nd; k++)
             toff = toff * sh[k] + idx[k];
         fn(ctx, toff, roff, len);
         roff += len;
-        int k = nd - 2;
+        int k = j - 1;
         while (k >= 0 && ++idx[k] == r->r[k].hi) {
             idx[k] = r->r[k].lo;
             k--;

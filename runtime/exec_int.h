@@ -109,8 +109,9 @@ extern const rt_backend ss_rt_cpu_backend;
 const rt_backend *ss_rt_cuda_backend(void);
 
 /* Walk region r of a row-major tensor of shape sh (nd dims): fn gets the
- * offset (elements) of each innermost row in the tensor and in the dense
- * region buffer, and the row length. */
+ * offset (elements) of each run of the region contiguous in the tensor (an
+ * innermost row, or several when the region covers the inner dims whole) in
+ * the tensor and in the dense region buffer, and the run's length. */
 typedef void (*ss_rt_row_fn)(void *ctx, int64_t toff, int64_t roff, int64_t len);
 void ss_rt_walk(const int64_t *sh, int nd, const ss_region *r, ss_rt_row_fn fn, void *ctx);
 /* Copy between region r of tensor T's buffer tbuf and a dense buffer:
