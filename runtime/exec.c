@@ -233,7 +233,7 @@ static void fill(const ss_graph *g, int t, void *b, uint64_t seed)
         ((float *)b)[i] = (float)(scale * rng_unit(&s));
 }
 
-static void *zalloc(size_t n)
+void *ss_rt_zalloc(size_t n)
 {
     size_t m = (n + SS_KERNEL_ALIGN - 1) / SS_KERNEL_ALIGN * SS_KERNEL_ALIGN;
     void *b = aligned_alloc(SS_KERNEL_ALIGN, m ? m : SS_KERNEL_ALIGN);
@@ -327,15 +327,15 @@ static ss_status setup(ss_rt_state *s, uint64_t seed, int adam, ss_diag *d)
                                "(zoo transformers: precision=fp32)",
                                T->name, ss_dtype_name(T->dtype)),
                    SS_ERR_UNSUPPORTED;
-        if (!(s->buf[t] = zalloc((size_t)s->vol[t] * ss_dtype_size(T->dtype))))
+        if (!(s->buf[t] = ss_rt_zalloc((size_t)s->vol[t] * ss_dtype_size(T->dtype))))
             return ss_rt_nomem(d);
-        if (T->dtype == SS_F32 && !(s->grad[t] = zalloc((size_t)s->vol[t] * sizeof(float))))
+        if (T->dtype == SS_F32 && !(s->grad[t] = ss_rt_zalloc((size_t)s->vol[t] * sizeof(float))))
             return ss_rt_nomem(d);
         if (T->is_weight || (T->producer >= 0 && ss_graph_op(g, T->producer)->type == SS_OP_INPUT))
             fill(g, t, s->buf[t], seed);
         if (adam && T->is_weight &&
-            (!(s->adam_m[t] = zalloc((size_t)s->vol[t] * sizeof(float))) ||
-             !(s->adam_v[t] = zalloc((size_t)s->vol[t] * sizeof(float)))))
+            (!(s->adam_m[t] = ss_rt_zalloc((size_t)s->vol[t] * sizeof(float))) ||
+             !(s->adam_v[t] = ss_rt_zalloc((size_t)s->vol[t] * sizeof(float)))))
             return ss_rt_nomem(d);
     }
     int cap = 0;

@@ -71,15 +71,6 @@ static ss_status hold(ss_rt_state *s, int i, int64_t n, float **out, ss_diag *d)
     return SS_OK;
 }
 
-static void *zalloc(size_t n)
-{
-    size_t m = (n + SS_KERNEL_ALIGN - 1) / SS_KERNEL_ALIGN * SS_KERNEL_ALIGN;
-    void *b = aligned_alloc(SS_KERNEL_ALIGN, m ? m : SS_KERNEL_ALIGN);
-    if (b)
-        memset(b, 0, m ? m : SS_KERNEL_ALIGN);
-    return b;
-}
-
 static void cpu_release(ss_rt_state *s)
 {
     cpu_state *cs = s->bs;
@@ -355,15 +346,15 @@ static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
         ss_kargs *a = &s->tiles[i].a;
         for (int x = 0; x < a->n_x; x++) {
             size_t b = ss_kernel_x_bytes(a, x);
-            if (!(a->x[x] = zalloc(b)) || (a->xt[x] == SS_F32 && !(a->dx[x] = zalloc(b))))
+            if (!(a->x[x] = ss_rt_zalloc(b)) || (a->xt[x] == SS_F32 && !(a->dx[x] = ss_rt_zalloc(b))))
                 return ss_rt_nomem(d);
         }
         for (int k = 0; k < a->n_y; k++) {
             size_t b = ss_kernel_y_bytes(a, k);
-            if (!(a->y[k] = zalloc(b)) || !(a->dy[k] = zalloc(b)))
+            if (!(a->y[k] = ss_rt_zalloc(b)) || !(a->dy[k] = ss_rt_zalloc(b)))
                 return ss_rt_nomem(d);
         }
-        if (!(a->saved = zalloc(a->saved_bytes)) || !(a->work = zalloc(a->work_bytes)))
+        if (!(a->saved = ss_rt_zalloc(a->saved_bytes)) || !(a->work = ss_rt_zalloc(a->work_bytes)))
             return ss_rt_nomem(d);
     }
     if ((st = zero_list(s, d)) != SS_OK)

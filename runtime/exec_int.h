@@ -122,6 +122,9 @@ void ss_rt_region_io(const ss_tensor *T, void *tbuf, const ss_region *r, void *d
  * bits packed and laid back as is (modes 0 and 3 above copy bytes), since
  * the transport moves 4-byte words and nothing adds them. */
 int ss_rt_xfer_movable(const ss_tensor *T, int grad);
+/* n bytes, zeroed, aligned to SS_KERNEL_ALIGN (at least one alignment
+ * unit); release with free(); NULL when out of memory. */
+void *ss_rt_zalloc(size_t n);
 /* Slice k of n of vol elements (the distributed optimizer's). */
 void ss_rt_slice_of(int64_t vol, int k, int n, int64_t *lo, int64_t *hi);
 /* Operand i of op (inputs, then weights): its tensor. */

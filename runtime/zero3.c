@@ -37,15 +37,6 @@ struct rt_z3 {
     const ss_rt_comm *c;
 };
 
-static void *zalloc(size_t n)
-{
-    size_t m = (n + SS_KERNEL_ALIGN - 1) / SS_KERNEL_ALIGN * SS_KERNEL_ALIGN;
-    void *b = aligned_alloc(SS_KERNEL_ALIGN, m ? m : SS_KERNEL_ALIGN);
-    if (b)
-        memset(b, 0, m ? m : SS_KERNEL_ALIGN);
-    return b;
-}
-
 static void add_held(rt_z3 *z, int64_t b)
 {
     z->held += b;
@@ -279,7 +270,7 @@ static ss_status ensure_full(rt_z3 *z, ss_rt_state *s, void **slot, int w, ss_di
 {
     if (*slot)
         return SS_OK;
-    if (!(*slot = zalloc((size_t)s->vol[w] * sizeof(float))))
+    if (!(*slot = ss_rt_zalloc((size_t)s->vol[w] * sizeof(float))))
         return ss_rt_nomem(d);
     add_held(z, s->vol[w] * (int64_t)sizeof(float));
     return SS_OK;
@@ -316,7 +307,7 @@ static ss_status gather_before(rt_z3 *z, ss_rt_state *s, int step, ss_diag *d)
 
 static ss_status alloc_copy(rt_z3 *z, void **slot, size_t b, ss_diag *d)
 {
-    if (!(*slot = zalloc(b)))
+    if (!(*slot = ss_rt_zalloc(b)))
         return ss_rt_nomem(d);
     add_held(z, (int64_t)b);
     return SS_OK;

@@ -18,28 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct job {
-    const ss_machine *m;
-    ss_costmodel *cm;
-    const ss_graph *g;
-    const ss_plan *p;
-    ss_rt_config cfg;
-    tcomm tc;
-    ss_rt_comm comm;
-    ss_rt_state *st;
-    ss_rt_result res;
-    ss_status status;
-    ss_diag d;
-} job;
-
-static void *run_job(void *arg)
-{
-    job *j = arg;
-    ss_diag_init(&j->d);
-    j->status = ss_rt_train(j->g, j->m, j->cm, j->p, &j->cfg, &j->comm, &j->st, &j->res, &j->d);
-    return NULL;
-}
-
 /* ------------------------------------------------------------ fixtures */
 
 /* A two-GPU topology: its communication does not occupy the compute
@@ -98,7 +76,7 @@ static void run_plan(const char *model, int batch, const char *spec, plan_fn mak
     sh.drop = fault == 1;
     sh.shuffle = fault == 2;
     pthread_barrier_init(&sh.bar, NULL, 2);
-    job j[2];
+    tc_job j[2];
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
         memset(&j[r], 0, sizeof j[r]);
@@ -111,10 +89,10 @@ static void run_plan(const char *model, int batch, const char *spec, plan_fn mak
     }
     if (sh.drop) { /* no barrier: run the ranks one after the other */
         for (int r = 0; r < 2; r++)
-            run_job(&j[r]);
+            tc_run_job(&j[r]);
     } else {
         for (int r = 0; r < 2; r++)
-            assert_int_equal(pthread_create(&th[r], NULL, run_job, &j[r]), 0);
+            assert_int_equal(pthread_create(&th[r], NULL, tc_run_job, &j[r]), 0);
         for (int r = 0; r < 2; r++)
             pthread_join(th[r], NULL);
     }

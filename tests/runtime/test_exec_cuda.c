@@ -26,28 +26,6 @@ static const char *h100x2 =
     "\"infiniband\", \"gbps\": 50.0, \"latency_us\": 1.0, \"nics_per_node\": 2, \"pcie_gbps\": "
     "63.0, \"pcie_latency_us\": 2.0}}}";
 
-typedef struct job {
-    const ss_machine *m;
-    ss_costmodel *cm;
-    const ss_graph *g;
-    const ss_plan *p;
-    ss_rt_config cfg;
-    tcomm tc;
-    ss_rt_comm comm;
-    ss_rt_state *st;
-    ss_rt_result res;
-    ss_status status;
-    ss_diag d;
-} job;
-
-static void *run_job(void *arg)
-{
-    job *j = arg;
-    ss_diag_init(&j->d);
-    j->status = ss_rt_train(j->g, j->m, j->cm, j->p, &j->cfg, &j->comm, &j->st, &j->res, &j->d);
-    return NULL;
-}
-
 static ss_rt_config cfg = {4, 1, 0.05, 7, 0, 0, 1, -1};
 
 /* Train spec on `ranks` GPU ranks (threads) and compare every rank with the
@@ -79,7 +57,7 @@ static void check(const char *spec, int ranks, int adam)
     tc_shared sh;
     memset(&sh, 0, sizeof sh);
     pthread_barrier_init(&sh.bar, NULL, (unsigned)ranks);
-    job j[2];
+    tc_job j[2];
     pthread_t th[2];
     for (int r = 0; r < ranks; r++) {
         memset(&j[r], 0, sizeof j[r]);
@@ -95,7 +73,7 @@ static void check(const char *spec, int ranks, int adam)
             tc_init(&j[r].tc, &sh, r, &j[r].comm);
     }
     for (int r = 0; r < ranks; r++)
-        assert_int_equal(pthread_create(&th[r], NULL, run_job, &j[r]), 0);
+        assert_int_equal(pthread_create(&th[r], NULL, tc_run_job, &j[r]), 0);
     for (int r = 0; r < ranks; r++)
         pthread_join(th[r], NULL);
     for (int r = 0; r < ranks; r++) {

@@ -22,28 +22,6 @@
 #define MLP "mlp:layers=2,hidden=64,in=32"
 #define GPT "gpt:layers=2,hidden=64,heads=4,seq=16,vocab=128,vocab_pad=0,dropout=0,precision=fp32"
 
-typedef struct job {
-    const ss_machine *m;
-    ss_costmodel *cm;
-    const ss_graph *g;
-    const ss_plan *p;
-    ss_rt_config cfg;
-    tcomm tc;
-    ss_rt_comm comm;
-    ss_rt_state *st;
-    ss_rt_result res;
-    ss_status status;
-    ss_diag d;
-} job;
-
-static void *run_job(void *arg)
-{
-    job *j = arg;
-    ss_diag_init(&j->d);
-    j->status = ss_rt_train(j->g, j->m, j->cm, j->p, &j->cfg, &j->comm, &j->st, &j->res, &j->d);
-    return NULL;
-}
-
 /* The fault: every all-gather names its group in reverse order (each
  * member's slice lands in the other's place). */
 static int reverse_gathers;
@@ -113,7 +91,7 @@ static void run_model(const char *model, int batch, const char *spec, outcome *o
     tc_shared sh;
     memset(&sh, 0, sizeof sh);
     pthread_barrier_init(&sh.bar, NULL, 2);
-    job j[2];
+    tc_job j[2];
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
         memset(&j[r], 0, sizeof j[r]);
@@ -126,7 +104,7 @@ static void run_model(const char *model, int batch, const char *spec, outcome *o
         j[r].comm.allgather_f32 = rev_ag;
     }
     for (int r = 0; r < 2; r++)
-        assert_int_equal(pthread_create(&th[r], NULL, run_job, &j[r]), 0);
+        assert_int_equal(pthread_create(&th[r], NULL, tc_run_job, &j[r]), 0);
     for (int r = 0; r < 2; r++)
         pthread_join(th[r], NULL);
     memset(o, 0, sizeof *o);

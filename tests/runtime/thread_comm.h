@@ -1,6 +1,7 @@
 /*
  * thread_comm.h — the runtime tests' in-process communicator (included by
- * tests/runtime/test_exec.c and test_exec_cuda.c): two "ranks" as threads
+ * tests/runtime/test_exec.c, test_exec_cuda.c and test_exec_zero3.c, with
+ * tc_job / tc_run_job, one thread rank's training run): two "ranks" as threads
  * with an ss_rt_comm (runtime/exec.h) in memory — all-reduce (sum, max) of
  * floats and doubles, send / receive, barrier, broadcast, reduce-scatter,
  * all-gather and all-to-all — that checks what the ranks hand it (both
@@ -245,6 +246,31 @@ static void tc_init(tcomm *t, tc_shared *sh, int rank, ss_rt_comm *c)
     t->rank = rank;
     *c = (ss_rt_comm){rank,   2,        t,          tc_f32, tc_f64, tc_send, tc_recv,
                       tc_barrier, tc_bcast, tc_rs, tc_ag,  tc_a2a};
+}
+
+/* One thread rank's run of ss_rt_train (tc_run_job is its thread body):
+ * the caller fills m, cm, g, p, cfg and comm (tc_init), then reads st,
+ * res, status and d after the join. */
+typedef struct tc_job {
+    const ss_machine *m;
+    ss_costmodel *cm;
+    const ss_graph *g;
+    const ss_plan *p;
+    ss_rt_config cfg;
+    tcomm tc;
+    ss_rt_comm comm;
+    ss_rt_state *st;
+    ss_rt_result res;
+    ss_status status;
+    ss_diag d;
+} tc_job;
+
+static inline void *tc_run_job(void *arg)
+{
+    tc_job *j = arg;
+    ss_diag_init(&j->d);
+    j->status = ss_rt_train(j->g, j->m, j->cm, j->p, &j->cfg, &j->comm, &j->st, &j->res, &j->d);
+    return NULL;
 }
 
 #endif
