@@ -780,6 +780,17 @@ void ss_rt_record(rt_iter *x, int task, int tid, double w0, double w1, double by
     s->ev[s->n_ev++] = (rt_event){task, tid, (w0 - x->t0) * 1e3, (w1 - w0) * 1e3, bytes};
 }
 
+void ss_rt_record_compute(rt_iter *x, int task, double w0, double c0)
+{
+    double c1 = ss_rt_cpu_ms() - c0;
+    x->comp_cpu_ms += c1;
+    if (x->r && x->r->cls_cpu_ms)
+        x->r->cls_cpu_ms[ss_rt_task_class(x->s, task)] += c1;
+    double w1 = ss_rt_now_ms();
+    x->comp_ms += w1 - w0;
+    ss_rt_record(x, task, 0, w0, w1, 0, 0);
+}
+
 int ss_rt_loss_owner(const ss_rt_state *s, const rt_tile *tl)
 {
     if (ss_graph_op(s->g, tl->op)->type != SS_OP_SOFTMAX_CE)

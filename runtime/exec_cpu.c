@@ -513,13 +513,7 @@ static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
             ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->xr[xi], a->dx[xi], 1);
         }
     }
-    double c1 = ss_rt_cpu_ms() - c0;
-    x->comp_cpu_ms += c1;
-    if (x->r && x->r->cls_cpu_ms)
-        x->r->cls_cpu_ms[ss_rt_task_class(s, task)] += c1;
-    double w1 = ss_rt_now_ms();
-    x->comp_ms += w1 - w0;
-    ss_rt_record(x, task, 0, w0, w1, 0, 0);
+    ss_rt_record_compute(x, task, w0, c0);
     if (s->combine_after[task]) {
         int first = tl->idx - tl->idx % red;
         return ce_combine(x, tl->op, first, red, &s->rank, 1, d);
@@ -571,13 +565,7 @@ static void run_update(rt_iter *x, int task)
     upd_ctx u = {s, e->tensor, 0, 0, 0, x->lr, 1 - pow(0.9, s->step), 1 - pow(0.999, s->step)};
     ss_rt_slice_of(ss_region_volume(&e->reg), e->split_k, e->split_n, &u.lo, &u.hi);
     ss_rt_walk(T->shape, T->ndim, &e->reg, upd_row, &u);
-    double c1 = ss_rt_cpu_ms() - c0;
-    x->comp_cpu_ms += c1;
-    if (x->r && x->r->cls_cpu_ms)
-        x->r->cls_cpu_ms[ss_rt_task_class(s, task)] += c1;
-    double w1 = ss_rt_now_ms();
-    x->comp_ms += w1 - w0;
-    ss_rt_record(x, task, 0, w0, w1, 0, 0);
+    ss_rt_record_compute(x, task, w0, c0);
 }
 
 static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r);

@@ -150,6 +150,10 @@ double ss_rt_cpu_ms(void);
 /* Record a task of the last iteration: its class's sums (comm: its CPU time
  * counted as its wall time), its trace event on thread tid when tracing. */
 void ss_rt_record(rt_iter *x, int task, int tid, double w0, double w1, double bytes, int comm);
+/* Close a compute task begun at wall w0 and CPU c0 (ss_rt_now_ms,
+ * ss_rt_cpu_ms): its CPU and wall time into the iteration's compute sums
+ * and its class's, and its record (ss_rt_record, thread 0). */
+void ss_rt_record_compute(rt_iter *x, int task, double w0, double c0);
 /* Whether loss tile tl counts its region in the loss sum (one tile per
  * region over the ranks: replica 0, reduction slice 0, the unit's first
  * device). */

@@ -475,13 +475,7 @@ int ss_rt_z3_update(rt_z3 *z, rt_iter *x, int task)
             w->w[i] -= (float)(x->lr * (w->m[i] / c1) / (sqrt(w->v[i] / c2) + eps));
         }
     }
-    double c1 = ss_rt_cpu_ms() - c0;
-    x->comp_cpu_ms += c1;
-    if (x->r && x->r->cls_cpu_ms)
-        x->r->cls_cpu_ms[ss_rt_task_class(s, task)] += c1;
-    double w1 = ss_rt_now_ms();
-    x->comp_ms += w1 - w0;
-    ss_rt_record(x, task, 0, w0, w1, 0, 0);
+    ss_rt_record_compute(x, task, w0, c0);
     return 1;
 }
 
