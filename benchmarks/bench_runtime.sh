@@ -3,7 +3,8 @@
 # on this machine: 2 MPI ranks, BLAS pinned to one thread per rank, costs
 # from a profile database measured here by `simsearch profile` (CPU time,
 # one BLAS thread, each tile the median of 15 cold-cache passes) for
-# exactly the tiles each plan runs. Plans: DP, TP, PP
+# exactly the tiles each plan runs, views included (--views: the runtime
+# copies reshapes and view splits and transposes). Plans: DP, TP, PP
 # and a searched plan, of an MLP and a small fp32 GPT. Prints one line per
 # run (predicted ms; measured wall ms and error; measured iteration CPU
 # time, max over ranks, and its error: MPI waits spin, so it is what the
@@ -11,7 +12,8 @@
 # and the load (uptime) before and after; RESULTS.md "Runtime (issue 30)"
 # keeps the figures. The exit status counts wall errors above 15%.
 # The links are measured first: `simsearch probe` (MPI ping-pong and
-# all-reduce between the 2 ranks, 32 KiB to 16 MiB) is fitted to the
+# all-reduce between the 2 ranks, 32 KiB to 16 MiB, of freshly written
+# data in rotating buffers, as an iteration sends it) is fitted to the
 # simulator's alpha-beta forms (point-to-point: latency + bytes / gbps;
 # 2-rank ring all-reduce: 2 latencies + (bytes + coll_half_bytes) /
 # (gbps x coll_eff), least relative squares) and written with
@@ -76,7 +78,7 @@ for m in "$mlp 64" "$out/gpt.json 8"; do
   searched=$out/searched-$(basename "$model" | tr ':,=' '___').json
   for plan in data-parallel megatron:tp=2 megatron:pp=2,mb=4 "$searched"; do
     "$bin" profile --model "$model" --batch "$batch" --topology "$topo" --plan "$plan" \
-      --db "$db" --reps 15 --warmup 1 --cpu-time >/dev/null 2>&1 || { echo "profile failed"; exit 1; }
+      --db "$db" --reps 15 --warmup 1 --cpu-time --views >/dev/null 2>&1 || { echo "profile failed"; exit 1; }
     nice -n "${NICE:-0}" mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1 -np 2 "$bin" run \
       --model "$model" --batch "$batch" --topology "$topo" --plan "$plan" --db "$db" \
       --iterations 10 --warmup 2 --json >"$out/run.json" 2>"$out/run.err" ||

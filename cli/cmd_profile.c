@@ -29,7 +29,7 @@
 typedef struct opts {
     ss_cli_common c;
     const char *device, *devtype, *db;
-    int candidates, warm_cache, cpu_time;
+    int candidates, warm_cache, cpu_time, views;
     long long reps, warmup;
 } opts;
 
@@ -55,6 +55,10 @@ static const ss_cli_optdef options[] = {
                     "CPU: keep the tile's buffers in the caches between passes\n"
                     "(default: evict them before every timed pass, as the rest\n"
                     "of a training iteration does)"),
+    SS_CLI_FLAG_ROW(opts, "--views", views,
+                    "also measure the views (reshapes, and the splits and\n"
+                    "transposes their consumers read in place): `simsearch run`\n"
+                    "copies them, a framework does not (default: they cost 0)"),
     SS_CLI_FLAG_ROW(opts, "--cpu-time", cpu_time,
                     "CPU: time by the process's CPU time, not wall time (on a\n"
                     "shared machine other jobs' preemption then does not count;\n"
@@ -112,10 +116,12 @@ typedef struct items {
     int n, cap;
 } items;
 
-static int is_view(const ss_op *op)
+/* Not measured: inputs (data arrives), and views unless asked (--views). */
+static int skipped_op(const ss_op *op, int views)
 {
-    return op->type == SS_OP_INPUT || op->type == SS_OP_RESHAPE ||
-           ((op->type == SS_OP_SPLIT || op->type == SS_OP_TRANSPOSE) && op->attrs.view);
+    return op->type == SS_OP_INPUT ||
+           (!views && (op->type == SS_OP_RESHAPE ||
+                       ((op->type == SS_OP_SPLIT || op->type == SS_OP_TRANSPOSE) && op->attrs.view)));
 }
 
 static int add_item(items *it, const ss_graph *g, int opi, const ss_tile *t)
@@ -173,11 +179,11 @@ static int add_config(items *it, const ss_graph *g, const ss_machine *m, int opi
 }
 
 static int collect(items *it, const ss_graph *g, const ss_machine *m, const ss_plan *p,
-                   int type, ss_diag *d)
+                   int type, int views, ss_diag *d)
 {
     if (p) {
         for (int i = 0; i < ss_graph_n_ops(g); i++)
-            if (!is_view(ss_graph_op(g, i)) &&
+            if (!skipped_op(ss_graph_op(g, i), views) &&
                 add_config(it, g, m, i, ss_plan_config(p, i), type))
                 return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
         return SS_OK;
@@ -193,7 +199,7 @@ static int collect(items *it, const ss_graph *g, const ss_machine *m, const ss_p
         return ss_diag_set(d, SS_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < ss_graph_n_ops(g) && st == SS_OK; i++) {
-        if (is_view(ss_graph_op(g, i)))
+        if (skipped_op(ss_graph_op(g, i), views))
             continue;
         ss_pconfig prev = {0}, c = {0};
         int have_prev = 0;
@@ -305,7 +311,7 @@ static int run(const opts *o, ss_machine *m, ss_graph *g, ss_plan *p)
     int rc = SS_EXIT_OK;
     if (ss_profile_db_open(o->db, &have, &d) != SS_OK)
         return ss_cli_fail(&d);
-    if (collect(&it, g, m, p, type, &d) != SS_OK) {
+    if (collect(&it, g, m, p, type, o->views, &d) != SS_OK) {
         rc = ss_cli_fail(&d);
         goto out;
     }

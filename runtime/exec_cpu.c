@@ -96,17 +96,22 @@ static void cpu_release(ss_rt_state *s)
         s->bs = NULL;
     }
     for (int i = 0; i < s->n_tiles; i++) {
-        ss_kargs *a = &s->tiles[i].a;
+        rt_tile *tl = &s->tiles[i];
+        ss_kargs *a = &tl->a;
         for (int x = 0; x < a->n_x; x++) {
-            free(a->x[x]);
+            if (!(tl->view_x >> x & 1))
+                free(a->x[x]);
             free(a->dx[x]);
             a->x[x] = a->dx[x] = NULL;
         }
         for (int k = 0; k < a->n_y; k++) {
-            free(a->y[k]);
-            free(a->dy[k]);
+            if (!(tl->view_y >> k & 1))
+                free(a->y[k]);
+            if (!(tl->view_dy >> k & 1))
+                free(a->dy[k]);
             a->y[k] = a->dy[k] = NULL;
         }
+        tl->view_x = tl->view_y = tl->view_dy = 0;
         free(a->saved);
         free(a->work);
         a->saved = a->work = NULL;
@@ -308,6 +313,17 @@ static ss_status zero_list(ss_rt_state *s, ss_diag *d)
     return SS_OK;
 }
 
+static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r);
+
+/* Where region r of tensor t lies in its buffer b when it is contiguous
+ * there, else NULL (no buffer: NULL). */
+static void *view_at(const ss_graph *g, int t, void *b, const ss_region *r)
+{
+    const ss_tensor *T = ss_graph_tensor(g, t);
+    int64_t at = b ? contiguous_at(T->shape, T->ndim, r) : -1;
+    return at >= 0 ? (char *)b + (size_t)at * ss_dtype_size(T->dtype) : NULL;
+}
+
 static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
 {
     cpu_state *cs = calloc(1, sizeof *cs);
@@ -342,16 +358,35 @@ static ss_status cpu_prepare(ss_rt_state *s, const ss_rt_comm *c, ss_diag *d)
         cs->defer[i] = (char)(x->stream != 0 && x->lays_back && !ce && !a2a &&
                               !ss_rt_z3_coll(s, x->task));
     }
+    /* a tile reads its operands and output gradients, and writes an output
+     * it does not sum, in the tensors themselves where its region is
+     * contiguous there (views, as a framework's kernels run on its tensors):
+     * no copy in or out. Gradients it adds (dx) have buffers of their own;
+     * ZeRO-3 moves weights between buffers, so its tiles keep copies. */
+    int views = ss_plan_settings_get(s->p)->distopt != SS_ZERO3;
     for (int i = 0; i < s->n_tiles; i++) {
-        ss_kargs *a = &s->tiles[i].a;
+        rt_tile *tl = &s->tiles[i];
+        ss_kargs *a = &tl->a;
+        const ss_op *op = ss_graph_op(s->g, tl->op);
         for (int x = 0; x < a->n_x; x++) {
             size_t b = ss_kernel_x_bytes(a, x);
-            if (!(a->x[x] = ss_rt_zalloc(b)) || (a->xt[x] == SS_F32 && !(a->dx[x] = ss_rt_zalloc(b))))
+            int t = ss_rt_operand_tensor(op, x);
+            void *v = views ? view_at(s->g, t, s->buf[t], &a->xr[x]) : NULL;
+            if (v)
+                tl->view_x |= 1u << x;
+            if (!(a->x[x] = v ? v : ss_rt_zalloc(b)) ||
+                (a->xt[x] == SS_F32 && !(a->dx[x] = ss_rt_zalloc(b))))
                 return ss_rt_nomem(d);
         }
+        int red = ss_plan_config(s->p, tl->op)->red;
         for (int k = 0; k < a->n_y; k++) {
             size_t b = ss_kernel_y_bytes(a, k);
-            if (!(a->y[k] = ss_rt_zalloc(b)) || !(a->dy[k] = ss_rt_zalloc(b)))
+            int t = op->outputs[k];
+            void *v = views && red <= 1 ? view_at(s->g, t, s->buf[t], &a->yr[k]) : NULL;
+            void *dv = views ? view_at(s->g, t, s->grad[t], &a->yr[k]) : NULL;
+            tl->view_y |= v ? 1u << k : 0;
+            tl->view_dy |= dv ? 1u << k : 0;
+            if (!(a->y[k] = v ? v : ss_rt_zalloc(b)) || !(a->dy[k] = dv ? dv : ss_rt_zalloc(b)))
                 return ss_rt_nomem(d);
         }
         if (!(a->saved = ss_rt_zalloc(a->saved_bytes)) || !(a->work = ss_rt_zalloc(a->work_bytes)))
@@ -484,13 +519,16 @@ static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
     if (tg->kind[task] == SS_TASK_FWD) {
         for (int xi = 0; xi < a->n_x; xi++) {
             int t = ss_rt_operand_tensor(op, xi);
-            ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
+            if (!(tl->view_x >> xi & 1))
+                ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
         }
         if ((st = kernel_call(tl, 0, d)) != SS_OK)
             return st;
         for (int k = 0; k < a->n_y; k++) {
             int t = op->outputs[k];
-            ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->yr[k], a->y[k], red > 1 ? 1 : 3);
+            if (!(tl->view_y >> k & 1))
+                ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->yr[k], a->y[k],
+                                red > 1 ? 1 : 3);
         }
     } else {
         /* a reordered tile's backward lays back its input gradients and its
@@ -499,7 +537,8 @@ static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
         int late = tg->aux[task] == 1;
         for (int k = 0; k < a->n_y && !late; k++) {
             int t = op->outputs[k];
-            ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
+            if (!(tl->view_dy >> k & 1))
+                ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
         }
         if (!late && (st = kernel_call(tl, 1, d)) != SS_OK)
             return st;
@@ -567,8 +606,6 @@ static void run_update(rt_iter *x, int task)
     ss_rt_walk(T->shape, T->ndim, &e->reg, upd_row, &u);
     ss_rt_record_compute(x, task, w0, c0);
 }
-
-static int64_t contiguous_at(const int64_t *sh, int nd, const ss_region *r);
 
 /* A transfer: the sender packs its region, the receiver lays it back (a
  * value overwrites, a gradient adds). A region contiguous in its tensor is
@@ -965,7 +1002,8 @@ static void iteration_start(ss_rt_state *s)
             int64_t n = ss_region_volume(&tl->a.yr[k]);
             for (int64_t e = 0; e < n; e++)
                 ((float *)tl->a.dy[k])[e] = v;
-            ss_rt_region_io(ss_graph_tensor(g, t), s->grad[t], &tl->a.yr[k], tl->a.dy[k], 3);
+            if (!(tl->view_dy >> k & 1))
+                ss_rt_region_io(ss_graph_tensor(g, t), s->grad[t], &tl->a.yr[k], tl->a.dy[k], 3);
         }
     }
 }

@@ -36,6 +36,8 @@ typedef struct rt_tile {
                           iteration's forward, which runs in the next iteration) */
     unsigned dupdx;    /* bit i: input i's gradient is a copy of a lower replica's that a
                           summing collective already counts (ss_rt_dup_grads): not laid */
+    unsigned view_x, view_y, view_dy; /* CPU: bit i: a.x[i] (a.y[i], a.dy[i]) points into the
+                          tensor's value (gradient) at its contiguous region, not a copy */
     ss_kargs a;        /* regions (exec.c); buffers where the backend computes */
 } rt_tile;
 

@@ -11,6 +11,13 @@
  * barrier. Ping-pong: one-way time = round trip / 2, bandwidth = bytes /
  * one-way time. All-reduce (MPI_SUM of floats): bus bandwidth =
  * 2 (n - 1) / n x bytes / time, NCCL's convention.
+ *
+ * Messages are sent as a training iteration sends them: each repetition's
+ * sender has just written its data, and the buffers rotate over a pool of
+ * 64 MiB a side (at least 2), so no end finds the previous repetition's
+ * message in its caches. One hot buffer sent back and forth measures the
+ * caches, not the link: on a 2-core VM 128 KiB took 22 us one way hot and
+ * 56 us fresh, which is what `simsearch run` sees (docs/runtime.md).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -27,6 +34,44 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A message size's buffers: n to send from, n to receive into, rotated. */
+typedef struct pool {
+    char **send, **recv;
+    int n;
+} pool;
+
+static void pool_free(pool *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        free(p->send ? p->send[i] : NULL);
+        free(p->recv ? p->recv[i] : NULL);
+    }
+    free(p->send);
+    free(p->recv);
+}
+
+static int pool_make(pool *p, long b)
+{
+    long n = (64L << 20) / b;
+    p->n = n < 2 ? 2 : (int)n;
+    p->send = calloc((size_t)p->n, sizeof *p->send);
+    p->recv = calloc((size_t)p->n, sizeof *p->recv);
+    if (!p->send || !p->recv) {
+        p->n = 0;
+        pool_free(p);
+        return -1;
+    }
+    for (int i = 0; i < p->n; i++) {
+        if (!(p->send[i] = malloc((size_t)b)) || !(p->recv[i] = malloc((size_t)b))) {
+            pool_free(p);
+            return -1;
+        }
+        memset(p->send[i], 1, (size_t)b); /* touched: no page faults while timed */
+        memset(p->recv[i], 0, (size_t)b);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -49,65 +94,63 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    char *buf = malloc((size_t)max_bytes), *buf2 = malloc((size_t)max_bytes);
     double *t = malloc((size_t)reps * sizeof *t);
-    if (!buf || !buf2 || !t)
+    if (!t)
         MPI_Abort(MPI_COMM_WORLD, 1);
-    memset(buf, 1, (size_t)max_bytes);
-    memset(buf2, 0, (size_t)max_bytes);
     char host[MPI_MAX_PROCESSOR_NAME];
     int hl;
     MPI_Get_processor_name(host, &hl);
     if (rank == 0)
         printf("{\"format\": \"simsearch-probe\", \"version\": 1, \"backend\": \"mpi\", "
                "\"ranks\": %d, \"host\": \"%s\", \"reps\": %d,\n \"p2p\": [", n, host, reps);
-    int first = 1;
-    for (long b = 8; b <= max_bytes; b *= 4) {
-        for (int r = -1; r < reps; r++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
-            if (rank == 0) {
-                MPI_Send(buf, (int)b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-                MPI_Recv(buf2, (int)b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            } else if (rank == 1) {
-                MPI_Recv(buf2, (int)b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(buf, (int)b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+    for (int coll = 0; coll < 2; coll++) {
+        if (coll && rank == 0)
+            printf("],\n \"allreduce\": [");
+        int first = 1;
+        for (long b = 8; b <= max_bytes; b *= 4) {
+            pool pl;
+            if (pool_make(&pl, b))
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            for (int r = -1; r < reps; r++) {
+                int k = (r + 1) % pl.n;
+                memset(pl.send[k], r & 0x7f, (size_t)b); /* the data was just produced */
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = MPI_Wtime(), dt;
+                if (coll) {
+                    MPI_Allreduce(pl.send[k], pl.recv[k], (int)(b / 4), MPI_FLOAT, MPI_SUM,
+                                  MPI_COMM_WORLD);
+                    double mine = (MPI_Wtime() - t0) * 1e6;
+                    MPI_Allreduce(&mine, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+                } else {
+                    if (rank == 0) {
+                        MPI_Send(pl.send[k], (int)b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+                        MPI_Recv(pl.recv[k], (int)b, MPI_BYTE, 1, 0, MPI_COMM_WORLD,
+                                 MPI_STATUS_IGNORE);
+                    } else if (rank == 1) {
+                        MPI_Recv(pl.recv[k], (int)b, MPI_BYTE, 0, 0, MPI_COMM_WORLD,
+                                 MPI_STATUS_IGNORE);
+                        MPI_Send(pl.send[k], (int)b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+                    }
+                    dt = (MPI_Wtime() - t0) / 2 * 1e6;
+                }
+                if (r >= 0)
+                    t[r] = dt;
             }
-            if (r >= 0)
-                t[r] = (MPI_Wtime() - t0) / 2 * 1e6;
+            pool_free(&pl);
+            if (rank == 0) {
+                double us = median(t, reps);
+                if (coll)
+                    printf("%s\n  {\"bytes\": %ld, \"us\": %.4f, \"busbw_gbps\": %.6f}",
+                           first ? "" : ",", b, us, 2.0 * (n - 1) / n * (double)b / us / 1e3);
+                else
+                    printf("%s\n  {\"bytes\": %ld, \"us\": %.4f, \"gbps\": %.6f}", first ? "" : ",",
+                           b, us, (double)b / us / 1e3);
+            }
+            first = 0;
         }
-        if (rank == 0) {
-            double us = median(t, reps);
-            printf("%s\n  {\"bytes\": %ld, \"us\": %.4f, \"gbps\": %.6f}", first ? "" : ",", b, us,
-                   (double)b / us / 1e3);
-        }
-        first = 0;
-    }
-    if (rank == 0)
-        printf("],\n \"allreduce\": [");
-    first = 1;
-    for (long b = 8; b <= max_bytes; b *= 4) {
-        int cnt = (int)(b / 4);
-        for (int r = -1; r < reps; r++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
-            MPI_Allreduce(buf, buf2, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            double dt = (MPI_Wtime() - t0) * 1e6, mx;
-            MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (r >= 0)
-                t[r] = mx;
-        }
-        if (rank == 0) {
-            double us = median(t, reps);
-            printf("%s\n  {\"bytes\": %ld, \"us\": %.4f, \"busbw_gbps\": %.6f}", first ? "" : ",",
-                   b, us, 2.0 * (n - 1) / n * (double)b / us / 1e3);
-        }
-        first = 0;
     }
     if (rank == 0)
         printf("]}\n");
-    free(buf);
-    free(buf2);
     free(t);
     MPI_Finalize();
     return 0;

@@ -36,6 +36,21 @@ gpt="gpt:layers=1,hidden=32,heads=2,seq=8,vocab=50"
 "$bin" profile --model "$gpt" --topology $topo --db "$tmp/g.json" --reps 1 >"$tmp/o" 2>&1; check "profile of a bf16 model exits 0" $?
 grep -q "skipped, not runnable on cpu (first: .*does not run bf16" "$tmp/o" && [ ! -e "$tmp/g.json" ]
 check "... skips its bf16 tiles with the reason and writes nothing" $?
+g32="gpt:layers=1,hidden=32,heads=2,seq=8,vocab=50,precision=fp32"
+"$bin" profile --model "$g32" --topology $topo --db "$tmp/v.json" --reps 1 --warmup 0 --warm-cache >"$tmp/o" 2>&1
+check "profile of an fp32 GPT exits 0" $?
+! cat "$tmp/v.json"* | grep -Eq '"op_type": *"(reshape|split)"'; check "... measures no views by default" $?
+"$bin" profile --model "$g32" --topology $topo --db "$tmp/v.json" --reps 1 --warmup 0 --warm-cache --views >"$tmp/o" 2>&1
+check "profile --views exits 0" $?
+cat "$tmp/v.json"* | grep -Eq '"op_type": *"reshape"' && cat "$tmp/v.json"* | grep -Eq '"op_type": *"split"'
+check "... adds the reshapes' and splits' copies" $?
+python3 - "$tmp/v.json" "$bin" "$g32" $topo <<'PY'; check "... which the cost model then takes from the profile" $?
+import json, subprocess, sys
+db, b, m, t = sys.argv[1:]
+r = subprocess.run([b, "cost", "--model", m, "--topology", t, "--db", db], capture_output=True, text=True)
+rows = [l.split() for l in r.stdout.splitlines() if "merge" in l or "qkv_reshape" in l]
+sys.exit(0 if r.returncode == 0 and rows and all(l[-1] == "profile" for l in rows) else 1)
+PY
 "$bin" profile --model "$model" --topology $topo --db "$db" --reps 2 --candidates --warm-cache --cpu-time >"$tmp/o" 2>&1; check "--candidates exits 0" $?
 n=$(grep -c '"signature"' "$db"); [ "$n" -gt 5 ]; check "--candidates adds the other tilings ($n entries)" $?
 
