@@ -198,7 +198,8 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                "\"reference_predicted_ms\": %.4f, "
                "\"loss_first\": %.8g, \"loss_last\": %.8g, \"tasks_per_iteration\": %d, "
                "\"collectives_per_iteration\": %lld, \"transfers_per_iteration\": %lld, "
-               "\"comm_bytes_per_iteration\": %.0f, \"param_peak_bytes\": %lld, "
+               "\"comm_bytes_per_iteration\": %.0f, \"copy_bytes_per_iteration\": %.0f, "
+               "\"param_peak_bytes\": %lld, "
                "\"numerics\": {\"max_rel_diff\": %.3g, "
                "\"loss_rel_diff\": %.3g, \"weight_rel_diff\": %.3g, \"worst_weight\": \"%s\", "
                "\"tolerance\": %.3g, \"ok\": %s}, \"compute\": {\"measured_ms\": %.4f, "
@@ -209,7 +210,8 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
                pr->measured_ms, pred, err, pr->measured_cpu_ms, ecpu, rr->measured_ms,
                rr->predicted_ms, pr->loss[0],
                pr->loss[n - 1], pr->my_tasks, (long long)pr->collectives,
-               (long long)pr->transfers, pr->comm_bytes, (long long)pr->param_peak_bytes, md,
+               (long long)pr->transfers, pr->comm_bytes, pr->copy_bytes,
+               (long long)pr->param_peak_bytes, md,
                loss_diff, w_diff,
                worst ? worst : "", o->tolerance, ok ? "true" : "false", parts[0], parts[1],
                parts[3], cerr, parts[2], parts[4]);
@@ -243,6 +245,9 @@ static void report(const opts *o, const ss_rt_result *pr, const ss_rt_result *rr
            "0; measured %.3f ms, predicted %.3f ms (busiest)\n",
            (long long)pr->collectives, (long long)pr->transfers, pr->comm_bytes, parts[2],
            parts[4]);
+    printf("copies around kernels: %.0f bytes per iteration on rank 0 (regions not contiguous "
+           "in their tensors; not priced)\n",
+           pr->copy_bytes);
     printf("per task class, rank 0, last iteration (tasks: measured wall / CPU ms, predicted "
            "ms):\n");
     for (int c = 0; c < SS_RT_CLASSES; c++) {

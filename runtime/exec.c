@@ -887,7 +887,7 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     x.lr = cfg->lr;
     for (int it = 0; st == SS_OK && it < r->n_iter; it++) {
         x.ncoll = x.nxfer = 0;
-        x.bytes = 0;
+        x.bytes = x.copied = 0;
         x.comp_ms = x.comp_cpu_ms = x.comm_ms = 0;
         x.trace = cfg->trace && it == r->n_iter - 1;
         x.r = it == r->n_iter - 1 ? r : NULL;
@@ -936,6 +936,7 @@ ss_status ss_rt_train(const ss_graph *g, const ss_machine *m, ss_costmodel *cm,
     r->collectives = x.ncoll;
     r->transfers = x.nxfer;
     r->comm_bytes = x.bytes;
+    r->copy_bytes = x.copied;
     r->my_tasks = s->n_mine;
     r->my_tiles = s->n_tiles;
     r->param_peak_bytes = s->param_peak;

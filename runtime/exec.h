@@ -120,6 +120,11 @@ typedef struct ss_rt_result {
     int64_t collectives;  /* collectives this rank ran per iteration */
     int64_t transfers;    /* transfers this rank sent or received per iteration */
     double comm_bytes;    /* bytes this rank reduced, sent or received per iteration */
+    double copy_bytes;    /* CPU backend: bytes of this rank's kernels' operands, outputs
+                           * and output gradients copied in and out of their tensors per
+                           * iteration (regions not contiguous there; the simulation does
+                           * not price them; the operand gradients' adds, always made,
+                           * are not counted); 0 on the CUDA backend */
     int my_tasks;         /* tasks of this rank per iteration */
     int my_tiles;         /* tiles of this rank */
     int64_t param_peak_bytes; /* CPU backend: the peak bytes of the weights this rank's tiles

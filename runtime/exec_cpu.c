@@ -519,16 +519,20 @@ static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
     if (tg->kind[task] == SS_TASK_FWD) {
         for (int xi = 0; xi < a->n_x; xi++) {
             int t = ss_rt_operand_tensor(op, xi);
-            if (!(tl->view_x >> xi & 1))
+            if (!(tl->view_x >> xi & 1)) {
                 ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->xr[xi], a->x[xi], 0);
+                x->copied += (double)ss_kernel_x_bytes(a, xi);
+            }
         }
         if ((st = kernel_call(tl, 0, d)) != SS_OK)
             return st;
         for (int k = 0; k < a->n_y; k++) {
             int t = op->outputs[k];
-            if (!(tl->view_y >> k & 1))
+            if (!(tl->view_y >> k & 1)) {
                 ss_rt_region_io(ss_graph_tensor(s->g, t), s->buf[t], &a->yr[k], a->y[k],
                                 red > 1 ? 1 : 3);
+                x->copied += (double)ss_kernel_y_bytes(a, k);
+            }
         }
     } else {
         /* a reordered tile's backward lays back its input gradients and its
@@ -537,8 +541,10 @@ static ss_status run_compute(rt_iter *x, int task, ss_diag *d)
         int late = tg->aux[task] == 1;
         for (int k = 0; k < a->n_y && !late; k++) {
             int t = op->outputs[k];
-            if (!(tl->view_dy >> k & 1))
+            if (!(tl->view_dy >> k & 1)) {
                 ss_rt_region_io(ss_graph_tensor(s->g, t), s->grad[t], &a->yr[k], a->dy[k], 0);
+                x->copied += (double)ss_kernel_y_bytes(a, k);
+            }
         }
         if (!late && (st = kernel_call(tl, 1, d)) != SS_OK)
             return st;

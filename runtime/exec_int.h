@@ -82,6 +82,7 @@ typedef struct rt_iter {
     double lr;
     int64_t ncoll, nxfer;
     double bytes;
+    double copied; /* CPU: bytes copied between tensors and tile buffers around kernels */
     double comp_ms, comp_cpu_ms, comm_ms; /* this iteration: kernels (wall, CPU), communication */
     int trace;  /* record events in s->ev (the last iteration) */
     double t0;  /* iteration start (ms) */

@@ -53,6 +53,9 @@ typedef ss_plan *(*plan_fn)(const ss_graph *g, const ss_machine *m);
  * ranks, the exchanges of a rank (collectives and transfers) and its calls
  * of each kind (calls may be NULL). fault: 0 none, 1 drop, 2 shuffle
  * (thread_comm.h). The plan: make's (spec names it) or spec's. */
+/* Each rank's copy_bytes in run_plan's last run. */
+static double copied[2];
+
 static void run_plan(const char *model, int batch, const char *spec, plan_fn make, int fault,
                      double *wdiff, double *ldiff, int64_t *nred, int64_t *calls)
 {
@@ -107,6 +110,7 @@ static void run_plan(const char *model, int batch, const char *spec, plan_fn mak
         for (int i = 0; i < rr.n_iter; i++)
             *ldiff = fmax(*ldiff, fabs(j[r].res.loss[i] - rr.loss[i]) / fabs(rr.loss[i]));
         *nred = j[r].res.collectives + j[r].res.transfers;
+        copied[r] = j[r].res.copy_bytes;
         for (int k = 0; calls && k < TC_KINDS; k++)
             calls[k] = j[r].tc.calls[k];
         ss_rt_free(j[r].st);
@@ -186,6 +190,8 @@ static void test_data_parallel_matches(void **state)
     assert_true(w < 1e-5);
     assert_true(l < 1e-6);
     assert_int_equal(n, 6); /* the graph's gradient buckets: one per weight */
+    /* every tile's regions are whole rows (samples): used in place, no copies */
+    assert_true(copied[0] == 0 && copied[1] == 0);
 }
 
 static void test_tensor_parallel_matches(void **state)
@@ -199,6 +205,8 @@ static void test_tensor_parallel_matches(void **state)
     /* the graph's collectives: fc2's partial sums, the split loss; backward:
      * the gradient of relu2 (read whole by both halves of out), fc2's bias */
     assert_int_equal(n, 4);
+    /* fc1's column half [16 x 32 of 64] and relu1's are not contiguous: copied */
+    assert_true(copied[0] > 0 && copied[1] > 0);
 }
 
 static void test_pipeline_matches(void **state)
