@@ -13,9 +13,9 @@
  * 2 (n - 1) / n x bytes / time, NCCL's convention.
  *
  * Messages are sent as a training iteration sends them: each repetition's
- * sender has just written its data, and the buffers rotate over a pool of
- * 64 MiB a side (at least 2), so no end finds the previous repetition's
- * message in its caches. One hot buffer sent back and forth measures the
+ * sender has just written its data, and each repetition sends from and
+ * into buffers of its own, evicted from the caches beforehand, so no end
+ * finds the previous repetition's message in its caches. One hot buffer sent back and forth measures the
  * caches, not the link: on a 2-core VM 128 KiB took 22 us one way hot and
  * 56 us fresh, which is what `simsearch run` sees (docs/runtime.md).
  */
@@ -36,7 +36,10 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* A message size's buffers: n to send from, n to receive into, rotated. */
+/* A message size's buffers: n to send from, n to receive into, used in
+ * turn (n: as many as the repetitions use, or as fit 64 MiB, at least 2),
+ * then evicted from the caches by writing 64 MiB (evict), so that no
+ * repetition finds its buffers cached. */
 typedef struct pool {
     char **send, **recv;
     int n;
@@ -52,10 +55,13 @@ static void pool_free(pool *p)
     free(p->recv);
 }
 
-static int pool_make(pool *p, long b)
+#define EVICT_BYTES (64L << 20)
+
+static int pool_make(pool *p, long b, int reps, char *evict)
 {
-    long n = (64L << 20) / b;
-    p->n = n < 2 ? 2 : (int)n;
+    long n = EVICT_BYTES / b; /* large messages: slots over 64 MiB, reused in turn */
+    n = n < 2 ? 2 : n;
+    p->n = n < reps + 1 ? (int)n : reps + 1;
     p->send = calloc((size_t)p->n, sizeof *p->send);
     p->recv = calloc((size_t)p->n, sizeof *p->recv);
     if (!p->send || !p->recv) {
@@ -71,6 +77,8 @@ static int pool_make(pool *p, long b)
         memset(p->send[i], 1, (size_t)b); /* touched: no page faults while timed */
         memset(p->recv[i], 0, (size_t)b);
     }
+    for (long i = 0; i < EVICT_BYTES; i += 64)
+        evict[i]++;
     return 0;
 }
 
@@ -95,7 +103,8 @@ int main(int argc, char **argv)
         return 2;
     }
     double *t = malloc((size_t)reps * sizeof *t);
-    if (!t)
+    char *evict = calloc(1, (size_t)EVICT_BYTES);
+    if (!t || !evict)
         MPI_Abort(MPI_COMM_WORLD, 1);
     char host[MPI_MAX_PROCESSOR_NAME];
     int hl;
@@ -109,7 +118,7 @@ int main(int argc, char **argv)
         int first = 1;
         for (long b = 8; b <= max_bytes; b *= 4) {
             pool pl;
-            if (pool_make(&pl, b))
+            if (pool_make(&pl, b, reps, evict))
                 MPI_Abort(MPI_COMM_WORLD, 1);
             for (int r = -1; r < reps; r++) {
                 int k = (r + 1) % pl.n;
@@ -152,6 +161,7 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("]}\n");
     free(t);
+    free(evict);
     MPI_Finalize();
     return 0;
 }
