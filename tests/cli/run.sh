@@ -2,7 +2,8 @@
 # End-to-end checks of `simsearch run` (the runtime): usage errors exit 2,
 # without a GPU the CUDA backend is refused on every rank (exit 2); with Open MPI, 2-rank runs of the MLP
 # (data-, tensor- and pipeline-parallel) and of a small fp32 GPT (data- and
-# tensor-parallel) match the one-process run (numerics ok, --json fields),
+# tensor-parallel) match the one-process run (numerics ok, --json fields:
+# copy_bytes_per_iteration 0 for data-parallel, > 0 for tensor-parallel),
 # also with the distributed optimizer (reduce-scatter + all-gather), sequence
 # parallelism and expert parallelism (all-to-alls: no point-to-point sends);
 # the zoo GPT takes precision=fp32 (and a CPU profile of it measures its tiles);
@@ -172,9 +173,13 @@ ok = r["ranks"] == 2 and n["ok"] is True and n["max_rel_diff"] < 1e-4
 ok = ok and r["measured_ms"] > 0 and r["predicted_ms"] > 0 and r["error"] >= 0
 if r["plan"].endswith("ep=2"):  # the expert slots move in all-to-alls, not sends
     ok = ok and r["transfers_per_iteration"] == 0 and r["collectives_per_iteration"] >= 8
+if r["plan"] == "data-parallel":  # samples split: every region used in place
+    ok = ok and r["copy_bytes_per_iteration"] == 0
+if r["plan"] == "megatron:tp=2":  # column halves are not contiguous: copied
+    ok = ok and r["copy_bytes_per_iteration"] > 0
 print(r["plan"], "max_rel_diff", n["max_rel_diff"], "measured", r["measured_ms"],
       "predicted", r["predicted_ms"], "collectives", r["collectives_per_iteration"],
-      "transfers", r["transfers_per_iteration"])
+      "transfers", r["transfers_per_iteration"], "copies", r["copy_bytes_per_iteration"])
 sys.exit(0 if ok else 1)
 PY
 done
